@@ -1,0 +1,12 @@
+/**
+ * @file sxe/sxe.h
+ * @brief Everything sxe offers, in one include.
+ */
+#ifndef SXE_SXE_H
+#define SXE_SXE_H
+
+#include "sxe/clock.h"
+#include "sxe/error.h"
+#include "sxe/log.h"
+
+#endif

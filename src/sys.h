@@ -1,0 +1,74 @@
+/*
+ * The system call seam: every system call the library makes goes through the table sxe__sys.
+ *
+ * In the shipped library the table is const, so a call through it costs one indirect call and
+ * nothing can redirect it at run time. The test variant of the library (built with
+ * SXE_SYS_MUTABLE, linked only into tests) makes the table writable and adds fault injection:
+ * a test can replace an entry with its own function, make the Nth call of any entry fail with a
+ * chosen errno, and stop, set and move the clocks.
+ *
+ * To call a new system call from the library, add it to SXE_SYS_CALLS below and call it as
+ * sxe__sys.name(...). tests/build/check-syscalls.sh fails the build's tests if any library object
+ * other than sys.c calls a system call wrapper directly.
+ */
+#ifndef SXE_SYS_H
+#define SXE_SYS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* X(name, return type, parameters, arguments): one row per system call. */
+#define SXE_SYS_CALLS(X)                                                                           \
+    X(clock_gettime, int, (clockid_t clock, struct timespec * time), (clock, time))                \
+    X(gettid, pid_t, (void), ())                                                                   \
+    X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len))
+
+struct sxe__sys {
+#define SXE_SYS_FIELD(name, ret, params, args) ret(*name) params;
+    SXE_SYS_CALLS(SXE_SYS_FIELD)
+#undef SXE_SYS_FIELD
+};
+
+#ifdef SXE_SYS_MUTABLE
+
+extern struct sxe__sys sxe__sys;
+
+enum sxe__sys_call {
+#define SXE_SYS_ENUM(name, ret, params, args) SXE_SYS_##name,
+    SXE_SYS_CALLS(SXE_SYS_ENUM)
+#undef SXE_SYS_ENUM
+        SXE_SYS_CALL_COUNT
+};
+
+/*
+ * Arms a fault on call: counting from now, calls nth .. nth + times - 1 fail with -1 and errno
+ * set to err (times 0 means every call from the nth on). Other calls go to whatever the table
+ * held before arming, so a fault can be layered over a replaced entry.
+ */
+void sxe__sys_fail(enum sxe__sys_call call, unsigned nth, unsigned times, int err);
+
+/* Counts calls of call from now on, without failing any. */
+void sxe__sys_count(enum sxe__sys_call call);
+
+/* How many calls of call were made since it was last armed with sxe__sys_fail or sxe__sys_count. */
+unsigned sxe__sys_calls(enum sxe__sys_call call);
+
+/*
+ * Stops real time: from now on CLOCK_MONOTONIC reads mono_ns and CLOCK_REALTIME reads wall_ns
+ * until sxe__sys_clock_advance() moves both forward.
+ */
+void sxe__sys_clock_fake(uint64_t mono_ns, uint64_t wall_ns);
+void sxe__sys_clock_advance(uint64_t ns);
+
+/* Restores every entry to the real system call and real time, and disarms every fault. */
+void sxe__sys_reset(void);
+
+#else
+
+extern const struct sxe__sys sxe__sys;
+
+#endif
+
+#endif

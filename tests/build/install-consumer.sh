@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs the build into a scratch prefix and builds every example against the installed sxe the
+# way a user outside the tree would: with pkg-config (shared and static) and with CMake's
+# find_package. Each resulting program must run.
+# Usage: install-consumer.sh BUILD_DIR SOURCE_DIR C_COMPILER [FLAGS]
+# FLAGS are what the build's own objects need at link time (sanitizers, coverage).
+set -euo pipefail
+build=$1
+source=$2
+cc=$3
+read -r -a flags <<<"${4:-}"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+pcdir=$(dirname "$(find "$scratch/prefix" -name sxe.pc | head -n 1)")
+export PKG_CONFIG_PATH=$pcdir
+libdir=$(realpath "$(pkg-config --variable=libdir sxe)")
+pkg-config --exists --print-errors sxe
+
+test -f "$libdir/libsxe.a" || { echo "FAIL: no libsxe.a in $libdir"; exit 1; }
+test -f "$libdir/libsxe.so" || { echo "FAIL: no libsxe.so in $libdir"; exit 1; }
+
+# The shared library exports the public API and hides the internals.
+if nm -D --defined-only "$libdir/libsxe.so" | awk '{print $3}' | grep -E '^sxe__(sys|clock)'; then
+  echo "FAIL: libsxe.so exports internal symbols"; exit 1
+fi
+nm -D --defined-only "$libdir/libsxe.so" | grep -qw sxe_strerror || {
+  echo "FAIL: libsxe.so does not export sxe_strerror"; exit 1; }
+
+mkdir -p "$scratch/cmake-consumer"
+cat > "$scratch/cmake-consumer/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(consumer C)
+find_package(sxe 0.1 REQUIRED)
+file(GLOB examples "$source/examples/*.c")
+foreach(example \${examples})
+  get_filename_component(name \${example} NAME_WE)
+  add_executable(\${name} \${example})
+  target_link_libraries(\${name} PRIVATE sxe::sxe_static)
+endforeach()
+CMAKE
+
+count=0
+for example in "$source"/examples/*.c; do
+  name=$(basename "$example" .c)
+  # shellcheck disable=SC2046
+  "$cc" "${flags[@]}" -o "$scratch/$name-shared" "$example" $(pkg-config --cflags --libs sxe)
+  # shellcheck disable=SC2046
+  "$cc" "${flags[@]}" -o "$scratch/$name-static" "$example" $(pkg-config --cflags sxe) \
+    "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe)
+  LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 "$scratch/$name-shared" >/dev/null 2>&1 || {
+    echo "FAIL: $name built against libsxe.so did not run"; exit 1; }
+  LD_LIBRARY_PATH=$libdir ldd "$scratch/$name-shared" | grep -q "$libdir/libsxe.so" || {
+    echo "FAIL: $name-shared is not linked to the installed libsxe.so"; exit 1; }
+  SXE_LOG_LEVEL=4 "$scratch/$name-static" >/dev/null 2>&1 || {
+    echo "FAIL: $name built against libsxe.a did not run"; exit 1; }
+  count=$((count + 1))
+done
+
+cmake -S "$scratch/cmake-consumer" -B "$scratch/cmake-consumer/build" -G Ninja \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="${flags[*]}" -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
+cmake --build "$scratch/cmake-consumer/build" >/dev/null
+echo "ok: $count examples built against the installed sxe with pkg-config (shared, static) and CMake"

@@ -1,0 +1,30 @@
+"""Shared fixtures for the system tests: they drive the real built programs."""
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> pathlib.Path:
+    """The build tree under test, from SXE_BUILD_DIR (CTest sets it)."""
+    path = os.environ.get("SXE_BUILD_DIR")
+    if not path:
+        pytest.fail("SXE_BUILD_DIR is not set: run the system tests through ctest")
+    return pathlib.Path(path)
+
+
+@pytest.fixture
+def run(build_dir):
+    """Runs a built program with a time limit and returns the CompletedProcess."""
+
+    def _run(relative: str, env: dict | None = None, timeout: float = 30.0):
+        program = build_dir / relative
+        assert program.exists(), f"{program} was not built"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SXE_LOG_LEVEL")}
+        full_env.update(env or {})
+        return subprocess.run([str(program)], env=full_env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    return _run

@@ -1,0 +1,83 @@
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sxe_test.h"
+
+#ifdef SXE_COVERAGE
+/* libgcov's: writes the coverage counters out, which abort() would otherwise lose. */
+void __gcov_dump(void);
+#endif
+
+static void dump_coverage_and_abort(int signal_number)
+{
+#ifdef SXE_COVERAGE
+    __gcov_dump();
+#endif
+    signal(signal_number, SIG_DFL);
+    raise(signal_number);
+}
+
+static void capture_sink(void *ctx, enum sxe_log_level level, const char *line, size_t len)
+{
+    struct sxe_test_capture *capture = ctx;
+
+    (void)level;
+    if (capture->len + len < sizeof(capture->text)) {
+        memcpy(capture->text + capture->len, line, len);
+        capture->len += len;
+        capture->text[capture->len] = '\0';
+    }
+    capture->lines++;
+}
+
+void sxe_test_capture_start(struct sxe_test_capture *capture)
+{
+    capture->len = 0;
+    capture->lines = 0;
+    capture->text[0] = '\0';
+    sxe_log_set_sink(capture_sink, capture);
+}
+
+void sxe_test_capture_stop(void)
+{
+    sxe_log_set_sink(NULL, NULL);
+}
+
+const char *sxe_test_expect_abort(void (*body)(void *arg), void *arg, const char *const *expected)
+{
+    static char log[64 * 1024];
+    size_t used = 0;
+    int fds[2];
+    int status;
+
+    assert_int_equal(pipe(fds), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(fds[0]);
+        signal(SIGABRT, dump_coverage_and_abort);
+        sxe_log_set_sink(sxe_log_sink_fd, (void *)(intptr_t)fds[1]);
+        body(arg);
+        _exit(0); /* Not reached when the body aborts, as it must. */
+    }
+    close(fds[1]);
+    for (ssize_t got; (got = read(fds[0], log + used, sizeof(log) - 1 - used)) > 0;) {
+        used += (size_t)got;
+    }
+    log[used] = '\0';
+    close(fds[0]);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
+        fail_msg("child did not abort (status 0x%x); its log:\n%s", status, log);
+    }
+    for (; expected != NULL && *expected != NULL; expected++) {
+        if (strstr(log, *expected) == NULL) {
+            fail_msg("abort log lacks \"%s\"; it is:\n%s", *expected, log);
+        }
+    }
+    return log;
+}

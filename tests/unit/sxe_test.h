@@ -1,0 +1,34 @@
+/*
+ * Helpers shared by the unit tests: include this instead of cmocka.h.
+ */
+#ifndef SXE_TEST_H
+#define SXE_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "sxe/log.h"
+
+/* Lines captured by sxe_test_capture_start(), joined in one buffer. */
+struct sxe_test_capture {
+    char text[64 * 1024];
+    size_t len;
+    unsigned lines;
+};
+
+/* Sends every log line into capture (cleared first) until sxe_test_capture_stop(). */
+void sxe_test_capture_start(struct sxe_test_capture *capture);
+void sxe_test_capture_stop(void);
+
+/*
+ * Runs body(arg) in a child process whose log goes to a pipe, and checks that the child aborts
+ * (SIGABRT) and that its log contains every string in expected (NULL-terminated). Returns the
+ * child's log, in a static buffer, so the caller can check more.
+ */
+const char *sxe_test_expect_abort(void (*body)(void *arg), void *arg, const char *const *expected);
+
+#endif
