@@ -3,14 +3,21 @@
  * This is the only file in the library that names a system call wrapper directly.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 
 #include "sys.h"
+
+static int sys_open(const char *path, int flags, mode_t mode)
+{
+    return open(path, flags, mode);
+}
 
 #ifndef SXE_SYS_MUTABLE
 
 const struct sxe__sys sxe__sys = {
-#define SXE_SYS_REAL(name, ret, params, args) .name = name,
+#define SXE_SYS_REAL(name, ret, params, args, impl) .name = impl,
     SXE_SYS_CALLS(SXE_SYS_REAL)
 #undef SXE_SYS_REAL
 };
@@ -18,13 +25,13 @@ const struct sxe__sys sxe__sys = {
 #else
 
 static const struct sxe__sys sys_real = {
-#define SXE_SYS_REAL(name, ret, params, args) .name = name,
+#define SXE_SYS_REAL(name, ret, params, args, impl) .name = impl,
     SXE_SYS_CALLS(SXE_SYS_REAL)
 #undef SXE_SYS_REAL
 };
 
 struct sxe__sys sxe__sys = {
-#define SXE_SYS_REAL(name, ret, params, args) .name = name,
+#define SXE_SYS_REAL(name, ret, params, args, impl) .name = impl,
     SXE_SYS_CALLS(SXE_SYS_REAL)
 #undef SXE_SYS_REAL
 };
@@ -57,7 +64,7 @@ static bool fault_fires(enum sxe__sys_call call)
     return true;
 }
 
-#define SXE_SYS_WRAPPER(name, ret, params, args)                                                   \
+#define SXE_SYS_WRAPPER(name, ret, params, args, impl)                                             \
     static ret fault_##name params                                                                 \
     {                                                                                              \
         if (fault_fires(SXE_SYS_##name)) {                                                         \
@@ -73,7 +80,7 @@ static void arm(enum sxe__sys_call call, unsigned first, unsigned times, int err
     faults[call] = (struct fault){.first = first, .times = times, .err = err};
 
     switch (call) {
-#define SXE_SYS_ARM(name, ret, params, args)                                                       \
+#define SXE_SYS_ARM(name, ret, params, args, impl)                                                 \
     case SXE_SYS_##name:                                                                           \
         if (sxe__sys.name != fault_##name) {                                                       \
             sys_next.name = sxe__sys.name;                                                         \

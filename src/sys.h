@@ -15,18 +15,30 @@
 #define SXE_SYS_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
-/* X(name, return type, parameters, arguments): one row per system call. */
+/*
+ * X(name, return type, parameters, arguments, implementation): one row per system call. The
+ * implementation is the libc function itself, except where its prototype does not fit a table
+ * entry (open is variadic), where sys.c supplies a fixed-argument wrapper.
+ */
 #define SXE_SYS_CALLS(X)                                                                           \
-    X(clock_gettime, int, (clockid_t clock, struct timespec * time), (clock, time))                \
-    X(gettid, pid_t, (void), ())                                                                   \
-    X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len))
+    X(clock_gettime, int, (clockid_t clock, struct timespec * time), (clock, time), clock_gettime) \
+    X(close, int, (int fd), (fd), close)                                                           \
+    X(fstat, int, (int fd, struct stat *status), (fd, status), fstat)                              \
+    X(ftruncate, int, (int fd, off_t len), (fd, len), ftruncate)                                   \
+    X(gettid, pid_t, (void), (), gettid)                                                           \
+    X(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t offset),           \
+      (addr, len, prot, flags, fd, offset), mmap)                                                  \
+    X(munmap, int, (void *addr, size_t len), (addr, len), munmap)                                  \
+    X(open, int, (const char *path, int flags, mode_t mode), (path, flags, mode), sys_open)        \
+    X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len), write)
 
 struct sxe__sys {
-#define SXE_SYS_FIELD(name, ret, params, args) ret(*name) params;
+#define SXE_SYS_FIELD(name, ret, params, args, impl) ret(*name) params;
     SXE_SYS_CALLS(SXE_SYS_FIELD)
 #undef SXE_SYS_FIELD
 };
@@ -36,7 +48,7 @@ struct sxe__sys {
 extern struct sxe__sys sxe__sys;
 
 enum sxe__sys_call {
-#define SXE_SYS_ENUM(name, ret, params, args) SXE_SYS_##name,
+#define SXE_SYS_ENUM(name, ret, params, args, impl) SXE_SYS_##name,
     SXE_SYS_CALLS(SXE_SYS_ENUM)
 #undef SXE_SYS_ENUM
         SXE_SYS_CALL_COUNT

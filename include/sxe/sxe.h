@@ -8,5 +8,6 @@
 #include "sxe/clock.h"
 #include "sxe/error.h"
 #include "sxe/log.h"
+#include "sxe/pool.h"
 
 #endif
