@@ -98,8 +98,8 @@ size_t sxe_pool_size(const struct sxe_pool_options *options)
  * Puts node index at the tail of state. Its time becomes max(time, the tail's time), so times
  * never decrease along a queue even when callers' clocks differ slightly.
  */
-static inline void enqueue(sxe_pool_t *pool, struct sxe__pool_node *nodes, uint32_t index, unsigned state,
-                    uint64_t time, uint64_t sequence)
+static inline void enqueue(sxe_pool_t *pool, struct sxe__pool_node *nodes, uint32_t index,
+                           unsigned state, uint64_t time, uint64_t sequence)
 {
     uint32_t sentinel = sentinel_of(pool, state);
     uint32_t tail = nodes[sentinel].prev;
@@ -126,7 +126,7 @@ static inline void dequeue(sxe_pool_t *pool, struct sxe__pool_node *nodes, uint3
 }
 
 static inline void move(sxe_pool_t *pool, struct sxe__pool_node *nodes, uint32_t index, unsigned to,
-                 uint64_t now)
+                        uint64_t now)
 {
     SXE_LOG_TRACE("pool %s: element %u %s -> %s", pool->name, index,
                   pool->states[nodes[index].state].name, pool->states[to].name);
