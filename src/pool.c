@@ -63,6 +63,13 @@ static uint32_t sentinel_of(const sxe_pool_t *pool, unsigned state)
     return pool->count + state;
 }
 
+/* The oldest element of state, or SXE_POOL_NONE if it is empty. Call with the lock held. */
+static uint32_t head_of(const sxe_pool_t *pool, const struct sxe__pool_node *nodes, unsigned state)
+{
+    uint32_t sentinel = sentinel_of(pool, state);
+    return nodes[sentinel].next == sentinel ? SXE_POOL_NONE : nodes[sentinel].next;
+}
+
 static bool options_are_valid(const struct sxe_pool_options *options)
 {
     return options != NULL && options->count >= 1 &&
@@ -561,10 +568,8 @@ uint32_t sxe_pool_set_oldest_state(sxe_pool_t *pool, unsigned from, unsigned to,
     }
     struct sxe__pool_node *nodes = nodes_of(pool);
     lock(pool);
-    uint32_t index = nodes[sentinel_of(pool, from)].next;
-    if (index == sentinel_of(pool, from)) {
-        index = SXE_POOL_NONE;
-    } else {
+    uint32_t index = head_of(pool, nodes, from);
+    if (index != SXE_POOL_NONE) {
         move(pool, nodes, index, to, now);
     }
     unlock(pool);
@@ -578,10 +583,8 @@ uint32_t sxe_pool_oldest(sxe_pool_t *pool, unsigned state, uint64_t *time_ns)
     }
     struct sxe__pool_node *nodes = nodes_of(pool);
     lock(pool);
-    uint32_t index = nodes[sentinel_of(pool, state)].next;
-    if (index == sentinel_of(pool, state)) {
-        index = SXE_POOL_NONE;
-    } else if (time_ns != NULL) {
+    uint32_t index = head_of(pool, nodes, state);
+    if (index != SXE_POOL_NONE && time_ns != NULL) {
         *time_ns = nodes[index].time;
     }
     unlock(pool);
@@ -628,9 +631,8 @@ static uint32_t expired_head(sxe_pool_t *pool, unsigned state, uint64_t timeout,
     uint32_t index = SXE_POOL_NONE;
 
     lock(pool);
-    uint32_t head = nodes[sentinel_of(pool, state)].next;
-    if (head != sentinel_of(pool, state) && nodes[head].time < now &&
-        now - nodes[head].time > timeout) {
+    uint32_t head = head_of(pool, nodes, state);
+    if (head != SXE_POOL_NONE && nodes[head].time < now && now - nodes[head].time > timeout) {
         index = head;
         *sequence = nodes[head].sequence;
     }
