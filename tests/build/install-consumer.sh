@@ -11,8 +11,11 @@ cc=$3
 read -r -a flags <<<"${4:-}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# On any failure, say which command failed and show what it printed.
+log=$scratch/log
+trap 'echo "FAIL: line $LINENO: $BASH_COMMAND"; cat "$log" 2>/dev/null' ERR
 
-cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
+cmake --install "$build" --prefix "$scratch/prefix" >"$log" 2>&1
 pcdir=$(dirname "$(find "$scratch/prefix" -name sxe.pc | head -n 1)")
 export PKG_CONFIG_PATH=$pcdir
 libdir=$(realpath "$(pkg-config --variable=libdir sxe)")
@@ -49,16 +52,17 @@ for example in "$source"/examples/*.c; do
   # shellcheck disable=SC2046
   "$cc" "${flags[@]}" -o "$scratch/$name-static" "$example" $(pkg-config --cflags sxe) \
     "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe)
-  LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 "$scratch/$name-shared" >/dev/null 2>&1 || {
-    echo "FAIL: $name built against libsxe.so did not run"; exit 1; }
+  LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 "$scratch/$name-shared" >"$log" 2>&1 || {
+    echo "FAIL: $name built against libsxe.so did not run:"; cat "$log"; exit 1; }
   LD_LIBRARY_PATH=$libdir ldd "$scratch/$name-shared" | grep -q "$libdir/libsxe.so" || {
     echo "FAIL: $name-shared is not linked to the installed libsxe.so"; exit 1; }
-  SXE_LOG_LEVEL=4 "$scratch/$name-static" >/dev/null 2>&1 || {
-    echo "FAIL: $name built against libsxe.a did not run"; exit 1; }
+  SXE_LOG_LEVEL=4 "$scratch/$name-static" >"$log" 2>&1 || {
+    echo "FAIL: $name built against libsxe.a did not run:"; cat "$log"; exit 1; }
   count=$((count + 1))
 done
 
 cmake -S "$scratch/cmake-consumer" -B "$scratch/cmake-consumer/build" -G Ninja \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="${flags[*]}" -DCMAKE_PREFIX_PATH="$scratch/prefix" >/dev/null
-cmake --build "$scratch/cmake-consumer/build" >/dev/null
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="${flags[*]}" -DCMAKE_PREFIX_PATH="$scratch/prefix" \
+  >"$log" 2>&1
+cmake --build "$scratch/cmake-consumer/build" >"$log" 2>&1
 echo "ok: $count examples built against the installed sxe with pkg-config (shared, static) and CMake"
