@@ -25,10 +25,11 @@ test -f "$libdir/libsxe.a" || { echo "FAIL: no libsxe.a in $libdir"; exit 1; }
 test -f "$libdir/libsxe.so" || { echo "FAIL: no libsxe.so in $libdir"; exit 1; }
 
 # The shared library exports the public API and hides the internals.
-if nm -D --defined-only "$libdir/libsxe.so" | awk '{print $3}' | grep -E '^sxe__(sys|clock)'; then
+exported=$(nm -D --defined-only "$libdir/libsxe.so" | awk '{print $3}')
+if grep -E '^sxe__(sys|clock|pool)' <<<"$exported"; then
   echo "FAIL: libsxe.so exports internal symbols"; exit 1
 fi
-nm -D --defined-only "$libdir/libsxe.so" | grep -qw sxe_strerror || {
+grep -qx sxe_strerror <<<"$exported" || {
   echo "FAIL: libsxe.so does not export sxe_strerror"; exit 1; }
 
 mkdir -p "$scratch/cmake-consumer"
@@ -54,7 +55,9 @@ for example in "$source"/examples/*.c; do
     "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe)
   LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 "$scratch/$name-shared" >"$log" 2>&1 || {
     echo "FAIL: $name built against libsxe.so did not run:"; cat "$log"; exit 1; }
-  LD_LIBRARY_PATH=$libdir ldd "$scratch/$name-shared" | grep -q "$libdir/libsxe.so" || {
+  # Capture first: grep -q would stop reading early, and pipefail would count ldd's SIGPIPE.
+  linked=$(LD_LIBRARY_PATH=$libdir ldd "$scratch/$name-shared")
+  grep -q "$libdir/libsxe.so" <<<"$linked" || {
     echo "FAIL: $name-shared is not linked to the installed libsxe.so"; exit 1; }
   SXE_LOG_LEVEL=4 "$scratch/$name-static" >"$log" 2>&1 || {
     echo "FAIL: $name built against libsxe.a did not run:"; cat "$log"; exit 1; }
