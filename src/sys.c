@@ -4,14 +4,23 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/signalfd.h>
 
 #include "sys.h"
 
+/* open and fcntl are variadic: these give them the fixed prototypes a table entry needs. */
 static int sys_open(const char *path, int flags, mode_t mode)
 {
     return open(path, flags, mode);
+}
+
+static int sys_fcntl(int fd, int command, int arg)
+{
+    return fcntl(fd, command, arg);
 }
 
 #ifndef SXE_SYS_MUTABLE

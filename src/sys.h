@@ -14,9 +14,13 @@
 #ifndef SXE_SYS_H
 #define SXE_SYS_H
 
+#include <signal.h>
 #include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,16 +30,59 @@
  * entry (open is variadic), where sys.c supplies a fixed-argument wrapper.
  */
 #define SXE_SYS_CALLS(X)                                                                           \
+    X(accept4, int, (int fd, struct sockaddr *address, socklen_t *len, int flags),                 \
+      (fd, address, len, flags), accept4)                                                          \
+    X(bind, int, (int fd, const struct sockaddr *address, socklen_t len), (fd, address, len),      \
+      bind)                                                                                        \
     X(clock_gettime, int, (clockid_t clock, struct timespec * time), (clock, time), clock_gettime) \
     X(close, int, (int fd), (fd), close)                                                           \
+    X(connect, int, (int fd, const struct sockaddr *address, socklen_t len), (fd, address, len),   \
+      connect)                                                                                     \
+    X(epoll_create1, int, (int flags), (flags), epoll_create1)                                     \
+    X(epoll_ctl, int, (int epfd, int op, int fd, struct epoll_event *event),                       \
+      (epfd, op, fd, event), epoll_ctl)                                                            \
+    X(epoll_wait, int, (int epfd, struct epoll_event *events, int max, int timeout),               \
+      (epfd, events, max, timeout), epoll_wait)                                                    \
+    X(fcntl, int, (int fd, int command, int arg), (fd, command, arg), sys_fcntl)                   \
     X(fstat, int, (int fd, struct stat *status), (fd, status), fstat)                              \
     X(ftruncate, int, (int fd, off_t len), (fd, len), ftruncate)                                   \
+    X(getpeername, int, (int fd, struct sockaddr *address, socklen_t *len), (fd, address, len),    \
+      getpeername)                                                                                 \
+    X(getsockname, int, (int fd, struct sockaddr *address, socklen_t *len), (fd, address, len),    \
+      getsockname)                                                                                 \
+    X(getsockopt, int, (int fd, int level, int name, void *value, socklen_t *len),                 \
+      (fd, level, name, value, len), getsockopt)                                                   \
     X(gettid, pid_t, (void), (), gettid)                                                           \
+    X(listen, int, (int fd, int backlog), (fd, backlog), listen)                                   \
     X(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t offset),           \
       (addr, len, prot, flags, fd, offset), mmap)                                                  \
     X(munmap, int, (void *addr, size_t len), (addr, len), munmap)                                  \
     X(open, int, (const char *path, int flags, mode_t mode), (path, flags, mode), sys_open)        \
-    X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len), write)
+    X(pthread_sigmask, int, (int how, const sigset_t *set, sigset_t *old), (how, set, old),        \
+      pthread_sigmask)                                                                             \
+    X(read, ssize_t, (int fd, void *buf, size_t len), (fd, buf, len), read)                        \
+    X(recvmmsg, int,                                                                               \
+      (int fd, struct mmsghdr *messages, unsigned count, int flags, struct timespec *timeout),     \
+      (fd, messages, count, flags, timeout), recvmmsg)                                             \
+    X(recvmsg, ssize_t, (int fd, struct msghdr *message, int flags), (fd, message, flags),         \
+      recvmsg)                                                                                     \
+    X(sendfile, ssize_t, (int out, int in, off_t *offset, size_t len), (out, in, offset, len),     \
+      sendfile)                                                                                    \
+    X(sendmsg, ssize_t, (int fd, const struct msghdr *message, int flags), (fd, message, flags),   \
+      sendmsg)                                                                                     \
+    X(sendto, ssize_t,                                                                             \
+      (int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,                  \
+       socklen_t to_len),                                                                          \
+      (fd, buf, len, flags, to, to_len), sendto)                                                   \
+    X(setsockopt, int, (int fd, int level, int name, const void *value, socklen_t len),            \
+      (fd, level, name, value, len), setsockopt)                                                   \
+    X(shutdown, int, (int fd, int how), (fd, how), shutdown)                                       \
+    X(signalfd, int, (int fd, const sigset_t *mask, int flags), (fd, mask, flags), signalfd)       \
+    X(socket, int, (int domain, int type, int protocol), (domain, type, protocol), socket)         \
+    X(socketpair, int, (int domain, int type, int protocol, int fds[2]),                           \
+      (domain, type, protocol, fds), socketpair)                                                   \
+    X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len), write)                \
+    X(writev, ssize_t, (int fd, const struct iovec *iov, int count), (fd, iov, count), writev)
 
 struct sxe__sys {
 #define SXE_SYS_FIELD(name, ret, params, args, impl) ret(*name) params;

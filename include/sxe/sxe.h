@@ -8,6 +8,7 @@
 #include "sxe/clock.h"
 #include "sxe/error.h"
 #include "sxe/log.h"
+#include "sxe/loop.h"
 #include "sxe/pool.h"
 
 #endif

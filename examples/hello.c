@@ -1,0 +1,40 @@
+#define _GNU_SOURCE /* memmem */
+/* HTTP/1.1 keep-alive "Hello World" on raw callbacks: one canned reply per complete request,
+ * pipelining included. Usage: hello [port] (default 8080). Stops cleanly on SIGINT or SIGTERM. */
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sxe/sxe.h>
+
+static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                            "Content-Length: 12\r\n\r\nHello World\n";
+
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    size_t used = 0;
+    for (const char *end; (end = memmem(data + used, len - used, "\r\n\r\n", 4)) != NULL;) {
+        sxe_conn_write(conn, reply, sizeof(reply) - 1);
+        used = (size_t)(end - data) + 4;
+    }
+    return used; /* a partial request stays buffered for the next read */
+}
+
+int main(int argc, char **argv)
+{
+    static const struct sxe_conn_handlers handlers = {.on_read = on_read};
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons(argc > 1 ? atoi(argv[1]) : 8080),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sxe_loop_options options = {.connections = 19000, .buffers = 1024};
+    sxe_loop_t *loop;
+    sxe_conn_t *listener;
+
+    if (sxe_loop_create(&loop, &options) < 0 || sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC) < 0 ||
+        sxe_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address), NULL, &handlers,
+                   NULL) < 0) {
+        return 1;
+    }
+    int rc = sxe_loop_run(loop);
+    sxe_loop_destroy(loop);
+    return rc < 0;
+}

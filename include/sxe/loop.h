@@ -1,0 +1,355 @@
+/**
+ * @file sxe/loop.h
+ * @brief The event loop, fixed-memory connections (TCP, Unix, UDP) and timers.
+ *
+ * A server is a few callbacks:
+ *
+ *     static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+ *     {
+ *         sxe_conn_write(conn, data, len);   // echo
+ *         return len;                        // consumed; anything not consumed is kept
+ *     }
+ *     static const struct sxe_conn_handlers echo = {.on_read = on_read};
+ *     ...
+ *     sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 10000});
+ *     sxe_listen(loop, &listener, (struct sockaddr *)&addr, sizeof(addr), NULL, &echo, NULL);
+ *     sxe_loop_run(loop);
+ *
+ * Memory. The loop allocates everything at creation: the connection table (a pool, see
+ * sxe/pool.h), the timer heap, an I/O buffer pool and the event array. Nothing on the hot path
+ * allocates. A connection holds a buffer only while it has unconsumed input or queued output, so
+ * 10,000 idle keep-alive connections cost about 200 bytes each.
+ *
+ * Threads. A loop and its connections belong to the thread that runs the loop. Run one loop per
+ * core for more (SO_REUSEPORT spreads accepted connections over them).
+ *
+ * Callbacks. Every callback runs on the loop's thread, never re-entrantly for one connection:
+ * while a callback for a connection runs, sxe makes no other callback for it, except on_close
+ * when the callback itself closes it. A callback may close any connection, write to any
+ * connection, start and stop timers and stop the loop. A sxe_conn_t pointer stays valid until its
+ * on_close returns; after that the slot is reused. Keep sxe_conn_id() to refer to a connection
+ * that may have closed.
+ *
+ * Backends. The API does not depend on epoll: input arrives in buffers sxe owns and output is
+ * queued by sxe, which is what a completion-based backend (io_uring) needs too.
+ */
+#ifndef SXE_LOOP_H
+#define SXE_LOOP_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "sxe/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sxe_loop sxe_loop_t;
+typedef struct sxe_conn sxe_conn_t;
+typedef struct sxe_timer sxe_timer_t;
+
+/** What a loop holds. Zero fields take the defaults shown. */
+struct sxe_loop_options {
+    uint32_t connections;  /**< Connection table size, listeners and UDP sockets included (1024). */
+    uint32_t buffers;      /**< I/O buffers shared by all connections (connections / 4 + 16). */
+    uint32_t buffer_size;  /**< Bytes per buffer: the largest message kept whole (16384). */
+    uint32_t write_limit;  /**< Most bytes one connection may have queued (4 * buffer_size). */
+    uint32_t high_water;   /**< Queued bytes at which sxe_conn_write says "stop" (write_limit / 2). */
+    uint32_t timers;       /**< Timers that may run at once (64). */
+    uint32_t events;       /**< Events taken from the kernel per turn (256). */
+    uint64_t idle_timeout; /**< ns a connection may sit with nothing pending (0: none). */
+    uint64_t read_timeout; /**< ns a partial message may wait for more bytes (0: none). */
+    uint64_t write_timeout;   /**< ns queued output may wait for the peer to read (0: none). */
+    uint64_t connect_timeout; /**< ns an outgoing connect may take (0: none). */
+};
+
+/** Why a connection closed, as on_close reports it. */
+enum sxe_close_reason {
+    SXE_CLOSE_LOCAL,      /**< sxe_conn_close() was called. */
+    SXE_CLOSE_PEER,       /**< The peer closed (end of stream, no on_eof handler). */
+    SXE_CLOSE_ERROR,      /**< A socket error; err says which. */
+    SXE_CLOSE_TIMEOUT,    /**< Idle, read, write or connect timeout. */
+    SXE_CLOSE_EVICTED,    /**< The oldest idle connection, closed to make room for a new one. */
+    SXE_CLOSE_NO_BUFFER,  /**< Input or output needed a buffer and none was free. */
+    SXE_CLOSE_OVERFLOW,   /**< A message grew past buffer_size without being consumed. */
+    SXE_CLOSE_SHUTDOWN,   /**< The loop stopped (signal or sxe_loop_destroy). */
+    SXE_CLOSE_HANDED_OFF, /**< The connection was passed to another process. */
+};
+
+/** A short name for a close reason, for logs ("peer", "timeout", ...). */
+const char *sxe_close_reason_name(enum sxe_close_reason reason);
+
+/**
+ * What happens on a connection. Every member may be NULL. For a listener, these handlers are
+ * given to each connection it accepts.
+ */
+struct sxe_conn_handlers {
+    /** An accepted connection is ready, or an outgoing connect completed. */
+    void (*on_connect)(sxe_conn_t *conn);
+
+    /**
+     * Input arrived. data holds what earlier calls left unconsumed followed by the new bytes.
+     * @return How many bytes, from the start, the callback consumed; the rest are kept and
+     *         offered again with the next input. The value is ignored if the callback closed the
+     *         connection. Keeping more than buffer_size bytes closes it (SXE_CLOSE_OVERFLOW).
+     */
+    size_t (*on_read)(sxe_conn_t *conn, const char *data, size_t len);
+
+    /**
+     * The peer shut down its sending side. Without this handler the connection closes
+     * (SXE_CLOSE_PEER); with it the connection stays open for writing until closed.
+     */
+    void (*on_eof)(sxe_conn_t *conn);
+
+    /** Queued output has all been sent (after sxe_conn_write() returned SXE_CONN_FULL or
+     * queued anything). */
+    void (*on_drained)(sxe_conn_t *conn);
+
+    /**
+     * The connection closed. err is the errno for SXE_CLOSE_ERROR, else 0. The connection's fd
+     * is already closed; its user pointer is still readable. Called once per connection.
+     */
+    void (*on_close)(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
+
+    /**
+     * A datagram arrived on a UDP socket; from is the sender. Truncated datagrams (larger than
+     * buffer_size) are dropped and counted.
+     */
+    void (*on_datagram)(sxe_conn_t *conn, const char *data, size_t len,
+                        const struct sockaddr *from, socklen_t from_len);
+
+    /**
+     * A Unix stream connection received a file descriptor (see sxe_conn_send_fd()). The callback
+     * owns fd: adopt it with sxe_conn_adopt() or close it. Only for connections made with
+     * SXE_LISTEN_RECEIVE_FDS or sxe_conn_pair(..., SXE_LISTEN_RECEIVE_FDS).
+     */
+    void (*on_fd)(sxe_conn_t *conn, int fd);
+};
+
+/** Listener options. A NULL pointer takes every default. */
+struct sxe_listen_options {
+    int backlog;            /**< listen(2) backlog (SOMAXCONN when 0). */
+    unsigned flags;         /**< SXE_LISTEN_* below. */
+    int fastopen_queue;     /**< TCP_FASTOPEN queue length, with SXE_LISTEN_FASTOPEN (16). */
+    int defer_accept_secs;  /**< TCP_DEFER_ACCEPT seconds, with SXE_LISTEN_DEFER_ACCEPT (1). */
+    uint32_t accept_batch;  /**< Most connections accepted per readiness event (64). */
+};
+
+#define SXE_LISTEN_REUSEPORT    0x01u /**< SO_REUSEPORT: several loops may listen on one port. */
+#define SXE_LISTEN_FASTOPEN     0x02u /**< TCP_FASTOPEN. */
+#define SXE_LISTEN_DEFER_ACCEPT 0x04u /**< TCP_DEFER_ACCEPT: wake only when data arrives. */
+#define SXE_LISTEN_EVICT_IDLE   0x08u /**< When the table is full, close the oldest idle one. */
+#define SXE_LISTEN_RECEIVE_FDS  0x10u /**< Unix: connections may receive fds (on_fd). */
+#define SXE_LISTEN_V6ONLY       0x20u /**< IPv6: do not also accept IPv4-mapped peers. */
+
+/** sxe_conn_write(): accepted, but the queue is at or past high_water; wait for on_drained. */
+#define SXE_CONN_FULL 1
+
+/** Loop counters, for monitoring and tests. */
+struct sxe_loop_stats {
+    uint64_t accepted;        /**< Connections accepted. */
+    uint64_t connected;       /**< Outgoing connects completed. */
+    uint64_t closed;          /**< Connections closed, for any reason. */
+    uint64_t table_full;      /**< Connections refused because the table was full. */
+    uint64_t evicted;         /**< Idle connections closed to make room. */
+    uint64_t accept_errors;   /**< accept4 failures other than EAGAIN (EMFILE, ENOBUFS, ...). */
+    uint64_t no_buffer;       /**< Connections closed because no buffer was free. */
+    uint64_t stale_events;    /**< Events dropped because their slot was reused. */
+    uint64_t timeouts;        /**< Connections closed by a timeout. */
+    uint64_t datagrams_dropped; /**< UDP datagrams too large for a buffer. */
+    uint32_t open;            /**< Connections open now, listeners and UDP sockets included. */
+    uint32_t buffers_in_use;  /**< I/O buffers held now. */
+};
+
+/**
+ * Creates a loop and all of its memory.
+ * @return 0, -EINVAL for invalid options, -ENOMEM, or -errno from epoll_create1.
+ */
+SXE_MUST_CHECK int sxe_loop_create(sxe_loop_t **loop, const struct sxe_loop_options *options);
+
+/** Closes every connection (on_close with SXE_CLOSE_SHUTDOWN), then frees the loop. */
+void sxe_loop_destroy(sxe_loop_t *loop);
+
+/**
+ * Runs until sxe_loop_stop() or a stop signal (sxe_loop_stop_on_signals()).
+ * @return 0, or a negative errno if waiting for events failed (other than EINTR).
+ */
+int sxe_loop_run(sxe_loop_t *loop);
+
+/**
+ * Runs one turn: waits up to timeout_ns for events (0: do not wait), handles them, then runs
+ * expired timers and timeouts. @return the number of events handled, or a negative errno.
+ */
+int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns);
+
+/** Makes sxe_loop_run() return after the current turn. */
+void sxe_loop_stop(sxe_loop_t *loop);
+
+/** CLOCK_MONOTONIC nanoseconds, read once per turn. */
+uint64_t sxe_loop_now(const sxe_loop_t *loop);
+
+/**
+ * On SIGINT or SIGTERM, stop cleanly: close the listeners, give queued output up to drain_ns to
+ * be sent, close every connection (SXE_CLOSE_SHUTDOWN) and return from sxe_loop_run(). Blocks
+ * the two signals in the calling thread and reads them from a signalfd.
+ * @return 0 or -errno.
+ */
+int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
+
+/** Copies the loop's counters into stats. */
+void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats);
+
+/**
+ * Listens on a TCP (IPv4 or IPv6) or Unix stream address.
+ * @param listener  Set to the listening socket's entry in the connection table.
+ * @param options   NULL for defaults.
+ * @param handlers  Given to every accepted connection; must outlive them.
+ * @param user      The user pointer of the listener; accepted connections start with it too.
+ * @return 0, -ENOBUFS if the table is full, or -errno from socket, setsockopt, bind or listen
+ *         (-EADDRINUSE: the port is taken).
+ */
+SXE_MUST_CHECK int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener,
+                              const struct sockaddr *address, socklen_t address_len,
+                              const struct sxe_listen_options *options,
+                              const struct sxe_conn_handlers *handlers, void *user);
+
+/**
+ * Connects to a TCP or Unix stream address without blocking. on_connect runs when it completes;
+ * on_close (SXE_CLOSE_ERROR with err ECONNREFUSED, or SXE_CLOSE_TIMEOUT) when it fails.
+ * @param source  Local address to bind first (NULL: any), for example one of several 127.0.0.x.
+ * @return 0, -ENOBUFS if the table is full, or -errno from socket, bind or connect.
+ */
+SXE_MUST_CHECK int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn,
+                               const struct sockaddr *address, socklen_t address_len,
+                               const struct sockaddr *source, socklen_t source_len,
+                               const struct sxe_conn_handlers *handlers, void *user);
+
+/**
+ * Makes a connected pair of Unix stream connections (socketpair), both in this loop.
+ * @param flags  0 or SXE_LISTEN_RECEIVE_FDS (both ends may receive fds).
+ */
+SXE_MUST_CHECK int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b,
+                                 unsigned flags, const struct sxe_conn_handlers *handlers,
+                                 void *user);
+
+/**
+ * Adopts a connected stream socket made elsewhere, for example one received with on_fd. sxe
+ * makes it non-blocking and owns it from now on (closes it on failure too).
+ */
+SXE_MUST_CHECK int sxe_conn_adopt(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
+                                  const struct sxe_conn_handlers *handlers, void *user);
+
+/**
+ * Binds a UDP socket (IPv4 or IPv6). Datagrams arrive through on_datagram, received in batches.
+ */
+SXE_MUST_CHECK int sxe_udp_bind(sxe_loop_t *loop, sxe_conn_t **socket,
+                                const struct sockaddr *address, socklen_t address_len,
+                                const struct sxe_conn_handlers *handlers, void *user);
+
+/** Sends one datagram. @return 0, or -errno (-EAGAIN when the socket buffer is full). */
+int sxe_udp_send(sxe_conn_t *socket, const void *data, size_t len, const struct sockaddr *to,
+                 socklen_t to_len);
+
+/**
+ * Writes to a connection. Bytes go to the socket at once; what the socket cannot take is queued
+ * and sent as it drains.
+ * @return 0 when everything was sent or queued; SXE_CONN_FULL when it was accepted but the queue
+ *         is now at or past high_water, so the caller should wait for on_drained; -ENOBUFS when
+ *         accepting it would pass write_limit or no buffer is free (nothing was accepted);
+ *         -EPIPE (or another -errno) when the connection is closed or failing.
+ */
+int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len);
+
+/**
+ * Sends len bytes of the file fd from offset with sendfile(2), after anything already queued.
+ * The caller keeps fd open until on_drained (or on_close). @return as sxe_conn_write().
+ */
+int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len);
+
+/** Bytes queued and not yet sent. */
+size_t sxe_conn_queued(const sxe_conn_t *conn);
+
+/** Once queued output is sent, shuts down the sending side (half-close). Reading goes on. */
+int sxe_conn_shutdown(sxe_conn_t *conn);
+
+/**
+ * Closes the connection now: queued output is dropped. on_close runs before this returns
+ * (SXE_CLOSE_LOCAL). Closing a closed connection does nothing.
+ */
+void sxe_conn_close(sxe_conn_t *conn);
+
+/**
+ * Sends fd over the Unix stream connection conn, with one byte of data. The caller still owns fd.
+ * @return 0 or -errno (-EAGAIN if the socket buffer is full).
+ */
+int sxe_conn_send_fd(sxe_conn_t *conn, int fd);
+
+/**
+ * Hands the connection to another process over the Unix stream connection via, then closes it
+ * here (SXE_CLOSE_HANDED_OFF). Unconsumed input and queued output are not carried over: hand off
+ * between requests. @return 0 or -errno (the connection stays open on failure).
+ */
+int sxe_conn_hand_off(sxe_conn_t *conn, sxe_conn_t *via);
+
+/** The peer's address, as getpeername(2). @return 0 or -errno. */
+int sxe_conn_peer(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *address_len);
+
+/** The local address, as getsockname(2); use it to learn a port bound as 0. */
+int sxe_conn_local(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *address_len);
+
+/** The user pointer given at creation or set since. */
+void *sxe_conn_user(const sxe_conn_t *conn);
+void sxe_conn_set_user(sxe_conn_t *conn, void *user);
+
+/** The connection's loop. */
+sxe_loop_t *sxe_conn_loop(const sxe_conn_t *conn);
+
+/** The socket; for options sxe does not wrap. Do not close it or change its blocking mode. */
+int sxe_conn_fd(const sxe_conn_t *conn);
+
+/** The connection's slot in the table: the object id in its log lines. */
+uint32_t sxe_conn_index(const sxe_conn_t *conn);
+
+/** An id that names this connection and no later user of its slot. */
+uint64_t sxe_conn_id(const sxe_conn_t *conn);
+
+/** The connection an id names, or NULL if it has closed. */
+sxe_conn_t *sxe_conn_from_id(sxe_loop_t *loop, uint64_t id);
+
+/* Timers: one-shot or periodic, kept in a binary heap of fixed capacity (options.timers). */
+
+typedef void (*sxe_timer_cb_t)(sxe_timer_t *timer, void *arg);
+
+/** A timer. The caller owns the memory; it must stay put while the timer runs. */
+struct sxe_timer {
+    sxe_timer_cb_t callback;
+    void *arg;
+    uint64_t deadline; /**< CLOCK_MONOTONIC ns of the next expiry. */
+    uint64_t period;   /**< ns between expiries; 0 for one-shot. */
+    uint32_t slot;     /**< Its place in the heap, or UINT32_MAX when stopped. */
+};
+
+/** Prepares a timer; it starts stopped. */
+void sxe_timer_init(sxe_timer_t *timer, sxe_timer_cb_t callback, void *arg);
+
+/**
+ * Starts (or restarts) a timer to fire after delay_ns from the loop's now, then every period_ns
+ * if that is not 0. The callback may restart or stop this or any timer.
+ * @return 0, or -ENOBUFS when options.timers timers already run.
+ */
+SXE_MUST_CHECK int sxe_timer_start(sxe_loop_t *loop, sxe_timer_t *timer, uint64_t delay_ns,
+                                   uint64_t period_ns);
+
+/** Stops a timer. Stopping a stopped timer does nothing. */
+void sxe_timer_stop(sxe_loop_t *loop, sxe_timer_t *timer);
+
+/** True while the timer is started. */
+int sxe_timer_active(const sxe_timer_t *timer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

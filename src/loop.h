@@ -1,0 +1,139 @@
+/*
+ * Loop internals shared by loop.c (the loop, events, signals), conn.c (connections) and timer.c
+ * (the timer heap), and with tests.
+ */
+#ifndef SXE_LOOP_INTERNAL_H
+#define SXE_LOOP_INTERNAL_H
+
+#include <stdbool.h>
+#include <sys/epoll.h>
+
+#include "sxe/loop.h"
+#include "sxe/pool.h"
+
+#define SXE_NONE UINT32_MAX
+
+/*
+ * A connection's state in the connection table's pool. Each state is a queue ordered by last
+ * activity, and the timed ones carry the loop's timeouts, so "close what has idled too long" is
+ * O(1) per connection closed.
+ */
+enum sxe__conn_state {
+    SXE__CONN_FREE,
+    SXE__CONN_IDLE,       /* open, nothing pending: idle_timeout */
+    SXE__CONN_READING,    /* holds part of a message: read_timeout */
+    SXE__CONN_WRITING,    /* has output queued: write_timeout */
+    SXE__CONN_CONNECTING, /* outgoing connect under way: connect_timeout */
+    SXE__CONN_LISTENING,  /* listeners and UDP sockets: no timeout */
+    SXE__CONN_STATE_COUNT
+};
+
+enum sxe__conn_kind {
+    SXE__KIND_STREAM,
+    SXE__KIND_LISTENER,
+    SXE__KIND_UDP,
+};
+
+#define SXE__CONN_EOF          0x01u /* the peer shut down its side */
+#define SXE__CONN_SHUTDOWN     0x02u /* shut our side down once the queue drains */
+#define SXE__CONN_RECEIVE_FDS  0x04u /* stream that carries fds, not bytes */
+#define SXE__CONN_EVICT_IDLE   0x08u /* listener: evict the oldest idle when full */
+#define SXE__CONN_NOTIFY_DRAIN 0x10u /* call on_drained when the queue empties */
+#define SXE__CONN_READ_AGAIN   0x20u /* on the ready list: more input may be waiting */
+#define SXE__CONN_CORKED       0x40u /* in on_read: writes queue, and one writev sends them after */
+
+/* One queued piece of output: bytes in a buffer, or a range of a file. */
+struct sxe__segment {
+    uint32_t next;   /* next segment of the connection, or SXE_NONE */
+    uint32_t buffer; /* buffer index, or SXE_NONE for a file range */
+    uint32_t start;  /* bytes: first unsent byte in the buffer */
+    uint32_t end;    /* bytes: one past the last */
+    int file_fd;     /* file: the caller's fd */
+    off_t offset;    /* file: next byte to send */
+    size_t remaining; /* file: bytes left */
+};
+
+/* An entry in the connection table: an element of the loop's pool. */
+struct sxe_conn {
+    sxe_loop_t *loop;
+    const struct sxe_conn_handlers *handlers;
+    void *user;
+    int fd;              /* -1 when the slot is free or the connection closed */
+    uint32_t index;      /* slot in the table */
+    uint32_t generation; /* bumped at every close: stale events and ids no longer match */
+    uint8_t kind;
+    uint8_t flags;
+    uint16_t accept_batch;
+    uint32_t input_buffer; /* buffer holding unconsumed input, or SXE_NONE */
+    uint32_t input_len;    /* bytes of it */
+    uint32_t queue_head;   /* first queued segment, or SXE_NONE */
+    uint32_t queue_tail;
+    uint32_t ready_next;   /* link in the loop's ready list */
+    uint64_t queued;       /* bytes queued */
+    int failed_err;        /* a write failed: close with this errno at the end of the callback */
+    uint8_t failed_reason; /* and this reason */
+};
+
+struct sxe_loop {
+    int epoll_fd;
+    int signal_fd;  /* -1 unless sxe_loop_stop_on_signals() */
+    int reserve_fd; /* kept open so an EMFILE accept can still shed a connection */
+    bool stop;
+    bool stopping;  /* draining after a stop signal */
+    uint64_t now;
+    uint64_t stop_deadline;
+    uint64_t drain_ns;
+    struct sxe_loop_options options;
+
+    sxe_pool_t *conn_pool;
+    struct sxe_conn *conns;
+    uint64_t timeouts[SXE__CONN_STATE_COUNT];
+
+    char *buffers;          /* options.buffers x options.buffer_size, touched only when used */
+    uint32_t *buffer_free;  /* stack of free buffer indices */
+    uint32_t buffers_free;
+    char *scratch;          /* input lands here first, for connections without a buffer */
+    size_t scratch_size;
+
+    struct sxe__segment *segments;
+    uint32_t segment_free;  /* free list through next */
+    uint32_t segments_free; /* how many are on it */
+
+    uint32_t ready_head; /* connections with more input to read next turn */
+    uint32_t failed_head; /* connections to close for a failed write, through ready_next */
+
+    sxe_timer_t **heap; /* timers, a binary min-heap on deadline */
+    uint32_t heap_len;
+
+    struct epoll_event *events;
+    struct sxe_loop_stats stats;
+};
+
+/* Epoll data: the slot in the low half, its generation in the high half. */
+static inline uint64_t sxe__conn_tag(const struct sxe_conn *conn)
+{
+    return (uint64_t)conn->generation << 32 | conn->index;
+}
+
+#define SXE__SIGNAL_TAG UINT64_MAX
+
+/* conn.c */
+void sxe__conn_dispatch(sxe_loop_t *loop, struct sxe_conn *conn, uint32_t events);
+void sxe__conn_read_ready(sxe_loop_t *loop);
+void sxe__conn_close_failed(sxe_loop_t *loop);
+void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
+void sxe__conn_close_all(sxe_loop_t *loop, bool listeners_only);
+uint32_t sxe__conn_writing(sxe_loop_t *loop);
+void sxe__conn_timed_out(sxe_pool_t *pool, uint32_t index, void *arg);
+
+/* timer.c */
+uint64_t sxe__timer_next(const sxe_loop_t *loop);
+void sxe__timer_run(sxe_loop_t *loop);
+
+/*
+ * Checks the timer heap: each timer's slot names its place and no child fires before its parent.
+ * @return 0, or -EUCLEAN after logging the first broken invariant.
+ */
+int sxe__timer_validate(const sxe_loop_t *loop);
+
+#endif

@@ -1,0 +1,1219 @@
+/*
+ * Connections over real loopback sockets: serving, partial and pipelined input, backpressure,
+ * the full table, timeouts under fake time, faults injected through the system call seam, UDP,
+ * Unix sockets, fd passing, sendfile, half-close, signals, and 10,000 connections at once.
+ *
+ * The server side runs in the test's loop; clients are plain blocking sockets (or a second
+ * process), and pump() turns the loop until what the test waits for has happened.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "loop.h"
+#include "pool.h"
+#include "sxe/clock.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nhi\n";
+
+/* What the server saw, per test. */
+static struct {
+    unsigned connects;
+    unsigned closes;
+    unsigned requests;
+    unsigned eofs;
+    unsigned drains;
+    enum sxe_close_reason last_reason;
+    int last_err;
+    char input[8192];
+    size_t input_len;
+    sxe_conn_t *last_conn;
+    sxe_conn_t *adopted;
+} seen;
+
+static sxe_loop_t *loop;
+static sxe_conn_t *listener;
+static struct sockaddr_in server_address;
+
+static void on_connect(sxe_conn_t *conn)
+{
+    seen.connects++;
+    seen.last_conn = conn;
+}
+
+static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    (void)conn;
+    seen.closes++;
+    seen.last_reason = reason;
+    seen.last_err = err;
+}
+
+/* One reply per complete request ("\r\n\r\n"); a partial request stays unconsumed. */
+static size_t serve_requests(sxe_conn_t *conn, const char *data, size_t len)
+{
+    size_t used = 0;
+    for (const char *end; (end = memmem(data + used, len - used, "\r\n\r\n", 4)) != NULL;) {
+        assert_true(sxe_conn_write(conn, reply, sizeof(reply) - 1) >= 0);
+        seen.requests++;
+        used = (size_t)(end - data) + 4;
+    }
+    return used;
+}
+
+/* Keeps a copy of everything, consumes everything. */
+static size_t record_input(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)conn;
+    if (seen.input_len + len < sizeof(seen.input)) {
+        memcpy(seen.input + seen.input_len, data, len);
+        seen.input_len += len;
+    }
+    return len;
+}
+
+static const struct sxe_conn_handlers server_handlers = {
+    .on_connect = on_connect, .on_read = serve_requests, .on_close = on_close};
+
+static void start_server(const struct sxe_loop_options *options,
+                         const struct sxe_listen_options *listen_options,
+                         const struct sxe_conn_handlers *handlers)
+{
+    socklen_t len = sizeof(server_address);
+
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_loop_create(&loop, options), 0);
+    server_address = (struct sockaddr_in){.sin_family = AF_INET,
+                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(sxe_listen(loop, &listener, (struct sockaddr *)&server_address,
+                                sizeof(server_address), listen_options, handlers, NULL),
+                     0);
+    assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&server_address, &len), 0);
+    assert_int_equal(sxe__pool_validate(loop->conn_pool), 0);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (loop != NULL) {
+        assert_int_equal(sxe__pool_validate(loop->conn_pool), 0);
+        sxe_loop_destroy(loop);
+        loop = NULL;
+    }
+    sxe__sys_reset();
+    sxe_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+/* Turns the loop until done() holds, for two seconds at most. */
+static void pump_until(int (*done)(void))
+{
+    uint64_t give_up = sxe_clock_mono_ns() + 2 * SXE_NS_PER_SEC;
+
+    while (!done()) {
+        if (sxe_clock_mono_ns() > give_up) {
+            fail_msg("the loop did not get there in 2 s");
+        }
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+/* Turns the loop a few times without waiting long. */
+static void pump(void)
+{
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+static unsigned want_connects, want_closes, want_requests;
+static int connects_reached(void)
+{
+    return seen.connects >= want_connects;
+}
+static int closes_reached(void)
+{
+    return seen.closes >= want_closes;
+}
+static int requests_reached(void)
+{
+    return seen.requests >= want_requests;
+}
+
+static int client(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct timeval two_seconds = {.tv_sec = 2};
+
+    assert_true(fd >= 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof(two_seconds)),
+                     0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&server_address, sizeof(server_address)), 0);
+    return fd;
+}
+
+static void send_all(int fd, const char *data, size_t len)
+{
+    assert_int_equal(send(fd, data, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* Reads exactly len bytes from a blocking client, turning the server loop meanwhile. */
+static void expect_bytes(int fd, const char *expected, size_t len)
+{
+    char got[65536];
+    size_t have = 0;
+    uint64_t give_up = sxe_clock_mono_ns() + 2 * SXE_NS_PER_SEC;
+
+    assert_true(len <= sizeof(got));
+    while (have < len) {
+        pump();
+        ssize_t n = recv(fd, got + have, len - have, MSG_DONTWAIT);
+        if (n > 0) {
+            have += (size_t)n;
+        } else if (n == 0) {
+            fail_msg("the server closed after %zu of %zu bytes", have, len);
+        } else if (sxe_clock_mono_ns() > give_up) {
+            fail_msg("only %zu of %zu bytes arrived", have, len);
+        }
+    }
+    assert_memory_equal(got, expected, len);
+}
+
+static void expect_reply(int fd, unsigned count)
+{
+    char expected[sizeof(reply) * 32];
+    size_t len = 0;
+
+    for (unsigned i = 0; i < count; i++) {
+        memcpy(expected + len, reply, sizeof(reply) - 1);
+        len += sizeof(reply) - 1;
+    }
+    expect_bytes(fd, expected, len);
+}
+
+/* The peer sees the server close: recv returns 0 (or a reset). */
+static void expect_closed(int fd)
+{
+    char byte;
+    uint64_t give_up = sxe_clock_mono_ns() + 2 * SXE_NS_PER_SEC;
+
+    for (;;) {
+        pump();
+        ssize_t n = recv(fd, &byte, 1, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+            return;
+        }
+        if (sxe_clock_mono_ns() > give_up) {
+            fail_msg("the server did not close the connection");
+        }
+    }
+}
+
+static const char request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+static void test_serves_keep_alive_requests(void **state)
+{
+    struct sockaddr_in peer;
+    socklen_t peer_len = sizeof(peer);
+
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    int fd = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    for (int i = 0; i < 3; i++) {
+        send_all(fd, request, sizeof(request) - 1);
+        expect_reply(fd, 1);
+    }
+    assert_int_equal(seen.requests, 3);
+    assert_int_equal(sxe_conn_peer(seen.last_conn, (struct sockaddr *)&peer, &peer_len), 0);
+    assert_int_equal(peer.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+    assert_ptr_equal(sxe_conn_from_id(loop, sxe_conn_id(seen.last_conn)), seen.last_conn);
+    assert_ptr_equal(sxe_conn_loop(seen.last_conn), loop);
+    assert_true(sxe_conn_fd(seen.last_conn) >= 0);
+    uint64_t id = sxe_conn_id(seen.last_conn);
+
+    close(fd);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_PEER);
+    assert_null(sxe_conn_from_id(loop, id));
+    assert_null(sxe_conn_from_id(loop, UINT32_MAX));
+
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.accepted, 1);
+    assert_int_equal(stats.closed, 1);
+    assert_int_equal(stats.open, 1); /* the listener */
+    assert_int_equal(stats.buffers_in_use, 0);
+}
+
+/* Pipelined requests split at every byte boundary: every reply arrives, in order, once. */
+static void test_pipelined_requests_split_at_every_byte(void **state)
+{
+    char two[2 * sizeof(request)];
+    size_t total = 2 * (sizeof(request) - 1);
+
+    (void)state;
+    memcpy(two, request, sizeof(request) - 1);
+    memcpy(two + sizeof(request) - 1, request, sizeof(request) - 1);
+    start_server(NULL, NULL, &server_handlers);
+    int fd = client();
+    int one = 1;
+    assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)), 0);
+    for (size_t split = 1; split < total; split++) {
+        unsigned before = seen.requests;
+        send_all(fd, two, split);
+        pump();
+        send_all(fd, two + split, total - split);
+        expect_reply(fd, 2);
+        assert_int_equal(seen.requests, before + 2);
+    }
+    /* Input split into single bytes. */
+    for (size_t i = 0; i < sizeof(request) - 1; i++) {
+        send_all(fd, request + i, 1);
+        pump();
+    }
+    expect_reply(fd, 1);
+    /* Sixteen at once come back together. */
+    char many[16 * sizeof(request)];
+    for (int i = 0; i < 16; i++) {
+        memcpy(many + i * (sizeof(request) - 1), request, sizeof(request) - 1);
+    }
+    send_all(fd, many, 16 * (sizeof(request) - 1));
+    expect_reply(fd, 16);
+    close(fd);
+}
+
+/* Unconsumed input is kept and offered again with what follows, and buffers go back after. */
+static size_t consume_in_threes(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)conn;
+    record_input(conn, data, len - len % 3);
+    return len - len % 3;
+}
+
+static void test_partial_consumption_keeps_the_rest(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_read = consume_in_threes,
+                                                      .on_close = on_close};
+    struct sxe_loop_stats stats;
+
+    (void)state;
+    start_server(NULL, NULL, &handlers);
+    int fd = client();
+    send_all(fd, "abcde", 5);
+    pump();
+    assert_int_equal(seen.input_len, 3);
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.buffers_in_use, 1);
+    assert_int_equal(sxe_pool_count(loop->conn_pool, SXE__CONN_READING), 1);
+    send_all(fd, "f", 1);
+    pump();
+    assert_int_equal(seen.input_len, 6);
+    assert_memory_equal(seen.input, "abcdef", 6);
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.buffers_in_use, 0);
+    assert_int_equal(sxe_pool_count(loop->conn_pool, SXE__CONN_IDLE), 1);
+    close(fd);
+}
+
+/* A message that never completes cannot grow past buffer_size. */
+static size_t consume_nothing(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)conn;
+    (void)data;
+    (void)len;
+    return 0;
+}
+
+static void test_message_larger_than_buffer_closes(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_read = consume_nothing,
+                                                      .on_close = on_close};
+    struct sxe_loop_options options = {.buffer_size = 1024};
+    char big[3000];
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    int fd = client();
+    memset(big, 'x', sizeof(big));
+    send_all(fd, big, sizeof(big));
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_OVERFLOW);
+    close(fd);
+}
+
+/* The peer closes in the middle of a message: the part stays accounted, the close is clean. */
+static void test_peer_closes_mid_message(void **state)
+{
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    int fd = client();
+    send_all(fd, request, 10);
+    pump();
+    assert_int_equal(sxe_pool_count(loop->conn_pool, SXE__CONN_READING), 1);
+    close(fd);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_PEER);
+    assert_int_equal(seen.requests, 0);
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.buffers_in_use, 0);
+}
+
+/* Backpressure: 1 MB to a reader that reads slowly never queues more than the limit. */
+static struct {
+    size_t sent;
+    size_t total;
+    size_t max_queued;
+    unsigned fulls;
+} stream;
+
+static void write_more(sxe_conn_t *conn)
+{
+    char chunk[4096];
+
+    while (stream.sent < stream.total) {
+        size_t len = stream.total - stream.sent < sizeof(chunk) ? stream.total - stream.sent
+                                                                 : sizeof(chunk);
+        for (size_t i = 0; i < len; i++) {
+            chunk[i] = (char)((stream.sent + i) % 251);
+        }
+        int rc = sxe_conn_write(conn, chunk, len);
+        assert_true(rc >= 0);
+        stream.sent += len;
+        if (sxe_conn_queued(conn) > stream.max_queued) {
+            stream.max_queued = sxe_conn_queued(conn);
+        }
+        if (rc == SXE_CONN_FULL) {
+            stream.fulls++;
+            return; /* wait for on_drained */
+        }
+    }
+}
+
+static void on_drained(sxe_conn_t *conn)
+{
+    seen.drains++;
+    write_more(conn);
+}
+
+/* A small socket buffer, so the queue, not the kernel, absorbs what the reader does not take. */
+static void start_stream(sxe_conn_t *conn)
+{
+    int small = 16384;
+
+    seen.connects++;
+    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+                     0);
+    write_more(conn);
+}
+
+static void test_slow_reader_and_high_water_mark(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = start_stream, .on_drained = on_drained, .on_close = on_close};
+    struct sxe_loop_options options = {.buffer_size = 4096, .write_limit = 65536,
+                                       .high_water = 32768};
+    static char got[1 << 20];
+    size_t have = 0;
+
+    (void)state;
+    stream = (typeof(stream)){.total = sizeof(got)};
+    start_server(&options, NULL, &handlers);
+    int fd = client();
+    /* A fixed, modest window: big enough to avoid TCP's zero-window probing, small enough
+     * that the kernel cannot absorb the megabyte and sxe's queue has to. */
+    int window = 65536;
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window)), 0);
+    uint64_t give_up = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+    while (have < sizeof(got)) {
+        pump();
+        ssize_t n = recv(fd, got + have, 8192 < sizeof(got) - have ? 8192 : sizeof(got) - have,
+                         MSG_DONTWAIT);
+        if (n > 0) {
+            have += (size_t)n;
+        }
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+    for (size_t i = 0; i < sizeof(got); i++) {
+        if (got[i] != (char)(i % 251)) {
+            fail_msg("byte %zu is wrong", i);
+        }
+    }
+    assert_true(stream.fulls > 0);
+    assert_true(seen.drains > 0);
+    assert_true(stream.max_queued <= 65536);
+    assert_true(stream.max_queued >= 32768);
+    close(fd);
+}
+
+/* Writing past write_limit is refused with nothing accepted. */
+static void write_too_much(sxe_conn_t *conn)
+{
+    static char big[70000];
+    assert_int_equal(sxe_conn_write(conn, big, sizeof(big)), -ENOBUFS);
+    seen.connects++;
+}
+
+static void test_write_limit(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = write_too_much};
+    struct sxe_loop_options options = {.buffer_size = 4096, .write_limit = 65536};
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    int fd = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    close(fd);
+}
+
+/* A full table refuses new connections with a counter and a log line, and serves the rest. */
+static void test_full_table(void **state)
+{
+    struct sxe_loop_options options = {.connections = 3};
+    struct sxe_test_capture capture;
+    struct sxe_loop_stats stats;
+
+    (void)state;
+    start_server(&options, NULL, &server_handlers);
+    int a = client();
+    int b = client();
+    want_connects = 2;
+    pump_until(connects_reached);
+    sxe_test_capture_start(&capture);
+    int c = client();
+    expect_closed(c);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "connection table full (3)"));
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.table_full, 1);
+    send_all(a, request, sizeof(request) - 1);
+    expect_reply(a, 1);
+    send_all(b, request, sizeof(request) - 1);
+    expect_reply(b, 1);
+    close(a);
+    close(b);
+    close(c);
+}
+
+/* With eviction, the oldest idle connection makes room for the new one. */
+static void test_full_table_evicts_oldest_idle(void **state)
+{
+    struct sxe_loop_options options = {.connections = 3};
+    struct sxe_listen_options listen_options = {.flags = SXE_LISTEN_EVICT_IDLE};
+    struct sxe_loop_stats stats;
+
+    (void)state;
+    start_server(&options, &listen_options, &server_handlers);
+    int oldest = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    int newer = client();
+    want_connects = 2;
+    pump_until(connects_reached);
+    send_all(newer, request, sizeof(request) - 1); /* newer is now the more recently active */
+    expect_reply(newer, 1);
+    int third = client();
+    want_connects = 3;
+    pump_until(connects_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_EVICTED);
+    expect_closed(oldest);
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.evicted, 1);
+    send_all(third, request, sizeof(request) - 1);
+    expect_reply(third, 1);
+    send_all(newer, request, sizeof(request) - 1);
+    expect_reply(newer, 1);
+    close(oldest);
+    close(newer);
+    close(third);
+}
+
+/* Idle and read timeouts fire under fake time; nothing sleeps. */
+static void test_timeouts_under_fake_time(void **state)
+{
+    struct sxe_loop_options options = {.idle_timeout = 30 * SXE_NS_PER_SEC,
+                                       .read_timeout = 5 * SXE_NS_PER_SEC};
+
+    (void)state;
+    sxe__sys_clock_fake(100 * SXE_NS_PER_SEC, 0);
+    start_server(&options, NULL, &server_handlers);
+    int idle = client();
+    int partial = client();
+    want_connects = 2;
+    pump_until(connects_reached);
+    send_all(partial, request, 5);
+    pump();
+    assert_int_equal(sxe_pool_count(loop->conn_pool, SXE__CONN_READING), 1);
+
+    sxe__sys_clock_advance(5 * SXE_NS_PER_SEC);
+    pump();
+    assert_int_equal(seen.closes, 0);
+    sxe__sys_clock_advance(1);
+    pump();
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_TIMEOUT);
+    expect_closed(partial);
+
+    /* Activity resets the idle clock. */
+    sxe__sys_clock_advance(20 * SXE_NS_PER_SEC);
+    send_all(idle, request, sizeof(request) - 1);
+    expect_reply(idle, 1);
+    sxe__sys_clock_advance(29 * SXE_NS_PER_SEC);
+    pump();
+    assert_int_equal(seen.closes, 1);
+    sxe__sys_clock_advance(SXE_NS_PER_SEC + 1);
+    pump();
+    assert_int_equal(seen.closes, 2);
+    expect_closed(idle);
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.timeouts, 2);
+    close(idle);
+    close(partial);
+}
+
+/* Outgoing connects: completed, refused, and timed out. */
+static void test_connect(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = on_connect, .on_read = record_input, .on_close = on_close};
+    struct sxe_loop_options options = {.connect_timeout = 3 * SXE_NS_PER_SEC};
+    struct sockaddr_in source = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
+    struct sockaddr_in local;
+    socklen_t local_len = sizeof(local);
+    sxe_conn_t *conn;
+
+    (void)state;
+    start_server(&options, NULL, &server_handlers);
+
+    /* From a chosen source address, to our own listener: a request gets its reply. */
+    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                 sizeof(server_address), (struct sockaddr *)&source,
+                                 sizeof(source), &handlers, NULL),
+                     0);
+    assert_int_equal(sxe_conn_write(conn, "x", 1), -EPIPE); /* not connected yet */
+    want_connects = 2; /* ours, and the server's accept */
+    pump_until(connects_reached);
+    assert_int_equal(sxe_conn_local(conn, (struct sockaddr *)&local, &local_len), 0);
+    assert_int_equal(local.sin_addr.s_addr, htonl(0x7f000002));
+    assert_int_equal(sxe_conn_write(conn, request, sizeof(request) - 1), 0);
+    want_requests = 1;
+    pump_until(requests_reached);
+    pump();
+    assert_int_equal(seen.input_len, sizeof(reply) - 1);
+
+    /* Refused: nobody listens there. */
+    struct sockaddr_in nobody = server_address;
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in probe_address = {.sin_family = AF_INET,
+                                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t probe_len = sizeof(probe_address);
+    assert_int_equal(bind(probe, (struct sockaddr *)&probe_address, sizeof(probe_address)), 0);
+    assert_int_equal(getsockname(probe, (struct sockaddr *)&probe_address, &probe_len), 0);
+    nobody.sin_port = probe_address.sin_port; /* bound but not listening */
+    unsigned closes = seen.closes;
+    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&nobody, sizeof(nobody), NULL, 0,
+                                 &handlers, NULL),
+                     0);
+    want_closes = closes + 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.last_err, ECONNREFUSED);
+    close(probe);
+}
+
+static void test_connect_timeout(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = on_connect,
+                                                      .on_close = on_close};
+    struct sxe_loop_options options = {.connect_timeout = 3 * SXE_NS_PER_SEC};
+    sxe_conn_t *conn;
+
+    (void)state;
+    sxe__sys_clock_fake(100 * SXE_NS_PER_SEC, 0);
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_loop_create(&loop, &options), 0);
+    /* A connect whose answer never arrives: every wait is interrupted, so the loop never sees
+     * the kernel's reply, as if the peer never answered. */
+    sxe__sys_fail(SXE_SYS_epoll_wait, 1, 0, EINTR);
+    server_address = (struct sockaddr_in){.sin_family = AF_INET,
+                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                                          .sin_port = htons(9)};
+    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                 sizeof(server_address), NULL, 0, &handlers, NULL),
+                     0);
+    pump();
+    assert_int_equal(seen.closes, 0);
+    sxe__sys_clock_advance(3 * SXE_NS_PER_SEC + 1);
+    pump();
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_TIMEOUT);
+    assert_int_equal(seen.connects, 0);
+}
+
+/* accept4 faults: each is survived, and the next client is served. */
+static void test_accept_faults(void **state)
+{
+    static const int errors[] = {EMFILE, ENFILE, ENOBUFS, ECONNABORTED, EINTR, ENOMEM};
+    struct sxe_test_capture capture;
+
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    sxe_test_capture_start(&capture);
+    for (unsigned i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+        unsigned before = seen.connects;
+        sxe__sys_fail(SXE_SYS_accept4, 1, 1, errors[i]);
+        int fd = client();
+        if (errors[i] == EMFILE || errors[i] == ENFILE) {
+            /* The pending connection is shed through the reserve fd. */
+            expect_closed(fd);
+            close(fd);
+            fd = client();
+        }
+        want_connects = before + 1;
+        pump_until(connects_reached);
+        send_all(fd, request, sizeof(request) - 1);
+        expect_reply(fd, 1);
+        close(fd);
+    }
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "accept4 failed"));
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.accept_errors, 5); /* EINTR is retried, not an error */
+}
+
+/* read faults: EINTR is retried; ECONNRESET closes that connection only. */
+static void test_read_faults(void **state)
+{
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    int a = client();
+    int b = client();
+    want_connects = 2;
+    pump_until(connects_reached);
+
+    sxe__sys_fail(SXE_SYS_read, 1, 1, EINTR);
+    send_all(a, request, sizeof(request) - 1);
+    expect_reply(a, 1);
+
+    sxe__sys_fail(SXE_SYS_read, 1, 1, ECONNRESET);
+    send_all(a, request, sizeof(request) - 1);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.last_err, ECONNRESET);
+    expect_closed(a);
+
+    send_all(b, request, sizeof(request) - 1);
+    expect_reply(b, 1);
+    close(a);
+    close(b);
+}
+
+static unsigned short_write_calls;
+
+static ssize_t write_five_bytes(int fd, const void *buf, size_t len)
+{
+    short_write_calls++;
+    return write(fd, buf, len < 5 ? len : 5);
+}
+
+static ssize_t writev_five_bytes(int fd, const struct iovec *iov, int count)
+{
+    (void)count;
+    short_write_calls++;
+    return write(fd, iov[0].iov_base, iov[0].iov_len < 5 ? iov[0].iov_len : 5);
+}
+
+/* write faults: partial writes and EAGAIN queue the rest; EPIPE closes after the callback. */
+static void test_write_faults(void **state)
+{
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    int fd = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+
+    /* Every write and writev sends five bytes at most: the reply still arrives whole. */
+    sxe__sys.write = write_five_bytes;
+    sxe__sys.writev = writev_five_bytes;
+    send_all(fd, request, sizeof(request) - 1);
+    expect_reply(fd, 1);
+    assert_true(short_write_calls >= (sizeof(reply) - 1) / 5);
+    sxe__sys_reset();
+
+    /* EAGAIN at once: queued, then sent. */
+    sxe__sys_fail(SXE_SYS_writev, 1, 1, EAGAIN);
+    send_all(fd, request, sizeof(request) - 1);
+    pump();
+    send_all(fd, request, sizeof(request) - 1); /* the next input retries the flush */
+    expect_reply(fd, 2);
+
+    /* EPIPE: the connection closes once on_read has returned, with the error. */
+    sxe__sys_fail(SXE_SYS_writev, 1, 1, EPIPE);
+    send_all(fd, request, sizeof(request) - 1);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.last_err, EPIPE);
+    close(fd);
+}
+
+/* epoll_wait EINTR: the turn is empty and the loop goes on. */
+static void test_epoll_wait_eintr(void **state)
+{
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    sxe__sys_fail(SXE_SYS_epoll_wait, 1, 2, EINTR);
+    assert_int_equal(sxe_loop_run_once(loop, 0), 0);
+    assert_int_equal(sxe_loop_run_once(loop, 0), 0);
+    int fd = client();
+    send_all(fd, request, sizeof(request) - 1);
+    expect_reply(fd, 1);
+    sxe__sys_fail(SXE_SYS_epoll_wait, 1, 1, EBADF);
+    assert_int_equal(sxe_loop_run_once(loop, 0), -EBADF);
+    close(fd);
+}
+
+/* An event for a slot that closed and was reused is dropped, not delivered to the new user. */
+static struct epoll_event stale_event;
+
+static int epoll_wait_stale(int epfd, struct epoll_event *events, int max, int timeout)
+{
+    (void)epfd;
+    (void)max;
+    (void)timeout;
+    events[0] = stale_event;
+    return 1;
+}
+
+static void test_stale_events_are_dropped(void **state)
+{
+    struct sxe_loop_options options = {.connections = 3};
+
+    (void)state;
+    start_server(&options, NULL, &server_handlers);
+    int a = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    sxe_conn_t *first = seen.last_conn;
+    stale_event = (struct epoll_event){.events = EPOLLIN, .data.u64 = sxe_conn_id(first)};
+    sxe_conn_close(first);
+    /* Free slots are reused oldest first: the third connection gets the first one's slot. */
+    int other = client();
+    int b = client();
+    want_connects = 3;
+    pump_until(connects_reached);
+    assert_ptr_equal(seen.last_conn, first); /* the same slot, a new generation */
+
+    sxe__sys.epoll_wait = epoll_wait_stale;
+    assert_int_equal(sxe_loop_run_once(loop, 0), 1);
+    sxe__sys_reset();
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.stale_events, 1);
+    send_all(b, request, sizeof(request) - 1);
+    expect_reply(b, 1);
+    close(a);
+    close(b);
+    close(other);
+}
+
+/* UDP: a batch of datagrams is echoed; one too large for a buffer is dropped and counted. */
+static void echo_datagram(sxe_conn_t *socket, const char *data, size_t len,
+                          const struct sockaddr *from, socklen_t from_len)
+{
+    seen.requests++;
+    assert_int_equal(sxe_udp_send(socket, data, len, from, from_len), 0);
+}
+
+static void test_udp(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_datagram = echo_datagram};
+    struct sxe_loop_options options = {.buffer_size = 1024};
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(address);
+    sxe_conn_t *udp;
+    char big[2000] = {0};
+
+    (void)state;
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_loop_create(&loop, &options), 0);
+    assert_int_equal(sxe_udp_bind(loop, &udp, (struct sockaddr *)&address, sizeof(address),
+                                  &handlers, NULL),
+                     0);
+    assert_int_equal(sxe_conn_local(udp, (struct sockaddr *)&address, &len), 0);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    for (int i = 0; i < 20; i++) {
+        char text[16];
+        int n = snprintf(text, sizeof(text), "dgram %d", i);
+        assert_int_equal(send(fd, text, (size_t)n, 0), n);
+    }
+    assert_int_equal(send(fd, big, sizeof(big), 0), (ssize_t)sizeof(big));
+    want_requests = 20;
+    pump_until(requests_reached);
+    for (int i = 0; i < 20; i++) {
+        char text[16], got[64];
+        int n = snprintf(text, sizeof(text), "dgram %d", i);
+        assert_int_equal(recv(fd, got, sizeof(got), 0), n);
+        assert_memory_equal(got, text, (size_t)n);
+    }
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.datagrams_dropped, 1);
+    assert_int_equal(sxe_conn_write(udp, "x", 1), -EPIPE);
+    close(fd);
+}
+
+/* Unix stream sockets: the same API as TCP. */
+static void test_unix_stream(void **state)
+{
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    sxe_conn_t *unix_listener;
+
+    (void)state;
+    snprintf(address.sun_path, sizeof(address.sun_path), "/tmp/sxe-test-%d.sock", (int)getpid());
+    unlink(address.sun_path);
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_listen(loop, &unix_listener, (struct sockaddr *)&address, sizeof(address),
+                                NULL, &server_handlers, NULL),
+                     0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    send_all(fd, request, sizeof(request) - 1);
+    expect_reply(fd, 1);
+    close(fd);
+    unlink(address.sun_path);
+}
+
+/* A socketpair in one loop; half-close with on_eof; shutdown after queued output. */
+/* The first side to see the end replies and shuts down in turn. */
+static void reply_at_eof(sxe_conn_t *conn)
+{
+    if (++seen.eofs == 1) {
+        assert_int_equal(sxe_conn_write(conn, "bye", 3), 0);
+        assert_int_equal(sxe_conn_shutdown(conn), 0);
+    }
+}
+
+static void test_pair_and_half_close(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = on_connect, .on_read = record_input, .on_eof = reply_at_eof,
+        .on_close = on_close};
+    sxe_conn_t *a, *b;
+
+    (void)state;
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_conn_pair(loop, &a, &b, 0, &handlers, NULL), 0);
+    want_connects = 2;
+    pump_until(connects_reached);
+    assert_int_equal(sxe_conn_write(a, "hello", 5), 0);
+    assert_int_equal(sxe_conn_shutdown(a), 0); /* a is done sending */
+    pump();
+    /* b saw the bytes, then the end: it replied "bye" and shut down too. */
+    assert_int_equal(seen.eofs, 2);
+    assert_memory_equal(seen.input, "hellobye", 8);
+    assert_int_equal(sxe_conn_shutdown(a), 0);
+    sxe_conn_close(a);
+    sxe_conn_close(a); /* idempotent */
+    sxe_conn_close(b);
+    assert_int_equal(seen.closes, 2);
+    assert_int_equal(sxe_conn_write(a, "x", 1), -EPIPE);
+}
+
+/* Handing a live TCP connection over a Unix socket pair, and serving it on the other side. */
+static sxe_conn_t *receiver;
+
+static void adopt_fd(sxe_conn_t *conn, int fd)
+{
+    (void)conn;
+    assert_int_equal(sxe_conn_adopt(loop, &seen.adopted, fd, &server_handlers, NULL), 0);
+}
+
+static void test_hand_off(void **state)
+{
+    static const struct sxe_conn_handlers channel = {.on_fd = adopt_fd};
+    sxe_conn_t *sender;
+
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    assert_int_equal(sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &channel,
+                                   NULL),
+                     0);
+    int fd = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    sxe_conn_t *accepted = seen.last_conn;
+    send_all(fd, request, sizeof(request) - 1);
+    expect_reply(fd, 1);
+    pump();
+    pump();
+    assert_int_equal(sxe_conn_hand_off(accepted, sender), 0);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_HANDED_OFF);
+    pump();
+    assert_non_null(seen.adopted);
+    send_all(fd, request, sizeof(request) - 1);
+    expect_reply(fd, 1);
+    assert_int_equal(seen.requests, 2);
+    close(fd);
+}
+
+/* sendfile: a file range goes out after queued bytes. */
+static int file_fd;
+
+static void send_file(sxe_conn_t *conn)
+{
+    assert_int_equal(sxe_conn_write(conn, "head:", 5), 0);
+    assert_true(sxe_conn_sendfile(conn, file_fd, 2, 100000) >= 0);
+    assert_true(sxe_conn_write(conn, ":tail", 5) >= 0);
+}
+
+static void test_sendfile(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = send_file};
+    static char content[100002];
+    static char expected[100010];
+    char path[] = "/tmp/sxe-test-sendfile-XXXXXX";
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(content); i++) {
+        content[i] = (char)('a' + i % 26);
+    }
+    file_fd = mkstemp(path);
+    assert_true(file_fd >= 0);
+    unlink(path);
+    assert_int_equal(write(file_fd, content, sizeof(content)), (ssize_t)sizeof(content));
+    memcpy(expected, "head:", 5);
+    memcpy(expected + 5, content + 2, 100000);
+    memcpy(expected + 100005, ":tail", 5);
+    start_server(NULL, NULL, &handlers);
+    int fd = client();
+    char got[sizeof(expected)];
+    size_t have = 0;
+    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+    while (have < sizeof(expected)) {
+        pump();
+        ssize_t n = recv(fd, got + have, sizeof(got) - have, MSG_DONTWAIT);
+        if (n > 0) {
+            have += (size_t)n;
+        }
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+    assert_memory_equal(got, expected, sizeof(expected));
+    close(fd);
+    close(file_fd);
+}
+
+/* IPv6 on ::1. */
+static void test_ipv6(void **state)
+{
+    struct sockaddr_in6 address = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    struct sxe_listen_options options = {.flags = SXE_LISTEN_V6ONLY | SXE_LISTEN_REUSEPORT |
+                                                  SXE_LISTEN_DEFER_ACCEPT | SXE_LISTEN_FASTOPEN,
+                                         .backlog = 16};
+    socklen_t len = sizeof(address);
+    sxe_conn_t *v6;
+
+    (void)state;
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_listen(loop, &v6, (struct sockaddr *)&address, sizeof(address), &options,
+                                &server_handlers, NULL),
+                     0);
+    assert_int_equal(sxe_conn_local(v6, (struct sockaddr *)&address, &len), 0);
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    send_all(fd, request, sizeof(request) - 1);
+    expect_reply(fd, 1);
+    close(fd);
+}
+
+/* Listening on a port in use fails with -EADDRINUSE; the table slot is not lost. */
+static void test_listen_errors(void **state)
+{
+    sxe_conn_t *second;
+
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    assert_int_equal(sxe_listen(loop, &second, (struct sockaddr *)&server_address,
+                                sizeof(server_address), NULL, &server_handlers, NULL),
+                     -EADDRINUSE);
+    sxe__sys_fail(SXE_SYS_socket, 1, 1, EMFILE);
+    assert_int_equal(sxe_listen(loop, &second, (struct sockaddr *)&server_address,
+                                sizeof(server_address), NULL, &server_handlers, NULL),
+                     -EMFILE);
+    sxe__sys_fail(SXE_SYS_epoll_ctl, 1, 1, ENOMEM);
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(sxe_listen(loop, &second, (struct sockaddr *)&any, sizeof(any), NULL,
+                                &server_handlers, NULL),
+                     -ENOMEM);
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.open, 1);
+}
+
+/* SIGTERM: listeners close, queued output gets its drain time, then everything closes. */
+static void test_stop_on_signal(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = start_stream, .on_drained = on_drained, .on_close = on_close};
+    struct sxe_loop_options options = {.buffer_size = 4096, .write_limit = 65536};
+
+    (void)state;
+    stream = (typeof(stream)){.total = 1 << 20};
+    start_server(&options, NULL, &handlers);
+    assert_int_equal(sxe_loop_stop_on_signals(loop, 200 * SXE_NS_PER_MSEC), 0);
+    assert_int_equal(sxe_loop_stop_on_signals(loop, 200 * SXE_NS_PER_MSEC), 0);
+    int fd = client(); /* never reads: its output stays queued */
+    want_connects = 1;
+    pump_until(connects_reached);
+    assert_int_equal(sxe_pool_count(loop->conn_pool, SXE__CONN_WRITING), 1);
+    kill(getpid(), SIGTERM);
+    uint64_t start = sxe_clock_mono_ns();
+    assert_int_equal(sxe_loop_run(loop), 0);
+    uint64_t took = sxe_clock_mono_ns() - start;
+    assert_true(took >= 150 * SXE_NS_PER_MSEC);
+    assert_true(took < 2 * SXE_NS_PER_SEC);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_SHUTDOWN);
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.open, 0);
+    close(fd);
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &signals, NULL);
+}
+
+/* 10,000 connections held open at once, each served, from a child process of clients. */
+static void test_ten_thousand_connections(void **state)
+{
+    enum { CLIENTS = 10000 };
+    struct sxe_loop_options options = {.connections = CLIENTS + 8, .buffers = 256};
+    struct rlimit limit;
+    int status;
+
+    (void)state;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &limit), 0);
+    if (limit.rlim_max < CLIENTS + 100) {
+        skip();
+    }
+    limit.rlim_cur = limit.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &limit), 0);
+    start_server(&options, NULL, &server_handlers);
+
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        static int fds[CLIENTS];
+        char got[sizeof(reply)];
+        for (int i = 0; i < CLIENTS; i++) {
+            fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fds[i] < 0 ||
+                connect(fds[i], (struct sockaddr *)&server_address, sizeof(server_address)) < 0) {
+                _exit(2);
+            }
+        }
+        for (int i = 0; i < CLIENTS; i++) {
+            if (send(fds[i], request, sizeof(request) - 1, 0) != sizeof(request) - 1) {
+                _exit(3);
+            }
+        }
+        for (int i = 0; i < CLIENTS; i++) {
+            size_t have = 0;
+            while (have < sizeof(reply) - 1) {
+                ssize_t n = recv(fds[i], got + have, sizeof(reply) - 1 - have, 0);
+                if (n <= 0) {
+                    _exit(4);
+                }
+                have += (size_t)n;
+            }
+            if (memcmp(got, reply, sizeof(reply) - 1) != 0) {
+                _exit(5);
+            }
+        }
+        _exit(0); /* all 10,000 stay open until here */
+    }
+    uint64_t give_up = sxe_clock_mono_ns() + 60 * SXE_NS_PER_SEC;
+    while (waitpid(child, &status, WNOHANG) == 0) {
+        assert_true(sxe_loop_run_once(loop, 5 * SXE_NS_PER_MSEC) >= 0);
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(seen.requests, CLIENTS);
+    want_closes = CLIENTS;
+    pump_until(closes_reached);
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.accepted, CLIENTS);
+    assert_int_equal(stats.table_full, 0);
+}
+
+static void test_close_reason_names(void **state)
+{
+    (void)state;
+    assert_string_equal(sxe_close_reason_name(SXE_CLOSE_PEER), "peer");
+    assert_string_equal(sxe_close_reason_name(SXE_CLOSE_HANDED_OFF), "handed off");
+    assert_string_equal(sxe_close_reason_name((enum sxe_close_reason)99), "?");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_serves_keep_alive_requests, teardown),
+        cmocka_unit_test_teardown(test_pipelined_requests_split_at_every_byte, teardown),
+        cmocka_unit_test_teardown(test_partial_consumption_keeps_the_rest, teardown),
+        cmocka_unit_test_teardown(test_message_larger_than_buffer_closes, teardown),
+        cmocka_unit_test_teardown(test_peer_closes_mid_message, teardown),
+        cmocka_unit_test_teardown(test_slow_reader_and_high_water_mark, teardown),
+        cmocka_unit_test_teardown(test_write_limit, teardown),
+        cmocka_unit_test_teardown(test_full_table, teardown),
+        cmocka_unit_test_teardown(test_full_table_evicts_oldest_idle, teardown),
+        cmocka_unit_test_teardown(test_timeouts_under_fake_time, teardown),
+        cmocka_unit_test_teardown(test_connect, teardown),
+        cmocka_unit_test_teardown(test_connect_timeout, teardown),
+        cmocka_unit_test_teardown(test_accept_faults, teardown),
+        cmocka_unit_test_teardown(test_read_faults, teardown),
+        cmocka_unit_test_teardown(test_write_faults, teardown),
+        cmocka_unit_test_teardown(test_epoll_wait_eintr, teardown),
+        cmocka_unit_test_teardown(test_stale_events_are_dropped, teardown),
+        cmocka_unit_test_teardown(test_udp, teardown),
+        cmocka_unit_test_teardown(test_unix_stream, teardown),
+        cmocka_unit_test_teardown(test_pair_and_half_close, teardown),
+        cmocka_unit_test_teardown(test_hand_off, teardown),
+        cmocka_unit_test_teardown(test_sendfile, teardown),
+        cmocka_unit_test_teardown(test_ipv6, teardown),
+        cmocka_unit_test_teardown(test_listen_errors, teardown),
+        cmocka_unit_test_teardown(test_stop_on_signal, teardown),
+        cmocka_unit_test_teardown(test_ten_thousand_connections, teardown),
+        cmocka_unit_test_teardown(test_close_reason_names, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
