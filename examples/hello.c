@@ -29,7 +29,8 @@ int main(int argc, char **argv)
     sxe_loop_t *loop;
     sxe_conn_t *listener;
 
-    if (sxe_loop_create(&loop, &options) < 0 || sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC) < 0 ||
+    if (sxe_loop_create(&loop, &options) < 0 ||
+        sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC) < 0 ||
         sxe_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address), NULL, &handlers,
                    NULL) < 0) {
         return 1;

@@ -19,8 +19,8 @@ int main(int argc, char **argv)
     sxe_conn_t *socket;
 
     if (sxe_loop_create(&loop, NULL) < 0 || sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC) < 0 ||
-        sxe_udp_bind(loop, &socket, (struct sockaddr *)&address, sizeof(address), &handlers,
-                     NULL) < 0) {
+        sxe_udp_bind(loop, &socket, (struct sockaddr *)&address, sizeof(address), &handlers, NULL) <
+            0) {
         return 1;
     }
     int rc = sxe_loop_run(loop);

@@ -41,9 +41,9 @@ static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 /* The most fds one recvmsg accepts on a fd-passing connection. */
 #define FDS_PER_MESSAGE 8
 
-static const char *const close_reason_names[] = {
-    "local",     "peer",     "error",    "timeout",   "evicted",
-    "no buffer", "overflow", "shutdown", "handed off"};
+static const char *const close_reason_names[] = {"local",    "peer",     "error",
+                                                 "timeout",  "evicted",  "no buffer",
+                                                 "overflow", "shutdown", "handed off"};
 
 const char *sxe_close_reason_name(enum sxe_close_reason reason)
 {
@@ -295,16 +295,16 @@ static void flush(struct sxe_conn *conn)
         ssize_t sent;
 
         if (segment->buffer == SXE_NONE) {
-            sent = sxe__sys.sendfile(conn->fd, segment->file_fd, &segment->offset,
-                                     segment->remaining);
+            sent =
+                sxe__sys.sendfile(conn->fd, segment->file_fd, &segment->offset, segment->remaining);
         } else {
             struct iovec iov[WRITEV_MAX];
             int count = 0;
             for (uint32_t at = conn->queue_head;
                  at != SXE_NONE && count < WRITEV_MAX && loop->segments[at].buffer != SXE_NONE;
                  at = loop->segments[at].next) {
-                iov[count].iov_base = buffer_at(loop, loop->segments[at].buffer) +
-                                      loop->segments[at].start;
+                iov[count].iov_base =
+                    buffer_at(loop, loop->segments[at].buffer) + loop->segments[at].start;
                 iov[count++].iov_len = loop->segments[at].end - loop->segments[at].start;
             }
             sent = sxe__sys.writev(conn->fd, iov, count);
@@ -406,7 +406,8 @@ static uint64_t buffers_needed(const struct sxe_conn *conn, size_t len)
     if (conn->queue_tail != SXE_NONE && loop->segments[conn->queue_tail].buffer != SXE_NONE) {
         room = loop->options.buffer_size - loop->segments[conn->queue_tail].end;
     }
-    return len <= room ? 0 : (len - room + loop->options.buffer_size - 1) / loop->options.buffer_size;
+    return len <= room ? 0
+                       : (len - room + loop->options.buffer_size - 1) / loop->options.buffer_size;
 }
 
 static int write_result(struct sxe_conn *conn)
@@ -601,8 +602,10 @@ static ssize_t receive_fds(struct sxe_conn *conn, char *into, size_t size)
         char space[CMSG_SPACE(sizeof(int) * FDS_PER_MESSAGE)];
     } control;
     struct iovec iov = {.iov_base = into, .iov_len = size};
-    struct msghdr message = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control)};
+    struct msghdr message = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = &control,
+                             .msg_controllen = sizeof(control)};
 
     ssize_t got = sxe__sys.recvmsg(conn->fd, &message, MSG_CMSG_CLOEXEC);
     for (struct cmsghdr *header = got > 0 ? CMSG_FIRSTHDR(&message) : NULL; header != NULL;
@@ -928,8 +931,7 @@ static int listen_socket(const struct sockaddr *address, socklen_t address_len,
         rc = -errno;
         SXE_LOG_ERROR("cannot bind: %s", sxe_strerror(rc));
     }
-    if (rc == 0 &&
-        sxe__sys.listen(fd, options->backlog > 0 ? options->backlog : SOMAXCONN) < 0) {
+    if (rc == 0 && sxe__sys.listen(fd, options->backlog > 0 ? options->backlog : SOMAXCONN) < 0) {
         rc = -errno;
         SXE_LOG_ERROR("cannot listen: %s", sxe_strerror(rc));
     }
@@ -970,8 +972,7 @@ int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *a
     if (options->flags & SXE_LISTEN_RECEIVE_FDS) {
         conn->flags |= SXE__CONN_RECEIVE_FDS;
     }
-    if ((rc = attach(conn, fd, SXE__KIND_LISTENER, handlers ? handlers : &no_handlers, user)) <
-        0) {
+    if ((rc = attach(conn, fd, SXE__KIND_LISTENER, handlers ? handlers : &no_handlers, user)) < 0) {
         return rc;
     }
     *listener = conn;
@@ -1128,8 +1129,10 @@ int sxe_conn_send_fd(sxe_conn_t *conn, int fd)
     } control;
     char marker = 'F';
     struct iovec iov = {.iov_base = &marker, .iov_len = 1};
-    struct msghdr message = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control, .msg_controllen = sizeof(control)};
+    struct msghdr message = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = &control,
+                             .msg_controllen = sizeof(control)};
     int rc;
 
     if ((rc = check_writable(conn)) < 0) {

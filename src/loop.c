@@ -110,8 +110,8 @@ int sxe_loop_create(sxe_loop_t **loop_out, const struct sxe_loop_options *option
     loop->scratch = sxe__sys.mmap(NULL, loop->scratch_size, PROT_READ | PROT_WRITE,
                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     loop->buffer_free = calloc(settings.buffers, sizeof(*loop->buffer_free));
-    loop->segments = calloc((size_t)settings.buffers + settings.connections,
-                            sizeof(*loop->segments));
+    loop->segments =
+        calloc((size_t)settings.buffers + settings.connections, sizeof(*loop->segments));
     loop->heap = calloc(settings.timers, sizeof(*loop->heap));
     loop->events = calloc(settings.events, sizeof(*loop->events));
     if (loop->buffers == MAP_FAILED || loop->scratch == MAP_FAILED || loop->buffer_free == NULL ||
@@ -265,8 +265,8 @@ int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns)
     uint64_t deadline = timeout_ns > UINT64_MAX - loop->now ? UINT64_MAX : loop->now + timeout_ns;
     int timeout_ms = wait_ms(loop, next_deadline(loop, deadline));
 
-    int count = sxe__sys.epoll_wait(loop->epoll_fd, loop->events, (int)loop->options.events,
-                                    timeout_ms);
+    int count =
+        sxe__sys.epoll_wait(loop->epoll_fd, loop->events, (int)loop->options.events, timeout_ms);
     if (count < 0) {
         if (errno != EINTR) {
             int rc = -errno;
@@ -296,8 +296,7 @@ int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns)
     sxe_pool_check_timeouts(loop->conn_pool, loop->now, sxe__conn_timed_out, loop);
     sxe__conn_close_failed(loop);
 
-    if (loop->stopping &&
-        (sxe__conn_writing(loop) == 0 || loop->now >= loop->stop_deadline)) {
+    if (loop->stopping && (sxe__conn_writing(loop) == 0 || loop->now >= loop->stop_deadline)) {
         sxe__conn_close_all(loop, false);
         loop->stopping = false;
         loop->stop = true;

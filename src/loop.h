@@ -44,12 +44,12 @@ enum sxe__conn_kind {
 
 /* One queued piece of output: bytes in a buffer, or a range of a file. */
 struct sxe__segment {
-    uint32_t next;   /* next segment of the connection, or SXE_NONE */
-    uint32_t buffer; /* buffer index, or SXE_NONE for a file range */
-    uint32_t start;  /* bytes: first unsent byte in the buffer */
-    uint32_t end;    /* bytes: one past the last */
-    int file_fd;     /* file: the caller's fd */
-    off_t offset;    /* file: next byte to send */
+    uint32_t next;    /* next segment of the connection, or SXE_NONE */
+    uint32_t buffer;  /* buffer index, or SXE_NONE for a file range */
+    uint32_t start;   /* bytes: first unsent byte in the buffer */
+    uint32_t end;     /* bytes: one past the last */
+    int file_fd;      /* file: the caller's fd */
+    off_t offset;     /* file: next byte to send */
     size_t remaining; /* file: bytes left */
 };
 
@@ -79,7 +79,7 @@ struct sxe_loop {
     int signal_fd;  /* -1 unless sxe_loop_stop_on_signals() */
     int reserve_fd; /* kept open so an EMFILE accept can still shed a connection */
     bool stop;
-    bool stopping;  /* draining after a stop signal */
+    bool stopping; /* draining after a stop signal */
     uint64_t now;
     uint64_t stop_deadline;
     uint64_t drain_ns;
@@ -89,17 +89,17 @@ struct sxe_loop {
     struct sxe_conn *conns;
     uint64_t timeouts[SXE__CONN_STATE_COUNT];
 
-    char *buffers;          /* options.buffers x options.buffer_size, touched only when used */
-    uint32_t *buffer_free;  /* stack of free buffer indices */
+    char *buffers;         /* options.buffers x options.buffer_size, touched only when used */
+    uint32_t *buffer_free; /* stack of free buffer indices */
     uint32_t buffers_free;
-    char *scratch;          /* input lands here first, for connections without a buffer */
+    char *scratch; /* input lands here first, for connections without a buffer */
     size_t scratch_size;
 
     struct sxe__segment *segments;
     uint32_t segment_free;  /* free list through next */
     uint32_t segments_free; /* how many are on it */
 
-    uint32_t ready_head; /* connections with more input to read next turn */
+    uint32_t ready_head;  /* connections with more input to read next turn */
     uint32_t failed_head; /* connections to close for a failed write, through ready_next */
 
     sxe_timer_t **heap; /* timers, a binary min-heap on deadline */

@@ -52,15 +52,15 @@ typedef struct sxe_timer sxe_timer_t;
 
 /** What a loop holds. Zero fields take the defaults shown. */
 struct sxe_loop_options {
-    uint32_t connections;  /**< Connection table size, listeners and UDP sockets included (1024). */
-    uint32_t buffers;      /**< I/O buffers shared by all connections (connections / 4 + 16). */
-    uint32_t buffer_size;  /**< Bytes per buffer: the largest message kept whole (16384). */
-    uint32_t write_limit;  /**< Most bytes one connection may have queued (4 * buffer_size). */
-    uint32_t high_water;   /**< Queued bytes at which sxe_conn_write says "stop" (write_limit / 2). */
-    uint32_t timers;       /**< Timers that may run at once (64). */
-    uint32_t events;       /**< Events taken from the kernel per turn (256). */
-    uint64_t idle_timeout; /**< ns a connection may sit with nothing pending (0: none). */
-    uint64_t read_timeout; /**< ns a partial message may wait for more bytes (0: none). */
+    uint32_t connections; /**< Connection table size, listeners and UDP sockets included (1024). */
+    uint32_t buffers;     /**< I/O buffers shared by all connections (connections / 4 + 16). */
+    uint32_t buffer_size; /**< Bytes per buffer: the largest message kept whole (16384). */
+    uint32_t write_limit; /**< Most bytes one connection may have queued (4 * buffer_size). */
+    uint32_t high_water; /**< Queued bytes at which sxe_conn_write says "stop" (write_limit / 2). */
+    uint32_t timers;     /**< Timers that may run at once (64). */
+    uint32_t events;     /**< Events taken from the kernel per turn (256). */
+    uint64_t idle_timeout;    /**< ns a connection may sit with nothing pending (0: none). */
+    uint64_t read_timeout;    /**< ns a partial message may wait for more bytes (0: none). */
     uint64_t write_timeout;   /**< ns queued output may wait for the peer to read (0: none). */
     uint64_t connect_timeout; /**< ns an outgoing connect may take (0: none). */
 };
@@ -117,8 +117,8 @@ struct sxe_conn_handlers {
      * A datagram arrived on a UDP socket; from is the sender. Truncated datagrams (larger than
      * buffer_size) are dropped and counted.
      */
-    void (*on_datagram)(sxe_conn_t *conn, const char *data, size_t len,
-                        const struct sockaddr *from, socklen_t from_len);
+    void (*on_datagram)(sxe_conn_t *conn, const char *data, size_t len, const struct sockaddr *from,
+                        socklen_t from_len);
 
     /**
      * A Unix stream connection received a file descriptor (see sxe_conn_send_fd()). The callback
@@ -130,11 +130,11 @@ struct sxe_conn_handlers {
 
 /** Listener options. A NULL pointer takes every default. */
 struct sxe_listen_options {
-    int backlog;            /**< listen(2) backlog (SOMAXCONN when 0). */
-    unsigned flags;         /**< SXE_LISTEN_* below. */
-    int fastopen_queue;     /**< TCP_FASTOPEN queue length, with SXE_LISTEN_FASTOPEN (16). */
-    int defer_accept_secs;  /**< TCP_DEFER_ACCEPT seconds, with SXE_LISTEN_DEFER_ACCEPT (1). */
-    uint32_t accept_batch;  /**< Most connections accepted per readiness event (64). */
+    int backlog;           /**< listen(2) backlog (SOMAXCONN when 0). */
+    unsigned flags;        /**< SXE_LISTEN_* below. */
+    int fastopen_queue;    /**< TCP_FASTOPEN queue length, with SXE_LISTEN_FASTOPEN (16). */
+    int defer_accept_secs; /**< TCP_DEFER_ACCEPT seconds, with SXE_LISTEN_DEFER_ACCEPT (1). */
+    uint32_t accept_batch; /**< Most connections accepted per readiness event (64). */
 };
 
 #define SXE_LISTEN_REUSEPORT    0x01u /**< SO_REUSEPORT: several loops may listen on one port. */
@@ -149,18 +149,18 @@ struct sxe_listen_options {
 
 /** Loop counters, for monitoring and tests. */
 struct sxe_loop_stats {
-    uint64_t accepted;        /**< Connections accepted. */
-    uint64_t connected;       /**< Outgoing connects completed. */
-    uint64_t closed;          /**< Connections closed, for any reason. */
-    uint64_t table_full;      /**< Connections refused because the table was full. */
-    uint64_t evicted;         /**< Idle connections closed to make room. */
-    uint64_t accept_errors;   /**< accept4 failures other than EAGAIN (EMFILE, ENOBUFS, ...). */
-    uint64_t no_buffer;       /**< Connections closed because no buffer was free. */
-    uint64_t stale_events;    /**< Events dropped because their slot was reused. */
-    uint64_t timeouts;        /**< Connections closed by a timeout. */
+    uint64_t accepted;          /**< Connections accepted. */
+    uint64_t connected;         /**< Outgoing connects completed. */
+    uint64_t closed;            /**< Connections closed, for any reason. */
+    uint64_t table_full;        /**< Connections refused because the table was full. */
+    uint64_t evicted;           /**< Idle connections closed to make room. */
+    uint64_t accept_errors;     /**< accept4 failures other than EAGAIN (EMFILE, ENOBUFS, ...). */
+    uint64_t no_buffer;         /**< Connections closed because no buffer was free. */
+    uint64_t stale_events;      /**< Events dropped because their slot was reused. */
+    uint64_t timeouts;          /**< Connections closed by a timeout. */
     uint64_t datagrams_dropped; /**< UDP datagrams too large for a buffer. */
-    uint32_t open;            /**< Connections open now, listeners and UDP sockets included. */
-    uint32_t buffers_in_use;  /**< I/O buffers held now. */
+    uint32_t open;              /**< Connections open now, listeners and UDP sockets included. */
+    uint32_t buffers_in_use;    /**< I/O buffers held now. */
 };
 
 /**
@@ -221,18 +221,17 @@ SXE_MUST_CHECK int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener,
  * @param source  Local address to bind first (NULL: any), for example one of several 127.0.0.x.
  * @return 0, -ENOBUFS if the table is full, or -errno from socket, bind or connect.
  */
-SXE_MUST_CHECK int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn,
-                               const struct sockaddr *address, socklen_t address_len,
-                               const struct sockaddr *source, socklen_t source_len,
-                               const struct sxe_conn_handlers *handlers, void *user);
+SXE_MUST_CHECK int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn, const struct sockaddr *address,
+                               socklen_t address_len, const struct sockaddr *source,
+                               socklen_t source_len, const struct sxe_conn_handlers *handlers,
+                               void *user);
 
 /**
  * Makes a connected pair of Unix stream connections (socketpair), both in this loop.
  * @param flags  0 or SXE_LISTEN_RECEIVE_FDS (both ends may receive fds).
  */
-SXE_MUST_CHECK int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b,
-                                 unsigned flags, const struct sxe_conn_handlers *handlers,
-                                 void *user);
+SXE_MUST_CHECK int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned flags,
+                                 const struct sxe_conn_handlers *handlers, void *user);
 
 /**
  * Adopts a connected stream socket made elsewhere, for example one received with on_fd. sxe

@@ -97,8 +97,8 @@ static void start_server(const struct sxe_loop_options *options,
 
     memset(&seen, 0, sizeof(seen));
     assert_int_equal(sxe_loop_create(&loop, options), 0);
-    server_address = (struct sockaddr_in){.sin_family = AF_INET,
-                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    server_address =
+        (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(sxe_listen(loop, &listener, (struct sockaddr *)&server_address,
                                 sizeof(server_address), listen_options, handlers, NULL),
                      0);
@@ -154,16 +154,24 @@ static int requests_reached(void)
     return seen.requests >= want_requests;
 }
 
-static int client(void)
+/* A client whose receive window is fixed at window bytes (0: the kernel's default). */
+static int client_with_window(int window)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct timeval two_seconds = {.tv_sec = 2};
 
     assert_true(fd >= 0);
-    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof(two_seconds)),
-                     0);
+    if (window > 0) {
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window)), 0);
+    }
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_seconds, sizeof(two_seconds)), 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&server_address, sizeof(server_address)), 0);
     return fd;
+}
+
+static int client(void)
+{
+    return client_with_window(0);
 }
 
 static void send_all(int fd, const char *data, size_t len)
@@ -391,8 +399,8 @@ static void write_more(sxe_conn_t *conn)
     char chunk[4096];
 
     while (stream.sent < stream.total) {
-        size_t len = stream.total - stream.sent < sizeof(chunk) ? stream.total - stream.sent
-                                                                 : sizeof(chunk);
+        size_t len =
+            stream.total - stream.sent < sizeof(chunk) ? stream.total - stream.sent : sizeof(chunk);
         for (size_t i = 0; i < len; i++) {
             chunk[i] = (char)((stream.sent + i) % 251);
         }
@@ -430,8 +438,8 @@ static void test_slow_reader_and_high_water_mark(void **state)
 {
     static const struct sxe_conn_handlers handlers = {
         .on_connect = start_stream, .on_drained = on_drained, .on_close = on_close};
-    struct sxe_loop_options options = {.buffer_size = 4096, .write_limit = 65536,
-                                       .high_water = 32768};
+    struct sxe_loop_options options = {
+        .buffer_size = 4096, .write_limit = 65536, .high_water = 32768};
     static char got[1 << 20];
     size_t have = 0;
 
@@ -608,11 +616,11 @@ static void test_connect(void **state)
 
     /* From a chosen source address, to our own listener: a request gets its reply. */
     assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                 sizeof(server_address), (struct sockaddr *)&source,
-                                 sizeof(source), &handlers, NULL),
+                                 sizeof(server_address), (struct sockaddr *)&source, sizeof(source),
+                                 &handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_write(conn, "x", 1), -EPIPE); /* not connected yet */
-    want_connects = 2; /* ours, and the server's accept */
+    want_connects = 2;                                      /* ours, and the server's accept */
     pump_until(connects_reached);
     assert_int_equal(sxe_conn_local(conn, (struct sockaddr *)&local, &local_len), 0);
     assert_int_equal(local.sin_addr.s_addr, htonl(0x7f000002));
@@ -656,9 +664,8 @@ static void test_connect_timeout(void **state)
     /* A connect whose answer never arrives: every wait is interrupted, so the loop never sees
      * the kernel's reply, as if the peer never answered. */
     sxe__sys_fail(SXE_SYS_epoll_wait, 1, 0, EINTR);
-    server_address = (struct sockaddr_in){.sin_family = AF_INET,
-                                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                                          .sin_port = htons(9)};
+    server_address = (struct sockaddr_in){
+        .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(9)};
     assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
                                  sizeof(server_address), NULL, 0, &handlers, NULL),
                      0);
@@ -860,9 +867,8 @@ static void test_udp(void **state)
     (void)state;
     memset(&seen, 0, sizeof(seen));
     assert_int_equal(sxe_loop_create(&loop, &options), 0);
-    assert_int_equal(sxe_udp_bind(loop, &udp, (struct sockaddr *)&address, sizeof(address),
-                                  &handlers, NULL),
-                     0);
+    assert_int_equal(
+        sxe_udp_bind(loop, &udp, (struct sockaddr *)&address, sizeof(address), &handlers, NULL), 0);
     assert_int_equal(sxe_conn_local(udp, (struct sockaddr *)&address, &len), 0);
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
@@ -921,9 +927,10 @@ static void reply_at_eof(sxe_conn_t *conn)
 
 static void test_pair_and_half_close(void **state)
 {
-    static const struct sxe_conn_handlers handlers = {
-        .on_connect = on_connect, .on_read = record_input, .on_eof = reply_at_eof,
-        .on_close = on_close};
+    static const struct sxe_conn_handlers handlers = {.on_connect = on_connect,
+                                                      .on_read = record_input,
+                                                      .on_eof = reply_at_eof,
+                                                      .on_close = on_close};
     sxe_conn_t *a, *b;
 
     (void)state;
@@ -962,9 +969,8 @@ static void test_hand_off(void **state)
 
     (void)state;
     start_server(NULL, NULL, &server_handlers);
-    assert_int_equal(sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &channel,
-                                   NULL),
-                     0);
+    assert_int_equal(
+        sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &channel, NULL), 0);
     int fd = client();
     want_connects = 1;
     pump_until(connects_reached);
@@ -1176,6 +1182,269 @@ static void test_ten_thousand_connections(void **state)
     assert_int_equal(stats.table_full, 0);
 }
 
+/* No free buffer for partial input: that connection closes, the others go on. */
+static void test_no_buffer_for_input(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = on_connect, .on_read = consume_in_threes, .on_close = on_close};
+    struct sxe_loop_options options = {.buffers = 1, .buffer_size = 1024};
+    struct sxe_test_capture capture;
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    int a = client();
+    int b = client();
+    want_connects = 2;
+    pump_until(connects_reached);
+    send_all(a, "xx", 2); /* a keeps 2 bytes: the only buffer */
+    pump();
+    sxe_test_capture_start(&capture);
+    send_all(b, "yy", 2);
+    want_closes = 1;
+    pump_until(closes_reached);
+    sxe_test_capture_stop();
+    assert_int_equal(seen.last_reason, SXE_CLOSE_NO_BUFFER);
+    assert_non_null(strstr(capture.text, "no free buffer to keep partial input"));
+    send_all(a, "x", 1); /* a completes its three and goes on */
+    pump();
+    assert_memory_equal(seen.input, "xxx", 3);
+    close(a);
+    close(b);
+}
+
+/* No free buffer for what the socket did not take: the connection closes after the callback. */
+static void flood(sxe_conn_t *conn)
+{
+    static char big[200000];
+    int small = 4096;
+
+    seen.connects++;
+    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+                     0);
+    /* The loop's only buffer is taken, so the remainder cannot be queued. */
+    conn->loop->buffers_free = 0;
+    assert_int_equal(sxe_conn_write(conn, big, sizeof(big)), -ENOBUFS);
+    conn->loop->buffers_free = 1;
+}
+
+static void test_no_buffer_for_output(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = flood, .on_close = on_close};
+    struct sxe_loop_options options = {.buffers = 1, .buffer_size = 65536};
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    int fd = client_with_window(4096);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_NO_BUFFER);
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.no_buffer, 1);
+    close(fd);
+}
+
+/* A burst larger than READS_PER_TURN buffers is read over several turns, in order, whole. */
+static void test_large_burst_is_read_over_turns(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_read = record_input};
+    struct sxe_loop_options options = {.buffer_size = 256};
+    char burst[4000];
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    int fd = client();
+    for (size_t i = 0; i < sizeof(burst); i++) {
+        burst[i] = (char)('A' + i % 26);
+    }
+    send_all(fd, burst, sizeof(burst));
+    uint64_t give_up = sxe_clock_mono_ns() + 2 * SXE_NS_PER_SEC;
+    while (seen.input_len < sizeof(burst)) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+    assert_memory_equal(seen.input, burst, sizeof(burst));
+    close(fd);
+}
+
+/* Shutdown with output queued: the peer gets all of it, then the end of the stream. */
+static void write_then_shutdown(sxe_conn_t *conn)
+{
+    static char block[200000];
+    int small = 4096;
+
+    seen.connects++;
+    memset(block, 'z', sizeof(block));
+    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+                     0);
+    assert_true(sxe_conn_write(conn, block, sizeof(block)) >= 0);
+    assert_true(sxe_conn_queued(conn) > 0);
+    assert_int_equal(sxe_conn_shutdown(conn), 0);
+}
+
+static void test_shutdown_after_queued_output(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = write_then_shutdown};
+    struct sxe_loop_options options = {.buffer_size = 16384, .write_limit = 262144};
+    static char got[250000];
+    size_t have = 0;
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    int fd = client_with_window(8192);
+    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+    for (;;) {
+        pump();
+        ssize_t n = recv(fd, got + have, sizeof(got) - have, MSG_DONTWAIT);
+        if (n == 0) {
+            break;
+        }
+        if (n > 0) {
+            have += (size_t)n;
+        }
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+    assert_int_equal(have, 200000);
+    close(fd);
+}
+
+/* sendfile failures: the file ends early (EIO), or sendfile itself fails. */
+static void send_short_file(sxe_conn_t *conn)
+{
+    seen.connects++;
+    assert_true(sxe_conn_sendfile(conn, file_fd, 0, 1000) < 0);
+}
+
+static void test_sendfile_errors(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = send_short_file,
+                                                      .on_close = on_close};
+    char path[] = "/tmp/sxe-test-short-XXXXXX";
+
+    (void)state;
+    file_fd = mkstemp(path);
+    assert_true(file_fd >= 0);
+    unlink(path);
+    assert_int_equal(write(file_fd, "short", 5), 5);
+    start_server(NULL, NULL, &handlers);
+    int fd = client();
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.last_err, EIO);
+    close(fd);
+
+    sxe__sys_fail(SXE_SYS_sendfile, 1, 1, EBADF);
+    fd = client();
+    want_closes = 2;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_err, EBADF);
+    close(fd);
+    close(file_fd);
+}
+
+/* Connect failures reported at once: no socket, no source address, no route. */
+static void test_connect_errors(void **state)
+{
+    struct sockaddr_in source = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002)};
+    sxe_conn_t *conn;
+
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    sxe__sys_fail(SXE_SYS_socket, 1, 1, EMFILE);
+    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                 sizeof(server_address), NULL, 0, &server_handlers, NULL),
+                     -EMFILE);
+    sxe__sys_fail(SXE_SYS_bind, 1, 1, EADDRNOTAVAIL);
+    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                 sizeof(server_address), (struct sockaddr *)&source, sizeof(source),
+                                 &server_handlers, NULL),
+                     -EADDRNOTAVAIL);
+    sxe__sys_fail(SXE_SYS_connect, 1, 1, ENETUNREACH);
+    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                 sizeof(server_address), NULL, 0, &server_handlers, NULL),
+                     -ENETUNREACH);
+    /* getsockopt failing when the connect completes: reported as the connect's error. */
+    sxe__sys_fail(SXE_SYS_getsockopt, 1, 1, ENOTSOCK);
+    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                 sizeof(server_address), NULL, 0, &server_handlers, NULL),
+                     0);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.last_err, ENOTSOCK);
+    struct sxe_loop_stats stats;
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.open, 2); /* the listener, and the server side of the last connect */
+}
+
+/* Calls on closed or unsuitable connections fail cleanly. */
+static void test_misuse_of_closed_connections(void **state)
+{
+    struct sockaddr_in address;
+    socklen_t len = sizeof(address);
+
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    int fd = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    sxe_conn_t *conn = seen.last_conn;
+    sxe_conn_set_user(conn, &seen);
+    assert_ptr_equal(sxe_conn_user(conn), &seen);
+    assert_int_equal(sxe_conn_index(conn), (uint32_t)sxe_conn_id(conn));
+    sxe_conn_close(conn);
+    assert_int_equal(sxe_conn_peer(conn, (struct sockaddr *)&address, &len), -EBADF);
+    assert_int_equal(sxe_conn_local(conn, (struct sockaddr *)&address, &len), -EBADF);
+    assert_int_equal(sxe_conn_sendfile(conn, 0, 0, 1), -EPIPE);
+    assert_int_equal(sxe_conn_shutdown(conn), -EPIPE);
+    assert_int_equal(sxe_conn_send_fd(conn, 0), -EPIPE);
+    assert_int_equal(
+        sxe_udp_send(conn, "x", 1, (struct sockaddr *)&server_address, sizeof(server_address)),
+        -EBADF);
+    assert_int_equal(sxe_conn_hand_off(listener, conn), -EPIPE);
+    close(fd);
+
+    sxe__sys_fail(SXE_SYS_fcntl, 1, 1, EBADF);
+    int spare = dup(0);
+    assert_int_equal(sxe_conn_adopt(loop, &conn, spare, &server_handlers, NULL), -EBADF);
+    assert_int_equal(fcntl(spare, F_GETFD), -1); /* adopt closed it */
+    sxe__sys_fail(SXE_SYS_socketpair, 1, 1, EMFILE);
+    sxe_conn_t *a, *b;
+    assert_int_equal(sxe_conn_pair(loop, &a, &b, 0, &server_handlers, NULL), -EMFILE);
+}
+
+/* UDP errors: binding a port in use, send failures, receive failures. */
+static void test_udp_errors(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_datagram = echo_datagram};
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(address);
+    sxe_conn_t *udp, *second;
+
+    (void)state;
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(
+        sxe_udp_bind(loop, &udp, (struct sockaddr *)&address, sizeof(address), &handlers, NULL), 0);
+    assert_int_equal(sxe_conn_local(udp, (struct sockaddr *)&address, &len), 0);
+    assert_int_equal(
+        sxe_udp_bind(loop, &second, (struct sockaddr *)&address, sizeof(address), &handlers, NULL),
+        -EADDRINUSE);
+    sxe__sys_fail(SXE_SYS_sendto, 1, 1, EINTR);
+    assert_int_equal(sxe_udp_send(udp, "x", 1, (struct sockaddr *)&address, sizeof(address)), 0);
+    sxe__sys_fail(SXE_SYS_sendto, 1, 1, EAGAIN);
+    assert_int_equal(sxe_udp_send(udp, "x", 1, (struct sockaddr *)&address, sizeof(address)),
+                     -EAGAIN);
+    /* Receiving: an interrupted call is retried, a failed one gives up until the next edge. */
+    sxe__sys_fail(SXE_SYS_recvmmsg, 1, 1, EINTR);
+    want_requests = 1;
+    pump_until(requests_reached); /* our own "x" came back to us */
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sxe__sys_fail(SXE_SYS_recvmmsg, 1, 1, ENOMEM);
+    assert_int_equal(sendto(fd, "y", 1, 0, (struct sockaddr *)&address, sizeof(address)), 1);
+    pump();
+    close(fd);
+}
 static void test_close_reason_names(void **state)
 {
     (void)state;
@@ -1213,6 +1482,14 @@ int main(void)
         cmocka_unit_test_teardown(test_listen_errors, teardown),
         cmocka_unit_test_teardown(test_stop_on_signal, teardown),
         cmocka_unit_test_teardown(test_ten_thousand_connections, teardown),
+        cmocka_unit_test_teardown(test_no_buffer_for_input, teardown),
+        cmocka_unit_test_teardown(test_no_buffer_for_output, teardown),
+        cmocka_unit_test_teardown(test_large_burst_is_read_over_turns, teardown),
+        cmocka_unit_test_teardown(test_shutdown_after_queued_output, teardown),
+        cmocka_unit_test_teardown(test_sendfile_errors, teardown),
+        cmocka_unit_test_teardown(test_connect_errors, teardown),
+        cmocka_unit_test_teardown(test_misuse_of_closed_connections, teardown),
+        cmocka_unit_test_teardown(test_udp_errors, teardown),
         cmocka_unit_test_teardown(test_close_reason_names, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,163 @@
+/*
+ * The loop itself: creation and its failures, options, stop, now, and signal setup failures.
+ * Connections are tested in test_conn.c, timers in test_timer.c.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "loop.h"
+#include "sxe/clock.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+static int reset(void **state)
+{
+    (void)state;
+    sxe__sys_reset();
+    sxe_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+static void test_defaults(void **state)
+{
+    sxe_loop_t *loop;
+    struct sxe_loop_stats stats;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(loop->options.connections, 1024);
+    assert_int_equal(loop->options.buffers, 1024 / 4 + 16);
+    assert_int_equal(loop->options.buffer_size, 16384);
+    assert_int_equal(loop->options.write_limit, 4 * 16384);
+    assert_int_equal(loop->options.high_water, 2 * 16384);
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.open, 0);
+    assert_int_equal(stats.buffers_in_use, 0);
+    sxe_loop_destroy(loop);
+    sxe_loop_destroy(NULL);
+}
+
+/* The loop reads the clock once per turn and hands out that value. */
+static void test_now_is_cached_per_turn(void **state)
+{
+    sxe_loop_t *loop;
+
+    (void)state;
+    sxe__sys_clock_fake(5 * SXE_NS_PER_SEC, 0);
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_loop_now(loop), 5 * SXE_NS_PER_SEC);
+    sxe__sys_clock_advance(7);
+    assert_int_equal(sxe_loop_now(loop), 5 * SXE_NS_PER_SEC);
+    assert_int_equal(sxe_loop_run_once(loop, 0), 0);
+    assert_int_equal(sxe_loop_now(loop), 5 * SXE_NS_PER_SEC + 7);
+    sxe_loop_destroy(loop);
+}
+
+static void stop_from_timer(sxe_timer_t *timer, void *arg)
+{
+    (void)timer;
+    sxe_loop_stop(arg);
+}
+
+/* sxe_loop_run returns after sxe_loop_stop, here from a timer 20 ms in. */
+static void test_run_until_stopped(void **state)
+{
+    sxe_loop_t *loop;
+    sxe_timer_t timer;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    sxe_timer_init(&timer, stop_from_timer, loop);
+    assert_int_equal(sxe_timer_start(loop, &timer, 20 * SXE_NS_PER_MSEC, 0), 0);
+    uint64_t start = sxe_clock_mono_ns();
+    assert_int_equal(sxe_loop_run(loop), 0);
+    uint64_t took = sxe_clock_mono_ns() - start;
+    assert_true(took >= 20 * SXE_NS_PER_MSEC);
+    assert_true(took < SXE_NS_PER_SEC);
+    sxe_loop_destroy(loop);
+}
+
+/* Every resource creation can fail; each failure is reported and nothing leaks. */
+static void test_creation_failures(void **state)
+{
+    struct sxe_test_capture capture;
+    sxe_loop_t *loop = NULL;
+
+    (void)state;
+    sxe_test_capture_start(&capture);
+    for (unsigned nth = 1; nth <= 3; nth++) {
+        sxe__sys_fail(SXE_SYS_mmap, nth, 1, ENOMEM);
+        assert_int_equal(sxe_loop_create(&loop, NULL), -ENOMEM);
+    }
+    assert_non_null(strstr(capture.text, "cannot allocate a loop for 1024 connections"));
+    sxe__sys_reset();
+    sxe__sys_fail(SXE_SYS_epoll_create1, 1, 1, EMFILE);
+    assert_int_equal(sxe_loop_create(&loop, NULL), -EMFILE);
+    assert_non_null(strstr(capture.text, "cannot create an epoll instance"));
+    sxe_test_capture_stop();
+    assert_null(loop);
+}
+
+static void create_invalid(void *arg)
+{
+    struct sxe_loop_options options = {.buffer_size = 10};
+    sxe_loop_t *loop;
+
+    (void)arg;
+    (void)!sxe_loop_create(&loop, &options);
+}
+
+static void test_invalid_options(void **state)
+{
+    (void)state;
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"assertion failed: loop_out != NULL && options_are_valid",
+                                    NULL};
+    sxe_test_expect_abort(create_invalid, NULL, expected);
+#else
+    struct sxe_loop_options options = {.buffer_size = 10};
+    sxe_loop_t *loop;
+    (void)create_invalid;
+    assert_int_equal(sxe_loop_create(&loop, &options), -EINVAL);
+    options = (struct sxe_loop_options){.write_limit = 100, .high_water = 200};
+    assert_int_equal(sxe_loop_create(&loop, &options), -EINVAL);
+#endif
+}
+
+static void test_signal_setup_failures(void **state)
+{
+    struct sxe_test_capture capture;
+    sxe_loop_t *loop;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    sxe_test_capture_start(&capture);
+    sxe__sys_fail(SXE_SYS_signalfd, 1, 1, EMFILE);
+    assert_int_equal(sxe_loop_stop_on_signals(loop, 0), -EMFILE);
+    sxe__sys_fail(SXE_SYS_epoll_ctl, 1, 1, ENOMEM);
+    assert_int_equal(sxe_loop_stop_on_signals(loop, 0), -ENOMEM);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "cannot create a signalfd"));
+    assert_non_null(strstr(capture.text, "cannot watch the signalfd"));
+    sxe_loop_destroy(loop);
+
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &signals, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_defaults, reset),
+        cmocka_unit_test_teardown(test_now_is_cached_per_turn, reset),
+        cmocka_unit_test_teardown(test_run_until_stopped, reset),
+        cmocka_unit_test_teardown(test_creation_failures, reset),
+        cmocka_unit_test_teardown(test_invalid_options, reset),
+        cmocka_unit_test_teardown(test_signal_setup_failures, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
