@@ -1,0 +1,126 @@
+"""examples/hello, echo and udp-echo as real servers on loopback: they serve, and stop cleanly."""
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+REPLY = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nHello World\n"
+REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def free_port(kind=socket.SOCK_STREAM):
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def server(build_dir):
+    started = []
+
+    def start(name, port):
+        process = subprocess.Popen([str(build_dir / "examples" / name), str(port)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def connect(port, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=2)
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def receive_exactly(sock, size):
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, f"closed after {len(data)} of {size} bytes"
+        data += chunk
+    return data
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=5)
+
+
+def test_hello_serves_keep_alive_and_pipelined_requests(server):
+    port = free_port()
+    process = server("hello", port)
+    with connect(port) as sock:
+        for _ in range(3):
+            sock.sendall(REQUEST)
+            assert receive_exactly(sock, len(REPLY)) == REPLY
+        sock.sendall(REQUEST * 16)
+        assert receive_exactly(sock, 16 * len(REPLY)) == REPLY * 16
+        sock.sendall(REQUEST[:7])  # a partial request waits for the rest
+        time.sleep(0.05)
+        sock.sendall(REQUEST[7:])
+        assert receive_exactly(sock, len(REPLY)) == REPLY
+    assert stop(process) == 0
+
+
+def test_hello_stops_on_sigterm_with_clients_connected(server):
+    port = free_port()
+    process = server("hello", port)
+    clients = [connect(port) for _ in range(50)]
+    assert stop(process) == 0
+    for sock in clients:
+        assert sock.recv(1) == b""  # closed by the server on its way out
+        sock.close()
+    assert b"signal 15: stopping" in process.stderr.read()
+
+
+def test_hello_reports_a_port_in_use(server):
+    port = free_port()
+    first = server("hello", port)
+    connect(port).close()
+    second = server("hello", port)
+    assert second.wait(timeout=5) == 1
+    assert b"Address already in use" in second.stderr.read()
+    assert stop(first) == 0
+
+
+def test_echo(server):
+    port = free_port()
+    process = server("echo", port)
+    with connect(port) as sock:
+        payload = bytes(range(256)) * 400
+        sock.sendall(payload)
+        assert receive_exactly(sock, len(payload)) == payload
+    assert stop(process) == 0
+
+
+def test_udp_echo(server):
+    port = free_port(socket.SOCK_DGRAM)
+    process = server("udp-echo", port)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(0.2)
+        for attempt in range(50):  # until the server is up
+            sock.sendto(b"ping", ("127.0.0.1", port))
+            try:
+                assert sock.recvfrom(100)[0] == b"ping"
+                break
+            except socket.timeout:
+                continue
+        else:
+            pytest.fail("udp-echo never answered")
+        for i in range(20):
+            sock.sendto(b"datagram %d" % i, ("127.0.0.1", port))
+        got = sorted(sock.recvfrom(100)[0] for _ in range(20))
+        assert got == sorted(b"datagram %d" % i for i in range(20))
+    assert stop(process) == 0
