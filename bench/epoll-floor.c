@@ -20,7 +20,8 @@ int main(int argc, char **argv)
     struct sockaddr_in address = {.sin_family = AF_INET,
                                   .sin_port = htons(argc > 1 ? atoi(argv[1]) : 8080),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int one = 1, listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), epfd = epoll_create1(0);
+    int one = 1, listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0),
+        epfd = epoll_create1(0);
     struct epoll_event event = {.events = EPOLLIN, .data.fd = listener}, events[256];
     static char in[16384], out[64 * sizeof(reply)];
 
