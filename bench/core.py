@@ -9,13 +9,11 @@ Usage: bench/core.py [--build build/release] [--rounds 3] [--seconds 5] [--quick
 """
 import argparse
 import os
-import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import time
+
+from benchlib import Server, cpu_ns, parse_wrk, peak_rss_kb, wrk_command
 
 SCENARIOS = [
     ("keep-alive, 100 conns", 100, []),
@@ -23,66 +21,14 @@ SCENARIOS = [
 ]
 
 
-def wait_for_port(port, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"nothing listens on port {port}")
-
-
-def cpu_ns(pid):
-    with open(f"/proc/{pid}/schedstat") as stat:
-        return int(stat.read().split()[0])
-
-
-def peak_rss_kb(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
-
-
-def parse_duration_ms(text):
-    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-
-
-def run_wrk(port, connections, seconds, extra):
-    command = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s",
-               "--latency", "--timeout", "5s"] + extra + [f"http://127.0.0.1:{port}/"]
-    output = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60).stdout
-    requests = int(re.search(r"(\d+) requests in", output).group(1))
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
-    p99 = re.search(r"99%\s+([\d.]+(?:us|ms|s))", output)
-    errors = 0
-    for match in re.finditer(r"(connect|read|write|timeout) (\d+)", output):
-        errors += int(match.group(2))
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    errors += int(non2xx.group(1)) if non2xx else 0
-    return requests, rate, parse_duration_ms(p99.group(1)) if p99 else float("nan"), errors
-
-
 def measure(command, port, connections, seconds, extra):
-    server = subprocess.Popen(["taskset", "-c", "0"] + command, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port)
+    with Server(command, port) as server:
         before = cpu_ns(server.pid)
-        requests, rate, p99, errors = run_wrk(port, connections, seconds, extra)
+        output = subprocess.run(wrk_command(port, connections, seconds, extra), capture_output=True,
+                                text=True, timeout=seconds + 60).stdout
         used = cpu_ns(server.pid) - before
         rss = peak_rss_kb(server.pid)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    requests, rate, p99, errors = parse_wrk(output)
     return {"rate": rate, "cpu_us": used / 1000.0 / max(requests, 1), "p99": p99,
             "rss_mb": rss / 1024.0, "errors": errors}
 

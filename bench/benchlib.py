@@ -1,0 +1,74 @@
+"""Helpers shared by the benchmark scripts: servers pinned to CPU 0, load on CPU 1, wrk output,
+CPU and memory read from /proc."""
+import re
+import signal
+import socket
+import subprocess
+import time
+
+
+def wait_for_port(port, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def cpu_ns(pid):
+    """Nanoseconds the process has run on a CPU (/proc/PID/schedstat)."""
+    with open(f"/proc/{pid}/schedstat") as stat:
+        return int(stat.read().split()[0])
+
+
+def peak_rss_kb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def parse_duration_ms(text):
+    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def parse_wrk(output):
+    """(requests, requests per second, p99 ms, errors) from wrk --latency output."""
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    p99 = re.search(r"99%\s+([\d.]+(?:us|ms|s))", output)
+    errors = sum(int(m.group(2)) for m in re.finditer(r"(connect|read|write|timeout) (\d+)", output))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    errors += int(non2xx.group(1)) if non2xx else 0
+    return requests, rate, parse_duration_ms(p99.group(1)) if p99 else float("nan"), errors
+
+
+def wrk_command(port, connections, seconds, extra=()):
+    return ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency",
+            "--timeout", "5s", *extra, f"http://127.0.0.1:{port}/"]
+
+
+class Server:
+    """A server process pinned to CPU 0, stopped with SIGTERM (then SIGKILL) on exit."""
+
+    def __init__(self, command, port):
+        self.process = subprocess.Popen(["taskset", "-c", "0", *command],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(port)
+        self.pid = self.process.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,304 @@
+"""sxe-http against examples/hello and against fake servers that misbehave on purpose."""
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+REQUEST_END = b"\r\n\r\n"
+
+
+class FakeServer:
+    """A threaded loopback server: respond(request_bytes) gives the bytes to send back, None to
+    close the connection, or (bytes, "close") to send and then close. It records the peers and
+    the requests it saw."""
+
+    def __init__(self, respond, address="127.0.0.1"):
+        self.respond = respond
+        self.peers = []
+        self.requests = []
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((address, 0))
+        self.listener.listen(1024)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                conn, peer = self.listener.accept()
+            except OSError:
+                return
+            self.peers.append(peer[0])
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn):
+        buffered = b""
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                buffered += data
+                while REQUEST_END in buffered:
+                    head, buffered = buffered.split(REQUEST_END, 1)
+                    self.requests.append(head + REQUEST_END)
+                    reply = self.respond(head + REQUEST_END)
+                    if reply is None:
+                        return
+                    if isinstance(reply, tuple):
+                        conn.sendall(reply[0])
+                        return
+                    conn.sendall(reply)
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.fixture
+def sxe_http(build_dir):
+    def run(*args, limit_files=None, timeout=60):
+        preexec = None
+        if limit_files is not None:
+            def preexec():
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit_files, limit_files))
+        return subprocess.run([str(build_dir / "tools" / "sxe-http"), *map(str, args)],
+                              capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
+    return run
+
+
+@pytest.fixture
+def hello(build_dir):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([str(build_dir / "examples" / "hello"), str(port)],
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, "hello did not start"
+            time.sleep(0.02)
+    yield port
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=5) == 0
+
+
+def report(result):
+    assert result.stdout.startswith("{"), result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+def test_exact_counts_against_hello(sxe_http, hello):
+    result = sxe_http("-i", "127.0.0.1", "-p", hello, "-n", 7, "-c", 13, "--json")
+    assert result.returncode == 0, result.stderr
+    data = report(result)
+    assert data["connected"] == 13
+    assert data["queries"] == 91
+    assert data["errors"]["total"] == 0
+    assert data["not_sent"] == 0
+    assert 0 < data["latency_ms"]["p50"] <= data["latency_ms"]["p99"] <= data["latency_ms"]["max"]
+
+
+def test_classic_text_report(sxe_http, hello):
+    result = sxe_http("-i", "127.0.0.1", "-p", hello, "-n", 50, "-c", 100)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("sxe-http: 100 connections x 50 queries to 127.0.0.1:")
+    assert lines[1].startswith("connections: 100 in ")
+    assert "0 slower than 1 s; 0 failed" in lines[1]
+    assert lines[2].startswith("queries:     5000 in ")
+    assert lines[3].startswith("run:")
+    assert "p50" in lines[4] and "p99.9" in lines[4] and "max" in lines[4]
+    assert lines[5] == ("errors:      connect 0, read 0, write 0, timeout 0, bad status 0, "
+                        "bad length 0")
+
+
+def test_pipelining_and_workers_keep_exact_counts(sxe_http, hello):
+    data = report(sxe_http("-i", "127.0.0.1", "-p", hello, "-n", 10, "-c", 30, "-P", 4, "-w", 3,
+                           "--json"))
+    assert data["workers"] == 3
+    assert data["queries"] == 300
+    assert data["errors"]["total"] == 0
+
+
+def test_duration_mode(sxe_http, hello):
+    data = report(sxe_http("-i", "127.0.0.1", "-p", hello, "-d", 1, "-c", 10, "--json"))
+    assert data["queries"] > 100
+    assert data["errors"]["total"] == 0
+    assert 0.9 < data["run_s"] < 5
+
+
+def test_verbose_hex_dumps_the_request(sxe_http, hello):
+    result = sxe_http("-i", "127.0.0.1", "-p", hello, "-v")
+    assert result.returncode == 0
+    assert "0000  47 45 54 20 2f 20 48 54  54 50 2f 31 2e 31 0d 0a  |GET / HTTP/1.1..|" in \
+        result.stderr
+
+
+def test_request_from_options_and_file(sxe_http, tmp_path):
+    server = FakeServer(lambda request: OK)
+    result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-m", "POST", "-u", "/submit",
+                      "-H", "X-Test: yes", "-b", "abc", "-n", 2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert server.requests[0].startswith(b"POST /submit HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"X-Test: yes\r\nContent-Length: 3\r\n" in server.requests[0]
+    request = tmp_path / "request"
+    request.write_bytes(b"GET /from-file HTTP/1.1\r\nHost: h\r\n\r\n")
+    assert sxe_http("-i", "127.0.0.1", "-p", server.port, "-f", request).returncode == 0
+    assert server.requests[-1] == request.read_bytes()
+    server.close()
+
+
+def test_chunked_and_empty_responses_are_framed(sxe_http):
+    replies = iter([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"5;ext=1\r\nhello\r\n0\r\nTrailer: x\r\n\r\n",
+                    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"] * 10)
+    server = FakeServer(lambda request: next(replies))
+    data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 30, "--json"))
+    assert data["queries"] == 30
+    assert data["errors"]["total"] == 0
+    server.close()
+
+
+def test_bad_status_is_counted(sxe_http):
+    server = FakeServer(lambda request: b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n")
+    result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 5, "-c", 2, "--json")
+    assert result.returncode == 1
+    data = report(result)
+    assert data["errors"]["bad_status"] == 10
+    assert data["queries"] == 10
+    server.close()
+
+
+def test_short_body_is_a_bad_length(sxe_http):
+    server = FakeServer(lambda request: (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+                                         "close"))
+    result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 3, "--json")
+    assert result.returncode == 1
+    data = report(result)
+    assert data["errors"]["bad_length"] == 1
+    assert data["queries"] == 0
+    assert data["not_sent"] == 2
+    server.close()
+
+
+@pytest.mark.parametrize("reply", [
+    b"HTTP/1.1 200 OK\r\n\r\nno length at all",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx",
+    b"SMTP ready\r\n\r\n",
+])
+def test_broken_framing_is_a_bad_length(sxe_http, reply):
+    server = FakeServer(lambda request: reply)
+    data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 2, "--json"))
+    assert data["errors"]["bad_length"] == 1
+    assert data["not_sent"] == 1
+    server.close()
+
+
+def test_server_closing_early_is_reported(sxe_http):
+    server = FakeServer(lambda request: OK if len(server.requests) % 3 else None)
+    result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 10, "-c", 1, "--json")
+    assert result.returncode == 1
+    data = report(result)
+    assert data["queries"] == 2
+    assert data["errors"]["read"] == 1
+    assert data["not_sent"] == 7
+    server.close()
+
+
+def test_silent_server_times_out(sxe_http):
+    server = FakeServer(lambda request: b"")
+    data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 1, "-c", 3, "-t", 1,
+                           "--json"))
+    assert data["errors"]["timeout"] == 3
+    server.close()
+
+
+def test_refused_connections_are_clear(sxe_http):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, not listening: connects are refused
+        result = sxe_http("-i", "127.0.0.1", "-p", port, "-c", 4)
+    assert result.returncode == 1
+    assert "connections: 0 in" in result.stdout
+    assert "connect 4," in result.stdout
+    assert "every connection to 127.0.0.1:%d failed; the first: Connection refused" % port in \
+        result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-i", "999.1.1.1", "-p", "80"], "-i '999.1.1.1': not an IPv4 or IPv6 address"),
+    (["-i", "127.0.0.1"], "-i IP and -p PORT are required"),
+    (["-i", "127.0.0.1", "-p", "0"], "-p PORT must be a whole number from 1 to 65535, not '0'"),
+    (["-i", "127.0.0.1", "-p", "80", "-c", "lots"], "-c CONNECTIONS must be a whole number"),
+    (["-i", "127.0.0.1", "-p", "80", "-s", "nowhere"], "-s 'nowhere': not an IPv4 or IPv6"),
+    (["-i", "127.0.0.1", "-p", "80", "extra"], "unexpected argument 'extra'"),
+])
+def test_usage_errors(sxe_http, args, message):
+    result = sxe_http(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_help(sxe_http):
+    result = sxe_http("--help")
+    assert result.returncode == 0
+    assert "usage: sxe-http -i IP -p PORT" in result.stdout
+
+
+def test_file_limit_too_low_says_what_the_limit_is(sxe_http):
+    result = sxe_http("-i", "127.0.0.1", "-p", "80", "-c", 500, "-w", 1, limit_files=100)
+    assert result.returncode == 2
+    assert "the limit is 100 per process (ulimit -n); use -w 8 or more" in result.stderr
+
+
+def test_several_source_addresses(sxe_http):
+    server = FakeServer(lambda request: OK, address="0.0.0.0")
+    data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-c", 6, "-n", 2,
+                           "-s", "127.0.0.2,127.0.0.3,127.0.0.4", "--json"))
+    assert data["errors"]["total"] == 0
+    assert sorted(set(server.peers)) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    assert sorted(server.peers).count("127.0.0.3") == 2
+    server.close()
+
+
+def test_one_hundred_thousand_connections(sxe_http, build_dir):
+    """Past the 20,000-files-per-process limit and the ~28,000 ports of one source address:
+    sxe-http splits the run over worker processes and 127.0.0.x sources by itself. The server
+    side is six examples/hello processes sharing the port (SO_REUSEPORT)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    servers = subprocess.Popen([str(build_dir / "examples" / "hello"), str(port), "6"],
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(0.5)
+        result = sxe_http("-i", "127.0.0.1", "-p", port, "-n", 1, "-c", 100000, "--json",
+                          timeout=300)
+        data = report(result)
+        assert data["workers"] >= 6
+        assert data["connected"] == 100000, result.stderr
+        assert data["queries"] == 100000
+        assert data["errors"]["total"] == 0
+        assert result.returncode == 0
+    finally:
+        os.killpg(servers.pid, signal.SIGTERM)
+        servers.wait(timeout=10)
