@@ -1,10 +1,19 @@
 """Helpers shared by the benchmark scripts: servers pinned to CPU 0, load on CPU 1, wrk output,
 CPU and memory read from /proc."""
+import os
 import re
 import signal
 import socket
 import subprocess
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def install(*packages):
+    """Installs Debian packages the benchmark needs, the way the project's scripts do."""
+    subprocess.run([os.path.join(ROOT, "scripts", "deps"), *packages], check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def wait_for_port(port, timeout=5.0):

@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 
-from benchlib import Server, cpu_ns, parse_wrk, peak_rss_kb, wrk_command
+from benchlib import Server, install, cpu_ns, parse_wrk, peak_rss_kb, wrk_command
 
 SCENARIOS = [
     ("keep-alive, 100 conns", 100, []),
@@ -42,6 +42,7 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds = 1, 2
+    install("wrk", "util-linux")  # taskset comes with util-linux
 
     servers = {
         "epoll floor": [os.path.join(args.build, "bench/epoll-floor")],

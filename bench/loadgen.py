@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import sys
 
-from benchlib import Server, parse_wrk, wrk_command
+from benchlib import Server, install, parse_wrk, wrk_command
 
 CONNECTIONS = [100, 10000]
 
@@ -56,6 +56,7 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds = 1, 2
+    install("wrk", "util-linux")  # taskset comes with util-linux
 
     port = 19080
     results = {}
