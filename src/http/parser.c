@@ -18,8 +18,8 @@
 #include <string.h>
 #include <strings.h>
 
-#if defined(__SSE4_2__)
-#include <nmmintrin.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #include "sxe/http.h"
@@ -108,31 +108,103 @@ static void __attribute__((constructor)) init_classes(void)
     }
 }
 
-/*
- * Returns the index of the first byte at or after from that is not in class, or len. Where SSE4.2
- * is available, field values (the longest runs) are skipped 16 bytes at a time: the ranges of
- * bytes that may NOT appear are the controls other than HTAB, and DEL.
- */
-static size_t skip(const char *data, size_t from, size_t len, unsigned class)
+/* Returns the index of the first byte at or after from that is not in class, or len. */
+static inline size_t skip_scalar(const char *data, size_t from, size_t len, unsigned class)
 {
-#if defined(__SSE4_2__)
-    if (class == VALUE) {
-        static const char stop_ranges[16] = "\x00\x08\x0a\x1f\x7f\x7f";
-        const __m128i ranges = _mm_loadu_si128((const __m128i *)stop_ranges);
-        while (from + 16 <= len) {
-            __m128i block = _mm_loadu_si128((const __m128i *)(data + from));
-            int index = _mm_cmpestri(ranges, 6, block, 16,
-                                     _SIDD_LEAST_SIGNIFICANT | _SIDD_CMP_RANGES | _SIDD_UBYTE_OPS);
-            if (index != 16) {
-                return from + (size_t)index;
-            }
-            from += 16;
-        }
-    }
-#endif
     while (from < len && (classes[(unsigned char)data[from]] & class)) {
         from++;
     }
+    return from;
+}
+
+#if defined(__SSE2__)
+/*
+ * For the classes with the longest runs, field values and request targets: a mask, one bit per
+ * byte of the 16 at data, of the bytes that end a run. Bytes are compared unsigned by flipping
+ * their top bit and comparing signed. A value run ends at a control byte other than HTAB, or DEL
+ * (obs-text, 0x80 and up, is allowed); a target run at anything outside 0x21..0x7e.
+ */
+static inline unsigned stops16(const char *data, unsigned class)
+{
+    const __m128i block = _mm_loadu_si128((const __m128i *)data);
+    const __m128i flipped = _mm_xor_si128(block, _mm_set1_epi8((char)0x80));
+    __m128i stop;
+
+    if (class == VALUE) {
+        __m128i control = _mm_cmplt_epi8(flipped, _mm_set1_epi8((char)(0x20 ^ 0x80)));
+        control = _mm_andnot_si128(_mm_cmpeq_epi8(block, _mm_set1_epi8('\t')), control);
+        stop = _mm_or_si128(control, _mm_cmpeq_epi8(block, _mm_set1_epi8(0x7f)));
+    } else if (class == TCHAR) {
+        /* Outside 0x21..0x7e, or one of the delimiters "(),/:;<=>?@[\]{} */
+        stop = _mm_or_si128(_mm_cmplt_epi8(flipped, _mm_set1_epi8((char)(0x21 ^ 0x80))),
+                            _mm_cmpgt_epi8(flipped, _mm_set1_epi8((char)(0x7e ^ 0x80))));
+        stop = _mm_or_si128(stop, _mm_cmpeq_epi8(block, _mm_set1_epi8('"')));
+        stop = _mm_or_si128(stop, _mm_cmpeq_epi8(block, _mm_set1_epi8(',')));
+        stop = _mm_or_si128(stop, _mm_cmpeq_epi8(block, _mm_set1_epi8('/')));
+        stop = _mm_or_si128(stop, _mm_cmpeq_epi8(block, _mm_set1_epi8('{')));
+        stop = _mm_or_si128(stop, _mm_cmpeq_epi8(block, _mm_set1_epi8('}')));
+        /* The ranges ( ), : to @, and [ to ]: signed compares on the flipped bytes. */
+        const __m128i all = _mm_set1_epi8((char)0xff);
+#define IN_RANGE(lo, hi)                                                                           \
+    _mm_andnot_si128(_mm_or_si128(_mm_cmplt_epi8(flipped, _mm_set1_epi8((char)((lo) ^ 0x80))),     \
+                                  _mm_cmpgt_epi8(flipped, _mm_set1_epi8((char)((hi) ^ 0x80)))),    \
+                     all)
+        stop = _mm_or_si128(stop, IN_RANGE(0x28, 0x29));
+        stop = _mm_or_si128(stop, IN_RANGE(0x3a, 0x40));
+        stop = _mm_or_si128(stop, IN_RANGE(0x5b, 0x5d));
+#undef IN_RANGE
+    } else {
+        stop = _mm_or_si128(_mm_cmplt_epi8(flipped, _mm_set1_epi8((char)(0x21 ^ 0x80))),
+                            _mm_cmpgt_epi8(flipped, _mm_set1_epi8((char)(0x7e ^ 0x80))));
+    }
+    return (unsigned)_mm_movemask_epi8(stop);
+}
+#endif
+
+/*
+ * The same, 16 bytes at a time with SSE2 (which every x86-64 CPU has). A
+ * short tail is checked with one more block that ends at len, ignoring the bytes it re-reads, so
+ * nothing past len is ever read.
+ */
+static inline size_t skip(const char *data, size_t from, size_t len, unsigned class)
+{
+#if defined(__SSE2__)
+    if (len >= 16) {
+        while (from + 16 <= len) {
+            unsigned stops = stops16(data + from, class);
+            if (stops != 0) {
+                return from + (size_t)__builtin_ctz(stops);
+            }
+            from += 16;
+        }
+        if (from < len) {
+            unsigned stops = stops16(data + len - 16, class) >> (16 - (len - from));
+            return stops != 0 ? from + (size_t)__builtin_ctz(stops) : len;
+        }
+        return from;
+    }
+#endif
+    return skip_scalar(data, from, len, class);
+}
+
+/* The first byte c at or after from, which the caller knows is there before len. */
+static inline size_t find(const char *data, size_t from, size_t len, char c)
+{
+#if defined(__SSE2__)
+    const __m128i wanted = _mm_set1_epi8(c);
+    while (from + 16 <= len) {
+        unsigned hits = (unsigned)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(data + from)), wanted));
+        if (hits != 0) {
+            return from + (size_t)__builtin_ctz(hits);
+        }
+        from += 16;
+    }
+#endif
+    while (data[from] != c) {
+        from++;
+    }
+    (void)len;
     return from;
 }
 
@@ -149,16 +221,26 @@ bool sxe_http_parser_busy(const struct sxe_http_parser *parser)
 
 static bool is_method(const char *method, size_t len, unsigned *flags)
 {
-    static const char *const methods[] = {
-        "ACL",        "BIND",       "CHECKOUT", "CONNECT",  "COPY",      "DELETE",
-        "GET",        "HEAD",       "LINK",     "LOCK",     "M-SEARCH",  "MERGE",
-        "MKACTIVITY", "MKCALENDAR", "MKCOL",    "MOVE",     "NOTIFY",    "OPTIONS",
-        "PATCH",      "POST",       "PRI",      "PROPFIND", "PROPPATCH", "PURGE",
-        "PUT",        "QUERY",      "REBIND",   "REPORT",   "SEARCH",    "SOURCE",
-        "SUBSCRIBE",  "TRACE",      "UNBIND",   "UNLINK",   "UNLOCK",    "UNSUBSCRIBE"};
+    /* The common methods first; the rest are WebDAV and friends, as llhttp knows them. */
+    static const struct {
+        const char *name;
+        size_t len;
+    } methods[] = {
+#define METHOD(name) {name, sizeof(name) - 1}
+        METHOD("GET"),       METHOD("POST"),       METHOD("HEAD"),       METHOD("PUT"),
+        METHOD("DELETE"),    METHOD("OPTIONS"),    METHOD("PATCH"),      METHOD("CONNECT"),
+        METHOD("TRACE"),     METHOD("ACL"),        METHOD("BIND"),       METHOD("CHECKOUT"),
+        METHOD("COPY"),      METHOD("LINK"),       METHOD("LOCK"),       METHOD("M-SEARCH"),
+        METHOD("MERGE"),     METHOD("MKACTIVITY"), METHOD("MKCALENDAR"), METHOD("MKCOL"),
+        METHOD("MOVE"),      METHOD("NOTIFY"),     METHOD("PRI"),        METHOD("PROPFIND"),
+        METHOD("PROPPATCH"), METHOD("PURGE"),      METHOD("QUERY"),      METHOD("REBIND"),
+        METHOD("REPORT"),    METHOD("SEARCH"),     METHOD("SOURCE"),     METHOD("SUBSCRIBE"),
+        METHOD("UNBIND"),    METHOD("UNLINK"),     METHOD("UNLOCK"),     METHOD("UNSUBSCRIBE"),
+#undef METHOD
+    };
 
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
-        if (strlen(methods[i]) == len && memcmp(methods[i], method, len) == 0) {
+        if (methods[i].len == len && memcmp(methods[i].name, method, len) == 0) {
             if ((len == 7 && memcmp(method, "CONNECT", 7) == 0) ||
                 (len == 3 && memcmp(method, "PRI", 3) == 0)) {
                 *flags |= F_STOP_METHOD;
@@ -169,13 +251,36 @@ static bool is_method(const char *method, size_t len, unsigned *flags)
     return false;
 }
 
-static bool name_is(const char *name, size_t len, const char *lower)
+/*
+ * Whether name (len bytes, any case) is lower, a lower-case literal of letters, digits and '-':
+ * all bytes whose 0x20 bit is set, so OR-ing it in folds case. Eight bytes at a time.
+ */
+static inline bool name_is(const char *name, size_t len, const char *lower)
 {
-    return strlen(lower) == len && strncasecmp(name, lower, len) == 0;
+    size_t lower_len = strlen(lower);
+    size_t i = 0;
+
+    if (len != lower_len) {
+        return false;
+    }
+    for (; i + 8 <= len; i += 8) {
+        uint64_t got, want;
+        memcpy(&got, name + i, 8);
+        memcpy(&want, lower + i, 8);
+        if ((got | 0x2020202020202020ULL) != want) {
+            return false;
+        }
+    }
+    for (; i < len; i++) {
+        if ((name[i] | 0x20) != lower[i]) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Trims optional whitespace from both ends of [*start, *end). */
-static void trim(const char *data, size_t *start, size_t *end)
+static inline void trim(const char *data, size_t *start, size_t *end)
 {
     while (*start < *end && (data[*start] == ' ' || data[*start] == '\t')) {
         (*start)++;
@@ -230,55 +335,96 @@ static void connection_tokens(struct sxe_http_parser *parser, const char *value,
     }
 }
 
-/* Takes the meaning of one complete header line: [line_start, colon) name, then value to cr. */
+/* The value of the header line being finished: from after its colon to cr, trimmed. */
+static inline const char *field_value(const struct sxe_http_parser *parser, const char *data,
+                                      size_t cr, size_t *value_len)
+{
+    size_t start = parser->colon + 1;
+    size_t end = cr;
+
+    trim(data, &start, &end);
+    *value_len = end - start;
+    return data + start;
+}
+
+/*
+ * Takes the meaning of one complete header line: [line_start, colon) is its name, and its value
+ * runs to cr. Only the framing fields matter here; the length of the name picks the one name to
+ * compare, so other fields cost a switch.
+ */
 static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
                  const struct sxe_http_limits *limits)
 {
     const char *name = data + parser->line_start;
     size_t name_len = parser->colon - parser->line_start;
-    size_t start = parser->colon + 1;
-    size_t end = cr;
+    const char *value;
+    size_t value_len;
     uint64_t length;
 
-    if (++parser->headers > limits->header_count) {
+    if (++parser->headers > limits->header_count || parser->headers > SXE_HTTP_HEADERS_MAX) {
         return -431;
     }
-    trim(data, &start, &end);
-    const char *value = data + start;
-    size_t value_len = end - start;
-
-    if (name_is(name, name_len, "content-length")) {
+    switch (name_len) {
+    case 14:
+        if (!name_is(name, name_len, "content-length")) {
+            break;
+        }
+        value = field_value(parser, data, cr, &value_len);
         if (content_length(value, value_len, &length) < 0 || (parser->flags & F_CHUNKED) ||
             ((parser->flags & F_CONTENT_LENGTH) && length != parser->content_length)) {
             return -400;
         }
         parser->flags |= F_CONTENT_LENGTH;
         parser->content_length = length;
-    } else if (name_is(name, name_len, "transfer-encoding")) {
+        break;
+    case 17:
+        if (!name_is(name, name_len, "transfer-encoding")) {
+            break;
+        }
         if ((parser->flags & (F_CONTENT_LENGTH | F_CHUNKED)) != 0) {
             return -400; /* with Content-Length, or a coding after chunked */
         }
+        value = field_value(parser, data, cr, &value_len);
         if (!name_is(value, value_len, "chunked")) {
             return -501; /* a coding sxe does not implement, or chunked not alone and last */
         }
         parser->flags |= F_CHUNKED;
-    } else if (name_is(name, name_len, "connection")) {
-        connection_tokens(parser, value, value_len);
-    } else if (name_is(name, name_len, "host")) {
-        parser->host_count = parser->host_count < UINT8_MAX ? parser->host_count + 1 : UINT8_MAX;
-    } else if (name_is(name, name_len, "upgrade")) {
-        parser->flags |= F_UPGRADE_FIELD;
-    } else if (name_is(name, name_len, "expect")) {
-        if (name_is(value, value_len, "100-continue")) {
-            parser->flags |= F_EXPECT;
+        break;
+    case 10:
+        if (name_is(name, name_len, "connection")) {
+            value = field_value(parser, data, cr, &value_len);
+            connection_tokens(parser, value, value_len);
         }
+        break;
+    case 4:
+        if (name_is(name, name_len, "host")) {
+            parser->host_count =
+                parser->host_count < UINT8_MAX ? parser->host_count + 1 : UINT8_MAX;
+        }
+        break;
+    case 7:
+        if (name_is(name, name_len, "upgrade")) {
+            parser->flags |= F_UPGRADE_FIELD;
+        }
+        break;
+    case 6:
+        if (name_is(name, name_len, "expect")) {
+            value = field_value(parser, data, cr, &value_len);
+            if (name_is(value, value_len, "100-continue")) {
+                parser->flags |= F_EXPECT;
+            }
+        }
+        break;
+    default:
+        break;
     }
     return 0;
 }
 
 /* The head is complete and valid: fill in the request's pointers with one pass over its lines. */
 static int finish_head(struct sxe_http_parser *parser, const char *data, size_t head_len,
-                       const struct sxe_http_limits *limits, struct sxe_http_request *request)
+                       const struct sxe_http_limits *limits, struct sxe_http_request *request,
+                       bool recorded)
 {
     const char *end = data + head_len;
     const char *method = data + parser->start;
@@ -307,17 +453,18 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
     request->expect_continue = (parser->flags & F_EXPECT) != 0;
     request->host_count = parser->host_count;
 
-    request->header_count = 0;
+    request->header_count = parser->headers;
     const char *line = (const char *)memchr(method, '\n', (size_t)(end - method)) + 1;
-    while (line < end - 2) {
-        const char *colon = memchr(line, ':', (size_t)(end - line));
-        const char *cr = memchr(colon, '\r', (size_t)(end - colon));
-        size_t start = (size_t)(colon + 1 - data);
-        size_t stop = (size_t)(cr - data);
+    /* The lines are valid: a name runs to its colon, a value to its CR. */
+    for (unsigned index = 0; !recorded && line < end - 2; index++) {
+        size_t colon = find(data, (size_t)(line - data), head_len, ':');
+        size_t start = colon + 1;
+        size_t stop = skip(data, start, head_len, VALUE);
+        const char *cr = data + stop;
         trim(data, &start, &stop);
-        request->headers[request->header_count++] =
+        request->headers[index] =
             (struct sxe_http_header){.name = line,
-                                     .name_len = (size_t)(colon - line),
+                                     .name_len = (size_t)(data + colon - line),
                                      .value = data + start,
                                      .value_len = stop - start};
         line = cr + 2;
@@ -339,20 +486,36 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
     size_t at = parser->scanned;
     int rc;
 
-    while (at < len) {
+    /*
+     * A head that starts in this call can be recorded as its lines complete, since the bytes
+     * cannot move before the call returns. One that started in an earlier call is recorded by a
+     * second pass once it is complete.
+     */
+    bool whole = at == parser->start;
+
+    /*
+     * Bytes are scanned up to the limit that applies, never past it: the request line's limit
+     * until its LF, the header section's after. Running into the limit is the refusal.
+     */
+    size_t limit = parser->start +
+                   (parser->state < S_FIELD_START ? limits->request_line : limits->header_bytes);
+    size_t stop = len < limit ? len : limit;
+
+    while (at < stop) {
         unsigned char c = (unsigned char)data[at];
 
-        if (parser->state < S_FIELD_START && at - parser->start >= limits->request_line) {
-            return -414;
-        }
-        if (at - parser->start >= limits->header_bytes) {
-            return -431;
-        }
         switch (parser->state) {
         case S_METHOD:
             if (c == '\r' && at == parser->start) {
                 parser->state = S_EMPTY_LINE_LF;
-            } else if (c == ' ') {
+                at++;
+                break;
+            }
+            if ((at = skip(data, at, stop, TCHAR)) == stop) {
+                break;
+            }
+            c = (unsigned char)data[at];
+            if (c == ' ') {
                 unsigned flags = parser->flags;
                 if (at == parser->start) {
                     return -400;
@@ -383,8 +546,8 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             at++;
             break;
         case S_TARGET:
-            at = skip(data, at, len, TARGET);
-            if (at == len) {
+            at = skip(data, at, stop, TARGET);
+            if (at == stop) {
                 break;
             }
             if (data[at] != ' ') {
@@ -396,6 +559,14 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
         case S_VERSION: {
             static const char version[] = "HTTP/1.";
             size_t index = at - parser->colon;
+            /* The usual case, all eight bytes at hand: compare them at once. */
+            if (index == 0 && stop - at >= 9 && memcmp(data + at, "HTTP/1.", 7) == 0 &&
+                (data[at + 7] == '0' || data[at + 7] == '1') && data[at + 8] == '\r') {
+                parser->minor_version = (uint8_t)(data[at + 7] - '0');
+                parser->state = S_LINE_LF;
+                at += 9;
+                break;
+            }
             if (index < 5) {
                 if (c != (unsigned char)version[index]) {
                     return -400;
@@ -428,12 +599,26 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             break;
         }
         case S_LINE_LF:
+            if (c != '\n') {
+                return -400;
+            }
+            parser->state = S_FIELD_START;
+            limit = parser->start + limits->header_bytes;
+            stop = len < limit ? len : limit;
+            at++;
+            break;
         case S_VALUE_LF:
             if (c != '\n') {
                 return -400;
             }
-            if (parser->state == S_VALUE_LF && (rc = field(parser, data, at - 1, limits)) < 0) {
+            if ((rc = field(parser, data, at - 1, limits)) < 0) {
                 return rc;
+            }
+            if (whole) {
+                struct sxe_http_header *header = &request->headers[parser->headers - 1];
+                header->name = data + parser->line_start;
+                header->name_len = parser->colon - parser->line_start;
+                header->value = field_value(parser, data, at - 1, &header->value_len);
             }
             parser->state = S_FIELD_START;
             at++;
@@ -450,8 +635,8 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             at++;
             break;
         case S_NAME:
-            at = skip(data, at, len, TCHAR);
-            if (at == len) {
+            at = skip(data, at, stop, TCHAR);
+            if (at == stop) {
                 break;
             }
             if (data[at] != ':') {
@@ -461,8 +646,8 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             parser->state = S_VALUE;
             break;
         case S_VALUE:
-            at = skip(data, at, len, VALUE);
-            if (at == len) {
+            at = skip(data, at, stop, VALUE);
+            if (at == stop) {
                 break;
             }
             if (data[at] != '\r') {
@@ -475,15 +660,11 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             if (c != '\n') {
                 return -400;
             }
-            return finish_head(parser, data, at + 1, limits, request);
+            return finish_head(parser, data, at + 1, limits, request, whole);
         }
     }
-    /* The skipping loops may have run past a limit on the last bytes. */
-    if (parser->state < S_FIELD_START && at - parser->start >= limits->request_line) {
-        return -414;
-    }
-    if (at - parser->start >= limits->header_bytes) {
-        return -431;
+    if (at >= limit) {
+        return parser->state < S_FIELD_START ? -414 : -431;
     }
     parser->scanned = (uint32_t)at;
     return 0;
@@ -669,8 +850,11 @@ long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_
 const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
                                                    const char *name)
 {
+    size_t len = strlen(name);
+
     for (unsigned i = 0; i < request->header_count; i++) {
-        if (name_is(request->headers[i].name, request->headers[i].name_len, name)) {
+        if (request->headers[i].name_len == len &&
+            strncasecmp(request->headers[i].name, name, len) == 0) {
             return &request->headers[i];
         }
     }

@@ -203,6 +203,41 @@ static void test_request_fields(void **state)
     assert_null(sxe_http_find_header(&request, "missing"));
 }
 
+/* A head parsed in one call and one parsed over many calls give the same request. */
+static void test_same_request_however_split(void **state)
+{
+    static const char text[] = "\r\nPOST /form?x=1 HTTP/1.1\r\nHost: h\r\nA:b\r\nLong-Value: "
+                               "0123456789abcdef0123456789abcdef\t \r\nContent-Length: 0\r\n\r\n";
+    struct sxe_http_request whole, parted;
+    struct sxe_http_parser parser;
+    size_t len = strlen(text);
+
+    (void)state;
+    sxe_http_parser_init(&parser);
+    assert_int_equal(sxe_http_parse_head(&parser, text, len, &sxe_http_default_limits, &whole),
+                     (int)len);
+    for (size_t split = 1; split < len; split++) {
+        sxe_http_parser_init(&parser);
+        assert_int_equal(
+            sxe_http_parse_head(&parser, text, split, &sxe_http_default_limits, &parted), 0);
+        assert_int_equal(sxe_http_parse_head(&parser, text, len, &sxe_http_default_limits, &parted),
+                         (int)len);
+        assert_ptr_equal(parted.method, whole.method);
+        assert_int_equal(parted.method_len, 4);
+        assert_ptr_equal(parted.target, whole.target);
+        assert_int_equal(parted.target_len, whole.target_len);
+        assert_int_equal(parted.header_count, 4);
+        for (unsigned i = 0; i < whole.header_count; i++) {
+            assert_ptr_equal(parted.headers[i].name, whole.headers[i].name);
+            assert_int_equal(parted.headers[i].name_len, whole.headers[i].name_len);
+            assert_ptr_equal(parted.headers[i].value, whole.headers[i].value);
+            assert_int_equal(parted.headers[i].value_len, whole.headers[i].value_len);
+        }
+    }
+    assert_int_equal(whole.headers[2].value_len, 32);
+    assert_memory_equal(whole.headers[1].value, "b", 1);
+}
+
 static void test_keep_alive_rules(void **state)
 {
     struct sxe_http_request request;
@@ -462,6 +497,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llhttp_corpus_whole_and_split_at_every_byte),
         cmocka_unit_test(test_request_fields),
+        cmocka_unit_test(test_same_request_however_split),
         cmocka_unit_test(test_keep_alive_rules),
         cmocka_unit_test(test_smuggling_rules),
         cmocka_unit_test(test_limits),
