@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts: servers pinned to CPU 0, load on CPU 1, wrk output,
 CPU and memory read from /proc."""
+import argparse
 import os
 import re
 import signal
@@ -81,3 +82,17 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def arguments(doc):
+    """The options every benchmark takes; installs what benchmarks need."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--build", default="build/release")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="1 round of 2 seconds")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.seconds = 1, 2
+    install("wrk", "util-linux")  # taskset comes with util-linux
+    return args

@@ -7,13 +7,12 @@ from /proc/PID/schedstat (nanoseconds on CPU) over the wrk run, peak RSS from Vm
 
 Usage: bench/core.py [--build build/release] [--rounds 3] [--seconds 5] [--quick]
 """
-import argparse
 import os
 import statistics
 import subprocess
 import sys
 
-from benchlib import Server, install, cpu_ns, parse_wrk, peak_rss_kb, wrk_command
+from benchlib import Server, arguments, cpu_ns, parse_wrk, peak_rss_kb, wrk_command
 
 SCENARIOS = [
     ("keep-alive, 100 conns", 100, []),
@@ -34,15 +33,7 @@ def measure(command, port, connections, seconds, extra):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build", default="build/release")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="1 round of 2 seconds")
-    args = parser.parse_args()
-    if args.quick:
-        args.rounds, args.seconds = 1, 2
-    install("wrk", "util-linux")  # taskset comes with util-linux
+    args = arguments(__doc__)
 
     servers = {
         "epoll floor": [os.path.join(args.build, "bench/epoll-floor")],

@@ -7,7 +7,6 @@ rounds; medians.
 
 Usage: bench/loadgen.py [--build build/release] [--rounds 3] [--seconds 5] [--quick]
 """
-import argparse
 import json
 import os
 import resource
@@ -15,7 +14,7 @@ import statistics
 import subprocess
 import sys
 
-from benchlib import Server, install, parse_wrk, wrk_command
+from benchlib import Server, arguments, parse_wrk, wrk_command
 
 CONNECTIONS = [100, 10000]
 
@@ -48,15 +47,7 @@ def measure(tool, build, port, connections, seconds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build", default="build/release")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="1 round of 2 seconds")
-    args = parser.parse_args()
-    if args.quick:
-        args.rounds, args.seconds = 1, 2
-    install("wrk", "util-linux")  # taskset comes with util-linux
+    args = arguments(__doc__)
 
     port = 19080
     results = {}

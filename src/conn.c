@@ -187,6 +187,28 @@ static int attach(struct sxe_conn *conn, int fd, uint8_t kind,
     return 0;
 }
 
+/*
+ * Gives the socket fd a slot in state, registers it and sets *conn_out. On failure fd is closed
+ * and the slot, if one was taken, is free again.
+ */
+static int add_conn(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned state, uint8_t kind,
+                    uint8_t flags, const struct sxe_conn_handlers *handlers, void *user)
+{
+    int rc;
+
+    struct sxe_conn *conn = slot_take(loop, state, false);
+    if (conn == NULL) {
+        sxe__sys.close(fd);
+        return -ENOBUFS;
+    }
+    conn->flags = flags;
+    if ((rc = attach(conn, fd, kind, handlers, user)) < 0) {
+        return rc;
+    }
+    *conn_out = conn;
+    return 0;
+}
+
 /* Drops the connection's buffers and queue, and returns what they held. */
 static void release_io(struct sxe_conn *conn)
 {
@@ -963,24 +985,16 @@ int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *a
     if (fd < 0) {
         return fd;
     }
-    struct sxe_conn *conn = slot_take(loop, SXE__CONN_LISTENING, false);
-    if (conn == NULL) {
-        sxe__sys.close(fd);
-        return -ENOBUFS;
-    }
-    conn->accept_batch = (uint16_t)(options->accept_batch > 0 && options->accept_batch < 65535
-                                        ? options->accept_batch
-                                        : 64);
-    if (options->flags & SXE_LISTEN_EVICT_IDLE) {
-        conn->flags |= SXE__CONN_EVICT_IDLE;
-    }
-    if (options->flags & SXE_LISTEN_RECEIVE_FDS) {
-        conn->flags |= SXE__CONN_RECEIVE_FDS;
-    }
-    if ((rc = attach(conn, fd, SXE__KIND_LISTENER, handlers ? handlers : &no_handlers, user)) < 0) {
+    uint8_t flags = (options->flags & SXE_LISTEN_EVICT_IDLE ? SXE__CONN_EVICT_IDLE : 0) |
+                    (options->flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0);
+    if ((rc = add_conn(loop, listener, fd, SXE__CONN_LISTENING, SXE__KIND_LISTENER, flags,
+                       handlers ? handlers : &no_handlers, user)) < 0) {
         return rc;
     }
-    *listener = conn;
+    (*listener)->accept_batch =
+        (uint16_t)(options->accept_batch > 0 && options->accept_batch < 65535
+                       ? options->accept_batch
+                       : 64);
     return 0;
 }
 
@@ -1019,38 +1033,18 @@ int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *
         return rc;
     }
     /* Even a connect that completed at once reports through on_connect, from the loop. */
-    struct sxe_conn *conn = slot_take(loop, SXE__CONN_CONNECTING, false);
-    if (conn == NULL) {
-        sxe__sys.close(fd);
-        return -ENOBUFS;
-    }
-    if ((rc = attach(conn, fd, SXE__KIND_STREAM, handlers, user)) < 0) {
-        return rc;
-    }
-    *conn_out = conn;
-    return 0;
+    return add_conn(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM, 0, handlers, user);
 }
 
-/* Takes a slot for a connected stream socket and reports it ready through the loop. */
+/*
+ * Takes a slot for a connected stream socket, CONNECTING until its first EPOLLOUT, so on_connect
+ * runs from the loop, not from here.
+ */
 static int adopt(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned flags,
                  const struct sxe_conn_handlers *handlers, void *user)
 {
-    int rc;
-
-    /* CONNECTING until the first EPOLLOUT, so on_connect runs from the loop, not from here. */
-    struct sxe_conn *conn = slot_take(loop, SXE__CONN_CONNECTING, false);
-    if (conn == NULL) {
-        sxe__sys.close(fd);
-        return -ENOBUFS;
-    }
-    if ((rc = attach(conn, fd, SXE__KIND_STREAM, handlers, user)) < 0) {
-        return rc;
-    }
-    if (flags & SXE_LISTEN_RECEIVE_FDS) {
-        conn->flags |= SXE__CONN_RECEIVE_FDS;
-    }
-    *conn_out = conn;
-    return 0;
+    return add_conn(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM,
+                    flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0, handlers, user);
 }
 
 int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned flags,
@@ -1109,16 +1103,7 @@ int sxe_udp_bind(sxe_loop_t *loop, sxe_conn_t **socket_out, const struct sockadd
         sxe__sys.close(fd);
         return rc;
     }
-    struct sxe_conn *conn = slot_take(loop, SXE__CONN_LISTENING, false);
-    if (conn == NULL) {
-        sxe__sys.close(fd);
-        return -ENOBUFS;
-    }
-    if ((rc = attach(conn, fd, SXE__KIND_UDP, handlers, user)) < 0) {
-        return rc;
-    }
-    *socket_out = conn;
-    return 0;
+    return add_conn(loop, socket_out, fd, SXE__CONN_LISTENING, SXE__KIND_UDP, 0, handlers, user);
 }
 
 int sxe_udp_send(sxe_conn_t *socket, const void *data, size_t len, const struct sockaddr *to,
