@@ -115,6 +115,15 @@ static void settle(struct sxe_conn *conn)
     to = conn->queue_head != SXE_NONE ? SXE__CONN_WRITING
          : conn->input_len > 0        ? SXE__CONN_READING
                                       : SXE__CONN_IDLE;
+    /*
+     * A partial message keeps the time its first byte arrived until the callback consumes
+     * something: bytes trickled in one at a time must not keep a message alive forever.
+     */
+    bool progressed = (conn->flags & SXE__CONN_PROGRESS) != 0;
+    conn->flags &= (uint8_t)~SXE__CONN_PROGRESS;
+    if (from == SXE__CONN_READING && to == SXE__CONN_READING && !progressed) {
+        return;
+    }
     sxe_pool_set_state(loop->conn_pool, conn->index, from, to, loop->now);
 }
 
@@ -287,9 +296,15 @@ void sxe__conn_close_failed(sxe_loop_t *loop)
 void sxe__conn_timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
 {
     sxe_loop_t *loop = arg;
+    struct sxe_conn *conn = &loop->conns[index];
 
     (void)pool;
-    sxe__conn_close_reason(&loop->conns[index], SXE_CLOSE_TIMEOUT, 0);
+    if (conn->handlers->on_timeout != NULL) {
+        uint32_t previous_id = sxe_log_set_id(conn->index);
+        conn->handlers->on_timeout(conn); /* a last word, such as HTTP's 408 */
+        sxe_log_set_id(previous_id);
+    }
+    sxe__conn_close_reason(conn, SXE_CLOSE_TIMEOUT, 0);
 }
 
 void sxe__conn_close_all(sxe_loop_t *loop, bool listeners_only)
@@ -590,6 +605,9 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
         return false;
     }
     conn->flags &= (uint8_t)~SXE__CONN_CORKED;
+    if (consumed > 0) {
+        conn->flags |= SXE__CONN_PROGRESS;
+    }
     if (conn->queue_head != SXE_NONE) {
         flush(conn);
         if (conn->queue_head != SXE_NONE) {

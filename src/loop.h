@@ -41,6 +41,7 @@ enum sxe__conn_kind {
 #define SXE__CONN_NOTIFY_DRAIN 0x10u /* call on_drained when the queue empties */
 #define SXE__CONN_READ_AGAIN   0x20u /* on the ready list: more input may be waiting */
 #define SXE__CONN_CORKED       0x40u /* in on_read: writes queue, and one writev sends them after */
+#define SXE__CONN_PROGRESS     0x80u /* on_read consumed bytes since the last settle */
 
 /* One queued piece of output: bytes in a buffer, or a range of a file. */
 struct sxe__segment {

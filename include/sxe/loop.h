@@ -114,6 +114,13 @@ struct sxe_conn_handlers {
     void (*on_close)(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
 
     /**
+     * The connection timed out (idle, read, write or connect). Called just before sxe closes it
+     * (SXE_CLOSE_TIMEOUT), so the callback may write a last message, such as an HTTP 408; what
+     * the socket does not take at once is dropped.
+     */
+    void (*on_timeout)(sxe_conn_t *conn);
+
+    /**
      * A datagram arrived on a UDP socket; from is the sender. Truncated datagrams (larger than
      * buffer_size) are dropped and counted.
      */

@@ -582,20 +582,39 @@ static void test_timeouts_under_fake_time(void **state)
     assert_int_equal(seen.last_reason, SXE_CLOSE_TIMEOUT);
     expect_closed(partial);
 
+    /* Bytes trickled in do not extend a partial message's time; consuming some does. */
+    send_all(idle, request, sizeof(request) - 1);
+    expect_reply(idle, 1);
+    int trickle = client();
+    want_connects = 3;
+    pump_until(connects_reached);
+    for (int i = 0; i < 4; i++) {
+        send_all(trickle, request + i, 1);
+        pump();
+        sxe__sys_clock_advance(SXE_NS_PER_SEC);
+        pump();
+    }
+    assert_int_equal(seen.closes, 1);
+    sxe__sys_clock_advance(SXE_NS_PER_SEC + 1);
+    pump();
+    assert_int_equal(seen.closes, 2);
+    expect_closed(trickle);
+    close(trickle);
+
     /* Activity resets the idle clock. */
     sxe__sys_clock_advance(20 * SXE_NS_PER_SEC);
     send_all(idle, request, sizeof(request) - 1);
     expect_reply(idle, 1);
     sxe__sys_clock_advance(29 * SXE_NS_PER_SEC);
     pump();
-    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.closes, 2);
     sxe__sys_clock_advance(SXE_NS_PER_SEC + 1);
     pump();
-    assert_int_equal(seen.closes, 2);
+    assert_int_equal(seen.closes, 3);
     expect_closed(idle);
     struct sxe_loop_stats stats;
     sxe_loop_stats(loop, &stats);
-    assert_int_equal(stats.timeouts, 2);
+    assert_int_equal(stats.timeouts, 3);
     close(idle);
     close(partial);
 }
