@@ -1,6 +1,6 @@
 /**
  * @file sxe/http.h
- * @brief HTTP/1.1: a strict, incremental, zero-copy request parser.
+ * @brief HTTP/1.1: a strict, incremental, zero-copy request parser, and a server module.
  *
  * The parser reads a request from the bytes a connection has buffered, a few at a time or all at
  * once, and gives the same verdict either way. It keeps a small state per connection and scans
@@ -24,6 +24,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "sxe/error.h"
+#include "sxe/loop.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -128,6 +132,130 @@ long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_
 /** The value of the first header called name (case-insensitive), or NULL. */
 const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
                                                    const char *name);
+
+/*
+ * The server module. A web service is a few lines:
+ *
+ *     static void hello(sxe_http_t *http, void *arg)
+ *     {
+ *         sxe_http_respond(http, 200, "text/plain", "Hello World\n", 12);
+ *     }
+ *     ...
+ *     sxe_http_server_create(&server, NULL, NULL);
+ *     sxe_http_route(server, "GET", "/", false, hello, NULL);
+ *     sxe_http_listen(server, "127.0.0.1:8080");
+ *     return sxe_http_run(server);
+ *
+ * The server reads requests with the parser above, answers malformed ones itself with the right
+ * status (400, 404, 405, 408, 413, 414, 431, 501, 505) and closes where the RFC requires it,
+ * keeps connections alive by the rules of HTTP/1.0 and HTTP/1.1, answers pipelined requests in
+ * order, sends 100 Continue when asked, sends no body for HEAD, adds Date (cached for a second)
+ * and Content-Length, or chunked framing when the length is not known. Request bodies, by
+ * Content-Length or chunked, arrive whole with the request.
+ */
+
+typedef struct sxe_http_server sxe_http_server_t;
+
+/** One request being answered. Valid from the handler's call until it returns. */
+typedef struct sxe_http sxe_http_t;
+
+/**
+ * Answers a request: the handler must call sxe_http_respond(), or sxe_http_start() with
+ * sxe_http_send()/sxe_http_sendfile() and sxe_http_finish(), before it returns. A handler that
+ * does not is answered 500 for it.
+ */
+typedef void (*sxe_http_handler_t)(sxe_http_t *http, void *arg);
+
+struct sxe_http_server_options {
+    struct sxe_loop_options loop;  /**< For a loop the server makes (connections 10000). */
+    struct sxe_http_limits limits; /**< Zero fields take the defaults; body_bytes is 48 KiB. */
+    uint64_t header_timeout; /**< ns for a request, head and body, to arrive: else 408 (10 s). */
+    uint64_t idle_timeout;   /**< ns a kept-alive connection may wait for a request (60 s). */
+    uint64_t write_timeout;  /**< ns a response may wait for the client to read (30 s). */
+    unsigned listen_flags;   /**< SXE_LISTEN_* for sxe_http_listen(). */
+};
+
+/**
+ * Makes a server on loop, or on a loop of its own when loop is NULL (sxe_http_run() runs it).
+ * @param options NULL for the defaults. A loop passed in keeps its own timeouts and sizes; bodies
+ *                must then fit its buffer_size along with their head.
+ * @return 0, -EINVAL, or -ENOMEM.
+ */
+SXE_MUST_CHECK int sxe_http_server_create(sxe_http_server_t **server, sxe_loop_t *loop,
+                                          const struct sxe_http_server_options *options);
+
+/** Closes the server's connections and frees it, and its loop if it made one. */
+void sxe_http_server_destroy(sxe_http_server_t *server);
+
+/** The loop the server runs on. */
+sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server);
+
+/**
+ * Routes requests for path to handler(http, arg). With prefix, any path that starts with path
+ * matches; the longest match wins, and an exact route beats a prefix one. method is "GET",
+ * "POST", ... or NULL for any method (HEAD matches GET routes). A path that matches routes of other
+ * methods only is answered 405 with an Allow header. At most 64 routes.
+ * @return 0, -EINVAL, or -ENOBUFS.
+ */
+SXE_MUST_CHECK int sxe_http_route(sxe_http_server_t *server, const char *method, const char *path,
+                                  bool prefix, sxe_http_handler_t handler, void *arg);
+
+/**
+ * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_port() tells which).
+ * @return 0, -EINVAL for an address that does not parse, or -errno (-EADDRINUSE).
+ */
+SXE_MUST_CHECK int sxe_http_listen(sxe_http_server_t *server, const char *address);
+
+/** The port of the server's first listener, or 0. */
+int sxe_http_port(sxe_http_server_t *server);
+
+/** Runs the server's loop until SIGINT or SIGTERM, then stops cleanly. @return 0 or -errno. */
+int sxe_http_run(sxe_http_server_t *server);
+
+/**
+ * The whole server in one call: makes a server with its own loop and default options, routes
+ * path (exactly, any method) to handler, listens on address and runs until SIGINT or SIGTERM.
+ * @return 0 after a clean stop, or the negative errno that stopped it from starting or running.
+ */
+int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg);
+
+/** The request. */
+const struct sxe_http_request *sxe_http_request(const sxe_http_t *http);
+
+/** The request's path: its target up to any '?', and the query after it (NULL if none). */
+const char *sxe_http_path(const sxe_http_t *http, size_t *len);
+const char *sxe_http_query(const sxe_http_t *http, size_t *len);
+
+/** The request body, whole (chunked framing removed), or NULL with *len 0. */
+const char *sxe_http_body(const sxe_http_t *http, size_t *len);
+
+/** The connection the request came on. */
+sxe_conn_t *sxe_http_conn(const sxe_http_t *http);
+
+/**
+ * Starts a response: the status line, Date, Server, the framing (Content-Length when
+ * content_length is 0 or more, else chunked, or for HTTP/1.0 a close), Connection when needed,
+ * then headers: extra header lines, each ending in CRLF, or NULL.
+ * @return 0, -EALREADY if a response was started, or -errno from the connection.
+ */
+int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length);
+
+/** Sends body bytes (chunked if no length was given; nothing for HEAD). @return 0 or -errno. */
+int sxe_http_send(sxe_http_t *http, const void *data, size_t len);
+
+/** Sends len bytes of fd from offset with sendfile; sxe closes fd when done. @return 0 or -errno.
+ */
+int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len);
+
+/** Ends the response. @return 0 or -errno. */
+int sxe_http_finish(sxe_http_t *http);
+
+/** Starts, sends and finishes a whole response with a Content-Type and a body. */
+int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, const void *body,
+                     size_t len);
+
+/** The reason phrase of a status ("Not Found"), or "Unknown". */
+const char *sxe_http_reason(int status);
 
 #ifdef __cplusplus
 }
