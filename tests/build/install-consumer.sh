@@ -54,14 +54,16 @@ for example in "$source"/examples/*.c; do
   "$cc" "${flags[@]}" -o "$scratch/$name-static" "$example" $(pkg-config --cflags sxe) \
     "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe)
   # Servers get port 0 (any free port) and a SIGTERM after a second, and must stop cleanly.
+  port=0
+  case $name in http-*) port=127.0.0.1:0 ;; esac
   LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 timeout --preserve-status -s TERM 1 \
-    "$scratch/$name-shared" 0 >"$log" 2>&1 || {
+    "$scratch/$name-shared" "$port" >"$log" 2>&1 || {
     echo "FAIL: $name built against libsxe.so did not run:"; cat "$log"; exit 1; }
   # Capture first: grep -q would stop reading early, and pipefail would count ldd's SIGPIPE.
   linked=$(LD_LIBRARY_PATH=$libdir ldd "$scratch/$name-shared")
   grep -q "$libdir/libsxe.so" <<<"$linked" || {
     echo "FAIL: $name-shared is not linked to the installed libsxe.so"; exit 1; }
-  SXE_LOG_LEVEL=4 timeout --preserve-status -s TERM 1 "$scratch/$name-static" 0 >"$log" 2>&1 || {
+  SXE_LOG_LEVEL=4 timeout --preserve-status -s TERM 1 "$scratch/$name-static" "$port" >"$log" 2>&1 || {
     echo "FAIL: $name built against libsxe.a did not run:"; cat "$log"; exit 1; }
   count=$((count + 1))
 done

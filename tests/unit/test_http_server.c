@@ -1,0 +1,397 @@
+/*
+ * The HTTP server module over real loopback sockets: every status it answers itself, keep-alive
+ * rules, HEAD, 100-continue, pipelining in order, request bodies (Content-Length and chunked),
+ * streamed responses, and a server that keeps serving others after each bad request.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sxe/clock.h"
+#include "sxe/http.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+static sxe_http_server_t *server;
+static int port;
+
+static void hello(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    sxe_http_respond(http, 200, "text/plain", "hello\n", 6);
+}
+
+/* Echoes the path, the query and the body. */
+static void echo(sxe_http_t *http, void *arg)
+{
+    char reply[2048];
+    size_t path_len, query_len, body_len;
+    const char *path = sxe_http_path(http, &path_len);
+    const char *query = sxe_http_query(http, &query_len);
+    const char *body = sxe_http_body(http, &body_len);
+
+    (void)arg;
+    int len = snprintf(reply, sizeof(reply), "path=%.*s query=%.*s body=%.*s", (int)path_len, path,
+                       (int)query_len, query ? query : "", (int)body_len, body ? body : "");
+    sxe_http_respond(http, 200, "text/plain", reply, (size_t)len);
+}
+
+/* A response of unknown length, streamed in two pieces. */
+static void stream(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_int_equal(sxe_http_start(http, 200, "X-Stream: yes\r\n", -1), 0);
+    assert_int_equal(sxe_http_start(http, 200, NULL, -1), -EALREADY);
+    assert_int_equal(sxe_http_send(http, "first,", 6), 0);
+    assert_int_equal(sxe_http_send(http, "second", 6), 0);
+    assert_int_equal(sxe_http_finish(http), 0);
+    assert_int_equal(sxe_http_finish(http), -EINVAL);
+}
+
+static void silent(sxe_http_t *http, void *arg)
+{
+    (void)http;
+    (void)arg;
+}
+
+static void post_only(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    sxe_http_respond(http, 201, NULL, NULL, 0);
+}
+
+static int setup(void **state)
+{
+    struct sxe_http_server_options options = {.loop = {.connections = 64},
+                                              .limits = {.request_line = 256,
+                                                         .header_bytes = 1024,
+                                                         .header_count = 10,
+                                                         .body_bytes = 4096},
+                                              .header_timeout = 5 * SXE_NS_PER_SEC};
+
+    (void)state;
+    /* Fake time throughout: it stands still unless a test moves it. */
+    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
+    assert_int_equal(sxe_http_route(server, NULL, "/echo", true, echo, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/silent", false, silent, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "POST", "/post", false, post_only, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
+    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
+    port = sxe_http_port(server);
+    assert_true(port > 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sxe_http_server_destroy(server);
+    sxe__sys_reset();
+    return 0;
+}
+
+static void pump(void)
+{
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(sxe_http_server_loop(server), SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+static int client(void)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    return fd;
+}
+
+/*
+ * Reads what the server sends until it goes quiet (or closes, which *closed reports), turning the
+ * server's loop meanwhile.
+ */
+static size_t receive(int fd, char *out, size_t size, bool *closed)
+{
+    size_t have = 0;
+    int quiet = 0;
+
+    *closed = false;
+    while (quiet < 10 && have < size - 1) {
+        pump();
+        ssize_t n = recv(fd, out + have, size - 1 - have, MSG_DONTWAIT);
+        if (n > 0) {
+            have += (size_t)n;
+            quiet = 0;
+        } else if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+            *closed = true;
+            break;
+        } else {
+            quiet++;
+        }
+    }
+    out[have] = '\0';
+    return have;
+}
+
+/* Sends request on a new connection; returns the response text and whether the server closed. */
+static const char *exchange(const char *request, bool *closed)
+{
+    static char response[16384];
+    size_t len = strlen(request);
+    int fd = client();
+
+    assert_int_equal(send(fd, request, len, MSG_NOSIGNAL), (ssize_t)len);
+    receive(fd, response, sizeof(response), closed);
+    close(fd);
+    return response;
+}
+
+static void expect_status(const char *request, const char *status_line, bool must_close)
+{
+    bool closed;
+    const char *response = exchange(request, &closed);
+
+    if (strncmp(response, status_line, strlen(status_line)) != 0) {
+        fail_msg("for %s expected %s, got: %s", request, status_line, response);
+    }
+    if (must_close) {
+        assert_true(closed);
+        assert_non_null(strstr(response, "Connection: close\r\n"));
+    }
+    /* The server goes on serving others. */
+    response = exchange("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+}
+
+static void test_hello_response(void **state)
+{
+    bool closed;
+    const char *response = exchange("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+
+    (void)state;
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\nDate: ", 23);
+    assert_non_null(strstr(response, " GMT\r\nServer: sxe\r\nContent-Length: 6\r\n"));
+    assert_non_null(strstr(response, "Content-Type: text/plain\r\n\r\nhello\n"));
+    assert_null(strstr(response, "Connection:"));
+    assert_false(closed);
+}
+
+static void test_statuses_the_server_answers(void **state)
+{
+    char long_target[400];
+    char many_headers[600];
+
+    (void)state;
+    expect_status("GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 404 Not Found", false);
+    expect_status("GET /post HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 405 Method Not Allowed",
+                  false);
+    expect_status("GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
+    expect_status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
+    expect_status("GET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", "HTTP/1.1 400 Bad Request",
+                  true);
+    expect_status("BREW / HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 501 Not Implemented", true);
+    expect_status("GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: ws\r\n\r\n",
+                  "HTTP/1.1 501 Not Implemented", true);
+    expect_status("GET / HTTP/2.0\r\nHost: x\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported",
+                  true);
+    expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n",
+                  "HTTP/1.1 413 Content Too Large", true);
+    expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: "
+                  "chunked\r\n\r\n",
+                  "HTTP/1.1 400 Bad Request", true);
+    snprintf(long_target, sizeof(long_target), "GET /%0300d HTTP/1.1\r\nHost: x\r\n\r\n", 0);
+    expect_status(long_target, "HTTP/1.1 414 URI Too Long", true);
+    int len = snprintf(many_headers, sizeof(many_headers), "GET / HTTP/1.1\r\nHost: x\r\n");
+    for (int i = 0; i < 12; i++) {
+        len += snprintf(many_headers + len, sizeof(many_headers) - (size_t)len, "H%d: v\r\n", i);
+    }
+    snprintf(many_headers + len, sizeof(many_headers) - (size_t)len, "\r\n");
+    expect_status(many_headers, "HTTP/1.1 431 Request Header Fields Too Large", true);
+    expect_status("GET /silent HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 500 Internal Server Error",
+                  true);
+}
+
+static void test_method_not_allowed_says_which_are(void **state)
+{
+    bool closed;
+    const char *response = exchange("DELETE /post HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+
+    (void)state;
+    assert_memory_equal(response, "HTTP/1.1 405", 12);
+    assert_non_null(strstr(response, "Allow: POST, PUT\r\n"));
+    assert_false(closed);
+}
+
+static void test_keep_alive_rules(void **state)
+{
+    bool closed;
+    const char *response;
+
+    (void)state;
+    response = exchange("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "Connection: close\r\n"));
+    assert_true(closed);
+    response = exchange("GET / HTTP/1.0\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 200 OK", 15);
+    assert_true(closed);
+    response = exchange("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "Connection: keep-alive\r\n"));
+    assert_false(closed);
+    /* HTTP/1.0 and a response of unknown length: no chunks, the close ends it. */
+    response = exchange("GET /stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &closed);
+    assert_null(strstr(response, "Transfer-Encoding"));
+    assert_non_null(strstr(response, "\r\n\r\nfirst,second"));
+    assert_true(closed);
+}
+
+static void test_head_has_no_body(void **state)
+{
+    bool closed;
+    const char *response = exchange("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+
+    (void)state;
+    assert_non_null(strstr(response, "Content-Length: 6\r\n"));
+    assert_non_null(strstr(response, "\r\n\r\n"));
+    assert_string_equal(strstr(response, "\r\n\r\n"), "\r\n\r\n");
+}
+
+static void test_pipelined_requests_answered_in_order(void **state)
+{
+    static const char requests[] =
+        "GET /echo/1 HTTP/1.1\r\nHost: x\r\n\r\n"
+        "POST /echo/2 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+        "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n"
+        "GET /echo/3?q=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    bool closed;
+    const char *response = exchange(requests, &closed);
+
+    (void)state;
+    const char *first = strstr(response, "path=/echo/1 query= body=");
+    const char *second = strstr(response, "path=/echo/2 query= body=abc");
+    const char *third = strstr(response, "404 Not Found\n");
+    const char *fourth = strstr(response, "path=/echo/3 query=q=1 body=");
+    assert_non_null(first);
+    assert_non_null(second);
+    assert_non_null(third);
+    assert_non_null(fourth);
+    assert_true(first < second && second < third && third < fourth);
+    assert_false(closed);
+}
+
+static void test_request_bodies(void **state)
+{
+    static const char chunked[] =
+        "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nTrailer: t\r\n\r\n";
+    bool closed;
+
+    (void)state;
+    const char *response = exchange(chunked, &closed);
+    assert_non_null(strstr(response, "body=Wikipedia"));
+
+    /* A body that arrives in pieces, across reads. */
+    int fd = client();
+    char out[4096];
+    static const char head[] = "PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n";
+    assert_int_equal(send(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+    pump();
+    assert_int_equal(send(fd, "01234", 5, 0), 5);
+    pump();
+    assert_int_equal(send(fd, "56789", 5, 0), 5);
+    receive(fd, out, sizeof(out), &closed);
+    assert_non_null(strstr(out, "body=0123456789"));
+    close(fd);
+}
+
+static void test_expect_100_continue(void **state)
+{
+    static const char head[] = "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                               "Content-Length: 4\r\n\r\n";
+    char out[4096];
+    bool closed;
+    int fd = client();
+
+    (void)state;
+    assert_int_equal(send(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+    receive(fd, out, sizeof(out), &closed);
+    assert_string_equal(out, "HTTP/1.1 100 Continue\r\n\r\n");
+    assert_int_equal(send(fd, "data", 4, 0), 4);
+    receive(fd, out, sizeof(out), &closed);
+    assert_memory_equal(out, "HTTP/1.1 200 OK", 15);
+    assert_non_null(strstr(out, "body=data"));
+    close(fd);
+}
+
+static void test_streamed_response_is_chunked(void **state)
+{
+    bool closed;
+    const char *response = exchange("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+
+    (void)state;
+    assert_non_null(strstr(response, "Transfer-Encoding: chunked\r\n"));
+    assert_non_null(strstr(response, "X-Stream: yes\r\n"));
+    assert_non_null(strstr(response, "\r\n\r\n6\r\nfirst,\r\n6\r\nsecond\r\n0\r\n\r\n"));
+    assert_false(closed);
+}
+
+/* A request that trickles in past the header timeout gets a 408 and the connection closes. */
+static void test_slow_request_gets_408(void **state)
+{
+    char out[4096];
+    bool closed;
+
+    (void)state;
+    int fd = client();
+    pump();
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(send(fd, "GET / HTTP/1.1\r\n" + i, 1, 0), 1);
+        pump();
+        sxe__sys_clock_advance(SXE_NS_PER_SEC);
+    }
+    receive(fd, out, sizeof(out), &closed);
+    assert_memory_equal(out, "HTTP/1.1 408 Request Timeout", 28);
+    assert_non_null(strstr(out, "Date: Sat, 21 Nov 2026"));
+    assert_true(closed);
+    close(fd);
+}
+
+static void test_reasons_and_bad_listen(void **state)
+{
+    (void)state;
+    assert_string_equal(sxe_http_reason(404), "Not Found");
+    assert_string_equal(sxe_http_reason(299), "Unknown");
+    assert_int_equal(sxe_http_listen(server, "nowhere"), -EINVAL);
+    assert_int_equal(sxe_http_listen(server, "127.0.0.1:99999"), -EINVAL);
+    assert_int_equal(sxe_http_listen(server, "[::1]:0"), 0);
+    char taken[32];
+    snprintf(taken, sizeof(taken), "127.0.0.1:%d", port);
+    assert_int_equal(sxe_http_listen(server, taken), -EADDRINUSE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_hello_response, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_statuses_the_server_answers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_method_not_allowed_says_which_are, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_has_no_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_requests_answered_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_bodies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expect_100_continue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_streamed_response_is_chunked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_request_gets_408, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reasons_and_bad_listen, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
