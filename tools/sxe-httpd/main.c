@@ -1,0 +1,636 @@
+/*
+ * sxe-httpd: a static-file HTTP/1.1 server on the sxe HTTP module.
+ *
+ *     sxe-httpd --root DIR --listen 127.0.0.1:8080 [options]
+ *
+ * Files go out with sendfile, typed by extension, with ETag and Last-Modified for conditional
+ * requests and single byte ranges. Directories serve their index file, or a listing when asked.
+ * No request can reach outside the root: dot segments (percent-encoded or not) are refused, and
+ * every path is resolved, symbolic links included, and must stay under the resolved root.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sxe/sxe.h>
+#include <sxe/http.h>
+
+static struct {
+    char root[PATH_MAX];
+    size_t root_len;
+    const char *listen;
+    const char *index;
+    bool list;
+    FILE *access_log;
+    bool combined;
+    uint32_t connections;
+} config = {.listen = "127.0.0.1:8080", .index = "index.html", .connections = 10000};
+
+static const struct {
+    const char *extension;
+    const char *type;
+} mime_types[] = {
+    {"html", "text/html; charset=utf-8"},
+    {"htm", "text/html; charset=utf-8"},
+    {"css", "text/css; charset=utf-8"},
+    {"js", "text/javascript; charset=utf-8"},
+    {"mjs", "text/javascript; charset=utf-8"},
+    {"json", "application/json"},
+    {"txt", "text/plain; charset=utf-8"},
+    {"md", "text/markdown; charset=utf-8"},
+    {"csv", "text/csv; charset=utf-8"},
+    {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},
+    {"png", "image/png"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"ico", "image/x-icon"},
+    {"pdf", "application/pdf"},
+    {"wasm", "application/wasm"},
+    {"mp4", "video/mp4"},
+    {"webm", "video/webm"},
+    {"mp3", "audio/mpeg"},
+    {"woff", "font/woff"},
+    {"woff2", "font/woff2"},
+    {"ttf", "font/ttf"},
+    {"zip", "application/zip"},
+    {"gz", "application/gzip"},
+    {"tar", "application/x-tar"},
+};
+
+static const char *mime_type(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+
+    if (dot != NULL && (slash == NULL || dot > slash)) {
+        for (size_t i = 0; i < sizeof(mime_types) / sizeof(mime_types[0]); i++) {
+            if (strcasecmp(dot + 1, mime_types[i].extension) == 0) {
+                return mime_types[i].type;
+            }
+        }
+    }
+    return "application/octet-stream";
+}
+
+/* Writes an access log line, common or combined format. */
+static void log_access(sxe_http_t *http, int status, uint64_t bytes)
+{
+    const struct sxe_http_request *request = sxe_http_request(http);
+    struct sockaddr_storage peer;
+    socklen_t peer_len = sizeof(peer);
+    char host[64] = "-", when[64];
+    time_t now = time(NULL);
+    struct tm utc;
+
+    if (config.access_log == NULL) {
+        return;
+    }
+    if (sxe_conn_peer(sxe_http_conn(http), (struct sockaddr *)&peer, &peer_len) == 0) {
+        void *address = peer.ss_family == AF_INET6
+                            ? (void *)&((struct sockaddr_in6 *)&peer)->sin6_addr
+                            : (void *)&((struct sockaddr_in *)&peer)->sin_addr;
+        inet_ntop(peer.ss_family, address, host, sizeof(host));
+    }
+    gmtime_r(&now, &utc);
+    strftime(when, sizeof(when), "%d/%b/%Y:%H:%M:%S +0000", &utc);
+    fprintf(config.access_log, "%s - - [%s] \"%.*s %.*s HTTP/1.%d\" %d %" PRIu64, host, when,
+            (int)request->method_len, request->method, (int)request->target_len, request->target,
+            request->minor_version, status, bytes);
+    if (config.combined) {
+        const struct sxe_http_header *referer = sxe_http_find_header(request, "Referer");
+        const struct sxe_http_header *agent = sxe_http_find_header(request, "User-Agent");
+        fprintf(config.access_log, " \"%.*s\" \"%.*s\"", referer ? (int)referer->value_len : 1,
+                referer ? referer->value : "-", agent ? (int)agent->value_len : 1,
+                agent ? agent->value : "-");
+    }
+    fputc('\n', config.access_log);
+}
+
+static void respond(sxe_http_t *http, int status, const char *headers, const char *text)
+{
+    char body[128];
+    int len = snprintf(body, sizeof(body), "%d %s\n%s", status, sxe_http_reason(status),
+                       text ? text : "");
+    char all_headers[512];
+
+    snprintf(all_headers, sizeof(all_headers), "Content-Type: text/plain; charset=utf-8\r\n%s",
+             headers ? headers : "");
+    sxe_http_start(http, status, all_headers, len);
+    sxe_http_send(http, body, (size_t)len);
+    sxe_http_finish(http);
+    log_access(http, status, (uint64_t)len);
+}
+
+static int hex_value(char c)
+{
+    return isdigit((unsigned char)c)    ? c - '0'
+           : isxdigit((unsigned char)c) ? (tolower((unsigned char)c) - 'a' + 10)
+                                        : -1;
+}
+
+/*
+ * Decodes the path's percent escapes into out. Refuses (returns false) escapes that are malformed
+ * or decode to NUL, and any "." or ".." segment, however it was written.
+ */
+static bool decode_path(const char *path, size_t len, char *out, size_t size)
+{
+    size_t used = 0;
+
+    if (len == 0 || path[0] != '/') {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = path[i];
+        if (c == '%') {
+            int high, low;
+            if (i + 2 >= len || (high = hex_value(path[i + 1])) < 0 ||
+                (low = hex_value(path[i + 2])) < 0) {
+                return false;
+            }
+            c = (char)(high << 4 | low);
+            if (c == '\0') {
+                return false;
+            }
+            i += 2;
+        }
+        if (used + 1 >= size) {
+            return false;
+        }
+        out[used++] = c;
+    }
+    out[used] = '\0';
+    /* No segment may be "." or "..": they are how paths escape the root. */
+    for (const char *segment = out; segment != NULL;
+         segment = strchr(segment, '/') ? strchr(segment, '/') + 1 : NULL) {
+        size_t segment_len = strcspn(segment, "/");
+        if ((segment_len == 1 && segment[0] == '.') ||
+            (segment_len == 2 && segment[0] == '.' && segment[1] == '.')) {
+            return false;
+        }
+    }
+    return strchr(out, '\\') == NULL;
+}
+
+/* Whether resolved (a realpath) lies under the root. */
+static bool under_root(const char *resolved)
+{
+    return strncmp(resolved, config.root, config.root_len) == 0 &&
+           (resolved[config.root_len] == '\0' || resolved[config.root_len] == '/');
+}
+
+static void http_date(time_t when, char *out, size_t size)
+{
+    struct tm utc;
+
+    gmtime_r(&when, &utc);
+    strftime(out, size, "%a, %d %b %Y %H:%M:%S GMT", &utc);
+}
+
+/* Whether an If-None-Match value lists etag (or is "*"). */
+static bool etag_matches(const struct sxe_http_header *header, const char *etag)
+{
+    size_t etag_len = strlen(etag);
+    const char *at = header->value;
+    const char *end = header->value + header->value_len;
+
+    while (at < end) {
+        while (at < end && (*at == ' ' || *at == ',' || *at == '\t')) {
+            at++;
+        }
+        const char *item = at;
+        while (at < end && *at != ',') {
+            at++;
+        }
+        const char *item_end = at;
+        while (item_end > item && (item_end[-1] == ' ' || item_end[-1] == '\t')) {
+            item_end--;
+        }
+        if (item_end - item == 1 && *item == '*') {
+            return true;
+        }
+        if (item_end - item >= 2 && item[0] == 'W' && item[1] == '/') {
+            item += 2; /* weak comparison, as If-None-Match asks */
+        }
+        if ((size_t)(item_end - item) == etag_len && memcmp(item, etag, etag_len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Parses a single byte range against size. Returns 1 and sets first and last for a satisfiable one,
+ * 0 to ignore the header (several ranges, or not bytes), -1 for an unsatisfiable one.
+ */
+static int parse_range(const struct sxe_http_header *header, uint64_t size, uint64_t *first,
+                       uint64_t *last)
+{
+    char text[64];
+    char *end;
+
+    if (header->value_len >= sizeof(text) || header->value_len < 7 ||
+        strncmp(header->value, "bytes=", 6) != 0) {
+        return 0;
+    }
+    memcpy(text, header->value + 6, header->value_len - 6);
+    text[header->value_len - 6] = '\0';
+    if (strchr(text, ',') != NULL) {
+        return 0; /* several ranges: answer with the whole file */
+    }
+    if (text[0] == '-') {
+        uint64_t suffix = strtoull(text + 1, &end, 10);
+        if (*end != '\0' || end == text + 1 || suffix == 0 || size == 0) {
+            return -1;
+        }
+        *first = suffix >= size ? 0 : size - suffix;
+        *last = size - 1;
+        return 1;
+    }
+    if (!isdigit((unsigned char)text[0])) {
+        return -1;
+    }
+    *first = strtoull(text, &end, 10);
+    if (*end != '-') {
+        return -1;
+    }
+    const char *second = end + 1;
+    *last = *second == '\0' ? size - 1 : strtoull(second, &end, 10);
+    if ((*second != '\0' && *end != '\0') || *first >= size || *last < *first) {
+        return -1;
+    }
+    if (*last >= size) {
+        *last = size - 1;
+    }
+    return 1;
+}
+
+/* Writes s into out, HTML-escaped. */
+static size_t html_escape(const char *s, char *out, size_t size)
+{
+    size_t used = 0;
+
+    for (; *s != '\0' && used + 7 < size; s++) {
+        const char *entity = *s == '&'    ? "&amp;"
+                             : *s == '<'  ? "&lt;"
+                             : *s == '>'  ? "&gt;"
+                             : *s == '"'  ? "&quot;"
+                             : *s == '\'' ? "&#39;"
+                                          : NULL;
+        if (entity != NULL) {
+            used += (size_t)snprintf(out + used, size - used, "%s", entity);
+        } else {
+            out[used++] = *s;
+        }
+    }
+    out[used] = '\0';
+    return used;
+}
+
+/* Writes s into out with every byte but unreserved ones percent-encoded, for a link. */
+static size_t url_escape(const char *s, char *out, size_t size)
+{
+    size_t used = 0;
+
+    for (; *s != '\0' && used + 4 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+            out[used++] = (char)c;
+        } else {
+            used += (size_t)snprintf(out + used, size - used, "%%%02X", c);
+        }
+    }
+    out[used] = '\0';
+    return used;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sends an HTML listing of the directory at path (the URL path is shown as its title). */
+static void list_directory(sxe_http_t *http, const char *path, const char *url_path)
+{
+    static char page[1 << 16];
+    char escaped[1024], link[3072];
+    char *names[1024];
+    size_t count = 0;
+    DIR *dir = opendir(path);
+
+    if (dir == NULL) {
+        respond(http, 403, NULL, NULL);
+        return;
+    }
+    for (struct dirent *entry; (entry = readdir(dir)) != NULL && count < 1024;) {
+        if (entry->d_name[0] != '.') {
+            names[count++] = strdup(entry->d_name);
+        }
+    }
+    closedir(dir);
+    qsort(names, count, sizeof(names[0]), compare_names);
+
+    html_escape(url_path, escaped, sizeof(escaped));
+    int used = snprintf(page, sizeof(page),
+                        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of %s"
+                        "</title></head>\n<body><h1>Index of %s</h1>\n<ul>\n",
+                        escaped, escaped);
+    for (size_t i = 0; i < count; i++) {
+        html_escape(names[i], escaped, sizeof(escaped));
+        url_escape(names[i], link, sizeof(link));
+        if ((size_t)used < sizeof(page)) {
+            used += snprintf(page + used, sizeof(page) - (size_t)used,
+                             "<li><a href=\"%s\">%s</a></li>\n", link, escaped);
+        }
+        free(names[i]);
+    }
+    if ((size_t)used < sizeof(page)) {
+        used += snprintf(page + used, sizeof(page) - (size_t)used, "</ul></body></html>\n");
+    }
+    size_t len = (size_t)used < sizeof(page) ? (size_t)used : sizeof(page) - 1;
+    sxe_http_respond(http, 200, "text/html; charset=utf-8", page, len);
+    log_access(http, 200, len);
+}
+
+static void serve_file(sxe_http_t *http, const char *path, int fd, const struct stat *status)
+{
+    const struct sxe_http_request *request = sxe_http_request(http);
+    char etag[64], modified[64], headers[512];
+    uint64_t size = (uint64_t)status->st_size, first = 0, last = size ? size - 1 : 0;
+    int code = 200;
+
+    snprintf(etag, sizeof(etag), "\"%" PRIx64 "-%" PRIx64 "\"",
+             (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec,
+             size);
+    http_date(status->st_mtime, modified, sizeof(modified));
+
+    /* Conditional requests: If-None-Match wins over If-Modified-Since. */
+    const struct sxe_http_header *none_match = sxe_http_find_header(request, "If-None-Match");
+    const struct sxe_http_header *since = sxe_http_find_header(request, "If-Modified-Since");
+    bool not_modified = false;
+    if (none_match != NULL) {
+        not_modified = etag_matches(none_match, etag);
+    } else if (since != NULL && since->value_len < 64) {
+        char text[64];
+        struct tm when = {0};
+        memcpy(text, since->value, since->value_len);
+        text[since->value_len] = '\0';
+        const char *end = strptime(text, "%a, %d %b %Y %H:%M:%S GMT", &when);
+        not_modified = end != NULL && *end == '\0' && status->st_mtime <= timegm(&when);
+    }
+    if (not_modified) {
+        close(fd);
+        snprintf(headers, sizeof(headers), "ETag: %s\r\nLast-Modified: %s\r\n", etag, modified);
+        sxe_http_start(http, 304, headers, -1);
+        sxe_http_finish(http);
+        log_access(http, 304, 0);
+        return;
+    }
+
+    const struct sxe_http_header *range = sxe_http_find_header(request, "Range");
+    int ranged = range != NULL ? parse_range(range, size, &first, &last) : 0;
+    if (ranged < 0) {
+        close(fd);
+        snprintf(headers, sizeof(headers), "Content-Range: bytes */%" PRIu64 "\r\n", size);
+        respond(http, 416, headers, NULL);
+        return;
+    }
+    int used = snprintf(headers, sizeof(headers),
+                        "Content-Type: %s\r\nETag: %s\r\nLast-Modified: %s\r\n"
+                        "Accept-Ranges: bytes\r\n",
+                        mime_type(path), etag, modified);
+    uint64_t length = size;
+    if (ranged > 0) {
+        code = 206;
+        length = last - first + 1;
+        snprintf(headers + used, sizeof(headers) - (size_t)used,
+                 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", first, last, size);
+    }
+    sxe_http_start(http, code, headers, (int64_t)length);
+    sxe_http_sendfile(http, fd, (off_t)first, (size_t)length); /* owns fd from here */
+    sxe_http_finish(http);
+    log_access(http, code, length);
+}
+
+static void serve(sxe_http_t *http, void *arg)
+{
+    const struct sxe_http_request *request = sxe_http_request(http);
+    char decoded[PATH_MAX], full[PATH_MAX * 2], resolved[PATH_MAX];
+    size_t path_len;
+    const char *path = sxe_http_path(http, &path_len);
+    struct stat status;
+
+    (void)arg;
+    bool head = request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
+    bool get = request->method_len == 3 && memcmp(request->method, "GET", 3) == 0;
+    if (!get && !head) {
+        respond(http, 405, "Allow: GET, HEAD\r\n", NULL);
+        return;
+    }
+    if (!decode_path(path, path_len, decoded, sizeof(decoded))) {
+        respond(http, 403, NULL, "the path leaves the root or cannot be decoded\n");
+        return;
+    }
+    snprintf(full, sizeof(full), "%s%s", config.root, decoded);
+    if (realpath(full, resolved) == NULL) {
+        respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
+        return;
+    }
+    if (!under_root(resolved)) {
+        respond(http, 403, NULL, "the path leads outside the root\n");
+        return;
+    }
+    if (stat(resolved, &status) < 0) {
+        respond(http, 404, NULL, NULL);
+        return;
+    }
+    if (S_ISDIR(status.st_mode)) {
+        if (decoded[strlen(decoded) - 1] != '/') {
+            char location[PATH_MAX + 32];
+            snprintf(location, sizeof(location), "Location: %.*s/\r\n", (int)path_len, path);
+            respond(http, 301, location, NULL);
+            return;
+        }
+        char index[PATH_MAX + 256];
+        snprintf(index, sizeof(index), "%s/%s", resolved, config.index);
+        if (realpath(index, full) != NULL && under_root(full) && stat(full, &status) == 0 &&
+            S_ISREG(status.st_mode)) {
+            strcpy(resolved, full);
+        } else if (config.list) {
+            list_directory(http, resolved, decoded);
+            return;
+        } else {
+            respond(http, 403, NULL, "directory listing is off\n");
+            return;
+        }
+    }
+    if (!S_ISREG(status.st_mode)) {
+        respond(http, 403, NULL, NULL);
+        return;
+    }
+    int fd = open(resolved, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &status) < 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
+        return;
+    }
+    serve_file(http, resolved, fd, &status);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sxe-httpd --root DIR [--listen IP:PORT] [options]\n"
+            "\n"
+            "Serves the files under DIR over HTTP/1.1: sendfile, MIME types by extension, index\n"
+            "files, ETag and Last-Modified conditional requests, single byte ranges. Requests\n"
+            "for paths outside DIR (.., %%2e%%2e, symbolic links leading out) get 403.\n"
+            "Stops cleanly on SIGTERM or SIGINT.\n"
+            "\n"
+            "  --root DIR            the directory to serve (required)\n"
+            "  --listen IP:PORT      where to listen, [IPv6]:PORT too (127.0.0.1:8080)\n"
+            "  --index NAME          the file a directory serves (index.html)\n"
+            "  --list                list directories that have no index file\n"
+            "  --access-log FILE     log requests to FILE (- for standard output); off by default\n"
+            "  --log-format FORMAT   common (default) or combined\n"
+            "  --connections N       the most connections at once (10000)\n"
+            "  -h, --help            this text\n");
+}
+
+static void __attribute__((format(printf, 2, 3), noreturn)) die(int status, const char *format, ...)
+{
+    va_list args;
+
+    fprintf(stderr, "sxe-httpd: ");
+    va_start(args, format);
+    vfprintf(stderr, format, args);
+    va_end(args);
+    fprintf(stderr, "\n");
+    exit(status);
+}
+
+static void parse_options(int argc, char **argv)
+{
+    static const struct option options[] = {{"root", required_argument, NULL, 'r'},
+                                            {"listen", required_argument, NULL, 'l'},
+                                            {"index", required_argument, NULL, 'i'},
+                                            {"list", no_argument, NULL, 'L'},
+                                            {"access-log", required_argument, NULL, 'a'},
+                                            {"log-format", required_argument, NULL, 'f'},
+                                            {"connections", required_argument, NULL, 'c'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+    const char *root = NULL, *access_log = NULL;
+    int option;
+
+    while ((option = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (option) {
+        case 'r':
+            root = optarg;
+            break;
+        case 'l':
+            config.listen = optarg;
+            break;
+        case 'i':
+            config.index = optarg;
+            break;
+        case 'L':
+            config.list = true;
+            break;
+        case 'a':
+            access_log = optarg;
+            break;
+        case 'f':
+            if (strcmp(optarg, "combined") != 0 && strcmp(optarg, "common") != 0) {
+                die(2, "--log-format must be common or combined, not '%s'", optarg);
+            }
+            config.combined = strcmp(optarg, "combined") == 0;
+            break;
+        case 'c': {
+            char *end;
+            unsigned long value = strtoul(optarg, &end, 10);
+            if (*end != '\0' || value < 16 || value > 1000000) {
+                die(2, "--connections must be a number from 16 to 1000000, not '%s'", optarg);
+            }
+            config.connections = (uint32_t)value;
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
+        }
+    }
+    if (optind < argc) {
+        die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    }
+    if (root == NULL) {
+        die(2, "%s", "--root DIR is required (see --help)");
+    }
+    struct stat status;
+    if (realpath(root, config.root) == NULL || stat(config.root, &status) < 0) {
+        fprintf(stderr, "sxe-httpd: --root %s: %s\n", root, strerror(errno));
+        exit(1);
+    }
+    if (!S_ISDIR(status.st_mode)) {
+        die(1, "--root %s: not a directory", root);
+    }
+    config.root_len = strlen(config.root);
+    if (config.root_len == 1) {
+        config.root_len = 0; /* "/" itself: every resolved path is under it */
+        config.root[0] = '\0';
+    }
+    if (access_log != NULL) {
+        config.access_log = strcmp(access_log, "-") == 0 ? stdout : fopen(access_log, "a");
+        if (config.access_log == NULL) {
+            fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", access_log, strerror(errno));
+            exit(1);
+        }
+        setvbuf(config.access_log, NULL, _IOLBF, 0); /* whole lines, as they happen */
+    }
+}
+
+int main(int argc, char **argv)
+{
+    sxe_http_server_t *server;
+    int rc;
+
+    parse_options(argc, argv);
+    struct sxe_http_server_options options = {.loop = {.connections = config.connections}};
+    if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
+        fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
+        return 1;
+    }
+    if ((rc = sxe_http_route(server, NULL, "/", true, serve, NULL)) < 0 ||
+        (rc = sxe_http_listen(server, config.listen)) < 0) {
+        fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", config.listen,
+                rc == -EINVAL ? "expected IP:PORT or [IPv6]:PORT" : sxe_strerror(rc));
+        return 1;
+    }
+    SXE_LOG_INFO("serving %s on %s", config.root[0] ? config.root : "/", config.listen);
+    rc = sxe_http_run(server);
+    sxe_http_server_destroy(server);
+    if (config.access_log != NULL) {
+        fflush(config.access_log);
+    }
+    return rc < 0 ? 1 : 0;
+}
