@@ -629,7 +629,9 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     apply_limits(&server->limits, &options->limits);
     if (loop == NULL) {
         struct sxe_loop_options loop_options = options->loop;
-        loop_options.connections = loop_options.connections ? loop_options.connections : 10000;
+        /* The clients, and a few slots more for listeners. */
+        loop_options.connections =
+            (loop_options.connections ? loop_options.connections : 10000) + 16;
         /* A request's head and body wait whole in one buffer. */
         loop_options.buffer_size =
             (uint32_t)(server->limits.header_bytes + server->limits.body_bytes + 1024);

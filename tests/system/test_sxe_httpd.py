@@ -1,0 +1,340 @@
+"""sxe-httpd, the real binary, over loopback: files, statuses, conditional requests, ranges, path
+escapes, pipelining, slow clients, many connections, logs, start-up errors and a clean stop."""
+import email.utils
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def root(tmp_path):
+    www = tmp_path / "www"
+    (www / "docs").mkdir(parents=True)
+    (www / "empty").mkdir()
+    (www / "hello.txt").write_bytes(b"Hello World\n")
+    (www / "index.html").write_bytes(b"<h1>home</h1>\n")
+    (www / "data.bin").write_bytes(bytes(range(256)) * 40)
+    (www / "style.css").write_bytes(b"body {}\n")
+    (www / "docs" / "a <b>&c.txt").write_bytes(b"x")
+    (www / "docs" / "index.html").write_bytes(b"docs index\n")
+    (www / "listing").mkdir()
+    (www / "listing" / "<script>.txt").write_bytes(b"y")
+    (tmp_path / "secret.txt").write_bytes(b"secret\n")
+    (www / "escape").symlink_to(tmp_path / "secret.txt")
+    (www / "inside").symlink_to(www / "hello.txt")
+    return www
+
+
+class Httpd:
+    def __init__(self, build_dir, root, *args):
+        self.port = free_port()
+        self.log = root.parent / "access.log"
+        self.process = subprocess.Popen(
+            [str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+             "--listen", f"127.0.0.1:{self.port}", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except ConnectionRefusedError:
+                assert self.process.poll() is None, self.process.stderr.read()
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def httpd(build_dir, root):
+    servers = []
+
+    def start(*args):
+        server = Httpd(build_dir, root, *args)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
+
+
+def exchange(port, raw, timeout=2.0):
+    """Sends raw bytes, returns everything the server sends until it closes or goes quiet."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(raw)
+        sock.settimeout(timeout)
+        data = b""
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                sock.settimeout(0.3)
+        except socket.timeout:
+            pass
+    return data
+
+
+def get(port, path, headers=(), method="GET"):
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    head += "".join(f"{h}\r\n" for h in headers) + "\r\n"
+    data = exchange(port, head.encode())
+    status_line, _, rest = data.partition(b"\r\n")
+    header_text, _, body = rest.partition(b"\r\n\r\n")
+    fields = {}
+    for line in header_text.split(b"\r\n"):
+        name, _, value = line.partition(b": ")
+        fields[name.decode().lower()] = value.decode()
+    return int(status_line.split()[1]), fields, body
+
+
+def test_serves_files_with_their_metadata(httpd, root):
+    server = httpd()
+    status, headers, body = get(server.port, "/hello.txt")
+    assert status == 200
+    assert body == b"Hello World\n"
+    assert headers["content-length"] == "12"
+    assert headers["content-type"] == "text/plain; charset=utf-8"
+    assert headers["accept-ranges"] == "bytes"
+    assert headers["etag"].startswith('"')
+    mtime = os.stat(root / "hello.txt").st_mtime
+    assert email.utils.parsedate_to_datetime(headers["last-modified"]).timestamp() == int(mtime)
+    assert get(server.port, "/style.css")[1]["content-type"] == "text/css; charset=utf-8"
+    assert get(server.port, "/data.bin")[1]["content-type"] == "application/octet-stream"
+    assert get(server.port, "/data.bin")[2] == bytes(range(256)) * 40
+    assert server.stop() == 0
+
+
+def test_index_files_and_directories(httpd):
+    server = httpd()
+    assert get(server.port, "/")[2] == b"<h1>home</h1>\n"
+    assert get(server.port, "/docs/")[2] == b"docs index\n"
+    status, headers, _ = get(server.port, "/docs")
+    assert status == 301 and headers["location"] == "/docs/"
+    assert get(server.port, "/empty/")[0] == 403  # no index, listing off
+
+
+def test_directory_listing_is_escaped(httpd):
+    server = httpd("--list")
+    status, headers, body = get(server.port, "/listing/")
+    assert status == 200
+    assert headers["content-type"] == "text/html; charset=utf-8"
+    assert b"&lt;script&gt;.txt" in body
+    assert b"<script>" not in body
+    assert b'href="%3Cscript%3E.txt"' in body
+    assert b"a &lt;b&gt;&amp;c.txt" not in body  # docs has an index: no listing there
+    assert get(server.port, "/empty/")[0] == 200
+
+
+def test_head_and_methods(httpd):
+    server = httpd()
+    status, headers, body = get(server.port, "/hello.txt", method="HEAD")
+    assert status == 200 and headers["content-length"] == "12" and body == b""
+    status, headers, _ = get(server.port, "/hello.txt", method="POST")
+    assert status == 405 and headers["allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize("path", [
+    "/../secret.txt", "/docs/../../secret.txt", "/%2e%2e/secret.txt", "/%2E%2e/secret.txt",
+    "/docs/%2e%2e/%2e%2e/secret.txt", "/escape", "/docs/./index.html", "/%00", "/..%2fsecret.txt",
+    "/%", "/%zz",
+])
+def test_no_path_escapes(httpd, path):
+    server = httpd()
+    data = exchange(server.port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                    .encode())
+    status = int(data.split()[1])
+    assert status in (403, 404), data
+    assert b"secret" not in data.split(b"\r\n\r\n", 1)[1]
+
+
+def test_symlink_inside_the_root_is_served(httpd):
+    assert get(httpd().port, "/inside")[2] == b"Hello World\n"
+
+
+def test_missing_file_is_404(httpd):
+    assert get(httpd().port, "/nothing-here.txt")[0] == 404
+
+
+def test_conditional_requests(httpd):
+    server = httpd()
+    _, headers, _ = get(server.port, "/hello.txt")
+    etag, modified = headers["etag"], headers["last-modified"]
+    assert get(server.port, "/hello.txt", [f"If-None-Match: {etag}"])[0] == 304
+    assert get(server.port, "/hello.txt", [f'If-None-Match: "other", W/{etag}'])[0] == 304
+    assert get(server.port, "/hello.txt", ["If-None-Match: *"])[0] == 304
+    assert get(server.port, "/hello.txt", ['If-None-Match: "other"'])[0] == 200
+    assert get(server.port, "/hello.txt", [f"If-Modified-Since: {modified}"])[0] == 304
+    assert get(server.port, "/hello.txt",
+               ["If-Modified-Since: Mon, 01 Jan 1990 00:00:00 GMT"])[0] == 200
+    # If-None-Match wins over If-Modified-Since.
+    assert get(server.port, "/hello.txt",
+               ['If-None-Match: "other"', f"If-Modified-Since: {modified}"])[0] == 200
+    status, headers, body = get(server.port, "/hello.txt", [f"If-None-Match: {etag}"])
+    assert body == b"" and headers["etag"] == etag
+
+
+def test_ranges(httpd):
+    server = httpd()
+    status, headers, body = get(server.port, "/hello.txt", ["Range: bytes=0-4"])
+    assert status == 206 and body == b"Hello"
+    assert headers["content-range"] == "bytes 0-4/12"
+    assert get(server.port, "/hello.txt", ["Range: bytes=6-"])[2] == b"World\n"
+    assert get(server.port, "/hello.txt", ["Range: bytes=-3"])[2] == b"ld\n"
+    assert get(server.port, "/hello.txt", ["Range: bytes=6-100"])[2] == b"World\n"
+    assert get(server.port, "/hello.txt", ["Range: bytes=0-1,4-5"])[0] == 200  # several: whole
+    for bad in ("bytes=12-", "bytes=5-2", "bytes=-0", "bytes=x-1"):
+        status, headers, _ = get(server.port, "/hello.txt", [f"Range: {bad}"])
+        assert status == 416, bad
+        assert headers["content-range"] == "bytes */12"
+    big = get(server.port, "/data.bin", ["Range: bytes=1000-1999"])[2]
+    assert big == (bytes(range(256)) * 40)[1000:2000]
+
+
+@pytest.mark.parametrize("request_bytes, status", [
+    (b"GET / HTTP/1.1\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n", 413),
+    (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 17000 + b"\r\n\r\n", 431),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"H%d: v\r\n" % i for i in range(101))
+     + b"\r\n", 431),
+    (b"BREW / HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+    (b"GET / HTTP/3.0\r\nHost: x\r\n\r\n", 505),
+])
+def test_malformed_requests_get_their_status_and_others_are_served(httpd, request_bytes, status):
+    server = httpd()
+    data = exchange(server.port, request_bytes)
+    assert data.startswith(b"HTTP/1.1 %d " % status), data[:100]
+    assert b"Connection: close" in data
+    assert get(server.port, "/hello.txt")[2] == b"Hello World\n"
+
+
+def test_pipelined_requests_come_back_in_order(httpd):
+    server = httpd()
+    requests = b"".join(b"GET /%s HTTP/1.1\r\nHost: x\r\n\r\n" % name
+                        for name in (b"hello.txt", b"style.css", b"missing", b"hello.txt"))
+    data = exchange(server.port, requests)
+    bodies = [part for part in data.split(b"HTTP/1.1 ")[1:]]
+    assert [part[:3] for part in bodies] == [b"200", b"200", b"404", b"200"]
+    assert data.index(b"Hello World\n") < data.index(b"body {}") < data.rindex(b"Hello World\n")
+
+
+def test_slow_client_gets_408_and_does_not_hurt_others(build_dir, root):
+    server = Httpd(build_dir, root)
+    try:
+        slow = socket.create_connection(("127.0.0.1", server.port))
+        slow.sendall(b"GET /hello.txt HTTP/1.1\r\n")
+        started = time.monotonic()
+        # Others are served meanwhile, promptly.
+        for _ in range(20):
+            assert get(server.port, "/hello.txt")[2] == b"Hello World\n"
+        assert time.monotonic() - started < 5
+        # Trickle bytes: they do not extend the 10 s the head has.
+        slow.settimeout(15)
+        data = b""
+        for piece in (b"Ho", b"st", b": x"):
+            slow.sendall(piece)
+            time.sleep(1)
+        data = slow.recv(4096)
+        elapsed = time.monotonic() - started
+        assert data.startswith(b"HTTP/1.1 408 Request Timeout"), data
+        assert 9 < elapsed < 14
+        slow.close()
+    finally:
+        assert server.stop() == 0
+
+
+def test_ten_thousand_keep_alive_connections(httpd, build_dir):
+    server = httpd()
+    result = subprocess.run([str(build_dir / "tools" / "sxe-http"), "-i", "127.0.0.1", "-p",
+                             str(server.port), "-c", "10000", "-n", "3", "-u", "/hello.txt",
+                             "--json"], capture_output=True, text=True, timeout=120)
+    data = json.loads(result.stdout)
+    assert data["connected"] == 10000
+    assert data["queries"] == 30000
+    assert data["errors"]["total"] == 0, result.stdout
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize("fmt", ["common", "combined"])
+def test_access_log(httpd, root, fmt):
+    log = root.parent / f"{fmt}.log"
+    server = httpd("--access-log", str(log), "--log-format", fmt)
+    get(server.port, "/hello.txt", ["User-Agent: tester/1.0", "Referer: http://r/"])
+    get(server.port, "/missing")
+    assert server.stop() == 0
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("127.0.0.1 - - [")
+    assert '"GET /hello.txt HTTP/1.1" 200 12' in lines[0]
+    assert '"GET /missing HTTP/1.1" 404' in lines[1]
+    if fmt == "combined":
+        assert lines[0].endswith('"http://r/" "tester/1.0"')
+    else:
+        assert lines[0].endswith(" 200 12")
+
+
+def test_access_log_is_off_by_default(httpd, root):
+    server = httpd()
+    get(server.port, "/hello.txt")
+    assert server.stop() == 0
+    assert server.process.stdout.read() == b""
+
+
+def test_graceful_stop_lets_a_response_finish(httpd):
+    server = httpd()
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.2)
+    assert server.stop() == 0
+    assert b"Hello World\n" in sock.recv(4096)
+    sock.close()
+
+
+def test_start_up_errors(build_dir, root, tmp_path):
+    httpd_binary = str(build_dir / "tools" / "sxe-httpd")
+
+    def run(*args):
+        return subprocess.run([httpd_binary, *args], capture_output=True, text=True, timeout=10)
+
+    result = run("--root", str(tmp_path / "missing"))
+    assert result.returncode == 1 and "No such file or directory" in result.stderr
+    result = run("--root", str(root / "hello.txt"))
+    assert result.returncode == 1 and "not a directory" in result.stderr
+    result = run("--listen", "127.0.0.1:8080")
+    assert result.returncode == 2 and "--root DIR is required" in result.stderr
+    result = run("--root", str(root), "--bogus")
+    assert result.returncode == 2
+    result = run("--root", str(root), "--listen", "nowhere")
+    assert result.returncode == 1 and "expected IP:PORT" in result.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("--root", str(root), "--listen", f"127.0.0.1:{port}")
+        assert result.returncode == 1 and "Address already in use" in result.stderr
+    result = run("--help")
+    assert result.returncode == 0 and "usage: sxe-httpd --root DIR" in result.stdout
