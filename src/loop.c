@@ -144,6 +144,16 @@ int sxe_loop_create(sxe_loop_t **loop_out, const struct sxe_loop_options *option
     for (unsigned state = 0; state < SXE__CONN_STATE_COUNT; state++) {
         (void)sxe_pool_set_timeout(loop->conn_pool, state, loop->timeouts[state]);
     }
+    /*
+     * Writing to a socket the peer has closed raises SIGPIPE, which kills a process by default;
+     * sendfile cannot be told MSG_NOSIGNAL. A program that has not chosen what SIGPIPE does gets
+     * it ignored, so a vanished peer is an EPIPE for one connection, not the end of the server.
+     */
+    struct sigaction pipe_action;
+    if (sxe__sys.sigaction(SIGPIPE, NULL, &pipe_action) == 0 && pipe_action.sa_handler == SIG_DFL) {
+        pipe_action.sa_handler = SIG_IGN;
+        sxe__sys.sigaction(SIGPIPE, &pipe_action, NULL);
+    }
     loop->now = sxe_clock_mono_ns();
     *loop_out = loop;
     return 0;

@@ -77,6 +77,8 @@
     X(setsockopt, int, (int fd, int level, int name, const void *value, socklen_t len),            \
       (fd, level, name, value, len), setsockopt)                                                   \
     X(shutdown, int, (int fd, int how), (fd, how), shutdown)                                       \
+    X(sigaction, int, (int signal, const struct sigaction *action, struct sigaction *old),         \
+      (signal, action, old), sigaction)                                                            \
     X(signalfd, int, (int fd, const sigset_t *mask, int flags), (fd, mask, flags), signalfd)       \
     X(socket, int, (int domain, int type, int protocol), (domain, type, protocol), socket)         \
     X(socketpair, int, (int domain, int type, int protocol, int fds[2]),                           \

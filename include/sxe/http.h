@@ -243,9 +243,13 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
 /** Sends body bytes (chunked if no length was given; nothing for HEAD). @return 0 or -errno. */
 int sxe_http_send(sxe_http_t *http, const void *data, size_t len);
 
-/** Sends len bytes of fd from offset with sendfile; sxe closes fd when done. @return 0 or -errno.
+/**
+ * Sends len bytes of the file fd from offset with sendfile, after what was sent before. With
+ * close_when_sent, sxe closes fd once the bytes are sent (or the connection closes), and on
+ * failure; without, the caller keeps fd and must keep it open until then (a file cache does).
+ * @return 0 or -errno.
  */
-int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len);
+int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent);
 
 /** Ends the response. @return 0 or -errno. */
 int sxe_http_finish(sxe_http_t *http);

@@ -171,7 +171,8 @@ struct sxe_loop_stats {
 };
 
 /**
- * Creates a loop and all of its memory.
+ * Creates a loop and all of its memory. If SIGPIPE still has its default action (which would kill
+ * the process when a peer vanishes mid-write), it is set to be ignored.
  * @return 0, -EINVAL for invalid options, -ENOMEM, or -errno from epoll_create1.
  */
 SXE_MUST_CHECK int sxe_loop_create(sxe_loop_t **loop, const struct sxe_loop_options *options);

@@ -125,6 +125,32 @@ static void test_invalid_options(void **state)
 #endif
 }
 
+static void on_pipe(int signal_number)
+{
+    (void)signal_number;
+}
+
+/* A vanished peer must not kill the process: SIGPIPE is ignored unless the program chose. */
+static void test_sigpipe_is_ignored_unless_chosen(void **state)
+{
+    struct sigaction action = {.sa_handler = SIG_DFL};
+    sxe_loop_t *loop;
+
+    (void)state;
+    sigaction(SIGPIPE, &action, NULL);
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    sigaction(SIGPIPE, NULL, &action);
+    assert_ptr_equal(action.sa_handler, SIG_IGN);
+    sxe_loop_destroy(loop);
+
+    action.sa_handler = on_pipe;
+    sigaction(SIGPIPE, &action, NULL);
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    sigaction(SIGPIPE, NULL, &action);
+    assert_ptr_equal(action.sa_handler, on_pipe);
+    sxe_loop_destroy(loop);
+}
+
 static void test_signal_setup_failures(void **state)
 {
     struct sxe_test_capture capture;
@@ -157,6 +183,7 @@ int main(void)
         cmocka_unit_test_teardown(test_run_until_stopped, reset),
         cmocka_unit_test_teardown(test_creation_failures, reset),
         cmocka_unit_test_teardown(test_invalid_options, reset),
+        cmocka_unit_test_teardown(test_sigpipe_is_ignored_unless_chosen, reset),
         cmocka_unit_test_teardown(test_signal_setup_failures, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

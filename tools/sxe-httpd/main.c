@@ -422,7 +422,7 @@ static void serve_file(sxe_http_t *http, const char *path, int fd, const struct 
                  "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", first, last, size);
     }
     sxe_http_start(http, code, headers, (int64_t)length);
-    sxe_http_sendfile(http, fd, (off_t)first, (size_t)length); /* owns fd from here */
+    sxe_http_sendfile(http, fd, (off_t)first, (size_t)length, true); /* owns fd from here */
     sxe_http_finish(http);
     log_access(http, code, length);
 }
