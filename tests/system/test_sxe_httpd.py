@@ -338,3 +338,21 @@ def test_start_up_errors(build_dir, root, tmp_path):
         assert result.returncode == 1 and "Address already in use" in result.stderr
     result = run("--help")
     assert result.returncode == 0 and "usage: sxe-httpd --root DIR" in result.stdout
+
+
+def test_cached_files_follow_changes_within_a_second(httpd, root):
+    server = httpd()
+    assert get(server.port, "/hello.txt")[2] == b"Hello World\n"
+    (root / "hello.txt").write_bytes(b"Changed file\n")
+    os.utime(root / "hello.txt", (time.time() + 5, time.time() + 5))
+    time.sleep(1.1)
+    status, headers, body = get(server.port, "/hello.txt")
+    assert body == b"Changed file\n" and headers["content-length"] == "13"
+    (root / "hello.txt").unlink()
+    time.sleep(1.1)
+    assert get(server.port, "/hello.txt")[0] == 404
+    big = root / "big.bin"
+    big.write_bytes(os.urandom(200000))  # past what is kept in memory: sent with sendfile
+    assert get(server.port, "/big.bin")[2] == big.read_bytes()
+    assert get(server.port, "/big.bin", ["Range: bytes=100000-100009"])[2] == \
+        big.read_bytes()[100000:100010]

@@ -367,35 +367,126 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
     log_access(http, 200, len);
 }
 
-static void serve_file(sxe_http_t *http, const char *path, int fd, const struct stat *status)
+/*
+ * The open-file cache. Serving a file by its path costs a realpath (a stat per path component),
+ * an open, a fstat and a close; the cache keeps, per request path, the file open, its metadata
+ * and headers ready, and small files whole in memory, and checks them again at most once a second
+ * (as nginx's open_file_cache_valid does, every 60 s by default). A small cached file then costs
+ * no file system call at all: its head and body go out in one write.
+ */
+#define CACHE_SLOTS        1024
+#define CACHE_PROBES       8
+#define CACHE_KEY_MAX      256
+#define CACHE_INLINE_MAX   65536
+#define CACHE_INLINE_TOTAL (32 << 20)
+
+struct file {
+    char key[CACHE_KEY_MAX]; /* the decoded request path; empty for a free slot */
+    char *resolved;
+    int fd;
+    uint64_t size;
+    time_t mtime;
+    ino_t inode;
+    char etag[48];
+    char modified[40];
+    const char *type;
+    char *content;    /* the whole file, when small */
+    uint64_t checked; /* the loop's second when it was last checked */
+};
+
+static struct file cache[CACHE_SLOTS];
+static uint64_t cache_inline_bytes;
+
+static uint64_t hash_key(const char *key)
+{
+    uint64_t hash = 1469598103934665603ULL;
+    for (; *key != '\0'; key++) {
+        hash = (hash ^ (unsigned char)*key) * 1099511628211ULL;
+    }
+    return hash;
+}
+
+/* The slot that holds key, or the one to (re)use for it. */
+static struct file *cache_slot(const char *key, bool *found)
+{
+    uint64_t home = hash_key(key);
+
+    for (unsigned probe = 0; probe < CACHE_PROBES; probe++) {
+        struct file *file = &cache[(home + probe) % CACHE_SLOTS];
+        if (strcmp(file->key, key) == 0 || file->key[0] == '\0') {
+            *found = file->key[0] != '\0';
+            return file;
+        }
+    }
+    *found = false;
+    return &cache[home % CACHE_SLOTS]; /* evict the key's home slot */
+}
+
+static void file_release(struct file *file)
+{
+    if (file->fd >= 0) {
+        close(file->fd);
+    }
+    if (file->content != NULL) {
+        cache_inline_bytes -= file->size;
+        free(file->content);
+    }
+    free(file->resolved);
+    *file = (struct file){.fd = -1};
+}
+
+/* Fills file from an open fd: metadata, ready-made header values, and small contents. */
+static void file_load(struct file *file, const char *key, const char *resolved, int fd,
+                      const struct stat *status)
+{
+    snprintf(file->key, sizeof(file->key), "%s", key);
+    file->resolved = strdup(resolved);
+    file->fd = fd;
+    file->size = (uint64_t)status->st_size;
+    file->mtime = status->st_mtime;
+    file->inode = status->st_ino;
+    snprintf(file->etag, sizeof(file->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
+             (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec,
+             file->size);
+    http_date(status->st_mtime, file->modified, sizeof(file->modified));
+    file->type = mime_type(resolved);
+    file->content = NULL;
+    if (file->size <= CACHE_INLINE_MAX && cache_inline_bytes + file->size <= CACHE_INLINE_TOTAL &&
+        (file->content = malloc(file->size + 1)) != NULL) {
+        if (pread(fd, file->content, file->size, 0) == (ssize_t)file->size) {
+            cache_inline_bytes += file->size;
+        } else {
+            free(file->content);
+            file->content = NULL;
+        }
+    }
+}
+
+/* Sends the file, honouring conditional requests and a range. */
+static void serve_file(sxe_http_t *http, const struct file *file, bool cached)
 {
     const struct sxe_http_request *request = sxe_http_request(http);
-    char etag[64], modified[64], headers[512];
-    uint64_t size = (uint64_t)status->st_size, first = 0, last = size ? size - 1 : 0;
+    char headers[512];
+    uint64_t first = 0, last = file->size ? file->size - 1 : 0;
     int code = 200;
-
-    snprintf(etag, sizeof(etag), "\"%" PRIx64 "-%" PRIx64 "\"",
-             (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec,
-             size);
-    http_date(status->st_mtime, modified, sizeof(modified));
 
     /* Conditional requests: If-None-Match wins over If-Modified-Since. */
     const struct sxe_http_header *none_match = sxe_http_find_header(request, "If-None-Match");
     const struct sxe_http_header *since = sxe_http_find_header(request, "If-Modified-Since");
     bool not_modified = false;
     if (none_match != NULL) {
-        not_modified = etag_matches(none_match, etag);
+        not_modified = etag_matches(none_match, file->etag);
     } else if (since != NULL && since->value_len < 64) {
         char text[64];
         struct tm when = {0};
         memcpy(text, since->value, since->value_len);
         text[since->value_len] = '\0';
         const char *end = strptime(text, "%a, %d %b %Y %H:%M:%S GMT", &when);
-        not_modified = end != NULL && *end == '\0' && status->st_mtime <= timegm(&when);
+        not_modified = end != NULL && *end == '\0' && file->mtime <= timegm(&when);
     }
     if (not_modified) {
-        close(fd);
-        snprintf(headers, sizeof(headers), "ETag: %s\r\nLast-Modified: %s\r\n", etag, modified);
+        snprintf(headers, sizeof(headers), "ETag: %s\r\nLast-Modified: %s\r\n", file->etag,
+                 file->modified);
         sxe_http_start(http, 304, headers, -1);
         sxe_http_finish(http);
         log_access(http, 304, 0);
@@ -403,26 +494,36 @@ static void serve_file(sxe_http_t *http, const char *path, int fd, const struct 
     }
 
     const struct sxe_http_header *range = sxe_http_find_header(request, "Range");
-    int ranged = range != NULL ? parse_range(range, size, &first, &last) : 0;
+    int ranged = range != NULL ? parse_range(range, file->size, &first, &last) : 0;
     if (ranged < 0) {
-        close(fd);
-        snprintf(headers, sizeof(headers), "Content-Range: bytes */%" PRIu64 "\r\n", size);
+        snprintf(headers, sizeof(headers), "Content-Range: bytes */%" PRIu64 "\r\n", file->size);
         respond(http, 416, headers, NULL);
         return;
     }
     int used = snprintf(headers, sizeof(headers),
                         "Content-Type: %s\r\nETag: %s\r\nLast-Modified: %s\r\n"
                         "Accept-Ranges: bytes\r\n",
-                        mime_type(path), etag, modified);
-    uint64_t length = size;
+                        file->type, file->etag, file->modified);
+    uint64_t length = file->size;
     if (ranged > 0) {
         code = 206;
         length = last - first + 1;
         snprintf(headers + used, sizeof(headers) - (size_t)used,
-                 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", first, last, size);
+                 "Content-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", first, last,
+                 file->size);
     }
     sxe_http_start(http, code, headers, (int64_t)length);
-    sxe_http_sendfile(http, fd, (off_t)first, (size_t)length, true); /* owns fd from here */
+    if (file->content != NULL) {
+        sxe_http_send(http, file->content + first, (size_t)length);
+    } else if (cached) {
+        /* The cache may close its fd before this response is sent: send a duplicate. */
+        int fd = dup(file->fd);
+        if (fd >= 0) {
+            sxe_http_sendfile(http, fd, (off_t)first, (size_t)length, true);
+        }
+    } else {
+        sxe_http_sendfile(http, file->fd, (off_t)first, (size_t)length, true);
+    }
     sxe_http_finish(http);
     log_access(http, code, length);
 }
@@ -444,6 +545,14 @@ static void serve(sxe_http_t *http, void *arg)
     }
     if (!decode_path(path, path_len, decoded, sizeof(decoded))) {
         respond(http, 403, NULL, "the path leaves the root or cannot be decoded\n");
+        return;
+    }
+    uint64_t second = sxe_loop_now(sxe_conn_loop(sxe_http_conn(http))) / SXE_NS_PER_SEC;
+    bool cacheable = strlen(decoded) < CACHE_KEY_MAX;
+    bool found = false;
+    struct file *slot = cacheable ? cache_slot(decoded, &found) : NULL;
+    if (found && slot->checked == second) {
+        serve_file(http, slot, true);
         return;
     }
     snprintf(full, sizeof(full), "%s%s", config.root, decoded);
@@ -483,6 +592,13 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, 403, NULL, NULL);
         return;
     }
+    /* A cached file that has not changed only needs its check renewed. */
+    if (found && strcmp(slot->resolved, resolved) == 0 && slot->inode == status.st_ino &&
+        slot->mtime == status.st_mtime && slot->size == (uint64_t)status.st_size) {
+        slot->checked = second;
+        serve_file(http, slot, true);
+        return;
+    }
     int fd = open(resolved, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &status) < 0) {
         if (fd >= 0) {
@@ -491,7 +607,24 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
-    serve_file(http, resolved, fd, &status);
+    if (!cacheable) {
+        struct file once = {.fd = -1};
+        file_load(&once, "", resolved, fd, &status);
+        serve_file(http, &once, false); /* sent from memory, or the response owns the fd */
+        if (once.content != NULL) {
+            cache_inline_bytes -= once.size;
+            free(once.content);
+            close(fd);
+        }
+        free(once.resolved);
+        return;
+    }
+    if (slot->key[0] != '\0') {
+        file_release(slot);
+    }
+    file_load(slot, decoded, resolved, fd, &status);
+    slot->checked = second;
+    serve_file(http, slot, true);
 }
 
 static void usage(FILE *out)
@@ -615,6 +748,9 @@ int main(int argc, char **argv)
     int rc;
 
     parse_options(argc, argv);
+    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+        cache[i].fd = -1;
+    }
     struct sxe_http_server_options options = {.loop = {.connections = config.connections}};
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
