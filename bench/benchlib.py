@@ -91,6 +91,7 @@ def arguments(doc):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="1 round of 2 seconds")
+    parser.add_argument("--only", default="", help="run only scenarios whose name has this text")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds = 1, 2

@@ -91,10 +91,11 @@ def main():
             out.write(b"Hello World\n" if size == 12 else os.urandom(size))
     servers = commands(args.build, tmp, root)
 
+    scenarios = [entry for entry in SCENARIOS if args.only in entry[0]]
     port = 20080
     results = {}
     for round_number in range(args.rounds):
-        for scenario, connections, pipelined, entries in SCENARIOS:
+        for scenario, connections, pipelined, entries in scenarios:
             for name, path in entries:
                 port += 1
                 result = measure(servers[name](port), port, path, connections, pipelined,
@@ -110,7 +111,7 @@ def main():
     print("| scenario | server | requests/s | server CPU us/request | p99 ms | peak RSS MB "
           "| errors | sxe's CPU/request as a share of this one's | sxe's rate as a multiple |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for scenario, _, _, entries in SCENARIOS:
+    for scenario, _, _, entries in scenarios:
         medians = {}
         for name, _ in entries:
             runs = results[(scenario, name)]

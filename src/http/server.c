@@ -79,7 +79,8 @@ struct sxe_http_server {
     struct sxe_http http;
     char *scratch; /* chunked bodies are decoded here */
     uint64_t date_second;
-    char date[40];
+    char date[64];
+    size_t date_len;
 };
 
 static const struct {
@@ -124,20 +125,49 @@ static struct http_conn *state_of(sxe_http_server_t *server, sxe_conn_t *conn)
     return &server->conns[sxe_conn_index(conn)];
 }
 
-/* The Date header's value, formatted again only when the second changes. */
-static const char *date_now(sxe_http_server_t *server)
+/*
+ * The Date and Server lines every response carries, formatted again only when the second changes:
+ * "Date: Sat, 21 Nov 2026 21:30:12 GMT\r\nServer: sxe\r\n".
+ */
+static const char *date_lines(sxe_http_server_t *server, size_t *len)
 {
     uint64_t second = sxe_loop_now(server->loop) / SXE_NS_PER_SEC;
 
-    if (second != server->date_second || server->date[0] == '\0') {
+    if (second != server->date_second || server->date_len == 0) {
         time_t wall = (time_t)(sxe_clock_wall_ns() / SXE_NS_PER_SEC);
         struct tm utc;
         gmtime_r(&wall, &utc);
-        strftime(server->date, sizeof(server->date), "%a, %d %b %Y %H:%M:%S GMT", &utc);
+        server->date_len = strftime(server->date, sizeof(server->date),
+                                    "Date: %a, %d %b %Y %H:%M:%S GMT\r\n"
+                                    "Server: sxe\r\n",
+                                    &utc);
         server->date_second = second;
     }
+    *len = server->date_len;
     return server->date;
 }
+
+/* Appends len bytes to the head being built at *at. */
+static void append(char **at, const void *bytes, size_t len)
+{
+    memcpy(*at, bytes, len);
+    *at += len;
+}
+
+/* Appends a decimal number. */
+static void append_number(char **at, uint64_t number)
+{
+    char digits[20];
+    size_t count = 0;
+
+    do {
+        digits[sizeof(digits) - ++count] = (char)('0' + number % 10);
+        number /= 10;
+    } while (number != 0);
+    append(at, digits + sizeof(digits) - count, count);
+}
+
+#define APPEND_LITERAL(at, text) append((at), (text), sizeof(text) - 1)
 
 int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length)
 {
@@ -155,19 +185,31 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     }
     http->chunked = content_length < 0 && http->request->minor_version == 1 && status != 204 &&
                     status != 304 && !http->head_only;
-    len = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\nDate: %s\r\nServer: sxe\r\n", status,
-                   sxe_http_reason(status), date_now(http->server));
+    /* Built with plain copies: this runs for every response, and printf costs several times more.
+     */
+    const char *reason = sxe_http_reason(status);
+    size_t date_len;
+    const char *date = date_lines(http->server, &date_len);
+    char *at = head;
+    APPEND_LITERAL(&at, "HTTP/1.1 ");
+    append_number(&at, (uint64_t)status);
+    APPEND_LITERAL(&at, " ");
+    append(&at, reason, strlen(reason));
+    APPEND_LITERAL(&at, "\r\n");
+    append(&at, date, date_len);
     if (content_length >= 0) {
-        len += snprintf(head + len, sizeof(head) - (size_t)len, "Content-Length: %" PRId64 "\r\n",
-                        content_length);
+        APPEND_LITERAL(&at, "Content-Length: ");
+        append_number(&at, (uint64_t)content_length);
+        APPEND_LITERAL(&at, "\r\n");
     } else if (http->chunked) {
-        len += snprintf(head + len, sizeof(head) - (size_t)len, "Transfer-Encoding: chunked\r\n");
+        APPEND_LITERAL(&at, "Transfer-Encoding: chunked\r\n");
     }
     if (!http->keep_alive) {
-        len += snprintf(head + len, sizeof(head) - (size_t)len, "Connection: close\r\n");
+        APPEND_LITERAL(&at, "Connection: close\r\n");
     } else if (http->request->minor_version == 0) {
-        len += snprintf(head + len, sizeof(head) - (size_t)len, "Connection: keep-alive\r\n");
+        APPEND_LITERAL(&at, "Connection: keep-alive\r\n");
     }
+    len = (int)(at - head);
     if (headers_len + 2 > sizeof(head) - (size_t)len) {
         /* Larger extra headers go out in a write of their own. */
         int rc = sxe_conn_write(http->conn, head, (size_t)len);
@@ -257,7 +299,14 @@ int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, con
     char headers[160];
     int rc;
 
-    snprintf(headers, sizeof(headers), "Content-Type: %s\r\n", content_type);
+    if (content_type != NULL) {
+        size_t type_len = strnlen(content_type, sizeof(headers) - 17);
+        char *at = headers;
+        APPEND_LITERAL(&at, "Content-Type: ");
+        append(&at, content_type, type_len);
+        APPEND_LITERAL(&at, "\r\n");
+        *at = '\0';
+    }
     if ((rc = sxe_http_start(http, status, content_type ? headers : NULL, (int64_t)len)) < 0 ||
         (rc = sxe_http_send(http, body, len)) < 0) {
         return rc;
