@@ -58,9 +58,9 @@ def parse_wrk(output):
     return requests, rate, parse_duration_ms(p99.group(1)) if p99 else float("nan"), errors
 
 
-def wrk_command(port, connections, seconds, extra=()):
+def wrk_command(port, connections, seconds, extra=(), path="/"):
     return ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency",
-            "--timeout", "5s", *extra, f"http://127.0.0.1:{port}/"]
+            "--timeout", "5s", *extra, f"http://127.0.0.1:{port}{path}"]
 
 
 class Server:
@@ -97,3 +97,17 @@ def arguments(doc):
         args.rounds, args.seconds = 1, 2
     install("wrk", "util-linux")  # taskset comes with util-linux
     return args
+
+
+def measure_server(command, port, connections, seconds, extra=(), path="/"):
+    """Starts the server, drives it with wrk, and returns its rate, CPU per request, p99 latency,
+    peak RSS and wrk's error count."""
+    with Server(command, port) as server:
+        before = cpu_ns(server.pid)
+        output = subprocess.run(wrk_command(port, connections, seconds, extra, path),
+                                capture_output=True, text=True, timeout=seconds + 60).stdout
+        used = cpu_ns(server.pid) - before
+        rss = peak_rss_kb(server.pid)
+    requests, rate, p99, errors = parse_wrk(output)
+    return {"rate": rate, "cpu_us": used / 1000.0 / max(requests, 1), "p99": p99,
+            "rss_mb": rss / 1024.0, "errors": errors}

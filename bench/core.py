@@ -9,27 +9,14 @@ Usage: bench/core.py [--build build/release] [--rounds 3] [--seconds 5] [--quick
 """
 import os
 import statistics
-import subprocess
 import sys
 
-from benchlib import Server, arguments, cpu_ns, parse_wrk, peak_rss_kb, wrk_command
+from benchlib import arguments, measure_server
 
 SCENARIOS = [
     ("keep-alive, 100 conns", 100, []),
     ("keep-alive, 10,000 conns", 10000, []),
 ]
-
-
-def measure(command, port, connections, seconds, extra):
-    with Server(command, port) as server:
-        before = cpu_ns(server.pid)
-        output = subprocess.run(wrk_command(port, connections, seconds, extra), capture_output=True,
-                                text=True, timeout=seconds + 60).stdout
-        used = cpu_ns(server.pid) - before
-        rss = peak_rss_kb(server.pid)
-    requests, rate, p99, errors = parse_wrk(output)
-    return {"rate": rate, "cpu_us": used / 1000.0 / max(requests, 1), "p99": p99,
-            "rss_mb": rss / 1024.0, "errors": errors}
 
 
 def main():
@@ -45,7 +32,8 @@ def main():
         for scenario, connections, extra in SCENARIOS:
             for name, command in servers.items():
                 port += 1
-                result = measure(command + [str(port)], port, connections, args.seconds, extra)
+                result = measure_server(command + [str(port)], port, connections, args.seconds,
+                                        extra)
                 results.setdefault((scenario, name), []).append(result)
                 print(f"round {round_number + 1} {scenario:26} {name:12} "
                       f"{result['rate']:10.0f} req/s {result['cpu_us']:6.2f} us/req "

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import ROOT, Server, arguments, cpu_ns, install, parse_wrk, peak_rss_kb, wrk_command
+from benchlib import ROOT, arguments, install, measure_server
 
 PEERS = os.path.join(ROOT, "bench", "peers")
 
@@ -63,20 +63,6 @@ SCENARIOS = [
 ]
 
 
-def measure(command, port, path, connections, pipelined, seconds):
-    extra = ["-s", os.path.join(PEERS, "pipeline.lua")] if pipelined else []
-    with Server(command, port) as server:
-        before = cpu_ns(server.pid)
-        wrk = wrk_command(port, connections, seconds, extra)
-        wrk[-1] = f"http://127.0.0.1:{port}{path}"
-        output = subprocess.run(wrk, capture_output=True, text=True, timeout=seconds + 60).stdout
-        used = cpu_ns(server.pid) - before
-        rss = peak_rss_kb(server.pid)
-    requests, rate, p99, errors = parse_wrk(output)
-    return {"rate": rate, "cpu_us": used / 1000.0 / max(requests, 1), "p99": p99,
-            "rss_mb": rss / 1024.0, "errors": errors}
-
-
 def main():
     args = arguments(__doc__)
     install("nginx-light", "h2o", "nodejs")
@@ -98,8 +84,9 @@ def main():
         for scenario, connections, pipelined, entries in scenarios:
             for name, path in entries:
                 port += 1
-                result = measure(servers[name](port), port, path, connections, pipelined,
-                                 args.seconds)
+                extra = ["-s", os.path.join(PEERS, "pipeline.lua")] if pipelined else []
+                result = measure_server(servers[name](port), port, connections, args.seconds,
+                                        extra, path)
                 results.setdefault((scenario, name), []).append(result)
                 print(f"round {round_number + 1} {scenario:32} {name:15} "
                       f"{result['rate']:10.0f} req/s {result['cpu_us']:7.2f} us/req "
