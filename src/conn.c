@@ -40,9 +40,6 @@ static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 /* Segments sent with one writev. */
 #define WRITEV_MAX 16
 
-/* Datagrams taken per recvmmsg call (the scratch area holds this many buffers). */
-#define UDP_BATCH 8
-
 /* The most fds one recvmsg accepts on a fd-passing connection. */
 #define FDS_PER_MESSAGE 8
 
@@ -92,6 +89,19 @@ static void segment_give(sxe_loop_t *loop, uint32_t segment)
     loop->segments[segment].next = loop->segment_free;
     loop->segment_free = segment;
     loop->segments_free++;
+}
+
+/* Frees the segment at the head of the queue. */
+static void pop_segment(struct sxe_conn *conn)
+{
+    sxe_loop_t *loop = conn->loop;
+    uint32_t head = conn->queue_head;
+
+    conn->queue_head = loop->segments[head].next;
+    if (conn->queue_head == SXE_NONE) {
+        conn->queue_tail = SXE_NONE;
+    }
+    segment_give(loop, head);
 }
 
 static bool is_open(const struct sxe_conn *conn)
@@ -229,11 +239,8 @@ static void release_io(struct sxe_conn *conn)
     }
     conn->input_len = 0;
     while (conn->queue_head != SXE_NONE) {
-        uint32_t next = loop->segments[conn->queue_head].next;
-        segment_give(loop, conn->queue_head);
-        conn->queue_head = next;
+        pop_segment(conn);
     }
-    conn->queue_tail = SXE_NONE;
     conn->queued = 0;
 }
 
@@ -327,6 +334,34 @@ uint32_t sxe__conn_writing(sxe_loop_t *loop)
     return sxe_pool_count(loop->conn_pool, SXE__CONN_WRITING);
 }
 
+/*
+ * Drops from the head of the queue what a send of sent bytes finished: a sendfile sends from the
+ * head segment only (and moved its offset itself), a writev from the leading buffer segments.
+ */
+static void advance(struct sxe_conn *conn, size_t sent, bool file)
+{
+    struct sxe__segment *segments = conn->loop->segments;
+
+    if (file) {
+        segments[conn->queue_head].remaining -= sent;
+        if (segments[conn->queue_head].remaining == 0) {
+            pop_segment(conn);
+        }
+        return;
+    }
+    while (sent > 0) {
+        struct sxe__segment *segment = &segments[conn->queue_head];
+        size_t held = segment->end - segment->start;
+        size_t done = sent < held ? sent : held;
+        segment->start += (uint32_t)done;
+        sent -= done;
+        if (segment->start < segment->end) {
+            return;
+        }
+        pop_segment(conn);
+    }
+}
+
 /* Sends queued segments until the queue is empty or the socket is full. */
 static void flush(struct sxe_conn *conn)
 {
@@ -366,32 +401,7 @@ static void flush(struct sxe_conn *conn)
             return;
         }
         conn->queued -= (uint64_t)sent;
-        while (sent > 0 || (conn->queue_head != SXE_NONE &&
-                            loop->segments[conn->queue_head].buffer == SXE_NONE &&
-                            loop->segments[conn->queue_head].remaining == 0)) {
-            segment = &loop->segments[conn->queue_head];
-            if (segment->buffer == SXE_NONE) {
-                /* sendfile advanced offset itself. */
-                segment->remaining -= (size_t)sent;
-                sent = 0;
-                if (segment->remaining > 0) {
-                    break;
-                }
-            } else {
-                size_t held = segment->end - segment->start;
-                size_t done = (size_t)sent < held ? (size_t)sent : held;
-                segment->start += (uint32_t)done;
-                sent -= (ssize_t)done;
-                if (segment->start < segment->end) {
-                    break;
-                }
-            }
-            conn->queue_head = segment->next;
-            segment_give(loop, (uint32_t)(segment - loop->segments));
-            if (conn->queue_head == SXE_NONE) {
-                conn->queue_tail = SXE_NONE;
-            }
-        }
+        advance(conn, (size_t)sent, segment->buffer == SXE_NONE);
     }
     if (conn->queue_head != SXE_NONE || conn->failed_err != 0) {
         return;
@@ -543,6 +553,9 @@ int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
 
     if ((rc = check_writable(conn)) < 0) {
         return rc;
+    }
+    if (len == 0) {
+        return write_result(conn); /* nothing to send: a zero-length sendfile would read as EOF */
     }
     if (loop->segments_free == 0) {
         return -ENOBUFS;
@@ -761,13 +774,13 @@ static void finish_connect(struct sxe_conn *conn)
 static void datagrams(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
-    struct mmsghdr messages[UDP_BATCH];
-    struct iovec iov[UDP_BATCH];
-    struct sockaddr_storage from[UDP_BATCH];
+    struct mmsghdr messages[SXE__UDP_BATCH];
+    struct iovec iov[SXE__UDP_BATCH];
+    struct sockaddr_storage from[SXE__UDP_BATCH];
     uint32_t generation = conn->generation;
 
     for (;;) {
-        for (unsigned i = 0; i < UDP_BATCH; i++) {
+        for (unsigned i = 0; i < SXE__UDP_BATCH; i++) {
             iov[i] = (struct iovec){loop->scratch + (size_t)i * loop->options.buffer_size,
                                     loop->options.buffer_size};
             messages[i].msg_hdr = (struct msghdr){.msg_name = &from[i],
@@ -775,7 +788,7 @@ static void datagrams(struct sxe_conn *conn)
                                                   .msg_iov = &iov[i],
                                                   .msg_iovlen = 1};
         }
-        int count = sxe__sys.recvmmsg(conn->fd, messages, UDP_BATCH, 0, NULL);
+        int count = sxe__sys.recvmmsg(conn->fd, messages, SXE__UDP_BATCH, 0, NULL);
         if (count < 0) {
             if (errno == EINTR) {
                 continue;
@@ -799,7 +812,7 @@ static void datagrams(struct sxe_conn *conn)
                 }
             }
         }
-        if (count < UDP_BATCH) {
+        if (count < SXE__UDP_BATCH) {
             return;
         }
     }

@@ -29,9 +29,6 @@
 
 static struct sxe_log_module loop_log = SXE_LOG_MODULE_INIT(LOOP);
 
-/* Datagrams taken per recvmmsg call; the scratch area holds this many buffers. */
-#define UDP_BATCH 8
-
 static const char *const conn_state_names[] = {"FREE",    "IDLE",       "READING",
                                                "WRITING", "CONNECTING", "LISTENING"};
 
@@ -104,7 +101,7 @@ int sxe_loop_create(sxe_loop_t **loop_out, const struct sxe_loop_options *option
 
     /* Buffers are reserved, not touched: a page costs memory only once a connection uses it. */
     size_t buffers_size = (size_t)settings.buffers * settings.buffer_size;
-    loop->scratch_size = (size_t)settings.buffer_size * UDP_BATCH;
+    loop->scratch_size = (size_t)settings.buffer_size * SXE__UDP_BATCH;
     loop->buffers = sxe__sys.mmap(NULL, buffers_size, PROT_READ | PROT_WRITE,
                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     loop->scratch = sxe__sys.mmap(NULL, loop->scratch_size, PROT_READ | PROT_WRITE,

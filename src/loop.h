@@ -13,6 +13,9 @@
 
 #define SXE_NONE UINT32_MAX
 
+/* Datagrams taken per recvmmsg call; the loop's scratch area holds this many buffers. */
+#define SXE__UDP_BATCH 8
+
 /*
  * A connection's state in the connection table's pool. Each state is a queue ordered by last
  * activity, and the timed ones carry the loop's timeouts, so "close what has idled too long" is

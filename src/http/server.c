@@ -211,12 +211,14 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     }
     len = (int)(at - head);
     if (headers_len + 2 > sizeof(head) - (size_t)len) {
-        /* Larger extra headers go out in a write of their own. */
-        int rc = sxe_conn_write(http->conn, head, (size_t)len);
-        return rc < 0                                                 ? rc
-               : sxe_conn_write(http->conn, headers, headers_len) < 0 ? -EIO
-               : sxe_conn_write(http->conn, "\r\n", 2) < 0            ? -EIO
-                                                                      : 0;
+        /* Extra headers too large to copy in go out in writes of their own. */
+        int rc;
+        if ((rc = sxe_conn_write(http->conn, head, (size_t)len)) < 0 ||
+            (rc = sxe_conn_write(http->conn, headers, headers_len)) < 0 ||
+            (rc = sxe_conn_write(http->conn, "\r\n", 2)) < 0) {
+            return rc;
+        }
+        return 0;
     }
     memcpy(head + len, headers, headers_len);
     memcpy(head + len + headers_len, "\r\n", 2);

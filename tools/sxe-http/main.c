@@ -867,8 +867,8 @@ static void report(const struct results *total, uint64_t run_ns)
         printf(", \"total\": %llu}}\n", (unsigned long long)errors);
         return;
     }
-    printf("sxe-http: %llu connections x %s%llu %s to %s, pipeline %u, %u worker%s\n",
-           (unsigned long long)config.connections, config.duration_ns ? "" : "",
+    printf("sxe-http: %llu connections x %llu %s to %s, pipeline %u, %u worker%s\n",
+           (unsigned long long)config.connections,
            (unsigned long long)(config.duration_ns ? config.duration_ns / SXE_NS_PER_SEC
                                                    : config.queries),
            config.duration_ns ? "seconds" : "queries", config.target_text, config.pipeline,
