@@ -1,0 +1,89 @@
+"""bench/compare in quick mode on two servers: every scenario they take part in gives a full row,
+no cell is empty or an error, and the Markdown and the chart are written. No speed is asserted."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+SERVERS = ["epoll floor", "sxe hello"]
+# The scenarios that canned-reply servers take part in, by title.
+SCENARIOS = ["keep-alive, 100 conns", "keep-alive, 10,000 conns",
+             "pipelined x16, 100 conns, sxe-http load", "keep-alive, 100 conns, sxe-http load"]
+NUMBER = re.compile(r"^\d+(\.\d+)?x?$")
+
+
+def rows(text, columns):
+    """The rows of the Markdown tables in text that have this many columns, header excluded."""
+    found = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == columns and not line.startswith("|---"):
+            found.append(cells)
+    return found[1:]
+
+
+def test_quick_compare_on_two_servers(build_dir, tmp_path):
+    docs = tmp_path / "benchmarks.md"
+    result = subprocess.run(
+        [os.path.join(ROOT, "bench", "compare"), "--quick", "--build-dir", str(build_dir),
+         "--servers", ",".join(SERVERS), "--docs", str(docs)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    main = [row for row in rows(result.stdout, 11) if row[0] in SCENARIOS]
+    assert [(row[0], row[1]) for row in main] == [(s, n) for s in SCENARIOS for n in SERVERS]
+    for row in main:
+        assert all(cell for cell in row), row
+        for cell in row[2:8] + row[9:]:
+            assert NUMBER.match(cell), row
+        assert row[6] == "0", f"errors in {row}"
+        assert float(row[2]) > 0 and float(row[3]) > 0 and float(row[5]) > 0, row
+        assert row[8] == "sxe hello"
+
+    idle = rows(result.stdout, 7)
+    idle = [row for row in idle if row[0] in SERVERS]
+    assert [row[0] for row in idle] == SERVERS
+    for row in idle:
+        assert all(NUMBER.match(cell) for cell in row[1:5] + row[6:]), row
+        assert row[4] == "0", f"errors in {row}"
+        assert float(row[2]) > 0
+
+    # The ratio summary: one row per scenario, a figure for the peer.
+    summary = [row for row in rows(result.stdout, 2) if row[0] in SCENARIOS or "idle" in row[0]]
+    assert len(summary) == len(SCENARIOS) + 1
+    assert all(NUMBER.match(row[1]) for row in summary), summary
+
+    text = docs.read_text()
+    assert "<!-- bench/compare: begin -->" in text and "<!-- bench/compare: end -->" in text
+    assert "bench/compare --quick --build-dir" in text
+    assert "Versions: sxe: git" in text
+    with open(tmp_path / "benchmarks.png", "rb") as chart:
+        assert chart.read(8) == b"\x89PNG\r\n\x1a\n"
+
+    # Nothing it started is left running.
+    pattern = f"{build_dir}/(bench/epoll-floor|examples/hello|tools/sxe-http) |^wrk -t1 "
+    left = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    assert left == "", f"still running: {left}"
+
+
+def test_interrupted_compare_stops_what_it_started(build_dir):
+    compare = subprocess.Popen(
+        [os.path.join(ROOT, "bench", "compare"), "--build-dir", str(build_dir), "--rounds", "3",
+         "--seconds", "5", "--servers", "epoll floor", "--scenarios", "keepalive-100",
+         "--docs", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    floor = f"{build_dir}/bench/epoll-floor "
+    deadline = time.monotonic() + 60
+    while subprocess.run(["pgrep", "-f", floor], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline and compare.poll() is None, "the server never started"
+        time.sleep(0.05)
+    time.sleep(0.5)  # wrk is running now
+    compare.send_signal(signal.SIGTERM)
+    _, err = compare.communicate(timeout=30)
+    assert compare.returncode == 130, err
+    assert "interrupted; every server and load generator stopped" in err
+    for pattern in (floor, "^wrk -t1 "):
+        assert subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 1
