@@ -130,7 +130,7 @@ static void settle(struct sxe_conn *conn)
      * something: bytes trickled in one at a time must not keep a message alive forever.
      */
     bool progressed = (conn->flags & SXE__CONN_PROGRESS) != 0;
-    conn->flags &= (uint8_t)~SXE__CONN_PROGRESS;
+    conn->flags &= (uint16_t)~SXE__CONN_PROGRESS;
     if (from == SXE__CONN_READING && to == SXE__CONN_READING && !progressed) {
         return;
     }
@@ -211,7 +211,7 @@ static int attach(struct sxe_conn *conn, int fd, uint8_t kind,
  * and the slot, if one was taken, is free again.
  */
 static int add_conn(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned state, uint8_t kind,
-                    uint8_t flags, const struct sxe_conn_handlers *handlers, void *user)
+                    uint16_t flags, const struct sxe_conn_handlers *handlers, void *user)
 {
     int rc;
 
@@ -407,11 +407,11 @@ static void flush(struct sxe_conn *conn)
         return;
     }
     if (conn->flags & SXE__CONN_SHUTDOWN) {
-        conn->flags &= (uint8_t)~SXE__CONN_SHUTDOWN;
+        conn->flags &= (uint16_t)~SXE__CONN_SHUTDOWN;
         sxe__sys.shutdown(conn->fd, SHUT_WR);
     }
     if (conn->flags & SXE__CONN_NOTIFY_DRAIN) {
-        conn->flags &= (uint8_t)~SXE__CONN_NOTIFY_DRAIN;
+        conn->flags &= (uint16_t)~SXE__CONN_NOTIFY_DRAIN;
         if (conn->handlers->on_drained != NULL) {
             conn->handlers->on_drained(conn);
         }
@@ -476,7 +476,7 @@ static int write_result(struct sxe_conn *conn)
 
 static int check_writable(const struct sxe_conn *conn)
 {
-    if (!is_open(conn) || conn->kind != SXE__KIND_STREAM ||
+    if (!is_open(conn) || conn->kind != SXE__KIND_STREAM || (conn->flags & SXE__CONN_CLOSE_SENT) ||
         (sxe_pool_state(conn->loop->conn_pool, conn->index) == SXE__CONN_CONNECTING)) {
         return -EPIPE;
     }
@@ -600,6 +600,32 @@ int sxe_conn_shutdown(sxe_conn_t *conn)
     return sxe__sys.shutdown(conn->fd, SHUT_WR) < 0 ? -errno : 0;
 }
 
+/* Closes a connection that asked to close once its queue was sent, if it now is. */
+static bool closed_when_sent(struct sxe_conn *conn)
+{
+    if ((conn->flags & SXE__CONN_CLOSE_SENT) == 0 || conn->queue_head != SXE_NONE ||
+        conn->failed_err != 0) {
+        return false;
+    }
+    sxe__conn_close_reason(conn, SXE_CLOSE_LOCAL, 0);
+    return true;
+}
+
+int sxe_conn_close_when_sent(sxe_conn_t *conn)
+{
+    int rc;
+
+    if ((rc = check_writable(conn)) < 0) {
+        return rc;
+    }
+    conn->flags |= SXE__CONN_CLOSE_SENT;
+    conn->flags &= (uint16_t)~SXE__CONN_SHUTDOWN; /* the close ends our side anyway */
+    if ((conn->flags & SXE__CONN_CORKED) == 0) {
+        closed_when_sent(conn); /* in on_read, the flush after it returns closes */
+    }
+    return 0;
+}
+
 /*
  * Hands len bytes of input (data, which is either the scratch area or the connection's buffer)
  * to on_read, and keeps what it leaves. Returns false if the connection closed meanwhile.
@@ -617,7 +643,7 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
     if (conn->generation != generation) {
         return false;
     }
-    conn->flags &= (uint8_t)~SXE__CONN_CORKED;
+    conn->flags &= (uint16_t)~SXE__CONN_CORKED;
     if (consumed > 0) {
         conn->flags |= SXE__CONN_PROGRESS;
     }
@@ -626,6 +652,9 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
         if (conn->queue_head != SXE_NONE) {
             conn->flags |= SXE__CONN_NOTIFY_DRAIN;
         }
+    }
+    if (closed_when_sent(conn)) {
+        return false;
     }
     if (consumed >= len) {
         if (conn->input_buffer != SXE_NONE) {
@@ -842,6 +871,7 @@ void sxe__conn_dispatch(sxe_loop_t *loop, struct sxe_conn *conn, uint32_t events
         }
         if (conn->generation == generation && (events & EPOLLOUT)) {
             flush(conn);
+            closed_when_sent(conn);
         }
         if (conn->generation == generation) {
             settle(conn);
@@ -860,7 +890,7 @@ void sxe__conn_read_ready(sxe_loop_t *loop)
         struct sxe_conn *conn = &loop->conns[index];
         index = conn->ready_next;
         conn->ready_next = SXE_NONE;
-        conn->flags &= (uint8_t)~SXE__CONN_READ_AGAIN;
+        conn->flags &= (uint16_t)~SXE__CONN_READ_AGAIN;
         if (is_open(conn)) {
             sxe__conn_dispatch(loop, conn, EPOLLIN);
             sxe__conn_close_failed(loop);
@@ -1016,8 +1046,8 @@ int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *a
     if (fd < 0) {
         return fd;
     }
-    uint8_t flags = (options->flags & SXE_LISTEN_EVICT_IDLE ? SXE__CONN_EVICT_IDLE : 0) |
-                    (options->flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0);
+    uint16_t flags = (options->flags & SXE_LISTEN_EVICT_IDLE ? SXE__CONN_EVICT_IDLE : 0) |
+                     (options->flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0);
     if ((rc = add_conn(loop, listener, fd, SXE__CONN_LISTENING, SXE__KIND_LISTENER, flags,
                        handlers ? handlers : &no_handlers, user)) < 0) {
         return rc;

@@ -45,6 +45,7 @@ enum sxe__conn_kind {
 #define SXE__CONN_READ_AGAIN   0x20u /* on the ready list: more input may be waiting */
 #define SXE__CONN_CORKED       0x40u /* in on_read: writes queue, and one writev sends them after */
 #define SXE__CONN_PROGRESS     0x80u /* on_read consumed bytes since the last settle */
+#define SXE__CONN_CLOSE_SENT   0x100u /* close once the queue drains (sxe_conn_close_when_sent) */
 
 /* One queued piece of output: bytes in a buffer, or a range of a file. */
 struct sxe__segment {
@@ -66,16 +67,16 @@ struct sxe_conn {
     uint32_t index;      /* slot in the table */
     uint32_t generation; /* bumped at every close: stale events and ids no longer match */
     uint8_t kind;
-    uint8_t flags;
-    uint16_t accept_batch;
+    uint8_t failed_reason; /* a write failed: close for this reason at the end of the callback */
+    uint16_t flags;
     uint32_t input_buffer; /* buffer holding unconsumed input, or SXE_NONE */
     uint32_t input_len;    /* bytes of it */
     uint32_t queue_head;   /* first queued segment, or SXE_NONE */
     uint32_t queue_tail;
-    uint32_t ready_next;   /* link in the loop's ready list */
-    uint64_t queued;       /* bytes queued */
-    int failed_err;        /* a write failed: close with this errno at the end of the callback */
-    uint8_t failed_reason; /* and this reason */
+    uint32_t ready_next; /* link in the loop's ready list */
+    uint16_t accept_batch;
+    uint64_t queued; /* bytes queued */
+    int failed_err;  /* a write failed: close with this errno at the end of the callback */
 };
 
 struct sxe_loop {

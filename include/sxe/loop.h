@@ -282,6 +282,18 @@ size_t sxe_conn_queued(const sxe_conn_t *conn);
 int sxe_conn_shutdown(sxe_conn_t *conn);
 
 /**
+ * Closes the connection once queued output is sent: at once if nothing is queued (on_close runs
+ * before this returns), else when the queue drains, or when a write fails or times out. Further
+ * writes are refused (-EPIPE). on_close gets SXE_CLOSE_LOCAL. This saves the half-close, the
+ * wait for the peer's end of stream and their system calls, but the peer's kernel resets the
+ * connection if the peer sends more after the close, which can destroy the output in flight: use
+ * it when the peer has said it is done (an HTTP "Connection: close" request read to its end),
+ * and sxe_conn_shutdown() otherwise. Inside on_read, the close comes after on_read returns.
+ * @return 0, or -EPIPE if the connection is closed, closing or not a stream.
+ */
+int sxe_conn_close_when_sent(sxe_conn_t *conn);
+
+/**
  * Closes the connection now: queued output is dropped. on_close runs before this returns
  * (SXE_CLOSE_LOCAL). Closing a closed connection does nothing.
  */

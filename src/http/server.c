@@ -63,6 +63,7 @@ struct http_conn {
     bool continued;       /* 100 Continue was sent for this request */
     bool closing;         /* answered "Connection: close": discard input until the peer goes */
     bool peer_done;       /* the peer shut down its side: close once our answers are sent */
+    bool nodelay;         /* TCP_NODELAY is set */
     int file_fd;          /* a file being sent, closed when the response drains */
 };
 
@@ -169,6 +170,22 @@ static void append_number(char **at, uint64_t number)
 
 #define APPEND_LITERAL(at, text) append((at), (text), sizeof(text) - 1)
 
+/*
+ * Turns Nagle's algorithm off, once, when a send may follow another that is not yet acknowledged:
+ * a head and then a file, or the next response on a kept-alive connection. Otherwise the later
+ * send could wait for the client's delayed ACK, 40 ms. A connection answered once and closed never
+ * needs it: its single writev goes out at once. (Fails harmlessly on Unix sockets.)
+ */
+static void set_nodelay(struct http_conn *state, sxe_conn_t *conn)
+{
+    int one = 1;
+
+    if (!state->nodelay) {
+        state->nodelay = true;
+        (void)sxe__sys.setsockopt(sxe_conn_fd(conn), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+}
+
 int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length)
 {
     char head[1024];
@@ -258,6 +275,7 @@ int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool c
     if (http->status == 0 || http->finished || http->chunked) {
         rc = -EINVAL;
     } else if (!http->head_only && len > 0) {
+        set_nodelay(state, http->conn);
         rc = sxe_conn_sendfile(http->conn, fd, offset, len);
     }
     if (!close_when_sent) {
@@ -583,7 +601,18 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             return len;
         }
     }
-    return state->closing ? len : used;
+    if (!state->closing) {
+        if (used > 0) {
+            set_nodelay(state, conn); /* answered, and staying open for more */
+        }
+        return used;
+    }
+    if (used == len) {
+        /* The client asked to close and sent nothing after: close as soon as the answer is out,
+         * without the half-close and the wait for its end of stream. */
+        (void)sxe_conn_close_when_sent(conn);
+    }
+    return len;
 }
 
 static void release_file(struct http_conn *state)
@@ -597,15 +626,8 @@ static void release_file(struct http_conn *state)
 static void on_connect(sxe_conn_t *conn)
 {
     sxe_http_server_t *server = sxe_conn_user(conn);
-    struct http_conn *state = state_of(server, conn);
-    int one = 1;
 
-    *state = (struct http_conn){.file_fd = -1};
-    /*
-     * A response is often a head and then a file, two sends: with Nagle's algorithm the second
-     * would wait for the client's delayed ACK of the first, 40 ms. (Fails harmlessly on Unix.)
-     */
-    (void)sxe__sys.setsockopt(sxe_conn_fd(conn), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    *state_of(server, conn) = (struct http_conn){.file_fd = -1};
 }
 
 static void on_drained(sxe_conn_t *conn)

@@ -1328,6 +1328,100 @@ static void test_shutdown_after_queued_output(void **state)
     close(fd);
 }
 
+/* Close once sent, from on_read: the peer gets the reply, then the end of the stream, without
+ * the server half-closing or reading again; later writes are refused. */
+static size_t reply_and_close(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)data;
+    assert_true(sxe_conn_write(conn, reply, sizeof(reply) - 1) >= 0);
+    assert_int_equal(sxe_conn_close_when_sent(conn), 0);
+    assert_int_equal(seen.closes, 0); /* inside on_read: after it returns */
+    assert_int_equal(sxe_conn_write(conn, "x", 1), -EPIPE);
+    assert_int_equal(sxe_conn_close_when_sent(conn), -EPIPE);
+    seen.requests++;
+    return len;
+}
+
+static void test_close_when_sent_from_on_read(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_read = reply_and_close,
+                                                      .on_close = on_close};
+
+    (void)state;
+    start_server(NULL, NULL, &handlers);
+    sxe__sys_count(SXE_SYS_shutdown);
+    sxe__sys_count(SXE_SYS_read);
+    int fd = client();
+    send_all(fd, request, sizeof(request) - 1);
+    expect_reply(fd, 1);
+    expect_closed(fd);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_LOCAL);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_shutdown), 0);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_read), 1); /* no second read for the peer's end */
+    close(fd);
+}
+
+/* Outside on_read with nothing queued, the close is at once; with a queue, and a pending shutdown
+ * it supersedes, the close waits for the queue to drain and the peer gets every byte. */
+static void close_now_or_when_drained(sxe_conn_t *conn)
+{
+    static char block[200000];
+    int small = 4096;
+
+    seen.connects++;
+    if (seen.connects == 1) {
+        assert_int_equal(sxe_conn_close_when_sent(conn), 0);
+        assert_int_equal(seen.closes, 1);
+        return;
+    }
+    memset(block, 'q', sizeof(block));
+    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+                     0);
+    assert_true(sxe_conn_write(conn, block, sizeof(block)) >= 0);
+    assert_true(sxe_conn_queued(conn) > 0);
+    assert_int_equal(sxe_conn_shutdown(conn), 0);
+    assert_int_equal(sxe_conn_close_when_sent(conn), 0);
+    assert_int_equal(seen.closes, 1); /* still open: output is queued */
+}
+
+static void test_close_when_sent_outside_on_read(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = close_now_or_when_drained,
+                                                      .on_close = on_close};
+    struct sxe_loop_options options = {.buffer_size = 16384, .write_limit = 262144};
+    static char got[250000];
+    size_t have = 0;
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    sxe__sys_count(SXE_SYS_shutdown);
+    int first = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    expect_closed(first);
+    close(first);
+
+    int fd = client_with_window(8192);
+    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+    for (;;) {
+        pump();
+        ssize_t n = recv(fd, got + have, sizeof(got) - have, MSG_DONTWAIT);
+        if (n == 0) {
+            break;
+        }
+        if (n > 0) {
+            have += (size_t)n;
+        }
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+    assert_int_equal(have, 200000);
+    assert_int_equal(seen.closes, 2);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_LOCAL);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_shutdown), 0);
+    close(fd);
+}
+
 /* sendfile failures: the file ends early (EIO), or sendfile itself fails. */
 static void send_short_file(sxe_conn_t *conn)
 {
@@ -1506,6 +1600,8 @@ int main(void)
         cmocka_unit_test_teardown(test_no_buffer_for_output, teardown),
         cmocka_unit_test_teardown(test_large_burst_is_read_over_turns, teardown),
         cmocka_unit_test_teardown(test_shutdown_after_queued_output, teardown),
+        cmocka_unit_test_teardown(test_close_when_sent_from_on_read, teardown),
+        cmocka_unit_test_teardown(test_close_when_sent_outside_on_read, teardown),
         cmocka_unit_test_teardown(test_sendfile_errors, teardown),
         cmocka_unit_test_teardown(test_connect_errors, teardown),
         cmocka_unit_test_teardown(test_misuse_of_closed_connections, teardown),

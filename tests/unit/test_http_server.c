@@ -254,6 +254,46 @@ static void test_keep_alive_rules(void **state)
     assert_true(closed);
 }
 
+/*
+ * After "Connection: close" the server closes once the answer is out: with a plain close when the
+ * client sent nothing more, with a half-close (so the answer survives) when more bytes followed.
+ * TCP_NODELAY is set only on a connection that stays open for more, once.
+ */
+static void test_close_and_nodelay_cost_no_extra_calls(void **state)
+{
+    bool closed;
+    const char *response;
+
+    (void)state;
+    sxe__sys_count(SXE_SYS_shutdown);
+    sxe__sys_count(SXE_SYS_setsockopt);
+    response = exchange("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "Connection: close\r\n"));
+    assert_true(closed);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_shutdown), 0);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 0);
+
+    response = exchange("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                        "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                        &closed);
+    assert_true(closed);
+    assert_null(strstr(strstr(response, "hello\n"), "HTTP/1.1")); /* one answer only */
+    assert_int_equal(sxe__sys_calls(SXE_SYS_shutdown), 1);
+
+    int fd = client();
+    char text[4096];
+    for (int i = 0; i < 3; i++) {
+        static const char request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_int_equal(send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL),
+                         (ssize_t)sizeof(request) - 1);
+        receive(fd, text, sizeof(text), &closed);
+        assert_false(closed);
+        assert_memory_equal(text, "HTTP/1.1 200 OK\r\n", 17);
+    }
+    close(fd);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1);
+}
+
 static void test_head_has_no_body(void **state)
 {
     bool closed;
@@ -385,6 +425,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_statuses_the_server_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_method_not_allowed_says_which_are, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_head_has_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_requests_answered_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_bodies, setup, teardown),
