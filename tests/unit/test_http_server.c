@@ -53,6 +53,22 @@ static void stream(sxe_http_t *http, void *arg)
     assert_int_equal(sxe_http_finish(http), -EINVAL);
 }
 
+/* A file of the size the query gives (?small or ?large), through sendfile. */
+static int file_fd = -1;
+#define LARGE_FILE (300 * 1000)
+
+static void send_file(sxe_http_t *http, void *arg)
+{
+    size_t query_len;
+    const char *query = sxe_http_query(http, &query_len);
+    size_t len = query_len == 5 && memcmp(query, "large", 5) == 0 ? LARGE_FILE : 1000;
+
+    (void)arg;
+    assert_int_equal(sxe_http_start(http, 200, NULL, (int64_t)len), 0);
+    assert_int_equal(sxe_http_sendfile(http, file_fd, 0, len, false), 0);
+    assert_int_equal(sxe_http_finish(http), 0);
+}
+
 static void silent(sxe_http_t *http, void *arg)
 {
     (void)http;
@@ -82,6 +98,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, NULL, "/echo", true, echo, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/silent", false, silent, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/file", false, send_file, NULL), 0);
     assert_int_equal(sxe_http_route(server, "POST", "/post", false, post_only, NULL), 0);
     assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
@@ -294,6 +311,48 @@ static void test_close_and_nodelay_cost_no_extra_calls(void **state)
     assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1);
 }
 
+/*
+ * A file goes out with TCP_NODELAY set once; a large one also corked while it is sent, and
+ * uncorked after, so its tail is not held back: every byte arrives, and in order.
+ */
+static void test_files_nodelay_and_cork(void **state)
+{
+    static char text[LARGE_FILE + 1024];
+    static char content[LARGE_FILE];
+    char path[] = "/tmp/sxe-http-file-XXXXXX";
+    bool closed;
+
+    (void)state;
+    file_fd = mkstemp(path);
+    assert_true(file_fd >= 0);
+    unlink(path);
+    for (size_t i = 0; i < sizeof(content); i++) {
+        content[i] = (char)('a' + i % 26);
+    }
+    assert_int_equal(write(file_fd, content, sizeof(content)), (ssize_t)sizeof(content));
+
+    sxe__sys_count(SXE_SYS_setsockopt);
+    int fd = client();
+    static const char small[] = "GET /file?small HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, small, sizeof(small) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(small) - 1);
+    size_t got = receive(fd, text, sizeof(text), &closed);
+    assert_non_null(strstr(text, "Content-Length: 1000\r\n"));
+    assert_memory_equal(text + got - 1000, content, 1000);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1); /* TCP_NODELAY */
+
+    static const char large[] = "GET /file?large HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, large, sizeof(large) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(large) - 1);
+    got = receive(fd, text, sizeof(text), &closed);
+    assert_false(closed);
+    assert_non_null(strstr(text, "Content-Length: 300000\r\n"));
+    assert_true(got > LARGE_FILE);
+    assert_memory_equal(text + got - LARGE_FILE, content, LARGE_FILE);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 3); /* and TCP_CORK on, then off */
+    close(fd);
+    close(file_fd);
+    file_fd = -1;
+}
+
 static void test_head_has_no_body(void **state)
 {
     bool closed;
@@ -427,6 +486,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_files_nodelay_and_cork, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_has_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_requests_answered_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_bodies, setup, teardown),
