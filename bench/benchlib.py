@@ -1,5 +1,5 @@
-"""Helpers shared by the benchmark scripts: servers pinned to CPU 0, load on CPU 1, wrk output,
-CPU and memory read from /proc."""
+"""Helpers shared by the benchmark scripts: installing, waiting for a port, wrk's output, servers
+pinned to CPU 0 with the load on CPU 1."""
 import argparse
 import os
 import re
@@ -26,20 +26,6 @@ def wait_for_port(port, timeout=5.0):
         except OSError:
             time.sleep(0.02)
     raise RuntimeError(f"nothing listens on port {port}")
-
-
-def cpu_ns(pid):
-    """Nanoseconds the process has run on a CPU (/proc/PID/schedstat)."""
-    with open(f"/proc/{pid}/schedstat") as stat:
-        return int(stat.read().split()[0])
-
-
-def peak_rss_kb(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
 
 
 def parse_duration_ms(text):
@@ -97,17 +83,3 @@ def arguments(doc):
         args.rounds, args.seconds = 1, 2
     install("wrk", "util-linux")  # taskset comes with util-linux
     return args
-
-
-def measure_server(command, port, connections, seconds, extra=(), path="/"):
-    """Starts the server, drives it with wrk, and returns its rate, CPU per request, p99 latency,
-    peak RSS and wrk's error count."""
-    with Server(command, port) as server:
-        before = cpu_ns(server.pid)
-        output = subprocess.run(wrk_command(port, connections, seconds, extra, path),
-                                capture_output=True, text=True, timeout=seconds + 60).stdout
-        used = cpu_ns(server.pid) - before
-        rss = peak_rss_kb(server.pid)
-    requests, rate, p99, errors = parse_wrk(output)
-    return {"rate": rate, "cpu_us": used / 1000.0 / max(requests, 1), "p99": p99,
-            "rss_mb": rss / 1024.0, "errors": errors}

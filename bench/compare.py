@@ -179,6 +179,17 @@ def tree_memory_kb(pid, field):
     return total
 
 
+def stolen_ticks():
+    """Clock ticks the hypervisor took from CPU 0 and from CPU 1 (steal time, /proc/stat)."""
+    ticks = {}
+    with open("/proc/stat") as stat:
+        for line in stat:
+            fields = line.split()
+            if fields[0] in ("cpu0", "cpu1"):
+                ticks[fields[0]] = int(fields[8])
+    return ticks
+
+
 def run_load(command, seconds):
     """Runs a load generator to completion (bounded), returning its output and CPU seconds."""
     process = start(command, 1)
@@ -267,12 +278,14 @@ def measure(peer, scenario, port, args, build):
                 conn.close()
             return {"base_mb": base / 1024, "idle_mb": held / 1024,
                     "per_conn_kb": (held - base) / scenario.connections, "errors": errors}
-        cpu_before = tree_cpu_ns(server.pid)
+        cpu_before, steal_before, started = tree_cpu_ns(server.pid), stolen_ticks(), time.monotonic()
         requests, rate, p99, errors, load_cpu = drive(scenario, port, path, args.seconds, build)
         used = tree_cpu_ns(server.pid) - cpu_before
+        ticks = os.sysconf("SC_CLK_TCK") * (time.monotonic() - started)
+        stolen = max(after - steal_before[cpu] for cpu, after in stolen_ticks().items())
         return {"rate": rate, "cpu_us": used / 1000 / max(requests, 1), "p99": p99,
                 "rss_mb": tree_memory_kb(server.pid, "VmHWM") / 1024, "errors": errors,
-                "load_us": load_cpu * 1e6 / max(requests, 1)}
+                "load_us": load_cpu * 1e6 / max(requests, 1), "stolen": 100 * stolen / ticks}
     finally:
         stop(server)
 
@@ -290,8 +303,9 @@ def ratio(ours, theirs):
 def tables(cells, servers, scenarios):
     """The report as Markdown: a table of every cell, idle memory, and sxe's ratios."""
     lines = ["| scenario | server | requests/s | server CPU µs/request | p99 ms | peak RSS MB "
-             "| errors | load CPU µs/request | compared with | CPU/request: sxe ÷ this "
-             "| requests/s: sxe ÷ this |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| errors | load CPU µs/request | CPU stolen % | compared with "
+             "| CPU/request: sxe ÷ this | requests/s: sxe ÷ this |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     summary = {}
     for scenario in scenarios:
         if scenario.mode == "idle":
@@ -306,7 +320,8 @@ def tables(cells, servers, scenarios):
                 summary.setdefault(scenario.title, {})[name] = cpu_ratio
             lines.append(f"| {scenario.title} | {name} | {m['rate']:.0f} | {m['cpu_us']:.2f} | "
                          f"{m['p99']:.2f} | {m['rss_mb']:.1f} | {m['errors']} | "
-                         f"{m['load_us']:.2f} | {ref_name} | {cpu_ratio} | {rate_ratio} |")
+                         f"{m['load_us']:.2f} | {m['stolen']:.1f} | {ref_name} | {cpu_ratio} "
+                         f"| {rate_ratio} |")
     idle = [s for s in scenarios if s.mode == "idle"]
     if idle:
         lines += ["", f"Idle memory: resident memory of the server's process tree with "
@@ -424,7 +439,10 @@ def write_docs(path, command, report, info, chart_name, args):
         "each round and started afresh for every cell; medians (errors: the sum over rounds). "
         "Server CPU counts every thread of every process of the server. Ratios compare each "
         "server with the sxe program of its kind: canned replies with `examples/hello`, HTTP "
-        "frameworks with `examples/http-hello`, file servers with `sxe-httpd`.",
+        "frameworks with `examples/http-hello`, file servers with `sxe-httpd`. This machine is a "
+        "shared VM: \"CPU stolen\" is the share of the cell's time the hypervisor gave one of the "
+        "two CPUs to someone else (the larger of the two, /proc/stat); where it is high, requests/s "
+        "and p99 suffer, while CPU per request, which counts only the time the server ran, holds.",
         "",
         "Versions: " + "; ".join(f"{k}: {v}" for k, v in info["versions"].items()) + ".",
         "",

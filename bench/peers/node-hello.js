@@ -1,4 +1,4 @@
-// node.js http "Hello World" for bench/http.py: one process. Usage: node node-hello.js PORT
+// node.js http "Hello World" for bench/compare: one process. Usage: node node-hello.js PORT
 const http = require('http');
 const server = http.createServer((request, response) => {
   response.writeHead(200, {'Content-Type': 'text/plain', 'Content-Length': 12});

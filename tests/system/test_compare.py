@@ -34,15 +34,15 @@ def test_quick_compare_on_two_servers(build_dir, tmp_path):
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
 
-    main = [row for row in rows(result.stdout, 11) if row[0] in SCENARIOS]
+    main = [row for row in rows(result.stdout, 12) if row[0] in SCENARIOS]
     assert [(row[0], row[1]) for row in main] == [(s, n) for s in SCENARIOS for n in SERVERS]
     for row in main:
         assert all(cell for cell in row), row
-        for cell in row[2:8] + row[9:]:
+        for cell in row[2:9] + row[10:]:
             assert NUMBER.match(cell), row
         assert row[6] == "0", f"errors in {row}"
         assert float(row[2]) > 0 and float(row[3]) > 0 and float(row[5]) > 0, row
-        assert row[8] == "sxe hello"
+        assert row[9] == "sxe hello"
 
     idle = rows(result.stdout, 7)
     idle = [row for row in idle if row[0] in SERVERS]

@@ -1287,6 +1287,26 @@ static void test_large_burst_is_read_over_turns(void **state)
     close(fd);
 }
 
+/* Reads until the server ends the stream, turning its loop, for 5 s at most; returns the count. */
+static size_t receive_to_end(int fd)
+{
+    static char got[250000];
+    size_t have = 0;
+    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+
+    for (;;) {
+        pump();
+        ssize_t n = recv(fd, got + have, sizeof(got) - have, MSG_DONTWAIT);
+        if (n == 0) {
+            return have;
+        }
+        if (n > 0) {
+            have += (size_t)n;
+        }
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+}
+
 /* Shutdown with output queued: the peer gets all of it, then the end of the stream. */
 static void write_then_shutdown(sxe_conn_t *conn)
 {
@@ -1306,25 +1326,11 @@ static void test_shutdown_after_queued_output(void **state)
 {
     static const struct sxe_conn_handlers handlers = {.on_connect = write_then_shutdown};
     struct sxe_loop_options options = {.buffer_size = 16384, .write_limit = 262144};
-    static char got[250000];
-    size_t have = 0;
 
     (void)state;
     start_server(&options, NULL, &handlers);
     int fd = client_with_window(8192);
-    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
-    for (;;) {
-        pump();
-        ssize_t n = recv(fd, got + have, sizeof(got) - have, MSG_DONTWAIT);
-        if (n == 0) {
-            break;
-        }
-        if (n > 0) {
-            have += (size_t)n;
-        }
-        assert_true(sxe_clock_mono_ns() < give_up);
-    }
-    assert_int_equal(have, 200000);
+    assert_int_equal(receive_to_end(fd), 200000);
     close(fd);
 }
 
@@ -1390,8 +1396,6 @@ static void test_close_when_sent_outside_on_read(void **state)
     static const struct sxe_conn_handlers handlers = {.on_connect = close_now_or_when_drained,
                                                       .on_close = on_close};
     struct sxe_loop_options options = {.buffer_size = 16384, .write_limit = 262144};
-    static char got[250000];
-    size_t have = 0;
 
     (void)state;
     start_server(&options, NULL, &handlers);
@@ -1403,19 +1407,7 @@ static void test_close_when_sent_outside_on_read(void **state)
     close(first);
 
     int fd = client_with_window(8192);
-    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
-    for (;;) {
-        pump();
-        ssize_t n = recv(fd, got + have, sizeof(got) - have, MSG_DONTWAIT);
-        if (n == 0) {
-            break;
-        }
-        if (n > 0) {
-            have += (size_t)n;
-        }
-        assert_true(sxe_clock_mono_ns() < give_up);
-    }
-    assert_int_equal(have, 200000);
+    assert_int_equal(receive_to_end(fd), 200000);
     assert_int_equal(seen.closes, 2);
     assert_int_equal(seen.last_reason, SXE_CLOSE_LOCAL);
     assert_int_equal(sxe__sys_calls(SXE_SYS_shutdown), 0);
