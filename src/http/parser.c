@@ -11,8 +11,10 @@
  * offsets and a few flags, never pointers, because the bytes may move between calls.
  *
  * The inner loops of the states that see most bytes (target, header name, header value) skip runs
- * of ordinary characters with a table lookup per byte, and with SSE4.2 where the compiler may use
- * it, 16 bytes at a time.
+ * of ordinary characters 16 bytes at a time with SSE2, which every x86-64 CPU has; token
+ * characters (methods, header names) with SSSE3's byte shuffle where the CPU has it, chosen once at
+ * start-up; a table lookup per byte elsewhere. A whole header line in the buffer is taken in one
+ * step, without a state change per part.
  */
 #include <errno.h>
 #include <string.h>
@@ -21,7 +23,11 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <tmmintrin.h>
+#endif
 
+#include "http/parser.h"
 #include "sxe/http.h"
 
 const struct sxe_http_limits sxe_http_default_limits = {
@@ -84,6 +90,10 @@ enum body_state {
 #define QDTEXT 0x08u /* quoted-string text: HTAB, SP, visible ASCII but " and \, obs-text */
 
 static unsigned char classes[256];
+#if defined(__x86_64__)
+static unsigned char
+    tchar_by_low[16]; /* for skip_tchar_ssse3: bit h set if (h << 4 | low) is a tchar */
+#endif
 
 static void __attribute__((constructor)) init_classes(void)
 {
@@ -105,7 +115,13 @@ static void __attribute__((constructor)) init_classes(void)
             class |= QDTEXT;
         }
         classes[c] = (unsigned char)class;
+#if defined(__x86_64__)
+        if ((class & TCHAR) && c < 0x80) {
+            tchar_by_low[c & 0x0f] |= (unsigned char)(1u << (c >> 4));
+        }
+#endif
     }
+    sxe__http_parser_use_ssse3(true);
 }
 
 /* Returns the index of the first byte at or after from that is not in class, or len. */
@@ -206,6 +222,60 @@ static inline size_t find(const char *data, size_t from, size_t len, char c)
     }
     (void)len;
     return from;
+}
+
+#if defined(__x86_64__)
+/*
+ * Token characters with SSSE3: each byte's low nibble picks, from one table, a bit per high nibble
+ * 0 to 7 whose pair is a tchar; its high nibble picks that bit from another. Eight instructions
+ * per 16 bytes, where SSE2 needs about thirty for this class.
+ */
+
+__attribute__((target("ssse3"))) static size_t skip_tchar_ssse3(const char *data, size_t from,
+                                                                size_t len)
+{
+    const __m128i by_low = _mm_loadu_si128((const __m128i *)tchar_by_low);
+    const __m128i by_high =
+        _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, (char)128, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m128i nibble = _mm_set1_epi8(0x0f);
+
+    if (len < 16) {
+        return skip_scalar(data, from, len, TCHAR);
+    }
+    for (;;) {
+        size_t at = from + 16 <= len ? from : len - 16; /* the tail: a block that ends at len */
+        __m128i block = _mm_loadu_si128((const __m128i *)(data + at));
+        __m128i low = _mm_shuffle_epi8(by_low, _mm_and_si128(block, nibble));
+        __m128i high = _mm_shuffle_epi8(by_high, _mm_and_si128(_mm_srli_epi16(block, 4), nibble));
+        unsigned stops = (unsigned)_mm_movemask_epi8(
+                             _mm_cmpeq_epi8(_mm_and_si128(low, high), _mm_setzero_si128())) >>
+                         (from - at);
+        if (stops != 0) {
+            return from + (size_t)__builtin_ctz(stops);
+        }
+        if (at + 16 >= len) {
+            return len;
+        }
+        from += 16;
+    }
+}
+#endif
+
+static size_t skip_tchar_sse2(const char *data, size_t from, size_t len)
+{
+    return skip(data, from, len, TCHAR);
+}
+
+static size_t (*skip_tchar)(const char *data, size_t from, size_t len) = skip_tchar_sse2;
+
+void sxe__http_parser_use_ssse3(bool use)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    skip_tchar = use && __builtin_cpu_supports("ssse3") ? skip_tchar_ssse3 : skip_tchar_sse2;
+#else
+    (void)use;
+#endif
 }
 
 void sxe_http_parser_init(struct sxe_http_parser *parser)
@@ -314,6 +384,11 @@ static void connection_tokens(struct sxe_http_parser *parser, const char *value,
 {
     size_t at = 0;
 
+    if (len == 10 && name_is(value, len, "keep-alive")) { /* the usual value, alone */
+        parser->connection |= C_KEEP_ALIVE;
+        return;
+    }
+
     while (at < len) {
         size_t end = at;
         while (end < len && value[end] != ',') {
@@ -421,6 +496,25 @@ static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
     return 0;
 }
 
+/* A header line is complete, its CR at cr: take its meaning, and record it when request is given.
+ */
+static inline int end_line(struct sxe_http_parser *parser, const char *data, size_t cr,
+                           const struct sxe_http_limits *limits, struct sxe_http_request *request)
+{
+    int rc;
+
+    if ((rc = field(parser, data, cr, limits)) < 0) {
+        return rc;
+    }
+    if (request != NULL) {
+        struct sxe_http_header *header = &request->headers[parser->headers - 1];
+        header->name = data + parser->line_start;
+        header->name_len = parser->colon - parser->line_start;
+        header->value = field_value(parser, data, cr, &header->value_len);
+    }
+    return 0;
+}
+
 /* The head is complete and valid: fill in the request's pointers with one pass over its lines. */
 static int finish_head(struct sxe_http_parser *parser, const char *data, size_t head_len,
                        const struct sxe_http_limits *limits, struct sxe_http_request *request,
@@ -511,7 +605,7 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
                 at++;
                 break;
             }
-            if ((at = skip(data, at, stop, TCHAR)) == stop) {
+            if ((at = skip_tchar(data, at, stop)) == stop) {
                 break;
             }
             c = (unsigned char)data[at];
@@ -611,14 +705,8 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             if (c != '\n') {
                 return -400;
             }
-            if ((rc = field(parser, data, at - 1, limits)) < 0) {
+            if ((rc = end_line(parser, data, at - 1, limits, whole ? request : NULL)) < 0) {
                 return rc;
-            }
-            if (whole) {
-                struct sxe_http_header *header = &request->headers[parser->headers - 1];
-                header->name = data + parser->line_start;
-                header->name_len = parser->colon - parser->line_start;
-                header->value = field_value(parser, data, at - 1, &header->value_len);
             }
             parser->state = S_FIELD_START;
             at++;
@@ -626,16 +714,34 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
         case S_FIELD_START:
             if (c == '\r') {
                 parser->state = S_END_LF;
-            } else if (classes[c] & TCHAR) {
-                parser->line_start = (uint32_t)at;
-                parser->state = S_NAME;
-            } else {
+                at++;
+                break;
+            }
+            if ((classes[c] & TCHAR) == 0) {
                 return -400; /* obsolete line folding, whitespace, or a bad name byte */
             }
-            at++;
+            parser->line_start = (uint32_t)at;
+            /* The usual case, the whole line at hand: name, colon, value, CRLF in one go. */
+            size_t colon = skip_tchar(data, at + 1, stop);
+            if (colon == stop || data[colon] != ':') {
+                parser->state = S_NAME; /* the general path takes it from here */
+                at++;
+                break;
+            }
+            size_t cr = skip(data, colon + 1, stop, VALUE);
+            if (cr + 1 >= stop || data[cr] != '\r' || data[cr + 1] != '\n') {
+                parser->state = S_NAME;
+                at++;
+                break;
+            }
+            parser->colon = (uint32_t)colon;
+            if ((rc = end_line(parser, data, cr, limits, whole ? request : NULL)) < 0) {
+                return rc;
+            }
+            at = cr + 2;
             break;
         case S_NAME:
-            at = skip(data, at, stop, TCHAR);
+            at = skip_tchar(data, at, stop);
             if (at == stop) {
                 break;
             }

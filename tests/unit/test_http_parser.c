@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/parser.h"
 #include "sxe/http.h"
 #include "sxe_test.h"
 
@@ -492,6 +493,67 @@ static void test_pipelined(void **state)
     assert_int_equal(at, strlen(text));
 }
 
+/*
+ * Every byte value at every place of a header name and of a method, under both token scanners:
+ * refused exactly when it is not a token character (the colon and the space end them).
+ */
+static void test_token_characters_under_both_scanners(void **state)
+{
+    static const char tchars[] = "!#$%&'*+-.^_`|~";
+    char text[256];
+    struct sxe_http_request request;
+
+    (void)state;
+    for (int ssse3 = 0; ssse3 < 2; ssse3++) {
+        sxe__http_parser_use_ssse3(ssse3);
+        for (unsigned c = 0; c < 256; c++) {
+            bool tchar = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                         (c >= 'A' && c <= 'Z') || (c != 0 && strchr(tchars, (int)c) != NULL);
+            for (size_t place = 0; place < 40; place++) {
+                char name[41];
+                memset(name, 'x', sizeof(name) - 1);
+                name[place] = (char)c;
+                static const char before[] = "GET / HTTP/1.1\r\nHost: h\r\n";
+                static const char after[] = ": v\r\n\r\n";
+                int len = 0;
+                memcpy(text, before, sizeof(before) - 1); /* not printf: the byte may be NUL */
+                len += (int)sizeof(before) - 1;
+                memcpy(text + len, name, sizeof(name) - 1);
+                len += (int)sizeof(name) - 1;
+                memcpy(text + len, after, sizeof(after) - 1);
+                len += (int)sizeof(after) - 1;
+                struct sxe_http_parser parser;
+                sxe_http_parser_init(&parser);
+                int rc = sxe_http_parse_head(&parser, text, (size_t)len, &sxe_http_default_limits,
+                                             &request);
+                bool refused = rc < 0;
+                if (c == ':' && place > 0) {
+                    refused = false; /* the name ends early; the rest is the value */
+                }
+                if (refused != !(tchar || (c == ':' && place > 0))) {
+                    fail_msg("byte 0x%02x at %zu of a name: %d (%s)", c, place, rc,
+                             ssse3 ? "ssse3" : "sse2");
+                }
+            }
+            /* A method of that byte then "ET": a token, or refused. */
+            int len = snprintf(text, sizeof(text), "%cET / HTTP/1.1\r\nHost: h\r\n\r\n",
+                               c == 0 ? 1 : (int)c);
+            struct sxe_http_parser parser;
+            sxe_http_parser_init(&parser);
+            int rc =
+                sxe_http_parse_head(&parser, text, (size_t)len, &sxe_http_default_limits, &request);
+            bool token = c != 0 && (c == 1 ? false : tchar);
+            if (token && c != 'G' && rc != -501) {
+                fail_msg("method byte 0x%02x: %d, want 501 (%s)", c, rc, ssse3 ? "ssse3" : "sse2");
+            }
+            if (!token && c != '\r' && rc != -400) {
+                fail_msg("method byte 0x%02x: %d, want 400 (%s)", c, rc, ssse3 ? "ssse3" : "sse2");
+            }
+        }
+    }
+    sxe__http_parser_use_ssse3(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -504,6 +566,11 @@ int main(void)
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_bad_chunks),
         cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_token_characters_under_both_scanners),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    /* Everything under each token scanner: SSE2, then SSSE3 where the CPU has it. */
+    sxe__http_parser_use_ssse3(false);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    sxe__http_parser_use_ssse3(true);
+    return failed + cmocka_run_group_tests(tests, NULL, NULL);
 }
