@@ -22,6 +22,7 @@ import json
 import platform
 import resource
 import selectors
+import shutil
 import signal
 import socket
 import statistics
@@ -515,7 +516,8 @@ def main():
         packages.add("python3-matplotlib")
     install(*sorted(packages))
     for service in ("nginx", "h2o"):  # Debian starts them on install; they are not measured
-        subprocess.run(["systemctl", "stop", service], capture_output=True, check=False)
+        if shutil.which("systemctl") and any(p.startswith(service) for p in packages):
+            subprocess.run(["systemctl", "stop", service], capture_output=True, check=False)
     if "libuv" in servers:
         subprocess.run(["cc", "-O2", "-o", libuv_hello, os.path.join(PEERS, "libuv-hello.c"),
                         *subprocess.run(["pkg-config", "--cflags", "--libs", "libuv"],
