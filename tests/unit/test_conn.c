@@ -1308,18 +1308,24 @@ static size_t receive_to_end(int fd)
 }
 
 /* Shutdown with output queued: the peer gets all of it, then the end of the stream. */
-static void write_then_shutdown(sxe_conn_t *conn)
+/* Queues 200,000 bytes of fill behind a 4 KB socket buffer, and asks for a half-close after. */
+static void queue_block_then_shutdown(sxe_conn_t *conn, char fill)
 {
     static char block[200000];
     int small = 4096;
 
-    seen.connects++;
-    memset(block, 'z', sizeof(block));
+    memset(block, fill, sizeof(block));
     assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
                      0);
     assert_true(sxe_conn_write(conn, block, sizeof(block)) >= 0);
     assert_true(sxe_conn_queued(conn) > 0);
     assert_int_equal(sxe_conn_shutdown(conn), 0);
+}
+
+static void write_then_shutdown(sxe_conn_t *conn)
+{
+    seen.connects++;
+    queue_block_then_shutdown(conn, 'z');
 }
 
 static void test_shutdown_after_queued_output(void **state)
@@ -1372,21 +1378,13 @@ static void test_close_when_sent_from_on_read(void **state)
  * it supersedes, the close waits for the queue to drain and the peer gets every byte. */
 static void close_now_or_when_drained(sxe_conn_t *conn)
 {
-    static char block[200000];
-    int small = 4096;
-
     seen.connects++;
     if (seen.connects == 1) {
         assert_int_equal(sxe_conn_close_when_sent(conn), 0);
         assert_int_equal(seen.closes, 1);
         return;
     }
-    memset(block, 'q', sizeof(block));
-    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
-                     0);
-    assert_true(sxe_conn_write(conn, block, sizeof(block)) >= 0);
-    assert_true(sxe_conn_queued(conn) > 0);
-    assert_int_equal(sxe_conn_shutdown(conn), 0);
+    queue_block_then_shutdown(conn, 'q');
     assert_int_equal(sxe_conn_close_when_sent(conn), 0);
     assert_int_equal(seen.closes, 1); /* still open: output is queued */
 }
