@@ -309,6 +309,9 @@ static bool is_method(const char *method, size_t len, unsigned *flags)
 #undef METHOD
     };
 
+    if (len == 3 && memcmp(method, "GET", 3) == 0) { /* most requests: a compare of constants */
+        return true;
+    }
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
         if (methods[i].len == len && memcmp(methods[i].name, method, len) == 0) {
             if ((len == 7 && memcmp(method, "CONNECT", 7) == 0) ||
@@ -352,12 +355,16 @@ static inline bool name_is(const char *name, size_t len, const char *lower)
 /* Trims optional whitespace from both ends of [*start, *end). */
 static inline void trim(const char *data, size_t *start, size_t *end)
 {
-    while (*start < *end && (data[*start] == ' ' || data[*start] == '\t')) {
-        (*start)++;
+    size_t from = *start, to = *end;
+
+    while (from < to && (data[from] == ' ' || data[from] == '\t')) {
+        from++;
     }
-    while (*end > *start && (data[*end - 1] == ' ' || data[*end - 1] == '\t')) {
-        (*end)--;
+    while (to > from && (data[to - 1] == ' ' || data[to - 1] == '\t')) {
+        to--;
     }
+    *start = from;
+    *end = to;
 }
 
 /* Parses a Content-Length value: digits only, no sign, no space, no list, no overflow. */
@@ -521,10 +528,6 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
                        bool recorded)
 {
     const char *end = data + head_len;
-    const char *method = data + parser->start;
-    const char *space = memchr(method, ' ', (size_t)(end - method));
-    const char *target = space + 1;
-    const char *target_end = memchr(target, ' ', (size_t)(end - target));
 
     if ((parser->flags & F_CHUNKED) && parser->minor_version == 0) {
         return -400; /* HTTP/1.0 has no chunked framing: smuggling bait */
@@ -532,10 +535,15 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
     if ((parser->flags & F_CONTENT_LENGTH) && parser->content_length > limits->body_bytes) {
         return -413;
     }
-    request->method = method;
-    request->method_len = (size_t)(space - method);
-    request->target = target;
-    request->target_len = (size_t)(target_end - target);
+    if (!recorded) { /* the head began in an earlier call: find the request line's parts */
+        const char *method = data + parser->start;
+        const char *space = memchr(method, ' ', (size_t)(end - method));
+        const char *target_end = memchr(space + 1, ' ', (size_t)(end - space - 1));
+        request->method = method;
+        request->method_len = (size_t)(space - method);
+        request->target = space + 1;
+        request->target_len = (size_t)(target_end - space - 1);
+    }
     request->minor_version = parser->minor_version;
     request->chunked = (parser->flags & F_CHUNKED) != 0;
     request->content_length = request->chunked ? 0 : parser->content_length;
@@ -548,8 +556,10 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
     request->host_count = parser->host_count;
 
     request->header_count = parser->headers;
-    const char *line = (const char *)memchr(method, '\n', (size_t)(end - method)) + 1;
     /* The lines are valid: a name runs to its colon, a value to its CR. */
+    const char *line =
+        recorded ? end
+                 : (const char *)memchr(request->method, '\n', (size_t)(end - request->method)) + 1;
     for (unsigned index = 0; !recorded && line < end - 2; index++) {
         size_t colon = find(data, (size_t)(line - data), head_len, ':');
         size_t start = colon + 1;
@@ -617,6 +627,10 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
                 if (!is_method(data + parser->start, at - parser->start, &flags)) {
                     return -501;
                 }
+                if (whole) { /* finish_head need not find it again */
+                    request->method = data + parser->start;
+                    request->method_len = at - parser->start;
+                }
                 parser->flags = (uint8_t)flags;
                 parser->state = S_TARGET_START;
             } else if ((classes[c] & TCHAR) == 0) {
@@ -646,6 +660,10 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             }
             if (data[at] != ' ') {
                 return -400;
+            }
+            if (whole) {
+                request->target = request->method + request->method_len + 1;
+                request->target_len = (size_t)(data + at - request->target);
             }
             parser->state = S_VERSION;
             parser->colon = (uint32_t)++at; /* where the version starts */

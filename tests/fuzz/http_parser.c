@@ -55,6 +55,15 @@ static uint64_t run(const char *data, size_t size, size_t split)
             if (request.header_count > limits.header_count) {
                 abort();
             }
+            /* Where every part is, so a head parsed whole and one parsed in pieces must agree. */
+            digest = digest * 31 + (uint64_t)(request.method - data) * 7 + request.method_len;
+            digest = digest * 31 + (uint64_t)(request.target - data) * 7 + request.target_len;
+            for (unsigned i = 0; i < request.header_count; i++) {
+                digest = digest * 31 + (uint64_t)(request.headers[i].name - data) * 7 +
+                         request.headers[i].name_len;
+                digest = digest * 31 + (uint64_t)(request.headers[i].value - data) * 7 +
+                         request.headers[i].value_len;
+            }
             base += (size_t)rc;
             digest = digest * 31 + base;
             if (request.upgrade) {
