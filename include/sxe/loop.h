@@ -289,7 +289,8 @@ int sxe_conn_shutdown(sxe_conn_t *conn);
  * connection if the peer sends more after the close, which can destroy the output in flight: use
  * it when the peer has said it is done (an HTTP "Connection: close" request read to its end),
  * and sxe_conn_shutdown() otherwise. Inside on_read, the close comes after on_read returns.
- * @return 0, or -EPIPE if the connection is closed, closing or not a stream.
+ * @return 0; -EPIPE if the connection is closed, already closing, connecting or not a stream;
+ *         or the error of a write that has failed (the connection closes after the callback).
  */
 int sxe_conn_close_when_sent(sxe_conn_t *conn);
 
