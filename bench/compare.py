@@ -115,10 +115,20 @@ SCENARIOS = [
 LIVE = set()
 
 
-def start(command, cpu):
-    process = subprocess.Popen(["taskset", "-c", str(cpu), *command], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
-    LIVE.add(process)
+def start(command, cpu, capture=False):
+    """Starts command pinned to cpu in a process group of its own; a load generator's output is
+    captured, a server's discarded (nobody reads it, so a pipe could fill and stall it)."""
+    # Ctrl-C between the fork and the bookkeeping would leave a process nobody stops.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        output = subprocess.PIPE if capture else subprocess.DEVNULL
+        process = subprocess.Popen(["taskset", "-c", str(cpu), *command], stdout=output,
+                                   stderr=output, start_new_session=True,
+                                   preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK,
+                                                                             blocked))
+        LIVE.add(process)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return process
 
 
@@ -133,7 +143,8 @@ def stop(process, grace=5.0):
             process.wait(timeout=wait)
             break
         except subprocess.TimeoutExpired:
-            continue
+            print(f"compare: {' '.join(process.args[3:5])} did not stop within {wait:.0f} s of "
+                  f"{signal.Signals(sig).name}", file=sys.stderr)
     LIVE.discard(process)
 
 
@@ -193,7 +204,7 @@ def stolen_ticks():
 
 def run_load(command, seconds):
     """Runs a load generator to completion (bounded), returning its output and CPU seconds."""
-    process = start(command, 1)
+    process = start(command, 1, capture=True)
     try:
         output, _ = process.communicate(timeout=seconds + 60)
     except subprocess.TimeoutExpired:
