@@ -16,6 +16,20 @@ SCENARIOS = ["keep-alive, 100 conns", "keep-alive, 10,000 conns",
 NUMBER = re.compile(r"^\d+(\.\d+)?x?$")
 
 
+def running(pattern):
+    """Processes whose command line (arguments joined by spaces) matches the regex pattern."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and int(entry) != os.getpid() and re.search(pattern, command):
+            found.append(f"{entry}: {command}")
+    return found
+
+
 def rows(text, columns):
     """The rows of the Markdown tables in text that have this many columns, header excluded."""
     found = []
@@ -66,8 +80,7 @@ def test_quick_compare_on_two_servers(build_dir, tmp_path):
 
     # Nothing it started is left running.
     pattern = f"{build_dir}/(bench/epoll-floor|examples/hello|tools/sxe-http) |^wrk -t1 "
-    left = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-    assert left == "", f"still running: {left}"
+    assert not running(pattern), f"still running: {running(pattern)}"
 
 
 def test_interrupted_compare_stops_what_it_started(build_dir):
@@ -77,7 +90,7 @@ def test_interrupted_compare_stops_what_it_started(build_dir):
          "--docs", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     floor = f"{build_dir}/bench/epoll-floor "
     deadline = time.monotonic() + 60
-    while subprocess.run(["pgrep", "-f", floor], capture_output=True).returncode != 0:
+    while not running(re.escape(floor)):
         assert time.monotonic() < deadline and compare.poll() is None, "the server never started"
         time.sleep(0.05)
     time.sleep(0.5)  # wrk is running now
@@ -85,5 +98,5 @@ def test_interrupted_compare_stops_what_it_started(build_dir):
     _, err = compare.communicate(timeout=30)
     assert compare.returncode == 130, err
     assert "interrupted; every server and load generator stopped" in err
-    for pattern in (floor, "^wrk -t1 "):
-        assert subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 1
+    for pattern in (re.escape(floor), "^wrk -t1 "):
+        assert not running(pattern), running(pattern)
