@@ -159,10 +159,10 @@ def tree(pid):
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        found.append(todo.pop())
-        todo.extend(children.get(found[-1], []))
+    found, unvisited = [], [pid]
+    while unvisited:
+        found.append(unvisited.pop())
+        unvisited.extend(children.get(found[-1], []))
     return found
 
 

@@ -13,8 +13,8 @@
  * The inner loops of the states that see most bytes (target, header name, header value) skip runs
  * of ordinary characters 16 bytes at a time with SSE2, which every x86-64 CPU has; token
  * characters (methods, header names) with SSSE3's byte shuffle where the CPU has it, chosen once at
- * start-up; a table lookup per byte elsewhere. A whole header line in the buffer is taken in one
- * step, without a state change per part.
+ * start-up; a table lookup per byte elsewhere. A header line whole in the buffer falls through
+ * its name, value and CRLF states without going back to the dispatch between them.
  */
 #include <errno.h>
 #include <string.h>
@@ -738,26 +738,10 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             if ((classes[c] & TCHAR) == 0) {
                 return -400; /* obsolete line folding, whitespace, or a bad name byte */
             }
-            parser->line_start = (uint32_t)at;
-            /* The usual case, the whole line at hand: name, colon, value, CRLF in one go. */
-            size_t colon = skip_tchar(data, at + 1, stop);
-            if (colon == stop || data[colon] != ':') {
-                parser->state = S_NAME; /* the general path takes it from here */
-                at++;
-                break;
-            }
-            size_t cr = skip(data, colon + 1, stop, VALUE);
-            if (cr + 1 >= stop || data[cr] != '\r' || data[cr + 1] != '\n') {
-                parser->state = S_NAME;
-                at++;
-                break;
-            }
-            parser->colon = (uint32_t)colon;
-            if ((rc = end_line(parser, data, cr, limits, whole ? request : NULL)) < 0) {
-                return rc;
-            }
-            at = cr + 2;
-            break;
+            parser->line_start = (uint32_t)at++;
+            parser->state = S_NAME;
+            /* A whole line at hand goes through name, value and CRLF without leaving the case. */
+            __attribute__((fallthrough));
         case S_NAME:
             at = skip_tchar(data, at, stop);
             if (at == stop) {
@@ -768,7 +752,7 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             }
             parser->colon = (uint32_t)at++;
             parser->state = S_VALUE;
-            break;
+            __attribute__((fallthrough));
         case S_VALUE:
             at = skip(data, at, stop, VALUE);
             if (at == stop) {
@@ -776,6 +760,14 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             }
             if (data[at] != '\r') {
                 return -400; /* NUL, a bare LF, or another control byte */
+            }
+            if (at + 1 < stop && data[at + 1] == '\n') { /* the LF is here too: the line is done */
+                if ((rc = end_line(parser, data, at, limits, whole ? request : NULL)) < 0) {
+                    return rc;
+                }
+                parser->state = S_FIELD_START;
+                at += 2;
+                break;
             }
             parser->state = S_VALUE_LF;
             at++;
