@@ -578,6 +578,11 @@ int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
         return -conn->failed_err;
     }
     settle(conn);
+    if (conn->queue_head != SXE_NONE) {
+        /* The flush above ran even inside on_read: what is left waits for the socket, however
+         * soon it drains, and on_drained must say when (write_result leaves corked writes out). */
+        conn->flags |= SXE__CONN_NOTIFY_DRAIN;
+    }
     return write_result(conn);
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,13 +58,33 @@ static void stream(sxe_http_t *http, void *arg)
 static int file_fd = -1;
 #define LARGE_FILE (300 * 1000)
 
+/*
+ * sendfile through the seam, in the order that once left a large file corked: the first call
+ * sends all but 5,000 bytes (less than this server's high_water, past which the queue would be
+ * reported through SXE_CONN_FULL), the second finds the socket full, so the rest is still queued
+ * when on_read returns; the flush right after it sends the rest with a real call.
+ */
+static unsigned sendfile_calls;
+
+static ssize_t sendfile_short_then_full(int out, int in, off_t *offset, size_t len)
+{
+    if (++sendfile_calls == 2) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return sendfile(out, in, offset, sendfile_calls == 1 && len > 5000 ? len - 5000 : len);
+}
+
 static void send_file(sxe_http_t *http, void *arg)
 {
     size_t query_len;
     const char *query = sxe_http_query(http, &query_len);
     size_t len = query_len == 5 && memcmp(query, "large", 5) == 0 ? LARGE_FILE : 1000;
 
+    int big = 1 << 20; /* room for the rest, so the one flush after on_read sends it all */
     (void)arg;
+    assert_int_equal(
+        setsockopt(sxe_conn_fd(sxe_http_conn(http)), SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
     assert_int_equal(sxe_http_start(http, 200, NULL, (int64_t)len), 0);
     assert_int_equal(sxe_http_sendfile(http, file_fd, 0, len, false), 0);
     assert_int_equal(sxe_http_finish(http), 0);
@@ -348,6 +369,16 @@ static void test_files_nodelay_and_cork(void **state)
     assert_true(got > LARGE_FILE);
     assert_memory_equal(text + got - LARGE_FILE, content, LARGE_FILE);
     assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 3); /* and TCP_CORK on, then off */
+
+    /* The same, with part of the file still queued when on_read returns, sent at once after. */
+    sxe__sys.sendfile = sendfile_short_then_full;
+    sendfile_calls = 0;
+    assert_int_equal(send(fd, large, sizeof(large) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(large) - 1);
+    got = receive(fd, text, sizeof(text), &closed);
+    assert_int_equal(sendfile_calls, 3);
+    assert_true(got > LARGE_FILE);
+    assert_memory_equal(text + got - LARGE_FILE, content, LARGE_FILE);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 5); /* corked again, and uncorked */
     close(fd);
     close(file_fd);
     file_fd = -1;
