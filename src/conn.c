@@ -101,6 +101,9 @@ static void pop_segment(struct sxe_conn *conn)
     if (conn->queue_head == SXE_NONE) {
         conn->queue_tail = SXE_NONE;
     }
+    if (loop->segments[head].buffer == SXE_NONE && loop->segments[head].close_fd) {
+        sxe__sys.close(loop->segments[head].file_fd);
+    }
     segment_give(loop, head);
 }
 
@@ -546,24 +549,27 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
     return write_result(conn);
 }
 
-int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
+/*
+ * Queues a file range and sends what the socket takes. With own, the connection owns fd from here:
+ * closed when its segment goes (sent, or the connection closed), or now if it is not queued.
+ */
+static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, bool own)
 {
     sxe_loop_t *loop = conn->loop;
-    int rc;
+    int rc = check_writable(conn);
 
-    if ((rc = check_writable(conn)) < 0) {
-        return rc;
-    }
-    if (len == 0) {
-        return write_result(conn); /* nothing to send: a zero-length sendfile would read as EOF */
-    }
-    if (loop->segments_free == 0) {
-        return -ENOBUFS;
+    if (rc < 0 || len == 0 || loop->segments_free == 0) {
+        if (own) {
+            sxe__sys.close(fd);
+        }
+        /* A zero-length range queues nothing: a zero-length sendfile would read as EOF. */
+        return rc < 0 ? rc : len == 0 ? write_result(conn) : -ENOBUFS;
     }
     uint32_t index = segment_take(loop);
     struct sxe__segment *segment = &loop->segments[index];
     segment->buffer = SXE_NONE;
     segment->file_fd = fd;
+    segment->close_fd = own;
     segment->offset = offset;
     segment->remaining = len;
     if (conn->queue_tail != SXE_NONE) {
@@ -584,6 +590,16 @@ int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
         conn->flags |= SXE__CONN_NOTIFY_DRAIN;
     }
     return write_result(conn);
+}
+
+int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
+{
+    return queue_file(conn, fd, offset, len, false);
+}
+
+int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len)
+{
+    return queue_file(conn, fd, offset, len, true);
 }
 
 size_t sxe_conn_queued(const sxe_conn_t *conn)

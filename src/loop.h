@@ -54,6 +54,7 @@ struct sxe__segment {
     uint32_t start;   /* bytes: first unsent byte in the buffer */
     uint32_t end;     /* bytes: one past the last */
     int file_fd;      /* file: the caller's fd */
+    bool close_fd;    /* file: the connection owns file_fd and closes it when the segment goes */
     off_t offset;     /* file: next byte to send */
     size_t remaining; /* file: bytes left */
 };

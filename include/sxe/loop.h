@@ -275,6 +275,13 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len);
  */
 int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len);
 
+/**
+ * The same, and the connection owns fd from this call: it is closed once its bytes are sent, when
+ * the connection closes, or at once if nothing was queued (an error, or len 0). Several files may
+ * be queued at a time, each closed in turn. @return as sxe_conn_write().
+ */
+int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len);
+
 /** Bytes queued and not yet sent. */
 size_t sxe_conn_queued(const sxe_conn_t *conn);
 

@@ -66,7 +66,6 @@ struct http_conn {
     bool peer_done;       /* the peer shut down its side: close once our answers are sent */
     bool nodelay;         /* TCP_NODELAY is set */
     bool corked;          /* TCP_CORK is set while a large file goes out */
-    int file_fd;          /* a file being sent, closed when the response drains */
 };
 
 struct sxe_http_server {
@@ -292,25 +291,19 @@ int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
 int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent)
 {
     struct http_conn *state = state_of(http->server, http->conn);
-    int rc = 0;
 
-    if (http->status == 0 || http->finished || http->chunked) {
-        rc = -EINVAL;
-    } else if (!http->head_only && len > 0) {
-        set_nodelay(state, http->conn);
-        if (len >= CORK_BYTES) {
-            cork(state, http->conn, true);
+    if (http->status == 0 || http->finished || http->chunked || http->head_only || len == 0) {
+        if (close_when_sent) {
+            sxe__sys.close(fd);
         }
-        rc = sxe_conn_sendfile(http->conn, fd, offset, len);
+        return http->status == 0 || http->finished || http->chunked ? -EINVAL : 0;
     }
-    if (!close_when_sent) {
-        return rc < 0 ? rc : 0;
+    set_nodelay(state, http->conn);
+    if (len >= CORK_BYTES) {
+        cork(state, http->conn, true);
     }
-    if (rc == 0 && sxe_conn_queued(http->conn) > 0) {
-        state->file_fd = fd; /* closed when the connection drains or closes */
-    } else {
-        sxe__sys.close(fd);
-    }
+    int rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
+                             : sxe_conn_sendfile(http->conn, fd, offset, len);
     return rc < 0 ? rc : 0;
 }
 
@@ -643,26 +636,17 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     return len;
 }
 
-static void release_file(struct http_conn *state)
-{
-    if (state->file_fd >= 0) {
-        sxe__sys.close(state->file_fd);
-        state->file_fd = -1;
-    }
-}
-
 static void on_connect(sxe_conn_t *conn)
 {
     sxe_http_server_t *server = sxe_conn_user(conn);
 
-    *state_of(server, conn) = (struct http_conn){.file_fd = -1};
+    *state_of(server, conn) = (struct http_conn){0};
 }
 
 static void on_drained(sxe_conn_t *conn)
 {
     struct http_conn *state = state_of(sxe_conn_user(conn), conn);
 
-    release_file(state);
     cork(state, conn, false);
     if (state->peer_done) {
         sxe_conn_close(conn);
@@ -680,13 +664,6 @@ static void on_eof(sxe_conn_t *conn)
     }
 }
 
-static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
-{
-    (void)reason;
-    (void)err;
-    release_file(state_of(sxe_conn_user(conn), conn));
-}
-
 /* A request that did not arrive in time gets a 408; an idle connection just closes. */
 static void on_timeout(sxe_conn_t *conn)
 {
@@ -702,7 +679,6 @@ static const struct sxe_conn_handlers handlers = {.on_connect = on_connect,
                                                   .on_read = on_read,
                                                   .on_eof = on_eof,
                                                   .on_drained = on_drained,
-                                                  .on_close = on_close,
                                                   .on_timeout = on_timeout};
 
 static void apply_limits(struct sxe_http_limits *limits, const struct sxe_http_limits *given)

@@ -1055,6 +1055,76 @@ static void test_sendfile(void **state)
     close(file_fd);
 }
 
+/*
+ * Owned files: several queued behind a small socket buffer at once, each closed by sxe when its
+ * bytes are sent; the rest closed with the connection; one not queued closed at once.
+ */
+static int owned[3];
+
+static bool is_closed(int fd)
+{
+    return fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+}
+
+static void send_owned_files(sxe_conn_t *conn)
+{
+    int small = 4096;
+
+    seen.connects++;
+    seen.last_conn = conn;
+    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+                     0);
+    for (int i = 0; i < 3; i++) {
+        owned[i] = dup(file_fd);
+        assert_true(sxe_conn_sendfile_and_close(conn, owned[i], 0, 100000) >= 0);
+    }
+    assert_false(is_closed(owned[2])); /* queued behind a full socket */
+    int unqueued = dup(file_fd);
+    assert_int_equal(sxe_conn_sendfile_and_close(conn, unqueued, 0, 0), 0); /* nothing to send */
+    assert_true(is_closed(unqueued));
+}
+
+static void test_sendfile_and_close(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = send_owned_files,
+                                                      .on_close = on_close};
+    struct sxe_loop_options options = {.buffer_size = 16384, .write_limit = 1 << 20};
+    char path[] = "/tmp/sxe-test-owned-XXXXXX";
+    static char block[100000];
+
+    (void)state;
+    file_fd = mkstemp(path);
+    assert_true(file_fd >= 0);
+    unlink(path);
+    assert_int_equal(write(file_fd, block, sizeof(block)), (ssize_t)sizeof(block));
+    start_server(&options, NULL, &handlers);
+
+    /* Read the first file's bytes and a little more: the first is closed, the last is not. */
+    int fd = client_with_window(8192);
+    size_t have = 0;
+    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+    while (have < 110000) {
+        pump();
+        ssize_t n = recv(fd, block, sizeof(block), MSG_DONTWAIT);
+        have += n > 0 ? (size_t)n : 0;
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+    assert_true(is_closed(owned[0]));
+    assert_false(is_closed(owned[2]));
+
+    /* The peer goes: the connection closes, and with it the files still queued. */
+    close(fd);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_true(is_closed(owned[1]) && is_closed(owned[2]));
+
+    /* On a closed connection nothing is queued, and the file is closed at once. */
+    int late = dup(file_fd);
+    assert_int_equal(sxe_conn_sendfile_and_close(seen.last_conn, late, 0, 10), -EPIPE);
+    assert_true(is_closed(late));
+    close(file_fd);
+}
+
 /* IPv6 on ::1. */
 static void test_ipv6(void **state)
 {
@@ -1582,6 +1652,7 @@ int main(void)
         cmocka_unit_test_teardown(test_pair_and_half_close, teardown),
         cmocka_unit_test_teardown(test_hand_off, teardown),
         cmocka_unit_test_teardown(test_sendfile, teardown),
+        cmocka_unit_test_teardown(test_sendfile_and_close, teardown),
         cmocka_unit_test_teardown(test_ipv6, teardown),
         cmocka_unit_test_teardown(test_listen_errors, teardown),
         cmocka_unit_test_teardown(test_stop_on_signal, teardown),
