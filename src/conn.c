@@ -112,6 +112,18 @@ static bool is_open(const struct sxe_conn *conn)
     return conn->fd >= 0;
 }
 
+/* Puts the connection on the ready list: it is read again after the others have had a turn. */
+static void ready_later(struct sxe_conn *conn)
+{
+    sxe_loop_t *loop = conn->loop;
+
+    if ((conn->lists & SXE__LIST_READY) == 0) {
+        conn->lists |= SXE__LIST_READY;
+        conn->ready_next = loop->ready_head;
+        loop->ready_head = conn->index;
+    }
+}
+
 /*
  * Puts the connection in the pool state that says what it waits for, stamped now. Called after
  * every event on it, so the state's queue stays ordered by last activity.
@@ -166,7 +178,6 @@ static struct sxe_conn *slot_take(sxe_loop_t *loop, unsigned state, bool evict)
     conn->input_buffer = SXE_NONE;
     conn->input_len = 0;
     conn->queue_head = conn->queue_tail = SXE_NONE;
-    conn->ready_next = SXE_NONE;
     conn->queued = 0;
     conn->failed_err = 0;
     return conn;
@@ -286,8 +297,11 @@ static int fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, int e
     if (conn->failed_err == 0) {
         conn->failed_err = err;
         conn->failed_reason = (uint8_t)reason;
-        conn->ready_next = conn->loop->failed_head;
-        conn->loop->failed_head = conn->index;
+        if ((conn->lists & SXE__LIST_FAILED) == 0) {
+            conn->lists |= SXE__LIST_FAILED;
+            conn->failed_next = conn->loop->failed_head;
+            conn->loop->failed_head = conn->index;
+        }
     }
     return -err;
 }
@@ -296,10 +310,12 @@ void sxe__conn_close_failed(sxe_loop_t *loop)
 {
     while (loop->failed_head != SXE_NONE) {
         struct sxe_conn *conn = &loop->conns[loop->failed_head];
-        loop->failed_head = conn->ready_next;
-        conn->ready_next = SXE_NONE;
-        sxe__conn_close_reason(conn, conn->failed_reason,
-                               conn->failed_reason == SXE_CLOSE_ERROR ? conn->failed_err : 0);
+        loop->failed_head = conn->failed_next;
+        conn->lists &= (uint8_t)~SXE__LIST_FAILED;
+        if (conn->failed_err != 0) { /* 0: closed since, and the slot given to another */
+            sxe__conn_close_reason(conn, conn->failed_reason,
+                                   conn->failed_reason == SXE_CLOSE_ERROR ? conn->failed_err : 0);
+        }
     }
 }
 
@@ -380,14 +396,23 @@ static void flush(struct sxe_conn *conn)
         } else {
             struct iovec iov[WRITEV_MAX];
             int count = 0;
-            for (uint32_t at = conn->queue_head;
-                 at != SXE_NONE && count < WRITEV_MAX && loop->segments[at].buffer != SXE_NONE;
+            uint32_t at = conn->queue_head;
+            for (; at != SXE_NONE && count < WRITEV_MAX && loop->segments[at].buffer != SXE_NONE;
                  at = loop->segments[at].next) {
                 iov[count].iov_base =
                     buffer_at(loop, loop->segments[at].buffer) + loop->segments[at].start;
                 iov[count++].iov_len = loop->segments[at].end - loop->segments[at].start;
             }
-            sent = sxe__sys.writev(conn->fd, iov, count);
+            /* Bytes followed by a file (a response head) wait to leave with the file's first bytes.
+             */
+            int flags = MSG_NOSIGNAL |
+                        (at != SXE_NONE && loop->segments[at].buffer == SXE_NONE ? MSG_MORE : 0);
+            if (count == 1) {
+                sent = sxe__sys.send(conn->fd, iov[0].iov_base, iov[0].iov_len, flags);
+            } else {
+                struct msghdr message = {.msg_iov = iov, .msg_iovlen = (size_t)count};
+                sent = sxe__sys.sendmsg(conn->fd, &message, flags);
+            }
         }
         if (sent < 0) {
             if (errno == EINTR) {
@@ -518,7 +543,7 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
     }
     if (conn->queue_head == SXE_NONE) {
         while (len > 0) {
-            ssize_t sent = sxe__sys.write(conn->fd, bytes, len);
+            ssize_t sent = sxe__sys.send(conn->fd, bytes, len, MSG_NOSIGNAL);
             if (sent < 0) {
                 if (errno == EINTR) {
                     continue;
@@ -600,6 +625,33 @@ int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
 int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len)
 {
     return queue_file(conn, fd, offset, len, true);
+}
+
+int sxe_conn_pause(sxe_conn_t *conn)
+{
+    if (!SXE_CHECK(conn != NULL)) {
+        return -EINVAL;
+    }
+    if (!is_open(conn) || conn->kind != SXE__KIND_STREAM) {
+        return -EPIPE;
+    }
+    conn->flags |= SXE__CONN_PAUSED;
+    return 0;
+}
+
+int sxe_conn_resume(sxe_conn_t *conn)
+{
+    if (!SXE_CHECK(conn != NULL)) {
+        return -EINVAL;
+    }
+    if (!is_open(conn) || conn->kind != SXE__KIND_STREAM) {
+        return -EPIPE;
+    }
+    if (conn->flags & SXE__CONN_PAUSED) {
+        conn->flags = (uint16_t)((conn->flags & ~SXE__CONN_PAUSED) | SXE__CONN_RESUMED);
+        ready_later(conn);
+    }
+    return 0;
 }
 
 size_t sxe_conn_queued(const sxe_conn_t *conn)
@@ -745,6 +797,18 @@ static void readable(struct sxe_conn *conn, uint32_t events)
     sxe_loop_t *loop = conn->loop;
     uint32_t size = loop->options.buffer_size;
 
+    if (conn->flags & SXE__CONN_PAUSED) {
+        return; /* the bytes wait in the socket, and TCP's window holds the peer back */
+    }
+    if (conn->flags & SXE__CONN_RESUMED) {
+        conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
+        events |= EPOLLRDHUP; /* edges that came while paused are gone: read on to the end */
+        if (conn->input_len > 0 &&
+            (!deliver(conn, buffer_at(loop, conn->input_buffer), conn->input_len) ||
+             (conn->flags & SXE__CONN_PAUSED))) {
+            return;
+        }
+    }
     for (int reads = 0; reads < READS_PER_TURN; reads++) {
         bool own = conn->input_buffer != SXE_NONE;
         char *base = own ? buffer_at(loop, conn->input_buffer) : loop->scratch;
@@ -757,7 +821,7 @@ static void readable(struct sxe_conn *conn, uint32_t events)
         }
         ssize_t got = conn->flags & SXE__CONN_RECEIVE_FDS
                           ? receive_fds(conn, base + held, size - held)
-                          : sxe__sys.read(conn->fd, base + held, size - held);
+                          : sxe__sys.recv(conn->fd, base + held, size - held, 0);
         if (got > 0) {
             if (conn->flags & SXE__CONN_RECEIVE_FDS) {
                 if (!is_open(conn)) {
@@ -765,7 +829,7 @@ static void readable(struct sxe_conn *conn, uint32_t events)
                 }
                 continue;
             }
-            if (!deliver(conn, base, held + (size_t)got)) {
+            if (!deliver(conn, base, held + (size_t)got) || (conn->flags & SXE__CONN_PAUSED)) {
                 return;
             }
             if ((size_t)got < size - held && (events & (EPOLLRDHUP | EPOLLHUP)) == 0) {
@@ -793,11 +857,7 @@ static void readable(struct sxe_conn *conn, uint32_t events)
         return;
     }
     /* The socket may hold more: come back after the others have had a turn. */
-    if ((conn->flags & SXE__CONN_READ_AGAIN) == 0) {
-        conn->flags |= SXE__CONN_READ_AGAIN;
-        conn->ready_next = loop->ready_head;
-        loop->ready_head = conn->index;
-    }
+    ready_later(conn);
 }
 
 static void finish_connect(struct sxe_conn *conn)
@@ -910,8 +970,7 @@ void sxe__conn_read_ready(sxe_loop_t *loop)
     while (index != SXE_NONE) {
         struct sxe_conn *conn = &loop->conns[index];
         index = conn->ready_next;
-        conn->ready_next = SXE_NONE;
-        conn->flags &= (uint16_t)~SXE__CONN_READ_AGAIN;
+        conn->lists &= (uint8_t)~SXE__LIST_READY;
         if (is_open(conn)) {
             sxe__conn_dispatch(loop, conn, EPOLLIN);
             sxe__conn_close_failed(loop);

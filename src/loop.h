@@ -42,10 +42,20 @@ enum sxe__conn_kind {
 #define SXE__CONN_RECEIVE_FDS  0x04u /* stream that carries fds, not bytes */
 #define SXE__CONN_EVICT_IDLE   0x08u /* listener: evict the oldest idle when full */
 #define SXE__CONN_NOTIFY_DRAIN 0x10u /* call on_drained when the queue empties */
-#define SXE__CONN_READ_AGAIN   0x20u /* on the ready list: more input may be waiting */
-#define SXE__CONN_CORKED       0x40u /* in on_read: writes queue, and one writev sends them after */
-#define SXE__CONN_PROGRESS     0x80u /* on_read consumed bytes since the last settle */
-#define SXE__CONN_CLOSE_SENT   0x100u /* close once the queue drains (sxe_conn_close_when_sent) */
+#define SXE__CONN_RESUMED                                                                          \
+    0x20u /* offer kept input again, then read to the end (sxe_conn_resume)                        \
+           */
+#define SXE__CONN_CORKED     0x40u  /* in on_read: writes queue, and one writev sends them after */
+#define SXE__CONN_PROGRESS   0x80u  /* on_read consumed bytes since the last settle */
+#define SXE__CONN_CLOSE_SENT 0x100u /* close once the queue drains (sxe_conn_close_when_sent) */
+#define SXE__CONN_PAUSED     0x200u /* not reading: input stays in the socket (sxe_conn_pause) */
+
+/*
+ * The loop's lists a slot is on. Kept apart from flags, and not reset when the slot is reused: a
+ * connection can close, and its slot go to a new one, while the slot is still linked in a list.
+ */
+#define SXE__LIST_READY  0x01u /* on the ready list, through ready_next */
+#define SXE__LIST_FAILED 0x02u /* on the failed list, through failed_next */
 
 /* One queued piece of output: bytes in a buffer, or a range of a file. */
 struct sxe__segment {
@@ -76,9 +86,13 @@ struct sxe_conn {
     uint32_t queue_tail;
     uint32_t ready_next; /* link in the loop's ready list */
     uint16_t accept_batch;
-    uint64_t queued; /* bytes queued */
-    int failed_err;  /* a write failed: close with this errno at the end of the callback */
+    uint8_t lists;        /* SXE__LIST_* */
+    uint64_t queued;      /* bytes queued */
+    int failed_err;       /* a write failed: close with this errno at the end of the callback */
+    uint32_t failed_next; /* link in the loop's failed list */
 };
+
+_Static_assert(sizeof(struct sxe_conn) == 80, "a connection's slot is 80 bytes: mind the padding");
 
 struct sxe_loop {
     int epoll_fd;
@@ -106,7 +120,7 @@ struct sxe_loop {
     uint32_t segments_free; /* how many are on it */
 
     uint32_t ready_head;  /* connections with more input to read next turn */
-    uint32_t failed_head; /* connections to close for a failed write, through ready_next */
+    uint32_t failed_head; /* connections to close for a failed write */
 
     sxe_timer_t **heap; /* timers, a binary min-heap on deadline */
     uint32_t heap_len;

@@ -61,11 +61,14 @@
     X(pthread_sigmask, int, (int how, const sigset_t *set, sigset_t *old), (how, set, old),        \
       pthread_sigmask)                                                                             \
     X(read, ssize_t, (int fd, void *buf, size_t len), (fd, buf, len), read)                        \
+    X(recv, ssize_t, (int fd, void *buf, size_t len, int flags), (fd, buf, len, flags), recv)      \
     X(recvmmsg, int,                                                                               \
       (int fd, struct mmsghdr *messages, unsigned count, int flags, struct timespec *timeout),     \
       (fd, messages, count, flags, timeout), recvmmsg)                                             \
     X(recvmsg, ssize_t, (int fd, struct msghdr *message, int flags), (fd, message, flags),         \
       recvmsg)                                                                                     \
+    X(send, ssize_t, (int fd, const void *buf, size_t len, int flags), (fd, buf, len, flags),      \
+      send)                                                                                        \
     X(sendfile, ssize_t, (int out, int in, off_t *offset, size_t len), (out, in, offset, len),     \
       sendfile)                                                                                    \
     X(sendmsg, ssize_t, (int fd, const struct msghdr *message, int flags), (fd, message, flags),   \

@@ -285,6 +285,23 @@ int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t l
 /** Bytes queued and not yet sent. */
 size_t sxe_conn_queued(const sxe_conn_t *conn);
 
+/**
+ * Stops reading from the connection: new bytes stay in the socket, where TCP's window holds the
+ * peer back, and on_read is not called until sxe_conn_resume(). For a handler that cannot take
+ * more work yet, typically because its output is backed up: it pauses inside on_read and returns
+ * what it consumed, the rest being kept. Timeouts go on as before. A stream connection only.
+ * @return 0; -EPIPE if the connection is closed or not a stream.
+ */
+int sxe_conn_pause(sxe_conn_t *conn);
+
+/**
+ * Reads again after sxe_conn_pause(), from the loop's next turn: on_read is first offered the
+ * input kept from before, whether or not more has arrived, then whatever the socket holds.
+ * Safe anywhere, on_drained included; resuming a connection that is not paused does nothing.
+ * @return 0; -EPIPE if the connection is closed or not a stream.
+ */
+int sxe_conn_resume(sxe_conn_t *conn);
+
 /** Once queued output is sent, shuts down the sending side (half-close). Reading goes on. */
 int sxe_conn_shutdown(sxe_conn_t *conn);
 

@@ -739,11 +739,11 @@ static void test_read_faults(void **state)
     want_connects = 2;
     pump_until(connects_reached);
 
-    sxe__sys_fail(SXE_SYS_read, 1, 1, EINTR);
+    sxe__sys_fail(SXE_SYS_recv, 1, 1, EINTR);
     send_all(a, request, sizeof(request) - 1);
     expect_reply(a, 1);
 
-    sxe__sys_fail(SXE_SYS_read, 1, 1, ECONNRESET);
+    sxe__sys_fail(SXE_SYS_recv, 1, 1, ECONNRESET);
     send_all(a, request, sizeof(request) - 1);
     want_closes = 1;
     pump_until(closes_reached);
@@ -759,10 +759,10 @@ static void test_read_faults(void **state)
 
 static unsigned short_write_calls;
 
-static ssize_t write_five_bytes(int fd, const void *buf, size_t len)
+static ssize_t send_five_bytes(int fd, const void *buf, size_t len, int flags)
 {
     short_write_calls++;
-    return write(fd, buf, len < 5 ? len : 5);
+    return send(fd, buf, len < 5 ? len : 5, flags);
 }
 
 static ssize_t writev_five_bytes(int fd, const struct iovec *iov, int count)
@@ -781,8 +781,8 @@ static void test_write_faults(void **state)
     want_connects = 1;
     pump_until(connects_reached);
 
-    /* Every write and writev sends five bytes at most: the reply still arrives whole. */
-    sxe__sys.write = write_five_bytes;
+    /* Every send and writev sends five bytes at most: the reply still arrives whole. */
+    sxe__sys.send = send_five_bytes;
     sxe__sys.writev = writev_five_bytes;
     send_all(fd, request, sizeof(request) - 1);
     expect_reply(fd, 1);
@@ -790,14 +790,14 @@ static void test_write_faults(void **state)
     sxe__sys_reset();
 
     /* EAGAIN at once: queued, then sent. */
-    sxe__sys_fail(SXE_SYS_writev, 1, 1, EAGAIN);
+    sxe__sys_fail(SXE_SYS_send, 1, 1, EAGAIN);
     send_all(fd, request, sizeof(request) - 1);
     pump();
     send_all(fd, request, sizeof(request) - 1); /* the next input retries the flush */
     expect_reply(fd, 2);
 
     /* EPIPE: the connection closes once on_read has returned, with the error. */
-    sxe__sys_fail(SXE_SYS_writev, 1, 1, EPIPE);
+    sxe__sys_fail(SXE_SYS_send, 1, 1, EPIPE);
     send_all(fd, request, sizeof(request) - 1);
     want_closes = 1;
     pump_until(closes_reached);
@@ -1432,7 +1432,7 @@ static void test_close_when_sent_from_on_read(void **state)
     (void)state;
     start_server(NULL, NULL, &handlers);
     sxe__sys_count(SXE_SYS_shutdown);
-    sxe__sys_count(SXE_SYS_read);
+    sxe__sys_count(SXE_SYS_recv);
     int fd = client();
     send_all(fd, request, sizeof(request) - 1);
     expect_reply(fd, 1);
@@ -1440,7 +1440,7 @@ static void test_close_when_sent_from_on_read(void **state)
     assert_int_equal(seen.closes, 1);
     assert_int_equal(seen.last_reason, SXE_CLOSE_LOCAL);
     assert_int_equal(sxe__sys_calls(SXE_SYS_shutdown), 0);
-    assert_int_equal(sxe__sys_calls(SXE_SYS_read), 1); /* no second read for the peer's end */
+    assert_int_equal(sxe__sys_calls(SXE_SYS_recv), 1); /* no second read for the peer's end */
     close(fd);
 }
 
@@ -1551,6 +1551,86 @@ static void test_connect_errors(void **state)
     assert_int_equal(stats.open, 2); /* the listener, and the server side of the last connect */
 }
 
+/* Answers one request per call, then pauses: the rest waits for sxe_conn_resume(). */
+static size_t serve_one_and_pause(sxe_conn_t *conn, const char *data, size_t len)
+{
+    const char *end = memmem(data, len, "\r\n\r\n", 4);
+
+    if (end == NULL) {
+        return 0;
+    }
+    assert_true(sxe_conn_write(conn, reply, sizeof(reply) - 1) >= 0);
+    seen.requests++;
+    assert_int_equal(sxe_conn_pause(conn), 0);
+    return (size_t)(end - data) + 4;
+}
+
+static void count_eof(sxe_conn_t *conn)
+{
+    seen.eofs++;
+    sxe_conn_close(conn);
+}
+
+/*
+ * A paused connection is not read: its bytes wait in the socket. Resuming offers the kept input
+ * first, with no new bytes needed, then reads the socket to the end, an end of stream that came
+ * while paused included.
+ */
+static void test_pause_and_resume(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = on_connect,
+                                                      .on_read = serve_one_and_pause,
+                                                      .on_eof = count_eof,
+                                                      .on_close = on_close};
+    static const char three[] =
+        "GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n";
+    char replies[4 * sizeof(reply)];
+
+    (void)state;
+    start_server(NULL, NULL, &handlers);
+    int fd = client();
+    send_all(fd, three, sizeof(three) - 1);
+    want_requests = 1;
+    pump_until(requests_reached);
+    sxe_conn_t *conn = seen.last_conn;
+
+    /* Paused with two requests kept: more bytes and an end of stream are left in the socket. */
+    send_all(fd, request, sizeof(request) - 1);
+    shutdown(fd, SHUT_WR);
+    sxe__sys_count(SXE_SYS_recv);
+    pump();
+    assert_int_equal(seen.requests, 1);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_recv), 0);
+
+    /* Each resume answers one more: the two kept ones without a read, then the one that waited. */
+    assert_int_equal(sxe_conn_resume(conn), 0);
+    pump();
+    assert_int_equal(seen.requests, 2);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_recv), 0);
+    assert_int_equal(sxe_conn_resume(conn), 0);
+    assert_int_equal(sxe_conn_resume(conn), 0); /* twice: the same as once */
+    pump();
+    assert_int_equal(seen.requests, 3);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_recv), 0);
+    assert_int_equal(seen.eofs, 0);
+    assert_int_equal(sxe_conn_resume(conn), 0);
+    pump();
+    assert_int_equal(seen.requests, 4);
+    assert_int_equal(seen.eofs, 0);
+
+    /* The last resume finds the end of stream, though no edge came for it after the pause. */
+    assert_int_equal(sxe_conn_resume(conn), 0);
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(seen.eofs, 1);
+    size_t got = 0;
+    for (ssize_t n; (n = read(fd, replies + got, sizeof(replies) - got)) > 0;) {
+        got += (size_t)n;
+    }
+    assert_int_equal(got, 4 * (sizeof(reply) - 1));
+    close(fd);
+}
+
 /* Calls on closed or unsuitable connections fail cleanly. */
 static void test_misuse_of_closed_connections(void **state)
 {
@@ -1576,6 +1656,9 @@ static void test_misuse_of_closed_connections(void **state)
         sxe_udp_send(conn, "x", 1, (struct sockaddr *)&server_address, sizeof(server_address)),
         -EBADF);
     assert_int_equal(sxe_conn_hand_off(listener, conn), -EPIPE);
+    assert_int_equal(sxe_conn_pause(conn), -EPIPE);
+    assert_int_equal(sxe_conn_resume(conn), -EPIPE);
+    assert_int_equal(sxe_conn_pause(listener), -EPIPE);
     close(fd);
 
     sxe__sys_fail(SXE_SYS_fcntl, 1, 1, EBADF);
@@ -1666,6 +1749,7 @@ int main(void)
         cmocka_unit_test_teardown(test_sendfile_errors, teardown),
         cmocka_unit_test_teardown(test_connect_errors, teardown),
         cmocka_unit_test_teardown(test_misuse_of_closed_connections, teardown),
+        cmocka_unit_test_teardown(test_pause_and_resume, teardown),
         cmocka_unit_test_teardown(test_udp_errors, teardown),
         cmocka_unit_test_teardown(test_close_reason_names, teardown),
     };
