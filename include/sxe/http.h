@@ -152,6 +152,13 @@ const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request
  * order, sends 100 Continue when asked, sends no body for HEAD, adds Date (cached for a second)
  * and Content-Length, or chunked framing when the length is not known. Request bodies, by
  * Content-Length or chunked, arrive whole with the request.
+ *
+ * While a connection has high_water bytes or more of output queued (a large file, or many
+ * answers), its next pipelined request waits, unread, until the output drains: the client is held
+ * back by TCP, and the server's memory stays what it was. A response whose bytes cannot be queued
+ * (more than write_limit at once, or a failed connection) is cut off where it failed: the
+ * sxe_http_*() call returns the error, as do later ones for that response, what was accepted is
+ * sent (the answers before it whole), and the connection closes; nothing follows the cut.
  */
 
 typedef struct sxe_http_server sxe_http_server_t;
@@ -236,7 +243,8 @@ sxe_conn_t *sxe_http_conn(const sxe_http_t *http);
  * Starts a response: the status line, Date, Server, the framing (Content-Length when
  * content_length is 0 or more, else chunked, or for HTTP/1.0 a close), Connection when needed,
  * then headers: extra header lines, each ending in CRLF, or NULL.
- * @return 0, -EALREADY if a response was started, or -errno from the connection.
+ * @return 0, -EALREADY if a response was started, or -errno from the connection (-ENOBUFS: more
+ *         than the connection may queue), after which the connection closes (see above).
  */
 int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length);
 

@@ -6,7 +6,9 @@
  * answered: its head (which the request's pointers point into) and its body. So a body arrives
  * whole with its request, pipelined requests wait their turn in the buffer, and nothing is copied,
  * except a chunked body, which is decoded into the server's scratch area when it is complete.
- * Handlers answer before they return, which keeps responses in request order for free.
+ * Handlers answer before they return, which keeps responses in request order for free. While a
+ * connection's output is backed up (high_water bytes or more queued, a large file for one) the next
+ * pipelined request waits, its bytes unread in the buffer or the socket, until the output drains.
  *
  * State per connection is a small struct in an array sized like the loop's connection table.
  */
@@ -31,7 +33,6 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
 #define ROUTES_MAX       64
 #define DEFAULT_BODY_MAX (48 * 1024)
-#define CORK_BYTES       (64 * 1024) /* files this large go out corked */
 
 struct route {
     char method[16]; /* empty: any */
@@ -54,6 +55,7 @@ struct sxe_http {
     bool chunked;    /* the response is chunked */
     bool keep_alive; /* the connection carries on after this response */
     bool finished;
+    int failed; /* a write of the response failed (-errno): the rest of it is dropped */
 };
 
 /* What the server keeps per connection. */
@@ -65,7 +67,7 @@ struct http_conn {
     bool closing;         /* answered "Connection: close": discard input until the peer goes */
     bool peer_done;       /* the peer shut down its side: close once our answers are sent */
     bool nodelay;         /* TCP_NODELAY is set */
-    bool corked;          /* TCP_CORK is set while a large file goes out */
+    bool paused;          /* output backed up: reading waits for on_drained */
 };
 
 struct sxe_http_server {
@@ -175,7 +177,9 @@ static void append_number(char **at, uint64_t number)
  * Turns Nagle's algorithm off, once, when a send may follow another that is not yet acknowledged:
  * a head and then a file, or the next response on a kept-alive connection. Otherwise the later
  * send could wait for the client's delayed ACK, 40 ms. A connection answered once and closed never
- * needs it: its single writev goes out at once. (Fails harmlessly on Unix sockets.)
+ * needs it: its single send goes out at once. (Fails harmlessly on Unix sockets.) A head followed
+ * by a file needs no TCP_CORK: the core sends it with MSG_MORE, so it leaves with the file's first
+ * bytes, and sendfile pushes the file's last segment itself.
  */
 static void set_nodelay(struct http_conn *state, sxe_conn_t *conn)
 {
@@ -188,21 +192,31 @@ static void set_nodelay(struct http_conn *state, sxe_conn_t *conn)
 }
 
 /*
- * A large file goes out corked (TCP_CORK, as nginx's tcp_nopush): the head and the file leave in
- * full-sized segments, and the receiver handles fewer, larger ones. Measured on loopback with a
- * 1 MB file: the client's CPU per response fell by about a third and the request rate rose by
- * half; uncorked, sendfile's partial pushes cost the receiver more than they save the sender.
- * The queue's drain (or an on_read that sent everything) uncorks, which with TCP_NODELAY set
- * pushes the tail at once.
+ * A write of the response failed (rc < 0: -ENOBUFS for more than the connection may queue, or the
+ * connection's own failure): nothing more of it can go out, and nothing may follow it, or the
+ * client would read the next bytes as its rest. What was accepted leaves (the answers before it
+ * whole, this one cut short, which its Content-Length or missing last chunk tells the client), then
+ * the connection closes; requests after it are not read. Later calls for this response return rc.
  */
-static void cork(struct http_conn *state, sxe_conn_t *conn, bool on)
+static int broken(sxe_http_t *http, int rc)
 {
-    int value = on;
-
-    if (state->corked != on) {
-        state->corked = on;
-        (void)sxe__sys.setsockopt(sxe_conn_fd(conn), IPPROTO_TCP, TCP_CORK, &value, sizeof(value));
+    if (http->failed == 0) {
+        http->failed = rc;
+        SXE_LOG_WARN("cannot send the %d response to %.*s: %s; closing the connection",
+                     http->status, (int)http->request->target_len, http->request->target,
+                     sxe_strerror(rc));
+        state_of(http->server, http->conn)->closing = true;
+        (void)sxe_conn_close_when_sent(http->conn);
     }
+    return rc;
+}
+
+/* Queues bytes of the response, or breaks it off (see broken). */
+static int put(sxe_http_t *http, const void *data, size_t len)
+{
+    int rc = sxe_conn_write(http->conn, data, len);
+
+    return rc < 0 ? broken(http, rc) : 0;
 }
 
 int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length)
@@ -249,19 +263,16 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     if (headers_len + 2 > sizeof(head) - (size_t)len) {
         /* Extra headers too large to copy in go out in writes of their own. */
         int rc;
-        if ((rc = sxe_conn_write(http->conn, head, (size_t)len)) < 0 ||
-            (rc = sxe_conn_write(http->conn, headers, headers_len)) < 0 ||
-            (rc = sxe_conn_write(http->conn, "\r\n", 2)) < 0) {
+        if ((rc = put(http, head, (size_t)len)) < 0 || (rc = put(http, headers, headers_len)) < 0) {
             return rc;
         }
-        return 0;
+        return put(http, "\r\n", 2);
     }
     if (headers_len > 0) { /* headers may be NULL, which memcpy must not see even for 0 bytes */
         memcpy(head + len, headers, headers_len);
     }
     memcpy(head + len + headers_len, "\r\n", 2);
-    int rc = sxe_conn_write(http->conn, head, (size_t)len + headers_len + 2);
-    return rc < 0 ? rc : 0;
+    return put(http, head, (size_t)len + headers_len + 2);
 }
 
 int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
@@ -269,6 +280,9 @@ int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
     char size[24];
     int rc;
 
+    if (http->failed != 0) {
+        return http->failed;
+    }
     if (http->status == 0 || http->finished) {
         return -EINVAL;
     }
@@ -277,34 +291,31 @@ int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
     }
     if (http->chunked) {
         int size_len = snprintf(size, sizeof(size), "%zx\r\n", len);
-        if ((rc = sxe_conn_write(http->conn, size, (size_t)size_len)) < 0 ||
-            (rc = sxe_conn_write(http->conn, data, len)) < 0 ||
-            (rc = sxe_conn_write(http->conn, "\r\n", 2)) < 0) {
+        if ((rc = put(http, size, (size_t)size_len)) < 0 || (rc = put(http, data, len)) < 0) {
             return rc;
         }
-        return 0;
+        return put(http, "\r\n", 2);
     }
-    rc = sxe_conn_write(http->conn, data, len);
-    return rc < 0 ? rc : 0;
+    return put(http, data, len);
 }
 
 int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent)
 {
     struct http_conn *state = state_of(http->server, http->conn);
 
-    if (http->status == 0 || http->finished || http->chunked || http->head_only || len == 0) {
+    if (http->failed != 0 || http->status == 0 || http->finished || http->chunked ||
+        http->head_only || len == 0) {
         if (close_when_sent) {
             sxe__sys.close(fd);
         }
-        return http->status == 0 || http->finished || http->chunked ? -EINVAL : 0;
+        return http->failed != 0                                      ? http->failed
+               : http->status == 0 || http->finished || http->chunked ? -EINVAL
+                                                                      : 0;
     }
     set_nodelay(state, http->conn);
-    if (len >= CORK_BYTES) {
-        cork(state, http->conn, true);
-    }
     int rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
                              : sxe_conn_sendfile(http->conn, fd, offset, len);
-    return rc < 0 ? rc : 0;
+    return rc < 0 ? broken(http, rc) : 0;
 }
 
 /* Connection: close was sent: shut our side once the queue drains, and wait for the peer. */
@@ -318,17 +329,21 @@ int sxe_http_finish(sxe_http_t *http)
 {
     int rc = 0;
 
+    if (http->failed != 0) {
+        http->finished = true;
+        return http->failed;
+    }
     if (http->status == 0 || http->finished) {
         return -EINVAL;
     }
     http->finished = true;
-    if (http->chunked) {
-        rc = sxe_conn_write(http->conn, "0\r\n\r\n", 5);
+    if (http->chunked && (rc = put(http, "0\r\n\r\n", 5)) < 0) {
+        return rc;
     }
     if (!http->keep_alive) {
         close_after_response(http->server, http->conn);
     }
-    return rc < 0 ? rc : 0;
+    return 0;
 }
 
 int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, const void *body,
@@ -557,6 +572,13 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         struct sxe_http_parser reparse;
         int head;
 
+        if (state->head_len == 0 && sxe_conn_queued(conn) >= server->loop->options.high_water) {
+            /* The output is backed up (a large file, or many answers): the next request waits,
+             * and the socket is not read, until it drains. */
+            state->paused = true;
+            (void)sxe_conn_pause(conn);
+            break;
+        }
         if (state->head_len == 0) {
             head = sxe_http_parse_head(&state->parser, at, left, &server->limits, request);
             if (head == 0) {
@@ -619,9 +641,6 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             return len;
         }
     }
-    if (state->corked && sxe_conn_queued(conn) == 0) {
-        cork(state, conn, false);
-    }
     if (!state->closing) {
         if (used > 0) {
             set_nodelay(state, conn); /* answered, and staying open for more */
@@ -647,8 +666,10 @@ static void on_drained(sxe_conn_t *conn)
 {
     struct http_conn *state = state_of(sxe_conn_user(conn), conn);
 
-    cork(state, conn, false);
-    if (state->peer_done) {
+    if (state->paused) {
+        state->paused = false;
+        (void)sxe_conn_resume(conn); /* the requests that waited come next turn */
+    } else if (state->peer_done) {
         sxe_conn_close(conn);
     }
 }

@@ -59,8 +59,8 @@ static int file_fd = -1;
 #define LARGE_FILE (300 * 1000)
 
 /*
- * sendfile through the seam, in the order that once left a large file corked: the first call
- * sends all but 5,000 bytes (less than this server's high_water, past which the queue would be
+ * sendfile through the seam, in the order that once left a large file's tail held back: the first
+ * call sends all but 5,000 bytes (less than this server's high_water, past which the queue would be
  * reported through SXE_CONN_FULL), the second finds the socket full, so the rest is still queued
  * when on_read returns; the flush right after it sends the rest with a real call.
  */
@@ -79,12 +79,16 @@ static void send_file(sxe_http_t *http, void *arg)
 {
     size_t query_len;
     const char *query = sxe_http_query(http, &query_len);
-    size_t len = query_len == 5 && memcmp(query, "large", 5) == 0 ? LARGE_FILE : 1000;
+    bool large = query_len == 5 && memcmp(query, "large", 5) == 0;
+    bool backed = query_len == 6 && memcmp(query, "backed", 6) == 0; /* a small socket buffer */
+    size_t len = large || backed ? LARGE_FILE : 1000;
 
-    int big = 1 << 20; /* room for the rest, so the one flush after on_read sends it all */
+    /* Room for the rest, so the one flush after on_read sends it all; or not, to back it up. */
+    int buffer = backed ? 16384 : 1 << 20;
     (void)arg;
-    assert_int_equal(
-        setsockopt(sxe_conn_fd(sxe_http_conn(http)), SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
+    assert_int_equal(setsockopt(sxe_conn_fd(sxe_http_conn(http)), SOL_SOCKET, SO_SNDBUF, &buffer,
+                                sizeof(buffer)),
+                     0);
     assert_int_equal(sxe_http_start(http, 200, NULL, (int64_t)len), 0);
     assert_int_equal(sxe_http_sendfile(http, file_fd, 0, len, false), 0);
     assert_int_equal(sxe_http_finish(http), 0);
@@ -332,34 +336,58 @@ static void test_close_and_nodelay_cost_no_extra_calls(void **state)
     assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1);
 }
 
-/*
- * A file goes out with TCP_NODELAY set once; a large one also corked while it is sent, and
- * uncorked after, so its tail is not held back: every byte arrives, and in order.
- */
-static void test_files_nodelay_and_cork(void **state)
+/* Makes file_fd a file of LARGE_FILE bytes, "abc...zab...", and leaves a copy in content. */
+static void make_file(char content[LARGE_FILE])
 {
-    static char text[LARGE_FILE + 1024];
-    static char content[LARGE_FILE];
     char path[] = "/tmp/sxe-http-file-XXXXXX";
-    bool closed;
 
-    (void)state;
     file_fd = mkstemp(path);
     assert_true(file_fd >= 0);
     unlink(path);
-    for (size_t i = 0; i < sizeof(content); i++) {
+    for (size_t i = 0; i < LARGE_FILE; i++) {
         content[i] = (char)('a' + i % 26);
     }
-    assert_int_equal(write(file_fd, content, sizeof(content)), (ssize_t)sizeof(content));
+    assert_int_equal(write(file_fd, content, LARGE_FILE), (ssize_t)LARGE_FILE);
+}
+
+/* Records the flags of every send: a head followed by a file goes with MSG_MORE, nothing else. */
+static int send_flags_seen;
+
+static ssize_t send_recording_flags(int fd, const void *buf, size_t len, int flags)
+{
+    send_flags_seen |= flags;
+    return send(fd, buf, len, flags);
+}
+
+/*
+ * A file goes out with TCP_NODELAY set once and no TCP_CORK: its head is sent with MSG_MORE, to
+ * leave with the file's first bytes. Every byte arrives, and in order, the tail included.
+ */
+static void test_files_nodelay_and_more(void **state)
+{
+    static char text[LARGE_FILE + 1024];
+    static char content[LARGE_FILE];
+    bool closed;
+
+    (void)state;
+    make_file(content);
 
     sxe__sys_count(SXE_SYS_setsockopt);
+    sxe__sys.send = send_recording_flags;
     int fd = client();
+    static const char hello_request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, hello_request, sizeof(hello_request) - 1, MSG_NOSIGNAL),
+                     (ssize_t)sizeof(hello_request) - 1);
+    receive(fd, text, sizeof(text), &closed);
+    assert_int_equal(send_flags_seen & MSG_MORE, 0); /* no file follows */
+
     static const char small[] = "GET /file?small HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(send(fd, small, sizeof(small) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(small) - 1);
     size_t got = receive(fd, text, sizeof(text), &closed);
     assert_non_null(strstr(text, "Content-Length: 1000\r\n"));
     assert_memory_equal(text + got - 1000, content, 1000);
     assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1); /* TCP_NODELAY */
+    assert_int_equal(send_flags_seen & MSG_MORE, MSG_MORE);
 
     static const char large[] = "GET /file?large HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(send(fd, large, sizeof(large) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(large) - 1);
@@ -368,7 +396,7 @@ static void test_files_nodelay_and_cork(void **state)
     assert_non_null(strstr(text, "Content-Length: 300000\r\n"));
     assert_true(got > LARGE_FILE);
     assert_memory_equal(text + got - LARGE_FILE, content, LARGE_FILE);
-    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 3); /* and TCP_CORK on, then off */
+    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1); /* no TCP_CORK */
 
     /* The same, with part of the file still queued when on_read returns, sent at once after. */
     sxe__sys.sendfile = sendfile_short_then_full;
@@ -378,7 +406,7 @@ static void test_files_nodelay_and_cork(void **state)
     assert_int_equal(sendfile_calls, 3);
     assert_true(got > LARGE_FILE);
     assert_memory_equal(text + got - LARGE_FILE, content, LARGE_FILE);
-    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 5); /* corked again, and uncorked */
+    assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1);
     close(fd);
     close(file_fd);
     file_fd = -1;
@@ -416,6 +444,135 @@ static void test_pipelined_requests_answered_in_order(void **state)
     assert_non_null(fourth);
     assert_true(first < second && second < third && third < fourth);
     assert_false(closed);
+}
+
+/*
+ * Pipelined requests for large files, read by a client with a small window: the output backs up,
+ * so each next request waits (unread) until the one before has gone. Every response arrives whole,
+ * head and file, in order, and the hello after them too.
+ */
+static void test_pipelined_files_wait_for_the_output(void **state)
+{
+    static char content[LARGE_FILE];
+    static char text[4 * (LARGE_FILE + 512) + 512];
+    static const char one[] = "GET /file?backed HTTP/1.1\r\nHost: x\r\n\r\n";
+    char requests[4 * sizeof(one) + 64] = "";
+    int window = 16384;
+    bool closed;
+
+    (void)state;
+    make_file(content);
+    for (int i = 0; i < 4; i++) {
+        strcat(requests, one);
+    }
+    strcat(requests, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window)), 0);
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(send(fd, requests, strlen(requests), MSG_NOSIGNAL), (ssize_t)strlen(requests));
+    pump(); /* the first file fills both socket buffers; the rest wait */
+
+    size_t got = receive(fd, text, sizeof(text), &closed);
+    assert_false(closed);
+    const char *at = text;
+    for (int i = 0; i < 4; i++) {
+        assert_true(strncmp(at, "HTTP/1.1 200 OK\r\n", 17) == 0);
+        const char *body = strstr(at, "\r\n\r\n");
+        assert_non_null(body);
+        body += 4;
+        assert_true((size_t)(body - text) + LARGE_FILE <= got);
+        assert_memory_equal(body, content, LARGE_FILE);
+        at = body + LARGE_FILE;
+    }
+    assert_true(strncmp(at, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_non_null(strstr(at, "\r\n\r\nhello\n"));
+    close(fd);
+    close(file_fd);
+    file_fd = -1;
+}
+
+/* Answers with 180 bytes of body, or with ?big 400, more than write_limit (300) lets queue. */
+static int sized_rc;
+
+static void sized(sxe_http_t *http, void *arg)
+{
+    static char body[400];
+    size_t query_len;
+    const char *query = sxe_http_query(http, &query_len);
+    int start_rc;
+
+    (void)arg;
+    memset(body, 'x', sizeof(body));
+    if (query_len == 3 && memcmp(query, "big", 3) == 0) {
+        assert_int_equal(sxe_http_start(http, 200, NULL, sizeof(body)), 0);
+        sized_rc = sxe_http_send(http, body, sizeof(body));
+        assert_int_equal(sxe_http_send(http, body, 1), sized_rc); /* the rest is dropped */
+        assert_int_equal(sxe_http_sendfile(http, -1, 0, 1, false), sized_rc);
+        assert_int_equal(sxe_http_finish(http), sized_rc);
+        return;
+    }
+    if ((start_rc = sxe_http_start(http, 200, NULL, 180)) < 0) {
+        sized_rc = start_rc;
+        assert_int_equal(sxe_http_send(http, body, 180), start_rc);
+        return; /* the module's finish is a no-op after the failure */
+    }
+    assert_int_equal(sxe_http_send(http, body, 180), 0);
+}
+
+/*
+ * A response the connection cannot queue (past write_limit) is never followed by the next: what
+ * was accepted leaves, the answers before it whole, and the connection closes. Other connections
+ * go on being served.
+ */
+static void test_a_response_too_large_to_queue_closes(void **state)
+{
+    struct sxe_http_server_options options = {
+        .loop = {.connections = 8, .write_limit = 300, .high_water = 300}};
+    static const char two[] =
+        "GET /sized HTTP/1.1\r\nHost: x\r\n\r\nGET /sized HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char big[] = "GET /sized?big HTTP/1.1\r\nHost: x\r\n\r\n";
+    char text[4096];
+    bool closed;
+
+    (void)state;
+    sxe_http_server_destroy(server);
+    assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/sized", false, sized, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
+    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
+    port = sxe_http_port(server);
+
+    /* The second head does not fit behind the first response: the first arrives whole, then the
+     * close. */
+    int fd = client();
+    assert_int_equal(send(fd, two, sizeof(two) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(two) - 1);
+    size_t got = receive(fd, text, sizeof(text), &closed);
+    assert_true(closed);
+    assert_int_equal(sized_rc, -ENOBUFS);
+    const char *body = strstr(text, "\r\n\r\n");
+    assert_non_null(body);
+    assert_int_equal(got, (size_t)(body + 4 - text) + 180);
+    assert_true(got > 300 - (size_t)(body + 4 - text)); /* so the second head could not fit */
+    close(fd);
+
+    /* The body does not fit behind its head: the head goes, then the close, short of the body. */
+    sized_rc = 0;
+    fd = client();
+    assert_int_equal(send(fd, big, sizeof(big) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(big) - 1);
+    got = receive(fd, text, sizeof(text), &closed);
+    assert_true(closed);
+    assert_int_equal(sized_rc, -ENOBUFS);
+    assert_non_null(strstr(text, "Content-Length: 400\r\n"));
+    assert_null(strstr(text, "xxxx"));
+    close(fd);
+
+    bool hello_closed;
+    const char *response = exchange("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &hello_closed);
+    assert_non_null(strstr(response, "\r\n\r\nhello\n"));
+    assert_false(hello_closed);
 }
 
 static void test_request_bodies(void **state)
@@ -517,7 +674,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_files_nodelay_and_cork, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_files_nodelay_and_more, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_files_wait_for_the_output, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_response_too_large_to_queue_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_has_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_requests_answered_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_bodies, setup, teardown),
