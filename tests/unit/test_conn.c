@@ -806,6 +806,68 @@ static void test_write_faults(void **state)
     close(fd);
 }
 
+/* Consumes everything; a connection whose input starts with 'A' answers, through a failing send. */
+static int failing_fd = -1;
+
+static ssize_t send_fails_on_a(int fd, const void *buf, size_t len, int flags)
+{
+    if (fd == failing_fd) {
+        errno = EPIPE;
+        return -1;
+    }
+    return send(fd, buf, len, flags);
+}
+
+static size_t consume_and_answer_a(sxe_conn_t *conn, const char *data, size_t len)
+{
+    if (data[0] == 'A' && failing_fd < 0) {
+        failing_fd = sxe_conn_fd(conn);
+        assert_true(sxe_conn_write(conn, reply, sizeof(reply) - 1) >= 0);
+    }
+    seen.input_len += len;
+    return len;
+}
+
+/*
+ * Two busy connections in one turn, both left on the ready list (more input than a turn reads);
+ * the second one's write fails. Only it closes, and the first is read to the end: a slot on the
+ * ready and the failed lists at once once linked both through one field, so closing the failed
+ * one went on to close the other and dropped it from the ready list.
+ */
+static void test_failed_write_on_a_ready_connection_spares_the_others(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = on_connect, .on_read = consume_and_answer_a, .on_close = on_close};
+    struct sxe_loop_options options = {.buffer_size = 1024};
+    static char input[16 * 1024];
+
+    (void)state;
+    start_server(&options, NULL, &handlers);
+    int b = client();
+    int a = client();
+    want_connects = 2;
+    pump_until(connects_reached);
+    sxe__sys.send = send_fails_on_a;
+    memset(input, 'B', sizeof(input));
+    send_all(b, input, sizeof(input));
+    memset(input, 'A', sizeof(input));
+    send_all(a, input, sizeof(input));
+    for (int i = 0; i < 50 && (seen.closes == 0 || seen.input_len < sizeof(input)); i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+    pump();
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.last_err, EPIPE);
+    /* All of b's input arrived, whatever a's failure cut short. */
+    assert_true(seen.input_len >= sizeof(input));
+    char byte;
+    assert_int_equal(recv(b, &byte, 1, MSG_DONTWAIT), -1); /* b is still open, nothing sent */
+    assert_int_equal(errno, EAGAIN);
+    failing_fd = -1;
+    close(a);
+    close(b);
+}
+
 /* epoll_wait EINTR: the turn is empty and the loop goes on. */
 static void test_epoll_wait_eintr(void **state)
 {
@@ -1750,6 +1812,8 @@ int main(void)
         cmocka_unit_test_teardown(test_connect_errors, teardown),
         cmocka_unit_test_teardown(test_misuse_of_closed_connections, teardown),
         cmocka_unit_test_teardown(test_pause_and_resume, teardown),
+        cmocka_unit_test_teardown(test_failed_write_on_a_ready_connection_spares_the_others,
+                                  teardown),
         cmocka_unit_test_teardown(test_udp_errors, teardown),
         cmocka_unit_test_teardown(test_close_reason_names, teardown),
     };
