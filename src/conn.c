@@ -37,8 +37,8 @@ static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 /* Reads taken from one connection per turn before others get a chance. */
 #define READS_PER_TURN 4
 
-/* Segments sent with one writev. */
-#define WRITEV_MAX 16
+/* Buffer segments sent with one sendmsg. */
+#define GATHER_MAX 16
 
 /* The most fds one recvmsg accepts on a fd-passing connection. */
 #define FDS_PER_MESSAGE 8
@@ -355,7 +355,7 @@ uint32_t sxe__conn_writing(sxe_loop_t *loop)
 
 /*
  * Drops from the head of the queue what a send of sent bytes finished: a sendfile sends from the
- * head segment only (and moved its offset itself), a writev from the leading buffer segments.
+ * head segment only (and moved its offset itself), a send from the leading buffer segments.
  */
 static void advance(struct sxe_conn *conn, size_t sent, bool file)
 {
@@ -394,10 +394,10 @@ static void flush(struct sxe_conn *conn)
             sent =
                 sxe__sys.sendfile(conn->fd, segment->file_fd, &segment->offset, segment->remaining);
         } else {
-            struct iovec iov[WRITEV_MAX];
+            struct iovec iov[GATHER_MAX];
             int count = 0;
             uint32_t at = conn->queue_head;
-            for (; at != SXE_NONE && count < WRITEV_MAX && loop->segments[at].buffer != SXE_NONE;
+            for (; at != SXE_NONE && count < GATHER_MAX && loop->segments[at].buffer != SXE_NONE;
                  at = loop->segments[at].next) {
                 iov[count].iov_base =
                     buffer_at(loop, loop->segments[at].buffer) + loop->segments[at].start;
@@ -531,7 +531,7 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
         return -ENOBUFS;
     }
     if ((conn->flags & SXE__CONN_CORKED) && can_queue(conn, len)) {
-        /* Inside on_read: gather the replies to this input and send them with one writev. */
+        /* Inside on_read: gather the replies to this input and send them with one call. */
         enqueue_bytes(conn, bytes, len);
         return write_result(conn);
     }

@@ -45,7 +45,7 @@ enum sxe__conn_kind {
 #define SXE__CONN_RESUMED                                                                          \
     0x20u /* offer kept input again, then read to the end (sxe_conn_resume)                        \
            */
-#define SXE__CONN_CORKED     0x40u  /* in on_read: writes queue, and one writev sends them after */
+#define SXE__CONN_CORKED     0x40u  /* in on_read: writes queue, and one send takes them after */
 #define SXE__CONN_PROGRESS   0x80u  /* on_read consumed bytes since the last settle */
 #define SXE__CONN_CLOSE_SENT 0x100u /* close once the queue drains (sxe_conn_close_when_sent) */
 #define SXE__CONN_PAUSED     0x200u /* not reading: input stays in the socket (sxe_conn_pause) */

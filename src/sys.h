@@ -86,8 +86,7 @@
     X(socket, int, (int domain, int type, int protocol), (domain, type, protocol), socket)         \
     X(socketpair, int, (int domain, int type, int protocol, int fds[2]),                           \
       (domain, type, protocol, fds), socketpair)                                                   \
-    X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len), write)                \
-    X(writev, ssize_t, (int fd, const struct iovec *iov, int count), (fd, iov, count), writev)
+    X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len), write)
 
 struct sxe__sys {
 #define SXE_SYS_FIELD(name, ret, params, args, impl) ret(*name) params;
