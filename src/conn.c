@@ -636,6 +636,9 @@ int sxe_conn_pause(sxe_conn_t *conn)
         return -EPIPE;
     }
     conn->flags |= SXE__CONN_PAUSED;
+    if (conn->queue_head != SXE_NONE) {
+        conn->flags |= SXE__CONN_NOTIFY_DRAIN; /* the natural moment to resume */
+    }
     return 0;
 }
 

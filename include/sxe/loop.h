@@ -289,7 +289,8 @@ size_t sxe_conn_queued(const sxe_conn_t *conn);
  * Stops reading from the connection: new bytes stay in the socket, where TCP's window holds the
  * peer back, and on_read is not called until sxe_conn_resume(). For a handler that cannot take
  * more work yet, typically because its output is backed up: it pauses inside on_read and returns
- * what it consumed, the rest being kept. Timeouts go on as before. A stream connection only.
+ * what it consumed, the rest being kept. If output is queued, on_drained follows once it has all
+ * gone, which is where to resume. Timeouts go on as before. A stream connection only.
  * @return 0; -EPIPE if the connection is closed or not a stream.
  */
 int sxe_conn_pause(sxe_conn_t *conn);

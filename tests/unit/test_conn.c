@@ -1660,16 +1660,23 @@ static void count_eof(sxe_conn_t *conn)
     sxe_conn_close(conn);
 }
 
+static void count_drain(sxe_conn_t *conn)
+{
+    (void)conn;
+    seen.drains++;
+}
+
 /*
- * A paused connection is not read: its bytes wait in the socket. Resuming offers the kept input
- * first, with no new bytes needed, then reads the socket to the end, an end of stream that came
- * while paused included.
+ * A paused connection is not read: its bytes wait in the socket, and on_drained says when its
+ * queued output has gone. Resuming offers the kept input first, with no new bytes needed, then
+ * reads the socket to the end, an end of stream that came while paused included.
  */
 static void test_pause_and_resume(void **state)
 {
     static const struct sxe_conn_handlers handlers = {.on_connect = on_connect,
                                                       .on_read = serve_one_and_pause,
                                                       .on_eof = count_eof,
+                                                      .on_drained = count_drain,
                                                       .on_close = on_close};
     static const char three[] =
         "GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n";
@@ -1682,6 +1689,7 @@ static void test_pause_and_resume(void **state)
     want_requests = 1;
     pump_until(requests_reached);
     sxe_conn_t *conn = seen.last_conn;
+    assert_int_equal(seen.drains, 1); /* paused with a reply queued: told when it has gone */
 
     /* Paused with two requests kept: more bytes and an end of stream are left in the socket. */
     send_all(fd, request, sizeof(request) - 1);

@@ -94,6 +94,20 @@ static void send_file(sxe_http_t *http, void *arg)
     assert_int_equal(sxe_http_finish(http), 0);
 }
 
+/* 5,000 bytes of body, written (not a file): a few of these pass the test server's high_water. */
+static void bulk(sxe_http_t *http, void *arg)
+{
+    static char body[5000];
+    int room = 1 << 20; /* the socket takes everything queued at once */
+
+    (void)arg;
+    assert_int_equal(
+        setsockopt(sxe_conn_fd(sxe_http_conn(http)), SOL_SOCKET, SO_SNDBUF, &room, sizeof(room)),
+        0);
+    memset(body, 'b', sizeof(body));
+    assert_int_equal(sxe_http_respond(http, 200, "text/plain", body, sizeof(body)), 0);
+}
+
 static void silent(sxe_http_t *http, void *arg)
 {
     (void)http;
@@ -123,6 +137,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, NULL, "/echo", true, echo, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/silent", false, silent, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/bulk", false, bulk, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/file", false, send_file, NULL), 0);
     assert_int_equal(sxe_http_route(server, "POST", "/post", false, post_only, NULL), 0);
     assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
@@ -494,6 +509,33 @@ static void test_pipelined_files_wait_for_the_output(void **state)
     file_fd = -1;
 }
 
+/*
+ * Pipelined requests whose answers pass high_water, to a client that reads at once: the server
+ * pauses after the answers of one read, the socket takes them all right after on_read, and
+ * on_drained resumes it for the requests that waited.
+ */
+static void test_pipelined_answers_past_high_water(void **state)
+{
+    static char text[8 * 5200];
+    char requests[8 * 64] = "";
+    bool closed;
+
+    (void)state;
+    for (int i = 0; i < 8; i++) {
+        strcat(requests, "GET /bulk HTTP/1.1\r\nHost: x\r\n\r\n");
+    }
+    int fd = client();
+    assert_int_equal(send(fd, requests, strlen(requests), MSG_NOSIGNAL), (ssize_t)strlen(requests));
+    receive(fd, text, sizeof(text), &closed);
+    assert_false(closed);
+    unsigned answers = 0;
+    for (const char *at = text; (at = strstr(at, "HTTP/1.1 200 OK\r\n")) != NULL; at++) {
+        answers++;
+    }
+    assert_int_equal(answers, 8);
+    close(fd);
+}
+
 /* Answers with 180 bytes of body, or with ?big 400, more than write_limit (300) lets queue. */
 static int sized_rc;
 
@@ -676,6 +718,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_files_nodelay_and_more, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_files_wait_for_the_output, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_answers_past_high_water, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_response_too_large_to_queue_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_has_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_requests_answered_in_order, setup, teardown),
