@@ -13,39 +13,14 @@ of two builds or two settings.
 """
 import argparse
 import os
-import re
 import signal
 import statistics
 import subprocess
 import time
 
+from benchlib import parse_wrk, tree_cpu_ns, wait_for_port
 
-def tree(pid):
-    """pid and its children."""
-    pids = [pid]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            if parent == pid:
-                pids.append(int(entry))
-    return pids
-
-
-def cpu_us(pids):
-    """CPU time of every thread of pids, in microseconds."""
-    total = 0
-    for pid in pids:
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as schedstat:
-                    total += int(schedstat.read().split()[0])
-        except OSError:
-            pass
-    return total / 1e3
+PORT = 8090
 
 
 def measure(command, args):
@@ -58,23 +33,25 @@ def measure(command, args):
     server = subprocess.Popen(["taskset", "-c", "0", *words], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        time.sleep(0.4)
+        wait_for_port(PORT)
         load = subprocess.Popen(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",
                                  f"-d{int(args.seconds) + 1}s",
-                                 f"http://127.0.0.1:8090{args.path}"],
+                                 f"http://127.0.0.1:{PORT}{args.path}"],
                                 stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)
-        pids = tree(server.pid)
-        server_before, load_before, started = cpu_us(pids), cpu_us([load.pid]), time.time()
+        server_before, load_before = tree_cpu_ns(server.pid), tree_cpu_ns(load.pid)
+        started = time.monotonic()
         time.sleep(args.seconds)
-        server_after, load_after, ended = cpu_us(pids), cpu_us([load.pid]), time.time()
+        server_after, load_after = tree_cpu_ns(server.pid), tree_cpu_ns(load.pid)
+        ended = time.monotonic()
         output = load.communicate()[0]
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait()
-    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    rate = parse_wrk(output)[1]
     requests = rate * (ended - started)
-    return (server_after - server_before) / requests, (load_after - load_before) / requests, rate
+    return ((server_after - server_before) / 1e3 / requests,
+            (load_after - load_before) / 1e3 / requests, rate)
 
 
 def main():

@@ -28,6 +28,37 @@ def wait_for_port(port, timeout=5.0):
     raise RuntimeError(f"nothing listens on port {port}")
 
 
+def tree(pid):
+    """pid and every process descended from it."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, unvisited = [], [pid]
+    while unvisited:
+        found.append(unvisited.pop())
+        unvisited.extend(children.get(found[-1], []))
+    return found
+
+
+def tree_cpu_ns(pid):
+    """CPU time of every thread of pid's process tree, in ns (schedstat)."""
+    total = 0
+    for member in tree(pid):
+        try:
+            for task in os.listdir(f"/proc/{member}/task"):
+                with open(f"/proc/{member}/task/{task}/schedstat") as stat:
+                    total += int(stat.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
 def parse_duration_ms(text):
     value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]

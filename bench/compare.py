@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, install, parse_wrk, wait_for_port
+from benchlib import ROOT, install, parse_wrk, tree, tree_cpu_ns, wait_for_port
 
 PEERS = os.path.join(ROOT, "bench", "peers")
 BODY = b"Hello World\n"
@@ -146,36 +146,6 @@ def stop(process, grace=5.0):
             print(f"compare: {' '.join(process.args[3:5])} did not stop within {wait:.0f} s of "
                   f"{signal.Signals(sig).name}", file=sys.stderr)
     LIVE.discard(process)
-
-
-def tree(pid):
-    """pid and every process descended from it."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, unvisited = [], [pid]
-    while unvisited:
-        found.append(unvisited.pop())
-        unvisited.extend(children.get(found[-1], []))
-    return found
-
-
-def tree_cpu_ns(pid):
-    total = 0
-    for member in tree(pid):
-        try:
-            for task in os.listdir(f"/proc/{member}/task"):
-                with open(f"/proc/{member}/task/{task}/schedstat") as stat:
-                    total += int(stat.read().split()[0])
-        except OSError:
-            pass
-    return total
 
 
 def tree_memory_kb(pid, field):
