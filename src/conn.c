@@ -112,16 +112,21 @@ static bool is_open(const struct sxe_conn *conn)
     return conn->fd >= 0;
 }
 
-/* Puts the connection on the ready list: it is read again after the others have had a turn. */
+/*
+ * Puts the connection on the ready list: it is read again after the others have had a turn. If
+ * its slot is still listed for the connection that had it before, that entry serves this one.
+ */
 static void ready_later(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
 
-    if ((conn->lists & SXE__LIST_READY) == 0) {
-        conn->lists |= SXE__LIST_READY;
-        conn->ready_next = loop->ready_head;
-        loop->ready_head = conn->index;
+    if (conn->lists & SXE__LIST_READY) {
+        conn->lists &= (uint8_t)~SXE__LIST_STALE;
+        return;
     }
+    conn->lists |= SXE__LIST_READY;
+    conn->ready_next = loop->ready_head;
+    loop->ready_head = conn->index;
 }
 
 /*
@@ -271,6 +276,9 @@ void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason,
     sxe__sys.close(conn->fd);
     conn->fd = -1;
     conn->generation++;
+    if (conn->lists & SXE__LIST_READY) {
+        conn->lists |= SXE__LIST_STALE; /* a new connection in this slot is not read for it */
+    }
     release_io(conn);
     loop->stats.closed++;
     if (reason == SXE_CLOSE_TIMEOUT) {
@@ -973,8 +981,9 @@ void sxe__conn_read_ready(sxe_loop_t *loop)
     while (index != SXE_NONE) {
         struct sxe_conn *conn = &loop->conns[index];
         index = conn->ready_next;
-        conn->lists &= (uint8_t)~SXE__LIST_READY;
-        if (is_open(conn)) {
+        bool stale = conn->lists & SXE__LIST_STALE;
+        conn->lists &= (uint8_t) ~(SXE__LIST_READY | SXE__LIST_STALE);
+        if (!stale && is_open(conn)) {
             sxe__conn_dispatch(loop, conn, EPOLLIN);
             sxe__conn_close_failed(loop);
         }

@@ -56,6 +56,7 @@ enum sxe__conn_kind {
  */
 #define SXE__LIST_READY  0x01u /* on the ready list, through ready_next */
 #define SXE__LIST_FAILED 0x02u /* on the failed list, through failed_next */
+#define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
 
 /* One queued piece of output: bytes in a buffer, or a range of a file. */
 struct sxe__segment {

@@ -895,6 +895,88 @@ static void test_failed_write_on_a_ready_connection_spares_the_others(void **sta
     close(b);
 }
 
+/* An outgoing connection's on_connect: was the socket really connected? */
+static unsigned early_connects, real_connects;
+
+static void check_connected(sxe_conn_t *conn)
+{
+    struct sockaddr_in peer;
+    socklen_t len = sizeof(peer);
+
+    if (getpeername(sxe_conn_fd(conn), (struct sockaddr *)&peer, &len) == 0) {
+        real_connects++;
+    } else {
+        early_connects++;
+    }
+}
+
+/* 'A' input: remembered. 'B' input: closes A and connects out, which takes A's slot. */
+static sxe_conn_t *conn_a;
+static struct sockaddr_in stuck_address; /* a listener whose accept queue is full */
+
+static size_t close_a_and_connect(sxe_conn_t *conn, const char *data, size_t len)
+{
+    static const struct sxe_conn_handlers outgoing = {.on_connect = check_connected};
+
+    if (data[0] == 'A') {
+        conn_a = conn;
+    } else if (data[0] == 'B' && conn_a != NULL) {
+        sxe_conn_close(conn_a);
+        conn_a = NULL;
+        assert_int_equal(sxe_connect(sxe_conn_loop(conn), &seen.adopted,
+                                     (struct sockaddr *)&stuck_address, sizeof(stuck_address), NULL,
+                                     0, &outgoing, NULL),
+                         0);
+    }
+    return len;
+}
+
+/*
+ * A connection left on the ready list closes, and a new one takes its slot in the same turn: the
+ * new one is not read on the old one's behalf. Here it is a connect still under way (its SYN
+ * waits on a full accept queue), which a read event would have declared connected.
+ */
+static void test_a_reused_slot_is_not_read_for_its_old_connection(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = on_connect, .on_read = close_a_and_connect, .on_close = on_close};
+    struct sxe_loop_options options = {.connections = 3, .buffer_size = 1024};
+    static char input[16 * 1024];
+    socklen_t len = sizeof(stuck_address);
+
+    (void)state;
+    int stuck = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    stuck_address =
+        (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(stuck, (struct sockaddr *)&stuck_address, sizeof(stuck_address)), 0);
+    assert_int_equal(listen(stuck, 0), 0);
+    assert_int_equal(getsockname(stuck, (struct sockaddr *)&stuck_address, &len), 0);
+    int filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(filler, (struct sockaddr *)&stuck_address, sizeof(stuck_address)), 0);
+
+    start_server(&options, NULL, &handlers);
+    int a = client();
+    int b = client();
+    want_connects = 2;
+    pump_until(connects_reached);
+    memset(input, 'A', sizeof(input)); /* more than a turn reads: a stays on the ready list */
+    send_all(a, input, sizeof(input));
+    send_all(b, "B", 1);
+    usleep(50 * 1000); /* all of it in the server's sockets: one turn reads a 4 times, then b */
+    for (int i = 0; i < 50 && seen.adopted == NULL; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_non_null(seen.adopted);
+    pump();
+    assert_int_equal(early_connects, 0);
+    assert_int_equal(seen.closes, 1);
+    sxe_conn_close(seen.adopted);
+    close(filler);
+    close(stuck);
+    close(a);
+    close(b);
+}
+
 /* epoll_wait EINTR: the turn is empty and the loop goes on. */
 static void test_epoll_wait_eintr(void **state)
 {
@@ -1848,6 +1930,7 @@ int main(void)
         cmocka_unit_test_teardown(test_misuse_of_closed_connections, teardown),
         cmocka_unit_test_teardown(test_pause_and_resume, teardown),
         cmocka_unit_test_teardown(test_short_sends_across_buffers, teardown),
+        cmocka_unit_test_teardown(test_a_reused_slot_is_not_read_for_its_old_connection, teardown),
         cmocka_unit_test_teardown(test_failed_write_on_a_ready_connection_spares_the_others,
                                   teardown),
         cmocka_unit_test_teardown(test_udp_errors, teardown),
