@@ -202,9 +202,15 @@ static int broken(sxe_http_t *http, int rc)
 {
     if (http->failed == 0) {
         http->failed = rc;
-        SXE_LOG_WARN("cannot send the %d response to %.*s: %s; closing the connection",
-                     http->status, (int)http->request->target_len, http->request->target,
-                     sxe_strerror(rc));
+        if (rc == -ENOBUFS) { /* the response is too large to queue: worth an operator's look */
+            SXE_LOG_WARN("cannot queue the %d response to %.*s (write_limit); closing the "
+                         "connection",
+                         http->status, (int)http->request->target_len, http->request->target);
+        } else { /* the connection failed: a client that went away is no news */
+            SXE_LOG_DEBUG("cannot send the %d response to %.*s: %s; closing the connection",
+                          http->status, (int)http->request->target_len, http->request->target,
+                          sxe_strerror(rc));
+        }
         state_of(http->server, http->conn)->closing = true;
         (void)sxe_conn_close_when_sent(http->conn);
     }

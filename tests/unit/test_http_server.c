@@ -94,6 +94,17 @@ static void send_file(sxe_http_t *http, void *arg)
     assert_int_equal(sxe_http_finish(http), 0);
 }
 
+/* A file response that records what each call returned, for a connection that fails under it. */
+static int file_rcs[3];
+
+static void file_recording(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    file_rcs[0] = sxe_http_start(http, 200, NULL, 1000);
+    file_rcs[1] = sxe_http_sendfile(http, file_fd, 0, 1000, false);
+    file_rcs[2] = sxe_http_finish(http);
+}
+
 /* 5,000 bytes of body, written (not a file): a few of these pass the test server's high_water. */
 static void bulk(sxe_http_t *http, void *arg)
 {
@@ -138,6 +149,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/silent", false, silent, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/bulk", false, bulk, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/file-rc", false, file_recording, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/file", false, send_file, NULL), 0);
     assert_int_equal(sxe_http_route(server, "POST", "/post", false, post_only, NULL), 0);
     assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
@@ -536,6 +548,37 @@ static void test_pipelined_answers_past_high_water(void **state)
     close(fd);
 }
 
+/*
+ * The connection fails under a handler (its head, flushed ahead of the file, meets EPIPE): the
+ * sendfile and the finish return the error, the connection closes, and others are served.
+ */
+static void test_a_connection_failing_under_a_handler(void **state)
+{
+    static char content[LARGE_FILE];
+    char text[4096];
+    bool closed;
+
+    (void)state;
+    make_file(content);
+    int fd = client();
+    sxe__sys_fail(SXE_SYS_send, 1, 1, EPIPE);
+    static const char request[] = "GET /file-rc HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL),
+                     (ssize_t)sizeof(request) - 1);
+    receive(fd, text, sizeof(text), &closed);
+    assert_true(closed);
+    assert_int_equal(file_rcs[0], 0);
+    assert_int_equal(file_rcs[1], -EPIPE);
+    assert_int_equal(file_rcs[2], -EPIPE);
+    close(fd);
+    close(file_fd);
+    file_fd = -1;
+
+    bool hello_closed;
+    const char *response = exchange("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &hello_closed);
+    assert_non_null(strstr(response, "\r\n\r\nhello\n"));
+}
+
 /* Answers with 180 bytes of body, or with ?big 400, more than write_limit (300) lets queue. */
 static int sized_rc;
 
@@ -719,6 +762,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_files_nodelay_and_more, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_files_wait_for_the_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_answers_past_high_water, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_connection_failing_under_a_handler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_response_too_large_to_queue_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_has_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined_requests_answered_in_order, setup, teardown),
