@@ -635,13 +635,21 @@ int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t l
     return queue_file(conn, fd, offset, len, true);
 }
 
-int sxe_conn_pause(sxe_conn_t *conn)
+/* sxe_conn_pause() and sxe_conn_resume() take open stream connections. */
+static int check_pausable(const struct sxe_conn *conn)
 {
     if (!SXE_CHECK(conn != NULL)) {
         return -EINVAL;
     }
-    if (!is_open(conn) || conn->kind != SXE__KIND_STREAM) {
-        return -EPIPE;
+    return is_open(conn) && conn->kind == SXE__KIND_STREAM ? 0 : -EPIPE;
+}
+
+int sxe_conn_pause(sxe_conn_t *conn)
+{
+    int rc;
+
+    if ((rc = check_pausable(conn)) < 0) {
+        return rc;
     }
     conn->flags |= SXE__CONN_PAUSED;
     if (conn->queue_head != SXE_NONE) {
@@ -652,11 +660,10 @@ int sxe_conn_pause(sxe_conn_t *conn)
 
 int sxe_conn_resume(sxe_conn_t *conn)
 {
-    if (!SXE_CHECK(conn != NULL)) {
-        return -EINVAL;
-    }
-    if (!is_open(conn) || conn->kind != SXE__KIND_STREAM) {
-        return -EPIPE;
+    int rc;
+
+    if ((rc = check_pausable(conn)) < 0) {
+        return rc;
     }
     if (conn->flags & SXE__CONN_PAUSED) {
         conn->flags = (uint16_t)((conn->flags & ~SXE__CONN_PAUSED) | SXE__CONN_RESUMED);

@@ -308,19 +308,19 @@ int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
 int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent)
 {
     struct http_conn *state = state_of(http->server, http->conn);
+    int rc = http->failed != 0                                      ? http->failed
+             : http->status == 0 || http->finished || http->chunked ? -EINVAL
+                                                                    : 0;
 
-    if (http->failed != 0 || http->status == 0 || http->finished || http->chunked ||
-        http->head_only || len == 0) {
+    if (rc < 0 || http->head_only || len == 0) { /* nothing to send: fd is not kept */
         if (close_when_sent) {
             sxe__sys.close(fd);
         }
-        return http->failed != 0                                      ? http->failed
-               : http->status == 0 || http->finished || http->chunked ? -EINVAL
-                                                                      : 0;
+        return rc;
     }
     set_nodelay(state, http->conn);
-    int rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
-                             : sxe_conn_sendfile(http->conn, fd, offset, len);
+    rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
+                         : sxe_conn_sendfile(http->conn, fd, offset, len);
     return rc < 0 ? broken(http, rc) : 0;
 }
 
