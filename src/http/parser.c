@@ -644,6 +644,9 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             }
             parser->start = (uint32_t)(at + 1);
             parser->state = S_METHOD;
+            /* The request line's limit counts from its own start, wherever the call began. */
+            limit = parser->start + limits->request_line;
+            stop = len < limit ? len : limit;
             at++;
             break;
         case S_TARGET_START:
