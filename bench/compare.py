@@ -76,6 +76,8 @@ def peers(build, tmp, root, libuv_hello):
                           packages=("nginx-light", "libnginx-mod-http-lua")),
         "node.js http": Peer("http", lambda p: ["node", os.path.join(PEERS, "node-hello.js"),
                                                 str(p)], packages=("nodejs",)),
+        "static floor": Peer("files", lambda p: [program("bench/epoll-floor"), str(p), root],
+                             path="/f12.txt"),
         "sxe-httpd": Peer("files", lambda p: [program("tools/sxe-httpd"), "--root", root,
                                               "--listen", f"127.0.0.1:{p}", "--connections",
                                               "19000"], path="/f12.txt"),

@@ -3,6 +3,7 @@ no cell is empty or an error, and the Markdown and the chart are written. No spe
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -100,3 +101,61 @@ def test_interrupted_compare_stops_what_it_started(build_dir):
     assert "interrupted; every server and load generator stopped" in err
     for pattern in (re.escape(floor), "^wrk -t1 "):
         assert not running(pattern), running(pattern)
+
+
+def request(sock, path, close=False):
+    extra = "Connection: close\r\n" if close else ""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode())
+
+
+def response(sock):
+    """One response: (head, body), the body as long as its Content-Length."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed inside a head: {data!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+    while len(body) < length:
+        chunk = sock.recv(1 << 20)
+        assert chunk, f"closed after {len(body)} of {length} bytes"
+        body += chunk
+    assert len(body) == length, "more bytes than the response holds"
+    return head, body
+
+
+def test_static_floor_serves_its_files(build_dir, tmp_path):
+    """The static-file floor of bench/compare answers with the files' bytes, small ones from
+    memory and large ones by sendfile, on one keep-alive connection; 404 for anything else; and
+    closes after a Connection: close request."""
+    files = {"small.txt": b"Hello World\n", "empty": b"", "large.bin": os.urandom(3 << 20)}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    floor = subprocess.Popen([str(build_dir / "bench" / "epoll-floor"), str(port), str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "the floor never listened"
+                time.sleep(0.02)
+        with sock:
+            for name in ("small.txt", "large.bin", "empty", "small.txt"):
+                request(sock, f"/{name}")
+                head, body = response(sock)
+                assert head.startswith(b"HTTP/1.1 200 OK\r\n") and body == files[name], name
+            request(sock, "/missing")
+            assert response(sock)[0].startswith(b"HTTP/1.1 404 ")
+            request(sock, "/large.bin", close=True)
+            head, body = response(sock)
+            assert b"Connection: close" in head and body == files["large.bin"]
+            assert sock.recv(1) == b"", "still open after Connection: close"
+    finally:
+        floor.kill()
+        floor.wait()
