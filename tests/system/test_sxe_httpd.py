@@ -166,6 +166,19 @@ def test_no_path_escapes(httpd, path):
     assert b"secret" not in data.split(b"\r\n\r\n", 1)[1]
 
 
+@pytest.mark.parametrize("path,status", [
+    ("/docs/..", 403), ("/docs/.", 403), ("/.", 403), ("/docs/./index.html", 403),
+    ("/docs/%2E", 403), ("/docs%2f..%2f..%2fsecret.txt", 403), ("/%5c..%5csecret.txt", 403),
+    ("/docs/index.html%2f.", 403),
+    # Dots that do not make a whole "." or ".." segment are names like any other.
+    ("/...", 404), ("/docs/..x", 404), ("/.x", 404), ("/docs/index.html", 200),
+])
+def test_dot_segments_are_refused_however_written(httpd, path, status):
+    data = exchange(httpd().port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                    .encode())
+    assert int(data.split()[1]) == status, data
+
+
 def test_symlink_inside_the_root_is_served(httpd):
     assert get(httpd().port, "/inside")[2] == b"Hello World\n"
 

@@ -91,6 +91,9 @@ static const char *mime_type(const char *path)
 /* Writes an access log line, common or combined format. */
 static void log_access(sxe_http_t *http, int status, uint64_t bytes)
 {
+    if (config.access_log == NULL) {
+        return;
+    }
     const struct sxe_http_request *request = sxe_http_request(http);
     struct sockaddr_storage peer;
     socklen_t peer_len = sizeof(peer);
@@ -98,9 +101,6 @@ static void log_access(sxe_http_t *http, int status, uint64_t bytes)
     time_t now = time(NULL);
     struct tm utc;
 
-    if (config.access_log == NULL) {
-        return;
-    }
     if (sxe_conn_peer(sxe_http_conn(http), (struct sockaddr *)&peer, &peer_len) == 0) {
         void *address = peer.ss_family == AF_INET6
                             ? (void *)&((struct sockaddr_in6 *)&peer)->sin6_addr
@@ -144,16 +144,23 @@ static int hex_value(char c)
                                         : -1;
 }
 
-/*
- * Decodes the path's percent escapes into out. Refuses (returns false) escapes that are malformed
- * or decode to NUL, and any "." or ".." segment, however it was written.
- */
-static bool decode_path(const char *path, size_t len, char *out, size_t size)
+/* Whether a decoded path segment is "." or "..": they are how paths escape the root. */
+static bool dot_segment(const char *segment, size_t len)
 {
-    size_t used = 0;
+    return (len == 1 && segment[0] == '.') || (len == 2 && segment[0] == '.' && segment[1] == '.');
+}
+
+/*
+ * Decodes the path's percent escapes into out, in one pass. Refuses (returns -1) escapes that are
+ * malformed or decode to NUL, a backslash, and any "." or ".." segment, however it was written.
+ * @return the decoded length.
+ */
+static long decode_path(const char *path, size_t len, char *out, size_t size)
+{
+    size_t used = 0, segment = 1; /* where the current segment starts in out */
 
     if (len == 0 || path[0] != '/') {
-        return false;
+        return -1;
     }
     for (size_t i = 0; i < len; i++) {
         char c = path[i];
@@ -161,30 +168,27 @@ static bool decode_path(const char *path, size_t len, char *out, size_t size)
             int high, low;
             if (i + 2 >= len || (high = hex_value(path[i + 1])) < 0 ||
                 (low = hex_value(path[i + 2])) < 0) {
-                return false;
+                return -1;
             }
             c = (char)(high << 4 | low);
             if (c == '\0') {
-                return false;
+                return -1;
             }
             i += 2;
         }
-        if (used + 1 >= size) {
-            return false;
+        if (used + 1 >= size || c == '\\') {
+            return -1;
+        }
+        if (c == '/' && used > 0) {
+            if (dot_segment(out + segment, used - segment)) {
+                return -1;
+            }
+            segment = used + 1;
         }
         out[used++] = c;
     }
     out[used] = '\0';
-    /* No segment may be "." or "..": they are how paths escape the root. */
-    for (const char *segment = out; segment != NULL;
-         segment = strchr(segment, '/') ? strchr(segment, '/') + 1 : NULL) {
-        size_t segment_len = strcspn(segment, "/");
-        if ((segment_len == 1 && segment[0] == '.') ||
-            (segment_len == 2 && segment[0] == '.' && segment[1] == '.')) {
-            return false;
-        }
-    }
-    return strchr(out, '\\') == NULL;
+    return dot_segment(out + segment, used - segment) ? -1 : (long)used;
 }
 
 /* Whether resolved (a realpath) lies under the root. */
@@ -382,6 +386,7 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
 
 struct file {
     char key[CACHE_KEY_MAX]; /* the decoded request path; empty for a free slot */
+    size_t key_len;
     char *resolved;
     int fd;
     uint64_t size;
@@ -408,13 +413,13 @@ static uint64_t hash_key(const char *key)
 }
 
 /* The slot that holds key, or the one to (re)use for it. */
-static struct file *cache_slot(const char *key, bool *found)
+static struct file *cache_slot(const char *key, size_t len, bool *found)
 {
     uint64_t home = hash_key(key);
 
     for (unsigned probe = 0; probe < CACHE_PROBES; probe++) {
         struct file *file = &cache[(home + probe) % CACHE_SLOTS];
-        if (strcmp(file->key, key) == 0 || file->key[0] == '\0') {
+        if (file->key[0] == '\0' || (file->key_len == len && memcmp(file->key, key, len) == 0)) {
             *found = file->key[0] != '\0';
             return file;
         }
@@ -440,7 +445,7 @@ static void file_release(struct file *file)
 static void file_load(struct file *file, const char *key, const char *resolved, int fd,
                       const struct stat *status)
 {
-    snprintf(file->key, sizeof(file->key), "%s", key);
+    file->key_len = (size_t)snprintf(file->key, sizeof(file->key), "%s", key);
     file->resolved = strdup(resolved);
     file->fd = fd;
     file->size = (uint64_t)status->st_size;
@@ -545,14 +550,15 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, 405, "Allow: GET, HEAD\r\n", NULL);
         return;
     }
-    if (!decode_path(path, path_len, decoded, sizeof(decoded))) {
+    long decoded_len = decode_path(path, path_len, decoded, sizeof(decoded));
+    if (decoded_len < 0) {
         respond(http, 403, NULL, "the path leaves the root or cannot be decoded\n");
         return;
     }
     uint64_t second = sxe_loop_now(sxe_conn_loop(sxe_http_conn(http))) / SXE_NS_PER_SEC;
-    bool cacheable = strlen(decoded) < CACHE_KEY_MAX;
+    bool cacheable = decoded_len < CACHE_KEY_MAX;
     bool found = false;
-    struct file *slot = cacheable ? cache_slot(decoded, &found) : NULL;
+    struct file *slot = cacheable ? cache_slot(decoded, (size_t)decoded_len, &found) : NULL;
     if (found && slot->checked == second) {
         serve_file(http, slot, true);
         return;
@@ -571,7 +577,7 @@ static void serve(sxe_http_t *http, void *arg)
         return;
     }
     if (S_ISDIR(status.st_mode)) {
-        if (decoded[strlen(decoded) - 1] != '/') {
+        if (decoded[decoded_len - 1] != '/') {
             char location[PATH_MAX + 32];
             snprintf(location, sizeof(location), "Location: %.*s/\r\n", (int)path_len, path);
             respond(http, 301, location, NULL);
