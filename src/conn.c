@@ -8,7 +8,8 @@
  * holds a buffer between events, and idle connections cost their table entry alone.
  *
  * Output. A write goes straight to the socket. What the socket does not take is copied into
- * buffers and queued as segments; sendfile ranges are queued as segments without a buffer. The
+ * buffers and queued as segments; sendfile ranges and the caller's own memory (sxe_conn_write_ref)
+ * are queued as segments without a buffer, and their release callbacks run when they go. The
  * queue is sent as the socket drains (edge-triggered EPOLLOUT). A connection's pool state says
  * what it waits for (IDLE, READING, WRITING), and the pool's per-state timeouts enforce the
  * loop's idle, read and write timeouts.
@@ -91,20 +92,33 @@ static void segment_give(sxe_loop_t *loop, uint32_t segment)
     loop->segments_free++;
 }
 
-/* Frees the segment at the head of the queue. */
+/* A file range: sent with sendfile, never gathered with bytes. */
+static bool is_file(const struct sxe__segment *segment)
+{
+    return segment->buffer == SXE_NONE && segment->file_fd >= 0;
+}
+
+/* Frees the segment at the head of the queue, closing or releasing what it held. */
 static void pop_segment(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t head = conn->queue_head;
+    struct sxe__segment *segment = &loop->segments[head];
+    sxe_conn_release_t release = segment->release;
+    void *release_arg = segment->release_arg;
 
-    conn->queue_head = loop->segments[head].next;
+    conn->queue_head = segment->next;
     if (conn->queue_head == SXE_NONE) {
         conn->queue_tail = SXE_NONE;
     }
-    if (loop->segments[head].buffer == SXE_NONE && loop->segments[head].close_fd) {
-        sxe__sys.close(loop->segments[head].file_fd);
+    if (is_file(segment) && segment->close_fd) {
+        sxe__sys.close(segment->file_fd);
     }
+    segment->release = NULL;
     segment_give(loop, head);
+    if (release != NULL) {
+        release(release_arg);
+    }
 }
 
 static bool is_open(const struct sxe_conn *conn)
@@ -363,7 +377,8 @@ uint32_t sxe__conn_writing(sxe_loop_t *loop)
 
 /*
  * Drops from the head of the queue what a send of sent bytes finished: a sendfile sends from the
- * head segment only (and moved its offset itself), a send from the leading buffer segments.
+ * head segment only (and moved its offset itself), a send from the leading byte segments (buffers
+ * and memory).
  */
 static void advance(struct sxe_conn *conn, size_t sent, bool file)
 {
@@ -378,11 +393,17 @@ static void advance(struct sxe_conn *conn, size_t sent, bool file)
     }
     while (sent > 0) {
         struct sxe__segment *segment = &segments[conn->queue_head];
-        size_t held = segment->end - segment->start;
+        bool buffer = segment->buffer != SXE_NONE;
+        size_t held = buffer ? segment->end - segment->start : segment->remaining;
         size_t done = sent < held ? sent : held;
-        segment->start += (uint32_t)done;
+        if (buffer) {
+            segment->start += (uint32_t)done;
+        } else {
+            segment->data += done;
+            segment->remaining -= done;
+        }
         sent -= done;
-        if (segment->start < segment->end) {
+        if (done < held) {
             return;
         }
         pop_segment(conn);
@@ -398,23 +419,29 @@ static void flush(struct sxe_conn *conn)
         struct sxe__segment *segment = &loop->segments[conn->queue_head];
         ssize_t sent;
 
-        if (segment->buffer == SXE_NONE) {
+        bool file = is_file(segment);
+        if (file) {
             sent =
                 sxe__sys.sendfile(conn->fd, segment->file_fd, &segment->offset, segment->remaining);
         } else {
             struct iovec iov[GATHER_MAX];
             int count = 0;
             uint32_t at = conn->queue_head;
-            for (; at != SXE_NONE && count < GATHER_MAX && loop->segments[at].buffer != SXE_NONE;
+            for (; at != SXE_NONE && count < GATHER_MAX && !is_file(&loop->segments[at]);
                  at = loop->segments[at].next) {
-                iov[count].iov_base =
-                    buffer_at(loop, loop->segments[at].buffer) + loop->segments[at].start;
-                iov[count++].iov_len = loop->segments[at].end - loop->segments[at].start;
+                const struct sxe__segment *bytes = &loop->segments[at];
+                if (bytes->buffer != SXE_NONE) {
+                    iov[count].iov_base = buffer_at(loop, bytes->buffer) + bytes->start;
+                    iov[count++].iov_len = bytes->end - bytes->start;
+                } else {
+                    iov[count].iov_base = (void *)bytes->data;
+                    iov[count++].iov_len = bytes->remaining;
+                }
             }
             /* Bytes followed by a file (a response head) wait to leave with the file's first bytes.
              */
-            int flags = MSG_NOSIGNAL |
-                        (at != SXE_NONE && loop->segments[at].buffer == SXE_NONE ? MSG_MORE : 0);
+            int flags =
+                MSG_NOSIGNAL | (at != SXE_NONE && is_file(&loop->segments[at]) ? MSG_MORE : 0);
             if (count == 1) {
                 sent = sxe__sys.send(conn->fd, iov[0].iov_base, iov[0].iov_len, flags);
             } else {
@@ -431,13 +458,13 @@ static void flush(struct sxe_conn *conn)
             }
             return;
         }
-        if (sent == 0 && segment->buffer == SXE_NONE) {
+        if (sent == 0 && file) {
             /* The file ended before the range did (truncated under us): fail the connection. */
             fail_later(conn, SXE_CLOSE_ERROR, EIO);
             return;
         }
         conn->queued -= (uint64_t)sent;
-        advance(conn, (size_t)sent, segment->buffer == SXE_NONE);
+        advance(conn, (size_t)sent, file);
     }
     if (conn->queue_head != SXE_NONE || conn->failed_err != 0) {
         return;
@@ -582,18 +609,40 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
     return write_result(conn);
 }
 
+/* Links a segment without a buffer (a file range or memory) at the tail of the queue. */
+static void link_segment(struct sxe_conn *conn, uint32_t index, size_t len)
+{
+    sxe_loop_t *loop = conn->loop;
+
+    if (conn->queue_tail != SXE_NONE) {
+        loop->segments[conn->queue_tail].next = index;
+    } else {
+        conn->queue_head = index;
+    }
+    conn->queue_tail = index;
+    conn->queued += len;
+}
+
 /*
  * Queues a file range and sends what the socket takes. With own, the connection owns fd from here:
  * closed when its segment goes (sent, or the connection closed), or now if it is not queued.
+ * release, if set, is called at the same moments.
  */
-static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, bool own)
+static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, bool own,
+                      sxe_conn_release_t release, void *arg)
 {
     sxe_loop_t *loop = conn->loop;
     int rc = check_writable(conn);
 
+    if (rc == 0 && !SXE_CHECK(fd >= 0)) {
+        rc = -EBADF;
+    }
     if (rc < 0 || len == 0 || loop->segments_free == 0) {
         if (own) {
             sxe__sys.close(fd);
+        }
+        if (release != NULL) {
+            release(arg);
         }
         /* A zero-length range queues nothing: a zero-length sendfile would read as EOF. */
         return rc < 0 ? rc : len == 0 ? write_result(conn) : -ENOBUFS;
@@ -605,13 +654,9 @@ static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, b
     segment->close_fd = own;
     segment->offset = offset;
     segment->remaining = len;
-    if (conn->queue_tail != SXE_NONE) {
-        loop->segments[conn->queue_tail].next = index;
-    } else {
-        conn->queue_head = index;
-    }
-    conn->queue_tail = index;
-    conn->queued += len;
+    segment->release = release;
+    segment->release_arg = arg;
+    link_segment(conn, index, len);
     flush(conn);
     if (conn->failed_err != 0) {
         return -conn->failed_err;
@@ -627,12 +672,66 @@ static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, b
 
 int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
 {
-    return queue_file(conn, fd, offset, len, false);
+    return queue_file(conn, fd, offset, len, false, NULL, NULL);
 }
 
 int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len)
 {
-    return queue_file(conn, fd, offset, len, true);
+    return queue_file(conn, fd, offset, len, true, NULL, NULL);
+}
+
+int sxe_conn_sendfile_ref(sxe_conn_t *conn, int fd, off_t offset, size_t len,
+                          sxe_conn_release_t release, void *arg)
+{
+    return queue_file(conn, fd, offset, len, false, release, arg);
+}
+
+int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_release_t release,
+                       void *arg)
+{
+    sxe_loop_t *loop = conn->loop;
+    const char *bytes = data;
+    int rc = check_writable(conn);
+
+    if (rc == 0 && !SXE_CHECK(data != NULL || len == 0)) {
+        rc = -EINVAL;
+    }
+    if (rc == 0 && len > 0 && loop->segments_free == 0) {
+        rc = -ENOBUFS;
+    }
+    /* Outside on_read, with nothing queued before them, the bytes go to the socket at once. */
+    while (rc == 0 && len > 0 && !(conn->flags & SXE__CONN_CORKED) &&
+           conn->queue_head == SXE_NONE) {
+        ssize_t sent = sxe__sys.send(conn->fd, bytes, len, MSG_NOSIGNAL);
+        if (sent >= 0) {
+            bytes += sent;
+            len -= (size_t)sent;
+        } else if (errno == EAGAIN) {
+            break;
+        } else if (errno != EINTR) {
+            rc = fail_later(conn, SXE_CLOSE_ERROR, errno);
+        }
+    }
+    if (rc < 0 || len == 0) {
+        if (release != NULL) {
+            release(arg);
+        }
+        return rc < 0 ? rc : write_result(conn);
+    }
+    uint32_t index = segment_take(loop);
+    struct sxe__segment *segment = &loop->segments[index];
+    segment->buffer = SXE_NONE;
+    segment->file_fd = -1;
+    segment->close_fd = false;
+    segment->data = bytes;
+    segment->remaining = len;
+    segment->release = release;
+    segment->release_arg = arg;
+    link_segment(conn, index, len);
+    if (!(conn->flags & SXE__CONN_CORKED)) {
+        settle(conn);
+    }
+    return write_result(conn);
 }
 
 /* sxe_conn_pause() and sxe_conn_resume() take open stream connections. */

@@ -57,15 +57,23 @@ enum sxe__conn_kind {
 #define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
 
 /* One queued piece of output: bytes in a buffer, or a range of a file. */
+/*
+ * A queued piece of output: bytes in one of the loop's buffers, a file range (sendfile), or the
+ * caller's own memory, sent without a copy. A file range or memory may carry a release callback,
+ * called once when the segment goes (sent, or dropped with its connection).
+ */
 struct sxe__segment {
-    uint32_t next;    /* next segment of the connection, or SXE_NONE */
-    uint32_t buffer;  /* buffer index, or SXE_NONE for a file range */
-    uint32_t start;   /* bytes: first unsent byte in the buffer */
-    uint32_t end;     /* bytes: one past the last */
-    int file_fd;      /* file: the caller's fd */
-    bool close_fd;    /* file: the connection owns file_fd and closes it when the segment goes */
-    off_t offset;     /* file: next byte to send */
-    size_t remaining; /* file: bytes left */
+    uint32_t next;              /* next segment of the connection, or SXE_NONE */
+    uint32_t buffer;            /* buffer index, or SXE_NONE for a file range or memory */
+    uint32_t start;             /* buffer: first unsent byte in the buffer */
+    uint32_t end;               /* buffer: one past the last */
+    int file_fd;                /* file: the caller's fd; -1 for memory */
+    bool close_fd;              /* file: the connection owns file_fd and closes it when it goes */
+    off_t offset;               /* file: next byte to send */
+    size_t remaining;           /* file or memory: bytes left */
+    const char *data;           /* memory: next byte to send */
+    sxe_conn_release_t release; /* file or memory: called when the segment goes, or NULL */
+    void *release_arg;
 };
 
 /* An entry in the connection table: an element of the loop's pool. */

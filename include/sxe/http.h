@@ -259,6 +259,23 @@ int sxe_http_send(sxe_http_t *http, const void *data, size_t len);
  */
 int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent);
 
+/**
+ * sxe_http_send() without a copy: the bytes stay the caller's, unchanged, until release(arg), which
+ * is called exactly once, when they are sent, dropped (the connection closed or the response
+ * failed), or before this returns if they are not queued (HEAD, len 0, an error). For memory that
+ * outlives the call, such as a cache's; see sxe_conn_write_ref(). @return 0 or -errno.
+ */
+int sxe_http_send_ref(sxe_http_t *http, const void *data, size_t len, sxe_conn_release_t release,
+                      void *arg);
+
+/**
+ * sxe_http_sendfile() that says when it is done with fd: release(arg) is called exactly once, as
+ * for sxe_http_send_ref(). A file cache keeps an entry (and its fd) alive until then.
+ * @return 0 or -errno.
+ */
+int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
+                          sxe_conn_release_t release, void *arg);
+
 /** Ends the response. @return 0 or -errno. */
 int sxe_http_finish(sxe_http_t *http);
 

@@ -282,6 +282,34 @@ int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len);
  */
 int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len);
 
+/**
+ * Called once the bytes passed to sxe_conn_write_ref() or sxe_conn_sendfile_ref() are no longer
+ * needed: all sent, or dropped because the connection closed or the call failed. It runs inside
+ * the loop (or inside the call that queued them) and must not call back into the connection.
+ */
+typedef void (*sxe_conn_release_t)(void *arg);
+
+/**
+ * Sends len bytes at data without copying them: for memory that outlives the call, such as a
+ * cache's. The caller keeps the bytes unchanged until release(arg) (release may be NULL for memory
+ * that never changes). Inside on_read they are gathered with the replies written before and
+ * after; elsewhere what the socket takes goes at once. Like file ranges, they need no buffer and
+ * are not refused for write_limit, but they count as queued: for high_water, and for the
+ * write_limit of the copies written after them.
+ * release is called exactly once, before this returns when nothing stays queued (everything
+ * sent, an error, or len 0). @return as sxe_conn_write().
+ */
+int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_release_t release,
+                       void *arg);
+
+/**
+ * sxe_conn_sendfile() that says when it is done with fd: release(arg) is called exactly once,
+ * when the range is sent, the connection closes, or before this returns if nothing was queued.
+ * @return as sxe_conn_write().
+ */
+int sxe_conn_sendfile_ref(sxe_conn_t *conn, int fd, off_t offset, size_t len,
+                          sxe_conn_release_t release, void *arg);
+
 /** Bytes queued and not yet sent. */
 size_t sxe_conn_queued(const sxe_conn_t *conn);
 

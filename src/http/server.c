@@ -281,47 +281,82 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     return put(http, head, (size_t)len + headers_len + 2);
 }
 
-int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
+/* The state a body call needs: 0, the response's failure, or -EINVAL out of turn. */
+static int body_allowed(const sxe_http_t *http)
 {
-    char size[24];
-    int rc;
-
-    if (http->failed != 0) {
-        return http->failed;
-    }
-    if (http->status == 0 || http->finished) {
-        return -EINVAL;
-    }
-    if (http->head_only || len == 0) {
-        return 0;
-    }
-    if (http->chunked) {
-        int size_len = snprintf(size, sizeof(size), "%zx\r\n", len);
-        if ((rc = put(http, size, (size_t)size_len)) < 0 || (rc = put(http, data, len)) < 0) {
-            return rc;
-        }
-        return put(http, "\r\n", 2);
-    }
-    return put(http, data, len);
+    return http->failed != 0 ? http->failed : http->status == 0 || http->finished ? -EINVAL : 0;
 }
 
-int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent)
+/* Body bytes, copied, or with ref the caller's own, released once sent (see sxe_http_send_ref). */
+static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
+                     sxe_conn_release_t release, void *arg)
 {
-    struct http_conn *state = state_of(http->server, http->conn);
-    int rc = http->failed != 0                                      ? http->failed
-             : http->status == 0 || http->finished || http->chunked ? -EINVAL
-                                                                    : 0;
+    char size[24];
+    int rc = body_allowed(http);
 
+    if (rc == 0 && http->chunked && !http->head_only && len > 0) {
+        int size_len = snprintf(size, sizeof(size), "%zx\r\n", len);
+        rc = put(http, size, (size_t)size_len);
+    }
+    if (rc < 0 || http->head_only || len == 0) {
+        if (release != NULL) {
+            release(arg);
+        }
+        return rc;
+    }
+    if (ref) {
+        rc = sxe_conn_write_ref(http->conn, data, len, release, arg);
+        rc = rc < 0 ? broken(http, rc) : 0;
+    } else {
+        rc = put(http, data, len);
+    }
+    return rc < 0 || !http->chunked ? rc : put(http, "\r\n", 2);
+}
+
+int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
+{
+    return send_body(http, data, len, false, NULL, NULL);
+}
+
+int sxe_http_send_ref(sxe_http_t *http, const void *data, size_t len, sxe_conn_release_t release,
+                      void *arg)
+{
+    return send_body(http, data, len, true, release, arg);
+}
+
+/* A file range for the body; fd closed (close_when_sent) or released as sxe_conn_sendfile_ref. */
+static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent,
+                     sxe_conn_release_t release, void *arg)
+{
+    int rc = body_allowed(http);
+
+    if (rc == 0 && http->chunked) {
+        rc = -EINVAL;
+    }
     if (rc < 0 || http->head_only || len == 0) { /* nothing to send: fd is not kept */
         if (close_when_sent) {
             sxe__sys.close(fd);
         }
+        if (release != NULL) {
+            release(arg);
+        }
         return rc;
     }
-    set_nodelay(state, http->conn);
+    set_nodelay(state_of(http->server, http->conn), http->conn);
     rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
-                         : sxe_conn_sendfile(http->conn, fd, offset, len);
+                         : sxe_conn_sendfile_ref(http->conn, fd, offset, len, release, arg);
     return rc < 0 ? broken(http, rc) : 0;
+}
+
+int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent)
+{
+    return send_file(http, fd, offset, len, close_when_sent, NULL, NULL);
+}
+
+int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
+                          sxe_conn_release_t release, void *arg)
+{
+    return send_file(http, fd, offset, len, false, release, arg);
 }
 
 /* Connection: close was sent: shut our side once the queue drains, and wait for the peer. */

@@ -408,3 +408,41 @@ def test_cached_files_follow_changes_within_a_second(httpd, root):
     assert get(server.port, "/big.bin")[2] == big.read_bytes()
     assert get(server.port, "/big.bin", ["Range: bytes=100000-100009"])[2] == \
         big.read_bytes()[100000:100010]
+
+
+@pytest.mark.parametrize("name,size,count", [("small.bin", 4096, 4000),
+                                             ("large.bin", 24 << 20, 2)])
+def test_a_file_replaced_mid_response_is_sent_whole(httpd, root, name, size, count):
+    """Responses still sending a cached file (from the cache's memory, or its fd) when the file is
+    replaced finish with the old bytes, while new requests get the new file: the cache entry lives
+    until its last response is done."""
+    old, new = os.urandom(size), os.urandom(size // 2)
+    (root / name).write_bytes(old)
+    server = httpd()
+    # More than the sockets' buffers hold, so that some waits in the server's queue meanwhile.
+    with socket.create_connection(("127.0.0.1", server.port)) as slow:
+        slow.sendall(f"GET /{name} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * count)
+        time.sleep(0.3)  # the server has queued what the socket would not take
+        replacement = root / (name + ".new")
+        replacement.write_bytes(new)
+        os.utime(replacement, (time.time() + 5, time.time() + 5))
+        os.rename(replacement, root / name)
+        time.sleep(1.1)  # the cache checks a file at most once a second
+        assert get(server.port, f"/{name}")[2] == new
+        slow.settimeout(10)
+        rest, bodies = b"", []
+        for _ in range(count):
+            sock_data = rest
+            while b"\r\n\r\n" not in sock_data:
+                sock_data += slow.recv(65536)
+            head, body = sock_data.split(b"\r\n\r\n", 1)
+            length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+            while len(body) < length:
+                chunk = slow.recv(1 << 20)
+                assert chunk, "closed mid-response"
+                body += chunk
+            bodies.append(body[:length])
+            rest = body[length:]
+        assert bodies[0] == old
+        assert all(body in (old, new) for body in bodies)
+    assert server.process.poll() is None

@@ -1688,6 +1688,184 @@ static void test_sendfile_errors(void **state)
     close(file_fd);
 }
 
+/*
+ * Referenced output (sxe_conn_write_ref, sxe_conn_sendfile_ref): the caller's bytes go without a
+ * copy, gathered with the replies around them inside on_read, and each release comes exactly
+ * once: at once when nothing stays queued, else when the bytes are sent or the connection closes.
+ */
+static unsigned released;
+static unsigned max_iov; /* the most buffers one sendmsg carried */
+static char referenced[1 << 20];
+static void (*connect_action)(sxe_conn_t *conn);
+
+static void count_release(void *arg)
+{
+    (*(unsigned *)arg)++;
+}
+
+static ssize_t sendmsg_counting(int fd, const struct msghdr *message, int flags)
+{
+    max_iov = message->msg_iovlen > max_iov ? (unsigned)message->msg_iovlen : max_iov;
+    return sendmsg(fd, message, flags);
+}
+
+static void act_on_connect(sxe_conn_t *conn)
+{
+    seen.connects++;
+    seen.last_conn = conn;
+    if (connect_action != NULL) {
+        connect_action(conn);
+    }
+}
+
+static size_t answer_with_a_reference(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)data;
+    assert_int_equal(sxe_conn_write(conn, "head:", 5), 0);
+    assert_int_equal(sxe_conn_write_ref(conn, "body", 4, count_release, &released), 0);
+    assert_int_equal(released, 0); /* queued, to leave with the replies around it */
+    assert_int_equal(sxe_conn_write(conn, ":tail", 5), 0);
+    return len;
+}
+
+static void write_now(sxe_conn_t *conn)
+{
+    assert_int_equal(sxe_conn_write_ref(conn, "now", 3, count_release, &released), 0);
+    assert_int_equal(released, 1); /* all sent: released before the call returned */
+}
+
+static void write_a_megabyte(sxe_conn_t *conn)
+{
+    int small = 4096;
+    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+                     0);
+    assert_true(
+        sxe_conn_write_ref(conn, referenced, sizeof(referenced), count_release, &released) >= 0);
+    assert_int_equal(released, 0);
+    assert_true(sxe_conn_queued(conn) > 0);
+    /* Copies after it meet write_limit, which counts all that is queued. */
+    assert_int_equal(sxe_conn_write(conn, "end", 3), -ENOBUFS);
+}
+
+static void send_file_by_ref(sxe_conn_t *conn)
+{
+    assert_true(sxe_conn_sendfile_ref(conn, file_fd, 0, 5, count_release, &released) >= 0);
+}
+
+static void write_through_a_failing_send(sxe_conn_t *conn)
+{
+    sxe__sys_fail(SXE_SYS_send, 1, 1, EPIPE);
+    assert_int_equal(sxe_conn_write_ref(conn, "lost", 4, count_release, &released), -EPIPE);
+    assert_int_equal(released, 1);
+}
+
+/* Reads len bytes into got, turning the server loop meanwhile. */
+static void receive_exactly(int fd, char *got, size_t len)
+{
+    size_t have = 0;
+    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+
+    while (have < len) {
+        pump();
+        ssize_t n = recv(fd, got + have, len - have, MSG_DONTWAIT);
+        assert_true(n != 0);
+        have += n > 0 ? (size_t)n : 0;
+        assert_true(sxe_clock_mono_ns() < give_up);
+    }
+}
+
+static void test_write_ref(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = act_on_connect, .on_read = answer_with_a_reference, .on_close = on_close};
+    static char got[sizeof(referenced)];
+    char path[] = "/tmp/sxe-test-ref-XXXXXX";
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(referenced); i++) {
+        referenced[i] = (char)('a' + i % 26);
+    }
+    start_server(NULL, NULL, &handlers);
+
+    /* Inside on_read: one sendmsg carries the head, the referenced body and the tail. */
+    sxe__sys.sendmsg = sendmsg_counting;
+    int fd = client();
+    send_all(fd, request, sizeof(request) - 1);
+    expect_bytes(fd, "head:body:tail", 14);
+    assert_int_equal(released, 1);
+    assert_int_equal(max_iov, 3);
+    close(fd);
+
+    /* Outside on_read, when the socket takes it all. */
+    released = 0;
+    connect_action = write_now;
+    fd = client();
+    expect_bytes(fd, "now", 3);
+    close(fd);
+
+    /* A megabyte behind a small socket buffer: released once the peer has read it all. */
+    released = 0;
+    connect_action = write_a_megabyte;
+    fd = client_with_window(8192);
+    want_connects = seen.connects + 1;
+    pump_until(connects_reached);
+    assert_int_equal(released, 0);
+    receive_exactly(fd, got, sizeof(got));
+    assert_memory_equal(got, referenced, sizeof(referenced));
+    assert_int_equal(released, 1);
+    close(fd);
+
+    /* The peer goes with the megabyte still queued: released with the connection. */
+    released = 0;
+    fd = client_with_window(8192);
+    want_connects = seen.connects + 1;
+    pump_until(connects_reached);
+    struct linger reset = {.l_onoff = 1, .l_linger = 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+    close(fd);
+    want_closes = seen.closes + 1;
+    pump_until(closes_reached);
+    assert_int_equal(released, 1);
+
+    /* On a closed connection, or with nothing to send: refused or done, and released at once. */
+    released = 0;
+    assert_int_equal(sxe_conn_write_ref(seen.last_conn, "x", 1, count_release, &released), -EPIPE);
+    assert_int_equal(sxe_conn_sendfile_ref(seen.last_conn, 0, 0, 1, count_release, &released),
+                     -EPIPE);
+    assert_int_equal(released, 2);
+
+    /* A send that fails: the error, and released. */
+    released = 0;
+    connect_action = write_through_a_failing_send;
+    fd = client();
+    want_closes = seen.closes + 1;
+    pump_until(closes_reached);
+    assert_int_equal(released, 1);
+    assert_int_equal(seen.last_err, EPIPE);
+    close(fd);
+    sxe__sys_reset();
+
+    /* A file range: released once sent; an empty one at once. */
+    file_fd = mkstemp(path);
+    assert_true(file_fd >= 0);
+    unlink(path);
+    assert_int_equal(write(file_fd, "file!", 5), 5);
+    released = 0;
+    connect_action = send_file_by_ref;
+    fd = client();
+    expect_bytes(fd, "file!", 5);
+    assert_int_equal(released, 1);
+    assert_int_equal(sxe_conn_sendfile_ref(seen.last_conn, file_fd, 0, 0, count_release, &released),
+                     0);
+    assert_int_equal(sxe_conn_write_ref(seen.last_conn, "", 0, count_release, &released), 0);
+    assert_int_equal(sxe_conn_write_ref(seen.last_conn, "y", 1, NULL, NULL), 0); /* no release */
+    assert_int_equal(released, 3);
+    expect_bytes(fd, "y", 1);
+    close(fd);
+    close(file_fd);
+    connect_action = NULL;
+}
+
 /* Connect failures reported at once: no socket, no source address, no route. */
 static void test_connect_errors(void **state)
 {
@@ -1926,6 +2104,7 @@ int main(void)
         cmocka_unit_test_teardown(test_close_when_sent_from_on_read, teardown),
         cmocka_unit_test_teardown(test_close_when_sent_outside_on_read, teardown),
         cmocka_unit_test_teardown(test_sendfile_errors, teardown),
+        cmocka_unit_test_teardown(test_write_ref, teardown),
         cmocka_unit_test_teardown(test_connect_errors, teardown),
         cmocka_unit_test_teardown(test_misuse_of_closed_connections, teardown),
         cmocka_unit_test_teardown(test_pause_and_resume, teardown),

@@ -119,6 +119,41 @@ static void bulk(sxe_http_t *http, void *arg)
     assert_int_equal(sxe_http_respond(http, 200, "text/plain", body, sizeof(body)), 0);
 }
 
+/*
+ * Referenced bodies: ?stream chunked, ?file a file range, else 8 bytes by Content-Length. Every
+ * call with a release counts in released once, whether its bytes were sent or refused.
+ */
+static unsigned released;
+
+static void count_release(void *arg)
+{
+    (*(unsigned *)arg)++;
+}
+
+static void referred(sxe_http_t *http, void *arg)
+{
+    size_t query_len;
+    const char *query = sxe_http_query(http, &query_len);
+
+    (void)arg;
+    assert_int_equal(sxe_http_send_ref(http, "x", 1, count_release, &released), -EINVAL);
+    if (query_len == 6 && memcmp(query, "stream", 6) == 0) {
+        assert_int_equal(sxe_http_start(http, 200, NULL, -1), 0);
+        assert_int_equal(sxe_http_send_ref(http, "first,", 6, count_release, &released), 0);
+        assert_int_equal(sxe_http_sendfile_ref(http, 0, 0, 1, count_release, &released), -EINVAL);
+        assert_int_equal(sxe_http_send(http, "second", 6), 0);
+    } else if (query_len == 4 && memcmp(query, "file", 4) == 0) {
+        assert_int_equal(sxe_http_start(http, 200, NULL, 1000), 0);
+        assert_int_equal(sxe_http_sendfile_ref(http, file_fd, 0, 1000, count_release, &released),
+                         0);
+    } else {
+        assert_int_equal(sxe_http_start(http, 200, NULL, 8), 0);
+        assert_int_equal(sxe_http_send_ref(http, "referred", 8, count_release, &released), 0);
+    }
+    assert_int_equal(sxe_http_finish(http), 0);
+    assert_int_equal(sxe_http_send_ref(http, "x", 1, count_release, &released), -EINVAL);
+}
+
 static void silent(sxe_http_t *http, void *arg)
 {
     (void)http;
@@ -148,6 +183,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, NULL, "/echo", true, echo, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/silent", false, silent, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/ref", false, referred, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/bulk", false, bulk, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/file-rc", false, file_recording, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/file", false, send_file, NULL), 0);
@@ -717,6 +753,40 @@ static void test_streamed_response_is_chunked(void **state)
 }
 
 /* A request that trickles in past the header timeout gets a 408 and the connection closes. */
+/* Bodies by reference: sent as copies would be, chunked or not, none for HEAD; each released once.
+ */
+static void test_bodies_by_reference(void **state)
+{
+    static char content[LARGE_FILE];
+    bool closed;
+
+    (void)state;
+    released = 0;
+    const char *response = exchange("GET /ref HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "Content-Length: 8\r\n\r\nreferred"));
+    assert_int_equal(released, 3); /* before start, the body, after finish */
+
+    released = 0;
+    response = exchange("HEAD /ref HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_string_equal(strstr(response, "\r\n\r\n"), "\r\n\r\n");
+    assert_int_equal(released, 3);
+
+    released = 0;
+    response = exchange("GET /ref?stream HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "\r\n\r\n6\r\nfirst,\r\n6\r\nsecond\r\n0\r\n\r\n"));
+    assert_int_equal(released, 4); /* and the file refused in a chunked response */
+
+    make_file(content);
+    released = 0;
+    response = exchange("GET /ref?file HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    const char *body = strstr(response, "\r\n\r\n");
+    assert_non_null(body);
+    assert_memory_equal(body + 4, content, 1000);
+    assert_int_equal(released, 3);
+    close(file_fd);
+    file_fd = -1;
+}
+
 static void test_slow_request_gets_408(void **state)
 {
     char out[4096];
@@ -769,6 +839,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_100_continue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streamed_response_is_chunked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bodies_by_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_request_gets_408, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reasons_and_bad_listen, setup, teardown),
     };

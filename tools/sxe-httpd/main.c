@@ -376,7 +376,11 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
  * an open, a fstat and a close; the cache keeps, per request path, the file open, its metadata
  * and headers ready, and small files whole in memory, and checks them again at most once a second
  * (as nginx's open_file_cache_valid does, every 60 s by default). A small cached file then costs
- * no file system call at all: its head and body go out in one write.
+ * no file system call at all: its head and body go out in one write, the body straight from the
+ * cache's memory. An entry is counted: the cache holds one reference while the entry is in its
+ * slot, and every response still sending the entry's memory or fd holds one (released by the
+ * connection when the bytes are sent or dropped). An entry replaced or evicted mid-response lives
+ * on until its last response is done.
  */
 #define CACHE_SLOTS        1024
 #define CACHE_PROBES       8
@@ -398,9 +402,10 @@ struct file {
     char headers[256]; /* a 200 response's headers, ready: no formatting per request */
     char *content;     /* the whole file, when small */
     uint64_t checked;  /* the loop's second when it was last checked */
+    unsigned refs;     /* the cache's, while in a slot, and one per response sending it */
 };
 
-static struct file cache[CACHE_SLOTS];
+static struct file *cache[CACHE_SLOTS];
 static uint64_t cache_inline_bytes;
 
 static uint64_t hash_key(const char *key)
@@ -413,23 +418,29 @@ static uint64_t hash_key(const char *key)
 }
 
 /* The slot that holds key, or the one to (re)use for it. */
-static struct file *cache_slot(const char *key, size_t len, bool *found)
+static struct file **cache_slot(const char *key, size_t len, bool *found)
 {
     uint64_t home = hash_key(key);
 
     for (unsigned probe = 0; probe < CACHE_PROBES; probe++) {
-        struct file *file = &cache[(home + probe) % CACHE_SLOTS];
-        if (file->key[0] == '\0' || (file->key_len == len && memcmp(file->key, key, len) == 0)) {
-            *found = file->key[0] != '\0';
-            return file;
+        struct file **slot = &cache[(home + probe) % CACHE_SLOTS];
+        if (*slot == NULL || ((*slot)->key_len == len && memcmp((*slot)->key, key, len) == 0)) {
+            *found = *slot != NULL;
+            return slot;
         }
     }
     *found = false;
     return &cache[home % CACHE_SLOTS]; /* evict the key's home slot */
 }
 
-static void file_release(struct file *file)
+/* Drops a reference to file (a sxe_conn_release_t); the last one frees it. */
+static void file_unref(void *arg)
 {
+    struct file *file = arg;
+
+    if (--file->refs > 0) {
+        return;
+    }
     if (file->fd >= 0) {
         close(file->fd);
     }
@@ -438,15 +449,25 @@ static void file_release(struct file *file)
         free(file->content);
     }
     free(file->resolved);
-    *file = (struct file){.fd = -1};
+    free(file);
 }
 
-/* Fills file from an open fd: metadata, ready-made header values, and small contents. */
-static void file_load(struct file *file, const char *key, const char *resolved, int fd,
-                      const struct stat *status)
+/*
+ * An entry for an open fd, which it takes: metadata, ready-made header values, and small contents,
+ * with one reference. NULL (fd closed) when memory is short.
+ */
+static struct file *file_load(const char *key, const char *resolved, int fd,
+                              const struct stat *status)
 {
+    struct file *file = calloc(1, sizeof(*file));
+
+    if (file == NULL || (file->resolved = strdup(resolved)) == NULL) {
+        free(file);
+        close(fd);
+        return NULL;
+    }
+    file->refs = 1;
     file->key_len = (size_t)snprintf(file->key, sizeof(file->key), "%s", key);
-    file->resolved = strdup(resolved);
     file->fd = fd;
     file->size = (uint64_t)status->st_size;
     file->mtime = status->st_mtime;
@@ -464,15 +485,18 @@ static void file_load(struct file *file, const char *key, const char *resolved, 
         (file->content = malloc(file->size + 1)) != NULL) {
         if (pread(fd, file->content, file->size, 0) == (ssize_t)file->size) {
             cache_inline_bytes += file->size;
+            close(fd); /* served from memory: the fd is not needed */
+            file->fd = -1;
         } else {
             free(file->content);
             file->content = NULL;
         }
     }
+    return file;
 }
 
 /* Sends the file, honouring conditional requests and a range. */
-static void serve_file(sxe_http_t *http, const struct file *file, bool cached)
+static void serve_file(sxe_http_t *http, struct file *file)
 {
     const struct sxe_http_request *request = sxe_http_request(http);
     char headers[512];
@@ -520,16 +544,11 @@ static void serve_file(sxe_http_t *http, const struct file *file, bool cached)
         ready = headers;
     }
     sxe_http_start(http, code, ready, (int64_t)length);
+    file->refs++; /* the response's, dropped by the connection once the body is sent or dropped */
     if (file->content != NULL) {
-        sxe_http_send(http, file->content + first, (size_t)length);
-    } else if (cached) {
-        /* The cache may close its fd before this response is sent: send a duplicate. */
-        int fd = dup(file->fd);
-        if (fd >= 0) {
-            sxe_http_sendfile(http, fd, (off_t)first, (size_t)length, true);
-        }
+        sxe_http_send_ref(http, file->content + first, (size_t)length, file_unref, file);
     } else {
-        sxe_http_sendfile(http, file->fd, (off_t)first, (size_t)length, true);
+        sxe_http_sendfile_ref(http, file->fd, (off_t)first, (size_t)length, file_unref, file);
     }
     sxe_http_finish(http);
     log_access(http, code, length);
@@ -558,9 +577,9 @@ static void serve(sxe_http_t *http, void *arg)
     uint64_t second = sxe_loop_now(sxe_conn_loop(sxe_http_conn(http))) / SXE_NS_PER_SEC;
     bool cacheable = decoded_len < CACHE_KEY_MAX;
     bool found = false;
-    struct file *slot = cacheable ? cache_slot(decoded, (size_t)decoded_len, &found) : NULL;
-    if (found && slot->checked == second) {
-        serve_file(http, slot, true);
+    struct file **slot = cacheable ? cache_slot(decoded, (size_t)decoded_len, &found) : NULL;
+    if (found && (*slot)->checked == second) {
+        serve_file(http, *slot);
         return;
     }
     snprintf(full, sizeof(full), "%s%s", config.root, decoded);
@@ -601,10 +620,11 @@ static void serve(sxe_http_t *http, void *arg)
         return;
     }
     /* A cached file that has not changed only needs its check renewed. */
-    if (found && strcmp(slot->resolved, resolved) == 0 && slot->inode == status.st_ino &&
-        slot->mtime == status.st_mtime && slot->size == (uint64_t)status.st_size) {
-        slot->checked = second;
-        serve_file(http, slot, true);
+    struct file *file = found ? *slot : NULL;
+    if (file != NULL && strcmp(file->resolved, resolved) == 0 && file->inode == status.st_ino &&
+        file->mtime == status.st_mtime && file->size == (uint64_t)status.st_size) {
+        file->checked = second;
+        serve_file(http, file);
         return;
     }
     int fd = open(resolved, O_RDONLY | O_CLOEXEC);
@@ -615,24 +635,21 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
-    if (!cacheable) {
-        struct file once = {.fd = -1};
-        file_load(&once, "", resolved, fd, &status);
-        serve_file(http, &once, false); /* sent from memory, or the response owns the fd */
-        if (once.content != NULL) {
-            cache_inline_bytes -= once.size;
-            free(once.content);
-            close(fd);
-        }
-        free(once.resolved);
+    if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status)) == NULL) {
+        respond(http, 500, NULL, "out of memory\n");
         return;
     }
-    if (slot->key[0] != '\0') {
-        file_release(slot);
+    file->checked = second;
+    if (cacheable) { /* the entry takes the slot, and the cache's reference with it */
+        if (*slot != NULL) {
+            file_unref(*slot);
+        }
+        *slot = file;
+        serve_file(http, file);
+    } else { /* served once: the response's reference is the last */
+        serve_file(http, file);
+        file_unref(file);
     }
-    file_load(slot, decoded, resolved, fd, &status);
-    slot->checked = second;
-    serve_file(http, slot, true);
 }
 
 static void usage(FILE *out)
@@ -756,9 +773,6 @@ int main(int argc, char **argv)
     int rc;
 
     parse_options(argc, argv);
-    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
-        cache[i].fd = -1;
-    }
     struct sxe_http_server_options options = {.loop = {.connections = config.connections}};
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
