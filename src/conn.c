@@ -38,8 +38,11 @@ static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 /* Reads taken from one connection per turn before others get a chance. */
 #define READS_PER_TURN 4
 
-/* Buffer segments sent with one sendmsg. */
-#define GATHER_MAX 16
+/* Segments sent with one sendmsg: sixteen pipelined heads, each with a body by reference. */
+#define GATHER_MAX 32
+
+/* References up to this long are copied when queued: a copy costs less than a queue entry. */
+#define REF_COPY_MAX 1024
 
 /* The most fds one recvmsg accepts on a fd-passing connection. */
 #define FDS_PER_MESSAGE 8
@@ -81,10 +84,10 @@ static uint32_t segment_take(sxe_loop_t *loop)
     return segment;
 }
 
-/* Frees a segment and its buffer, if it has one. */
+/* Frees a segment and its buffer, if it has one and is the buffer's last segment. */
 static void segment_give(sxe_loop_t *loop, uint32_t segment)
 {
-    if (loop->segments[segment].buffer != SXE_NONE) {
+    if (loop->segments[segment].buffer != SXE_NONE && loop->segments[segment].owns) {
         buffer_give(loop, loop->segments[segment].buffer);
     }
     loop->segments[segment].next = loop->segment_free;
@@ -110,6 +113,9 @@ static void pop_segment(struct sxe_conn *conn)
     conn->queue_head = segment->next;
     if (conn->queue_head == SXE_NONE) {
         conn->queue_tail = SXE_NONE;
+    } else if (loop->segments[conn->queue_head].buffer == SXE_NONE &&
+               loop->segments[conn->queue_head].start == head) {
+        loop->segments[conn->queue_head].start = SXE_NONE; /* its buffer segment is gone */
     }
     if (is_file(segment) && segment->close_fd) {
         sxe__sys.close(segment->file_fd);
@@ -482,6 +488,23 @@ static void flush(struct sxe_conn *conn)
 }
 
 /* Appends bytes to the queue; the caller has checked that buffers and the limit allow it. */
+/*
+ * The buffer segment whose buffer the next queued bytes may go on filling: the tail, or, behind a
+ * file range or memory, the buffer segment just before it. NULL if there is none.
+ */
+static struct sxe__segment *last_buffer(const struct sxe_conn *conn)
+{
+    struct sxe__segment *segments = conn->loop->segments;
+
+    if (conn->queue_tail == SXE_NONE) {
+        return NULL;
+    }
+    struct sxe__segment *tail = &segments[conn->queue_tail];
+    return tail->buffer != SXE_NONE  ? tail
+           : tail->start != SXE_NONE ? &segments[tail->start]
+                                     : NULL;
+}
+
 static void enqueue_bytes(struct sxe_conn *conn, const char *data, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
@@ -491,9 +514,21 @@ static void enqueue_bytes(struct sxe_conn *conn, const char *data, size_t len)
         struct sxe__segment *tail =
             conn->queue_tail != SXE_NONE ? &loop->segments[conn->queue_tail] : NULL;
         if (tail == NULL || tail->buffer == SXE_NONE || tail->end == size) {
+            /* Behind a file range or memory, the bytes go on in the buffer before it, if it has
+             * room: pipelined heads with bodies by reference share buffers as copies would. That
+             * segment hands the buffer over to the new one, which gives it back when it goes. */
+            struct sxe__segment *before = last_buffer(conn);
             uint32_t segment = segment_take(loop);
-            loop->segments[segment].buffer = buffer_take(loop);
-            loop->segments[segment].start = loop->segments[segment].end = 0;
+            struct sxe__segment *fresh = &loop->segments[segment];
+            if (before != NULL && before != tail && before->end < size) {
+                fresh->buffer = before->buffer;
+                fresh->start = fresh->end = before->end;
+                before->owns = false;
+            } else {
+                fresh->buffer = buffer_take(loop);
+                fresh->start = fresh->end = 0;
+            }
+            fresh->owns = true;
             if (tail != NULL) {
                 tail->next = segment;
             } else {
@@ -516,11 +551,9 @@ static void enqueue_bytes(struct sxe_conn *conn, const char *data, size_t len)
 static uint64_t buffers_needed(const struct sxe_conn *conn, size_t len)
 {
     const sxe_loop_t *loop = conn->loop;
-    size_t room = 0;
+    const struct sxe__segment *last = last_buffer(conn);
+    size_t room = last != NULL ? loop->options.buffer_size - last->end : 0;
 
-    if (conn->queue_tail != SXE_NONE && loop->segments[conn->queue_tail].buffer != SXE_NONE) {
-        room = loop->options.buffer_size - loop->segments[conn->queue_tail].end;
-    }
     return len <= room ? 0
                        : (len - room + loop->options.buffer_size - 1) / loop->options.buffer_size;
 }
@@ -609,11 +642,17 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
     return write_result(conn);
 }
 
-/* Links a segment without a buffer (a file range or memory) at the tail of the queue. */
+/*
+ * Links a segment without a buffer (a file range or memory) at the tail of the queue, noting the
+ * buffer segment before it (see enqueue_bytes).
+ */
 static void link_segment(struct sxe_conn *conn, uint32_t index, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
+    bool after_buffer =
+        conn->queue_tail != SXE_NONE && loop->segments[conn->queue_tail].buffer != SXE_NONE;
 
+    loop->segments[index].start = after_buffer ? conn->queue_tail : SXE_NONE;
     if (conn->queue_tail != SXE_NONE) {
         loop->segments[conn->queue_tail].next = index;
     } else {
@@ -712,9 +751,17 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
             rc = fail_later(conn, SXE_CLOSE_ERROR, errno);
         }
     }
+    bool copy = rc == 0 && len > 0 && len <= REF_COPY_MAX && can_queue(conn, len);
+    if (copy) {
+        enqueue_bytes(conn, bytes, len);
+        len = 0;
+    }
     if (rc < 0 || len == 0) {
         if (release != NULL) {
             release(arg);
+        }
+        if (copy && !(conn->flags & SXE__CONN_CORKED)) {
+            settle(conn);
         }
         return rc < 0 ? rc : write_result(conn);
     }

@@ -63,15 +63,17 @@ enum sxe__conn_kind {
  * called once when the segment goes (sent, or dropped with its connection).
  */
 struct sxe__segment {
-    uint32_t next;              /* next segment of the connection, or SXE_NONE */
-    uint32_t buffer;            /* buffer index, or SXE_NONE for a file range or memory */
-    uint32_t start;             /* buffer: first unsent byte in the buffer */
-    uint32_t end;               /* buffer: one past the last */
-    int file_fd;                /* file: the caller's fd; -1 for memory */
-    bool close_fd;              /* file: the connection owns file_fd and closes it when it goes */
-    off_t offset;               /* file: next byte to send */
-    size_t remaining;           /* file or memory: bytes left */
-    const char *data;           /* memory: next byte to send */
+    uint32_t next;    /* next segment of the connection, or SXE_NONE */
+    uint32_t buffer;  /* buffer index, or SXE_NONE for a file range or memory */
+    uint32_t start;   /* buffer: first unsent byte in the buffer; file or memory: the buffer
+                         segment just before it, whose buffer may have room, or SXE_NONE */
+    uint32_t end;     /* buffer: one past the last */
+    int file_fd;      /* file: the caller's fd; -1 for memory */
+    bool close_fd;    /* file: the connection owns file_fd and closes it when it goes */
+    bool owns;        /* buffer: the last segment in the buffer, which gives it back when it goes */
+    off_t offset;     /* file: next byte to send */
+    size_t remaining; /* file or memory: bytes left */
+    const char *data; /* memory: next byte to send */
     sxe_conn_release_t release; /* file or memory: called when the segment goes, or NULL */
     void *release_arg;
 };

@@ -297,7 +297,8 @@ typedef void (*sxe_conn_release_t)(void *arg);
  * are not refused for write_limit, but they count as queued: for high_water, and for the
  * write_limit of the copies written after them.
  * release is called exactly once, before this returns when nothing stays queued (everything
- * sent, an error, or len 0). @return as sxe_conn_write().
+ * sent, an error, or len 0). Up to 1 KB that would be queued is copied instead, which costs less
+ * than a queue entry, and released at once. @return as sxe_conn_write().
  */
 int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_release_t release,
                        void *arg);

@@ -1720,11 +1720,20 @@ static void act_on_connect(sxe_conn_t *conn)
 
 static size_t answer_with_a_reference(sxe_conn_t *conn, const char *data, size_t len)
 {
+    uint32_t buffers_free = loop->buffers_free;
+
     (void)data;
     assert_int_equal(sxe_conn_write(conn, "head:", 5), 0);
-    assert_int_equal(sxe_conn_write_ref(conn, "body", 4, count_release, &released), 0);
+    assert_int_equal(sxe_conn_write_ref(conn, referenced, 2000, count_release, &released), 0);
     assert_int_equal(released, 0); /* queued, to leave with the replies around it */
+    assert_int_equal(sxe_conn_write(conn, ":mid:", 5), 0);
+    assert_int_equal(sxe_conn_write_ref(conn, referenced, 2000, count_release, &released), 0);
     assert_int_equal(sxe_conn_write(conn, ":tail", 5), 0);
+    /* The copies around the references share one buffer, as they would without them. */
+    assert_int_equal(loop->buffers_free, buffers_free - 1);
+    /* A short reference is copied, and released at once. */
+    assert_int_equal(sxe_conn_write_ref(conn, "!", 1, count_release, &released), 0);
+    assert_int_equal(released, 1);
     return len;
 }
 
@@ -1787,13 +1796,19 @@ static void test_write_ref(void **state)
     }
     start_server(NULL, NULL, &handlers);
 
-    /* Inside on_read: one sendmsg carries the head, the referenced body and the tail. */
+    /* Inside on_read: one sendmsg carries the copies and the referenced bodies between them. */
     sxe__sys.sendmsg = sendmsg_counting;
     int fd = client();
+    static char expected[4016];
+    memcpy(expected, "head:", 5);
+    memcpy(expected + 5, referenced, 2000);
+    memcpy(expected + 2005, ":mid:", 5);
+    memcpy(expected + 2010, referenced, 2000);
+    memcpy(expected + 4010, ":tail!", 6);
     send_all(fd, request, sizeof(request) - 1);
-    expect_bytes(fd, "head:body:tail", 14);
-    assert_int_equal(released, 1);
-    assert_int_equal(max_iov, 3);
+    expect_bytes(fd, expected, 4016);
+    assert_int_equal(released, 3);
+    assert_int_equal(max_iov, 5);
     close(fd);
 
     /* Outside on_read, when the socket takes it all. */
