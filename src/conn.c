@@ -487,7 +487,6 @@ static void flush(struct sxe_conn *conn)
     }
 }
 
-/* Appends bytes to the queue; the caller has checked that buffers and the limit allow it. */
 /*
  * The buffer segment whose buffer the next queued bytes may go on filling: the tail, or, behind a
  * file range or memory, the buffer segment just before it. NULL if there is none.
@@ -505,6 +504,7 @@ static struct sxe__segment *last_buffer(const struct sxe_conn *conn)
                                      : NULL;
 }
 
+/* Appends bytes to the queue; the caller has checked that buffers and the limit allow it. */
 static void enqueue_bytes(struct sxe_conn *conn, const char *data, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
@@ -643,16 +643,26 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
 }
 
 /*
- * Links a segment without a buffer (a file range or memory) at the tail of the queue, noting the
- * buffer segment before it (see enqueue_bytes).
+ * Takes a segment without a buffer, for memory (the caller sets data) or a file range (the caller
+ * sets file_fd, close_fd and offset), and links it at the tail of the queue, noting the buffer
+ * segment before it (see enqueue_bytes). The caller has checked segments_free.
  */
-static void link_segment(struct sxe_conn *conn, uint32_t index, size_t len)
+static struct sxe__segment *link_segment(struct sxe_conn *conn, size_t len,
+                                         sxe_conn_release_t release, void *arg)
 {
     sxe_loop_t *loop = conn->loop;
+    uint32_t index = segment_take(loop);
+    struct sxe__segment *segment = &loop->segments[index];
     bool after_buffer =
         conn->queue_tail != SXE_NONE && loop->segments[conn->queue_tail].buffer != SXE_NONE;
 
-    loop->segments[index].start = after_buffer ? conn->queue_tail : SXE_NONE;
+    segment->buffer = SXE_NONE;
+    segment->start = after_buffer ? conn->queue_tail : SXE_NONE;
+    segment->file_fd = -1;
+    segment->close_fd = false;
+    segment->remaining = len;
+    segment->release = release;
+    segment->release_arg = arg;
     if (conn->queue_tail != SXE_NONE) {
         loop->segments[conn->queue_tail].next = index;
     } else {
@@ -660,6 +670,7 @@ static void link_segment(struct sxe_conn *conn, uint32_t index, size_t len)
     }
     conn->queue_tail = index;
     conn->queued += len;
+    return segment;
 }
 
 /*
@@ -686,16 +697,10 @@ static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, b
         /* A zero-length range queues nothing: a zero-length sendfile would read as EOF. */
         return rc < 0 ? rc : len == 0 ? write_result(conn) : -ENOBUFS;
     }
-    uint32_t index = segment_take(loop);
-    struct sxe__segment *segment = &loop->segments[index];
-    segment->buffer = SXE_NONE;
+    struct sxe__segment *segment = link_segment(conn, len, release, arg);
     segment->file_fd = fd;
     segment->close_fd = own;
     segment->offset = offset;
-    segment->remaining = len;
-    segment->release = release;
-    segment->release_arg = arg;
-    link_segment(conn, index, len);
     flush(conn);
     if (conn->failed_err != 0) {
         return -conn->failed_err;
@@ -765,16 +770,7 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
         }
         return rc < 0 ? rc : write_result(conn);
     }
-    uint32_t index = segment_take(loop);
-    struct sxe__segment *segment = &loop->segments[index];
-    segment->buffer = SXE_NONE;
-    segment->file_fd = -1;
-    segment->close_fd = false;
-    segment->data = bytes;
-    segment->remaining = len;
-    segment->release = release;
-    segment->release_arg = arg;
-    link_segment(conn, index, len);
+    link_segment(conn, len, release, arg)->data = bytes;
     if (!(conn->flags & SXE__CONN_CORKED)) {
         settle(conn);
     }
