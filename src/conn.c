@@ -586,6 +586,26 @@ static bool can_queue(const struct sxe_conn *conn, size_t len)
     return needed <= conn->loop->buffers_free && needed <= conn->loop->segments_free;
 }
 
+/*
+ * Sends from *bytes straight to the socket until all *len are gone or it is full, moving both on.
+ * @return 0, or the error the connection now fails with.
+ */
+static int send_now(struct sxe_conn *conn, const char **bytes, size_t *len)
+{
+    while (*len > 0) {
+        ssize_t sent = sxe__sys.send(conn->fd, *bytes, *len, MSG_NOSIGNAL);
+        if (sent < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno == EAGAIN ? 0 : fail_later(conn, SXE_CLOSE_ERROR, errno);
+        }
+        *bytes += sent;
+        *len -= (size_t)sent;
+    }
+    return 0;
+}
+
 int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
@@ -610,22 +630,8 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
         return -ENOBUFS;
     }
     if (conn->queue_head == SXE_NONE) {
-        while (len > 0) {
-            ssize_t sent = sxe__sys.send(conn->fd, bytes, len, MSG_NOSIGNAL);
-            if (sent < 0) {
-                if (errno == EINTR) {
-                    continue;
-                }
-                if (errno == EAGAIN) {
-                    break;
-                }
-                return fail_later(conn, SXE_CLOSE_ERROR, errno);
-            }
-            bytes += sent;
-            len -= (size_t)sent;
-        }
-        if (len == 0) {
-            return 0;
+        if ((rc = send_now(conn, &bytes, &len)) < 0 || len == 0) {
+            return rc;
         }
         if (!can_queue(conn, len)) {
             /* Part is sent and the rest has nowhere to go: the stream cannot be completed. */
@@ -744,17 +750,8 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
         rc = -ENOBUFS;
     }
     /* Outside on_read, with nothing queued before them, the bytes go to the socket at once. */
-    while (rc == 0 && len > 0 && !(conn->flags & SXE__CONN_CORKED) &&
-           conn->queue_head == SXE_NONE) {
-        ssize_t sent = sxe__sys.send(conn->fd, bytes, len, MSG_NOSIGNAL);
-        if (sent >= 0) {
-            bytes += sent;
-            len -= (size_t)sent;
-        } else if (errno == EAGAIN) {
-            break;
-        } else if (errno != EINTR) {
-            rc = fail_later(conn, SXE_CLOSE_ERROR, errno);
-        }
+    if (rc == 0 && !(conn->flags & SXE__CONN_CORKED) && conn->queue_head == SXE_NONE) {
+        rc = send_now(conn, &bytes, &len);
     }
     bool copy = rc == 0 && len > 0 && len <= REF_COPY_MAX && can_queue(conn, len);
     if (copy) {

@@ -56,7 +56,6 @@ enum sxe__conn_kind {
 #define SXE__LIST_FAILED 0x02u /* on the failed list, through failed_next */
 #define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
 
-/* One queued piece of output: bytes in a buffer, or a range of a file. */
 /*
  * A queued piece of output: bytes in one of the loop's buffers, a file range (sendfile), or the
  * caller's own memory, sent without a copy. A file range or memory may carry a release callback,
