@@ -103,6 +103,8 @@ struct sxe_conn {
 _Static_assert(sizeof(struct sxe_conn) == 80, "a connection's slot is 80 bytes: mind the padding");
 
 struct sxe_loop {
+    const struct sxe__io_backend *io; /* the event backend (io.h) */
+    void *io_state;                   /* the backend's own state */
     int epoll_fd;
     int signal_fd;  /* -1 unless sxe_loop_stop_on_signals() */
     int reserve_fd; /* kept open so an EMFILE accept can still shed a connection */
@@ -134,6 +136,7 @@ struct sxe_loop {
     uint32_t heap_len;
 
     struct epoll_event *events;
+    struct sxe__io_event *io_events; /* options.events of them, filled by the backend's wait */
     struct sxe_loop_stats stats;
 };
 

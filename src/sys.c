@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 
 #include "sys.h"
 
@@ -21,6 +22,34 @@ static int sys_open(const char *path, int flags, mode_t mode)
 static int sys_fcntl(int fd, int command, int arg)
 {
     return fcntl(fd, command, arg);
+}
+
+/* glibc 2.36 has no io_uring wrappers. */
+static int sys_io_uring_setup(unsigned entries, struct io_uring_params *params)
+{
+    return (int)syscall(SYS_io_uring_setup, entries, params);
+}
+
+static int sys_io_uring_enter(int fd, unsigned to_submit, unsigned min_complete, unsigned flags,
+                              void *arg, size_t size)
+{
+    return (int)syscall(SYS_io_uring_enter, fd, to_submit, min_complete, flags, arg, size);
+}
+
+static int sys_io_uring_register(int fd, unsigned opcode, void *arg, unsigned count)
+{
+    return (int)syscall(SYS_io_uring_register, fd, opcode, arg, count);
+}
+
+/* A completion's result, as a system call would give it: -1 and errno for a failure. */
+static int sys_io_uring_result(unsigned op, int res)
+{
+    (void)op;
+    if (res < 0) {
+        errno = -res;
+        return -1;
+    }
+    return res;
 }
 
 #ifndef SXE_SYS_MUTABLE

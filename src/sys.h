@@ -24,10 +24,16 @@
 #include <time.h>
 #include <unistd.h>
 
+struct io_uring_params;
+
 /*
  * X(name, return type, parameters, arguments, implementation): one row per system call. The
  * implementation is the libc function itself, except where its prototype does not fit a table
- * entry (open is variadic), where sys.c supplies a fixed-argument wrapper.
+ * entry (open is variadic) or libc has no wrapper (io_uring), where sys.c supplies one.
+ *
+ * io_uring_result is not a system call but the seam's view of a completion: every completion's
+ * result passes through it, so a test can fail the Nth completion with a chosen errno. Like a
+ * system call it returns -1 and sets errno for a failure, and otherwise the result.
  */
 #define SXE_SYS_CALLS(X)                                                                           \
     X(accept4, int, (int fd, struct sockaddr *address, socklen_t *len, int flags),                 \
@@ -53,6 +59,14 @@
     X(getsockopt, int, (int fd, int level, int name, void *value, socklen_t *len),                 \
       (fd, level, name, value, len), getsockopt)                                                   \
     X(gettid, pid_t, (void), (), gettid)                                                           \
+    X(io_uring_enter, int,                                                                         \
+      (int fd, unsigned to_submit, unsigned min_complete, unsigned flags, void *arg, size_t size), \
+      (fd, to_submit, min_complete, flags, arg, size), sys_io_uring_enter)                         \
+    X(io_uring_register, int, (int fd, unsigned opcode, void *arg, unsigned count),                \
+      (fd, opcode, arg, count), sys_io_uring_register)                                             \
+    X(io_uring_result, int, (unsigned op, int res), (op, res), sys_io_uring_result)                \
+    X(io_uring_setup, int, (unsigned entries, struct io_uring_params *params), (entries, params),  \
+      sys_io_uring_setup)                                                                          \
     X(listen, int, (int fd, int backlog), (fd, backlog), listen)                                   \
     X(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t offset),           \
       (addr, len, prot, flags, fd, offset), mmap)                                                  \
