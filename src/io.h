@@ -29,13 +29,14 @@
 #include "sxe/loop.h"
 
 /* What a watcher wants (watch), and what an event reports (wait). */
-#define SXE__IO_IN     0x001u /* readable; as an event without SXE__IO_RECV: read it yourself */
-#define SXE__IO_OUT    0x002u /* writable */
-#define SXE__IO_HUP    0x004u /* event: the peer shut down its side or hung up */
-#define SXE__IO_ERR    0x008u /* event: the descriptor has an error pending */
-#define SXE__IO_EDGE   0x010u /* wanted: report a change once, not for as long as it holds */
-#define SXE__IO_RECV   0x020u /* wanted with IN: receive for me if you can; event: data, result */
-#define SXE__IO_ACCEPT 0x040u /* wanted with IN on a listener: accept for me if you can; event:
+#define SXE__IO_IN   0x001u /* readable; as an event without SXE__IO_RECV: read it yourself */
+#define SXE__IO_OUT  0x002u /* writable */
+#define SXE__IO_HUP  0x004u /* event: the peer shut down its side or hung up */
+#define SXE__IO_ERR  0x008u /* event: the descriptor has an error pending */
+#define SXE__IO_EDGE 0x010u /* wanted: report a change once, not for as long as it holds */
+#define SXE__IO_RECV 0x020u /* wanted with IN: receive for me if you can; event: data, result */
+#define SXE__IO_ACCEPT                                                                             \
+    0x040u                    /* wanted with IN on a listener: accept for me if you can; event:    \
                                  result is the new connection's fd (non-blocking, close-on-exec) */
 #define SXE__IO_SENT   0x080u /* event: a send that returned SXE__IO_PENDING is done; result */
 #define SXE__IO_MODIFY 0x100u /* wanted: fd is already watched; change what it wants */
@@ -49,12 +50,6 @@ struct sxe__io_event {
     int32_t result;  /* RECV: bytes (0: end of stream) or -errno; ACCEPT: fd or -errno;
                         SENT: bytes sent or -errno */
     char *data;      /* RECV: the bytes, lent by the backend until the next sxe__io_wait */
-};
-
-enum sxe__io_kind {
-    SXE__IO_AUTO,     /* io_uring where it can be set up, else epoll */
-    SXE__IO_EPOLL,    /* readiness */
-    SXE__IO_URING,    /* completion */
 };
 
 struct sxe__io_backend {
@@ -99,5 +94,12 @@ struct sxe__io_backend {
 
 extern const struct sxe__io_backend sxe__io_epoll;
 extern const struct sxe__io_backend sxe__io_uring;
+
+/*
+ * Opens the backend the loop's options ask for (io.c) and sets loop->io: automatic falls back to
+ * epoll, saying so once in the log, when io_uring cannot be set up; an explicit choice fails.
+ * @return 0 or -errno (logged).
+ */
+int sxe__io_open(sxe_loop_t *loop);
 
 #endif

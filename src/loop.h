@@ -1,15 +1,22 @@
 /*
- * Loop internals shared by loop.c (the loop, events, signals), conn.c (connections) and timer.c
- * (the timer heap), and with tests.
+ * Loop internals, shared by the core's files and with tests:
+ * - loop.c: the loop's turn, "now", signals and the backend (io.h); it knows slots and their
+ *   callbacks, never what a connection does;
+ * - timer.c: the timer heap;
+ * - conn.c: the connection table and a connection's life (sxe_loop_create builds both);
+ * - outq.c: a connection's output queue;
+ * - stream.c, listen.c, udp.c, fdpass.c: the kinds of slot, each with its own callback.
  */
 #ifndef SXE_LOOP_INTERNAL_H
 #define SXE_LOOP_INTERNAL_H
 
 #include <stdbool.h>
-#include <sys/epoll.h>
 
+#include "io.h"
+#include "sxe/conn.h"
 #include "sxe/loop.h"
 #include "sxe/pool.h"
+#include "sxe/timer.h"
 
 #define SXE_NONE UINT32_MAX
 
@@ -28,6 +35,7 @@ enum sxe__conn_state {
     SXE__CONN_WRITING,    /* has output queued: write_timeout */
     SXE__CONN_CONNECTING, /* outgoing connect under way: connect_timeout */
     SXE__CONN_LISTENING,  /* listeners and UDP sockets: no timeout */
+    SXE__CONN_CLOSING,    /* closed, but the backend still sends from its queue: no timeout */
     SXE__CONN_STATE_COUNT
 };
 
@@ -37,16 +45,18 @@ enum sxe__conn_kind {
     SXE__KIND_UDP,
 };
 
-#define SXE__CONN_EOF          0x01u  /* the peer shut down its side */
-#define SXE__CONN_SHUTDOWN     0x02u  /* shut our side down once the queue drains */
-#define SXE__CONN_RECEIVE_FDS  0x04u  /* stream that carries fds, not bytes */
-#define SXE__CONN_EVICT_IDLE   0x08u  /* listener: evict the oldest idle when full */
-#define SXE__CONN_NOTIFY_DRAIN 0x10u  /* call on_drained when the queue empties */
-#define SXE__CONN_RESUMED      0x20u  /* offer kept input, then read to the end (sxe_conn_resume) */
-#define SXE__CONN_CORKED       0x40u  /* in on_read: writes queue, and one send takes them after */
-#define SXE__CONN_PROGRESS     0x80u  /* on_read consumed bytes since the last settle */
-#define SXE__CONN_CLOSE_SENT   0x100u /* close once the queue drains (sxe_conn_close_when_sent) */
-#define SXE__CONN_PAUSED       0x200u /* not reading: input stays in the socket (sxe_conn_pause) */
+#define SXE__CONN_EOF           0x01u /* the peer shut down its side */
+#define SXE__CONN_SHUTDOWN      0x02u /* shut our side down once the queue drains */
+#define SXE__CONN_RECEIVE_FDS   0x04u /* stream that carries fds, not bytes */
+#define SXE__CONN_EVICT_IDLE    0x08u /* listener: evict the oldest idle when full */
+#define SXE__CONN_NOTIFY_DRAIN  0x10u /* call on_drained when the queue empties */
+#define SXE__CONN_RESUMED       0x20u /* offer kept input, then read to the end (sxe_conn_resume) */
+#define SXE__CONN_CORKED        0x40u /* in on_read: writes queue, and one send takes them after */
+#define SXE__CONN_PROGRESS      0x80u /* on_read consumed bytes since the last settle */
+#define SXE__CONN_CLOSE_SENT    0x100u /* close once the queue drains (sxe_conn_close_when_sent) */
+#define SXE__CONN_PAUSED        0x200u /* not reading: input stays in the socket (sxe_conn_pause) */
+#define SXE__CONN_SENDING       0x400u /* a send is pending in the backend: the queue stays put */
+#define SXE__CONN_CLOSE_PENDING 0x800u /* closed, but a pending send still holds its queue */
 
 /*
  * The loop's lists a slot is on. Kept apart from flags, and not reset when the slot is reused: a
@@ -77,11 +87,17 @@ struct sxe__segment {
     void *release_arg;
 };
 
+struct sxe_conn;
+
+/* A kind's callback for the events of its slot: stream, listener, UDP socket, fd channel. */
+typedef void (*sxe__io_cb_t)(struct sxe_conn *conn, const struct sxe__io_event *event);
+
 /* An entry in the connection table: an element of the loop's pool. */
 struct sxe_conn {
     sxe_loop_t *loop;
     const struct sxe_conn_handlers *handlers;
     void *user;
+    sxe__io_cb_t on_io;  /* the kind's callback, called by the loop for each event */
     int fd;              /* -1 when the slot is free or the connection closed */
     uint32_t index;      /* slot in the table */
     uint32_t generation; /* bumped at every close: stale events and ids no longer match */
@@ -100,12 +116,20 @@ struct sxe_conn {
     uint32_t failed_next; /* link in the loop's failed list */
 };
 
-_Static_assert(sizeof(struct sxe_conn) == 80, "a connection's slot is 80 bytes: mind the padding");
+_Static_assert(sizeof(struct sxe_conn) == 88, "a connection's slot is 88 bytes: mind the padding");
+
+/* What the loop asks of the connection layer above it; set by sxe_loop_create. */
+struct sxe__loop_layer {
+    void (*after_event)(sxe_loop_t *loop); /* close what a callback failed */
+    void (*end_turn)(sxe_loop_t *loop);    /* read the ready, time out the idle */
+    void (*close_all)(sxe_loop_t *loop, bool listeners_only); /* stop: close them */
+    uint32_t (*writing)(sxe_loop_t *loop);                    /* how many still have output */
+};
 
 struct sxe_loop {
     const struct sxe__io_backend *io; /* the event backend (io.h) */
     void *io_state;                   /* the backend's own state */
-    int epoll_fd;
+    const struct sxe__loop_layer *layer;
     int signal_fd;  /* -1 unless sxe_loop_stop_on_signals() */
     int reserve_fd; /* kept open so an EMFILE accept can still shed a connection */
     bool stop;
@@ -135,12 +159,11 @@ struct sxe_loop {
     sxe_timer_t **heap; /* timers, a binary min-heap on deadline */
     uint32_t heap_len;
 
-    struct epoll_event *events;
-    struct sxe__io_event *io_events; /* options.events of them, filled by the backend's wait */
+    struct sxe__io_event *events; /* options.events of them, filled by the backend's wait */
     struct sxe_loop_stats stats;
 };
 
-/* Epoll data: the slot in the low half, its generation in the high half. */
+/* A slot's tag for the backend: the slot in the low half, its generation in the high half. */
 static inline uint64_t sxe__conn_tag(const struct sxe_conn *conn)
 {
     return (uint64_t)conn->generation << 32 | conn->index;
@@ -148,14 +171,45 @@ static inline uint64_t sxe__conn_tag(const struct sxe_conn *conn)
 
 #define SXE__SIGNAL_TAG UINT64_MAX
 
-/* conn.c */
-void sxe__conn_dispatch(sxe_loop_t *loop, struct sxe_conn *conn, uint32_t events);
-void sxe__conn_read_ready(sxe_loop_t *loop);
-void sxe__conn_close_failed(sxe_loop_t *loop);
+/* loop.c: the loop's half of sxe_loop_create and sxe_loop_destroy (conn.c has the table). */
+int sxe__loop_open(sxe_loop_t *loop, const struct sxe_loop_options *options);
+void sxe__loop_close(sxe_loop_t *loop);
+
+/* conn.c: the connection table and a connection's life. */
+struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict);
+int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, sxe__io_cb_t on_io,
+                     unsigned wanted, const struct sxe_conn_handlers *handlers, void *user);
+int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned state, uint8_t kind,
+                  uint16_t flags, sxe__io_cb_t on_io, const struct sxe_conn_handlers *handlers,
+                  void *user);
 void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
-void sxe__conn_close_all(sxe_loop_t *loop, bool listeners_only);
-uint32_t sxe__conn_writing(sxe_loop_t *loop);
-void sxe__conn_timed_out(sxe_pool_t *pool, uint32_t index, void *arg);
+/* A connection closed while a send was pending: the backend is done with its queue now. */
+void sxe__conn_closing_done(struct sxe_conn *conn);
+int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
+void sxe__conn_close_failed(sxe_loop_t *loop);
+void sxe__conn_ready_later(struct sxe_conn *conn);
+void sxe__conn_settle(struct sxe_conn *conn);
+bool sxe__conn_is_open(const struct sxe_conn *conn);
+
+/*
+ * Checks the connection table: every slot's state agrees with its descriptor, each open
+ * connection's queue is sound, and every buffer and segment is free or held exactly once.
+ * @return 0, or -EUCLEAN after logging the first broken invariant.
+ */
+int sxe__conn_validate(const sxe_loop_t *loop);
+
+/* stream.c: the read and write paths of byte streams. */
+void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event);
+/* What a stream wants from the backend (io.h). */
+#define SXE__STREAM_WANTS (SXE__IO_IN | SXE__IO_OUT | SXE__IO_EDGE | SXE__IO_RECV)
+void sxe__stream_flush(struct sxe_conn *conn);
+/* The peer shut down: on_eof, or a close without it. */
+void sxe__stream_eof(struct sxe_conn *conn);
+bool sxe__stream_closed_when_sent(struct sxe_conn *conn);
+int sxe__stream_check_writable(const struct sxe_conn *conn);
+
+/* fdpass.c: fd channels, the stream kind that carries descriptors. */
+void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event);
 
 /* timer.c */
 uint64_t sxe__timer_next(const sxe_loop_t *loop);

@@ -1,8 +1,8 @@
 /**
  * @file sxe/loop.h
- * @brief The event loop, fixed-memory connections (TCP, Unix, UDP) and timers.
+ * @brief The event loop: all its memory made at creation, turns, "now", signals, the backend.
  *
- * A server is a few callbacks:
+ * A server is a few callbacks (sxe/conn.h):
  *
  *     static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
  *     {
@@ -30,14 +30,15 @@
  * on_close returns; after that the slot is reused. Keep sxe_conn_id() to refer to a connection
  * that may have closed.
  *
- * Backends. The API does not depend on epoll: input arrives in buffers sxe owns and output is
- * queued by sxe, which is what a completion-based backend (io_uring) needs too.
+ * Backends. The API does not depend on the backend: input arrives in buffers sxe owns and output
+ * is queued by sxe, so the same program runs on epoll (readiness) or io_uring (completion), chosen
+ * by sxe_loop_options.backend or, for programs that leave it alone, SXE_BACKEND=epoll|io_uring|auto
+ * in the environment.
  */
 #ifndef SXE_LOOP_H
 #define SXE_LOOP_H
 
 #include <stdint.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "sxe/error.h"
@@ -49,6 +50,16 @@ extern "C" {
 typedef struct sxe_loop sxe_loop_t;
 typedef struct sxe_conn sxe_conn_t;
 typedef struct sxe_timer sxe_timer_t;
+
+/** Which event backend a loop runs on (sxe_loop_options.backend). */
+enum sxe_backend {
+    SXE_BACKEND_DEFAULT,  /**< The environment's SXE_BACKEND (epoll, io_uring or auto), else epoll.
+                           */
+    SXE_BACKEND_EPOLL,    /**< epoll: readiness. */
+    SXE_BACKEND_IO_URING, /**< io_uring: completion; sxe_loop_create fails if it cannot be set up.
+                           */
+    SXE_BACKEND_AUTO, /**< io_uring where it can be set up, else epoll (said once in the log). */
+};
 
 /** What a loop holds. Zero fields take the defaults shown. */
 struct sxe_loop_options {
@@ -63,96 +74,8 @@ struct sxe_loop_options {
     uint64_t read_timeout;    /**< ns a partial message may wait for more bytes (0: none). */
     uint64_t write_timeout;   /**< ns queued output may wait for the peer to read (0: none). */
     uint64_t connect_timeout; /**< ns an outgoing connect may take (0: none). */
+    enum sxe_backend backend; /**< The event backend (SXE_BACKEND_DEFAULT). */
 };
-
-/** Why a connection closed, as on_close reports it. */
-enum sxe_close_reason {
-    SXE_CLOSE_LOCAL,      /**< sxe_conn_close() was called. */
-    SXE_CLOSE_PEER,       /**< The peer closed (end of stream, no on_eof handler). */
-    SXE_CLOSE_ERROR,      /**< A socket error; err says which. */
-    SXE_CLOSE_TIMEOUT,    /**< Idle, read, write or connect timeout. */
-    SXE_CLOSE_EVICTED,    /**< The oldest idle connection, closed to make room for a new one. */
-    SXE_CLOSE_NO_BUFFER,  /**< Input or output needed a buffer and none was free. */
-    SXE_CLOSE_OVERFLOW,   /**< A message grew past buffer_size without being consumed. */
-    SXE_CLOSE_SHUTDOWN,   /**< The loop stopped (signal or sxe_loop_destroy). */
-    SXE_CLOSE_HANDED_OFF, /**< The connection was passed to another process. */
-};
-
-/** A short name for a close reason, for logs ("peer", "timeout", ...). */
-const char *sxe_close_reason_name(enum sxe_close_reason reason);
-
-/**
- * What happens on a connection. Every member may be NULL. For a listener, these handlers are
- * given to each connection it accepts.
- */
-struct sxe_conn_handlers {
-    /** An accepted connection is ready, or an outgoing connect completed. */
-    void (*on_connect)(sxe_conn_t *conn);
-
-    /**
-     * Input arrived. data holds what earlier calls left unconsumed followed by the new bytes.
-     * @return How many bytes, from the start, the callback consumed; the rest are kept and
-     *         offered again with the next input. The value is ignored if the callback closed the
-     *         connection. Keeping more than buffer_size bytes closes it (SXE_CLOSE_OVERFLOW).
-     */
-    size_t (*on_read)(sxe_conn_t *conn, const char *data, size_t len);
-
-    /**
-     * The peer shut down its sending side. Without this handler the connection closes
-     * (SXE_CLOSE_PEER); with it the connection stays open for writing until closed.
-     */
-    void (*on_eof)(sxe_conn_t *conn);
-
-    /** Queued output has all been sent (after sxe_conn_write() returned SXE_CONN_FULL or
-     * queued anything). */
-    void (*on_drained)(sxe_conn_t *conn);
-
-    /**
-     * The connection closed. err is the errno for SXE_CLOSE_ERROR, else 0. The connection's fd
-     * is already closed; its user pointer is still readable. Called once per connection.
-     */
-    void (*on_close)(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
-
-    /**
-     * The connection timed out (idle, read, write or connect). Called just before sxe closes it
-     * (SXE_CLOSE_TIMEOUT), so the callback may write a last message, such as an HTTP 408; what
-     * the socket does not take at once is dropped.
-     */
-    void (*on_timeout)(sxe_conn_t *conn);
-
-    /**
-     * A datagram arrived on a UDP socket; from is the sender. Truncated datagrams (larger than
-     * buffer_size) are dropped and counted.
-     */
-    void (*on_datagram)(sxe_conn_t *conn, const char *data, size_t len, const struct sockaddr *from,
-                        socklen_t from_len);
-
-    /**
-     * A Unix stream connection received a file descriptor (see sxe_conn_send_fd()). The callback
-     * owns fd: adopt it with sxe_conn_adopt() or close it. Only for connections made with
-     * SXE_LISTEN_RECEIVE_FDS or sxe_conn_pair(..., SXE_LISTEN_RECEIVE_FDS).
-     */
-    void (*on_fd)(sxe_conn_t *conn, int fd);
-};
-
-/** Listener options. A NULL pointer takes every default. */
-struct sxe_listen_options {
-    int backlog;           /**< listen(2) backlog (SOMAXCONN when 0). */
-    unsigned flags;        /**< SXE_LISTEN_* below. */
-    int fastopen_queue;    /**< TCP_FASTOPEN queue length, with SXE_LISTEN_FASTOPEN (16). */
-    int defer_accept_secs; /**< TCP_DEFER_ACCEPT seconds, with SXE_LISTEN_DEFER_ACCEPT (1). */
-    uint32_t accept_batch; /**< Most connections accepted per readiness event (64). */
-};
-
-#define SXE_LISTEN_REUSEPORT    0x01u /**< SO_REUSEPORT: several loops may listen on one port. */
-#define SXE_LISTEN_FASTOPEN     0x02u /**< TCP_FASTOPEN. */
-#define SXE_LISTEN_DEFER_ACCEPT 0x04u /**< TCP_DEFER_ACCEPT: wake only when data arrives. */
-#define SXE_LISTEN_EVICT_IDLE   0x08u /**< When the table is full, close the oldest idle one. */
-#define SXE_LISTEN_RECEIVE_FDS  0x10u /**< Unix: connections may receive fds (on_fd). */
-#define SXE_LISTEN_V6ONLY       0x20u /**< IPv6: do not also accept IPv4-mapped peers. */
-
-/** sxe_conn_write(): accepted, but the queue is at or past high_water; wait for on_drained. */
-#define SXE_CONN_FULL 1
 
 /** Loop counters, for monitoring and tests. */
 struct sxe_loop_stats {
@@ -210,217 +133,13 @@ int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
 void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats);
 
 /**
- * Listens on a TCP (IPv4 or IPv6) or Unix stream address.
- * @param listener  Set to the listening socket's entry in the connection table.
- * @param options   NULL for defaults.
- * @param handlers  Given to every accepted connection; must outlive them.
- * @param user      The user pointer of the listener; accepted connections start with it too.
- * @return 0, -ENOBUFS if the table is full, or -errno from socket, setsockopt, bind or listen
- *         (-EADDRINUSE: the port is taken).
+ * The options the loop runs with, every default filled in: what a protocol module needs to size
+ * its own state (buffer_size, connections) or to decide on backpressure (high_water).
  */
-SXE_MUST_CHECK int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener,
-                              const struct sockaddr *address, socklen_t address_len,
-                              const struct sxe_listen_options *options,
-                              const struct sxe_conn_handlers *handlers, void *user);
+const struct sxe_loop_options *sxe_loop_options(const sxe_loop_t *loop);
 
-/**
- * Connects to a TCP or Unix stream address without blocking. on_connect runs when it completes;
- * on_close (SXE_CLOSE_ERROR with err ECONNREFUSED, or SXE_CLOSE_TIMEOUT) when it fails.
- * @param source  Local address to bind first (NULL: any), for example one of several 127.0.0.x.
- * @return 0, -ENOBUFS if the table is full, or -errno from socket, bind or connect.
- */
-SXE_MUST_CHECK int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn, const struct sockaddr *address,
-                               socklen_t address_len, const struct sockaddr *source,
-                               socklen_t source_len, const struct sxe_conn_handlers *handlers,
-                               void *user);
-
-/**
- * Makes a connected pair of Unix stream connections (socketpair), both in this loop.
- * @param flags  0 or SXE_LISTEN_RECEIVE_FDS (both ends may receive fds).
- */
-SXE_MUST_CHECK int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned flags,
-                                 const struct sxe_conn_handlers *handlers, void *user);
-
-/**
- * Adopts a connected stream socket made elsewhere, for example one received with on_fd. sxe
- * makes it non-blocking and owns it from now on (closes it on failure too).
- */
-SXE_MUST_CHECK int sxe_conn_adopt(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
-                                  const struct sxe_conn_handlers *handlers, void *user);
-
-/**
- * Binds a UDP socket (IPv4 or IPv6). Datagrams arrive through on_datagram, received in batches.
- */
-SXE_MUST_CHECK int sxe_udp_bind(sxe_loop_t *loop, sxe_conn_t **socket,
-                                const struct sockaddr *address, socklen_t address_len,
-                                const struct sxe_conn_handlers *handlers, void *user);
-
-/** Sends one datagram. @return 0, or -errno (-EAGAIN when the socket buffer is full). */
-int sxe_udp_send(sxe_conn_t *socket, const void *data, size_t len, const struct sockaddr *to,
-                 socklen_t to_len);
-
-/**
- * Writes to a connection. Bytes go to the socket at once; what the socket cannot take is queued
- * and sent as it drains.
- * @return 0 when everything was sent or queued; SXE_CONN_FULL when it was accepted but the queue
- *         is now at or past high_water, so the caller should wait for on_drained; -ENOBUFS when
- *         accepting it would pass write_limit or no buffer is free (nothing was accepted);
- *         -EPIPE (or another -errno) when the connection is closed or failing.
- */
-int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len);
-
-/**
- * Sends len bytes of the file fd from offset with sendfile(2), after anything already queued.
- * The caller keeps fd open until on_drained (or on_close). @return as sxe_conn_write().
- */
-int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len);
-
-/**
- * The same, and the connection owns fd from this call: it is closed once its bytes are sent, when
- * the connection closes, or at once if nothing was queued (an error, or len 0). Several files may
- * be queued at a time, each closed in turn. @return as sxe_conn_write().
- */
-int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len);
-
-/**
- * Called once the bytes passed to sxe_conn_write_ref() or sxe_conn_sendfile_ref() are no longer
- * needed: all sent, or dropped because the connection closed or the call failed. It runs inside
- * the loop (or inside the call that queued them) and must not call back into the connection.
- */
-typedef void (*sxe_conn_release_t)(void *arg);
-
-/**
- * Sends len bytes at data without copying them: for memory that outlives the call, such as a
- * cache's. The caller keeps the bytes unchanged until release(arg) (release may be NULL for memory
- * that never changes). Inside on_read they are gathered with the replies written before and
- * after; elsewhere what the socket takes goes at once. Like file ranges, they need no buffer and
- * are not refused for write_limit, but they count as queued: for high_water, and for the
- * write_limit of the copies written after them.
- * release is called exactly once, before this returns when nothing stays queued (everything
- * sent, an error, or len 0). Up to 1 KB that would be queued is copied instead, which costs less
- * than a queue entry, and released at once. @return as sxe_conn_write().
- */
-int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_release_t release,
-                       void *arg);
-
-/**
- * sxe_conn_sendfile() that says when it is done with fd: release(arg) is called exactly once,
- * when the range is sent, the connection closes, or before this returns if nothing was queued.
- * @return as sxe_conn_write().
- */
-int sxe_conn_sendfile_ref(sxe_conn_t *conn, int fd, off_t offset, size_t len,
-                          sxe_conn_release_t release, void *arg);
-
-/** Bytes queued and not yet sent. */
-size_t sxe_conn_queued(const sxe_conn_t *conn);
-
-/**
- * Stops reading from the connection: new bytes stay in the socket, where TCP's window holds the
- * peer back, and on_read is not called until sxe_conn_resume(). For a handler that cannot take
- * more work yet, typically because its output is backed up: it pauses inside on_read and returns
- * what it consumed, the rest being kept. If output is queued, on_drained follows once it has all
- * gone, which is where to resume. Timeouts go on as before. A stream connection only.
- * @return 0; -EPIPE if the connection is closed or not a stream.
- */
-int sxe_conn_pause(sxe_conn_t *conn);
-
-/**
- * Reads again after sxe_conn_pause(), from the loop's next turn: on_read is first offered the
- * input kept from before, whether or not more has arrived, then whatever the socket holds.
- * Safe anywhere, on_drained included; resuming a connection that is not paused does nothing.
- * @return 0; -EPIPE if the connection is closed or not a stream.
- */
-int sxe_conn_resume(sxe_conn_t *conn);
-
-/** Once queued output is sent, shuts down the sending side (half-close). Reading goes on. */
-int sxe_conn_shutdown(sxe_conn_t *conn);
-
-/**
- * Closes the connection once queued output is sent: at once if nothing is queued (on_close runs
- * before this returns), else when the queue drains, or when a write fails or times out. Further
- * writes are refused (-EPIPE). on_close gets SXE_CLOSE_LOCAL. This saves the half-close, the
- * wait for the peer's end of stream and their system calls, but the peer's kernel resets the
- * connection if the peer sends more after the close, which can destroy the output in flight: use
- * it when the peer has said it is done (an HTTP "Connection: close" request read to its end),
- * and sxe_conn_shutdown() otherwise. Inside on_read, the close comes after on_read returns.
- * @return 0; -EPIPE if the connection is closed, already closing, connecting or not a stream;
- *         or the error of a write that has failed (the connection closes after the callback).
- */
-int sxe_conn_close_when_sent(sxe_conn_t *conn);
-
-/**
- * Closes the connection now: queued output is dropped. on_close runs before this returns
- * (SXE_CLOSE_LOCAL). Closing a closed connection does nothing.
- */
-void sxe_conn_close(sxe_conn_t *conn);
-
-/**
- * Sends fd over the Unix stream connection conn, with one byte of data. The caller still owns fd.
- * @return 0 or -errno (-EAGAIN if the socket buffer is full).
- */
-int sxe_conn_send_fd(sxe_conn_t *conn, int fd);
-
-/**
- * Hands the connection to another process over the Unix stream connection via, then closes it
- * here (SXE_CLOSE_HANDED_OFF). Unconsumed input and queued output are not carried over: hand off
- * between requests. @return 0 or -errno (the connection stays open on failure).
- */
-int sxe_conn_hand_off(sxe_conn_t *conn, sxe_conn_t *via);
-
-/** The peer's address, as getpeername(2). @return 0 or -errno. */
-int sxe_conn_peer(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *address_len);
-
-/** The local address, as getsockname(2); use it to learn a port bound as 0. */
-int sxe_conn_local(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *address_len);
-
-/** The user pointer given at creation or set since. */
-void *sxe_conn_user(const sxe_conn_t *conn);
-void sxe_conn_set_user(sxe_conn_t *conn, void *user);
-
-/** The connection's loop. */
-sxe_loop_t *sxe_conn_loop(const sxe_conn_t *conn);
-
-/** The socket; for options sxe does not wrap. Do not close it or change its blocking mode. */
-int sxe_conn_fd(const sxe_conn_t *conn);
-
-/** The connection's slot in the table: the object id in its log lines. */
-uint32_t sxe_conn_index(const sxe_conn_t *conn);
-
-/** An id that names this connection and no later user of its slot. */
-uint64_t sxe_conn_id(const sxe_conn_t *conn);
-
-/** The connection an id names, or NULL if it has closed. */
-sxe_conn_t *sxe_conn_from_id(sxe_loop_t *loop, uint64_t id);
-
-/* Timers: one-shot or periodic, kept in a binary heap of fixed capacity (options.timers). */
-
-typedef void (*sxe_timer_cb_t)(sxe_timer_t *timer, void *arg);
-
-/** A timer. The caller owns the memory; it must stay put while the timer runs. */
-struct sxe_timer {
-    sxe_timer_cb_t callback;
-    void *arg;
-    uint64_t deadline; /**< CLOCK_MONOTONIC ns of the next expiry. */
-    uint64_t period;   /**< ns between expiries; 0 for one-shot. */
-    uint32_t slot;     /**< Its place in the heap, or UINT32_MAX when stopped. */
-};
-
-/** Prepares a timer; it starts stopped. */
-void sxe_timer_init(sxe_timer_t *timer, sxe_timer_cb_t callback, void *arg);
-
-/**
- * Starts (or restarts) a timer to fire after delay_ns from the loop's now, then every period_ns
- * if that is not 0. The callback may restart or stop this or any timer.
- * @return 0, or -ENOBUFS when options.timers timers already run.
- */
-SXE_MUST_CHECK int sxe_timer_start(sxe_loop_t *loop, sxe_timer_t *timer, uint64_t delay_ns,
-                                   uint64_t period_ns);
-
-/** Stops a timer. Stopping a stopped timer does nothing. */
-void sxe_timer_stop(sxe_loop_t *loop, sxe_timer_t *timer);
-
-/** True while the timer is started. */
-int sxe_timer_active(const sxe_timer_t *timer);
+/** The event backend the loop runs on: "epoll" or "io_uring". */
+const char *sxe_loop_backend(const sxe_loop_t *loop);
 
 #ifdef __cplusplus
 }

@@ -6,9 +6,14 @@
 #define SXE_SXE_H
 
 #include "sxe/clock.h"
+#include "sxe/conn.h"
 #include "sxe/error.h"
+#include "sxe/http.h"
+#include "sxe/http_parser.h"
 #include "sxe/log.h"
 #include "sxe/loop.h"
 #include "sxe/pool.h"
+#include "sxe/timer.h"
+#include "sxe/udp.h"
 
 #endif

@@ -28,7 +28,7 @@
 #endif
 
 #include "http/parser.h"
-#include "sxe/http.h"
+#include "sxe/http_parser.h"
 
 const struct sxe_http_limits sxe_http_default_limits = {
     .request_line = 8192, .header_bytes = 16384, .header_count = 100, .body_bytes = 1 << 20};

@@ -7,7 +7,7 @@
  * whole with its request, pipelined requests wait their turn in the buffer, and nothing is copied,
  * except a chunked body, which is decoded into the server's scratch area when it is complete.
  * Handlers answer before they return, which keeps responses in request order for free. While a
- * connection's output is backed up (high_water bytes or more queued, a large file for one) the next
+ * connection's output is backed up (a write said SXE_CONN_FULL: high_water bytes queued) the next
  * pipelined request waits, its bytes unread in the buffer or the socket, until the output drains.
  *
  * State per connection is a small struct in an array sized like the loop's connection table.
@@ -16,7 +16,6 @@
 #include "sxe/log.h"
 
 #include <arpa/inet.h>
-#include <netinet/tcp.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,10 +23,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../loop.h"
-#include "../sys.h"
 #include "sxe/clock.h"
+#include "sxe/conn.h"
 #include "sxe/http.h"
+#include "sxe/loop.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
@@ -68,6 +67,7 @@ struct http_conn {
     bool peer_done;       /* the peer shut down its side: close once our answers are sent */
     bool nodelay;         /* TCP_NODELAY is set */
     bool paused;          /* output backed up: reading waits for on_drained */
+    bool full;            /* a write said SXE_CONN_FULL: the output is backed up until drained */
 };
 
 struct sxe_http_server {
@@ -183,11 +183,9 @@ static void append_number(char **at, uint64_t number)
  */
 static void set_nodelay(struct http_conn *state, sxe_conn_t *conn)
 {
-    int one = 1;
-
     if (!state->nodelay) {
         state->nodelay = true;
-        (void)sxe__sys.setsockopt(sxe_conn_fd(conn), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        (void)sxe_conn_set_nodelay(conn);
     }
 }
 
@@ -217,12 +215,22 @@ static int broken(sxe_http_t *http, int rc)
     return rc;
 }
 
+/*
+ * What a write of the response said: SXE_CONN_FULL holds the next pipelined request back until
+ * on_drained; an error breaks the response off (see broken).
+ */
+static int wrote(sxe_http_t *http, int rc)
+{
+    if (rc == SXE_CONN_FULL) {
+        state_of(http->server, http->conn)->full = true;
+    }
+    return rc < 0 ? broken(http, rc) : 0;
+}
+
 /* Queues bytes of the response, or breaks it off (see broken). */
 static int put(sxe_http_t *http, const void *data, size_t len)
 {
-    int rc = sxe_conn_write(http->conn, data, len);
-
-    return rc < 0 ? broken(http, rc) : 0;
+    return wrote(http, sxe_conn_write(http->conn, data, len));
 }
 
 int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length)
@@ -305,8 +313,7 @@ static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
         return rc;
     }
     if (ref) {
-        rc = sxe_conn_write_ref(http->conn, data, len, release, arg);
-        rc = rc < 0 ? broken(http, rc) : 0;
+        rc = wrote(http, sxe_conn_write_ref(http->conn, data, len, release, arg));
     } else {
         rc = put(http, data, len);
     }
@@ -335,7 +342,8 @@ static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool cl
     }
     if (rc < 0 || http->head_only || len == 0) { /* nothing to send: fd is not kept */
         if (close_when_sent) {
-            sxe__sys.close(fd);
+            /* A zero-length range queues nothing, and the connection closes what it owns. */
+            (void)sxe_conn_sendfile_and_close(http->conn, fd, 0, 0);
         }
         if (release != NULL) {
             release(arg);
@@ -345,7 +353,7 @@ static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool cl
     set_nodelay(state_of(http->server, http->conn), http->conn);
     rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
                          : sxe_conn_sendfile_ref(http->conn, fd, offset, len, release, arg);
-    return rc < 0 ? broken(http, rc) : 0;
+    return wrote(http, rc);
 }
 
 int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent)
@@ -613,7 +621,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         struct sxe_http_parser reparse;
         int head;
 
-        if (state->head_len == 0 && sxe_conn_queued(conn) >= server->loop->options.high_water) {
+        if (state->head_len == 0 && state->full) {
             /* The output is backed up (a large file, or many answers): the next request waits,
              * and the socket is not read, until it drains. */
             state->paused = true;
@@ -707,6 +715,7 @@ static void on_drained(sxe_conn_t *conn)
 {
     struct http_conn *state = state_of(sxe_conn_user(conn), conn);
 
+    state->full = false;
     if (state->paused) {
         state->paused = false;
         (void)sxe_conn_resume(conn); /* the requests that waited come next turn */
@@ -792,13 +801,14 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     }
     server->loop = loop;
     /* Bodies must fit the loop's buffers along with their heads. */
-    uint64_t room = loop->options.buffer_size > server->limits.header_bytes
-                        ? loop->options.buffer_size - server->limits.header_bytes
+    const struct sxe_loop_options *in_force = sxe_loop_options(loop);
+    uint64_t room = in_force->buffer_size > server->limits.header_bytes
+                        ? in_force->buffer_size - server->limits.header_bytes
                         : 0;
     if (server->limits.body_bytes > room) {
         server->limits.body_bytes = room;
     }
-    server->conn_count = loop->options.connections;
+    server->conn_count = in_force->connections;
     server->conns = calloc(server->conn_count, sizeof(*server->conns));
     server->scratch = malloc(server->limits.body_bytes + 1);
     if (server->conns == NULL || server->scratch == NULL) {

@@ -112,8 +112,7 @@ static void test_invalid_options(void **state)
 {
     (void)state;
 #ifdef SXE_DEBUG
-    const char *const expected[] = {"assertion failed: loop_out != NULL && options_are_valid",
-                                    NULL};
+    const char *const expected[] = {"assertion failed: options_are_valid", NULL};
     sxe_test_expect_abort(create_invalid, NULL, expected);
 #else
     struct sxe_loop_options options = {.buffer_size = 10};

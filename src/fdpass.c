@@ -1,0 +1,153 @@
+/*
+ * fd channels: Unix stream connections that carry descriptors (SCM_RIGHTS) instead of bytes, and
+ * handing a connection over one of them to another process or loop. A channel is a stream kind of
+ * its own: its callback receives descriptors with recvmsg, since control messages do not fit a
+ * backend's receive buffers, and shares the stream's write path.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "loop.h"
+#include "sxe/log.h"
+#include "sys.h"
+
+/* Reads taken from one channel per turn before others get a chance. */
+#define READS_PER_TURN 4
+
+/* The most fds one recvmsg accepts. */
+#define FDS_PER_MESSAGE 8
+
+/* Reads one message: its bytes are markers; the fds go to on_fd. */
+static ssize_t receive_fds(struct sxe_conn *conn, char *into, size_t size)
+{
+    union {
+        struct cmsghdr header;
+        char space[CMSG_SPACE(sizeof(int) * FDS_PER_MESSAGE)];
+    } control;
+    struct iovec iov = {.iov_base = into, .iov_len = size};
+    struct msghdr message = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = &control,
+                             .msg_controllen = sizeof(control)};
+
+    ssize_t got = sxe__sys.recvmsg(conn->fd, &message, MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *header = got > 0 ? CMSG_FIRSTHDR(&message) : NULL; header != NULL;
+         header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            if (conn->handlers->on_fd != NULL && sxe__conn_is_open(conn)) {
+                conn->handlers->on_fd(conn, fd);
+            } else {
+                sxe__sys.close(fd);
+            }
+        }
+    }
+    return got;
+}
+
+/* Receives until the channel is empty, READS_PER_TURN messages at most. */
+static void receive(struct sxe_conn *conn)
+{
+    sxe_loop_t *loop = conn->loop;
+
+    for (int reads = 0; reads < READS_PER_TURN; reads++) {
+        ssize_t got = receive_fds(conn, loop->scratch, loop->options.buffer_size);
+        if (got > 0) {
+            if (!sxe__conn_is_open(conn)) {
+                return;
+            }
+            continue;
+        }
+        if (got == 0) {
+            sxe__stream_eof(conn);
+            return;
+        }
+        if (errno == EAGAIN) {
+            return;
+        }
+        if (errno == EINTR) {
+            reads--;
+            continue;
+        }
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, errno);
+        return;
+    }
+    sxe__conn_ready_later(conn); /* it may hold more: after the others have had a turn */
+}
+
+void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event)
+{
+    uint32_t generation = conn->generation;
+
+    if ((event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) &&
+        (conn->flags & SXE__CONN_PAUSED) == 0) {
+        conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
+        receive(conn);
+    }
+    if (conn->generation == generation && sxe__conn_is_open(conn) &&
+        (event->events & SXE__IO_OUT)) {
+        sxe__stream_flush(conn);
+        sxe__stream_closed_when_sent(conn);
+    }
+    if (conn->generation == generation && sxe__conn_is_open(conn)) {
+        sxe__conn_settle(conn);
+    }
+}
+
+int sxe_conn_send_fd(sxe_conn_t *conn, int fd)
+{
+    union {
+        struct cmsghdr header;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control;
+    char marker = 'F';
+    struct iovec iov = {.iov_base = &marker, .iov_len = 1};
+    struct msghdr message = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = &control,
+                             .msg_controllen = sizeof(control)};
+    int rc;
+
+    if ((rc = sxe__stream_check_writable(conn)) < 0) {
+        return rc;
+    }
+    struct cmsghdr *header = &control.header; /* the first header: the buffer is aligned for it */
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(header), &fd, sizeof(int));
+    for (;;) {
+        if (sxe__sys.sendmsg(conn->fd, &message, MSG_NOSIGNAL) == 1) {
+            return 0;
+        }
+        if (errno != EINTR) {
+            return -errno;
+        }
+    }
+}
+
+int sxe_conn_hand_off(sxe_conn_t *conn, sxe_conn_t *via)
+{
+    int rc;
+
+    if ((rc = sxe__stream_check_writable(conn)) < 0) {
+        return rc;
+    }
+    if (conn->flags & SXE__CONN_SENDING) {
+        return -EBUSY; /* the backend is still sending from its queue */
+    }
+    if ((rc = sxe_conn_send_fd(via, conn->fd)) < 0) {
+        return rc;
+    }
+    /* The socket lives on in the other process (or fd): closing ours alone would leave it
+     * watched here, since the kernel forgets a socket only when its last descriptor closes. */
+    conn->loop->io->forget(conn->loop, conn->fd, false);
+    sxe__conn_close_reason(conn, SXE_CLOSE_HANDED_OFF, 0);
+    return 0;
+}

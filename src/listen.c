@@ -1,0 +1,343 @@
+/*
+ * Listeners and connects: listening sockets and their accepts, outgoing connects, socketpairs and
+ * adopted sockets. A listener's callback accepts: a readiness backend says the listener is ready,
+ * and a batch is accepted here; a completion backend hands over each connection it accepted.
+ * A connect, a socketpair or an adopted socket waits in CONNECTING until its first event, so that
+ * on_connect always runs from the loop; its callback then hands the slot to its stream kind.
+ */
+#define SXE_LOG_MODULE listen_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include "loop.h"
+#include "sys.h"
+
+static struct sxe_log_module listen_log = SXE_LOG_MODULE_INIT(LISTEN);
+
+/* Linux 4.2 and later; glibc's headers do not name it. */
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+
+/* EMFILE or ENFILE: the pending connection cannot be accepted, but it can be shed. */
+static void shed_with_reserve_fd(struct sxe_conn *listener)
+{
+    sxe_loop_t *loop = listener->loop;
+
+    if (loop->reserve_fd < 0) {
+        return;
+    }
+    sxe__sys.close(loop->reserve_fd);
+    int fd = sxe__sys.accept4(listener->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        sxe__sys.close(fd);
+    }
+    loop->reserve_fd = sxe__sys.open("/dev/null", O_RDONLY | O_CLOEXEC, 0);
+}
+
+/*
+ * An accept failed with err. @return true if the next one may succeed at once (the peer gave up in
+ * the backlog, or a signal came), false if the listener should wait for the next turn.
+ */
+static bool accept_failed(struct sxe_conn *listener, int err)
+{
+    if (err == EAGAIN) {
+        return false;
+    }
+    if (err == EINTR) {
+        return true;
+    }
+    listener->loop->stats.accept_errors++;
+    if (err == ECONNABORTED || err == EPROTO) {
+        return true;
+    }
+    SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "accept failed: %s; shedding and retrying",
+                 sxe_strerror(-err));
+    if (err == EMFILE || err == ENFILE) {
+        shed_with_reserve_fd(listener);
+    }
+    return false; /* out of a resource: try again next turn */
+}
+
+/*
+ * Gives an accepted socket a slot and says so with on_connect. @return false if the listener
+ * closed meanwhile (an evicted connection's on_close may close it).
+ */
+static bool take_accepted(struct sxe_conn *listener, int fd)
+{
+    sxe_loop_t *loop = listener->loop;
+    uint32_t generation = listener->generation;
+
+    struct sxe_conn *conn =
+        sxe__conn_take(loop, SXE__CONN_IDLE, (listener->flags & SXE__CONN_EVICT_IDLE) != 0);
+    if (listener->generation != generation) {
+        sxe__sys.close(fd); /* GCOVR_EXCL_LINE: an evicted connection's on_close closed us */
+        return false;       /* GCOVR_EXCL_LINE */
+    }
+    if (conn == NULL) {
+        sxe__sys.close(fd);
+        return true;
+    }
+    bool fds = (listener->flags & SXE__CONN_RECEIVE_FDS) != 0;
+    unsigned wanted = fds ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
+    if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, fds ? sxe__fdpass_io : sxe__stream_io, wanted,
+                         listener->handlers, listener->user) < 0) {
+        return true;
+    }
+    loop->stats.accepted++;
+    if (fds) {
+        conn->flags |= SXE__CONN_RECEIVE_FDS;
+    }
+    if (conn->handlers->on_connect != NULL) {
+        uint32_t previous_id = sxe_log_set_id(conn->index);
+        conn->handlers->on_connect(conn);
+        sxe_log_set_id(previous_id);
+        sxe__conn_close_failed(loop);
+    }
+    return listener->generation == generation;
+}
+
+static void listener_io(struct sxe_conn *listener, const struct sxe__io_event *event)
+{
+    if (event->events & SXE__IO_ACCEPT) { /* the backend accepted it */
+        if (event->result >= 0) {
+            take_accepted(listener, event->result);
+        } else {
+            accept_failed(listener, -event->result);
+        }
+        return;
+    }
+    for (unsigned accepted = 0; accepted < listener->accept_batch;) {
+        int fd = sxe__sys.accept4(listener->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (accept_failed(listener, errno)) {
+                continue;
+            }
+            return;
+        }
+        accepted++;
+        if (!take_accepted(listener, fd)) {
+            return;
+        }
+    }
+}
+
+/* Makes a non-blocking socket, or returns -errno. */
+static int make_socket(int family, int type)
+{
+    int fd = sxe__sys.socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    return fd < 0 ? -errno : fd;
+}
+
+static int set_option(int fd, int level, int name, int value, const char *what)
+{
+    if (sxe__sys.setsockopt(fd, level, name, &value, sizeof(value)) < 0) {
+        int rc = -errno;
+        SXE_LOG_ERROR("cannot set %s: %s", what, sxe_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+static int listen_socket(const struct sockaddr *address, socklen_t address_len,
+                         const struct sxe_listen_options *options)
+{
+    int fd = make_socket(address->sa_family, SOCK_STREAM);
+    int rc = 0;
+
+    if (fd < 0) {
+        return fd;
+    }
+    if (address->sa_family != AF_UNIX) {
+        rc = set_option(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
+    }
+    if (rc == 0 && (options->flags & SXE_LISTEN_REUSEPORT)) {
+        rc = set_option(fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
+    }
+    if (rc == 0 && address->sa_family == AF_INET6) {
+        rc = set_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, (options->flags & SXE_LISTEN_V6ONLY) != 0,
+                        "IPV6_V6ONLY");
+    }
+    if (rc == 0 && (options->flags & SXE_LISTEN_FASTOPEN)) {
+        rc = set_option(fd, IPPROTO_TCP, TCP_FASTOPEN,
+                        options->fastopen_queue > 0 ? options->fastopen_queue : 16, "TCP_FASTOPEN");
+    }
+    if (rc == 0 && (options->flags & SXE_LISTEN_DEFER_ACCEPT)) {
+        rc = set_option(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT,
+                        options->defer_accept_secs > 0 ? options->defer_accept_secs : 1,
+                        "TCP_DEFER_ACCEPT");
+    }
+    if (rc == 0 && sxe__sys.bind(fd, address, address_len) < 0) {
+        rc = -errno;
+        SXE_LOG_ERROR("cannot bind: %s", sxe_strerror(rc));
+    }
+    if (rc == 0 && sxe__sys.listen(fd, options->backlog > 0 ? options->backlog : SOMAXCONN) < 0) {
+        rc = -errno;
+        SXE_LOG_ERROR("cannot listen: %s", sxe_strerror(rc));
+    }
+    if (rc < 0) {
+        sxe__sys.close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *address,
+               socklen_t address_len, const struct sxe_listen_options *options,
+               const struct sxe_conn_handlers *handlers, void *user)
+{
+    static const struct sxe_listen_options defaults;
+    static const struct sxe_conn_handlers no_handlers;
+    int rc;
+
+    if (!SXE_CHECK(loop != NULL && listener != NULL && address != NULL)) {
+        return -EINVAL;
+    }
+    options = options != NULL ? options : &defaults;
+    int fd = listen_socket(address, address_len, options);
+    if (fd < 0) {
+        return fd;
+    }
+    uint16_t flags = (options->flags & SXE_LISTEN_EVICT_IDLE ? SXE__CONN_EVICT_IDLE : 0) |
+                     (options->flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0);
+    if ((rc = sxe__conn_add(loop, listener, fd, SXE__CONN_LISTENING, SXE__KIND_LISTENER, flags,
+                            listener_io, handlers ? handlers : &no_handlers, user)) < 0) {
+        return rc;
+    }
+    (*listener)->accept_batch =
+        (uint16_t)(options->accept_batch > 0 && options->accept_batch < 65535
+                       ? options->accept_batch
+                       : 64);
+    return 0;
+}
+
+/* The first event of a connect, socketpair or adopted socket: it is connected, or failed. */
+static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
+{
+    sxe_loop_t *loop = conn->loop;
+    uint32_t generation = conn->generation;
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (sxe__sys.getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+        err = errno;
+    }
+    if (err != 0) {
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err);
+        return;
+    }
+    sxe_pool_set_state(loop->conn_pool, conn->index, SXE__CONN_CONNECTING, SXE__CONN_IDLE,
+                       loop->now);
+    conn->on_io = conn->flags & SXE__CONN_RECEIVE_FDS ? sxe__fdpass_io : sxe__stream_io;
+    loop->stats.connected++;
+    if (conn->handlers->on_connect != NULL) {
+        conn->handlers->on_connect(conn);
+    }
+    /* Input that came with the connection (a socketpair's peer wrote first) is not lost. */
+    if (conn->generation == generation && sxe__conn_is_open(conn) &&
+        (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_RECV))) {
+        conn->on_io(conn, &(struct sxe__io_event){.tag = event->tag,
+                                                  .events = event->events & ~SXE__IO_OUT,
+                                                  .result = event->result,
+                                                  .data = event->data});
+    }
+}
+
+/* Takes a slot for a stream socket that waits in CONNECTING for its first event. */
+static int add_connecting(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, uint16_t flags,
+                          const struct sxe_conn_handlers *handlers, void *user)
+{
+    return sxe__conn_add(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM, flags,
+                         connect_io, handlers, user);
+}
+int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
+                socklen_t address_len, const struct sockaddr *source, socklen_t source_len,
+                const struct sxe_conn_handlers *handlers, void *user)
+{
+    int rc;
+
+    if (!SXE_CHECK(loop != NULL && conn_out != NULL && address != NULL && handlers != NULL)) {
+        return -EINVAL;
+    }
+    int fd = make_socket(address->sa_family, SOCK_STREAM);
+    if (fd < 0) {
+        return fd;
+    }
+    /*
+     * Binding a source address would normally pick a local port at bind time, unique per source
+     * address alone, with a linear search: slow, and exhausted at about 28,000 connections per
+     * source whatever the destinations. IP_BIND_ADDRESS_NO_PORT leaves the port to connect(),
+     * which needs it unique per 4-tuple only.
+     */
+    if (source != NULL && source->sa_family == AF_INET &&
+        set_option(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1, "IP_BIND_ADDRESS_NO_PORT") < 0) {
+        sxe__sys.close(fd);
+        return -EINVAL;
+    }
+    if (source != NULL && sxe__sys.bind(fd, source, source_len) < 0) {
+        rc = -errno;
+        sxe__sys.close(fd);
+        return rc;
+    }
+    if (sxe__sys.connect(fd, address, address_len) < 0 && errno != EINPROGRESS) {
+        rc = -errno;
+        sxe__sys.close(fd);
+        return rc;
+    }
+    /* Even a connect that completed at once reports through on_connect, from the loop. */
+    return add_connecting(loop, conn_out, fd, 0, handlers, user);
+}
+
+/*
+ * Takes a slot for a connected stream socket, CONNECTING until its first event, so on_connect
+ * runs from the loop, not from here.
+ */
+static int adopt(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned flags,
+                 const struct sxe_conn_handlers *handlers, void *user)
+{
+    return add_connecting(loop, conn_out, fd,
+                          flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0, handlers,
+                          user);
+}
+
+int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned flags,
+                  const struct sxe_conn_handlers *handlers, void *user)
+{
+    int fds[2];
+    int rc;
+
+    if (!SXE_CHECK(loop != NULL && a != NULL && b != NULL && handlers != NULL)) {
+        return -EINVAL;
+    }
+    if (sxe__sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) < 0) {
+        return -errno;
+    }
+    if ((rc = adopt(loop, a, fds[0], flags, handlers, user)) < 0) {
+        sxe__sys.close(fds[1]);
+        return rc;
+    }
+    if ((rc = adopt(loop, b, fds[1], flags, handlers, user)) < 0) {
+        sxe__conn_close_reason(*a, SXE_CLOSE_LOCAL, 0);
+        return rc;
+    }
+    return 0;
+}
+
+int sxe_conn_adopt(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
+                   const struct sxe_conn_handlers *handlers, void *user)
+{
+    if (!SXE_CHECK(loop != NULL && conn != NULL && fd >= 0 && handlers != NULL)) {
+        return -EINVAL;
+    }
+    int flags = sxe__sys.fcntl(fd, F_GETFL, 0);
+    if (flags < 0 || sxe__sys.fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+        int rc = -errno;
+        sxe__sys.close(fd);
+        return rc;
+    }
+    return adopt(loop, conn, fd, 0, handlers, user);
+}

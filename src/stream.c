@@ -1,0 +1,621 @@
+/*
+ * Byte streams (TCP and Unix): the read path and the write path.
+ *
+ * Input. A readiness backend says a stream is readable, and it is read into the loop's
+ * scratch area; a completion backend (io_uring) hands over bytes it received into buffers of its
+ * own. Either way the callback sees them where they landed, and only what it leaves unconsumed is
+ * copied into a buffer of the connection's own, where later input is appended. So a connection
+ * that consumes whole messages (the usual case) never holds a buffer between events, and idle
+ * connections cost their table entry alone.
+ *
+ * Output. A write goes straight to the socket when nothing is queued. What the socket does not
+ * take goes to the output queue (outq.c), sent as the socket drains (an edge-triggered
+ * SXE__IO_OUT). Inside on_read writes are only queued, and one send takes all of them after it
+ * returns. A completion backend sends from the queue after the call has returned: the connection
+ * is SENDING until it says how much went, and the queue stays put until then.
+ */
+#define SXE_LOG_MODULE stream_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include "loop.h"
+#include "outq.h"
+#include "sys.h"
+
+static struct sxe_log_module stream_log = SXE_LOG_MODULE_INIT(STREAM);
+
+/* Reads taken from one connection per turn before others get a chance. */
+#define READS_PER_TURN 4
+
+/* References up to this long are copied when queued: a copy costs less than a queue entry. */
+#define REF_COPY_MAX 1024
+
+int sxe__stream_check_writable(const struct sxe_conn *conn)
+{
+    if (!sxe__conn_is_open(conn) || conn->kind != SXE__KIND_STREAM ||
+        (conn->flags & SXE__CONN_CLOSE_SENT) ||
+        (sxe_pool_state(conn->loop->conn_pool, conn->index) == SXE__CONN_CONNECTING)) {
+        return -EPIPE;
+    }
+    return conn->failed_err != 0 ? -conn->failed_err : 0;
+}
+
+/* The queue is empty: shut our side down or tell the program, as it asked. */
+static void drained(struct sxe_conn *conn)
+{
+    if (conn->flags & SXE__CONN_SHUTDOWN) {
+        conn->flags &= (uint16_t)~SXE__CONN_SHUTDOWN;
+        sxe__sys.shutdown(conn->fd, SHUT_WR);
+    }
+    if (conn->flags & SXE__CONN_NOTIFY_DRAIN) {
+        conn->flags &= (uint16_t)~SXE__CONN_NOTIFY_DRAIN;
+        if (conn->handlers->on_drained != NULL) {
+            conn->handlers->on_drained(conn);
+        }
+    }
+}
+
+/* Sends from the head of the queue: a file range with sendfile, else the leading bytes. */
+static ssize_t send_head(struct sxe_conn *conn, bool *file)
+{
+    sxe_loop_t *loop = conn->loop;
+
+    *file = sxe__outq_head_is_file(conn);
+    if (*file) {
+        struct sxe__segment *segment = &loop->segments[conn->queue_head];
+        ssize_t sent =
+            sxe__sys.sendfile(conn->fd, segment->file_fd, &segment->offset, segment->remaining);
+        return sent >= 0 ? sent : -errno;
+    }
+    struct iovec iov[SXE__GATHER_MAX];
+    bool before_file;
+    int count = sxe__outq_gather(conn, iov, &before_file);
+    /* Bytes followed by a file (a response head) wait to leave with the file's first bytes. */
+    int flags = MSG_NOSIGNAL | (before_file ? MSG_MORE : 0);
+    return loop->io->send(loop, conn->fd, sxe__conn_tag(conn), iov, count, flags);
+}
+
+void sxe__stream_flush(struct sxe_conn *conn)
+{
+    while (conn->queue_head != SXE_NONE && conn->failed_err == 0 &&
+           (conn->flags & SXE__CONN_SENDING) == 0) {
+        bool file;
+        ssize_t sent = send_head(conn, &file);
+        if (sent == SXE__IO_PENDING) {
+            conn->flags |= SXE__CONN_SENDING; /* the queue stays put until SXE__IO_SENT */
+            return;
+        }
+        if (sent < 0) {
+            if (sent == -EINTR) {
+                continue;
+            }
+            if (sent != -EAGAIN) {
+                sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, (int)-sent);
+            }
+            return;
+        }
+        if (sent == 0 && file) {
+            /* The file ended before the range did (truncated under us): fail the connection. */
+            sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, EIO);
+            return;
+        }
+        sxe__outq_advance(conn, (size_t)sent, file);
+    }
+    if (conn->queue_head == SXE_NONE && conn->failed_err == 0) {
+        drained(conn);
+    }
+}
+
+static int write_result(struct sxe_conn *conn)
+{
+    if (conn->queued >= conn->loop->options.high_water) {
+        conn->flags |= SXE__CONN_NOTIFY_DRAIN;
+        return SXE_CONN_FULL;
+    }
+    if (conn->queue_head != SXE_NONE && (conn->flags & SXE__CONN_CORKED) == 0) {
+        conn->flags |= SXE__CONN_NOTIFY_DRAIN;
+    }
+    return 0;
+}
+
+/*
+ * Sends from *bytes straight to the socket until all *len are gone or it is full, moving both on.
+ * Only with nothing queued, so nothing is pending in the backend either.
+ * @return 0, or the error the connection now fails with.
+ */
+static int send_now(struct sxe_conn *conn, const char **bytes, size_t *len)
+{
+    while (*len > 0) {
+        ssize_t sent = sxe__sys.send(conn->fd, *bytes, *len, MSG_NOSIGNAL);
+        if (sent < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno == EAGAIN ? 0 : sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, errno);
+        }
+        *bytes += sent;
+        *len -= (size_t)sent;
+    }
+    return 0;
+}
+
+int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
+{
+    sxe_loop_t *loop = conn->loop;
+    const char *bytes = data;
+    int rc;
+
+    if ((rc = sxe__stream_check_writable(conn)) < 0) {
+        return rc;
+    }
+    if (conn->queued + len > loop->options.write_limit) {
+        return -ENOBUFS;
+    }
+    if ((conn->flags & SXE__CONN_CORKED) && sxe__outq_can_append(conn, len)) {
+        /* Inside on_read: gather the replies to this input and send them with one call. */
+        sxe__outq_append(conn, bytes, len);
+        return write_result(conn);
+    }
+    if (conn->flags & SXE__CONN_CORKED) {
+        sxe__stream_flush(conn); /* out of buffers while corked: send what is gathered first */
+    }
+    if (conn->queue_head != SXE_NONE && !sxe__outq_can_append(conn, len)) {
+        return -ENOBUFS;
+    }
+    if (conn->queue_head == SXE_NONE) {
+        if ((rc = send_now(conn, &bytes, &len)) < 0 || len == 0) {
+            return rc;
+        }
+        if (!sxe__outq_can_append(conn, len)) {
+            /* Part is sent and the rest has nowhere to go: the stream cannot be completed. */
+            loop->stats.no_buffer++;
+            SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
+                         "no free buffer to queue output: closing connections; raise "
+                         "options.buffers (%u)",
+                         loop->options.buffers);
+            return sxe__conn_fail_later(conn, SXE_CLOSE_NO_BUFFER, ENOBUFS);
+        }
+    }
+    sxe__outq_append(conn, bytes, len);
+    sxe__conn_settle(conn);
+    return write_result(conn);
+}
+
+/*
+ * Queues a file range and sends what the socket takes. With own, the connection owns fd from here:
+ * closed when its segment goes (sent, or the connection closed), or now if it is not queued.
+ * release, if set, is called at the same moments.
+ */
+static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, bool own,
+                      sxe_conn_release_t release, void *arg)
+{
+    sxe_loop_t *loop = conn->loop;
+    int rc = sxe__stream_check_writable(conn);
+
+    if (rc == 0 && !SXE_CHECK(fd >= 0)) {
+        rc = -EBADF;
+    }
+    if (rc < 0 || len == 0 || loop->segments_free == 0) {
+        if (own && fd >= 0) {
+            sxe__sys.close(fd);
+        }
+        if (release != NULL) {
+            release(arg);
+        }
+        /* A zero-length range queues nothing: a zero-length sendfile would read as EOF. */
+        return rc < 0 ? rc : len == 0 ? write_result(conn) : -ENOBUFS;
+    }
+    struct sxe__segment *segment = sxe__outq_link(conn, len, release, arg);
+    segment->file_fd = fd;
+    segment->close_fd = own;
+    segment->offset = offset;
+    sxe__stream_flush(conn);
+    if (conn->failed_err != 0) {
+        return -conn->failed_err;
+    }
+    sxe__conn_settle(conn);
+    if (conn->queue_head != SXE_NONE) {
+        /* The flush above ran even inside on_read: what is left waits for the socket, however
+         * soon it drains, and on_drained must say when (write_result leaves corked writes out). */
+        conn->flags |= SXE__CONN_NOTIFY_DRAIN;
+    }
+    return write_result(conn);
+}
+
+int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len)
+{
+    return queue_file(conn, fd, offset, len, false, NULL, NULL);
+}
+
+int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len)
+{
+    return queue_file(conn, fd, offset, len, true, NULL, NULL);
+}
+
+int sxe_conn_sendfile_ref(sxe_conn_t *conn, int fd, off_t offset, size_t len,
+                          sxe_conn_release_t release, void *arg)
+{
+    return queue_file(conn, fd, offset, len, false, release, arg);
+}
+
+int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_release_t release,
+                       void *arg)
+{
+    sxe_loop_t *loop = conn->loop;
+    const char *bytes = data;
+    int rc = sxe__stream_check_writable(conn);
+
+    if (rc == 0 && !SXE_CHECK(data != NULL || len == 0)) {
+        rc = -EINVAL;
+    }
+    if (rc == 0 && len > 0 && loop->segments_free == 0) {
+        rc = -ENOBUFS;
+    }
+    /* Outside on_read, with nothing queued before them, the bytes go to the socket at once. */
+    if (rc == 0 && !(conn->flags & SXE__CONN_CORKED) && conn->queue_head == SXE_NONE) {
+        rc = send_now(conn, &bytes, &len);
+    }
+    bool copy = rc == 0 && len > 0 && len <= REF_COPY_MAX && sxe__outq_can_append(conn, len);
+    if (copy) {
+        sxe__outq_append(conn, bytes, len);
+        len = 0;
+    }
+    if (rc < 0 || len == 0) {
+        if (release != NULL) {
+            release(arg);
+        }
+        if (copy && !(conn->flags & SXE__CONN_CORKED)) {
+            sxe__conn_settle(conn);
+        }
+        return rc < 0 ? rc : write_result(conn);
+    }
+    sxe__outq_link(conn, len, release, arg)->data = bytes;
+    if (!(conn->flags & SXE__CONN_CORKED)) {
+        sxe__conn_settle(conn);
+    }
+    return write_result(conn);
+}
+
+/* sxe_conn_pause() and sxe_conn_resume() take open stream connections. */
+static int check_pausable(const struct sxe_conn *conn)
+{
+    if (!SXE_CHECK(conn != NULL)) {
+        return -EINVAL;
+    }
+    return sxe__conn_is_open(conn) && conn->kind == SXE__KIND_STREAM ? 0 : -EPIPE;
+}
+
+/* Tells the backend whether the stream wants input, as pause and resume change it. */
+static void want_input(struct sxe_conn *conn, bool input)
+{
+    sxe_loop_t *loop = conn->loop;
+    unsigned wanted = SXE__STREAM_WANTS | SXE__IO_MODIFY;
+
+    if (conn->flags & SXE__CONN_RECEIVE_FDS) {
+        wanted &= ~SXE__IO_RECV;
+    }
+    if (!input) {
+        wanted &= ~(SXE__IO_IN | SXE__IO_RECV);
+    }
+    if (loop->io->watch(loop, conn->fd, sxe__conn_tag(conn), wanted) < 0) {
+        sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, ENOMEM); /* GCOVR_EXCL_LINE: logged there */
+    }
+}
+
+int sxe_conn_pause(sxe_conn_t *conn)
+{
+    int rc;
+
+    if ((rc = check_pausable(conn)) < 0) {
+        return rc;
+    }
+    if ((conn->flags & SXE__CONN_PAUSED) == 0) {
+        conn->flags = (uint16_t)((conn->flags | SXE__CONN_PAUSED) & ~SXE__CONN_RESUMED);
+        want_input(conn, false);
+    }
+    if (conn->queue_head != SXE_NONE) {
+        conn->flags |= SXE__CONN_NOTIFY_DRAIN; /* the natural moment to resume */
+    }
+    return 0;
+}
+
+int sxe_conn_resume(sxe_conn_t *conn)
+{
+    int rc;
+
+    if ((rc = check_pausable(conn)) < 0) {
+        return rc;
+    }
+    if (conn->flags & SXE__CONN_PAUSED) {
+        /* Kept input is offered from the ready list; the backend, watching input again, reports
+         * what waits in the socket as a new event. */
+        conn->flags = (uint16_t)((conn->flags & ~SXE__CONN_PAUSED) | SXE__CONN_RESUMED);
+        want_input(conn, true);
+        sxe__conn_ready_later(conn);
+    }
+    return 0;
+}
+
+size_t sxe_conn_queued(const sxe_conn_t *conn)
+{
+    return (size_t)conn->queued;
+}
+
+int sxe_conn_set_nodelay(sxe_conn_t *conn)
+{
+    int one = 1;
+
+    if (!sxe__conn_is_open(conn)) {
+        return -EPIPE;
+    }
+    return sxe__sys.setsockopt(conn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ? -errno
+                                                                                          : 0;
+}
+
+int sxe_conn_shutdown(sxe_conn_t *conn)
+{
+    int rc;
+
+    if ((rc = sxe__stream_check_writable(conn)) < 0) {
+        return rc;
+    }
+    if (conn->queue_head != SXE_NONE) {
+        conn->flags |= SXE__CONN_SHUTDOWN;
+        return 0;
+    }
+    return sxe__sys.shutdown(conn->fd, SHUT_WR) < 0 ? -errno : 0;
+}
+
+bool sxe__stream_closed_when_sent(struct sxe_conn *conn)
+{
+    if ((conn->flags & SXE__CONN_CLOSE_SENT) == 0 || conn->queue_head != SXE_NONE ||
+        conn->failed_err != 0) {
+        return false;
+    }
+    sxe__conn_close_reason(conn, SXE_CLOSE_LOCAL, 0);
+    return true;
+}
+
+int sxe_conn_close_when_sent(sxe_conn_t *conn)
+{
+    int rc;
+
+    if ((rc = sxe__stream_check_writable(conn)) < 0) {
+        return rc;
+    }
+    conn->flags |= SXE__CONN_CLOSE_SENT;
+    conn->flags &= (uint16_t)~SXE__CONN_SHUTDOWN; /* the close ends our side anyway */
+    if ((conn->flags & SXE__CONN_CORKED) == 0) {
+        sxe__stream_closed_when_sent(conn); /* in on_read, the flush after it returns closes */
+    }
+    return 0;
+}
+
+/*
+ * Hands len bytes of input (data: the scratch area, a backend's buffer or the connection's own
+ * buffer) to on_read, and keeps what it leaves. Returns false if the connection closed meanwhile.
+ */
+static bool deliver(struct sxe_conn *conn, char *data, size_t len)
+{
+    sxe_loop_t *loop = conn->loop;
+    uint32_t generation = conn->generation;
+    size_t consumed = len;
+
+    if (conn->handlers->on_read != NULL) {
+        conn->flags |= SXE__CONN_CORKED;
+        consumed = conn->handlers->on_read(conn, data, len);
+    }
+    if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+        return false;
+    }
+    conn->flags &= (uint16_t)~SXE__CONN_CORKED;
+    if (consumed > 0) {
+        conn->flags |= SXE__CONN_PROGRESS;
+    }
+    if (conn->queue_head != SXE_NONE) {
+        sxe__stream_flush(conn);
+        if (conn->queue_head != SXE_NONE) {
+            conn->flags |= SXE__CONN_NOTIFY_DRAIN;
+        }
+    }
+    if (sxe__stream_closed_when_sent(conn)) {
+        return false;
+    }
+    if (consumed >= len) {
+        if (conn->input_buffer != SXE_NONE) {
+            sxe__buffer_give(loop, conn->input_buffer);
+            conn->input_buffer = SXE_NONE;
+        }
+        conn->input_len = 0;
+        return true;
+    }
+    size_t kept = len - consumed;
+    if (conn->input_buffer == SXE_NONE) {
+        if ((conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
+            loop->stats.no_buffer++;
+            SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
+                         "no free buffer to keep partial input: closing connections; raise "
+                         "options.buffers (%u)",
+                         loop->options.buffers);
+            sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
+            return false;
+        }
+    }
+    memmove(sxe__buffer_at(loop, conn->input_buffer), data + consumed, kept);
+    conn->input_len = (uint32_t)kept;
+    return true;
+}
+
+static void overflow(struct sxe_conn *conn)
+{
+    SXE_LOG_WARN("a message grew past buffer_size (%u bytes) unconsumed",
+                 conn->loop->options.buffer_size);
+    sxe__conn_close_reason(conn, SXE_CLOSE_OVERFLOW, 0);
+}
+
+void sxe__stream_eof(struct sxe_conn *conn)
+{
+    if (conn->handlers->on_eof == NULL) {
+        sxe__conn_close_reason(conn, SXE_CLOSE_PEER, 0);
+    } else if ((conn->flags & SXE__CONN_EOF) == 0) {
+        conn->flags |= SXE__CONN_EOF;
+        conn->handlers->on_eof(conn);
+    }
+}
+
+/*
+ * Bytes a completion backend received. Without kept input they are offered where they are; else,
+ * or while paused, they are appended to the connection's buffer, as much as fits at a time.
+ */
+static void received(struct sxe_conn *conn, const char *data, size_t len)
+{
+    sxe_loop_t *loop = conn->loop;
+    uint32_t size = loop->options.buffer_size;
+
+    if (conn->input_buffer == SXE_NONE && (conn->flags & SXE__CONN_PAUSED) == 0 && len <= size) {
+        deliver(conn, (char *)(uintptr_t)data, len);
+        return;
+    }
+    while (len > 0) {
+        if (conn->input_buffer == SXE_NONE &&
+            (conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
+            loop->stats.no_buffer++;
+            sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
+            return;
+        }
+        if (conn->input_len == size) {
+            overflow(conn);
+            return;
+        }
+        size_t part = len < size - conn->input_len ? len : size - conn->input_len;
+        memcpy(sxe__buffer_at(loop, conn->input_buffer) + conn->input_len, data, part);
+        conn->input_len += (uint32_t)part;
+        data += part;
+        len -= part;
+        if ((conn->flags & SXE__CONN_PAUSED) == 0 &&
+            !deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len)) {
+            return;
+        }
+    }
+}
+
+/*
+ * Reads until the socket is empty, READS_PER_TURN times at most, delivering each read. A short
+ * read means the socket is empty, and new bytes will bring a new edge, unless the peer has also
+ * shut down (SXE__IO_HUP): then no edge follows, so read on to the end.
+ */
+static void readable(struct sxe_conn *conn, uint32_t events)
+{
+    sxe_loop_t *loop = conn->loop;
+    uint32_t size = loop->options.buffer_size;
+
+    for (int reads = 0; reads < READS_PER_TURN; reads++) {
+        bool own = conn->input_buffer != SXE_NONE;
+        char *base = own ? sxe__buffer_at(loop, conn->input_buffer) : loop->scratch;
+        size_t held = own ? conn->input_len : 0;
+
+        if (held == size) {
+            overflow(conn);
+            return;
+        }
+        ssize_t got = sxe__sys.recv(conn->fd, base + held, size - held, 0);
+        if (got > 0) {
+            if (!deliver(conn, base, held + (size_t)got) || (conn->flags & SXE__CONN_PAUSED)) {
+                return;
+            }
+            if ((size_t)got < size - held && (events & SXE__IO_HUP) == 0) {
+                return;
+            }
+            continue;
+        }
+        if (got == 0) {
+            sxe__stream_eof(conn);
+            return;
+        }
+        if (errno == EAGAIN) {
+            return;
+        }
+        if (errno == EINTR) {
+            reads--;
+            continue;
+        }
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, errno);
+        return;
+    }
+    /* The socket may hold more: come back after the others have had a turn. */
+    sxe__conn_ready_later(conn);
+}
+
+/* Input for the connection: received bytes, the end of the stream, or readiness to read. */
+static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
+{
+    if (conn->flags & SXE__CONN_RESUMED) {
+        /* Offer what was kept while paused; the backend reports what waits in the socket. */
+        conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
+        if (conn->input_len > 0 && (event->events & SXE__IO_RECV) == 0) {
+            deliver(conn, sxe__buffer_at(conn->loop, conn->input_buffer), conn->input_len);
+            return;
+        }
+    }
+    if ((event->events & SXE__IO_RECV) == 0) {
+        if ((conn->flags & SXE__CONN_PAUSED) == 0) {
+            readable(conn, event->events);
+        }
+        return;
+    }
+    if (event->result > 0) {
+        received(conn, event->data, (size_t)event->result);
+    } else if (event->result == 0) {
+        sxe__stream_eof(conn);
+    } else {
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, -event->result);
+    }
+}
+
+/* A send the backend completed: the queue moves on by what went, and the rest is sent. */
+static void sent(struct sxe_conn *conn, int result)
+{
+    conn->flags &= (uint16_t)~SXE__CONN_SENDING;
+    if (conn->flags & SXE__CONN_CLOSE_PENDING) {
+        sxe__conn_closing_done(conn);
+        return;
+    }
+    if (result < 0) {
+        sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, -result);
+        return;
+    }
+    sxe__outq_advance(conn, (size_t)result, false);
+    sxe__stream_flush(conn);
+}
+
+void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event)
+{
+    uint32_t generation = conn->generation;
+
+    if (event->events & SXE__IO_SENT) {
+        sent(conn, event->result);
+        if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+            return;
+        }
+        sxe__stream_closed_when_sent(conn);
+    } else if (conn->flags & SXE__CONN_CLOSE_PENDING) {
+        return; /* closed: only the pending send's end matters */
+    }
+    if (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) {
+        input(conn, event);
+    }
+    if (conn->generation == generation && sxe__conn_is_open(conn) &&
+        (event->events & SXE__IO_OUT)) {
+        sxe__stream_flush(conn);
+        sxe__stream_closed_when_sent(conn);
+    }
+    if (conn->generation == generation && sxe__conn_is_open(conn)) {
+        sxe__conn_settle(conn);
+    }
+}
