@@ -47,49 +47,7 @@ enum head_state {
     S_END_LF,
 };
 
-enum body_state {
-    B_LENGTH,
-    B_SIZE_START,
-    B_SIZE,
-    B_SIZE_BWS, /* whitespace after the size: only ";" may follow */
-    B_EXT_NAME_START,
-    B_EXT_NAME,
-    B_EXT_AFTER_NAME,
-    B_EXT_VALUE_START,
-    B_EXT_VALUE,
-    B_EXT_QUOTED,
-    B_EXT_ESCAPE,
-    B_EXT_AFTER_VALUE,
-    B_SIZE_LF,
-    B_DATA,
-    B_DATA_CR,
-    B_DATA_LF,
-    B_TRAILER_START,
-    B_TRAILER_NAME,
-    B_TRAILER_VALUE,
-    B_TRAILER_LF,
-    B_END_LF,
-};
-
-/* Parser flags. */
-#define F_CONTENT_LENGTH 0x01u
-#define F_CHUNKED        0x02u
-#define F_UPGRADE_FIELD  0x04u
-#define F_EXPECT         0x08u
-#define F_STOP_METHOD    0x10u /* CONNECT or PRI: the bytes after the head are not HTTP */
-
-/* Connection tokens. */
-#define C_CLOSE      0x01u
-#define C_KEEP_ALIVE 0x02u
-#define C_UPGRADE    0x04u
-
-/* Character classes. */
-#define TCHAR  0x01u /* token characters: methods, field names, chunk extensions */
-#define VALUE  0x02u /* field-value: VCHAR, obs-text, SP, HTAB */
-#define TARGET 0x04u /* request-target: visible ASCII */
-#define QDTEXT 0x08u /* quoted-string text: HTAB, SP, visible ASCII but " and \, obs-text */
-
-static unsigned char classes[256];
+unsigned char sxe__http_classes[256];
 #if defined(__x86_64__)
 static unsigned char
     tchar_by_low[16]; /* for skip_tchar_ssse3: bit h set if (h << 4 | low) is a tchar */
@@ -114,7 +72,7 @@ static void __attribute__((constructor)) init_classes(void)
         if ((class & VALUE) && c != '"' && c != '\\') {
             class |= QDTEXT;
         }
-        classes[c] = (unsigned char)class;
+        sxe__http_classes[c] = (unsigned char)class;
 #if defined(__x86_64__)
         if ((class & TCHAR) && c < 0x80) {
             tchar_by_low[c & 0x0f] |= (unsigned char)(1u << (c >> 4));
@@ -127,7 +85,7 @@ static void __attribute__((constructor)) init_classes(void)
 /* Returns the index of the first byte at or after from that is not in class, or len. */
 static inline size_t skip_scalar(const char *data, size_t from, size_t len, unsigned class)
 {
-    while (from < len && (classes[(unsigned char)data[from]] & class)) {
+    while (from < len && (sxe__http_classes[(unsigned char)data[from]] & class)) {
         from++;
     }
     return from;
@@ -633,7 +591,7 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
                 }
                 parser->flags = (uint8_t)flags;
                 parser->state = S_TARGET_START;
-            } else if ((classes[c] & TCHAR) == 0) {
+            } else if ((sxe__http_classes[c] & TCHAR) == 0) {
                 return -400;
             }
             at++;
@@ -650,7 +608,7 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
             at++;
             break;
         case S_TARGET_START:
-            if ((classes[c] & TARGET) == 0) {
+            if ((sxe__http_classes[c] & TARGET) == 0) {
                 return -400;
             }
             parser->state = S_TARGET;
@@ -738,7 +696,7 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
                 at++;
                 break;
             }
-            if ((classes[c] & TCHAR) == 0) {
+            if ((sxe__http_classes[c] & TCHAR) == 0) {
                 return -400; /* obsolete line folding, whitespace, or a bad name byte */
             }
             parser->line_start = (uint32_t)at++;
@@ -787,195 +745,4 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
     }
     parser->scanned = (uint32_t)at;
     return 0;
-}
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    c |= 0x20;
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Takes up to len bytes of data, starting at at, for the body piece; returns bytes taken. */
-static size_t take(struct sxe_http_parser *parser, const char *data, size_t at, size_t len,
-                   struct sxe_http_body *body)
-{
-    size_t part = len - at < parser->body_left ? len - at : (size_t)parser->body_left;
-
-    body->data = data + at;
-    body->len = part;
-    parser->body_left -= part;
-    return part;
-}
-
-/* The request ended: ready for the next head. */
-static long body_done(struct sxe_http_parser *parser, size_t consumed, struct sxe_http_body *body)
-{
-    uint8_t minor_version = parser->minor_version;
-
-    sxe_http_parser_init(parser);
-    parser->minor_version = minor_version;
-    body->done = true;
-    return (long)consumed;
-}
-
-long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_t len,
-                         const struct sxe_http_limits *limits, struct sxe_http_body *body)
-{
-    size_t at = 0;
-    int digit;
-
-    *body = (struct sxe_http_body){.data = data};
-    if (parser->body_state == B_LENGTH) {
-        at = take(parser, data, 0, len, body);
-        return parser->body_left == 0 ? body_done(parser, at, body) : (long)at;
-    }
-    while (at < len) {
-        unsigned char c = (unsigned char)data[at];
-
-        switch (parser->body_state) {
-        case B_SIZE_START:
-        case B_SIZE:
-            if ((digit = hex_value(c)) >= 0) {
-                if (parser->body_left > (UINT64_MAX >> 4)) {
-                    return -400;
-                }
-                parser->body_left = parser->body_left << 4 | (uint64_t)digit;
-                if (parser->body_total + parser->body_left > limits->body_bytes) {
-                    return -413;
-                }
-                parser->body_state = B_SIZE;
-            } else if (parser->body_state == B_SIZE_START) {
-                return -400;
-            } else if (c == ';') {
-                parser->body_state = B_EXT_NAME_START;
-            } else if (c == ' ' || c == '\t') {
-                parser->body_state = B_SIZE_BWS;
-            } else if (c == '\r') {
-                parser->body_state = B_SIZE_LF;
-            } else {
-                return -400;
-            }
-            break;
-        case B_SIZE_BWS:
-        case B_EXT_AFTER_NAME:
-        case B_EXT_AFTER_VALUE:
-            if (c == ';') {
-                parser->body_state = B_EXT_NAME_START;
-            } else if (c == '=' && parser->body_state == B_EXT_AFTER_NAME) {
-                parser->body_state = B_EXT_VALUE_START;
-            } else if (c == '\r' && parser->body_state != B_SIZE_BWS) {
-                parser->body_state = B_SIZE_LF;
-            } else if (c != ' ' && c != '\t') {
-                return -400; /* after the size only ";" extensions may follow */
-            }
-            break;
-        case B_EXT_NAME_START:
-        case B_EXT_VALUE_START:
-            if (classes[c] & TCHAR) {
-                parser->body_state =
-                    parser->body_state == B_EXT_NAME_START ? B_EXT_NAME : B_EXT_VALUE;
-            } else if (c == '"' && parser->body_state == B_EXT_VALUE_START) {
-                parser->body_state = B_EXT_QUOTED;
-            } else if (c != ' ' && c != '\t') {
-                return -400; /* ";" with no extension after it */
-            }
-            break;
-        case B_EXT_NAME:
-        case B_EXT_VALUE:
-            if ((classes[c] & TCHAR) == 0) {
-                parser->body_state =
-                    parser->body_state == B_EXT_NAME ? B_EXT_AFTER_NAME : B_EXT_AFTER_VALUE;
-                continue; /* look at this byte again in the new state */
-            }
-            break;
-        case B_EXT_QUOTED:
-            if (c == '"') {
-                parser->body_state = B_EXT_AFTER_VALUE;
-            } else if (c == '\\') {
-                parser->body_state = B_EXT_ESCAPE;
-            } else if ((classes[c] & QDTEXT) == 0) {
-                return -400;
-            }
-            break;
-        case B_EXT_ESCAPE:
-            if ((classes[c] & VALUE) == 0) {
-                return -400;
-            }
-            parser->body_state = B_EXT_QUOTED;
-            break;
-        case B_SIZE_LF:
-            if (c != '\n') {
-                return -400;
-            }
-            parser->body_state = parser->body_left == 0 ? B_TRAILER_START : B_DATA;
-            break;
-        case B_DATA:
-            at += take(parser, data, at, len, body);
-            parser->body_total += body->len;
-            if (parser->body_left == 0) {
-                parser->body_state = B_DATA_CR;
-            }
-            return (long)at; /* one piece per call, contiguous in the caller's bytes */
-        case B_DATA_CR:
-            if (c != '\r') {
-                return -400;
-            }
-            parser->body_state = B_DATA_LF;
-            break;
-        case B_DATA_LF:
-        case B_TRAILER_LF:
-            if (c != '\n') {
-                return -400;
-            }
-            parser->body_state = parser->body_state == B_DATA_LF ? B_SIZE_START : B_TRAILER_START;
-            break;
-        case B_TRAILER_START:
-            if (c == '\r') {
-                parser->body_state = B_END_LF;
-            } else if (classes[c] & TCHAR) {
-                parser->body_state = B_TRAILER_NAME;
-            } else {
-                return -400;
-            }
-            break;
-        case B_TRAILER_NAME:
-            if (c == ':') {
-                parser->body_state = B_TRAILER_VALUE;
-            } else if ((classes[c] & TCHAR) == 0) {
-                return -400;
-            }
-            break;
-        case B_TRAILER_VALUE:
-            if (c == '\r') {
-                parser->body_state = B_TRAILER_LF;
-            } else if ((classes[c] & VALUE) == 0) {
-                return -400;
-            }
-            break;
-        default: /* B_END_LF */
-            if (c != '\n') {
-                return -400;
-            }
-            return body_done(parser, at + 1, body);
-        }
-        at++;
-    }
-    return (long)at;
-}
-
-const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
-                                                   const char *name)
-{
-    size_t len = strlen(name);
-
-    for (unsigned i = 0; i < request->header_count; i++) {
-        if (request->headers[i].name_len == len &&
-            strncasecmp(request->headers[i].name, name, len) == 0) {
-            return &request->headers[i];
-        }
-    }
-    return NULL;
 }

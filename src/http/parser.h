@@ -1,7 +1,52 @@
-/* The HTTP parser's internals that tests reach for. */
+/* The HTTP parser's internals, shared by parser.c (heads) and body.c (bodies), and with tests. */
 #pragma once
 
 #include <stdbool.h>
+
+enum body_state {
+    B_LENGTH,
+    B_SIZE_START,
+    B_SIZE,
+    B_SIZE_BWS, /* whitespace after the size: only ";" may follow */
+    B_EXT_NAME_START,
+    B_EXT_NAME,
+    B_EXT_AFTER_NAME,
+    B_EXT_VALUE_START,
+    B_EXT_VALUE,
+    B_EXT_QUOTED,
+    B_EXT_ESCAPE,
+    B_EXT_AFTER_VALUE,
+    B_SIZE_LF,
+    B_DATA,
+    B_DATA_CR,
+    B_DATA_LF,
+    B_TRAILER_START,
+    B_TRAILER_NAME,
+    B_TRAILER_VALUE,
+    B_TRAILER_LF,
+    B_END_LF,
+};
+
+/* Parser flags. */
+#define F_CONTENT_LENGTH 0x01u
+#define F_CHUNKED        0x02u
+#define F_UPGRADE_FIELD  0x04u
+#define F_EXPECT         0x08u
+#define F_STOP_METHOD    0x10u /* CONNECT or PRI: the bytes after the head are not HTTP */
+
+/* Connection tokens. */
+#define C_CLOSE      0x01u
+#define C_KEEP_ALIVE 0x02u
+#define C_UPGRADE    0x04u
+
+/* Character classes. */
+#define TCHAR  0x01u /* token characters: methods, field names, chunk extensions */
+#define VALUE  0x02u /* field-value: VCHAR, obs-text, SP, HTAB */
+#define TARGET 0x04u /* request-target: visible ASCII */
+#define QDTEXT 0x08u /* quoted-string text: HTAB, SP, visible ASCII but " and \, obs-text */
+
+/* Each byte's classes, filled at start-up. */
+extern unsigned char sxe__http_classes[256];
 
 /*
  * Chooses how token characters are scanned: SSSE3 when use is true and the CPU has it (the

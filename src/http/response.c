@@ -1,0 +1,380 @@
+/*
+ * Answers of the HTTP server module: heads with Date and Content-Length or chunked framing,
+ * bodies copied, by reference or from files, and what happens when a response cannot be queued.
+ */
+#define SXE_LOG_MODULE http_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "http/server.h"
+#include "sxe/clock.h"
+#include "sxe/conn.h"
+#include "sxe/http.h"
+#include "sxe/loop.h"
+
+static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
+
+static const struct {
+    int status;
+    const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {200, "OK"},
+    {201, "Created"},
+    {204, "No Content"},
+    {206, "Partial Content"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {304, "Not Modified"},
+    {400, "Bad Request"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {408, "Request Timeout"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {416, "Range Not Satisfiable"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {503, "Service Unavailable"},
+    {505, "HTTP Version Not Supported"},
+};
+
+const char *sxe_http_reason(int status)
+{
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+        if (reasons[i].status == status) {
+            return reasons[i].reason;
+        }
+    }
+    return "Unknown";
+}
+
+/*
+ * The Date and Server lines every response carries, formatted again only when the second changes:
+ * "Date: Sat, 21 Nov 2026 21:30:12 GMT\r\nServer: sxe\r\n".
+ */
+static const char *date_lines(sxe_http_server_t *server, size_t *len)
+{
+    uint64_t second = sxe_loop_now(server->loop) / SXE_NS_PER_SEC;
+
+    if (second != server->date_second || server->date_len == 0) {
+        time_t wall = (time_t)(sxe_clock_wall_ns() / SXE_NS_PER_SEC);
+        struct tm utc;
+        gmtime_r(&wall, &utc);
+        server->date_len = strftime(server->date, sizeof(server->date),
+                                    "Date: %a, %d %b %Y %H:%M:%S GMT\r\n"
+                                    "Server: sxe\r\n",
+                                    &utc);
+        server->date_second = second;
+    }
+    *len = server->date_len;
+    return server->date;
+}
+
+/* Appends len bytes to the head being built at *at. */
+static void append(char **at, const void *bytes, size_t len)
+{
+    memcpy(*at, bytes, len);
+    *at += len;
+}
+
+/* Appends a decimal number. */
+static void append_number(char **at, uint64_t number)
+{
+    char digits[20];
+    size_t count = 0;
+
+    do {
+        digits[sizeof(digits) - ++count] = (char)('0' + number % 10);
+        number /= 10;
+    } while (number != 0);
+    append(at, digits + sizeof(digits) - count, count);
+}
+
+#define APPEND_LITERAL(at, text) append((at), (text), sizeof(text) - 1)
+
+/*
+ * Turns Nagle's algorithm off, once, when a send may follow another that is not yet acknowledged:
+ * a head and then a file, or the next response on a kept-alive connection. Otherwise the later
+ * send could wait for the client's delayed ACK, 40 ms. A connection answered once and closed never
+ * needs it: its single send goes out at once. (Fails harmlessly on Unix sockets.) A head followed
+ * by a file needs no TCP_CORK: the core sends it with MSG_MORE, so it leaves with the file's first
+ * bytes, and sendfile pushes the file's last segment itself.
+ */
+void sxe__http_set_nodelay(struct http_conn *state, sxe_conn_t *conn)
+{
+    if (!state->nodelay) {
+        state->nodelay = true;
+        (void)sxe_conn_set_nodelay(conn);
+    }
+}
+
+/*
+ * A write of the response failed (rc < 0: -ENOBUFS for more than the connection may queue, or the
+ * connection's own failure): nothing more of it can go out, and nothing may follow it, or the
+ * client would read the next bytes as its rest. What was accepted leaves (the answers before it
+ * whole, this one cut short, which its Content-Length or missing last chunk tells the client), then
+ * the connection closes; requests after it are not read. Later calls for this response return rc.
+ */
+static int broken(sxe_http_t *http, int rc)
+{
+    if (http->failed == 0) {
+        http->failed = rc;
+        if (rc == -ENOBUFS) { /* the response is too large to queue: worth an operator's look */
+            SXE_LOG_WARN("cannot queue the %d response to %.*s (write_limit); closing the "
+                         "connection",
+                         http->status, (int)http->request->target_len, http->request->target);
+        } else { /* the connection failed: a client that went away is no news */
+            SXE_LOG_DEBUG("cannot send the %d response to %.*s: %s; closing the connection",
+                          http->status, (int)http->request->target_len, http->request->target,
+                          sxe_strerror(rc));
+        }
+        sxe__http_state(http->server, http->conn)->closing = true;
+        (void)sxe_conn_close_when_sent(http->conn);
+    }
+    return rc;
+}
+
+/*
+ * What a write of the response said: SXE_CONN_FULL holds the next pipelined request back until
+ * on_drained; an error breaks the response off (see broken).
+ */
+static int wrote(sxe_http_t *http, int rc)
+{
+    if (rc == SXE_CONN_FULL) {
+        sxe__http_state(http->server, http->conn)->full = true;
+    }
+    return rc < 0 ? broken(http, rc) : 0;
+}
+
+/* Queues bytes of the response, or breaks it off (see broken). */
+static int put(sxe_http_t *http, const void *data, size_t len)
+{
+    return wrote(http, sxe_conn_write(http->conn, data, len));
+}
+
+int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length)
+{
+    char head[1024];
+    size_t headers_len = headers != NULL ? strlen(headers) : 0;
+    int len;
+
+    if (http->status != 0) {
+        return -EALREADY;
+    }
+    http->status = status;
+    /* An HTTP/1.0 client cannot read chunks: a body of unknown length ends at the close. */
+    if (content_length < 0 && http->request->minor_version == 0) {
+        http->keep_alive = false;
+    }
+    http->chunked = content_length < 0 && http->request->minor_version == 1 && status != 204 &&
+                    status != 304 && !http->head_only;
+    /* Built with plain copies: this runs for every response, and printf costs several times more.
+     */
+    const char *reason = sxe_http_reason(status);
+    size_t date_len;
+    const char *date = date_lines(http->server, &date_len);
+    char *at = head;
+    APPEND_LITERAL(&at, "HTTP/1.1 ");
+    append_number(&at, (uint64_t)status);
+    APPEND_LITERAL(&at, " ");
+    append(&at, reason, strlen(reason));
+    APPEND_LITERAL(&at, "\r\n");
+    append(&at, date, date_len);
+    if (content_length >= 0) {
+        APPEND_LITERAL(&at, "Content-Length: ");
+        append_number(&at, (uint64_t)content_length);
+        APPEND_LITERAL(&at, "\r\n");
+    } else if (http->chunked) {
+        APPEND_LITERAL(&at, "Transfer-Encoding: chunked\r\n");
+    }
+    if (!http->keep_alive) {
+        APPEND_LITERAL(&at, "Connection: close\r\n");
+    } else if (http->request->minor_version == 0) {
+        APPEND_LITERAL(&at, "Connection: keep-alive\r\n");
+    }
+    len = (int)(at - head);
+    if (headers_len + 2 > sizeof(head) - (size_t)len) {
+        /* Extra headers too large to copy in go out in writes of their own. */
+        int rc;
+        if ((rc = put(http, head, (size_t)len)) < 0 || (rc = put(http, headers, headers_len)) < 0) {
+            return rc;
+        }
+        return put(http, "\r\n", 2);
+    }
+    if (headers_len > 0) { /* headers may be NULL, which memcpy must not see even for 0 bytes */
+        memcpy(head + len, headers, headers_len);
+    }
+    memcpy(head + len + headers_len, "\r\n", 2);
+    return put(http, head, (size_t)len + headers_len + 2);
+}
+
+/* The state a body call needs: 0, the response's failure, or -EINVAL out of turn. */
+static int body_allowed(const sxe_http_t *http)
+{
+    return http->failed != 0 ? http->failed : http->status == 0 || http->finished ? -EINVAL : 0;
+}
+
+/* Body bytes, copied, or with ref the caller's own, released once sent (see sxe_http_send_ref). */
+static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
+                     sxe_conn_release_t release, void *arg)
+{
+    char size[24];
+    int rc = body_allowed(http);
+
+    if (rc == 0 && http->chunked && !http->head_only && len > 0) {
+        int size_len = snprintf(size, sizeof(size), "%zx\r\n", len);
+        rc = put(http, size, (size_t)size_len);
+    }
+    if (rc < 0 || http->head_only || len == 0) {
+        if (release != NULL) {
+            release(arg);
+        }
+        return rc;
+    }
+    if (ref) {
+        rc = wrote(http, sxe_conn_write_ref(http->conn, data, len, release, arg));
+    } else {
+        rc = put(http, data, len);
+    }
+    return rc < 0 || !http->chunked ? rc : put(http, "\r\n", 2);
+}
+
+int sxe_http_send(sxe_http_t *http, const void *data, size_t len)
+{
+    return send_body(http, data, len, false, NULL, NULL);
+}
+
+int sxe_http_send_ref(sxe_http_t *http, const void *data, size_t len, sxe_conn_release_t release,
+                      void *arg)
+{
+    return send_body(http, data, len, true, release, arg);
+}
+
+/* A file range for the body; fd closed (close_when_sent) or released as sxe_conn_sendfile_ref. */
+static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent,
+                     sxe_conn_release_t release, void *arg)
+{
+    int rc = body_allowed(http);
+
+    if (rc == 0 && http->chunked) {
+        rc = -EINVAL;
+    }
+    if (rc < 0 || http->head_only || len == 0) { /* nothing to send: fd is not kept */
+        if (close_when_sent) {
+            /* A zero-length range queues nothing, and the connection closes what it owns. */
+            (void)sxe_conn_sendfile_and_close(http->conn, fd, 0, 0);
+        }
+        if (release != NULL) {
+            release(arg);
+        }
+        return rc;
+    }
+    sxe__http_set_nodelay(sxe__http_state(http->server, http->conn), http->conn);
+    rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
+                         : sxe_conn_sendfile_ref(http->conn, fd, offset, len, release, arg);
+    return wrote(http, rc);
+}
+
+int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent)
+{
+    return send_file(http, fd, offset, len, close_when_sent, NULL, NULL);
+}
+
+int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
+                          sxe_conn_release_t release, void *arg)
+{
+    return send_file(http, fd, offset, len, false, release, arg);
+}
+
+/* Connection: close was sent: shut our side once the queue drains, and wait for the peer. */
+void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn)
+{
+    sxe__http_state(server, conn)->closing = true;
+    (void)sxe_conn_shutdown(conn);
+}
+
+int sxe_http_finish(sxe_http_t *http)
+{
+    int rc = 0;
+
+    if (http->failed != 0) {
+        http->finished = true;
+        return http->failed;
+    }
+    if (http->status == 0 || http->finished) {
+        return -EINVAL;
+    }
+    http->finished = true;
+    if (http->chunked && (rc = put(http, "0\r\n\r\n", 5)) < 0) {
+        return rc;
+    }
+    if (!http->keep_alive) {
+        sxe__http_close_after_response(http->server, http->conn);
+    }
+    return 0;
+}
+
+int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, const void *body,
+                     size_t len)
+{
+    char headers[160];
+    int rc;
+
+    if (content_type != NULL) {
+        size_t type_len = strnlen(content_type, sizeof(headers) - 17);
+        char *at = headers;
+        APPEND_LITERAL(&at, "Content-Type: ");
+        append(&at, content_type, type_len);
+        APPEND_LITERAL(&at, "\r\n");
+        *at = '\0';
+    }
+    if ((rc = sxe_http_start(http, status, content_type ? headers : NULL, (int64_t)len)) < 0 ||
+        (rc = sxe_http_send(http, body, len)) < 0) {
+        return rc;
+    }
+    return sxe_http_finish(http);
+}
+
+const struct sxe_http_request *sxe_http_request(const sxe_http_t *http)
+{
+    return http->request;
+}
+
+const char *sxe_http_path(const sxe_http_t *http, size_t *len)
+{
+    const char *query = memchr(http->request->target, '?', http->request->target_len);
+
+    *len = query ? (size_t)(query - http->request->target) : http->request->target_len;
+    return http->request->target;
+}
+
+const char *sxe_http_query(const sxe_http_t *http, size_t *len)
+{
+    const char *query = memchr(http->request->target, '?', http->request->target_len);
+
+    if (query == NULL) {
+        *len = 0;
+        return NULL;
+    }
+    *len = http->request->target_len - (size_t)(query + 1 - http->request->target);
+    return query + 1;
+}
+
+const char *sxe_http_body(const sxe_http_t *http, size_t *len)
+{
+    *len = http->body_len;
+    return http->body;
+}
+
+sxe_conn_t *sxe_http_conn(const sxe_http_t *http)
+{
+    return http->conn;
+}

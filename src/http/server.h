@@ -1,0 +1,81 @@
+/*
+ * The HTTP server module's own structures, shared by server.c (connections, parsing, routing) and
+ * response.c (answers). Only the public API is used below this: no core internals.
+ */
+#ifndef SXE_HTTP_SERVER_INTERNAL_H
+#define SXE_HTTP_SERVER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sxe/conn.h"
+#include "sxe/http.h"
+
+#define ROUTES_MAX       64
+#define DEFAULT_BODY_MAX (48 * 1024)
+
+struct route {
+    char method[16]; /* empty: any */
+    char path[256];
+    size_t path_len;
+    bool prefix;
+    sxe_http_handler_t handler;
+    void *arg;
+};
+
+/* A request being answered; one per connection, used while its handler runs. */
+struct sxe_http {
+    sxe_http_server_t *server;
+    sxe_conn_t *conn;
+    const struct sxe_http_request *request;
+    const char *body;
+    size_t body_len;
+    int status;      /* 0 until a response starts */
+    bool head_only;  /* HEAD: no body goes out */
+    bool chunked;    /* the response is chunked */
+    bool keep_alive; /* the connection carries on after this response */
+    bool finished;
+    int failed; /* a write of the response failed (-errno): the rest of it is dropped */
+};
+
+/* What the server keeps per connection. */
+struct http_conn {
+    struct sxe_http_parser parser;
+    uint32_t head_len;    /* of the request whose body is being read, or 0 */
+    uint32_t body_offset; /* bytes after the head that the body parser has seen */
+    bool continued;       /* 100 Continue was sent for this request */
+    bool closing;         /* answered "Connection: close": discard input until the peer goes */
+    bool peer_done;       /* the peer shut down its side: close once our answers are sent */
+    bool nodelay;         /* TCP_NODELAY is set */
+    bool paused;          /* output backed up: reading waits for on_drained */
+    bool full;            /* a write said SXE_CONN_FULL: the output is backed up until drained */
+};
+
+struct sxe_http_server {
+    sxe_loop_t *loop;
+    bool own_loop;
+    struct sxe_http_limits limits;
+    struct http_conn *conns;
+    uint32_t conn_count;
+    struct route routes[ROUTES_MAX];
+    unsigned route_count;
+    sxe_conn_t *listener;
+    struct sxe_http_request request; /* the request being dispatched: one at a time */
+    struct sxe_http http;
+    char *scratch; /* chunked bodies are decoded here */
+    uint64_t date_second;
+    char date[64];
+    size_t date_len;
+};
+
+/* The server's state for a connection. */
+static inline struct http_conn *sxe__http_state(sxe_http_server_t *server, sxe_conn_t *conn)
+{
+    return &server->conns[sxe_conn_index(conn)];
+}
+
+/* response.c */
+void sxe__http_set_nodelay(struct http_conn *state, sxe_conn_t *conn);
+void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn);
+
+#endif
