@@ -351,6 +351,8 @@ static int table_create(sxe_loop_t *loop)
         loop->conns[i].fd = -1;
         loop->conns[i].index = i;
         loop->conns[i].loop = loop;
+        loop->conns[i].input_buffer = SXE_NONE;
+        loop->conns[i].queue_head = loop->conns[i].queue_tail = SXE_NONE;
     }
     /* Buffers are reserved, not touched: a page costs memory only once a connection uses it. */
     size_t buffers_size = (size_t)settings->buffers * settings->buffer_size;

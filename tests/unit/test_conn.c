@@ -104,14 +104,14 @@ static void start_server(const struct sxe_loop_options *options,
                                 sizeof(server_address), listen_options, handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&server_address, &len), 0);
-    assert_int_equal(sxe__pool_validate(loop->conn_pool), 0);
+    assert_int_equal(sxe__conn_validate(loop), 0);
 }
 
 static int teardown(void **state)
 {
     (void)state;
     if (loop != NULL) {
-        assert_int_equal(sxe__pool_validate(loop->conn_pool), 0);
+        assert_int_equal(sxe__conn_validate(loop), 0);
         sxe_loop_destroy(loop);
         loop = NULL;
     }
@@ -130,6 +130,7 @@ static void pump_until(int (*done)(void))
             fail_msg("the loop did not get there in 2 s");
         }
         assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+        assert_int_equal(sxe__conn_validate(loop), 0);
     }
 }
 
@@ -138,6 +139,7 @@ static void pump(void)
 {
     for (int i = 0; i < 5; i++) {
         assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+        assert_int_equal(sxe__conn_validate(loop), 0);
     }
 }
 
