@@ -207,10 +207,10 @@ void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason,
     }
     bool sending = (conn->flags & SXE__CONN_SENDING) != 0;
     if (sending) {
-        /* The backend reads the queue until its send completes: shutting the socket ends the
-         * send at once, and the slot goes when it has (sxe__stream_io). */
+        /* The backend reads the queue until its send completes. The bytes it holds go out, as
+         * bytes a readiness backend's send took would; the slot goes when the send has ended
+         * (sxe__stream_io), or, for a peer that does not read, at the CLOSING timeout. */
         conn->flags |= SXE__CONN_CLOSE_PENDING;
-        sxe__sys.shutdown(conn->fd, SHUT_RDWR);
         unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, conn->index);
         sxe_pool_set_state(loop->conn_pool, conn->index, state, SXE__CONN_CLOSING, loop->now);
     }
@@ -265,7 +265,13 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
     sxe_loop_t *loop = arg;
     struct sxe_conn *conn = &loop->conns[index];
 
-    (void)pool;
+    if (sxe_pool_state(pool, index) == SXE__CONN_CLOSING) {
+        /* A closed connection's last send waited too long: shutting the socket ends it, and
+         * its completion frees the slot. */
+        sxe__sys.shutdown(conn->fd, SHUT_RDWR);
+        sxe_pool_touch(pool, index, loop->now);
+        return;
+    }
     if (conn->handlers->on_timeout != NULL) {
         uint32_t previous_id = sxe_log_set_id(conn->index);
         conn->handlers->on_timeout(conn); /* a last word, such as HTTP's 408 */
@@ -382,6 +388,8 @@ static int table_create(sxe_loop_t *loop)
     loop->timeouts[SXE__CONN_READING] = settings->read_timeout;
     loop->timeouts[SXE__CONN_WRITING] = settings->write_timeout;
     loop->timeouts[SXE__CONN_CONNECTING] = settings->connect_timeout;
+    loop->timeouts[SXE__CONN_CLOSING] =
+        settings->write_timeout != 0 ? settings->write_timeout : SXE__CLOSING_TIMEOUT;
     for (unsigned state = 0; state < SXE__CONN_STATE_COUNT; state++) {
         (void)sxe_pool_set_timeout(loop->conn_pool, state, loop->timeouts[state]);
     }

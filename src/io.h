@@ -70,7 +70,8 @@ struct sxe__io_backend {
     /*
      * Stops watching fd, and closes it if close_fd. Afterwards no event for fd is reported, even
      * one the kernel had already produced; what such events held (received bytes, accepted
-     * connections) is released. Never called while a send on fd is pending.
+     * connections) is released. The stream layer never forgets a fd with a send pending, except
+     * when the loop is destroyed: the send is then cancelled with the rest.
      */
     void (*forget)(sxe_loop_t *loop, int fd, bool close_fd);
 

@@ -20,6 +20,9 @@
 
 #define SXE_NONE UINT32_MAX
 
+/* How long a closed connection's last send may wait for the peer, without a write_timeout. */
+#define SXE__CLOSING_TIMEOUT (5 * 1000000000ULL)
+
 /* Datagrams taken per recvmmsg call; the loop's scratch area holds this many buffers. */
 #define SXE__UDP_BATCH 8
 
@@ -35,7 +38,8 @@ enum sxe__conn_state {
     SXE__CONN_WRITING,    /* has output queued: write_timeout */
     SXE__CONN_CONNECTING, /* outgoing connect under way: connect_timeout */
     SXE__CONN_LISTENING,  /* listeners and UDP sockets: no timeout */
-    SXE__CONN_CLOSING,    /* closed, but the backend still sends from its queue: no timeout */
+    SXE__CONN_CLOSING,    /* closed, but the backend still sends from its queue: write_timeout,
+                             or SXE__CLOSING_TIMEOUT without one */
     SXE__CONN_STATE_COUNT
 };
 
@@ -57,6 +61,7 @@ enum sxe__conn_kind {
 #define SXE__CONN_PAUSED        0x200u /* not reading: input stays in the socket (sxe_conn_pause) */
 #define SXE__CONN_SENDING       0x400u /* a send is pending in the backend: the queue stays put */
 #define SXE__CONN_CLOSE_PENDING 0x800u /* closed, but a pending send still holds its queue */
+#define SXE__CONN_EOF_PENDING   0x1000u /* the stream ended while paused: said after kept input */
 
 /*
  * The loop's lists a slot is on. Kept apart from flags, and not reset when the slot is reused: a

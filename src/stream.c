@@ -49,6 +49,9 @@ int sxe__stream_check_writable(const struct sxe_conn *conn)
 /* The queue is empty: shut our side down or tell the program, as it asked. */
 static void drained(struct sxe_conn *conn)
 {
+    if (conn->flags & SXE__CONN_CLOSE_PENDING) {
+        return; /* closed: the program hears no more of it */
+    }
     if (conn->flags & SXE__CONN_SHUTDOWN) {
         conn->flags &= (uint16_t)~SXE__CONN_SHUTDOWN;
         sxe__sys.shutdown(conn->fd, SHUT_WR);
@@ -558,9 +561,17 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
     if (conn->flags & SXE__CONN_RESUMED) {
         /* Offer what was kept while paused; the backend reports what waits in the socket. */
         conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
-        if (conn->input_len > 0 && (event->events & SXE__IO_RECV) == 0) {
-            deliver(conn, sxe__buffer_at(conn->loop, conn->input_buffer), conn->input_len);
+        if (conn->input_len > 0 &&
+            !deliver(conn, sxe__buffer_at(conn->loop, conn->input_buffer), conn->input_len)) {
             return;
+        }
+        if ((conn->flags & (SXE__CONN_EOF_PENDING | SXE__CONN_PAUSED)) == SXE__CONN_EOF_PENDING) {
+            conn->flags &= (uint16_t)~SXE__CONN_EOF_PENDING;
+            sxe__stream_eof(conn);
+            return;
+        }
+        if ((event->events & SXE__IO_RECV) == 0) {
+            return; /* the ready list's turn: what waits in the socket comes as an event */
         }
     }
     if ((event->events & SXE__IO_RECV) == 0) {
@@ -571,6 +582,8 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
     }
     if (event->result > 0) {
         received(conn, event->data, (size_t)event->result);
+    } else if (event->result == 0 && (conn->flags & SXE__CONN_PAUSED)) {
+        conn->flags |= SXE__CONN_EOF_PENDING; /* after the input kept before it */
     } else if (event->result == 0) {
         sxe__stream_eof(conn);
     } else {
@@ -578,19 +591,30 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
     }
 }
 
-/* A send the backend completed: the queue moves on by what went, and the rest is sent. */
+/*
+ * A send the backend completed: the queue moves on by what went, and the rest is sent. A
+ * connection closed meanwhile sends what it had queued before the close, as a readiness backend
+ * would have sent it at once, and goes when that is done, fails, or times out (conn.c).
+ */
 static void sent(struct sxe_conn *conn, int result)
 {
     conn->flags &= (uint16_t)~SXE__CONN_SENDING;
+    if (result >= 0) {
+        sxe__outq_advance(conn, (size_t)result, false);
+    }
     if (conn->flags & SXE__CONN_CLOSE_PENDING) {
-        sxe__conn_closing_done(conn);
+        if (result > 0 && conn->queue_head != SXE_NONE) {
+            sxe__stream_flush(conn);
+        }
+        if ((conn->flags & SXE__CONN_SENDING) == 0) {
+            sxe__conn_closing_done(conn);
+        }
         return;
     }
     if (result < 0) {
         sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, -result);
         return;
     }
-    sxe__outq_advance(conn, (size_t)result, false);
     sxe__stream_flush(conn);
 }
 

@@ -236,8 +236,11 @@ int sxe_conn_shutdown(sxe_conn_t *conn);
 int sxe_conn_close_when_sent(sxe_conn_t *conn);
 
 /**
- * Closes the connection now: queued output is dropped. on_close runs before this returns
- * (SXE_CLOSE_LOCAL). Closing a closed connection does nothing.
+ * Closes the connection now. on_close runs before this returns (SXE_CLOSE_LOCAL), and the
+ * connection is gone for the program: its id is no longer found. Output still queued is dropped on
+ * epoll; on io_uring, where a send may already be under way in the kernel, what was queued goes
+ * out first if the peer reads it within write_timeout (5 s without one), as if epoll's socket had
+ * taken it. Closing a closed connection does nothing.
  */
 void sxe_conn_close(sxe_conn_t *conn);
 

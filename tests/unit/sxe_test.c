@@ -81,3 +81,17 @@ const char *sxe_test_expect_abort(void (*body)(void *arg), void *arg, const char
     }
     return log;
 }
+
+bool sxe_test_uring(void)
+{
+    const char *backend = getenv("SXE_BACKEND");
+    return backend != NULL && strcmp(backend, "io_uring") == 0;
+}
+
+void sxe_test_skip_on_uring(const char *why)
+{
+    if (sxe_test_uring()) {
+        print_message("skipped on io_uring: %s\n", why);
+        skip();
+    }
+}

@@ -6,6 +6,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,5 +31,15 @@ void sxe_test_capture_stop(void);
  * child's log, in a static buffer, so the caller can check more.
  */
 const char *sxe_test_expect_abort(void (*body)(void *arg), void *arg, const char *const *expected);
+
+/*
+ * Whether the tests run on io_uring (SXE_BACKEND=io_uring). A test that drives or counts the
+ * system calls of the epoll path (recv, send, accept4, epoll_wait: io_uring makes none of them)
+ * skips those parts there, and says so; test_io_uring fails io_uring's own calls and completions.
+ */
+bool sxe_test_uring(void);
+
+/* Skips the test on io_uring, printing why: it drives the epoll path's system calls. */
+void sxe_test_skip_on_uring(const char *why);
 
 #endif

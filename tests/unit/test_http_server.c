@@ -442,7 +442,9 @@ static void test_files_nodelay_and_more(void **state)
     assert_int_equal(send(fd, hello_request, sizeof(hello_request) - 1, MSG_NOSIGNAL),
                      (ssize_t)sizeof(hello_request) - 1);
     receive(fd, text, sizeof(text), &closed);
-    assert_int_equal(send_flags_seen & MSG_MORE, 0); /* no file follows */
+    if (!sxe_test_uring()) { /* io_uring submits the send itself */
+        assert_int_equal(send_flags_seen & MSG_MORE, 0); /* no file follows */
+    }
 
     static const char small[] = "GET /file?small HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(send(fd, small, sizeof(small) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(small) - 1);
@@ -450,7 +452,9 @@ static void test_files_nodelay_and_more(void **state)
     assert_non_null(strstr(text, "Content-Length: 1000\r\n"));
     assert_memory_equal(text + got - 1000, content, 1000);
     assert_int_equal(sxe__sys_calls(SXE_SYS_setsockopt), 1); /* TCP_NODELAY */
-    assert_int_equal(send_flags_seen & MSG_MORE, MSG_MORE);
+    if (!sxe_test_uring()) {
+        assert_int_equal(send_flags_seen & MSG_MORE, MSG_MORE);
+    }
 
     static const char large[] = "GET /file?large HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(send(fd, large, sizeof(large) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(large) - 1);
@@ -595,6 +599,7 @@ static void test_a_connection_failing_under_a_handler(void **state)
     bool closed;
 
     (void)state;
+    sxe_test_skip_on_uring("it fails send, which io_uring submits");
     make_file(content);
     int fd = client();
     sxe__sys_fail(SXE_SYS_send, 1, 1, EPIPE);

@@ -1,0 +1,715 @@
+/*
+ * The io_uring event backend on its own, over real sockets and pipes: receiving, end of stream,
+ * accepting, forgetting, sending, buffer exhaustion, level and edge polls, deadlines, and the
+ * failures of setup, submission and completions. Each test makes a bare loop: only the fields the
+ * backend reads. Where the kernel has no io_uring, the tests that need one are skipped.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "io.h"
+#include "io_uring.h"
+#include "loop.h"
+#include "sxe/clock.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+#define EVENTS_MAX 64
+
+static int reset(void **state)
+{
+    (void)state;
+    sxe__sys_reset();
+    sxe__io_uring_set_buffers(0, 0);
+    sxe_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+static sxe_loop_t *bare_loop(void)
+{
+    sxe_loop_t *loop = calloc(1, sizeof(*loop));
+
+    assert_non_null(loop);
+    loop->options.events = EVENTS_MAX;
+    loop->options.connections = 64;
+    loop->now = sxe_clock_mono_ns();
+    return loop;
+}
+
+/* A bare loop with the backend open, or the test skipped where the kernel has no io_uring. */
+static sxe_loop_t *open_loop(void)
+{
+    sxe_loop_t *loop = bare_loop();
+    int rc = sxe__io_uring.open(loop);
+
+    if (rc == -ENOSYS || rc == -EPERM || rc == -EINVAL) {
+        free(loop);
+        skip();
+    }
+    assert_int_equal(rc, 0);
+    assert_non_null(loop->io_state);
+    return loop;
+}
+
+static void close_loop(sxe_loop_t *loop)
+{
+    sxe__io_uring.close(loop);
+    assert_null(loop->io_state);
+    free(loop);
+}
+
+/* One wait until now + ms, with now refreshed first, as the loop does each turn. */
+static int wait_ms(sxe_loop_t *loop, uint64_t ms, struct sxe__io_event *events, int max)
+{
+    loop->now = sxe_clock_mono_ns();
+    return sxe__io_uring.wait(loop, loop->now + ms * SXE_NS_PER_MSEC, events, max);
+}
+
+static unsigned open_fds(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    unsigned count = 0;
+
+    assert_non_null(dir);
+    while (readdir(dir) != NULL) {
+        count++;
+    }
+    closedir(dir);
+    return count;
+}
+
+static void stream_pair(int fds[2])
+{
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+}
+
+/* A listener on 127.0.0.1 at a port the kernel picks; its address goes to address. */
+static int tcp_listener(struct sockaddr_in *address)
+{
+    socklen_t len = sizeof(*address);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    *address =
+        (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)address, sizeof(*address)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)address, &len), 0);
+    return fd;
+}
+
+static int tcp_client(const struct sockaddr_in *address)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (const struct sockaddr *)address, sizeof(*address)), 0);
+    return fd;
+}
+
+/* What one watched fd received: the bytes, ends of stream and the last error. */
+struct sink {
+    uint64_t tag;
+    char *data;
+    size_t cap;
+    size_t len;
+    unsigned eofs;
+    int error;
+};
+
+/* One wait; every event must be a receive for one of the sinks. @return the events. */
+static int pump(sxe_loop_t *loop, struct sink *sinks, int count, uint64_t ms)
+{
+    struct sxe__io_event events[EVENTS_MAX];
+    int filled = wait_ms(loop, ms, events, EVENTS_MAX);
+
+    assert_true(filled >= 0);
+    for (int i = 0; i < filled; i++) {
+        struct sink *sink = NULL;
+        for (int s = 0; s < count; s++) {
+            if (sinks[s].tag == events[i].tag) {
+                sink = &sinks[s];
+            }
+        }
+        assert_non_null(sink);
+        assert_int_equal(events[i].events & (SXE__IO_IN | SXE__IO_RECV), SXE__IO_IN | SXE__IO_RECV);
+        if (events[i].result > 0) {
+            assert_non_null(events[i].data);
+            assert_true(sink->len + (size_t)events[i].result <= sink->cap);
+            memcpy(sink->data + sink->len, events[i].data, (size_t)events[i].result);
+            sink->len += (size_t)events[i].result;
+        } else if (events[i].result == 0) {
+            sink->eofs++;
+        } else {
+            sink->error = events[i].result;
+        }
+    }
+    return filled;
+}
+
+/* Pumps until sink has want bytes, for at most a second. */
+static void pump_until(sxe_loop_t *loop, struct sink *sink, size_t want)
+{
+    uint64_t give_up = sxe_clock_mono_ns() + SXE_NS_PER_SEC;
+
+    while (sink->len < want && sxe_clock_mono_ns() < give_up) {
+        pump(loop, sink, 1, 100);
+    }
+    assert_int_equal(sink->len, want);
+}
+
+static void test_receive_on_socketpair(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 7, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(write(fds[1], "hello", 5), 5);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].tag, 7);
+    assert_int_equal(events[0].events, SXE__IO_IN | SXE__IO_RECV);
+    assert_int_equal(events[0].result, 5);
+    assert_memory_equal(events[0].data, "hello", 5);
+    assert_int_equal(write(fds[1], "again", 5), 5);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_memory_equal(events[0].data, "again", 5);
+    sxe__io_uring.forget(loop, fds[0], true);
+    close(fds[1]);
+    close_loop(loop);
+}
+
+static void test_receive_over_tcp(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sockaddr_in address;
+    char sent[10000], got[10000];
+    struct sink sink = {.tag = 11, .data = got, .cap = sizeof(got)};
+
+    (void)state;
+    int listener = tcp_listener(&address);
+    int client = tcp_client(&address);
+    int server = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    assert_true(server >= 0);
+    for (size_t i = 0; i < sizeof(sent); i++) {
+        sent[i] = (char)(i * 7 + i / 251);
+    }
+    assert_int_equal(sxe__io_uring.watch(loop, server, 11, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(write(client, sent, sizeof(sent)), sizeof(sent));
+    pump_until(loop, &sink, sizeof(sent));
+    assert_memory_equal(got, sent, sizeof(sent));
+    sxe__io_uring.forget(loop, server, true);
+    close(client);
+    close(listener);
+    close_loop(loop);
+}
+
+/* End of stream is one event, with no data, and the receive is not armed again. */
+static void test_end_of_stream(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 3, SXE__IO_IN | SXE__IO_RECV), 0);
+    close(fds[1]);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].tag, 3);
+    assert_int_equal(events[0].events, SXE__IO_IN | SXE__IO_HUP | SXE__IO_RECV);
+    assert_int_equal(events[0].result, 0);
+    assert_null(events[0].data);
+    assert_int_equal(wait_ms(loop, 50, events, EVENTS_MAX), 0);
+    sxe__io_uring.forget(loop, fds[0], true);
+    close_loop(loop);
+}
+
+static void test_accept_three(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    struct sockaddr_in address;
+    int clients[3], accepted[3];
+    int count = 0;
+
+    (void)state;
+    int listener = tcp_listener(&address);
+    assert_int_equal(sxe__io_uring.watch(loop, listener, 9, SXE__IO_IN | SXE__IO_ACCEPT), 0);
+    for (int i = 0; i < 3; i++) {
+        clients[i] = tcp_client(&address);
+    }
+    for (int turn = 0; turn < 20 && count < 3; turn++) {
+        int filled = wait_ms(loop, 100, events, EVENTS_MAX);
+        for (int i = 0; i < filled; i++) {
+            assert_int_equal(events[i].tag, 9);
+            assert_int_equal(events[i].events, SXE__IO_IN | SXE__IO_ACCEPT);
+            assert_true(count < 3);
+            accepted[count++] = events[i].result;
+        }
+    }
+    assert_int_equal(count, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_true(accepted[i] >= 0);
+        assert_true(fcntl(accepted[i], F_GETFL) & O_NONBLOCK);
+        assert_true(fcntl(accepted[i], F_GETFD) & FD_CLOEXEC);
+        assert_int_equal(close(accepted[i]), 0);
+        close(clients[i]);
+    }
+    sxe__io_uring.forget(loop, listener, true);
+    close_loop(loop);
+}
+
+/*
+ * Bytes the kernel received for an fd that is forgotten before they are reaped are dropped, and
+ * their buffer comes back: with a ring of two, the next receive fills both in one wait. The
+ * forgotten socket closes.
+ */
+static void test_forget_drops_arrived_data(void **state)
+{
+    struct sxe__io_event events[EVENTS_MAX];
+    char bytes[128];
+    int a[2], b[2], c[2];
+
+    (void)state;
+    sxe__io_uring_set_buffers(2, 64);
+    sxe_loop_t *loop = open_loop();
+    memset(bytes, 'x', sizeof(bytes));
+    stream_pair(a);
+    stream_pair(b);
+    stream_pair(c);
+    assert_int_equal(sxe__io_uring.watch(loop, a[0], 1, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(sxe__io_uring.watch(loop, b[0], 2, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(write(a[1], bytes, 64), 64);
+    assert_int_equal(write(b[1], bytes, 64), 64);
+    /* Both receives hold a buffer; one is reported, the other stays in the CQ, then forgotten. */
+    assert_int_equal(wait_ms(loop, 1000, events, 1), 1);
+    assert_int_equal(events[0].result, 64);
+    int *forgotten = events[0].tag == 1 ? b : a;
+    sxe__io_uring.forget(loop, forgotten[0], true);
+    assert_int_equal(wait_ms(loop, 0, events, EVENTS_MAX), 0);
+
+    assert_int_equal(sxe__io_uring.watch(loop, c[0], 3, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(write(c[1], bytes, 128), 128);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(events[i].tag, 3);
+        assert_int_equal(events[i].result, 64);
+    }
+    struct pollfd peer = {.fd = forgotten[1], .events = POLLIN};
+    assert_int_equal(poll(&peer, 1, 1000), 1);
+    assert_int_equal(read(forgotten[1], bytes, sizeof(bytes)), 0);
+    int *kept = forgotten == a ? b : a;
+    sxe__io_uring.forget(loop, kept[0], true);
+    sxe__io_uring.forget(loop, c[0], true);
+    close(a[1]);
+    close(b[1]);
+    close(c[1]);
+    close_loop(loop);
+}
+
+/* An fd number reused after forget gets only its own events, even with the old one's bytes. */
+static void test_fd_reuse_after_forget(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    char got[16];
+    struct sink sink = {.tag = 2, .data = got, .cap = sizeof(got)};
+    int old[2], new[2];
+
+    (void)state;
+    stream_pair(old);
+    assert_int_equal(sxe__io_uring.watch(loop, old[0], 1, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(wait_ms(loop, 0, events, EVENTS_MAX), 0);
+    assert_int_equal(write(old[1], "old", 3), 3);
+    sxe__io_uring.forget(loop, old[0], true);
+    stream_pair(new);
+    assert_int_equal(new[0], old[0]);
+    assert_int_equal(sxe__io_uring.watch(loop, new[0], 2, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(write(new[1], "new", 3), 3);
+    pump_until(loop, &sink, 3);
+    assert_memory_equal(got, "new", 3);
+    assert_int_equal(pump(loop, &sink, 1, 50), 0);
+    sxe__io_uring.forget(loop, new[0], true);
+    close(old[1]);
+    close(new[1]);
+    close_loop(loop);
+}
+
+/* Waits for the one SENT event of a send; @return its result. */
+static int32_t wait_sent(sxe_loop_t *loop, uint64_t tag)
+{
+    struct sxe__io_event events[EVENTS_MAX];
+
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].tag, tag);
+    assert_int_equal(events[0].events, SXE__IO_SENT);
+    assert_null(events[0].data);
+    return events[0].result;
+}
+
+static void test_send(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    char hello[] = "hello", ab[] = "ab", cde[] = "cde", fgh[] = "fgh";
+    struct iovec one = {.iov_base = hello, .iov_len = 5};
+    struct iovec three[] = {{.iov_base = ab, .iov_len = 2},
+                            {.iov_base = cde, .iov_len = 3},
+                            {.iov_base = fgh, .iov_len = 3}};
+    char got[16];
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 5, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(sxe__io_uring.send(loop, fds[0], 5, &one, 1, MSG_NOSIGNAL), SXE__IO_PENDING);
+    assert_int_equal(wait_sent(loop, 5), 5);
+    assert_int_equal(read(fds[1], got, sizeof(got)), 5);
+    assert_memory_equal(got, "hello", 5);
+    assert_int_equal(sxe__io_uring.send(loop, fds[0], 5, three, 3, MSG_NOSIGNAL), SXE__IO_PENDING);
+    assert_int_equal(wait_sent(loop, 5), 8);
+    assert_int_equal(read(fds[1], got, sizeof(got)), 8);
+    assert_memory_equal(got, "abcdefgh", 8);
+    sxe__io_uring.forget(loop, fds[0], true);
+    close(fds[1]);
+    close_loop(loop);
+}
+
+static void test_send_to_closed_peer(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    char lost[] = "lost";
+    struct iovec one = {.iov_base = lost, .iov_len = 4};
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    close(fds[1]);
+    assert_int_equal(sxe__io_uring.send(loop, fds[0], 6, &one, 1, MSG_NOSIGNAL), SXE__IO_PENDING);
+    assert_int_equal(wait_sent(loop, 6), -EPIPE);
+    close(fds[0]);
+    close_loop(loop);
+}
+
+/*
+ * Four buffers of 64 bytes, one connection flooding 64 KB and another sending 10 bytes: the
+ * receives that run dry are armed again without an event, and the small one is served while
+ * the flood is still going on.
+ */
+static void test_tiny_ring_no_starvation(void **state)
+{
+    enum { FLOOD = 64 * 1024 };
+    static char flood[FLOOD], got_flood[FLOOD];
+    char got_small[16];
+    struct sink sinks[] = {{.tag = 1, .data = got_flood, .cap = FLOOD},
+                           {.tag = 2, .data = got_small, .cap = sizeof(got_small)}};
+    size_t written = 0, flood_when_small_done = 0;
+    int a[2], b[2];
+
+    (void)state;
+    sxe__io_uring_set_buffers(4, 64);
+    sxe_loop_t *loop = open_loop();
+    for (size_t i = 0; i < FLOOD; i++) {
+        flood[i] = (char)(i * 13 + i / 509);
+    }
+    stream_pair(a);
+    stream_pair(b);
+    assert_int_equal(sxe__io_uring.watch(loop, a[0], 1, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(sxe__io_uring.watch(loop, b[0], 2, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(pump(loop, sinks, 2, 0), 0);
+    for (unsigned turn = 0; turn < 100000 && (sinks[0].len < FLOOD || sinks[1].len < 10); turn++) {
+        ssize_t put = written < FLOOD ? write(a[1], flood + written, FLOOD - written) : 0;
+        written += put > 0 ? (size_t)put : 0;
+        if (turn == 0) {
+            assert_int_equal(write(b[1], "0123456789", 10), 10);
+        }
+        pump(loop, sinks, 2, 100);
+        if (sinks[1].len == 10 && flood_when_small_done == 0) {
+            flood_when_small_done = sinks[0].len;
+        }
+    }
+    assert_true(flood_when_small_done < FLOOD);
+    assert_int_equal(sinks[0].len, FLOOD);
+    assert_memory_equal(got_flood, flood, FLOOD);
+    assert_int_equal(sinks[1].len, 10);
+    assert_memory_equal(got_small, "0123456789", 10);
+    assert_int_equal(sinks[0].error, 0);
+    assert_int_equal(sinks[1].error, 0);
+    sxe__io_uring.forget(loop, a[0], true);
+    sxe__io_uring.forget(loop, b[0], true);
+    close(a[1]);
+    close(b[1]);
+    close_loop(loop);
+}
+
+/* Level-triggered: an unread pipe is reported at every wait, and no more once read. */
+static void test_level_in(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    char byte;
+    int pipe_fds[2];
+
+    (void)state;
+    assert_int_equal(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC), 0);
+    assert_int_equal(sxe__io_uring.watch(loop, pipe_fds[0], 4, SXE__IO_IN), 0);
+    assert_int_equal(wait_ms(loop, 0, events, EVENTS_MAX), 0);
+    assert_int_equal(write(pipe_fds[1], "!", 1), 1);
+    for (int turn = 0; turn < 3; turn++) {
+        assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+        assert_int_equal(events[0].tag, 4);
+        assert_int_equal(events[0].events, SXE__IO_IN);
+        assert_int_equal(events[0].result, 0);
+    }
+    assert_int_equal(read(pipe_fds[0], &byte, 1), 1);
+    assert_int_equal(wait_ms(loop, 20, events, EVENTS_MAX), 0);
+    sxe__io_uring.forget(loop, pipe_fds[0], true);
+    close(pipe_fds[1]);
+    close_loop(loop);
+}
+
+/* Edge-triggered output: reported when armed on a writable socket, then only when room returns. */
+static void test_edge_out(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    static char chunk[65536];
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 8, SXE__IO_OUT | SXE__IO_EDGE), 0);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].tag, 8);
+    assert_int_equal(events[0].events, SXE__IO_OUT);
+    assert_int_equal(wait_ms(loop, 20, events, EVENTS_MAX), 0);
+    while (write(fds[0], chunk, sizeof(chunk)) > 0) {
+    }
+    assert_int_equal(errno, EAGAIN);
+    assert_int_equal(wait_ms(loop, 20, events, EVENTS_MAX), 0);
+    while (read(fds[1], chunk, sizeof(chunk)) > 0) {
+    }
+    int filled = wait_ms(loop, 1000, events, EVENTS_MAX);
+    assert_true(filled >= 1);
+    for (int i = 0; i < filled; i++) {
+        assert_int_equal(events[i].events, SXE__IO_OUT);
+    }
+    assert_int_equal(wait_ms(loop, 20, events, EVENTS_MAX), 0);
+    sxe__io_uring.forget(loop, fds[0], true);
+    close(fds[1]);
+    close_loop(loop);
+}
+
+/* Pausing cancels the receive, so bytes stay in the socket; a pause and resume in one turn too. */
+static void test_modify(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    char got[16];
+    struct sink sink = {.tag = 2, .data = got, .cap = sizeof(got)};
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 1, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(pump(loop, &sink, 1, 0), 0);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 1, SXE__IO_MODIFY), 0);
+    assert_int_equal(pump(loop, &sink, 1, 0), 0);
+    assert_int_equal(write(fds[1], "abc", 3), 3);
+    assert_int_equal(pump(loop, &sink, 1, 50), 0);
+    assert_int_equal(
+        sxe__io_uring.watch(loop, fds[0], 2, SXE__IO_IN | SXE__IO_RECV | SXE__IO_MODIFY), 0);
+    pump_until(loop, &sink, 3);
+    assert_memory_equal(got, "abc", 3);
+
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 2, SXE__IO_MODIFY), 0);
+    assert_int_equal(
+        sxe__io_uring.watch(loop, fds[0], 2, SXE__IO_IN | SXE__IO_RECV | SXE__IO_MODIFY), 0);
+    assert_int_equal(write(fds[1], "defg", 4), 4);
+    pump_until(loop, &sink, 7);
+    assert_memory_equal(got, "abcdefg", 7);
+    assert_int_equal(write(fds[1], "h", 1), 1);
+    pump_until(loop, &sink, 8);
+    assert_int_equal(pump(loop, &sink, 1, 20), 0);
+    assert_memory_equal(got, "abcdefgh", 8);
+    sxe__io_uring.forget(loop, fds[0], true);
+    close(fds[1]);
+    close_loop(loop);
+}
+
+static void test_fd_past_table(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    char x[] = "x";
+    struct iovec one = {.iov_base = x, .iov_len = 1};
+
+    (void)state;
+    assert_int_equal(sxe__io_uring.watch(loop, 1 << 20, 1, SXE__IO_IN), -EMFILE);
+    assert_int_equal(sxe__io_uring.send(loop, 1 << 20, 1, &one, 1, 0), -EMFILE);
+    close_loop(loop);
+}
+
+static void test_deadlines(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    struct timespec start, end;
+
+    (void)state;
+    loop->now = sxe_clock_mono_ns();
+    assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &start), 0);
+    assert_int_equal(sxe__io_uring.wait(loop, loop->now, events, EVENTS_MAX), 0);
+    assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &end), 0);
+    int64_t took = (end.tv_sec - start.tv_sec) * 1000000000LL + (end.tv_nsec - start.tv_nsec);
+    assert_true(took < 10 * 1000000LL);
+
+    loop->now = sxe_clock_mono_ns();
+    assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &start), 0);
+    assert_int_equal(sxe__io_uring.wait(loop, loop->now + 20 * SXE_NS_PER_MSEC, events, EVENTS_MAX),
+                     0);
+    assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &end), 0);
+    took = (end.tv_sec - start.tv_sec) * 1000000000LL + (end.tv_nsec - start.tv_nsec);
+    assert_true(took >= 20 * 1000000LL);
+    assert_true(took < 1000 * 1000000LL);
+    close_loop(loop);
+}
+
+static void test_setup_fails(void **state)
+{
+    static const int errs[] = {ENOSYS, EPERM};
+
+    (void)state;
+    for (unsigned i = 0; i < 2; i++) {
+        sxe_loop_t *loop = bare_loop();
+        sxe__sys_fail(SXE_SYS_io_uring_setup, 1, 1, errs[i]);
+        assert_int_equal(sxe__io_uring.open(loop), -errs[i]);
+        assert_null(loop->io_state);
+        sxe__io_uring.close(loop);
+        free(loop);
+    }
+}
+
+static int (*real_setup)(unsigned entries, struct io_uring_params *params);
+
+static int setup_without_ext_arg(unsigned entries, struct io_uring_params *params)
+{
+    int fd = real_setup(entries, params);
+
+    params->features &= ~IORING_FEAT_EXT_ARG;
+    return fd;
+}
+
+/* Each failure after io_uring_setup is reported, leaves no fd open, and the next open works. */
+static void test_later_setup_failures(void **state)
+{
+    (void)state;
+    close_loop(open_loop());
+    unsigned fds = open_fds();
+    for (unsigned nth = 1; nth <= 5; nth++) {
+        sxe_loop_t *loop = bare_loop();
+        sxe__sys_fail(SXE_SYS_mmap, nth, 1, ENOMEM);
+        assert_int_equal(sxe__io_uring.open(loop), -ENOMEM);
+        assert_null(loop->io_state);
+        assert_int_equal(open_fds(), fds);
+        free(loop);
+        sxe__sys_reset();
+    }
+    sxe_loop_t *loop = bare_loop();
+    sxe__sys_fail(SXE_SYS_io_uring_register, 1, 1, EINVAL);
+    assert_int_equal(sxe__io_uring.open(loop), -EINVAL);
+    assert_int_equal(open_fds(), fds);
+    sxe__sys_reset();
+    real_setup = sxe__sys.io_uring_setup;
+    sxe__sys.io_uring_setup = setup_without_ext_arg;
+    assert_int_equal(sxe__io_uring.open(loop), -ENOSYS);
+    assert_int_equal(open_fds(), fds);
+    sxe__sys_reset();
+    free(loop);
+    close_loop(open_loop());
+}
+
+/* A submission the kernel refuses for now stays queued: the bytes come with the next wait. */
+static void test_enter_eagain_loses_nothing(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 1, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(write(fds[1], "data", 4), 4);
+    sxe__sys_fail(SXE_SYS_io_uring_enter, 1, 1, EAGAIN);
+    assert_int_equal(wait_ms(loop, 100, events, EVENTS_MAX), 0);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_io_uring_enter), 1);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].result, 4);
+    assert_memory_equal(events[0].data, "data", 4);
+
+    sxe__sys_fail(SXE_SYS_io_uring_enter, 1, 1, EBADF);
+    assert_int_equal(wait_ms(loop, 0, events, EVENTS_MAX), -EBADF);
+    sxe__io_uring.forget(loop, fds[0], true);
+    close(fds[1]);
+    close_loop(loop);
+}
+
+/* A completion failed by the seam carries its errno; the receive goes on. */
+static void test_failed_completion(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    int fds[2];
+
+    (void)state;
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.watch(loop, fds[0], 1, SXE__IO_IN | SXE__IO_RECV), 0);
+    assert_int_equal(write(fds[1], "x", 1), 1);
+    sxe__sys_fail(SXE_SYS_io_uring_result, 1, 1, ECONNRESET);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].tag, 1);
+    assert_int_equal(events[0].events, SXE__IO_IN | SXE__IO_RECV);
+    assert_int_equal(events[0].result, -ECONNRESET);
+    assert_null(events[0].data);
+    assert_int_equal(write(fds[1], "y", 1), 1);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].result, 1);
+    assert_memory_equal(events[0].data, "y", 1);
+    sxe__io_uring.forget(loop, fds[0], true);
+    close(fds[1]);
+    close_loop(loop);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_receive_on_socketpair, reset),
+        cmocka_unit_test_teardown(test_receive_over_tcp, reset),
+        cmocka_unit_test_teardown(test_end_of_stream, reset),
+        cmocka_unit_test_teardown(test_accept_three, reset),
+        cmocka_unit_test_teardown(test_forget_drops_arrived_data, reset),
+        cmocka_unit_test_teardown(test_fd_reuse_after_forget, reset),
+        cmocka_unit_test_teardown(test_send, reset),
+        cmocka_unit_test_teardown(test_send_to_closed_peer, reset),
+        cmocka_unit_test_teardown(test_tiny_ring_no_starvation, reset),
+        cmocka_unit_test_teardown(test_level_in, reset),
+        cmocka_unit_test_teardown(test_edge_out, reset),
+        cmocka_unit_test_teardown(test_modify, reset),
+        cmocka_unit_test_teardown(test_fd_past_table, reset),
+        cmocka_unit_test_teardown(test_deadlines, reset),
+        cmocka_unit_test_teardown(test_setup_fails, reset),
+        cmocka_unit_test_teardown(test_later_setup_failures, reset),
+        cmocka_unit_test_teardown(test_enter_eagain_loses_nothing, reset),
+        cmocka_unit_test_teardown(test_failed_completion, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
