@@ -108,6 +108,7 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
     conn->input_buffer = SXE_NONE;
     conn->input_len = 0;
     conn->queue_head = conn->queue_tail = SXE_NONE;
+    conn->held_head = conn->held_tail = SXE_NONE;
     conn->queued = 0;
     conn->failed_err = 0;
     return conn;
@@ -184,6 +185,9 @@ static void finish_close(struct sxe_conn *conn)
     }
     conn->input_len = 0;
     sxe__outq_drop(conn);
+    if (conn->held_head != SXE_NONE) {
+        sxe__inq_drop(conn);
+    }
     conn->generation++;
     slot_give(conn);
 }
@@ -359,6 +363,7 @@ static int table_create(sxe_loop_t *loop)
         loop->conns[i].loop = loop;
         loop->conns[i].input_buffer = SXE_NONE;
         loop->conns[i].queue_head = loop->conns[i].queue_tail = SXE_NONE;
+        loop->conns[i].held_head = loop->conns[i].held_tail = SXE_NONE;
     }
     /* Buffers are reserved, not touched: a page costs memory only once a connection uses it. */
     size_t buffers_size = (size_t)settings->buffers * settings->buffer_size;
@@ -370,10 +375,16 @@ static int table_create(sxe_loop_t *loop)
     loop->buffer_free = calloc(settings->buffers, sizeof(*loop->buffer_free));
     uint32_t segment_count = settings->buffers + settings->connections;
     loop->segments = calloc(segment_count, sizeof(*loop->segments));
+    uint32_t held_count = settings->events * SXE__HELD_PER_EVENT;
+    loop->held = calloc(held_count, sizeof(*loop->held));
     if (loop->buffers == MAP_FAILED || loop->scratch == MAP_FAILED || loop->buffer_free == NULL ||
-        loop->segments == NULL) {
+        loop->segments == NULL || loop->held == NULL) {
         return -ENOMEM;
     }
+    for (uint32_t i = 0; i < held_count; i++) {
+        loop->held[i].next = i + 1 < held_count ? i + 1 : SXE_NONE;
+    }
+    loop->held_free = 0;
     for (uint32_t i = 0; i < settings->buffers; i++) {
         loop->buffer_free[i] = settings->buffers - 1 - i;
     }
@@ -441,6 +452,7 @@ void sxe_loop_destroy(sxe_loop_t *loop)
     }
     free(loop->buffer_free);
     free(loop->segments);
+    free(loop->held);
     free(loop);
 }
 
@@ -539,7 +551,8 @@ static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, ui
                       conn->flags);
     }
     if (state == SXE__CONN_FREE) {
-        return conn->queue_head == SXE_NONE && conn->input_buffer == SXE_NONE
+        return conn->queue_head == SXE_NONE && conn->input_buffer == SXE_NONE &&
+                       conn->held_head == SXE_NONE
                    ? 0
                    : BROKEN("free slot %u holds a queue or input", conn->index);
     }

@@ -91,6 +91,15 @@ struct sxe__io_backend {
      */
     ssize_t (*send)(sxe_loop_t *loop, int fd, uint64_t tag, const struct iovec *iov, int count,
                     int flags);
+
+    /*
+     * A completion backend lends received bytes (SXE__IO_RECV) until the next wait. keep() holds
+     * the buffer of data past it, for a watcher that cannot take the bytes yet, until release()
+     * gives it back. A readiness backend lends nothing and leaves both NULL; keep != NULL is how
+     * the layers above know that the backend receives for them.
+     */
+    void (*keep)(sxe_loop_t *loop, const char *data);
+    void (*release)(sxe_loop_t *loop, const char *data);
 };
 
 extern const struct sxe__io_backend sxe__io_epoll;

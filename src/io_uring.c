@@ -425,6 +425,35 @@ static void give_back_later(struct uring *uring, unsigned id)
     uring->returning[uring->returning_count++] = (uint16_t)id;
 }
 
+/* The id of the provided buffer that data points into. */
+static unsigned buffer_id(const struct uring *uring, const char *data)
+{
+    return (unsigned)((size_t)(data - uring->buf_memory) / uring->buf_size);
+}
+
+/* A watcher holds data's buffer past the next wait: it is not given back then. */
+static void uring_keep(sxe_loop_t *loop, const char *data)
+{
+    struct uring *uring = loop->io_state;
+    unsigned id = buffer_id(uring, data);
+
+    for (unsigned i = uring->returning_count; i-- > 0;) {
+        if (uring->returning[i] == id) {
+            uring->returning[i] = uring->returning[--uring->returning_count];
+            return;
+        }
+    }
+    SXE_ASSERT(!"keep: the buffer is not lent");
+}
+
+/* A held buffer goes back to the kernel at the next wait. */
+static void uring_release(sxe_loop_t *loop, const char *data)
+{
+    struct uring *uring = loop->io_state;
+
+    give_back_later(uring, buffer_id(uring, data));
+}
+
 /* Hands back what a completion holds when no one is to get it. */
 static void release(struct uring *uring, const struct io_uring_cqe *cqe, unsigned op)
 {
@@ -847,4 +876,6 @@ const struct sxe__io_backend sxe__io_uring = {
     .forget = uring_forget,
     .wait = uring_wait,
     .send = uring_send,
+    .keep = uring_keep,
+    .release = uring_release,
 };

@@ -230,7 +230,9 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
     int err = 0;
     socklen_t len = sizeof(err);
 
-    if (sxe__sys.getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+    if ((event->events & SXE__IO_RECV) && event->result < 0) {
+        err = -event->result; /* the backend's receive took the socket's error */
+    } else if (sxe__sys.getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
         err = errno;
     }
     if (err != 0) {

@@ -62,6 +62,7 @@ enum sxe__conn_kind {
 #define SXE__CONN_SENDING       0x400u /* a send is pending in the backend: the queue stays put */
 #define SXE__CONN_CLOSE_PENDING 0x800u /* closed, but a pending send still holds its queue */
 #define SXE__CONN_EOF_PENDING   0x1000u /* the stream ended while paused: said after kept input */
+#define SXE__CONN_HOLDING       0x2000u /* input is held (inq.c): the backend was told to stop */
 
 /*
  * The loop's lists a slot is on. Kept apart from flags, and not reset when the slot is reused: a
@@ -119,9 +120,18 @@ struct sxe_conn {
     uint64_t queued;      /* bytes queued */
     int failed_err;       /* a write failed: close with this errno at the end of the callback */
     uint32_t failed_next; /* link in the loop's failed list */
+    uint32_t held_head;   /* input received but not yet offered (inq.c), or SXE_NONE */
+    uint32_t held_tail;
 };
 
-_Static_assert(sizeof(struct sxe_conn) == 88, "a connection's slot is 88 bytes: mind the padding");
+_Static_assert(sizeof(struct sxe_conn) == 96, "a connection's slot is 96 bytes: mind the padding");
+
+/* A piece of received input held in the backend's buffer until its connection can take it. */
+struct sxe__held {
+    const char *data;
+    uint32_t len;
+    uint32_t next; /* the connection's next held piece, or the free list's next */
+};
 
 /* What the loop asks of the connection layer above it; set by sxe_loop_create. */
 struct sxe__loop_layer {
@@ -153,6 +163,9 @@ struct sxe_loop {
     uint32_t buffers_free;
     char *scratch; /* input lands here first, for connections without a buffer */
     size_t scratch_size;
+
+    struct sxe__held *held; /* options.events * SXE__HELD_PER_EVENT of them (inq.c) */
+    uint32_t held_free;     /* free list through next */
 
     struct sxe__segment *segments;
     uint32_t segment_free;  /* free list through next */
@@ -212,6 +225,20 @@ void sxe__stream_flush(struct sxe_conn *conn);
 void sxe__stream_eof(struct sxe_conn *conn);
 bool sxe__stream_closed_when_sent(struct sxe_conn *conn);
 int sxe__stream_check_writable(const struct sxe_conn *conn);
+
+/*
+ * inq.c: input a completion backend received for a connection that cannot take it yet (paused, or
+ * its output backed up), held in the backend's buffers, in order.
+ */
+#define SXE__HELD_PER_EVENT 4 /* held pieces the loop has room for, per event of a turn */
+/* Holds len bytes at data (a RECV event's): @return false if there is no room left. */
+bool sxe__inq_hold(struct sxe_conn *conn, const char *data, size_t len);
+/* Takes the oldest held piece off; the caller offers it, then gives it back. */
+bool sxe__inq_take(struct sxe_conn *conn, const char **data, size_t *len);
+/* Puts the rest of the piece just taken back at the head, still held. */
+void sxe__inq_put_back(struct sxe_conn *conn, const char *data, size_t len);
+/* Gives every held piece back to the backend. */
+void sxe__inq_drop(struct sxe_conn *conn);
 
 /* fdpass.c: fd channels, the stream kind that carries descriptors. */
 void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event);

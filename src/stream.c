@@ -62,6 +62,9 @@ static void drained(struct sxe_conn *conn)
             conn->handlers->on_drained(conn);
         }
     }
+    if (conn->held_head != SXE_NONE) {
+        sxe__conn_ready_later(conn); /* held input is offered from the ready list */
+    }
 }
 
 /* Sends from the head of the queue: a file range with sendfile, else the leading bytes. */
@@ -339,7 +342,9 @@ int sxe_conn_resume(sxe_conn_t *conn)
         /* Kept input is offered from the ready list; the backend, watching input again, reports
          * what waits in the socket as a new event. */
         conn->flags = (uint16_t)((conn->flags & ~SXE__CONN_PAUSED) | SXE__CONN_RESUMED);
-        want_input(conn, true);
+        if ((conn->flags & SXE__CONN_HOLDING) == 0) {
+            want_input(conn, true); /* else once what is held has been offered */
+        }
         sxe__conn_ready_later(conn);
     }
     return 0;
@@ -473,39 +478,96 @@ void sxe__stream_eof(struct sxe_conn *conn)
 }
 
 /*
- * Bytes a completion backend received. Without kept input they are offered where they are; else,
- * or while paused, they are appended to the connection's buffer, as much as fits at a time.
+ * Bytes a completion backend received. Without kept input they are offered where they are; else
+ * they are appended to the connection's buffer, as much as fits at a time, and offered from there.
+ * @return how many were taken: fewer than len if the connection paused (or closed) on the way.
  */
-static void received(struct sxe_conn *conn, const char *data, size_t len)
+static size_t received(struct sxe_conn *conn, const char *data, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t size = loop->options.buffer_size;
+    size_t taken = 0;
 
-    if (conn->input_buffer == SXE_NONE && (conn->flags & SXE__CONN_PAUSED) == 0 && len <= size) {
+    if (conn->input_buffer == SXE_NONE && len <= size) {
         deliver(conn, (char *)(uintptr_t)data, len);
-        return;
+        return len;
     }
-    while (len > 0) {
+    while (taken < len) {
         if (conn->input_buffer == SXE_NONE &&
             (conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
             loop->stats.no_buffer++;
             sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
-            return;
+            return taken;
         }
         if (conn->input_len == size) {
             overflow(conn);
-            return;
+            return taken;
         }
-        size_t part = len < size - conn->input_len ? len : size - conn->input_len;
-        memcpy(sxe__buffer_at(loop, conn->input_buffer) + conn->input_len, data, part);
+        size_t part = len - taken < size - conn->input_len ? len - taken : size - conn->input_len;
+        memcpy(sxe__buffer_at(loop, conn->input_buffer) + conn->input_len, data + taken, part);
         conn->input_len += (uint32_t)part;
-        data += part;
-        len -= part;
-        if ((conn->flags & SXE__CONN_PAUSED) == 0 &&
-            !deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len)) {
-            return;
+        taken += part;
+        if (!deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len) ||
+            (conn->flags & SXE__CONN_PAUSED)) {
+            break;
         }
     }
+    return taken;
+}
+
+/* Whether received input must wait: paused, output backed up, or older input still held. */
+static bool must_hold(const struct sxe_conn *conn)
+{
+    return (conn->flags & SXE__CONN_PAUSED) || conn->held_head != SXE_NONE ||
+           conn->queued >= conn->loop->options.high_water;
+}
+
+/* Holds received bytes (inq.c) and tells the backend to stop receiving until they are offered. */
+static void hold(struct sxe_conn *conn, const char *data, size_t len)
+{
+    if (!sxe__inq_hold(conn, data, len)) {
+        conn->loop->stats.no_buffer++;
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
+                     "no room to hold received input: closing connections; raise options.events");
+        sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
+        return;
+    }
+    if ((conn->flags & SXE__CONN_HOLDING) == 0) {
+        conn->flags |= SXE__CONN_HOLDING;
+        want_input(conn, false);
+    }
+}
+
+/*
+ * Offers held input, oldest first, while the connection can take it, and has the backend receive
+ * again once none is left. @return false if the connection closed meanwhile.
+ */
+static bool offer_held(struct sxe_conn *conn)
+{
+    sxe_loop_t *loop = conn->loop;
+    uint32_t generation = conn->generation;
+    const char *data;
+    size_t len;
+
+    while ((conn->flags & SXE__CONN_PAUSED) == 0 && conn->queued < loop->options.high_water &&
+           sxe__inq_take(conn, &data, &len)) {
+        size_t taken = received(conn, data, len);
+        if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+            loop->io->release(loop, data);
+            return false;
+        }
+        if (taken < len) {
+            sxe__inq_put_back(conn, data + taken, len - taken); /* paused inside the piece */
+            break;
+        }
+        loop->io->release(loop, data);
+    }
+    if (conn->held_head == SXE_NONE && (conn->flags & SXE__CONN_HOLDING) &&
+        (conn->flags & SXE__CONN_PAUSED) == 0) {
+        conn->flags &= (uint16_t)~SXE__CONN_HOLDING;
+        want_input(conn, true);
+    }
+    return true;
 }
 
 /*
@@ -555,35 +617,46 @@ static void readable(struct sxe_conn *conn, uint32_t events)
     sxe__conn_ready_later(conn);
 }
 
-/* Input for the connection: received bytes, the end of the stream, or readiness to read. */
+/*
+ * Input for the connection: received bytes, the end of the stream, or readiness to read (which,
+ * when the backend receives for the stream, is the ready list's turn to offer what waits).
+ */
 static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
+    sxe_loop_t *loop = conn->loop;
+
     if (conn->flags & SXE__CONN_RESUMED) {
-        /* Offer what was kept while paused; the backend reports what waits in the socket. */
+        /* Offer what was kept while paused before anything newer. */
         conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
         if (conn->input_len > 0 &&
-            !deliver(conn, sxe__buffer_at(conn->loop, conn->input_buffer), conn->input_len)) {
+            !deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len)) {
             return;
-        }
-        if ((conn->flags & (SXE__CONN_EOF_PENDING | SXE__CONN_PAUSED)) == SXE__CONN_EOF_PENDING) {
-            conn->flags &= (uint16_t)~SXE__CONN_EOF_PENDING;
-            sxe__stream_eof(conn);
-            return;
-        }
-        if ((event->events & SXE__IO_RECV) == 0) {
-            return; /* the ready list's turn: what waits in the socket comes as an event */
         }
     }
+    if ((conn->held_head != SXE_NONE || (conn->flags & SXE__CONN_HOLDING)) && !offer_held(conn)) {
+        return;
+    }
+    if ((conn->flags & SXE__CONN_EOF_PENDING) && conn->held_head == SXE_NONE &&
+        (conn->flags & SXE__CONN_PAUSED) == 0) {
+        conn->flags &= (uint16_t)~SXE__CONN_EOF_PENDING;
+        sxe__stream_eof(conn);
+        return;
+    }
     if ((event->events & SXE__IO_RECV) == 0) {
-        if ((conn->flags & SXE__CONN_PAUSED) == 0) {
+        if (loop->io->keep == NULL && (conn->flags & SXE__CONN_PAUSED) == 0) {
             readable(conn, event->events);
         }
         return;
     }
-    if (event->result > 0) {
-        received(conn, event->data, (size_t)event->result);
-    } else if (event->result == 0 && (conn->flags & SXE__CONN_PAUSED)) {
-        conn->flags |= SXE__CONN_EOF_PENDING; /* after the input kept before it */
+    if (event->result > 0 && must_hold(conn)) {
+        hold(conn, event->data, (size_t)event->result);
+    } else if (event->result > 0) {
+        size_t taken = received(conn, event->data, (size_t)event->result);
+        if (taken < (size_t)event->result && sxe__conn_is_open(conn)) {
+            hold(conn, event->data + taken, (size_t)event->result - taken);
+        }
+    } else if (event->result == 0 && must_hold(conn)) {
+        conn->flags |= SXE__CONN_EOF_PENDING; /* after the input held before it */
     } else if (event->result == 0) {
         sxe__stream_eof(conn);
     } else {
