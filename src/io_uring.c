@@ -48,26 +48,6 @@
 
 static struct sxe_log_module uring_log = SXE_LOG_MODULE_INIT(URING);
 
-#define SQ_ENTRIES   1024u
-#define CQ_ENTRIES   (8 * SQ_ENTRIES)
-#define WATCH_MAX    (1u << 20) /* fds from this on are refused: -EMFILE */
-#define SEQ_MASK     0xffffffu  /* a watch entry's sequence number has 24 bits */
-#define ARENA_MSGS   256        /* sendmsg headers queued per turn */
-#define ARENA_IOVS   4096       /* and their iovecs */
-#define BUFFER_GROUP 0
-#define BUFFERS_MAX  32768u /* the most entries a provided-buffer ring may have */
-
-/*
- * What the design rests on: one mmap for both rings, completions kept when the CQ is full, SQE
- * data (a sendmsg's msghdr) copied by the time io_uring_enter returns, and a timeout on the wait.
- */
-#define FEATURES_NEEDED                                                                            \
-    (IORING_FEAT_SINGLE_MMAP | IORING_FEAT_NODROP | IORING_FEAT_SUBMIT_STABLE | IORING_FEAT_EXT_ARG)
-
-/* The kinds of request, in each request's user_data: seq << 40 | op << 32 | fd. */
-enum op { OP_RECV = 1, OP_ACCEPT, OP_POLL_IN, OP_POLL_OUT, OP_SEND, OP_CANCEL };
-#define OP_BIT(op) (1u << (op))
-
 /*
  * The kernel's opcode of each kind, as the seam's view of a completion names it (a sendmsg is
  * named IORING_OP_SEND too).
@@ -76,67 +56,6 @@ static const uint8_t opcodes[] = {
     [OP_RECV] = IORING_OP_RECV,        [OP_ACCEPT] = IORING_OP_ACCEPT,
     [OP_POLL_IN] = IORING_OP_POLL_ADD, [OP_POLL_OUT] = IORING_OP_POLL_ADD,
     [OP_SEND] = IORING_OP_SEND,        [OP_CANCEL] = IORING_OP_ASYNC_CANCEL};
-
-#define WATCHED 0x01u /* the fd is watched */
-#define FED     0x02u /* its receive got bytes in this reap: it is on the fed list */
-#define STARVED 0x04u /* and then ran out of buffers: armed again once the reap is done */
-
-/* What the backend knows of one fd. */
-struct watch {
-    uint64_t tag;
-    uint32_t seq : 24;  /* bumped by forget: requests of an earlier watcher are stale */
-    uint32_t armed : 8; /* OP_BIT of each request in flight, the send included */
-    uint16_t wanted;    /* SXE__IO_*, as given to watch */
-    uint8_t cancelling; /* OP_BIT of each armed request whose cancel is queued */
-    uint8_t flags;      /* WATCHED, FED, STARVED */
-};
-
-_Static_assert(sizeof(struct watch) == 16, "a watch entry is 16 bytes: the table has 2^20");
-
-struct uring {
-    int ring_fd;
-    void *rings; /* the SQ and CQ rings, one mapping */
-    size_t rings_len;
-    struct io_uring_sqe *sqes;
-    size_t sqes_len;
-    unsigned *sq_head; /* the kernel's: SQEs it has taken */
-    unsigned *sq_tail; /* ours: published at each io_uring_enter */
-    unsigned sq_mask;
-    unsigned sq_entries;
-    unsigned sq_queued; /* the tail as far as SQEs are filled in */
-    unsigned *cq_head;
-    unsigned *cq_tail;
-    unsigned cq_mask;
-    struct io_uring_cqe *cqes;
-
-    struct io_uring_buf_ring *buf_ring;
-    size_t buf_ring_len;
-    char *buf_memory; /* buf_count x buf_size */
-    size_t buf_memory_len;
-    unsigned buf_count;
-    unsigned buf_size;
-    uint16_t buf_tail;
-    unsigned returning_count;
-    uint16_t *returning; /* buffer ids to give back at the next wait: buf_count of them */
-    unsigned fed_count;
-    int *fed; /* fds whose receive got bytes in this reap: buf_count of them */
-
-    struct watch *watches; /* WATCH_MAX, touched only where fds are */
-
-    unsigned msgs_used;
-    unsigned iovs_used;
-    struct msghdr msgs[ARENA_MSGS];
-    struct iovec iovs[ARENA_IOVS];
-};
-
-static unsigned buffer_count = 512;
-static unsigned buffer_size = 2048;
-
-void sxe__io_uring_set_buffers(unsigned count, unsigned size)
-{
-    buffer_count = count == 0 ? 512 : count;
-    buffer_size = size == 0 ? 2048 : size;
-}
 
 static uint64_t user_data(int fd, unsigned op, uint32_t seq)
 {
@@ -178,6 +97,13 @@ static int enter(struct uring *uring, unsigned min_complete, unsigned flags,
 {
     unsigned to_submit = unsubmitted(uring);
 
+    if (!uring->enabled) {
+        /* This thread becomes the ring's single issuer: the one that runs the loop. */
+        if (sxe__sys.io_uring_register(uring->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
+            return -errno;
+        }
+        uring->enabled = true;
+    }
     __atomic_store_n(uring->sq_tail, uring->sq_queued, __ATOMIC_RELEASE);
     int rc = sxe__sys.io_uring_enter(uring->ring_fd, to_submit, min_complete, flags, arg,
                                      arg != NULL ? sizeof(*arg) : 0);
@@ -394,38 +320,6 @@ static ssize_t uring_send(sxe_loop_t *loop, int fd, uint64_t tag, const struct i
     return SXE__IO_PENDING;
 }
 
-/* Gives back every buffer returned since the last wait: one release store publishes them all. */
-static void give_back(struct uring *uring)
-{
-    unsigned mask = uring->buf_count - 1;
-    uint16_t tail = uring->buf_tail;
-
-    if (uring->returning_count == 0) {
-        return;
-    }
-    for (unsigned i = 0; i < uring->returning_count; i++) {
-        uint16_t id = uring->returning[i];
-        struct io_uring_buf *buf = &uring->buf_ring->bufs[tail & mask];
-        /* Field by field: the first entry's resv field is the ring's tail. */
-        buf->addr = (uintptr_t)(uring->buf_memory + (size_t)id * uring->buf_size);
-        buf->len = uring->buf_size;
-        buf->bid = id;
-        tail++;
-    }
-    __atomic_store_n(&uring->buf_ring->tail, tail, __ATOMIC_RELEASE);
-    uring->buf_tail = tail;
-    uring->returning_count = 0;
-}
-
-static void give_back_later(struct uring *uring, unsigned id)
-{
-    if (SXE_NEVER(id >= uring->buf_count || uring->returning_count == uring->buf_count)) {
-        return;
-    }
-    uring->returning[uring->returning_count++] = (uint16_t)id;
-}
-
-/* The id of the provided buffer that data points into. */
 static unsigned buffer_id(const struct uring *uring, const char *data)
 {
     return (unsigned)((size_t)(data - uring->buf_memory) / uring->buf_size);
@@ -451,14 +345,14 @@ static void uring_release(sxe_loop_t *loop, const char *data)
 {
     struct uring *uring = loop->io_state;
 
-    give_back_later(uring, buffer_id(uring, data));
+    sxe__uring_give_back_later(uring, buffer_id(uring, data));
 }
 
 /* Hands back what a completion holds when no one is to get it. */
 static void release(struct uring *uring, const struct io_uring_cqe *cqe, unsigned op)
 {
     if (cqe->flags & IORING_CQE_F_BUFFER) {
-        give_back_later(uring, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+        sxe__uring_give_back_later(uring, cqe->flags >> IORING_CQE_BUFFER_SHIFT);
     }
     if (op == OP_ACCEPT && cqe->res >= 0) {
         (void)sxe__sys.close(cqe->res);
@@ -515,7 +409,7 @@ static bool received(struct uring *uring, int fd, struct watch *watch,
 
     if (result > 0) {
         unsigned id = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-        give_back_later(uring, id);
+        sxe__uring_give_back_later(uring, id);
         fed(uring, fd, watch);
         *event = (struct sxe__io_event){.tag = watch->tag,
                                         .events = SXE__IO_IN | SXE__IO_RECV,
@@ -704,7 +598,7 @@ static int uring_wait(sxe_loop_t *loop, uint64_t deadline, struct sxe__io_event 
 {
     struct uring *uring = loop->io_state;
 
-    give_back(uring);
+    sxe__uring_give_back(uring);
     int rc = submit_and_wait(uring, loop, deadline);
     if (rc < 0) {
         return rc;
@@ -712,166 +606,10 @@ static int uring_wait(sxe_loop_t *loop, uint64_t deadline, struct sxe__io_event 
     return reap(uring, events, max);
 }
 
-static void *map_ring(struct uring *uring, size_t len, off_t offset)
-{
-    void *addr = sxe__sys.mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                               uring->ring_fd, offset);
-    return addr == MAP_FAILED ? NULL : addr;
-}
-
-static void *map_anonymous(size_t len, int flags)
-{
-    void *addr = sxe__sys.mmap(NULL, len, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
-    return addr == MAP_FAILED ? NULL : addr;
-}
-
-static int setup_rings(struct uring *uring)
-{
-    struct io_uring_params params = {.flags = IORING_SETUP_SINGLE_ISSUER |
-                                              IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL |
-                                              IORING_SETUP_CQSIZE,
-                                     .cq_entries = CQ_ENTRIES};
-
-    uring->ring_fd = sxe__sys.io_uring_setup(SQ_ENTRIES, &params);
-    if (uring->ring_fd < 0) {
-        return -errno;
-    }
-    if ((params.features & FEATURES_NEEDED) != FEATURES_NEEDED) {
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN, "io_uring: the kernel lacks features 0x%x",
-                     FEATURES_NEEDED & ~params.features);
-        return -ENOSYS;
-    }
-    size_t sq_len = params.sq_off.array + params.sq_entries * sizeof(unsigned);
-    size_t cq_len = params.cq_off.cqes + params.cq_entries * sizeof(struct io_uring_cqe);
-    uring->rings_len = sq_len > cq_len ? sq_len : cq_len;
-    uring->rings = map_ring(uring, uring->rings_len, (off_t)IORING_OFF_SQ_RING);
-    if (uring->rings == NULL) {
-        return -errno;
-    }
-    uring->sqes_len = params.sq_entries * sizeof(struct io_uring_sqe);
-    uring->sqes = map_ring(uring, uring->sqes_len, (off_t)IORING_OFF_SQES);
-    if (uring->sqes == NULL) {
-        return -errno;
-    }
-    char *rings = uring->rings;
-    uring->sq_head = (unsigned *)(rings + params.sq_off.head);
-    uring->sq_tail = (unsigned *)(rings + params.sq_off.tail);
-    uring->sq_mask = *(unsigned *)(rings + params.sq_off.ring_mask);
-    uring->sq_entries = params.sq_entries;
-    uring->sq_queued = *uring->sq_tail;
-    uring->cq_head = (unsigned *)(rings + params.cq_off.head);
-    uring->cq_tail = (unsigned *)(rings + params.cq_off.tail);
-    uring->cq_mask = *(unsigned *)(rings + params.cq_off.ring_mask);
-    uring->cqes = (struct io_uring_cqe *)(rings + params.cq_off.cqes);
-    /* SQE i always sits in slot i, so the index array is filled once. */
-    unsigned *sq_array = (unsigned *)(rings + params.sq_off.array);
-    for (unsigned i = 0; i < params.sq_entries; i++) {
-        sq_array[i] = i;
-    }
-    return 0;
-}
-
-static int setup_buffers(struct uring *uring)
-{
-    uring->buf_ring_len = uring->buf_count * sizeof(struct io_uring_buf);
-    uring->buf_ring = map_anonymous(uring->buf_ring_len, 0);
-    if (uring->buf_ring == NULL) {
-        return -errno;
-    }
-    uring->buf_memory_len = (size_t)uring->buf_count * uring->buf_size;
-    uring->buf_memory = map_anonymous(uring->buf_memory_len, 0);
-    if (uring->buf_memory == NULL) {
-        return -errno;
-    }
-    struct io_uring_buf_reg registration = {.ring_addr = (uintptr_t)uring->buf_ring,
-                                            .ring_entries = uring->buf_count,
-                                            .bgid = BUFFER_GROUP};
-    if (sxe__sys.io_uring_register(uring->ring_fd, IORING_REGISTER_PBUF_RING, &registration, 1) <
-        0) {
-        return -errno;
-    }
-    for (unsigned id = 0; id < uring->buf_count; id++) {
-        give_back_later(uring, id);
-    }
-    give_back(uring);
-    return 0;
-}
-
-static void unmap(void *addr, size_t len)
-{
-    if (addr != NULL) {
-        (void)sxe__sys.munmap(addr, len);
-    }
-}
-
-static void uring_close(sxe_loop_t *loop)
-{
-    struct uring *uring = loop->io_state;
-
-    if (uring == NULL) {
-        return;
-    }
-    /* The ring goes first: the kernel keeps its own references to the buffer ring's pages. */
-    if (uring->ring_fd >= 0) {
-        (void)sxe__sys.close(uring->ring_fd);
-    }
-    unmap(uring->rings, uring->rings_len);
-    unmap(uring->sqes, uring->sqes_len);
-    unmap(uring->buf_ring, uring->buf_ring_len);
-    unmap(uring->buf_memory, uring->buf_memory_len);
-    unmap(uring->watches, WATCH_MAX * sizeof(struct watch));
-    free(uring);
-    loop->io_state = NULL;
-}
-
-static int uring_open(sxe_loop_t *loop)
-{
-    unsigned count = buffer_count;
-    struct uring *uring;
-    int rc = -EINVAL;
-
-    loop->io_state = NULL;
-    if (count == 0 || count > BUFFERS_MAX || (count & (count - 1)) != 0 || buffer_size == 0) {
-        goto fail;
-    }
-    /* The fed list and the returning ids follow the state, buf_count of each. */
-    uring = calloc(1, sizeof(*uring) + count * (sizeof(int) + sizeof(uint16_t)));
-    rc = -ENOMEM;
-    if (uring == NULL) {
-        goto fail;
-    }
-    uring->ring_fd = -1;
-    uring->buf_count = count;
-    uring->buf_size = buffer_size;
-    uring->fed = (int *)(uring + 1);
-    uring->returning = (uint16_t *)(uring->fed + count);
-    loop->io_state = uring;
-    rc = setup_rings(uring);
-    if (rc < 0) {
-        goto fail;
-    }
-    rc = setup_buffers(uring);
-    if (rc < 0) {
-        goto fail;
-    }
-    uring->watches = map_anonymous(WATCH_MAX * sizeof(struct watch), MAP_NORESERVE);
-    if (uring->watches == NULL) {
-        rc = -errno;
-        goto fail;
-    }
-    return 0;
-
-fail:
-    SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN, "io_uring: cannot set up: %s", sxe_strerror(rc));
-    uring_close(loop);
-    return rc;
-}
-
 const struct sxe__io_backend sxe__io_uring = {
     .name = "io_uring",
-    .open = uring_open,
-    .close = uring_close,
+    .open = sxe__uring_open,
+    .close = sxe__uring_close,
     .watch = uring_watch,
     .forget = uring_forget,
     .wait = uring_wait,

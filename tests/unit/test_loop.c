@@ -3,6 +3,7 @@
  * Connections are tested in test_conn.c, timers in test_timer.c.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,32 @@ static void test_run_until_stopped(void **state)
     uint64_t took = sxe_clock_mono_ns() - start;
     assert_true(took >= 20 * SXE_NS_PER_MSEC);
     assert_true(took < SXE_NS_PER_SEC);
+    sxe_loop_destroy(loop);
+}
+
+static void *run_loop(void *loop)
+{
+    return (void *)(intptr_t)sxe_loop_run(loop);
+}
+
+/*
+ * A loop made on one thread runs on another (a server makes its workers' loops, then starts their
+ * threads): io_uring's single issuer is the thread that first waits, not the one that made it.
+ */
+static void test_run_on_another_thread(void **state)
+{
+    sxe_loop_t *loop;
+    sxe_timer_t timer;
+    pthread_t thread;
+    void *rc;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    sxe_timer_init(&timer, stop_from_timer, loop);
+    assert_int_equal(sxe_timer_start(loop, &timer, 10 * SXE_NS_PER_MSEC, 0), 0);
+    assert_int_equal(pthread_create(&thread, NULL, run_loop, loop), 0);
+    assert_int_equal(pthread_join(thread, &rc), 0);
+    assert_int_equal((intptr_t)rc, 0);
     sxe_loop_destroy(loop);
 }
 
@@ -240,6 +267,7 @@ int main(void)
         cmocka_unit_test_teardown(test_creation_failures, reset),
         cmocka_unit_test_teardown(test_invalid_options, reset),
         cmocka_unit_test_teardown(test_backend_choice, reset),
+        cmocka_unit_test_teardown(test_run_on_another_thread, reset),
         cmocka_unit_test_teardown(test_sigpipe_is_ignored_unless_chosen, reset),
         cmocka_unit_test_teardown(test_signal_setup_failures, reset),
     };
