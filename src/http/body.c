@@ -41,6 +41,11 @@ static long body_done(struct sxe_http_parser *parser, size_t consumed, struct sx
     return (long)consumed;
 }
 
+/*
+ * Longer than 80 lines on purpose: the body's state machine is one loop over the bytes with one
+ * switch, so a piece that ends anywhere resumes where it stopped and each byte is looked at once;
+ * split into functions, every state would pass the loop's position and state back and forth.
+ */
 long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_t len,
                          const struct sxe_http_limits *limits, struct sxe_http_body *body)
 {

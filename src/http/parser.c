@@ -542,6 +542,11 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
     return (int)head_len;
 }
 
+/*
+ * Longer than 80 lines on purpose: the head's state machine is one loop with one switch, whose
+ * states fall through into each other on the fast path (docs/http.md), so that a partial line is
+ * never scanned twice; split into functions, that fall-through would be lost.
+ */
 int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
                         const struct sxe_http_limits *limits, struct sxe_http_request *request)
 {

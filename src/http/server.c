@@ -186,6 +186,11 @@ static void send_continue(struct http_conn *state, sxe_conn_t *conn,
     }
 }
 
+/*
+ * The requests in this input, in order: each head parsed once, its body waited for, the request
+ * dispatched, until the input ends, the output backs up or the connection closes. Longer than 80
+ * lines because those steps share the loop's position and the connection's state; each is a call.
+ */
 static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 {
     sxe_http_server_t *server = sxe_conn_user(conn);
