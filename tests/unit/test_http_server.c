@@ -442,7 +442,7 @@ static void test_files_nodelay_and_more(void **state)
     assert_int_equal(send(fd, hello_request, sizeof(hello_request) - 1, MSG_NOSIGNAL),
                      (ssize_t)sizeof(hello_request) - 1);
     receive(fd, text, sizeof(text), &closed);
-    if (!sxe_test_uring()) { /* io_uring submits the send itself */
+    if (!sxe_test_uring()) {                             /* io_uring submits the send itself */
         assert_int_equal(send_flags_seen & MSG_MORE, 0); /* no file follows */
     }
 
