@@ -56,13 +56,13 @@ void sxe__conn_ready_later(struct sxe_conn *conn)
     }
     conn->lists |= SXE__LIST_READY;
     conn->ready_next = loop->ready_head;
-    loop->ready_head = conn->index;
+    loop->ready_head = sxe__conn_index(conn);
 }
 
 void sxe__conn_settle(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
-    unsigned from = (unsigned)sxe_pool_state(loop->conn_pool, conn->index);
+    unsigned from = (unsigned)sxe_pool_state(loop->conn_pool, sxe__conn_index(conn));
     unsigned to;
 
     if (from == SXE__CONN_CONNECTING || from == SXE__CONN_LISTENING || from == SXE__CONN_CLOSING) {
@@ -80,7 +80,7 @@ void sxe__conn_settle(struct sxe_conn *conn)
     if (from == SXE__CONN_READING && to == SXE__CONN_READING && !progressed) {
         return;
     }
-    sxe_pool_set_state(loop->conn_pool, conn->index, from, to, loop->now);
+    sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), from, to, loop->now);
 }
 
 struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
@@ -108,7 +108,7 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
     conn->input_buffer = SXE_NONE;
     conn->input_len = 0;
     conn->queue_head = conn->queue_tail = SXE_NONE;
-    conn->held_head = conn->held_tail = SXE_NONE;
+    conn->held_head = SXE_NONE;
     conn->queued = 0;
     conn->failed_err = 0;
     return conn;
@@ -117,20 +117,25 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
 static void slot_give(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
-    unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, conn->index);
+    unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, sxe__conn_index(conn));
 
-    sxe_pool_set_state(loop->conn_pool, conn->index, state, SXE__CONN_FREE, loop->now);
+    sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), state, SXE__CONN_FREE, loop->now);
 }
 
-int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, sxe__io_cb_t on_io,
-                     unsigned wanted, const struct sxe_conn_handlers *handlers, void *user)
+void sxe__conn_untake(struct sxe_conn *conn)
+{
+    slot_give(conn);
+}
+
+int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind, unsigned wanted,
+                     const struct sxe_conn_handlers *handlers, void *user)
 {
     sxe_loop_t *loop = conn->loop;
     int rc;
 
     conn->fd = fd;
     conn->kind = kind;
-    conn->on_io = on_io;
+    conn->io_kind = io_kind;
     conn->handlers = handlers;
     conn->user = user;
     if ((rc = loop->io->watch(loop, fd, sxe__conn_tag(conn), wanted)) < 0) {
@@ -144,7 +149,7 @@ int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, sxe__io_cb_t o
 }
 
 int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned state, uint8_t kind,
-                  uint16_t flags, sxe__io_cb_t on_io, const struct sxe_conn_handlers *handlers,
+                  uint16_t flags, uint8_t io_kind, const struct sxe_conn_handlers *handlers,
                   void *user)
 {
     static const unsigned wanted[] = {
@@ -164,7 +169,7 @@ int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned stat
     if (flags & SXE__CONN_RECEIVE_FDS) {
         wants &= ~SXE__IO_RECV; /* descriptors come with recvmsg, not in the backend's buffers */
     }
-    if ((rc = sxe__conn_attach(conn, fd, kind, on_io, wants, handlers, user)) < 0) {
+    if ((rc = sxe__conn_attach(conn, fd, kind, io_kind, wants, handlers, user)) < 0) {
         return rc;
     }
     *conn_out = conn;
@@ -199,7 +204,7 @@ void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason,
     if (!sxe__conn_is_open(conn)) {
         return;
     }
-    uint32_t previous_id = sxe_log_set_id(conn->index);
+    uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
     SXE_LOG_DEBUG("close: %s%s%s", sxe_close_reason_name(reason), err ? ": " : "",
                   err ? sxe_strerror(err) : "");
     if (conn->lists & SXE__LIST_READY) {
@@ -215,8 +220,9 @@ void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason,
          * bytes a readiness backend's send took would; the slot goes when the send has ended
          * (sxe__stream_io), or, for a peer that does not read, at the CLOSING timeout. */
         conn->flags |= SXE__CONN_CLOSE_PENDING;
-        unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, conn->index);
-        sxe_pool_set_state(loop->conn_pool, conn->index, state, SXE__CONN_CLOSING, loop->now);
+        unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, sxe__conn_index(conn));
+        sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), state, SXE__CONN_CLOSING,
+                           loop->now);
     }
     if (conn->handlers != NULL && conn->handlers->on_close != NULL) {
         conn->handlers->on_close(conn, reason, err);
@@ -245,7 +251,7 @@ int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, in
         if ((conn->lists & SXE__LIST_FAILED) == 0) {
             conn->lists |= SXE__LIST_FAILED;
             conn->failed_next = conn->loop->failed_head;
-            conn->loop->failed_head = conn->index;
+            conn->loop->failed_head = sxe__conn_index(conn);
         }
     }
     return -err;
@@ -277,7 +283,7 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
         return;
     }
     if (conn->handlers->on_timeout != NULL) {
-        uint32_t previous_id = sxe_log_set_id(conn->index);
+        uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
         conn->handlers->on_timeout(conn); /* a last word, such as HTTP's 408 */
         sxe_log_set_id(previous_id);
     }
@@ -297,7 +303,7 @@ static void read_ready(sxe_loop_t *loop)
         bool stale = conn->lists & SXE__LIST_STALE;
         conn->lists &= (uint8_t) ~(SXE__LIST_READY | SXE__LIST_STALE);
         if (!stale && sxe__conn_is_open(conn)) {
-            conn->on_io(conn, &again);
+            loop->callbacks[conn->io_kind](conn, &again);
             sxe__conn_close_failed(loop);
         }
     }
@@ -310,7 +316,12 @@ static void end_turn(sxe_loop_t *loop)
     sxe__conn_close_failed(loop);
 }
 
-static void close_all(sxe_loop_t *loop, bool listeners_only)
+/*
+ * Closes the listeners, or every connection. A connection closed already while a send is under
+ * way is shut down, so that the send ends and its completion frees the slot; when the loop is
+ * being destroyed, the backend goes too, and the slot is freed at once.
+ */
+static void close_all(sxe_loop_t *loop, bool listeners_only, bool destroying)
 {
     for (unsigned state = SXE__CONN_IDLE; state < SXE__CONN_STATE_COUNT; state++) {
         struct sxe_pool_walker walker;
@@ -319,13 +330,20 @@ static void close_all(sxe_loop_t *loop, bool listeners_only)
         sxe_pool_walker_init(&walker, loop->conn_pool, state);
         while ((index = sxe_pool_walker_next(&walker)) != SXE_POOL_NONE) {
             struct sxe_conn *conn = &loop->conns[index];
-            if (state == SXE__CONN_CLOSING && !listeners_only) {
-                finish_close(conn); /* the loop is going: so is the backend's send */
+            if (state == SXE__CONN_CLOSING && destroying) {
+                finish_close(conn);
+            } else if (state == SXE__CONN_CLOSING && !listeners_only) {
+                sxe__sys.shutdown(conn->fd, SHUT_RDWR);
             } else if (!listeners_only || conn->kind == SXE__KIND_LISTENER) {
                 sxe__conn_close_reason(conn, SXE_CLOSE_SHUTDOWN, 0);
             }
         }
     }
+}
+
+static void stop_all(sxe_loop_t *loop, bool listeners_only)
+{
+    close_all(loop, listeners_only, false);
 }
 
 static uint32_t writing(sxe_loop_t *loop)
@@ -337,7 +355,7 @@ static uint32_t writing(sxe_loop_t *loop)
 static const struct sxe__loop_layer conn_layer = {
     .after_event = sxe__conn_close_failed,
     .end_turn = end_turn,
-    .close_all = close_all,
+    .close_all = stop_all,
     .writing = writing,
 };
 
@@ -359,11 +377,10 @@ static int table_create(sxe_loop_t *loop)
     loop->conns = sxe_pool_array(loop->conn_pool);
     for (uint32_t i = 0; i < settings->connections; i++) {
         loop->conns[i].fd = -1;
-        loop->conns[i].index = i;
         loop->conns[i].loop = loop;
         loop->conns[i].input_buffer = SXE_NONE;
         loop->conns[i].queue_head = loop->conns[i].queue_tail = SXE_NONE;
-        loop->conns[i].held_head = loop->conns[i].held_tail = SXE_NONE;
+        loop->conns[i].held_head = SXE_NONE;
     }
     /* Buffers are reserved, not touched: a page costs memory only once a connection uses it. */
     size_t buffers_size = (size_t)settings->buffers * settings->buffer_size;
@@ -440,7 +457,7 @@ void sxe_loop_destroy(sxe_loop_t *loop)
         return;
     }
     if (loop->conn_pool != NULL) {
-        close_all(loop, false);
+        close_all(loop, false, true);
         sxe_pool_destroy(loop->conn_pool);
     }
     sxe__loop_close(loop);
@@ -502,7 +519,7 @@ int sxe_conn_fd(const sxe_conn_t *conn)
 
 uint32_t sxe_conn_index(const sxe_conn_t *conn)
 {
-    return conn->index;
+    return sxe__conn_index(conn);
 }
 
 uint64_t sxe_conn_id(const sxe_conn_t *conn)
@@ -540,29 +557,31 @@ static bool hold_once(uint8_t *seen, uint32_t buffer)
 static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, uint8_t *seen,
                          uint32_t *segments)
 {
-    unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, conn->index);
+    unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, sxe__conn_index(conn));
     int rc;
 
     if ((state == SXE__CONN_FREE) != (conn->fd < 0)) {
-        return BROKEN("slot %u is %s with fd %d", conn->index, conn_state_names[state], conn->fd);
+        return BROKEN("slot %u is %s with fd %d", sxe__conn_index(conn), conn_state_names[state],
+                      conn->fd);
     }
     if ((state == SXE__CONN_CLOSING) != ((conn->flags & SXE__CONN_CLOSE_PENDING) != 0)) {
-        return BROKEN("slot %u is %s with flags %#x", conn->index, conn_state_names[state],
-                      conn->flags);
+        return BROKEN("slot %u is %s with flags %#x", sxe__conn_index(conn),
+                      conn_state_names[state], conn->flags);
     }
     if (state == SXE__CONN_FREE) {
         return conn->queue_head == SXE_NONE && conn->input_buffer == SXE_NONE &&
                        conn->held_head == SXE_NONE
                    ? 0
-                   : BROKEN("free slot %u holds a queue or input", conn->index);
+                   : BROKEN("free slot %u holds a queue or input", sxe__conn_index(conn));
     }
     if ((conn->input_buffer == SXE_NONE) != (conn->input_len == 0) ||
         conn->input_len > loop->options.buffer_size) {
-        return BROKEN("slot %u keeps %u bytes of input in buffer %u", conn->index, conn->input_len,
-                      conn->input_buffer);
+        return BROKEN("slot %u keeps %u bytes of input in buffer %u", sxe__conn_index(conn),
+                      conn->input_len, conn->input_buffer);
     }
     if (conn->input_buffer != SXE_NONE && !hold_once(seen, conn->input_buffer)) {
-        return BROKEN("buffer %u is held twice (input of %u)", conn->input_buffer, conn->index);
+        return BROKEN("buffer %u is held twice (input of %u)", conn->input_buffer,
+                      sxe__conn_index(conn));
     }
     if ((rc = sxe__outq_validate(conn)) < 0) {
         return rc;
@@ -571,7 +590,8 @@ static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, ui
         const struct sxe__segment *segment = &loop->segments[at];
         (*segments)++;
         if (segment->buffer != SXE_NONE && segment->owns && !hold_once(seen, segment->buffer)) {
-            return BROKEN("buffer %u is held twice (output of %u)", segment->buffer, conn->index);
+            return BROKEN("buffer %u is held twice (output of %u)", segment->buffer,
+                          sxe__conn_index(conn));
         }
     }
     return 0;

@@ -85,6 +85,9 @@ void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
     uint32_t generation = conn->generation;
 
+    if (sxe__stream_sent_or_closed(conn, event)) {
+        return;
+    }
     if ((event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) &&
         (conn->flags & SXE__CONN_PAUSED) == 0) {
         conn->flags &= (uint16_t)~SXE__CONN_RESUMED;

@@ -12,19 +12,20 @@ bool sxe__inq_hold(struct sxe_conn *conn, const char *data, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t piece = loop->held_free;
+    unsigned count = 0;
 
-    if (piece == SXE_NONE) {
+    /* The tail is found by walking: a connection holds a few pieces, and the slot stays small. */
+    uint32_t *link = &conn->held_head;
+    while (*link != SXE_NONE) {
+        link = &loop->held[*link].next;
+        count++;
+    }
+    if (piece == SXE_NONE || count >= SXE__HELD_PER_CONN || !loop->io->keep(loop, data)) {
         return false;
     }
     loop->held_free = loop->held[piece].next;
     loop->held[piece] = (struct sxe__held){.data = data, .len = (uint32_t)len, .next = SXE_NONE};
-    if (conn->held_head == SXE_NONE) {
-        conn->held_head = piece;
-    } else {
-        loop->held[conn->held_tail].next = piece;
-    }
-    conn->held_tail = piece;
-    loop->io->keep(loop, data);
+    *link = piece;
     return true;
 }
 
@@ -36,9 +37,6 @@ void sxe__inq_put_back(struct sxe_conn *conn, const char *data, size_t len)
     loop->held_free = loop->held[piece].next;
     loop->held[piece] = (struct sxe__held){.data = data, .len = (uint32_t)len, .next = SXE_NONE};
     loop->held[piece].next = conn->held_head;
-    if (conn->held_head == SXE_NONE) {
-        conn->held_tail = piece;
-    }
     conn->held_head = piece;
 }
 

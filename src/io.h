@@ -70,8 +70,9 @@ struct sxe__io_backend {
     /*
      * Stops watching fd, and closes it if close_fd. Afterwards no event for fd is reported, even
      * one the kernel had already produced; what such events held (received bytes, accepted
-     * connections) is released. The stream layer never forgets a fd with a send pending, except
-     * when the loop is destroyed: the send is then cancelled with the rest.
+     * connections) is released. Events a wait has already returned are the loop's to drop (and
+     * an accepted connection among them, to close). The stream layer never forgets a fd with a send
+     * pending, except when the loop is destroyed: the send is then cancelled with the rest.
      */
     void (*forget)(sxe_loop_t *loop, int fd, bool close_fd);
 
@@ -95,10 +96,11 @@ struct sxe__io_backend {
     /*
      * A completion backend lends received bytes (SXE__IO_RECV) until the next wait. keep() holds
      * the buffer of data past it, for a watcher that cannot take the bytes yet, until release()
-     * gives it back. A readiness backend lends nothing and leaves both NULL; keep != NULL is how
-     * the layers above know that the backend receives for them.
+     * gives it back; it refuses (false) when holding more would leave the backend too few buffers
+     * to receive for everyone else. A readiness backend lends nothing and leaves both NULL;
+     * keep != NULL is how the layers above know that the backend receives for them.
      */
-    void (*keep)(sxe_loop_t *loop, const char *data);
+    bool (*keep)(sxe_loop_t *loop, const char *data);
     void (*release)(sxe_loop_t *loop, const char *data);
 };
 

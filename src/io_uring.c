@@ -325,19 +325,28 @@ static unsigned buffer_id(const struct uring *uring, const char *data)
     return (unsigned)((size_t)(data - uring->buf_memory) / uring->buf_size);
 }
 
-/* A watcher holds data's buffer past the next wait: it is not given back then. */
-static void uring_keep(sxe_loop_t *loop, const char *data)
+/*
+ * A watcher holds data's buffer past the next wait: it is not given back then. At most half the
+ * buffers are held at once, so that receiving for every other connection goes on (a receive that
+ * finds none left would end and be armed again turn after turn).
+ */
+static bool uring_keep(sxe_loop_t *loop, const char *data)
 {
     struct uring *uring = loop->io_state;
     unsigned id = buffer_id(uring, data);
 
+    if (uring->kept_count >= uring->buf_count / 2) {
+        return false;
+    }
     for (unsigned i = uring->returning_count; i-- > 0;) {
         if (uring->returning[i] == id) {
             uring->returning[i] = uring->returning[--uring->returning_count];
-            return;
+            uring->kept_count++;
+            return true;
         }
     }
     SXE_ASSERT(!"keep: the buffer is not lent");
+    return false; /* GCOVR_EXCL_LINE: only a caller's bug gets here */
 }
 
 /* A held buffer goes back to the kernel at the next wait. */
@@ -345,6 +354,7 @@ static void uring_release(sxe_loop_t *loop, const char *data)
 {
     struct uring *uring = loop->io_state;
 
+    uring->kept_count--;
     sxe__uring_give_back_later(uring, buffer_id(uring, data));
 }
 

@@ -76,6 +76,7 @@ struct uring {
     unsigned buf_size;
     uint16_t buf_tail;
     unsigned returning_count;
+    unsigned kept_count; /* buffers held by watchers past a wait (keep) */
     uint16_t *returning; /* buffer ids to give back at the next wait: buf_count of them */
     unsigned fed_count;
     int *fed; /* fds whose receive got bytes in this reap: buf_count of them */

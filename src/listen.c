@@ -24,6 +24,18 @@ static struct sxe_log_module listen_log = SXE_LOG_MODULE_INIT(LISTEN);
 #define IP_BIND_ADDRESS_NO_PORT 24
 #endif
 
+static void listener_io(struct sxe_conn *listener, const struct sxe__io_event *event);
+static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event);
+
+/* Registers the callbacks of the kinds this file makes: listeners, connects and their streams. */
+static void register_kinds(sxe_loop_t *loop)
+{
+    loop->callbacks[SXE__IO_LISTENER] = listener_io;
+    loop->callbacks[SXE__IO_CONNECT] = connect_io;
+    loop->callbacks[SXE__IO_STREAM] = sxe__stream_io;
+    loop->callbacks[SXE__IO_FDPASS] = sxe__fdpass_io;
+}
+
 /* EMFILE or ENFILE: the pending connection cannot be accepted, but it can be shed. */
 static void shed_with_reserve_fd(struct sxe_conn *listener)
 {
@@ -76,8 +88,13 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
     struct sxe_conn *conn =
         sxe__conn_take(loop, SXE__CONN_IDLE, (listener->flags & SXE__CONN_EVICT_IDLE) != 0);
     if (listener->generation != generation) {
-        sxe__sys.close(fd); /* GCOVR_EXCL_LINE: an evicted connection's on_close closed us */
-        return false;       /* GCOVR_EXCL_LINE */
+        /* GCOVR_EXCL_START: an evicted connection's on_close closed the listener */
+        if (conn != NULL) {
+            sxe__conn_untake(conn);
+        }
+        sxe__sys.close(fd);
+        return false;
+        /* GCOVR_EXCL_STOP */
     }
     if (conn == NULL) {
         sxe__sys.close(fd);
@@ -85,7 +102,7 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
     }
     bool fds = (listener->flags & SXE__CONN_RECEIVE_FDS) != 0;
     unsigned wanted = fds ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
-    if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, fds ? sxe__fdpass_io : sxe__stream_io, wanted,
+    if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, fds ? SXE__IO_FDPASS : SXE__IO_STREAM, wanted,
                          listener->handlers, listener->user) < 0) {
         return true;
     }
@@ -94,7 +111,7 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
         conn->flags |= SXE__CONN_RECEIVE_FDS;
     }
     if (conn->handlers->on_connect != NULL) {
-        uint32_t previous_id = sxe_log_set_id(conn->index);
+        uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
         conn->handlers->on_connect(conn);
         sxe_log_set_id(previous_id);
         sxe__conn_close_failed(loop);
@@ -205,6 +222,7 @@ int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *a
         return -EINVAL;
     }
     options = options != NULL ? options : &defaults;
+    register_kinds(loop);
     int fd = listen_socket(address, address_len, options);
     if (fd < 0) {
         return fd;
@@ -212,7 +230,7 @@ int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *a
     uint16_t flags = (options->flags & SXE_LISTEN_EVICT_IDLE ? SXE__CONN_EVICT_IDLE : 0) |
                      (options->flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0);
     if ((rc = sxe__conn_add(loop, listener, fd, SXE__CONN_LISTENING, SXE__KIND_LISTENER, flags,
-                            listener_io, handlers ? handlers : &no_handlers, user)) < 0) {
+                            SXE__IO_LISTENER, handlers ? handlers : &no_handlers, user)) < 0) {
         return rc;
     }
     (*listener)->accept_batch =
@@ -239,9 +257,9 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
         sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err);
         return;
     }
-    sxe_pool_set_state(loop->conn_pool, conn->index, SXE__CONN_CONNECTING, SXE__CONN_IDLE,
+    sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), SXE__CONN_CONNECTING, SXE__CONN_IDLE,
                        loop->now);
-    conn->on_io = conn->flags & SXE__CONN_RECEIVE_FDS ? sxe__fdpass_io : sxe__stream_io;
+    conn->io_kind = conn->flags & SXE__CONN_RECEIVE_FDS ? SXE__IO_FDPASS : SXE__IO_STREAM;
     loop->stats.connected++;
     if (conn->handlers->on_connect != NULL) {
         conn->handlers->on_connect(conn);
@@ -249,10 +267,11 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
     /* Input that came with the connection (a socketpair's peer wrote first) is not lost. */
     if (conn->generation == generation && sxe__conn_is_open(conn) &&
         (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_RECV))) {
-        conn->on_io(conn, &(struct sxe__io_event){.tag = event->tag,
-                                                  .events = event->events & ~SXE__IO_OUT,
-                                                  .result = event->result,
-                                                  .data = event->data});
+        loop->callbacks[conn->io_kind](
+            conn, &(struct sxe__io_event){.tag = event->tag,
+                                          .events = event->events & ~SXE__IO_OUT,
+                                          .result = event->result,
+                                          .data = event->data});
     }
 }
 
@@ -260,8 +279,9 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
 static int add_connecting(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, uint16_t flags,
                           const struct sxe_conn_handlers *handlers, void *user)
 {
+    register_kinds(loop);
     return sxe__conn_add(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM, flags,
-                         connect_io, handlers, user);
+                         SXE__IO_CONNECT, handlers, user);
 }
 int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
                 socklen_t address_len, const struct sockaddr *source, socklen_t source_len,

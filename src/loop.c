@@ -183,10 +183,13 @@ static void dispatch(sxe_loop_t *loop, int count)
         struct sxe_conn *conn = &loop->conns[(uint32_t)event->tag];
         if (conn->generation != (uint32_t)(event->tag >> 32) || conn->fd < 0) {
             loop->stats.stale_events++;
+            if ((event->events & SXE__IO_ACCEPT) && event->result >= 0) {
+                sxe__sys.close(event->result); /* accepted for a listener closed this turn */
+            }
             continue;
         }
-        uint32_t previous_id = sxe_log_set_id(conn->index);
-        conn->on_io(conn, event);
+        uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
+        loop->callbacks[conn->io_kind](conn, event);
         sxe_log_set_id(previous_id);
         loop->layer->after_event(loop);
     }

@@ -95,17 +95,25 @@ struct sxe__segment {
 
 struct sxe_conn;
 
-/* A kind's callback for the events of its slot: stream, listener, UDP socket, fd channel. */
+/* A kind's callback for the events of its slot, registered in loop->callbacks by its module. */
 typedef void (*sxe__io_cb_t)(struct sxe_conn *conn, const struct sxe__io_event *event);
+
+/* The kinds of slot by their callback: each module registers its own before it makes a slot. */
+enum sxe__io_kind {
+    SXE__IO_STREAM,   /* stream.c: byte streams */
+    SXE__IO_LISTENER, /* listen.c: accepts */
+    SXE__IO_UDP,      /* udp.c: datagrams */
+    SXE__IO_FDPASS,   /* fdpass.c: fd channels */
+    SXE__IO_CONNECT,  /* listen.c: a connect's first event */
+    SXE__IO_KIND_COUNT
+};
 
 /* An entry in the connection table: an element of the loop's pool. */
 struct sxe_conn {
     sxe_loop_t *loop;
     const struct sxe_conn_handlers *handlers;
     void *user;
-    sxe__io_cb_t on_io;  /* the kind's callback, called by the loop for each event */
     int fd;              /* -1 when the slot is free or the connection closed */
-    uint32_t index;      /* slot in the table */
     uint32_t generation; /* bumped at every close: stale events and ids no longer match */
     uint8_t kind;
     uint8_t failed_reason; /* a write failed: close for this reason at the end of the callback */
@@ -117,14 +125,14 @@ struct sxe_conn {
     uint32_t ready_next; /* link in the loop's ready list */
     uint16_t accept_batch;
     uint8_t lists;        /* SXE__LIST_* */
+    uint8_t io_kind;      /* enum sxe__io_kind: whose callback gets its events */
+    uint32_t held_head;   /* input received but not yet offered (inq.c), or SXE_NONE */
     uint64_t queued;      /* bytes queued */
     int failed_err;       /* a write failed: close with this errno at the end of the callback */
     uint32_t failed_next; /* link in the loop's failed list */
-    uint32_t held_head;   /* input received but not yet offered (inq.c), or SXE_NONE */
-    uint32_t held_tail;
 };
 
-_Static_assert(sizeof(struct sxe_conn) == 96, "a connection's slot is 96 bytes: mind the padding");
+_Static_assert(sizeof(struct sxe_conn) == 80, "a connection's slot is 80 bytes: mind the padding");
 
 /* A piece of received input held in the backend's buffer until its connection can take it. */
 struct sxe__held {
@@ -145,7 +153,8 @@ struct sxe_loop {
     const struct sxe__io_backend *io; /* the event backend (io.h) */
     void *io_state;                   /* the backend's own state */
     const struct sxe__loop_layer *layer;
-    int signal_fd;  /* -1 unless sxe_loop_stop_on_signals() */
+    sxe__io_cb_t callbacks[SXE__IO_KIND_COUNT]; /* each kind's, registered by its module */
+    int signal_fd;                              /* -1 unless sxe_loop_stop_on_signals() */
     int reserve_fd; /* kept open so an EMFILE accept can still shed a connection */
     bool stop;
     bool stopping; /* draining after a stop signal */
@@ -181,10 +190,16 @@ struct sxe_loop {
     struct sxe_loop_stats stats;
 };
 
+/* A connection's slot in the table. */
+static inline uint32_t sxe__conn_index(const struct sxe_conn *conn)
+{
+    return (uint32_t)(conn - conn->loop->conns);
+}
+
 /* A slot's tag for the backend: the slot in the low half, its generation in the high half. */
 static inline uint64_t sxe__conn_tag(const struct sxe_conn *conn)
 {
-    return (uint64_t)conn->generation << 32 | conn->index;
+    return (uint64_t)conn->generation << 32 | sxe__conn_index(conn);
 }
 
 #define SXE__SIGNAL_TAG UINT64_MAX
@@ -195,10 +210,12 @@ void sxe__loop_close(sxe_loop_t *loop);
 
 /* conn.c: the connection table and a connection's life. */
 struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict);
-int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, sxe__io_cb_t on_io,
-                     unsigned wanted, const struct sxe_conn_handlers *handlers, void *user);
+/* Frees a slot taken and not attached to a descriptor. */
+void sxe__conn_untake(struct sxe_conn *conn);
+int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind, unsigned wanted,
+                     const struct sxe_conn_handlers *handlers, void *user);
 int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned state, uint8_t kind,
-                  uint16_t flags, sxe__io_cb_t on_io, const struct sxe_conn_handlers *handlers,
+                  uint16_t flags, uint8_t io_kind, const struct sxe_conn_handlers *handlers,
                   void *user);
 void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
 /* A connection closed while a send was pending: the backend is done with its queue now. */
@@ -221,6 +238,11 @@ void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event);
 /* What a stream wants from the backend (io.h). */
 #define SXE__STREAM_WANTS (SXE__IO_IN | SXE__IO_OUT | SXE__IO_EDGE | SXE__IO_RECV)
 void sxe__stream_flush(struct sxe_conn *conn);
+/*
+ * Handles a send's completion (SXE__IO_SENT) for a stream or fd channel. @return true if the event
+ * needs nothing more: the connection has closed, or was closed already with a send under way.
+ */
+bool sxe__stream_sent_or_closed(struct sxe_conn *conn, const struct sxe__io_event *event);
 /* The peer shut down: on_eof, or a close without it. */
 void sxe__stream_eof(struct sxe_conn *conn);
 bool sxe__stream_closed_when_sent(struct sxe_conn *conn);
@@ -230,7 +252,8 @@ int sxe__stream_check_writable(const struct sxe_conn *conn);
  * inq.c: input a completion backend received for a connection that cannot take it yet (paused, or
  * its output backed up), held in the backend's buffers, in order.
  */
-#define SXE__HELD_PER_EVENT 4 /* held pieces the loop has room for, per event of a turn */
+#define SXE__HELD_PER_EVENT 4  /* held pieces the loop has room for, per event of a turn */
+#define SXE__HELD_PER_CONN  256 /* held pieces one connection may have: more is an overflow */
 /* Holds len bytes at data (a RECV event's): @return false if there is no room left. */
 bool sxe__inq_hold(struct sxe_conn *conn, const char *data, size_t len);
 /* Takes the oldest held piece off; the caller offers it, then gives it back. */

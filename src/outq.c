@@ -267,22 +267,23 @@ int sxe__outq_validate(const struct sxe_conn *conn)
     for (uint32_t at = conn->queue_head; at != SXE_NONE; at = loop->segments[at].next) {
         const struct sxe__segment *segment = &loop->segments[at];
         if (at >= total || ++count > total) {
-            return BROKEN(conn, "segment %u out of range or a cycle", conn->index, at);
+            return BROKEN(conn, "segment %u out of range or a cycle", sxe__conn_index(conn), at);
         }
         if (segment->buffer != SXE_NONE) {
             if (segment->buffer >= loop->options.buffers || segment->start > segment->end ||
                 segment->end > loop->options.buffer_size) {
-                return BROKEN(conn, "buffer segment %u spans %u..%u of buffer %u", conn->index, at,
-                              segment->start, segment->end, segment->buffer);
+                return BROKEN(conn, "buffer segment %u spans %u..%u of buffer %u",
+                              sxe__conn_index(conn), at, segment->start, segment->end,
+                              segment->buffer);
             }
             bytes += segment->end - segment->start;
         } else {
             if (segment->file_fd < 0 && segment->data == NULL && segment->remaining > 0) {
-                return BROKEN(conn, "memory segment %u has no data", conn->index, at);
+                return BROKEN(conn, "memory segment %u has no data", sxe__conn_index(conn), at);
             }
             if (segment->start != SXE_NONE && loop->segments[segment->start].buffer == SXE_NONE) {
-                return BROKEN(conn, "segment %u follows %u, not a buffer", conn->index, at,
-                              segment->start);
+                return BROKEN(conn, "segment %u follows %u, not a buffer", sxe__conn_index(conn),
+                              at, segment->start);
             }
             bytes += segment->remaining;
         }
@@ -295,18 +296,19 @@ int sxe__outq_validate(const struct sxe_conn *conn)
                     loop->segments[later].buffer == segment->buffer && loop->segments[later].owns;
             }
             if (!found) {
-                return BROKEN(conn, "segment %u handed buffer %u to no one", conn->index, at,
-                              segment->buffer);
+                return BROKEN(conn, "segment %u handed buffer %u to no one", sxe__conn_index(conn),
+                              at, segment->buffer);
             }
         }
         last = at;
     }
     if (last != conn->queue_tail) {
-        return BROKEN(conn, "tail is %u, the last segment %u", conn->index, conn->queue_tail, last);
+        return BROKEN(conn, "tail is %u, the last segment %u", sxe__conn_index(conn),
+                      conn->queue_tail, last);
     }
     if (bytes != conn->queued) {
-        return BROKEN(conn, "holds %llu bytes, counts %llu", conn->index, (unsigned long long)bytes,
-                      (unsigned long long)conn->queued);
+        return BROKEN(conn, "holds %llu bytes, counts %llu", sxe__conn_index(conn),
+                      (unsigned long long)bytes, (unsigned long long)conn->queued);
     }
     return 0;
 }

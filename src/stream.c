@@ -40,7 +40,7 @@ int sxe__stream_check_writable(const struct sxe_conn *conn)
 {
     if (!sxe__conn_is_open(conn) || conn->kind != SXE__KIND_STREAM ||
         (conn->flags & SXE__CONN_CLOSE_SENT) ||
-        (sxe_pool_state(conn->loop->conn_pool, conn->index) == SXE__CONN_CONNECTING)) {
+        (sxe_pool_state(conn->loop->conn_pool, sxe__conn_index(conn)) == SXE__CONN_CONNECTING)) {
         return -EPIPE;
     }
     return conn->failed_err != 0 ? -conn->failed_err : 0;
@@ -62,8 +62,8 @@ static void drained(struct sxe_conn *conn)
             conn->handlers->on_drained(conn);
         }
     }
-    if (conn->held_head != SXE_NONE) {
-        sxe__conn_ready_later(conn); /* held input is offered from the ready list */
+    if (conn->held_head != SXE_NONE || (conn->flags & SXE__CONN_EOF_PENDING)) {
+        sxe__conn_ready_later(conn); /* held input, then the end, are offered from there */
     }
 }
 
@@ -428,6 +428,9 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
     }
     if (conn->queue_head != SXE_NONE) {
         sxe__stream_flush(conn);
+        if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+            return false; /* on_drained closed it */
+        }
         if (conn->queue_head != SXE_NONE) {
             conn->flags |= SXE__CONN_NOTIFY_DRAIN;
         }
@@ -526,9 +529,11 @@ static bool must_hold(const struct sxe_conn *conn)
 static void hold(struct sxe_conn *conn, const char *data, size_t len)
 {
     if (!sxe__inq_hold(conn, data, len)) {
+        /* It sends far more than it reads, or the backend has few buffers left for others. */
         conn->loop->stats.no_buffer++;
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                     "no room to hold received input: closing connections; raise options.events");
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN,
+                     "no room to hold input a connection cannot take yet: closing it (a peer "
+                     "that sends and does not read)");
         sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
         return;
     }
@@ -651,11 +656,14 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
     if (event->result > 0 && must_hold(conn)) {
         hold(conn, event->data, (size_t)event->result);
     } else if (event->result > 0) {
+        uint32_t generation = conn->generation;
         size_t taken = received(conn, event->data, (size_t)event->result);
-        if (taken < (size_t)event->result && sxe__conn_is_open(conn)) {
+        if (taken < (size_t)event->result && conn->generation == generation &&
+            sxe__conn_is_open(conn)) {
             hold(conn, event->data + taken, (size_t)event->result - taken);
         }
-    } else if (event->result == 0 && must_hold(conn)) {
+    } else if (event->result == 0 &&
+               ((conn->flags & SXE__CONN_PAUSED) || conn->held_head != SXE_NONE)) {
         conn->flags |= SXE__CONN_EOF_PENDING; /* after the input held before it */
     } else if (event->result == 0) {
         sxe__stream_eof(conn);
@@ -691,18 +699,26 @@ static void sent(struct sxe_conn *conn, int result)
     sxe__stream_flush(conn);
 }
 
-void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event)
+bool sxe__stream_sent_or_closed(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
     uint32_t generation = conn->generation;
 
     if (event->events & SXE__IO_SENT) {
         sent(conn, event->result);
         if (conn->generation != generation || !sxe__conn_is_open(conn)) {
-            return;
+            return true;
         }
-        sxe__stream_closed_when_sent(conn);
-    } else if (conn->flags & SXE__CONN_CLOSE_PENDING) {
-        return; /* closed: only the pending send's end matters */
+        return sxe__stream_closed_when_sent(conn);
+    }
+    return (conn->flags & SXE__CONN_CLOSE_PENDING) != 0; /* only the pending send's end matters */
+}
+
+void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event)
+{
+    uint32_t generation = conn->generation;
+
+    if (sxe__stream_sent_or_closed(conn, event)) {
+        return;
     }
     if (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) {
         input(conn, event);

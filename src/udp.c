@@ -81,7 +81,8 @@ int sxe_udp_bind(sxe_loop_t *loop, sxe_conn_t **socket_out, const struct sockadd
         sxe__sys.close(fd);
         return rc;
     }
-    return sxe__conn_add(loop, socket_out, fd, SXE__CONN_LISTENING, SXE__KIND_UDP, 0, udp_io,
+    loop->callbacks[SXE__IO_UDP] = udp_io;
+    return sxe__conn_add(loop, socket_out, fd, SXE__CONN_LISTENING, SXE__KIND_UDP, 0, SXE__IO_UDP,
                          handlers, user);
 }
 
