@@ -64,18 +64,10 @@ static void receive(struct sxe_conn *conn)
             }
             continue;
         }
-        if (got == 0) {
-            sxe__stream_eof(conn);
-            return;
-        }
-        if (errno == EAGAIN) {
-            return;
-        }
-        if (errno == EINTR) {
+        if (sxe__stream_read_again(conn, got)) {
             reads--;
             continue;
         }
-        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, errno);
         return;
     }
     sxe__conn_ready_later(conn); /* it may hold more: after the others have had a turn */

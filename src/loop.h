@@ -243,6 +243,11 @@ void sxe__stream_flush(struct sxe_conn *conn);
  * needs nothing more: the connection has closed, or was closed already with a send under way.
  */
 bool sxe__stream_sent_or_closed(struct sxe_conn *conn, const struct sxe__io_event *event);
+/*
+ * A read that returned got <= 0 (errno set when negative): the end of the stream (on_eof), an
+ * error (close), or nothing yet. @return true if interrupted: read again.
+ */
+bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got);
 /* The peer shut down: on_eof, or a close without it. */
 void sxe__stream_eof(struct sxe_conn *conn);
 bool sxe__stream_closed_when_sent(struct sxe_conn *conn);
@@ -252,7 +257,7 @@ int sxe__stream_check_writable(const struct sxe_conn *conn);
  * inq.c: input a completion backend received for a connection that cannot take it yet (paused, or
  * its output backed up), held in the backend's buffers, in order.
  */
-#define SXE__HELD_PER_EVENT 4  /* held pieces the loop has room for, per event of a turn */
+#define SXE__HELD_PER_EVENT 4   /* held pieces the loop has room for, per event of a turn */
 #define SXE__HELD_PER_CONN  256 /* held pieces one connection may have: more is an overflow */
 /* Holds len bytes at data (a RECV event's): @return false if there is no room left. */
 bool sxe__inq_hold(struct sxe_conn *conn, const char *data, size_t len);

@@ -470,6 +470,21 @@ static void overflow(struct sxe_conn *conn)
     sxe__conn_close_reason(conn, SXE_CLOSE_OVERFLOW, 0);
 }
 
+bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got)
+{
+    if (got == 0) {
+        sxe__stream_eof(conn);
+        return false;
+    }
+    if (errno == EINTR) {
+        return true;
+    }
+    if (errno != EAGAIN) {
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, errno);
+    }
+    return false;
+}
+
 void sxe__stream_eof(struct sxe_conn *conn)
 {
     if (conn->handlers->on_eof == NULL) {
@@ -604,18 +619,10 @@ static void readable(struct sxe_conn *conn, uint32_t events)
             }
             continue;
         }
-        if (got == 0) {
-            sxe__stream_eof(conn);
-            return;
-        }
-        if (errno == EAGAIN) {
-            return;
-        }
-        if (errno == EINTR) {
+        if (sxe__stream_read_again(conn, got)) {
             reads--;
             continue;
         }
-        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, errno);
         return;
     }
     /* The socket may hold more: come back after the others have had a turn. */
