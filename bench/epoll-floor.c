@@ -217,6 +217,11 @@ int main(int argc, char **argv)
                         setsockopt(conn, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
                     }
                     sending[conn] = -1;
+                    /* The request usually came with the connection: read it now, not a turn
+                     * later (as h2o and sxe do), so an answer-and-close needs no wait at all. */
+                    if (serve(conn, static_files) < 0) {
+                        close(conn);
+                    }
                 }
                 continue;
             }

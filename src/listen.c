@@ -110,12 +110,23 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
     if (fds) {
         conn->flags |= SXE__CONN_RECEIVE_FDS;
     }
+    uint32_t conn_generation = conn->generation;
+    uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
     if (conn->handlers->on_connect != NULL) {
-        uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
         conn->handlers->on_connect(conn);
-        sxe_log_set_id(previous_id);
         sxe__conn_close_failed(loop);
     }
+    /*
+     * A client sends its request as soon as it is connected, so by the time it is accepted the
+     * request is usually there: a readiness backend reads it now, as h2o does, and a connection
+     * that is answered and closed at once never waits for a turn. (A completion backend's receive
+     * is submitted with this turn's, and finds the bytes there.)
+     */
+    if (loop->io->keep == NULL && conn->generation == conn_generation && sxe__conn_is_open(conn)) {
+        loop->callbacks[conn->io_kind](conn, &(struct sxe__io_event){.events = SXE__IO_IN});
+        sxe__conn_close_failed(loop);
+    }
+    sxe_log_set_id(previous_id);
     return listener->generation == generation;
 }
 
