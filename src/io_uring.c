@@ -3,12 +3,12 @@
  *
  * One ring per loop, made for the one thread that runs the loop: SINGLE_ISSUER and
  * DEFER_TASKRUN, so the kernel does a request's work (receiving, posting its completion) only when
- * this thread asks for completions, never on another CPU behind the loop's back. The thread that
- * opens the backend is the only one that may wait on it: from any other, io_uring_enter fails
- * with EEXIST. SQPOLL is never
- * used: a kernel thread spinning per loop costs a core. watch, forget and send make no system
- * call; they queue SQEs, and wait() submits them and waits for completions in one io_uring_enter.
- * Only a full SQ is submitted on the spot.
+ * this thread asks for completions, never on another CPU behind the loop's back. The ring is made
+ * disabled, and the first thread that enters it (the one that runs the loop) becomes its only
+ * issuer: from any other, io_uring_enter fails with EEXIST. SQPOLL is never used: a kernel
+ * thread spinning per loop costs a core. watch, forget and send make no system call; they queue
+ * SQEs, and wait() submits them and waits for completions in one io_uring_enter. Only a full SQ
+ * is submitted on the spot.
  *
  * What a watcher wants becomes requests that stay armed ("multishot"): a receive into a ring of
  * provided buffers, an accept, or a poll. A multishot request ends now and then on its own (the
