@@ -102,6 +102,11 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
     }
     bool fds = (listener->flags & SXE__CONN_RECEIVE_FDS) != 0;
     unsigned wanted = fds ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
+    /* A completion backend sends in the ring: writability is watched only once a write waits. */
+    bool no_out = loop->io->keep != NULL && !fds;
+    if (no_out) {
+        wanted &= ~SXE__IO_OUT;
+    }
     if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, fds ? SXE__IO_FDPASS : SXE__IO_STREAM, wanted,
                          listener->handlers, listener->user) < 0) {
         return true;
@@ -109,6 +114,9 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
     loop->stats.accepted++;
     if (fds) {
         conn->flags |= SXE__CONN_RECEIVE_FDS;
+    }
+    if (no_out) {
+        conn->flags |= SXE__CONN_NO_OUT;
     }
     uint32_t conn_generation = conn->generation;
     uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));

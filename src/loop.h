@@ -63,6 +63,7 @@ enum sxe__conn_kind {
 #define SXE__CONN_CLOSE_PENDING 0x800u /* closed, but a pending send still holds its queue */
 #define SXE__CONN_EOF_PENDING   0x1000u /* the stream ended while paused: said after kept input */
 #define SXE__CONN_HOLDING       0x2000u /* input is held (inq.c): the backend was told to stop */
+#define SXE__CONN_NO_OUT        0x4000u /* writability is not watched until a write must wait */
 
 /*
  * The loop's lists a slot is on. Kept apart from flags, and not reset when the slot is reused: a

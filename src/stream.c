@@ -36,6 +36,9 @@ static struct sxe_log_module stream_log = SXE_LOG_MODULE_INIT(STREAM);
 /* References up to this long are copied when queued: a copy costs less than a queue entry. */
 #define REF_COPY_MAX 1024
 
+static void want_input(struct sxe_conn *conn, bool input);
+static void wait_writable(struct sxe_conn *conn);
+
 int sxe__stream_check_writable(const struct sxe_conn *conn)
 {
     if (!sxe__conn_is_open(conn) || conn->kind != SXE__KIND_STREAM ||
@@ -104,7 +107,7 @@ void sxe__stream_flush(struct sxe_conn *conn)
             if (sent != -EAGAIN) {
                 sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, (int)-sent);
             }
-            return;
+            break;
         }
         if (sent == 0 && file) {
             /* The file ended before the range did (truncated under us): fail the connection. */
@@ -115,6 +118,22 @@ void sxe__stream_flush(struct sxe_conn *conn)
     }
     if (conn->queue_head == SXE_NONE && conn->failed_err == 0) {
         drained(conn);
+    }
+    wait_writable(conn);
+}
+
+/*
+ * Output waits with no send under way (a sendfile or a write found the socket full): a stream that
+ * does not watch writability yet (accepted on a completion backend, which sends in the ring and
+ * needs it only then) starts now.
+ */
+static void wait_writable(struct sxe_conn *conn)
+{
+
+    if ((conn->flags & SXE__CONN_NO_OUT) && conn->queue_head != SXE_NONE &&
+        (conn->flags & SXE__CONN_SENDING) == 0 && conn->failed_err == 0) {
+        conn->flags &= (uint16_t)~SXE__CONN_NO_OUT;
+        want_input(conn, (conn->flags & (SXE__CONN_PAUSED | SXE__CONN_HOLDING)) == 0);
     }
 }
 
@@ -190,6 +209,7 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
     }
     sxe__outq_append(conn, bytes, len);
     sxe__conn_settle(conn);
+    wait_writable(conn);
     return write_result(conn);
 }
 
@@ -278,12 +298,14 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
         }
         if (copy && !(conn->flags & SXE__CONN_CORKED)) {
             sxe__conn_settle(conn);
+            wait_writable(conn);
         }
         return rc < 0 ? rc : write_result(conn);
     }
     sxe__outq_link(conn, len, release, arg)->data = bytes;
     if (!(conn->flags & SXE__CONN_CORKED)) {
         sxe__conn_settle(conn);
+        wait_writable(conn);
     }
     return write_result(conn);
 }
@@ -305,6 +327,9 @@ static void want_input(struct sxe_conn *conn, bool input)
 
     if (conn->flags & SXE__CONN_RECEIVE_FDS) {
         wanted &= ~SXE__IO_RECV;
+    }
+    if (conn->flags & SXE__CONN_NO_OUT) {
+        wanted &= ~SXE__IO_OUT;
     }
     if (!input) {
         wanted &= ~(SXE__IO_IN | SXE__IO_RECV);
