@@ -1,4 +1,6 @@
-/* Hello World as a web service through the full HTTP module. Usage: http-hello [IP:PORT]. */
+/* Hello World as a web service through the full HTTP module. Usage: http-hello [IP:PORT [WORKERS]]
+ * (127.0.0.1:8080, 0): one loop, or WORKERS processes, each with its own, on the port. */
+#include <stdlib.h>
 #include <sxe/http.h>
 
 static void hello(sxe_http_t *http, void *arg)
@@ -9,5 +11,6 @@ static void hello(sxe_http_t *http, void *arg)
 
 int main(int argc, char **argv)
 {
-    return sxe_http_serve(argc > 1 ? argv[1] : "127.0.0.1:8080", "/", hello, NULL) < 0;
+    const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
+    return sxe_http_serve(address, "/", hello, NULL, argc > 2 ? (unsigned)atoi(argv[2]) : 0) < 0;
 }

@@ -186,8 +186,8 @@ static int set_option(int fd, int level, int name, int value, const char *what)
     }
     return 0;
 }
-static int listen_socket(const struct sockaddr *address, socklen_t address_len,
-                         const struct sxe_listen_options *options)
+int sxe__listen_socket(const struct sockaddr *address, socklen_t address_len,
+                       const struct sxe_listen_options *options)
 {
     int fd = make_socket(address->sa_family, SOCK_STREAM);
     int rc = 0;
@@ -229,23 +229,14 @@ static int listen_socket(const struct sockaddr *address, socklen_t address_len,
     return fd;
 }
 
-int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *address,
-               socklen_t address_len, const struct sxe_listen_options *options,
-               const struct sxe_conn_handlers *handlers, void *user)
+int sxe__listen_attach(sxe_loop_t *loop, sxe_conn_t **listener, int fd,
+                       const struct sxe_listen_options *options,
+                       const struct sxe_conn_handlers *handlers, void *user)
 {
-    static const struct sxe_listen_options defaults;
     static const struct sxe_conn_handlers no_handlers;
     int rc;
 
-    if (!SXE_CHECK(loop != NULL && listener != NULL && address != NULL)) {
-        return -EINVAL;
-    }
-    options = options != NULL ? options : &defaults;
     register_kinds(loop);
-    int fd = listen_socket(address, address_len, options);
-    if (fd < 0) {
-        return fd;
-    }
     uint16_t flags = (options->flags & SXE_LISTEN_EVICT_IDLE ? SXE__CONN_EVICT_IDLE : 0) |
                      (options->flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0);
     if ((rc = sxe__conn_add(loop, listener, fd, SXE__CONN_LISTENING, SXE__KIND_LISTENER, flags,
@@ -257,6 +248,23 @@ int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *a
                        ? options->accept_batch
                        : 64);
     return 0;
+}
+
+int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *address,
+               socklen_t address_len, const struct sxe_listen_options *options,
+               const struct sxe_conn_handlers *handlers, void *user)
+{
+    static const struct sxe_listen_options defaults;
+
+    if (!SXE_CHECK(loop != NULL && listener != NULL && address != NULL)) {
+        return -EINVAL;
+    }
+    options = options != NULL ? options : &defaults;
+    int fd = sxe__listen_socket(address, address_len, options);
+    if (fd < 0) {
+        return fd;
+    }
+    return sxe__listen_attach(loop, listener, fd, options, handlers, user);
 }
 
 /* The first event of a connect, socketpair or adopted socket: it is connected, or failed. */
@@ -373,6 +381,29 @@ int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned fla
         return rc;
     }
     return 0;
+}
+
+int sxe__conn_adopt_passed(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, bool evict,
+                           const struct sxe_conn_handlers *handlers, void *user)
+{
+    register_kinds(loop);
+    struct sxe_conn *conn = sxe__conn_take(loop, SXE__CONN_CONNECTING, evict);
+    if (conn == NULL) {
+        sxe__sys.close(fd);
+        return -ENOBUFS;
+    }
+    int rc = sxe__conn_attach(conn, fd, SXE__KIND_STREAM, SXE__IO_CONNECT, SXE__STREAM_WANTS,
+                              handlers, user);
+    if (rc == 0) {
+        *conn_out = conn;
+    }
+    return rc;
+}
+
+int sxe__conn_adopt_channel(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
+                            const struct sxe_conn_handlers *handlers, void *user)
+{
+    return adopt(loop, conn, fd, SXE_LISTEN_RECEIVE_FDS, handlers, user);
 }
 
 int sxe_conn_adopt(sxe_loop_t *loop, sxe_conn_t **conn, int fd,

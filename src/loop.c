@@ -164,11 +164,20 @@ static void begin_stop(sxe_loop_t *loop)
     if (loop->stopping || signal_number == 0) {
         return;
     }
-    SXE_LOG_INFO("signal %d: stopping; closing listeners and draining output for up to %llu ms",
-                 signal_number, (unsigned long long)(loop->drain_ns / SXE_NS_PER_MSEC));
+    SXE_LOG_INFO("signal %d: stopping", signal_number);
+    sxe_loop_shutdown(loop, loop->drain_ns);
+}
+
+void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns)
+{
+    if (loop->stopping || loop->stop) {
+        return;
+    }
+    SXE_LOG_INFO("stopping: closing listeners and draining output for up to %llu ms",
+                 (unsigned long long)(drain_ns / SXE_NS_PER_MSEC));
     loop->layer->close_all(loop, true);
     loop->stopping = true;
-    loop->stop_deadline = loop->now + loop->drain_ns;
+    loop->stop_deadline = loop->now + drain_ns;
 }
 
 /* Hands each event to its slot's callback; events for a slot reused since are dropped. */
@@ -215,6 +224,9 @@ int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns)
         loop->layer->close_all(loop, false);
         loop->stopping = false;
         loop->stop = true;
+    }
+    if (loop->turn_hook != NULL) {
+        loop->turn_hook(loop, loop->turn_arg);
     }
     return count;
 }

@@ -189,6 +189,9 @@ struct sxe_loop {
 
     struct sxe__io_event *events; /* options.events of them, filled by the backend's wait */
     struct sxe_loop_stats stats;
+
+    void (*turn_hook)(sxe_loop_t *loop, void *arg); /* after each turn, or NULL (worker.c) */
+    void *turn_arg;
 };
 
 /* A connection's slot in the table. */
@@ -268,6 +271,23 @@ bool sxe__inq_take(struct sxe_conn *conn, const char **data, size_t *len);
 void sxe__inq_put_back(struct sxe_conn *conn, const char *data, size_t len);
 /* Gives every held piece back to the backend. */
 void sxe__inq_drop(struct sxe_conn *conn);
+
+/* listen.c: a listening socket made apart from any loop (for workers), and attaching one. */
+int sxe__listen_socket(const struct sockaddr *address, socklen_t address_len,
+                       const struct sxe_listen_options *options);
+/* Takes fd, a listening socket, into the loop; on failure fd is closed. */
+int sxe__listen_attach(sxe_loop_t *loop, sxe_conn_t **listener, int fd,
+                       const struct sxe_listen_options *options,
+                       const struct sxe_conn_handlers *handlers, void *user);
+/*
+ * Adopts fd, a connected non-blocking stream passed from another loop's accept, making room by
+ * evicting the oldest idle connection if asked. On failure fd is closed.
+ */
+int sxe__conn_adopt_passed(sxe_loop_t *loop, sxe_conn_t **conn, int fd, bool evict,
+                           const struct sxe_conn_handlers *handlers, void *user);
+/* Adopts fd, a connected Unix stream socket, as an fd channel (it receives descriptors). */
+int sxe__conn_adopt_channel(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
+                            const struct sxe_conn_handlers *handlers, void *user);
 
 /* fdpass.c: fd channels, the stream kind that carries descriptors. */
 void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event);

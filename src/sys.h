@@ -14,6 +14,8 @@
 #ifndef SXE_SYS_H
 #define SXE_SYS_H
 
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -21,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,14 +47,17 @@ struct io_uring_params;
     X(close, int, (int fd), (fd), close)                                                           \
     X(connect, int, (int fd, const struct sockaddr *address, socklen_t len), (fd, address, len),   \
       connect)                                                                                     \
+    X(dup, int, (int fd), (fd), dup)                                                               \
     X(epoll_create1, int, (int flags), (flags), epoll_create1)                                     \
     X(epoll_ctl, int, (int epfd, int op, int fd, struct epoll_event *event),                       \
       (epfd, op, fd, event), epoll_ctl)                                                            \
     X(epoll_wait, int, (int epfd, struct epoll_event *events, int max, int timeout),               \
       (epfd, events, max, timeout), epoll_wait)                                                    \
     X(fcntl, int, (int fd, int command, int arg), (fd, command, arg), sys_fcntl)                   \
+    X(fork, pid_t, (void), (), fork)                                                               \
     X(fstat, int, (int fd, struct stat *status), (fd, status), fstat)                              \
     X(ftruncate, int, (int fd, off_t len), (fd, len), ftruncate)                                   \
+    X(getpid, pid_t, (void), (), getpid)                                                           \
     X(getpeername, int, (int fd, struct sockaddr *address, socklen_t *len), (fd, address, len),    \
       getpeername)                                                                                 \
     X(getsockname, int, (int fd, struct sockaddr *address, socklen_t *len), (fd, address, len),    \
@@ -67,13 +73,18 @@ struct io_uring_params;
     X(io_uring_result, int, (unsigned op, int res), (op, res), sys_io_uring_result)                \
     X(io_uring_setup, int, (unsigned entries, struct io_uring_params *params), (entries, params),  \
       sys_io_uring_setup)                                                                          \
+    X(kill, int, (pid_t pid, int signal), (pid, signal), kill)                                     \
     X(listen, int, (int fd, int backlog), (fd, backlog), listen)                                   \
     X(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t offset),           \
       (addr, len, prot, flags, fd, offset), mmap)                                                  \
     X(munmap, int, (void *addr, size_t len), (addr, len), munmap)                                  \
     X(open, int, (const char *path, int flags, mode_t mode), (path, flags, mode), sys_open)        \
+    X(poll, int, (struct pollfd * fds, nfds_t count, int timeout), (fds, count, timeout), poll)    \
     X(pthread_sigmask, int, (int how, const sigset_t *set, sigset_t *old), (how, set, old),        \
       pthread_sigmask)                                                                             \
+    X(pthread_create, int,                                                                         \
+      (pthread_t * thread, const pthread_attr_t *attr, void *(*start)(void *), void *arg),         \
+      (thread, attr, start, arg), pthread_create)                                                  \
     X(read, ssize_t, (int fd, void *buf, size_t len), (fd, buf, len), read)                        \
     X(recv, ssize_t, (int fd, void *buf, size_t len, int flags), (fd, buf, len, flags), recv)      \
     X(recvmmsg, int,                                                                               \
@@ -100,6 +111,7 @@ struct io_uring_params;
     X(socket, int, (int domain, int type, int protocol), (domain, type, protocol), socket)         \
     X(socketpair, int, (int domain, int type, int protocol, int fds[2]),                           \
       (domain, type, protocol, fds), socketpair)                                                   \
+    X(waitpid, pid_t, (pid_t pid, int *status, int options), (pid, status, options), waitpid)      \
     X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len), write)
 
 struct sxe__sys {

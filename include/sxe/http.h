@@ -27,6 +27,14 @@
  * (more than write_limit at once, or a failed connection) is cut off where it failed: the
  * sxe_http_*() call returns the error, as do later ones for that response, what was accepted is
  * sent (the answers before it whole), and the connection closes; nothing follows the cut.
+ *
+ * Workers. With options.workers N above 0, sxe_http_run() starts N workers (sxe/workers.h), each
+ * running a copy of the server (its routes and limits) on a loop of its own, and a handler runs on
+ * the worker that owns the request's connection. Processes (the default) share nothing: a handler
+ * may keep what it likes in globals, each worker has its own, and a worker that dies is restarted.
+ * Threads share the process: what a handler's arg points to, and every global it touches, is
+ * shared by all workers at once, so make it read-only after start-up, atomic, or per worker (index
+ * it by sxe_worker_index()). Counters per worker: sxe_http_server_stats().
  */
 #ifndef SXE_HTTP_H
 #define SXE_HTTP_H
@@ -40,6 +48,7 @@
 #include "sxe/error.h"
 #include "sxe/http_parser.h"
 #include "sxe/loop.h"
+#include "sxe/workers.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,11 +72,23 @@ struct sxe_http_server_options {
     uint64_t header_timeout; /**< ns for a request, head and body, to arrive: else 408 (10 s). */
     uint64_t idle_timeout;   /**< ns a kept-alive connection may wait for a request (60 s). */
     uint64_t write_timeout;  /**< ns a response may wait for the client to read (30 s). */
-    unsigned listen_flags;   /**< SXE_LISTEN_* for sxe_http_listen(). */
+    /** SXE_LISTEN_* for sxe_http_listen(): REUSEPORT, FASTOPEN, DEFER_ACCEPT, EVICT_IDLE, V6ONLY.
+     */
+    unsigned listen_flags;
+    /**
+     * Workers (sxe/workers.h): 0 runs one loop on the caller's thread; N runs N loops, each
+     * with its own table of loop.connections, in processes or threads (worker_kind), spread as
+     * spread says. See "Workers" above.
+     */
+    unsigned workers;
+    enum sxe_workers_kind worker_kind; /**< SXE_WORKERS_PROCESSES. */
+    enum sxe_workers_spread spread;    /**< SXE_SPREAD_REUSEPORT. */
 };
 
 /**
- * Makes a server on loop, or on a loop of its own when loop is NULL (sxe_http_run() runs it).
+ * Makes a server on loop, or on a loop of its own when loop is NULL (sxe_http_run() runs it), or,
+ * with options->workers above 0, over that many workers, each with a loop of its own (loop must
+ * then be NULL).
  * @param options NULL for the defaults. A loop passed in keeps its own timeouts and sizes; bodies
  *                must then fit its buffer_size along with their head.
  * @return 0, -EINVAL, or -ENOMEM.
@@ -78,8 +99,20 @@ SXE_MUST_CHECK int sxe_http_server_create(sxe_http_server_t **server, sxe_loop_t
 /** Closes the server's connections and frees it, and its loop if it made one. */
 void sxe_http_server_destroy(sxe_http_server_t *server);
 
-/** The loop the server runs on. */
+/** The loop the server runs on (NULL for a server with workers: see sxe_http_conn()). */
 sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server);
+
+/** How many workers the server has: 1 without workers. */
+unsigned sxe_http_server_workers(const sxe_http_server_t *server);
+
+/**
+ * Copies worker index's counters: connections, requests (responses finished), bytes of responses,
+ * table-full refusals, evictions, open connections. Without workers index 0 is the server's loop
+ * (pid 0). Any thread or process of the server may call it. @return 0, or -EINVAL for no such
+ * worker.
+ */
+int sxe_http_server_stats(const sxe_http_server_t *server, unsigned index,
+                          struct sxe_worker_stats *stats);
 
 /**
  * Routes requests for path to handler(http, arg). With prefix, any path that starts with path
@@ -92,7 +125,8 @@ SXE_MUST_CHECK int sxe_http_route(sxe_http_server_t *server, const char *method,
                                   bool prefix, sxe_http_handler_t handler, void *arg);
 
 /**
- * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_port() tells which).
+ * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_port() tells which), with
+ * options.listen_flags. With workers, every worker takes its share (sxe_workers_listen()).
  * @return 0, -EINVAL for an address that does not parse, or -errno (-EADDRINUSE).
  */
 SXE_MUST_CHECK int sxe_http_listen(sxe_http_server_t *server, const char *address);
@@ -100,15 +134,20 @@ SXE_MUST_CHECK int sxe_http_listen(sxe_http_server_t *server, const char *addres
 /** The port of the server's first listener, or 0. */
 int sxe_http_port(sxe_http_server_t *server);
 
-/** Runs the server's loop until SIGINT or SIGTERM, then stops cleanly. @return 0 or -errno. */
+/**
+ * Runs the server's loop, or its workers, until SIGINT or SIGTERM, then stops cleanly: stops
+ * accepting, gives queued output 5 s to drain, closes. @return 0 or -errno.
+ */
 int sxe_http_run(sxe_http_server_t *server);
 
 /**
- * The whole server in one call: makes a server with its own loop and default options, routes
- * path (exactly, any method) to handler, listens on address and runs until SIGINT or SIGTERM.
+ * The whole server in one call: makes a server with default options, routes path (exactly, any
+ * method) to handler, listens on address and runs until SIGINT or SIGTERM, on one loop (workers 0)
+ * or on that many worker processes, spread by SO_REUSEPORT.
  * @return 0 after a clean stop, or the negative errno that stopped it from starting or running.
  */
-int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg);
+int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg,
+                   unsigned workers);
 
 /** The request. */
 const struct sxe_http_request *sxe_http_request(const sxe_http_t *http);

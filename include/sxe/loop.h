@@ -129,6 +129,14 @@ uint64_t sxe_loop_now(const sxe_loop_t *loop);
  */
 int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
 
+/**
+ * Stops as a stop signal does: closes the listeners, gives queued output up to drain_ns to be sent,
+ * closes every connection (SXE_CLOSE_SHUTDOWN) and makes sxe_loop_run() return. Call it on the
+ * loop's thread (from a callback, or between turns). Calling it again, or while stopping, does
+ * nothing.
+ */
+void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns);
+
 /** Copies the loop's counters into stats. */
 void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats);
 

@@ -15,5 +15,6 @@
 #include "sxe/pool.h"
 #include "sxe/timer.h"
 #include "sxe/udp.h"
+#include "sxe/workers.h"
 
 #endif

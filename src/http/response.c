@@ -157,6 +157,7 @@ static int wrote(sxe_http_t *http, int rc)
 /* Queues bytes of the response, or breaks it off (see broken). */
 static int put(sxe_http_t *http, const void *data, size_t len)
 {
+    http->sent += len;
     return wrote(http, sxe_conn_write(http->conn, data, len));
 }
 
@@ -240,6 +241,7 @@ static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
         return rc;
     }
     if (ref) {
+        http->sent += len;
         rc = wrote(http, sxe_conn_write_ref(http->conn, data, len, release, arg));
     } else {
         rc = put(http, data, len);
@@ -278,6 +280,7 @@ static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool cl
         return rc;
     }
     sxe__http_set_nodelay(sxe__http_state(http->server, http->conn), http->conn);
+    http->sent += len;
     rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
                          : sxe_conn_sendfile_ref(http->conn, fd, offset, len, release, arg);
     return wrote(http, rc);
@@ -316,6 +319,7 @@ int sxe_http_finish(sxe_http_t *http)
     if (http->chunked && (rc = put(http, "0\r\n\r\n", 5)) < 0) {
         return rc;
     }
+    sxe__http_count(http->server, http->sent);
     if (!http->keep_alive) {
         sxe__http_close_after_response(http->server, http->conn);
     }

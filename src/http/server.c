@@ -15,7 +15,6 @@
 #define SXE_LOG_MODULE http_log
 #include "sxe/log.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -330,98 +329,11 @@ static void on_timeout(sxe_conn_t *conn)
     }
 }
 
-static const struct sxe_conn_handlers handlers = {.on_connect = on_connect,
-                                                  .on_read = on_read,
-                                                  .on_eof = on_eof,
-                                                  .on_drained = on_drained,
-                                                  .on_timeout = on_timeout};
-
-static void apply_limits(struct sxe_http_limits *limits, const struct sxe_http_limits *given)
-{
-    *limits = sxe_http_default_limits;
-    limits->body_bytes = DEFAULT_BODY_MAX;
-    if (given != NULL) {
-        limits->request_line = given->request_line ? given->request_line : limits->request_line;
-        limits->header_bytes = given->header_bytes ? given->header_bytes : limits->header_bytes;
-        limits->header_count = given->header_count ? given->header_count : limits->header_count;
-        limits->body_bytes = given->body_bytes ? given->body_bytes : limits->body_bytes;
-    }
-}
-
-int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
-                           const struct sxe_http_server_options *options)
-{
-    static const struct sxe_http_server_options defaults;
-    sxe_http_server_t *server;
-    int rc;
-
-    if (!SXE_CHECK(server_out != NULL)) {
-        return -EINVAL;
-    }
-    options = options != NULL ? options : &defaults;
-    if ((server = calloc(1, sizeof(*server))) == NULL) {
-        return -ENOMEM;
-    }
-    apply_limits(&server->limits, &options->limits);
-    if (loop == NULL) {
-        struct sxe_loop_options loop_options = options->loop;
-        /* The clients, and a few slots more for listeners. */
-        loop_options.connections =
-            (loop_options.connections ? loop_options.connections : 10000) + 16;
-        /* A request's head and body wait whole in one buffer. */
-        loop_options.buffer_size =
-            (uint32_t)(server->limits.header_bytes + server->limits.body_bytes + 1024);
-        loop_options.read_timeout =
-            options->header_timeout ? options->header_timeout : 10 * SXE_NS_PER_SEC;
-        loop_options.idle_timeout =
-            options->idle_timeout ? options->idle_timeout : 60 * SXE_NS_PER_SEC;
-        loop_options.write_timeout =
-            options->write_timeout ? options->write_timeout : 30 * SXE_NS_PER_SEC;
-        if ((rc = sxe_loop_create(&loop, &loop_options)) < 0) {
-            free(server);
-            return rc;
-        }
-        server->own_loop = true;
-    }
-    server->loop = loop;
-    /* Bodies must fit the loop's buffers along with their heads. */
-    const struct sxe_loop_options *in_force = sxe_loop_options(loop);
-    uint64_t room = in_force->buffer_size > server->limits.header_bytes
-                        ? in_force->buffer_size - server->limits.header_bytes
-                        : 0;
-    if (server->limits.body_bytes > room) {
-        server->limits.body_bytes = room;
-    }
-    server->conn_count = in_force->connections;
-    server->conns = calloc(server->conn_count, sizeof(*server->conns));
-    server->scratch = malloc(server->limits.body_bytes + 1);
-    if (server->conns == NULL || server->scratch == NULL) {
-        sxe_http_server_destroy(server);
-        return -ENOMEM;
-    }
-    *server_out = server;
-    return 0;
-}
-
-void sxe_http_server_destroy(sxe_http_server_t *server)
-{
-    if (server == NULL) {
-        return;
-    }
-    if (server->own_loop) {
-        sxe_loop_destroy(server->loop);
-    } else if (server->listener != NULL) {
-        sxe_conn_close(server->listener);
-    }
-    free(server->conns);
-    free(server->scratch);
-    free(server);
-}
-
-sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server)
-{
-    return server->loop;
-}
+const struct sxe_conn_handlers sxe__http_handlers = {.on_connect = on_connect,
+                                                     .on_read = on_read,
+                                                     .on_eof = on_eof,
+                                                     .on_drained = on_drained,
+                                                     .on_timeout = on_timeout};
 
 int sxe_http_route(sxe_http_server_t *server, const char *method, const char *path, bool prefix,
                    sxe_http_handler_t handler, void *arg)
@@ -442,99 +354,4 @@ int sxe_http_route(sxe_http_server_t *server, const char *method, const char *pa
     route->handler = handler;
     route->arg = arg;
     return 0;
-}
-
-/* Parses "a.b.c.d:port" or "[v6]:port". */
-static int parse_address(const char *text, struct sockaddr_storage *address, socklen_t *len)
-{
-    char host[64];
-    const char *colon = strrchr(text, ':');
-    char *end;
-
-    if (colon == NULL || (size_t)(colon - text) >= sizeof(host)) {
-        return -EINVAL;
-    }
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || end == colon + 1 || port < 0 || port > 65535) {
-        return -EINVAL;
-    }
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    memset(address, 0, sizeof(*address));
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)address;
-        host[strlen(host) - 1] = '\0';
-        if (inet_pton(AF_INET6, host + 1, &v6->sin6_addr) != 1) {
-            return -EINVAL;
-        }
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)port);
-        *len = sizeof(*v6);
-        return 0;
-    }
-    struct sockaddr_in *v4 = (struct sockaddr_in *)address;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) != 1) {
-        return -EINVAL;
-    }
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons((uint16_t)port);
-    *len = sizeof(*v4);
-    return 0;
-}
-
-int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
-{
-    struct sockaddr_storage address;
-    socklen_t len;
-    sxe_conn_t *listener;
-    int rc;
-
-    if ((rc = parse_address(address_text, &address, &len)) < 0) {
-        SXE_LOG_ERROR("cannot listen on '%s': expected IPv4:port or [IPv6]:port", address_text);
-        return rc;
-    }
-    if ((rc = sxe_listen(server->loop, &listener, (struct sockaddr *)&address, len, NULL, &handlers,
-                         server)) < 0) {
-        SXE_LOG_ERROR("cannot listen on %s: %s", address_text, sxe_strerror(rc));
-        return rc;
-    }
-    if (server->listener == NULL) {
-        server->listener = listener;
-    }
-    return 0;
-}
-
-int sxe_http_port(sxe_http_server_t *server)
-{
-    struct sockaddr_storage address;
-    socklen_t len = sizeof(address);
-
-    if (server->listener == NULL ||
-        sxe_conn_local(server->listener, (struct sockaddr *)&address, &len) < 0) {
-        return 0;
-    }
-    return address.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&address)->sin6_port)
-                                         : ntohs(((struct sockaddr_in *)&address)->sin_port);
-}
-
-int sxe_http_run(sxe_http_server_t *server)
-{
-    int rc = sxe_loop_stop_on_signals(server->loop, 5 * SXE_NS_PER_SEC);
-    return rc < 0 ? rc : sxe_loop_run(server->loop);
-}
-
-int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg)
-{
-    sxe_http_server_t *server;
-    int rc;
-
-    if ((rc = sxe_http_server_create(&server, NULL, NULL)) < 0) {
-        return rc;
-    }
-    if ((rc = sxe_http_route(server, NULL, path, false, handler, arg)) == 0 &&
-        (rc = sxe_http_listen(server, address)) == 0) {
-        rc = sxe_http_run(server);
-    }
-    sxe_http_server_destroy(server);
-    return rc;
 }

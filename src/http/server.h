@@ -10,6 +10,7 @@
 
 #include "sxe/conn.h"
 #include "sxe/http.h"
+#include "sxe/workers.h"
 
 #define ROUTES_MAX       64
 #define DEFAULT_BODY_MAX (48 * 1024)
@@ -35,7 +36,8 @@ struct sxe_http {
     bool chunked;    /* the response is chunked */
     bool keep_alive; /* the connection carries on after this response */
     bool finished;
-    int failed; /* a write of the response failed (-errno): the rest of it is dropped */
+    int failed;    /* a write of the response failed (-errno): the rest of it is dropped */
+    uint64_t sent; /* bytes of the response queued */
 };
 
 /* What the server keeps per connection. */
@@ -52,8 +54,15 @@ struct http_conn {
 };
 
 struct sxe_http_server {
-    sxe_loop_t *loop;
+    sxe_loop_t *loop; /* NULL for a server with workers: each worker's copy has its own */
     bool own_loop;
+    sxe_workers_t *workers; /* with options.workers > 1: the set, on the server made by create */
+    sxe_worker_t *worker;   /* on a worker's copy: the worker it runs on */
+    sxe_http_server_t **copies; /* on the template, while it runs: each worker's copy */
+    unsigned listen_flags;
+    unsigned listener_count;
+    uint64_t requests; /* without workers: responses finished, and their bytes */
+    uint64_t bytes;
     struct sxe_http_limits limits;
     struct http_conn *conns;
     uint32_t conn_count;
@@ -77,5 +86,11 @@ static inline struct http_conn *sxe__http_state(sxe_http_server_t *server, sxe_c
 /* response.c */
 void sxe__http_set_nodelay(struct http_conn *state, sxe_conn_t *conn);
 void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn);
+
+/* server.c: what every connection of the server is given. */
+extern const struct sxe_conn_handlers sxe__http_handlers;
+
+/* serve.c: a response of bytes was finished (the worker's counters, or the server's own). */
+void sxe__http_count(sxe_http_server_t *server, uint64_t bytes);
 
 #endif

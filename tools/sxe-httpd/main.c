@@ -28,6 +28,8 @@
 #include <sxe/sxe.h>
 #include <sxe/http.h>
 
+#include "cache.h"
+
 static struct {
     char root[PATH_MAX];
     size_t root_len;
@@ -37,6 +39,10 @@ static struct {
     FILE *access_log;
     bool combined;
     uint32_t connections;
+    unsigned workers; /* 0 until given: the CPUs */
+    enum sxe_workers_kind kind;
+    enum sxe_workers_spread spread;
+    unsigned listen_flags;
 } config = {.listen = "127.0.0.1:8080", .index = "index.html", .connections = 10000};
 
 static const struct {
@@ -196,14 +202,6 @@ static bool under_root(const char *resolved)
 {
     return strncmp(resolved, config.root, config.root_len) == 0 &&
            (resolved[config.root_len] == '\0' || resolved[config.root_len] == '/');
-}
-
-static void http_date(time_t when, char *out, size_t size)
-{
-    struct tm utc;
-
-    gmtime_r(&when, &utc);
-    strftime(out, size, "%a, %d %b %Y %H:%M:%S GMT", &utc);
 }
 
 /* Whether an If-None-Match value lists etag (or is "*"). */
@@ -371,130 +369,6 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
     log_access(http, 200, len);
 }
 
-/*
- * The open-file cache. Serving a file by its path costs a realpath (a stat per path component),
- * an open, a fstat and a close; the cache keeps, per request path, the file open, its metadata
- * and headers ready, and small files whole in memory, and checks them again at most once a second
- * (as nginx's open_file_cache_valid does, every 60 s by default). A small cached file then costs
- * no file system call at all: its head and body go out in one write, the body straight from the
- * cache's memory. An entry is counted: the cache holds one reference while the entry is in its
- * slot, and every response still sending the entry's memory or fd holds one (released by the
- * connection when the bytes are sent or dropped). An entry replaced or evicted mid-response lives
- * on until its last response is done.
- */
-#define CACHE_SLOTS        1024
-#define CACHE_PROBES       8
-#define CACHE_KEY_MAX      256
-#define CACHE_INLINE_MAX   65536
-#define CACHE_INLINE_TOTAL (32 << 20)
-
-struct file {
-    char key[CACHE_KEY_MAX]; /* the decoded request path; empty for a free slot */
-    size_t key_len;
-    char *resolved;
-    int fd;
-    uint64_t size;
-    time_t mtime;
-    ino_t inode;
-    char etag[48];
-    char modified[40];
-    const char *type;
-    char headers[256]; /* a 200 response's headers, ready: no formatting per request */
-    char *content;     /* the whole file, when small */
-    uint64_t checked;  /* the loop's second when it was last checked */
-    unsigned refs;     /* the cache's, while in a slot, and one per response sending it */
-};
-
-static struct file *cache[CACHE_SLOTS];
-static uint64_t cache_inline_bytes;
-
-static uint64_t hash_key(const char *key)
-{
-    uint64_t hash = 1469598103934665603ULL;
-    for (; *key != '\0'; key++) {
-        hash = (hash ^ (unsigned char)*key) * 1099511628211ULL;
-    }
-    return hash;
-}
-
-/* The slot that holds key, or the one to (re)use for it. */
-static struct file **cache_slot(const char *key, size_t len, bool *found)
-{
-    uint64_t home = hash_key(key);
-
-    for (unsigned probe = 0; probe < CACHE_PROBES; probe++) {
-        struct file **slot = &cache[(home + probe) % CACHE_SLOTS];
-        if (*slot == NULL || ((*slot)->key_len == len && memcmp((*slot)->key, key, len) == 0)) {
-            *found = *slot != NULL;
-            return slot;
-        }
-    }
-    *found = false;
-    return &cache[home % CACHE_SLOTS]; /* evict the key's home slot */
-}
-
-/* Drops a reference to file (a sxe_conn_release_t); the last one frees it. */
-static void file_unref(void *arg)
-{
-    struct file *file = arg;
-
-    if (--file->refs > 0) {
-        return;
-    }
-    if (file->fd >= 0) {
-        close(file->fd);
-    }
-    if (file->content != NULL) {
-        cache_inline_bytes -= file->size;
-        free(file->content);
-    }
-    free(file->resolved);
-    free(file);
-}
-
-/*
- * An entry for an open fd, which it takes: metadata, ready-made header values, and small contents,
- * with one reference. NULL (fd closed) when memory is short.
- */
-static struct file *file_load(const char *key, const char *resolved, int fd,
-                              const struct stat *status)
-{
-    struct file *file = calloc(1, sizeof(*file));
-
-    if (file == NULL || (file->resolved = strdup(resolved)) == NULL) {
-        free(file);
-        close(fd);
-        return NULL;
-    }
-    file->refs = 1;
-    file->key_len = (size_t)snprintf(file->key, sizeof(file->key), "%s", key);
-    file->fd = fd;
-    file->size = (uint64_t)status->st_size;
-    file->mtime = status->st_mtime;
-    file->inode = status->st_ino;
-    snprintf(file->etag, sizeof(file->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
-             (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec,
-             file->size);
-    http_date(status->st_mtime, file->modified, sizeof(file->modified));
-    file->type = mime_type(resolved);
-    snprintf(file->headers, sizeof(file->headers),
-             "Content-Type: %s\r\nETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n",
-             file->type, file->etag, file->modified);
-    file->content = NULL;
-    if (file->size <= CACHE_INLINE_MAX && cache_inline_bytes + file->size <= CACHE_INLINE_TOTAL &&
-        (file->content = malloc(file->size + 1)) != NULL) {
-        if (pread(fd, file->content, file->size, 0) == (ssize_t)file->size) {
-            cache_inline_bytes += file->size;
-            close(fd); /* served from memory: the fd is not needed */
-            file->fd = -1;
-        } else {
-            free(file->content);
-            file->content = NULL;
-        }
-    }
-    return file;
-}
-
 /* Sends the file, honouring conditional requests and a range. */
 static void serve_file(sxe_http_t *http, struct file *file)
 {
@@ -635,7 +509,8 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
-    if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status)) == NULL) {
+    if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status, mime_type(resolved))) ==
+        NULL) {
         respond(http, 500, NULL, "out of memory\n");
         return;
     }
@@ -668,8 +543,22 @@ static void usage(FILE *out)
             "  --list                list directories that have no index file\n"
             "  --access-log FILE     log requests to FILE (- for standard output); off by default\n"
             "  --log-format FORMAT   common (default) or combined\n"
-            "  --connections N       the most connections at once (10000)\n"
-            "  -h, --help            this text\n");
+            "  --connections N       the most connections at once, per worker (10000)\n"
+            "  --workers N           worker processes, each with its own loop and connections\n"
+            "                        (the CPUs it may run on; more to pass the file limit)\n"
+            "  --threads             workers are threads of one process, not processes\n"
+            "  --spread MODE         how connections reach workers: reuseport (each its own\n"
+            "                        socket, the kernel's hash), cpu (reuseport, steered to\n"
+            "                        the worker of the receiving CPU) or hand-off (one\n"
+            "                        acceptor passes each to the least loaded) (reuseport)\n"
+            "  --fastopen            TCP Fast Open on the listener\n"
+            "  --defer-accept        wake a worker only once a request's bytes have come\n"
+            "  --evict-idle          when the table is full, close the oldest idle connection\n"
+            "                        to make room, instead of refusing the new one\n"
+            "  -h, --help            this text\n"
+            "\n"
+            "SIGUSR1 logs one line of counters per worker. A worker process that dies is\n"
+            "restarted; the others serve on.\n");
 }
 
 static void __attribute__((format(printf, 2, 3), noreturn)) die(int status, const char *format, ...)
@@ -684,6 +573,32 @@ static void __attribute__((format(printf, 2, 3), noreturn)) die(int status, cons
     exit(status);
 }
 
+static unsigned long number(const char *text, unsigned long low, unsigned long high,
+                            const char *option)
+{
+    char *end;
+    unsigned long value = strtoul(text, &end, 10);
+
+    if (*end != '\0' || end == text || value < low || value > high) {
+        die(2, "%s must be a number from %lu to %lu, not '%s'", option, low, high, text);
+    }
+    return value;
+}
+
+static enum sxe_workers_spread spread_mode(const char *text)
+{
+    static const char *const names[] = {[SXE_SPREAD_REUSEPORT] = "reuseport",
+                                        [SXE_SPREAD_REUSEPORT_CPU] = "cpu",
+                                        [SXE_SPREAD_HAND_OFF] = "hand-off"};
+
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(text, names[i]) == 0) {
+            return (enum sxe_workers_spread)i;
+        }
+    }
+    die(2, "--spread must be reuseport, cpu or hand-off, not '%s'", text);
+}
+
 static void parse_options(int argc, char **argv)
 {
     static const struct option options[] = {{"root", required_argument, NULL, 'r'},
@@ -693,6 +608,12 @@ static void parse_options(int argc, char **argv)
                                             {"access-log", required_argument, NULL, 'a'},
                                             {"log-format", required_argument, NULL, 'f'},
                                             {"connections", required_argument, NULL, 'c'},
+                                            {"workers", required_argument, NULL, 'w'},
+                                            {"threads", no_argument, NULL, 'T'},
+                                            {"spread", required_argument, NULL, 's'},
+                                            {"fastopen", no_argument, NULL, 'F'},
+                                            {"defer-accept", no_argument, NULL, 'D'},
+                                            {"evict-idle", no_argument, NULL, 'E'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
@@ -721,15 +642,27 @@ static void parse_options(int argc, char **argv)
             }
             config.combined = strcmp(optarg, "combined") == 0;
             break;
-        case 'c': {
-            char *end;
-            unsigned long value = strtoul(optarg, &end, 10);
-            if (*end != '\0' || value < 16 || value > 1000000) {
-                die(2, "--connections must be a number from 16 to 1000000, not '%s'", optarg);
-            }
-            config.connections = (uint32_t)value;
+        case 'c':
+            config.connections = (uint32_t)number(optarg, 16, 1000000, "--connections");
             break;
-        }
+        case 'w':
+            config.workers = (unsigned)number(optarg, 1, SXE_WORKERS_MAX, "--workers");
+            break;
+        case 'T':
+            config.kind = SXE_WORKERS_THREADS;
+            break;
+        case 's':
+            config.spread = spread_mode(optarg);
+            break;
+        case 'F':
+            config.listen_flags |= SXE_LISTEN_FASTOPEN;
+            break;
+        case 'D':
+            config.listen_flags |= SXE_LISTEN_DEFER_ACCEPT;
+            break;
+        case 'E':
+            config.listen_flags |= SXE_LISTEN_EVICT_IDLE;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -773,7 +706,12 @@ int main(int argc, char **argv)
     int rc;
 
     parse_options(argc, argv);
-    struct sxe_http_server_options options = {.loop = {.connections = config.connections}};
+    struct sxe_http_server_options options = {.loop = {.connections = config.connections},
+                                              .workers = config.workers ? config.workers
+                                                                        : sxe_workers_cpus(),
+                                              .worker_kind = config.kind,
+                                              .spread = config.spread,
+                                              .listen_flags = config.listen_flags};
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
         return 1;
@@ -784,7 +722,9 @@ int main(int argc, char **argv)
                 rc == -EINVAL ? "expected IP:PORT or [IPv6]:PORT" : sxe_strerror(rc));
         return 1;
     }
-    SXE_LOG_INFO("serving %s on %s", config.root[0] ? config.root : "/", config.listen);
+    SXE_LOG_INFO("serving %s on %s with %u worker %s", config.root[0] ? config.root : "/",
+                 config.listen, options.workers,
+                 config.kind == SXE_WORKERS_THREADS ? "threads" : "processes");
     rc = sxe_http_run(server);
     sxe_http_server_destroy(server);
     if (config.access_log != NULL) {

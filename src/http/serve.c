@@ -1,0 +1,324 @@
+/*
+ * The HTTP server's life: making it on a loop or over workers (sxe/workers.h), listening,
+ * running until a stop signal, and its counters. With workers, the server sxe_http_server_create()
+ * makes is a template: routes and limits. Each worker copies it, with per-connection state sized
+ * for its own loop, and takes its share of the template's listeners.
+ */
+#define SXE_LOG_MODULE http_log
+#include "sxe/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sxe/clock.h"
+#include "http/server.h"
+
+static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
+
+static void apply_limits(struct sxe_http_limits *limits, const struct sxe_http_limits *given)
+{
+    *limits = sxe_http_default_limits;
+    limits->body_bytes = DEFAULT_BODY_MAX;
+    if (given != NULL) {
+        limits->request_line = given->request_line ? given->request_line : limits->request_line;
+        limits->header_bytes = given->header_bytes ? given->header_bytes : limits->header_bytes;
+        limits->header_count = given->header_count ? given->header_count : limits->header_count;
+        limits->body_bytes = given->body_bytes ? given->body_bytes : limits->body_bytes;
+    }
+}
+
+/* The options of a loop the server makes (its own, or each worker's). */
+static struct sxe_loop_options loop_options(const struct sxe_http_server_options *options,
+                                            const struct sxe_http_limits *limits)
+{
+    struct sxe_loop_options loop = options->loop;
+
+    /* The clients, and a few slots more for listeners. */
+    loop.connections = (loop.connections ? loop.connections : 10000) + 16;
+    /* A request's head and body wait whole in one buffer. */
+    loop.buffer_size = (uint32_t)(limits->header_bytes + limits->body_bytes + 1024);
+    loop.read_timeout = options->header_timeout ? options->header_timeout : 10 * SXE_NS_PER_SEC;
+    loop.idle_timeout = options->idle_timeout ? options->idle_timeout : 60 * SXE_NS_PER_SEC;
+    loop.write_timeout = options->write_timeout ? options->write_timeout : 30 * SXE_NS_PER_SEC;
+    return loop;
+}
+
+/* Puts the server on loop, with per-connection state sized by its table. @return 0 or -ENOMEM. */
+static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
+{
+    server->loop = loop;
+    /* Bodies must fit the loop's buffers along with their heads. */
+    const struct sxe_loop_options *in_force = sxe_loop_options(loop);
+    uint64_t room = in_force->buffer_size > server->limits.header_bytes
+                        ? in_force->buffer_size - server->limits.header_bytes
+                        : 0;
+    if (server->limits.body_bytes > room) {
+        server->limits.body_bytes = room;
+    }
+    server->conn_count = in_force->connections;
+    server->conns = calloc(server->conn_count, sizeof(*server->conns));
+    server->scratch = malloc(server->limits.body_bytes + 1);
+    return server->conns == NULL || server->scratch == NULL ? -ENOMEM : 0;
+}
+
+int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
+                           const struct sxe_http_server_options *options)
+{
+    static const struct sxe_http_server_options defaults;
+    sxe_http_server_t *server;
+    int rc;
+
+    options = options != NULL ? options : &defaults;
+    if (!SXE_CHECK(server_out != NULL && (options->workers == 0 || loop == NULL))) {
+        return -EINVAL;
+    }
+    if ((server = calloc(1, sizeof(*server))) == NULL) {
+        return -ENOMEM;
+    }
+    apply_limits(&server->limits, &options->limits);
+    server->listen_flags = options->listen_flags;
+    struct sxe_loop_options own_options = loop_options(options, &server->limits);
+    if (options->workers > 0) {
+        struct sxe_workers_options workers = {.count = options->workers,
+                                              .kind = options->worker_kind,
+                                              .spread = options->spread,
+                                              .loop = own_options};
+        if ((rc = sxe_workers_create(&server->workers, &workers)) < 0) {
+            free(server);
+            return rc;
+        }
+        *server_out = server;
+        return 0;
+    }
+    if (loop == NULL) {
+        if ((rc = sxe_loop_create(&loop, &own_options)) < 0) {
+            free(server);
+            return rc;
+        }
+        server->own_loop = true;
+    }
+    if ((rc = attach_loop(server, loop)) < 0) {
+        sxe_http_server_destroy(server);
+        return rc;
+    }
+    *server_out = server;
+    return 0;
+}
+
+void sxe_http_server_destroy(sxe_http_server_t *server)
+{
+    if (server == NULL) {
+        return;
+    }
+    if (server->own_loop) {
+        sxe_loop_destroy(server->loop);
+    } else if (server->listener != NULL) {
+        sxe_conn_close(server->listener);
+    }
+    sxe_workers_destroy(server->workers);
+    free(server->conns);
+    free(server->scratch);
+    free(server);
+}
+
+sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server)
+{
+    return server->loop;
+}
+
+/* Parses "a.b.c.d:port" or "[v6]:port". */
+static int parse_address(const char *text, struct sockaddr_storage *address, socklen_t *len)
+{
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    char *end;
+
+    if (colon == NULL || (size_t)(colon - text) >= sizeof(host)) {
+        return -EINVAL;
+    }
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || end == colon + 1 || port < 0 || port > 65535) {
+        return -EINVAL;
+    }
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    memset(address, 0, sizeof(*address));
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)address;
+        host[strlen(host) - 1] = '\0';
+        if (inet_pton(AF_INET6, host + 1, &v6->sin6_addr) != 1) {
+            return -EINVAL;
+        }
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*v6);
+        return 0;
+    }
+    struct sockaddr_in *v4 = (struct sockaddr_in *)address;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) != 1) {
+        return -EINVAL;
+    }
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons((uint16_t)port);
+    *len = sizeof(*v4);
+    return 0;
+}
+
+int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
+{
+    struct sxe_listen_options options = {.flags = server->listen_flags};
+    struct sockaddr_storage address;
+    socklen_t len;
+    sxe_conn_t *listener;
+    int rc;
+
+    if ((rc = parse_address(address_text, &address, &len)) < 0) {
+        SXE_LOG_ERROR("cannot listen on '%s': expected IPv4:port or [IPv6]:port", address_text);
+        return rc;
+    }
+    if (server->workers != NULL) {
+        rc = sxe_workers_listen(server->workers, (struct sockaddr *)&address, len, &options);
+    } else if ((rc = sxe_listen(server->loop, &listener, (struct sockaddr *)&address, len, &options,
+                                &sxe__http_handlers, server)) == 0 &&
+               server->listener == NULL) {
+        server->listener = listener;
+    }
+    if (rc < 0) {
+        SXE_LOG_ERROR("cannot listen on %s: %s", address_text, sxe_strerror(rc));
+        return rc;
+    }
+    server->listener_count++;
+    return 0;
+}
+
+int sxe_http_port(sxe_http_server_t *server)
+{
+    struct sockaddr_storage address;
+    socklen_t len = sizeof(address);
+
+    if (server->workers != NULL) {
+        return sxe_workers_port(server->workers, 0);
+    }
+    if (server->listener == NULL ||
+        sxe_conn_local(server->listener, (struct sockaddr *)&address, &len) < 0) {
+        return 0;
+    }
+    return address.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&address)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&address)->sin_port);
+}
+
+/* On a worker: its copy of the server, on its loop, with its share of every listener. */
+static int worker_start(sxe_worker_t *worker, void *arg)
+{
+    const sxe_http_server_t *template = arg;
+    sxe_http_server_t *server = malloc(sizeof(*server));
+    int rc;
+
+    if (server == NULL) {
+        return -ENOMEM;
+    }
+    *server = *template;
+    server->workers = NULL;
+    server->worker = worker;
+    server->conns = NULL;
+    server->scratch = NULL;
+    server->listener = NULL;
+    if ((rc = attach_loop(server, sxe_worker_loop(worker))) < 0) {
+        sxe_http_server_destroy(server);
+        return rc;
+    }
+    for (unsigned l = 0; l < template->listener_count && rc == 0; l++) {
+        rc = sxe_worker_listen(worker, l, &sxe__http_handlers, server);
+    }
+    if (rc < 0) {
+        sxe_http_server_destroy(server); /* GCOVR_EXCL_LINE: the worker's table has room */
+        return rc;                       /* GCOVR_EXCL_LINE */
+    }
+    template->copies[sxe_worker_index(worker)] = server;
+    return 0;
+}
+
+/* On a worker, its loop gone: frees its copy. */
+static void worker_stop(sxe_worker_t *worker, void *arg)
+{
+    const sxe_http_server_t *template = arg;
+    sxe_http_server_t *server = template->copies[sxe_worker_index(worker)];
+
+    template->copies[sxe_worker_index(worker)] = NULL;
+    server->loop = NULL; /* destroyed with the worker */
+    sxe_http_server_destroy(server);
+}
+
+int sxe_http_run(sxe_http_server_t *server)
+{
+    if (server->workers != NULL) {
+        unsigned count = sxe_workers_count(server->workers);
+        if ((server->copies = calloc(count, sizeof(*server->copies))) == NULL) {
+            return -ENOMEM;
+        }
+        int rc = sxe_workers_run(server->workers, worker_start, worker_stop, server);
+        free(server->copies);
+        server->copies = NULL;
+        return rc;
+    }
+    int rc = sxe_loop_stop_on_signals(server->loop, 5 * SXE_NS_PER_SEC);
+    return rc < 0 ? rc : sxe_loop_run(server->loop);
+}
+
+int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg,
+                   unsigned workers)
+{
+    struct sxe_http_server_options options = {.workers = workers};
+    sxe_http_server_t *server;
+    int rc;
+
+    if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
+        return rc;
+    }
+    if ((rc = sxe_http_route(server, NULL, path, false, handler, arg)) == 0 &&
+        (rc = sxe_http_listen(server, address)) == 0) {
+        rc = sxe_http_run(server);
+    }
+    sxe_http_server_destroy(server);
+    return rc;
+}
+
+void sxe__http_count(sxe_http_server_t *server, uint64_t bytes)
+{
+    if (server->worker != NULL) {
+        sxe_worker_count(server->worker, 1, bytes);
+    } else {
+        server->requests++;
+        server->bytes += bytes;
+    }
+}
+
+unsigned sxe_http_server_workers(const sxe_http_server_t *server)
+{
+    return server->workers != NULL ? sxe_workers_count(server->workers) : 1;
+}
+
+int sxe_http_server_stats(const sxe_http_server_t *server, unsigned worker,
+                          struct sxe_worker_stats *stats)
+{
+    if (worker >= sxe_http_server_workers(server)) {
+        return -EINVAL;
+    }
+    if (server->workers != NULL) {
+        sxe_workers_stats(server->workers, worker, stats);
+        return 0;
+    }
+    struct sxe_loop_stats loop;
+    sxe_loop_stats(server->loop, &loop);
+    *stats = (struct sxe_worker_stats){
+        .connections = loop.accepted,
+        .requests = server->requests,
+        .bytes = server->bytes,
+        .table_full = loop.table_full,
+        .evicted = loop.evicted,
+        .open = loop.open > server->listener_count ? loop.open - server->listener_count : 0};
+    return 0;
+}

@@ -1,0 +1,508 @@
+/*
+ * sxe_workers_run(): the supervisor. It starts each worker (a fork or a thread) with a channel per
+ * listener, then waits with poll on a signalfd (SIGINT and SIGTERM stop, SIGCHLD reaps, SIGUSR1
+ * reports), on the hand-off listeners, and, for threads, on its ends of the channels, which hang
+ * up when a worker ends. A process that dies is restarted (after a pause if it died young); a
+ * stop closes the set's listeners and its ends of the channels, which every worker reads as
+ * "stop", and waits for them all.
+ */
+#define SXE_LOG_MODULE workers_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+
+#include "loop.h"
+#include "sxe/clock.h"
+#include "sys.h"
+#include "worker.h"
+
+static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
+
+#define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+#define EXIT_START_FAILED 3              /* a process whose start failed: not restarted */
+#define ACCEPT_BATCH      64             /* hand-off accepts per listener per wake-up */
+#define RESTART_PAUSE_NS  SXE_NS_PER_SEC /* a worker is restarted at most once a second */
+#define KILL_GRACE_NS     SXE_NS_PER_SEC /* past the drain, before a process is killed */
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        sxe__sys.close(*fd);
+        *fd = -1;
+    }
+}
+
+static void close_channels(sxe_worker_t *worker, unsigned end)
+{
+    for (unsigned l = 0; l < SXE__WORKER_LISTENERS; l++) {
+        close_fd(&worker->channels[l][end]);
+    }
+}
+
+/* In a new worker process: keeps its own descriptors, closes the set's others, and runs. */
+static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
+{
+    sxe_workers_t *set = worker->set;
+
+    close_fd(&set->signal_fd);
+    for (unsigned i = 0; i < set->options.count; i++) {
+        close_channels(&set->workers[i], 0);
+        if (i != worker->index) {
+            close_channels(&set->workers[i], 1);
+        }
+    }
+    for (unsigned l = 0; l < set->listener_count; l++) {
+        for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
+            if (set->options.spread == SXE_SPREAD_HAND_OFF || i != worker->index) {
+                close_fd(&set->listeners[l].fds[i]);
+            }
+        }
+    }
+    sxe__sys.sigaction(SIGUSR1, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
+    sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
+    int rc = sxe__worker_main(worker);
+    _exit(rc == 0 ? 0 : worker->start_failed ? EXIT_START_FAILED : 1);
+}
+
+static void *thread_main(void *arg)
+{
+    sxe_worker_t *worker = arg;
+
+    worker->result = sxe__worker_main(worker);
+    close_fd(&worker->thread_done); /* the supervisor's watch hangs up: it joins */
+    return NULL;
+}
+
+/* Starts a worker with fresh channels. @return 0 or -errno. */
+static int spawn(sxe_worker_t *worker, uint64_t now)
+{
+    sxe_workers_t *set = worker->set;
+    int rc = 0;
+
+    for (unsigned l = 0; l < set->listener_count; l++) {
+        if (sxe__sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+                                worker->channels[l]) < 0) {
+            rc = -errno;
+            close_channels(worker, 0);
+            close_channels(worker, 1);
+            return rc;
+        }
+    }
+    worker->passed = LOAD(worker->shared->taken); /* what a dead worker left in flight is gone */
+    worker->started_ns = now;
+    worker->restart_ns = 0;
+    worker->start_failed = false;
+    if (set->options.kind == SXE_WORKERS_THREADS) {
+        __atomic_store_n(&worker->shared->stats.pid, set->pid, __ATOMIC_RELAXED);
+        if ((rc = sxe__sys.pthread_create(&worker->thread, NULL, thread_main, worker)) != 0) {
+            rc = rc > 0 ? -rc : -errno;
+            close_channels(worker, 0);
+            close_channels(worker, 1);
+            return rc;
+        }
+        worker->running = true;
+        return 0;
+    }
+    pid_t pid = sxe__sys.fork();
+    if (pid < 0) {
+        rc = -errno;
+        close_channels(worker, 0);
+        close_channels(worker, 1);
+        return rc;
+    }
+    if (pid == 0) {
+        child_main(worker); /* GCOVR_EXCL_LINE: the child's coverage is not merged */
+    }
+    close_channels(worker, 1); /* the child's now */
+    worker->pid = pid;
+    worker->running = true;
+    __atomic_store_n(&worker->shared->stats.pid, pid, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* Stops accepting and tells every worker to stop: its channels close. */
+static void begin_stop(sxe_workers_t *set, uint64_t now, const char *why)
+{
+    if (set->stopping) {
+        return;
+    }
+    SXE_LOG_INFO("%s: stopping %u workers; draining for up to %llu ms", why, set->options.count,
+                 (unsigned long long)(set->options.drain_ns / SXE_NS_PER_MSEC));
+    set->stopping = true;
+    set->stop_deadline = now + set->options.drain_ns + KILL_GRACE_NS;
+    for (unsigned l = 0; l < set->listener_count; l++) {
+        for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
+            close_fd(&set->listeners[l].fds[i]);
+        }
+    }
+    for (unsigned i = 0; i < set->options.count; i++) {
+        set->workers[i].restart_ns = 0;
+        close_channels(&set->workers[i], 0);
+    }
+}
+
+/* A worker has ended: says how, and decides whether it comes back. */
+static void ended(sxe_workers_t *set, sxe_worker_t *worker, int status, uint64_t now)
+{
+    worker->running = false;
+    worker->pid = 0;
+    close_channels(worker, 0);
+    if (set->stopping) {
+        return;
+    }
+    if (set->options.kind == SXE_WORKERS_THREADS || !worker->restartable) {
+        SXE_LOG_ERROR("worker %u ended: %s; the others serve on", worker->index,
+                      worker->result < 0 ? sxe_strerror(worker->result) : "stopped");
+        return;
+    }
+    if (WIFEXITED(status) &&
+        (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == EXIT_START_FAILED)) {
+        SXE_LOG_ERROR("worker %u %s; not restarted", worker->index,
+                      WEXITSTATUS(status) == 0 ? "stopped by itself" : "failed to start");
+        return;
+    }
+    uint64_t earliest = worker->started_ns + RESTART_PAUSE_NS;
+    worker->restart_ns = earliest > now ? earliest : now;
+    if (WIFSIGNALED(status)) {
+        SXE_LOG_ERROR("worker %u died (signal %d); restarting it", worker->index, WTERMSIG(status));
+    } else {
+        SXE_LOG_ERROR("worker %u died (exit status %d); restarting it", worker->index,
+                      WEXITSTATUS(status));
+    }
+}
+
+static void reap(sxe_workers_t *set, uint64_t now)
+{
+    pid_t pid;
+    int status;
+
+    while ((pid = sxe__sys.waitpid(-1, &status, WNOHANG)) > 0) {
+        for (unsigned i = 0; i < set->options.count; i++) {
+            if (set->workers[i].pid == pid) {
+                ended(set, &set->workers[i], status, now);
+            }
+        }
+    }
+}
+
+static void report(const sxe_workers_t *set)
+{
+    for (unsigned i = 0; i < set->options.count; i++) {
+        struct sxe_worker_stats stats;
+        sxe_workers_stats(set, i, &stats);
+        SXE_LOG_INFO("worker %u pid %d%s: open %u connections %llu requests %llu bytes %llu "
+                     "table_full %llu evicted %llu restarts %u",
+                     i, (int)stats.pid, set->workers[i].running ? "" : " (ended)", stats.open,
+                     (unsigned long long)stats.connections, (unsigned long long)stats.requests,
+                     (unsigned long long)stats.bytes, (unsigned long long)stats.table_full,
+                     (unsigned long long)stats.evicted, stats.restarts);
+    }
+}
+
+/* Reads the signals that came. */
+static void take_signals(sxe_workers_t *set, uint64_t now)
+{
+    struct signalfd_siginfo info;
+
+    while (sxe__sys.read(set->signal_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
+        switch (info.ssi_signo) {
+        case SIGCHLD:
+            reap(set, now);
+            break;
+        case SIGUSR1:
+            report(set);
+            break;
+        default:
+            begin_stop(set, now, info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+            break;
+        }
+    }
+}
+
+/*
+ * The worker to pass a connection to: the least loaded of those running and not tried, counting
+ * open connections and those passed but not yet taken, and preferring one whose table has room.
+ * Ties go round, so an idle set is spread evenly.
+ */
+static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
+{
+    uint32_t capacity = set->options.loop.connections ? set->options.loop.connections : 1024;
+    capacity = capacity > set->listener_count ? capacity - set->listener_count : 1;
+    sxe_worker_t *best = NULL;
+    uint64_t best_load = UINT64_MAX;
+    bool best_room = false;
+
+    for (unsigned n = 0; n < set->options.count; n++) {
+        sxe_worker_t *worker = &set->workers[(set->next + n) % set->options.count];
+        if (!worker->running || tried[worker->index]) {
+            continue;
+        }
+        uint64_t taken = LOAD(worker->shared->taken);
+        uint64_t load = LOAD(worker->shared->stats.open) +
+                        (worker->passed > taken ? worker->passed - taken : 0);
+        bool room = load < capacity;
+        if ((room && !best_room) || (room == best_room && load < best_load)) {
+            best = worker;
+            best_load = load;
+            best_room = room;
+        }
+    }
+    set->next = (set->next + 1) % set->options.count;
+    return best;
+}
+
+/* Passes fd (one marker byte with it) over a channel. @return 0 or -errno. */
+static int pass_fd(int channel, int fd)
+{
+    union {
+        struct cmsghdr header;
+        char space[CMSG_SPACE(sizeof(int))];
+    } control;
+    char marker = 'C';
+    struct iovec iov = {.iov_base = &marker, .iov_len = 1};
+    struct msghdr message = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = &control,
+                             .msg_controllen = sizeof(control)};
+
+    control.header.cmsg_level = SOL_SOCKET;
+    control.header.cmsg_type = SCM_RIGHTS;
+    control.header.cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(&control.header), &fd, sizeof(int));
+    while (sxe__sys.sendmsg(channel, &message, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+        if (errno != EINTR) {
+            return -errno;
+        }
+    }
+    return 0;
+}
+
+/* Gives an accepted connection to the least loaded worker that takes it, else drops it. */
+static void hand_off(sxe_workers_t *set, unsigned listener, int fd)
+{
+    bool tried[SXE_WORKERS_MAX] = {false};
+    sxe_worker_t *worker;
+
+    while ((worker = least_loaded(set, tried)) != NULL) {
+        if (pass_fd(worker->channels[listener][0], fd) == 0) {
+            worker->passed++;
+            sxe__sys.close(fd);
+            return;
+        }
+        tried[worker->index] = true; /* its channel is full (it stalls) or gone */
+    }
+    SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "no worker can take a connection: refusing it");
+    sxe__sys.close(fd);
+}
+
+static void accept_and_pass(sxe_workers_t *set, unsigned listener)
+{
+    for (unsigned accepted = 0; accepted < ACCEPT_BATCH;) {
+        int fd = set->listeners[listener].fds[0];
+        if (fd < 0) {
+            return; /* closed by a stop */
+        }
+        fd = sxe__sys.accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            accepted++;
+            hand_off(set, listener, fd);
+        } else if (errno != EINTR && errno != ECONNABORTED) {
+            if (errno != EAGAIN) {
+                SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "accept failed: %s", sxe_strerror(-errno));
+            }
+            return;
+        }
+    }
+}
+
+/* How long poll may wait: until the next restart or the stop's deadline (ms, -1 for ever). */
+static int poll_timeout(const sxe_workers_t *set, uint64_t now)
+{
+    uint64_t deadline = set->stopping ? set->stop_deadline : UINT64_MAX;
+
+    for (unsigned i = 0; i < set->options.count; i++) {
+        if (set->workers[i].restart_ns != 0 && set->workers[i].restart_ns < deadline) {
+            deadline = set->workers[i].restart_ns;
+        }
+    }
+    if (deadline == UINT64_MAX) {
+        return -1;
+    }
+    return deadline <= now ? 0 : (int)((deadline - now + SXE_NS_PER_MSEC - 1) / SXE_NS_PER_MSEC);
+}
+
+/* Restarts the workers that are due, and kills processes that outlive a stop's deadline. */
+static void on_time(sxe_workers_t *set, uint64_t now)
+{
+    for (unsigned i = 0; i < set->options.count; i++) {
+        sxe_worker_t *worker = &set->workers[i];
+        if (worker->restart_ns != 0 && worker->restart_ns <= now) {
+            int rc = spawn(worker, now);
+            if (rc < 0) {
+                SXE_LOG_ERROR("cannot restart worker %u: %s; trying again in a second", i,
+                              sxe_strerror(rc));
+                worker->restart_ns = now + RESTART_PAUSE_NS;
+            } else {
+                __atomic_add_fetch(&worker->shared->stats.restarts, 1, __ATOMIC_RELAXED);
+            }
+        }
+        if (set->stopping && now >= set->stop_deadline && worker->pid > 0 && !worker->killed) {
+            SXE_LOG_ERROR("worker %u did not stop in time: killing it", i);
+            sxe__sys.kill(worker->pid, SIGKILL);
+            worker->killed = true;
+        }
+    }
+}
+
+/* Whether anything is left to supervise. */
+static bool busy(const sxe_workers_t *set)
+{
+    for (unsigned i = 0; i < set->options.count; i++) {
+        if (set->workers[i].running || set->workers[i].restart_ns != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One wait and what it brings. @return 0 or -errno from poll. */
+static int supervise_once(sxe_workers_t *set)
+{
+    struct pollfd fds[1 + SXE__WORKER_LISTENERS + SXE_WORKERS_MAX];
+    unsigned listener_of[SXE__WORKER_LISTENERS];
+    nfds_t count = 0;
+    bool threads = set->options.kind == SXE_WORKERS_THREADS;
+
+    fds[count++] = (struct pollfd){.fd = set->signal_fd, .events = POLLIN};
+    unsigned first_listener = (unsigned)count;
+    for (unsigned l = 0; set->options.spread == SXE_SPREAD_HAND_OFF && l < set->listener_count;
+         l++) {
+        listener_of[count - first_listener] = l;
+        fds[count++] = (struct pollfd){.fd = set->listeners[l].fds[0], .events = POLLIN};
+    }
+    unsigned first_worker = (unsigned)count;
+    for (unsigned i = 0; threads && i < set->options.count; i++) {
+        /* a thread's channel hangs up when it ends; -1 (ignored) once stopping closed it */
+        fds[count++] = (struct pollfd){
+            .fd = set->workers[i].running ? set->workers[i].thread_watch : -1, .events = POLLIN};
+    }
+    int ready = sxe__sys.poll(fds, count, poll_timeout(set, sxe_clock_mono_ns()));
+    if (ready < 0) {
+        return errno == EINTR ? 0 : -errno;
+    }
+    uint64_t now = sxe_clock_mono_ns();
+    if (fds[0].revents) {
+        take_signals(set, now);
+    }
+    for (unsigned n = first_listener; n < first_worker; n++) {
+        if (fds[n].revents && !set->stopping) {
+            accept_and_pass(set, listener_of[n - first_listener]);
+        }
+    }
+    for (unsigned n = first_worker; n < count; n++) {
+        sxe_worker_t *worker = &set->workers[n - first_worker];
+        if (fds[n].revents && worker->running) {
+            pthread_join(worker->thread, NULL);
+            close_fd(&worker->thread_watch);
+            ended(set, worker, 0, now);
+        }
+    }
+    on_time(set, now);
+    return 0;
+}
+
+/* Blocks the signals the supervisor reads, and opens its signalfd. @return 0 or -errno. */
+static int open_signals(sxe_workers_t *set)
+{
+    sigset_t signals;
+    int rc;
+
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGCHLD);
+    sigaddset(&signals, SIGUSR1);
+    if ((rc = sxe__sys.pthread_sigmask(SIG_BLOCK, &signals, &set->old_mask)) != 0) {
+        return -rc; /* GCOVR_EXCL_LINE: fails only for an invalid "how", a constant here. */
+    }
+    if ((set->signal_fd = sxe__sys.signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+        rc = -errno;
+        sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
+        return rc;
+    }
+    return 0;
+}
+
+/* Starts every worker. @return 0, or the first failure (the workers started are stopped). */
+static int spawn_all(sxe_workers_t *set)
+{
+    uint64_t now = sxe_clock_mono_ns();
+
+    for (unsigned i = 0; i < set->options.count; i++) {
+        sxe_worker_t *worker = &set->workers[i];
+        int rc;
+        if (set->options.kind == SXE_WORKERS_THREADS) {
+            int pair[2];
+            if (sxe__sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
+                rc = -errno;
+                SXE_LOG_ERROR("cannot start worker %u: %s", i, sxe_strerror(rc));
+                begin_stop(set, now, "a worker could not start");
+                return rc;
+            }
+            worker->thread_watch = pair[0];
+            worker->thread_done = pair[1];
+        }
+        if ((rc = spawn(worker, now)) < 0) {
+            close_fd(&worker->thread_watch);
+            close_fd(&worker->thread_done);
+            SXE_LOG_ERROR("cannot start worker %u: %s", i, sxe_strerror(rc));
+            begin_stop(set, now, "a worker could not start");
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_stop_t stop, void *arg)
+{
+    int rc;
+
+    if (!SXE_CHECK(set != NULL && start != NULL && set->listener_count > 0 && !set->ran)) {
+        return -EINVAL;
+    }
+    set->ran = true;
+    set->start = start;
+    set->stop = stop;
+    set->arg = arg;
+    set->pid = sxe__sys.getpid();
+    if ((rc = open_signals(set)) < 0) {
+        SXE_LOG_ERROR("cannot read signals: %s", sxe_strerror(rc));
+        return rc;
+    }
+    int failed = spawn_all(set);
+    bool stopped = false;
+    while (busy(set)) {
+        if ((rc = supervise_once(set)) < 0) {
+            SXE_LOG_ERROR("poll failed: %s; stopping", sxe_strerror(rc)); /* GCOVR_EXCL_LINE */
+            failed = failed ? failed : rc; /* GCOVR_EXCL_LINE: EINTR is the only one expected */
+            begin_stop(set, sxe_clock_mono_ns(), "poll failed"); /* GCOVR_EXCL_LINE */
+        }
+        stopped = set->stopping;
+    }
+    close_fd(&set->signal_fd);
+    sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
+    if (failed < 0) {
+        return failed;
+    }
+    if (!stopped) {
+        SXE_LOG_ERROR("every worker has ended");
+        return -ECHILD;
+    }
+    SXE_LOG_INFO("every worker has stopped");
+    return 0;
+}

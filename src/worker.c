@@ -1,0 +1,186 @@
+/*
+ * A worker's side of sxe/workers.h: its loop, the channels on which the supervisor passes it
+ * connections (and whose end tells it to stop), its share of the listeners, and its counters,
+ * published to shared memory after each turn of its loop.
+ */
+#include <errno.h>
+
+#include "loop.h"
+#include "sxe/log.h"
+#include "sys.h"
+#include "worker.h"
+
+#define STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+#define LOAD(field)         __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* Counters the worker's earlier lives left: a restarted worker's counts go on from them. */
+struct base {
+    uint64_t connections;
+    uint64_t table_full;
+    uint64_t evicted;
+};
+static __thread struct base base;
+
+/* After each turn: the loop's counts, as the set sees them. A few stores to the worker's line. */
+static void publish(sxe_loop_t *loop, void *arg)
+{
+    sxe_worker_t *worker = arg;
+    struct sxe__worker_shared *shared = worker->shared;
+    const struct sxe_loop_stats *stats = &loop->stats;
+
+    STORE(shared->stats.open, stats->open > worker->own ? stats->open - worker->own : 0);
+    STORE(shared->stats.connections, base.connections + stats->accepted + worker->adopted);
+    STORE(shared->stats.table_full, base.table_full + stats->table_full);
+    STORE(shared->stats.evicted, base.evicted + stats->evicted);
+}
+
+/* The supervisor passed a connection it accepted: take it, as the listener's would be. */
+static void on_fd(sxe_conn_t *channel, int fd)
+{
+    struct sxe__worker_share *share = sxe_conn_user(channel);
+    sxe_worker_t *worker = share->worker;
+    struct sxe__worker_shared *shared = worker->shared;
+    sxe_conn_t *conn;
+
+    STORE(shared->taken, LOAD(shared->taken) + 1);
+    if (share->handlers == NULL) {
+        sxe__sys.close(fd); /* the worker did not listen on this one */
+        return;
+    }
+    bool evict = (worker->set->listeners[share->listener].options.flags & SXE_LISTEN_EVICT_IDLE);
+    if (sxe__conn_adopt_passed(worker->loop, &conn, fd, evict, share->handlers, share->user) == 0) {
+        worker->adopted++;
+    }
+}
+
+/* The supervisor closed its end: it is stopping (or gone), so stop too. */
+static void on_channel_close(sxe_conn_t *channel, enum sxe_close_reason reason, int err)
+{
+    struct sxe__worker_share *share = sxe_conn_user(channel);
+    sxe_worker_t *worker = share->worker;
+
+    (void)err;
+    worker->own--;
+    if (reason != SXE_CLOSE_SHUTDOWN) {
+        sxe_loop_shutdown(worker->loop, worker->set->options.drain_ns);
+    }
+}
+
+static const struct sxe_conn_handlers channel_handlers = {.on_fd = on_fd,
+                                                          .on_close = on_channel_close};
+
+/* The loop, its channels and its signals. @return 0 or -errno. */
+static int worker_open(sxe_worker_t *worker)
+{
+    sxe_workers_t *set = worker->set;
+    int rc;
+
+    if ((rc = sxe_loop_create(&worker->loop, &set->options.loop)) < 0) {
+        for (unsigned l = 0; l < set->listener_count; l++) {
+            sxe__sys.close(worker->channels[l][1]);
+        }
+        return rc;
+    }
+    worker->loop->turn_hook = publish;
+    worker->loop->turn_arg = worker;
+    for (unsigned l = 0; l < set->listener_count; l++) {
+        sxe_conn_t *channel;
+        worker->shares[l] = (struct sxe__worker_share){.worker = worker, .listener = l};
+        int fd = worker->channels[l][1];
+        worker->channels[l][1] = -1; /* the loop owns it now */
+        if (rc == 0 && (rc = sxe__conn_adopt_channel(worker->loop, &channel, fd, &channel_handlers,
+                                                     &worker->shares[l])) == 0) {
+            worker->own++;
+        } else if (rc < 0 && fd >= 0) {
+            sxe__sys.close(fd); /* GCOVR_EXCL_LINE: the table has room for them, made above */
+        }
+    }
+    if (rc == 0 && set->options.kind == SXE_WORKERS_PROCESSES) {
+        rc = sxe_loop_stop_on_signals(worker->loop, set->options.drain_ns);
+    }
+    return rc;
+}
+
+int sxe__worker_main(sxe_worker_t *worker)
+{
+    sxe_workers_t *set = worker->set;
+    struct sxe__worker_shared *shared = worker->shared;
+    int rc;
+
+    base = (struct base){.connections = LOAD(shared->stats.connections),
+                         .table_full = LOAD(shared->stats.table_full),
+                         .evicted = LOAD(shared->stats.evicted)};
+    worker->own = 0;
+    worker->adopted = 0;
+    if ((rc = worker_open(worker)) < 0) {
+        SXE_LOG_ERROR("worker %u: cannot start: %s", worker->index, sxe_strerror(rc));
+        worker->start_failed = true;
+    } else if ((rc = set->start(worker, set->arg)) < 0) {
+        SXE_LOG_ERROR("worker %u: its start failed: %s", worker->index, sxe_strerror(rc));
+        worker->start_failed = true;
+    } else {
+        publish(worker->loop, worker);
+        if ((rc = sxe_loop_run(worker->loop)) < 0) {
+            SXE_LOG_ERROR("worker %u: its loop failed: %s", worker->index, sxe_strerror(rc));
+        }
+    }
+    if (worker->loop != NULL) {
+        sxe_loop_destroy(worker->loop);
+        worker->loop = NULL;
+    }
+    if (!worker->start_failed && set->stop != NULL) {
+        set->stop(worker, set->arg);
+    }
+    return rc;
+}
+
+int sxe_worker_listen(sxe_worker_t *worker, unsigned listener,
+                      const struct sxe_conn_handlers *handlers, void *user)
+{
+    sxe_workers_t *set = worker != NULL ? worker->set : NULL;
+    sxe_conn_t *conn;
+
+    if (!SXE_CHECK(set != NULL && worker->loop != NULL && listener < set->listener_count)) {
+        return -EINVAL;
+    }
+    worker->shares[listener].handlers = handlers;
+    worker->shares[listener].user = user;
+    if (set->options.spread == SXE_SPREAD_HAND_OFF) {
+        return 0; /* connections come over the channel */
+    }
+    struct sxe__workers_listener *shared = &set->listeners[listener];
+    int fd = shared->fds[worker->index];
+    if (set->options.kind == SXE_WORKERS_THREADS && (fd = sxe__sys.dup(fd)) < 0) {
+        return -errno; /* the set keeps its own for a restart: the loop closes a copy */
+    }
+    shared->fds[worker->index] =
+        set->options.kind == SXE_WORKERS_THREADS ? shared->fds[worker->index] : -1;
+    int rc = sxe__listen_attach(worker->loop, &conn, fd, &shared->options, handlers, user);
+    if (rc == 0) {
+        worker->own++;
+    }
+    return rc;
+}
+
+sxe_loop_t *sxe_worker_loop(const sxe_worker_t *worker)
+{
+    return worker->loop;
+}
+
+unsigned sxe_worker_index(const sxe_worker_t *worker)
+{
+    return worker->index;
+}
+
+sxe_workers_t *sxe_worker_set(const sxe_worker_t *worker)
+{
+    return worker->set;
+}
+
+void sxe_worker_count(sxe_worker_t *worker, uint64_t requests, uint64_t bytes)
+{
+    struct sxe_worker_stats *stats = &worker->shared->stats;
+
+    STORE(stats->requests, LOAD(stats->requests) + requests);
+    STORE(stats->bytes, LOAD(stats->bytes) + bytes);
+}

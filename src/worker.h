@@ -1,0 +1,88 @@
+/*
+ * Workers (sxe/workers.h): what the supervisor (workers.c) and a worker (worker.c) share. The
+ * supervisor makes the listening sockets and a channel per worker and listener, then forks or
+ * starts each worker; a worker runs a loop of its own. Each worker's counters live in memory
+ * mapped shared before the first fork, one 128-byte line pair per worker, written only by it.
+ */
+#ifndef SXE_WORKER_INTERNAL_H
+#define SXE_WORKER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sxe/workers.h"
+
+#define SXE__WORKER_LISTENERS 8
+
+/* A worker's published counters, in shared memory: written by the worker, read by anyone. */
+struct sxe__worker_shared {
+    struct sxe_worker_stats stats;
+    uint64_t taken; /* connections passed to it that it has taken (or refused) */
+} __attribute__((aligned(128)));
+
+/* What a worker takes from one listener: connections passed over a channel, or its own socket. */
+struct sxe__worker_share {
+    sxe_worker_t *worker;
+    unsigned listener;
+    const struct sxe_conn_handlers *handlers; /* NULL until sxe_worker_listen() */
+    void *user;
+};
+
+struct sxe_worker {
+    sxe_workers_t *set;
+    unsigned index;
+    struct sxe__worker_shared *shared;
+
+    /* The supervisor's view. */
+    pid_t pid; /* processes: the running child, or 0 */
+    pthread_t thread;
+    bool running;        /* started and not yet ended */
+    bool restartable;    /* false once its start failed */
+    bool start_failed;   /* its start (or its loop's creation) failed */
+    bool killed;         /* sent SIGKILL after a stop's deadline */
+    int thread_watch;    /* threads: hangs up when the thread ends (the supervisor's end) */
+    int thread_done;     /* threads: the thread's end, closed as it returns */
+    uint64_t passed;     /* connections passed to it */
+    uint64_t started_ns; /* when it was last started */
+    uint64_t restart_ns; /* when to restart it, or 0 */
+    int channels[SXE__WORKER_LISTENERS][2]; /* [0] the supervisor's end, [1] the worker's */
+
+    /* The worker's own. */
+    sxe_loop_t *loop;
+    struct sxe__worker_share shares[SXE__WORKER_LISTENERS];
+    uint32_t own;     /* listeners and channels in its table: not client connections */
+    uint64_t adopted; /* connections passed to it and taken */
+    int result;       /* how it ended (threads) */
+};
+
+struct sxe__workers_listener {
+    struct sxe_listen_options options;
+    int *fds; /* one per worker (reuseport), or one (hand-off); -1 once closed */
+    unsigned fd_count;
+    int port;
+};
+
+struct sxe_workers {
+    struct sxe_workers_options options;
+    struct sxe__worker_shared *shared; /* count of them, mapped shared */
+    size_t shared_size;
+    struct sxe_worker *workers;
+    struct sxe__workers_listener listeners[SXE__WORKER_LISTENERS];
+    unsigned listener_count;
+    sxe_worker_start_t start;
+    sxe_worker_stop_t stop;
+    void *arg;
+    pid_t pid; /* the supervisor's */
+    bool ran;
+    int signal_fd;
+    sigset_t old_mask;
+    bool stopping;
+    uint64_t stop_deadline; /* processes still running then are killed */
+    unsigned next;          /* hand-off: where the search for the least loaded starts */
+};
+
+/* worker.c: a worker's life, in its thread or process. @return 0, or -errno if it failed. */
+int sxe__worker_main(sxe_worker_t *worker);
+
+#endif
