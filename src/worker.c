@@ -28,7 +28,10 @@ static void publish(sxe_loop_t *loop, void *arg)
     struct sxe__worker_shared *shared = worker->shared;
     const struct sxe_loop_stats *stats = &loop->stats;
 
-    STORE(shared->stats.open, stats->open > worker->own ? stats->open - worker->own : 0);
+    uint32_t open = loop->options.connections - sxe_pool_count(loop->conn_pool, SXE__CONN_FREE) -
+                    sxe_pool_count(loop->conn_pool, SXE__CONN_CLOSING);
+
+    STORE(shared->stats.open, open > worker->own ? open - worker->own : 0);
     STORE(shared->stats.connections, base.connections + stats->accepted + worker->adopted);
     STORE(shared->stats.table_full, base.table_full + stats->table_full);
     STORE(shared->stats.evicted, base.evicted + stats->evicted);

@@ -1,0 +1,449 @@
+/*
+ * Workers (sxe/workers.h): each spread mode over real sockets, processes and threads, a worker
+ * killed and restarted, a full worker passed over, the CPU steering, clean stops, and the faults
+ * of starting (fork, pthread_create, socketpair, signalfd) through the system call seam. The
+ * supervisor runs in a forked child (it blocks and reads signals); the test is the client and
+ * reads the workers' counters from the set's shared memory.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sxe_test.h"
+#include "sxe/clock.h"
+#include "sxe/conn.h"
+#include "sxe/loop.h"
+#include "sxe/workers.h"
+#include "sys.h"
+
+struct behaviour {
+    unsigned fail;   /* workers whose index is below this fail their start */
+    bool fill_first; /* worker 0 fills its table before it listens */
+};
+
+/* Every request ("?") is answered with the index of the worker that read it. */
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    sxe_worker_t *worker = sxe_conn_user(conn);
+    char reply[16];
+    int n = snprintf(reply, sizeof(reply), "%u\n", sxe_worker_index(worker));
+
+    (void)data;
+    for (size_t i = 0; i < len; i++) {
+        (void)sxe_conn_write(conn, reply, (size_t)n);
+        sxe_worker_count(worker, 1, (uint64_t)n);
+    }
+    return len;
+}
+
+static const struct sxe_conn_handlers handlers = {.on_read = on_read};
+
+static int start(sxe_worker_t *worker, void *arg)
+{
+    const struct behaviour *behaviour = arg;
+
+    if (sxe_worker_index(worker) < behaviour->fail) {
+        return -EIO;
+    }
+    if (behaviour->fill_first && sxe_worker_index(worker) == 0) {
+        sxe_conn_t *a, *b;
+        int pair[2];
+        while (sxe_conn_pair(sxe_worker_loop(worker), &a, &b, 0, &handlers, worker) == 0) {
+        }
+        /* A slot may be left over: a connection of its own takes it (the other end stays open). */
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0 &&
+            sxe_conn_adopt(sxe_worker_loop(worker), &a, pair[0], &handlers, worker) < 0) {
+            close(pair[1]); /* there was no slot left */
+        }
+    }
+    return sxe_worker_listen(worker, 0, &handlers, worker);
+}
+
+struct server {
+    sxe_workers_t *set;
+    pid_t pid;
+    int port;
+    struct behaviour behaviour;
+};
+
+static void server_start(struct server *server, const struct sxe_workers_options *options)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+    assert_int_equal(sxe_workers_create(&server->set, options), 0);
+    assert_int_equal(
+        sxe_workers_listen(server->set, (struct sockaddr *)&address, sizeof(address), NULL), 0);
+    server->port = sxe_workers_port(server->set, 0);
+    assert_true(server->port > 0);
+    server->pid = fork();
+    assert_true(server->pid >= 0);
+    if (server->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no server behind */
+        int rc = sxe_workers_run(server->set, start, NULL, &server->behaviour);
+        _exit(rc == 0 ? 0 : rc == -ECHILD ? 10 : 11);
+    }
+}
+
+/* Stops the server with SIGTERM. @return its exit status. */
+static int server_stop(struct server *server)
+{
+    int status;
+
+    kill(server->pid, SIGTERM);
+    assert_int_equal(waitpid(server->pid, &status, 0), server->pid);
+    sxe_workers_destroy(server->set);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int client(int port)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval timeout = {.tv_sec = 5};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    return fd;
+}
+
+/* Asks which worker serves fd. @return its index, or -1 if none answers. */
+static int ask(int fd)
+{
+    char reply[16] = {0};
+
+    if (write(fd, "?", 1) != 1) {
+        return -1;
+    }
+    ssize_t got = read(fd, reply, sizeof(reply) - 1);
+    return got > 0 ? atoi(reply) : -1;
+}
+
+static void sleep_ms(long ms)
+{
+    nanosleep(&(struct timespec){.tv_nsec = ms * 1000000}, NULL);
+}
+
+/* Waits up to 5 s for worker index's counters to satisfy done(stats, want). */
+static bool wait_stats(sxe_workers_t *set, unsigned index,
+                       bool (*done)(const struct sxe_worker_stats *stats, uint64_t want),
+                       uint64_t want)
+{
+    struct sxe_worker_stats stats;
+
+    for (int i = 0; i < 500; i++) {
+        sxe_workers_stats(set, index, &stats);
+        if (done(&stats, want)) {
+            return true;
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "worker %u: open %u connections %llu table_full %llu, not %llu\n", index,
+            stats.open, (unsigned long long)stats.connections, (unsigned long long)stats.table_full,
+            (unsigned long long)want);
+    return false;
+}
+
+static bool open_is(const struct sxe_worker_stats *stats, uint64_t want)
+{
+    return stats->open == want;
+}
+
+static bool restarted(const struct sxe_worker_stats *stats, uint64_t want)
+{
+    return stats->restarts == want;
+}
+
+static void test_reuseport_processes_spread_count_and_stop(void **state)
+{
+    struct server server = {0};
+    int fds[64], served[2] = {0};
+
+    (void)state;
+    server_start(&server, &(struct sxe_workers_options){.count = 2});
+    for (int i = 0; i < 64; i++) {
+        fds[i] = client(server.port);
+        int index = ask(fds[i]);
+        assert_true(index == 0 || index == 1);
+        served[index]++;
+    }
+    assert_true(served[0] > 0 && served[1] > 0); /* the kernel's hash uses both */
+    assert_true(wait_stats(server.set, 0, open_is, (uint64_t)served[0]));
+    assert_true(wait_stats(server.set, 1, open_is, (uint64_t)served[1]));
+    for (unsigned w = 0; w < 2; w++) {
+        struct sxe_worker_stats stats;
+        sxe_workers_stats(server.set, w, &stats);
+        assert_int_equal(stats.connections, served[w]);
+        assert_int_equal(stats.requests, served[w]);
+        assert_int_equal(stats.bytes, 2 * served[w]);
+        assert_true(stats.pid > 0 && stats.pid != server.pid);
+    }
+    assert_int_equal(server_stop(&server), 0);
+    for (int i = 0; i < 64; i++) {
+        char byte;
+        assert_int_equal(read(fds[i], &byte, 1), 0); /* closed by the stop, cleanly */
+        close(fds[i]);
+    }
+}
+
+/* Hand-off spreads held connections evenly (threads here), and the stop ends every thread. */
+static void test_hand_off_threads_spread_evenly(void **state)
+{
+    struct server server = {0};
+    int fds[40], served[2] = {0};
+
+    (void)state;
+    server_start(&server, &(struct sxe_workers_options){.count = 2,
+                                                        .kind = SXE_WORKERS_THREADS,
+                                                        .spread = SXE_SPREAD_HAND_OFF});
+    for (int i = 0; i < 40; i++) {
+        fds[i] = client(server.port);
+        int index = ask(fds[i]);
+        assert_true(index == 0 || index == 1);
+        served[index]++;
+    }
+    assert_in_range(served[0], 18, 22); /* within 10% of even */
+    assert_true(wait_stats(server.set, 0, open_is, (uint64_t)served[0]));
+    assert_true(wait_stats(server.set, 1, open_is, (uint64_t)served[1]));
+    for (int i = 0; i < 40; i++) {
+        close(fds[i]);
+    }
+    assert_int_equal(server_stop(&server), 0);
+}
+
+/* A worker whose table is full is passed over: every connection goes to the other, none lost. */
+static void test_hand_off_passes_over_a_full_worker(void **state)
+{
+    struct server server = {.behaviour = {.fill_first = true}};
+    int fds[30];
+
+    (void)state;
+    server_start(&server, &(struct sxe_workers_options){.count = 2,
+                                                        .spread = SXE_SPREAD_HAND_OFF,
+                                                        .loop = {.connections = 64}});
+    assert_true(wait_stats(server.set, 0, open_is, 63)); /* its table, less its channel */
+    for (int i = 0; i < 30; i++) {
+        fds[i] = client(server.port);
+        assert_int_equal(ask(fds[i]), 1);
+    }
+    struct sxe_worker_stats stats;
+    sxe_workers_stats(server.set, 0, &stats);
+    assert_int_equal(stats.connections, 0); /* none was passed to it */
+    assert_true(stats.table_full >= 1);     /* the fill's last tries */
+    for (int i = 0; i < 30; i++) {
+        close(fds[i]);
+    }
+    assert_int_equal(server_stop(&server), 0);
+}
+
+/* A worker process killed with -9: the other's connections live on; the set restarts it. */
+static void test_killed_worker_is_restarted(void **state)
+{
+    struct server server = {0};
+    int held[2] = {-1, -1};
+    struct sxe_worker_stats before, after;
+
+    (void)state;
+    server_start(&server, &(struct sxe_workers_options){.count = 2});
+    for (int i = 0; i < 64 && (held[0] < 0 || held[1] < 0); i++) {
+        int fd = client(server.port);
+        int index = ask(fd);
+        assert_true(index == 0 || index == 1);
+        if (held[index] < 0) {
+            held[index] = fd;
+        } else {
+            close(fd);
+        }
+    }
+    assert_true(held[0] >= 0 && held[1] >= 0);
+    sxe_workers_stats(server.set, 0, &before);
+    assert_int_equal(kill(before.pid, SIGKILL), 0);
+    assert_int_equal(ask(held[1]), 1); /* worker 1 and its connection serve on */
+    assert_int_equal(ask(held[0]), -1);
+    assert_true(wait_stats(server.set, 0, restarted, 1));
+    sxe_workers_stats(server.set, 0, &after);
+    assert_true(after.pid > 0 && after.pid != before.pid);
+    assert_true(after.connections >= before.connections); /* counts go on */
+    bool zero_again = false;
+    for (int i = 0; i < 64 && !zero_again; i++) {
+        int fd = client(server.port);
+        zero_again = ask(fd) == 0; /* its socket waited in the group: no connection lost */
+        close(fd);
+    }
+    assert_true(zero_again);
+    assert_int_equal(ask(held[1]), 1);
+    close(held[0]);
+    close(held[1]);
+    assert_int_equal(server_stop(&server), 0);
+}
+
+/* CPU steering: a connection made on CPU c goes to worker c. */
+static void test_cpu_steering(void **state)
+{
+    struct server server = {0};
+    cpu_set_t old, one;
+
+    (void)state;
+    if (sxe_workers_cpus() < 2) {
+        skip(); /* GCOVR_EXCL_LINE: CI has two */
+    }
+    server_start(&server,
+                 &(struct sxe_workers_options){.count = 2, .spread = SXE_SPREAD_REUSEPORT_CPU});
+    sched_getaffinity(0, sizeof(old), &old);
+    for (int cpu = 0, tried = 0; cpu < CPU_SETSIZE && tried < 2; cpu++) {
+        if (!CPU_ISSET(cpu, &old)) {
+            continue;
+        }
+        tried++;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+        for (int i = 0; i < 16; i++) {
+            int fd = client(server.port);
+            assert_int_equal(ask(fd), cpu % 2); /* the program: the CPU modulo the count */
+            close(fd);
+        }
+    }
+    sched_setaffinity(0, sizeof(old), &old);
+    assert_int_equal(server_stop(&server), 0);
+}
+
+/* Workers whose start fails end and are not restarted: with none left, run says -ECHILD. */
+static void test_failed_starts_end_the_set(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 2; kind++) {
+        struct server server = {.behaviour = {.fail = 2}};
+        int status;
+        server_start(&server, &(struct sxe_workers_options){.count = 2,
+                                                            .kind = (enum sxe_workers_kind)kind});
+        assert_int_equal(waitpid(server.pid, &status, 0), server.pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 10);
+        sxe_workers_destroy(server.set);
+    }
+}
+
+/* Faults of starting, run in this process: the error comes back, and what started stops. */
+static void test_start_faults(void **state)
+{
+    static const struct {
+        enum sxe__sys_call call;
+        unsigned nth;
+        int err;
+        enum sxe_workers_kind kind;
+    } faults[] = {
+        {SXE_SYS_fork, 1, EAGAIN, SXE_WORKERS_PROCESSES},
+        {SXE_SYS_fork, 2, EAGAIN, SXE_WORKERS_PROCESSES}, /* the first runs, then stops */
+        {SXE_SYS_pthread_create, 2, EAGAIN, SXE_WORKERS_THREADS},
+        {SXE_SYS_socketpair, 1, EMFILE, SXE_WORKERS_PROCESSES},
+        {SXE_SYS_socketpair, 1, EMFILE, SXE_WORKERS_THREADS},
+        {SXE_SYS_signalfd, 1, ENOMEM, SXE_WORKERS_PROCESSES},
+    };
+    struct behaviour behaviour = {0};
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+        sxe_workers_t *set;
+        assert_int_equal(
+            sxe_workers_create(&set,
+                               &(struct sxe_workers_options){.count = 2, .kind = faults[i].kind}),
+            0);
+        assert_int_equal(
+            sxe_workers_listen(set, (struct sockaddr *)&address, sizeof(address), NULL), 0);
+        sxe__sys_fail(faults[i].call, faults[i].nth, 1, faults[i].err);
+        assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -faults[i].err);
+        sxe__sys_reset();
+        sxe_workers_destroy(set);
+    }
+}
+
+static void create_too_many(void *arg)
+{
+    sxe_workers_t *set;
+
+    (void)arg;
+    (void)!sxe_workers_create(&set, &(struct sxe_workers_options){.count = 1000});
+}
+
+static void run_without_listener(void *arg)
+{
+    struct behaviour behaviour = {0};
+    sxe_workers_t *set;
+
+    (void)arg;
+    (void)!sxe_workers_create(&set, NULL);
+    (void)!sxe_workers_run(set, start, NULL, &behaviour);
+}
+
+/* Invalid use: a clear assertion in debug builds, -EINVAL in release. */
+static void test_invalid_use(void **state)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    sxe_workers_t *set;
+
+    (void)state;
+#ifdef SXE_DEBUG
+    const char *const too_many[] = {"assertion failed: out != NULL && options->count", NULL};
+    const char *const no_listener[] = {"assertion failed: set != NULL && start != NULL", NULL};
+    sxe_test_expect_abort(create_too_many, NULL, too_many);
+    sxe_test_expect_abort(run_without_listener, NULL, no_listener);
+#else
+    struct behaviour behaviour = {0};
+    assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){.count = 1000}),
+                     -EINVAL);
+    assert_int_equal(sxe_workers_create(&set, NULL), 0);
+    assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -EINVAL); /* no listener */
+    sxe_workers_destroy(set);
+#endif
+    assert_int_equal(sxe_workers_create(&set, NULL), 0);
+    assert_int_equal(sxe_workers_count(set), sxe_workers_cpus());
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(
+            sxe_workers_listen(set, (struct sockaddr *)&address, sizeof(address), NULL), i);
+    }
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&address, sizeof(address), NULL),
+                     -ENOBUFS);
+    assert_int_equal(sxe_workers_port(set, 8), 0);
+    sxe_workers_destroy(set);
+
+    /* A port held without SO_REUSEPORT: the set's sockets cannot join it. */
+    int holder = socket(AF_INET, SOCK_STREAM, 0);
+    socklen_t len = sizeof(address);
+    assert_int_equal(bind(holder, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(listen(holder, 1), 0);
+    getsockname(holder, (struct sockaddr *)&address, &len);
+    assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){.count = 2}), 0);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&address, sizeof(address), NULL),
+                     -EADDRINUSE);
+    sxe_workers_destroy(set);
+    close(holder);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reuseport_processes_spread_count_and_stop),
+        cmocka_unit_test(test_hand_off_threads_spread_evenly),
+        cmocka_unit_test(test_hand_off_passes_over_a_full_worker),
+        cmocka_unit_test(test_killed_worker_is_restarted),
+        cmocka_unit_test(test_cpu_steering),
+        cmocka_unit_test(test_failed_starts_end_the_set),
+        cmocka_unit_test(test_start_faults),
+        cmocka_unit_test(test_invalid_use),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
