@@ -1,0 +1,144 @@
+"""Workers, through the real programs: sxe-httpd --workers in each spread mode, processes and
+threads, its SIGUSR1 report, a worker killed under load and restarted, a few thousand connections
+over two workers (the small CI version of bench/many), and http-hello with workers."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from test_sxe_httpd import Httpd, free_port, get, root  # noqa: F401 (root is a fixture)
+
+
+def load(build_dir, port, connections, queries, path="/hello.txt"):
+    result = subprocess.run([str(build_dir / "tools" / "sxe-http"), "-i", "127.0.0.1", "-p",
+                             str(port), "-c", str(connections), "-n", str(queries), "-u", path,
+                             "--json"], capture_output=True, text=True, timeout=120)
+    data = json.loads(result.stdout)
+    assert data["errors"]["total"] == 0, result.stdout
+    assert data["queries"] == connections * queries
+    return data
+
+
+def children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+def report(server):
+    """Asks for the SIGUSR1 report, stops the server, and returns its lines as dicts by worker."""
+    server.process.send_signal(signal.SIGUSR1)
+    time.sleep(0.3)
+    assert server.stop() == 0
+    log = server.process.stderr.read().decode()
+    workers = {}
+    for match in re.finditer(r"worker (\d+) pid (\d+)[^:]*: (.*)", log):
+        fields = match.group(3).split()
+        workers[int(match.group(1))] = {fields[i]: int(fields[i + 1])
+                                        for i in range(0, len(fields), 2)}
+    return workers, log
+
+
+@pytest.mark.parametrize("spread", ["reuseport", "cpu", "hand-off"])
+@pytest.mark.parametrize("kind", ["processes", "threads"])
+def test_sxe_httpd_workers_serve_count_and_report(build_dir, root, spread, kind):  # noqa: F811
+    extra = ["--threads"] if kind == "threads" else []
+    server = Httpd(build_dir, root, "--workers", "2", "--spread", spread, *extra)
+    try:
+        if kind == "processes":
+            assert len(children(server.process.pid)) == 2
+        load(build_dir, server.port, 200, 5)
+        status, _, body = get(server.port, "/hello.txt")
+        assert status == 200 and body == b"Hello World\n"
+        workers, log = report(server)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert sorted(workers) == [0, 1], log
+    assert sum(w["requests"] for w in workers.values()) == 1001
+    assert sum(w["connections"] for w in workers.values()) == 202  # with the readiness probe
+    if spread == "hand-off":  # the least loaded: within 10% of even
+        assert all(90 <= w["connections"] <= 111 for w in workers.values()), workers
+    elif spread == "reuseport":  # the kernel's hash: both used
+        assert all(w["connections"] > 0 for w in workers.values()), workers
+
+
+def test_killed_worker_is_restarted_and_the_others_serve_on(build_dir, root):  # noqa: F811
+    server = Httpd(build_dir, root, "--workers", "2")
+    try:
+        held = socket.create_connection(("127.0.0.1", server.port))
+        held.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b"Hello World" in held.recv(4096)
+        before = children(server.process.pid)
+        victim = before[0]
+        os.kill(victim, signal.SIGKILL)
+        load(build_dir, server.port, 100, 3)  # nothing lost: its socket waits in the group
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            now = children(server.process.pid)
+            if len(now) == 2 and victim not in now:
+                break
+            time.sleep(0.05)
+        assert len(now) == 2 and victim not in now
+        held.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = held.recv(4096)  # the held connection lives on, unless it was the victim's
+        assert reply == b"" or b"Hello World" in reply
+        held.close()
+        workers, log = report(server)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert "died (signal 9); restarting it" in log
+    assert sum(w["restarts"] for w in workers.values()) == 1
+
+
+def test_thousands_of_connections_over_two_workers(build_dir, root):  # noqa: F811
+    """The CI version of bench/many: more connections than one worker's table holds."""
+    server = Httpd(build_dir, root, "--workers", "2", "--connections", "2000", "--spread",
+                   "hand-off")
+    try:
+        data = load(build_dir, server.port, 3000, 2)
+        assert data["connected"] == 3000
+        workers, _ = report(server)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert all(w["table_full"] == 0 for w in workers.values()), workers
+    assert all(1350 <= w["connections"] <= 1650 for w in workers.values()), workers
+
+
+def test_worker_options_are_checked(build_dir, root):  # noqa: F811
+    binary = str(build_dir / "tools" / "sxe-httpd")
+    for args, message in [(["--workers", "0"], "--workers must be a number from 1 to 256"),
+                          (["--workers", "x"], "--workers must be a number"),
+                          (["--spread", "random"], "--spread must be reuseport, cpu or hand-off")]:
+        result = subprocess.run([binary, "--root", str(root), *args], capture_output=True,
+                                text=True, timeout=10)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_http_hello_with_workers(build_dir):
+    port = free_port()
+    process = subprocess.Popen([str(build_dir / "examples" / "http-hello"), f"127.0.0.1:{port}",
+                                "2"], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except ConnectionRefusedError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.02)
+        assert len(children(process.pid)) == 2
+        status, _, body = get(port, "/")
+        assert status == 200 and body == b"Hello World\n"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
