@@ -371,6 +371,7 @@ static void test_start_faults(void **state)
     }
 }
 
+#ifdef SXE_DEBUG
 static void create_too_many(void *arg)
 {
     sxe_workers_t *set;
@@ -388,6 +389,7 @@ static void run_without_listener(void *arg)
     (void)!sxe_workers_create(&set, NULL);
     (void)!sxe_workers_run(set, start, NULL, &behaviour);
 }
+#endif
 
 /* Invalid use: a clear assertion in debug builds, -EINVAL in release. */
 static void test_invalid_use(void **state)
