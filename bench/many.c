@@ -3,7 +3,7 @@
  * busy at a fixed rate and measures latency from each request's intended send time (so a stall
  * of the server is not hidden by the client waiting for it: no coordinated omission).
  *
- *   many hold -i IP -p PORT -c N -s SRC[,SRC...] -t SECONDS
+ *   many hold -i IP -p PORT -c N -s SRC[,SRC...] -t SECONDS [-r CONNECTS_IN_FLIGHT]
  *       connects N (at most the process's file limit), prints {"connected": N, "seconds": S},
  *       holds them for SECONDS, then prints {"held": N, "lost": K}: K closed by the server.
  *   many pace -i IP -p PORT -c N -R RATE -t SECONDS -u PATH [-s SRC,...]
@@ -42,7 +42,10 @@ static struct {
     double rate;
     double seconds;
     const char *path;
-} config = {.path = "/", .seconds = 10};
+    unsigned in_flight; /* connects under way at once */
+} config = {.path = "/", .seconds = 10, .in_flight = 1000};
+
+static unsigned retries; /* connects tried again */
 
 struct conn {
     int fd;
@@ -101,7 +104,7 @@ static double connect_all(int epoll, struct conn *conns)
     struct epoll_event events[1024];
 
     while (done < config.connections) {
-        while (started < config.connections && in_flight < 1000) {
+        while (started < config.connections && in_flight < config.in_flight) {
             conns[started].fd = start_connect(started);
             struct epoll_event event = {.events = EPOLLOUT, .data.u32 = started};
             epoll_ctl(epoll, EPOLL_CTL_ADD, conns[started].fd, &event);
@@ -117,9 +120,17 @@ static double connect_all(int epoll, struct conn *conns)
             int err = 0;
             socklen_t len = sizeof(err);
             getsockopt(conn->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            if (err != 0) {
-                errno = err;
-                die("connect");
+            if (err != 0) { /* a SYN lost to a full backlog: try again, and count it */
+                if (++retries > config.connections) {
+                    errno = err;
+                    die("connect");
+                }
+                epoll_ctl(epoll, EPOLL_CTL_DEL, conn->fd, NULL);
+                close(conn->fd);
+                conn->fd = start_connect(events[e].data.u32);
+                struct epoll_event again = {.events = EPOLLOUT, .data.u32 = events[e].data.u32};
+                epoll_ctl(epoll, EPOLL_CTL_ADD, conn->fd, &again);
+                continue;
             }
             conn->connected = true;
             struct epoll_event event = {.events = EPOLLIN, .data.u32 = events[e].data.u32};
@@ -138,7 +149,8 @@ static int hold(int epoll, struct conn *conns)
     char scratch[4096];
 
     double seconds = connect_all(epoll, conns);
-    printf("{\"connected\": %u, \"seconds\": %.3f}\n", config.connections, seconds);
+    printf("{\"connected\": %u, \"seconds\": %.3f, \"retries\": %u}\n", config.connections,
+           seconds, retries);
     fflush(stdout);
     uint64_t end = now_ns() + (uint64_t)(config.seconds * 1e9);
     for (uint64_t now; (now = now_ns()) < end;) {
@@ -280,7 +292,7 @@ int main(int argc, char **argv)
     bool holding = strcmp(argv[1], "hold") == 0;
     config.server.sin_family = AF_INET;
     optind = 2;
-    while ((option = getopt(argc, argv, "i:p:c:s:t:R:u:")) != -1) {
+    while ((option = getopt(argc, argv, "i:p:c:s:t:R:u:r:")) != -1) {
         switch (option) {
         case 'i':
             if (inet_pton(AF_INET, optarg, &config.server.sin_addr) != 1) {
@@ -309,6 +321,9 @@ int main(int argc, char **argv)
             break;
         case 'u':
             config.path = optarg;
+            break;
+        case 'r':
+            config.in_flight = (unsigned)atoi(optarg) ? (unsigned)atoi(optarg) : 1;
             break;
         default:
             usage();

@@ -69,8 +69,17 @@ static void on_channel_close(sxe_conn_t *channel, enum sxe_close_reason reason, 
     }
 }
 
-static const struct sxe_conn_handlers channel_handlers = {.on_fd = on_fd,
-                                                          .on_close = on_channel_close};
+/* A channel is open for the worker's whole life: no idle timeout applies, and no eviction. */
+static void on_channel_connect(sxe_conn_t *channel)
+{
+    sxe_loop_t *loop = sxe_conn_loop(channel);
+
+    sxe_pool_set_state(loop->conn_pool, sxe__conn_index(channel), SXE__CONN_IDLE,
+                       SXE__CONN_LISTENING, loop->now);
+}
+
+static const struct sxe_conn_handlers channel_handlers = {
+    .on_connect = on_channel_connect, .on_fd = on_fd, .on_close = on_channel_close};
 
 /* The loop, its channels and its signals. @return 0 or -errno. */
 static int worker_open(sxe_worker_t *worker)

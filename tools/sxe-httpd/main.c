@@ -43,6 +43,7 @@ static struct {
     enum sxe_workers_kind kind;
     enum sxe_workers_spread spread;
     unsigned listen_flags;
+    unsigned idle_timeout; /* seconds; 0: the module's 60 */
 } config = {.listen = "127.0.0.1:8080", .index = "index.html", .connections = 10000};
 
 static const struct {
@@ -555,6 +556,7 @@ static void usage(FILE *out)
             "  --defer-accept        wake a worker only once a request's bytes have come\n"
             "  --evict-idle          when the table is full, close the oldest idle connection\n"
             "                        to make room, instead of refusing the new one\n"
+            "  --idle-timeout SECS   close a kept-alive connection idle this long (60)\n"
             "  -h, --help            this text\n"
             "\n"
             "SIGUSR1 logs one line of counters per worker. A worker process that dies is\n"
@@ -614,6 +616,7 @@ static void parse_options(int argc, char **argv)
                                             {"fastopen", no_argument, NULL, 'F'},
                                             {"defer-accept", no_argument, NULL, 'D'},
                                             {"evict-idle", no_argument, NULL, 'E'},
+                                            {"idle-timeout", required_argument, NULL, 'I'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
@@ -663,6 +666,9 @@ static void parse_options(int argc, char **argv)
         case 'E':
             config.listen_flags |= SXE_LISTEN_EVICT_IDLE;
             break;
+        case 'I':
+            config.idle_timeout = (unsigned)number(optarg, 1, 86400, "--idle-timeout");
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -711,7 +717,8 @@ int main(int argc, char **argv)
                                                                         : sxe_workers_cpus(),
                                               .worker_kind = config.kind,
                                               .spread = config.spread,
-                                              .listen_flags = config.listen_flags};
+                                              .listen_flags = config.listen_flags,
+        .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC};
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
         return 1;
