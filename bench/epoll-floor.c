@@ -4,7 +4,7 @@
  * (recv and send, not read and write, which cost more: they pass the file layer). No buffers kept,
  * no timeouts, no limits: what sxe is measured against.
  *
- * Usage: epoll-floor PORT [ROOT]
+ * Usage: epoll-floor PORT [ROOT [PROCESSES]]
  *
  * Without ROOT, every request gets a canned Hello World. With ROOT, the regular files at the top
  * of ROOT are the static-file floor: they are loaded at start-up, each with its 200 head ready, and
@@ -186,15 +186,23 @@ int main(int argc, char **argv)
     struct sockaddr_in address = {.sin_family = AF_INET,
                                   .sin_port = htons(argc > 1 ? atoi(argv[1]) : 8080),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int one = 1, listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0),
-        epfd = epoll_create1(0);
-    struct epoll_event event = {.events = EPOLLIN, .data.fd = listener}, events[256];
-    bool static_files = argc > 2;
+    bool static_files = argc > 2 && strcmp(argv[2], "-") != 0;
+    int processes = argc > 3 ? atoi(argv[3]) : 1;
 
     if (static_files) {
         load(argv[2]);
     }
+    /* PROCESSES copies, each with its own socket on the port (SO_REUSEPORT): the floor of
+     * workers. Stop them as a process group. */
+    for (int p = 1; p < processes && fork() > 0; p++) {
+    }
+    int one = 1, listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0),
+        epfd = epoll_create1(0);
+    struct epoll_event event = {.events = EPOLLIN, .data.fd = listener}, events[256];
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (processes > 1) {
+        setsockopt(listener, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    }
     if (bind(listener, (struct sockaddr *)&address, sizeof(address)) < 0 ||
         listen(listener, SOMAXCONN) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, listener, &event) < 0) {
         return 1;

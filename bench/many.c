@@ -50,10 +50,10 @@ static unsigned retries; /* connects tried again */
 struct conn {
     int fd;
     bool connected;
-    bool busy;              /* a request is out */
-    uint64_t due[DUE_MAX];  /* intended send times of requests waiting, oldest first */
+    bool busy;             /* a request is out */
+    uint64_t due[DUE_MAX]; /* intended send times of requests waiting, oldest first */
     unsigned due_count;
-    uint64_t sent_due;      /* the intended time of the request out */
+    uint64_t sent_due; /* the intended time of the request out */
     char in[1024];
     size_t in_len;
 };
@@ -149,8 +149,8 @@ static int hold(int epoll, struct conn *conns)
     char scratch[4096];
 
     double seconds = connect_all(epoll, conns);
-    printf("{\"connected\": %u, \"seconds\": %.3f, \"retries\": %u}\n", config.connections,
-           seconds, retries);
+    printf("{\"connected\": %u, \"seconds\": %.3f, \"retries\": %u}\n", config.connections, seconds,
+           retries);
     fflush(stdout);
     uint64_t end = now_ns() + (uint64_t)(config.seconds * 1e9);
     for (uint64_t now; (now = now_ns()) < end;) {
@@ -252,7 +252,8 @@ static int pace(int epoll, struct conn *conns)
         }
         for (int e = 0; e < n; e++) {
             struct conn *conn = &conns[events[e].data.u32];
-            ssize_t got = recv(conn->fd, conn->in + conn->in_len, sizeof(conn->in) - conn->in_len, 0);
+            ssize_t got =
+                recv(conn->fd, conn->in + conn->in_len, sizeof(conn->in) - conn->in_len, 0);
             if (got <= 0) {
                 die("recv (the server closed a connection)");
             }

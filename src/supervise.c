@@ -28,6 +28,7 @@ static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 #define ACCEPT_BATCH      64             /* hand-off accepts per listener per wake-up */
 #define RESTART_PAUSE_NS  SXE_NS_PER_SEC /* a worker is restarted at most once a second */
 #define KILL_GRACE_NS     SXE_NS_PER_SEC /* past the drain, before a process is killed */
+#define PENDING_WEIGHT    32             /* a connection passed and not yet taken, in open ones */
 
 static void close_fd(int *fd)
 {
@@ -225,9 +226,11 @@ static void take_signals(sxe_workers_t *set, uint64_t now)
 }
 
 /*
- * The worker to pass a connection to: the least loaded of those running and not tried, counting
- * open connections and those passed but not yet taken, and preferring one whose table has room.
- * Ties go round, so an idle set is spread evenly.
+ * The worker to pass a connection to: the least loaded of those running and not tried, and
+ * preferring one whose table has room. Load is open connections plus those passed and not yet
+ * taken, which weigh PENDING_WEIGHT each: a worker takes what it is passed at its next turn, so
+ * connections waiting for it mean it is stuck (a handler that blocks) or behind, and the next ones
+ * should go elsewhere. Ties go round, so an idle set is spread evenly.
  */
 static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
 {
@@ -243,9 +246,9 @@ static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
             continue;
         }
         uint64_t taken = LOAD(worker->shared->taken);
-        uint64_t load = LOAD(worker->shared->stats.open) +
-                        (worker->passed > taken ? worker->passed - taken : 0);
-        bool room = load < capacity;
+        uint64_t pending = worker->passed > taken ? worker->passed - taken : 0;
+        uint64_t load = LOAD(worker->shared->stats.open) + pending * PENDING_WEIGHT;
+        bool room = LOAD(worker->shared->stats.open) + pending < capacity;
         if ((room && !best_room) || (room == best_room && load < best_load)) {
             best = worker;
             best_load = load;

@@ -16,6 +16,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/epoll.h>
@@ -92,6 +93,8 @@ struct io_uring_params;
       (fd, messages, count, flags, timeout), recvmmsg)                                             \
     X(recvmsg, ssize_t, (int fd, struct msghdr *message, int flags), (fd, message, flags),         \
       recvmsg)                                                                                     \
+    X(sched_getaffinity, int, (pid_t pid, size_t size, cpu_set_t * set), (pid, size, set),         \
+      sched_getaffinity)                                                                           \
     X(send, ssize_t, (int fd, const void *buf, size_t len, int flags), (fd, buf, len, flags),      \
       send)                                                                                        \
     X(sendfile, ssize_t, (int out, int in, off_t *offset, size_t len), (out, in, offset, len),     \

@@ -30,7 +30,7 @@ unsigned sxe_workers_cpus(void)
 {
     cpu_set_t cpus;
 
-    if (sched_getaffinity(0, sizeof(cpus), &cpus) < 0) {
+    if (sxe__sys.sched_getaffinity(0, sizeof(cpus), &cpus) < 0) {
         return 1; /* GCOVR_EXCL_LINE: fails only for another process's pid */
     }
     return (unsigned)CPU_COUNT(&cpus);

@@ -21,7 +21,7 @@
  * 10,000 idle keep-alive connections cost about 200 bytes each.
  *
  * Threads. A loop and its connections belong to the thread that runs the loop. Run one loop per
- * core for more (SO_REUSEPORT spreads accepted connections over them).
+ * core for more: sxe/workers.h runs and supervises them, in processes or threads.
  *
  * Callbacks. Every callback runs on the loop's thread, never re-entrantly for one connection:
  * while a callback for a connection runs, sxe makes no other callback for it, except on_close

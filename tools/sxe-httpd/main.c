@@ -712,12 +712,12 @@ int main(int argc, char **argv)
     int rc;
 
     parse_options(argc, argv);
-    struct sxe_http_server_options options = {.loop = {.connections = config.connections},
-                                              .workers = config.workers ? config.workers
-                                                                        : sxe_workers_cpus(),
-                                              .worker_kind = config.kind,
-                                              .spread = config.spread,
-                                              .listen_flags = config.listen_flags,
+    struct sxe_http_server_options options = {
+        .loop = {.connections = config.connections},
+        .workers = config.workers ? config.workers : sxe_workers_cpus(),
+        .worker_kind = config.kind,
+        .spread = config.spread,
+        .listen_flags = config.listen_flags,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC};
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
