@@ -95,7 +95,7 @@ void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event)
     }
 }
 
-int sxe_conn_send_fd(sxe_conn_t *conn, int fd)
+int sxe__fdpass_send(int channel, int fd, int flags)
 {
     union {
         struct cmsghdr header;
@@ -107,24 +107,27 @@ int sxe_conn_send_fd(sxe_conn_t *conn, int fd)
                              .msg_iovlen = 1,
                              .msg_control = &control,
                              .msg_controllen = sizeof(control)};
-    int rc;
 
-    if ((rc = sxe__stream_check_writable(conn)) < 0) {
-        return rc;
-    }
     struct cmsghdr *header = &control.header; /* the first header: the buffer is aligned for it */
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
     header->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(header), &fd, sizeof(int));
     for (;;) {
-        if (sxe__sys.sendmsg(conn->fd, &message, MSG_NOSIGNAL) == 1) {
+        if (sxe__sys.sendmsg(channel, &message, MSG_NOSIGNAL | flags) == 1) {
             return 0;
         }
         if (errno != EINTR) {
             return -errno;
         }
     }
+}
+
+int sxe_conn_send_fd(sxe_conn_t *conn, int fd)
+{
+    int rc = sxe__stream_check_writable(conn);
+
+    return rc < 0 ? rc : sxe__fdpass_send(conn->fd, fd, 0);
 }
 
 int sxe_conn_hand_off(sxe_conn_t *conn, sxe_conn_t *via)

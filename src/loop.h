@@ -291,6 +291,8 @@ int sxe__conn_adopt_channel(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
 
 /* fdpass.c: fd channels, the stream kind that carries descriptors. */
 void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event);
+/* Sends fd over the Unix stream channel, with one marker byte (flags: MSG_DONTWAIT...). */
+int sxe__fdpass_send(int channel, int fd, int flags);
 
 /* timer.c */
 uint64_t sxe__timer_next(const sxe_loop_t *loop);

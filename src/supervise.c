@@ -28,7 +28,6 @@ static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 #define ACCEPT_BATCH      64             /* hand-off accepts per listener per wake-up */
 #define RESTART_PAUSE_NS  SXE_NS_PER_SEC /* a worker is restarted at most once a second */
 #define KILL_GRACE_NS     SXE_NS_PER_SEC /* past the drain, before a process is killed */
-#define PENDING_WEIGHT    32             /* a connection passed and not yet taken, in open ones */
 
 static void close_fd(int *fd)
 {
@@ -226,11 +225,11 @@ static void take_signals(sxe_workers_t *set, uint64_t now)
 }
 
 /*
- * The worker to pass a connection to: the least loaded of those running and not tried, and
- * preferring one whose table has room. Load is open connections plus those passed and not yet
- * taken, which weigh PENDING_WEIGHT each: a worker takes what it is passed at its next turn, so
- * connections waiting for it mean it is stuck (a handler that blocks) or behind, and the next ones
- * should go elsewhere. Ties go round, so an idle set is spread evenly.
+ * The worker to pass a connection to: the least loaded of those running and not tried, counting
+ * open connections and those passed but not yet taken (a worker that is stuck or behind has
+ * them), and preferring one whose table has room. Ties go round, so an idle set is spread evenly.
+ * (Weighing the ones not yet taken more, 32 each, skewed a burst of connects 24 to 178 towards
+ * the faster worker, and did not help a stalled one: docs/benchmarks.md, bench/stall.)
  */
 static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
 {
@@ -247,8 +246,8 @@ static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
         }
         uint64_t taken = LOAD(worker->shared->taken);
         uint64_t pending = worker->passed > taken ? worker->passed - taken : 0;
-        uint64_t load = LOAD(worker->shared->stats.open) + pending * PENDING_WEIGHT;
-        bool room = LOAD(worker->shared->stats.open) + pending < capacity;
+        uint64_t load = LOAD(worker->shared->stats.open) + pending;
+        bool room = load < capacity;
         if ((room && !best_room) || (room == best_room && load < best_load)) {
             best = worker;
             best_load = load;
@@ -259,32 +258,6 @@ static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
     return best;
 }
 
-/* Passes fd (one marker byte with it) over a channel. @return 0 or -errno. */
-static int pass_fd(int channel, int fd)
-{
-    union {
-        struct cmsghdr header;
-        char space[CMSG_SPACE(sizeof(int))];
-    } control;
-    char marker = 'C';
-    struct iovec iov = {.iov_base = &marker, .iov_len = 1};
-    struct msghdr message = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = &control,
-                             .msg_controllen = sizeof(control)};
-
-    control.header.cmsg_level = SOL_SOCKET;
-    control.header.cmsg_type = SCM_RIGHTS;
-    control.header.cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(&control.header), &fd, sizeof(int));
-    while (sxe__sys.sendmsg(channel, &message, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
-        if (errno != EINTR) {
-            return -errno;
-        }
-    }
-    return 0;
-}
-
 /* Gives an accepted connection to the least loaded worker that takes it, else drops it. */
 static void hand_off(sxe_workers_t *set, unsigned listener, int fd)
 {
@@ -292,7 +265,7 @@ static void hand_off(sxe_workers_t *set, unsigned listener, int fd)
     sxe_worker_t *worker;
 
     while ((worker = least_loaded(set, tried)) != NULL) {
-        if (pass_fd(worker->channels[listener][0], fd) == 0) {
+        if (sxe__fdpass_send(worker->channels[listener][0], fd, MSG_DONTWAIT) == 0) {
             worker->passed++;
             sxe__sys.close(fd);
             return;

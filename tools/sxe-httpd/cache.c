@@ -3,6 +3,8 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +35,36 @@ static uint64_t hash_key(const char *key)
     return hash;
 }
 
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+/* A worker thread that ends drops its cache: its loop is gone, so no response holds an entry. */
+static void cache_clear(void *unused)
+{
+    (void)unused;
+    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+        if (cache[i] != NULL) {
+            file_unref(cache[i]);
+            cache[i] = NULL;
+        }
+    }
+}
+
+static void cache_key_make(void)
+{
+    (void)pthread_key_create(&cache_key, cache_clear);
+}
+
 /* The slot that holds key, or the one to (re)use for it. */
 struct file **cache_slot(const char *key, size_t len, bool *found)
 {
+    static __thread bool registered;
+
+    if (!registered) { /* the thread's cache is cleared when it ends */
+        registered = true;
+        pthread_once(&cache_once, cache_key_make);
+        (void)pthread_setspecific(cache_key, &registered);
+    }
     uint64_t home = hash_key(key);
 
     for (unsigned probe = 0; probe < CACHE_PROBES; probe++) {
