@@ -60,7 +60,8 @@ def test_sxe_httpd_workers_serve_count_and_report(build_dir, root, spread, kind)
             server.process.kill()
     assert sorted(workers) == [0, 1], log
     assert sum(w["requests"] for w in workers.values()) == 1001
-    assert sum(w["connections"] for w in workers.values()) == 202  # with the readiness probe
+    # the load's 200, the GET, and the readiness probe unless it left before its accept
+    assert sum(w["connections"] for w in workers.values()) in (201, 202)
     if spread == "hand-off":  # the least loaded: within 10% of even
         assert all(90 <= w["connections"] <= 111 for w in workers.values()), workers
     elif spread == "reuseport":  # the kernel's hash: both used
