@@ -24,9 +24,16 @@ def load(build_dir, port, connections, queries, path="/hello.txt"):
     return data
 
 
-def children(pid):
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-        return [int(child) for child in f.read().split()]
+def children(pid, count=None):
+    """pid's child processes; with count, waits (5 s at most) until there are that many: the
+    listening sockets answer before the supervisor has forked every worker."""
+    deadline = time.monotonic() + 5
+    while True:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            found = [int(child) for child in f.read().split()]
+        if count is None or len(found) == count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)
 
 
 def report(server):
@@ -50,7 +57,7 @@ def test_sxe_httpd_workers_serve_count_and_report(build_dir, root, spread, kind)
     server = Httpd(build_dir, root, "--workers", "2", "--spread", spread, *extra)
     try:
         if kind == "processes":
-            assert len(children(server.process.pid)) == 2
+            assert len(children(server.process.pid, 2)) == 2
         load(build_dir, server.port, 200, 5)
         status, _, body = get(server.port, "/hello.txt")
         assert status == 200 and body == b"Hello World\n"
@@ -74,7 +81,7 @@ def test_killed_worker_is_restarted_and_the_others_serve_on(build_dir, root):  #
         held = socket.create_connection(("127.0.0.1", server.port))
         held.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
         assert b"Hello World" in held.recv(4096)
-        before = children(server.process.pid)
+        before = children(server.process.pid, 2)
         victim = before[0]
         os.kill(victim, signal.SIGKILL)
         load(build_dir, server.port, 100, 3)  # nothing lost: its socket waits in the group
@@ -135,7 +142,7 @@ def test_http_hello_with_workers(build_dir):
             except ConnectionRefusedError:
                 assert process.poll() is None and time.monotonic() < deadline
                 time.sleep(0.02)
-        assert len(children(process.pid)) == 2
+        assert len(children(process.pid, 2)) == 2
         status, _, body = get(port, "/")
         assert status == 200 and body == b"Hello World\n"
         process.send_signal(signal.SIGTERM)
