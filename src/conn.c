@@ -150,7 +150,7 @@ int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kin
 
 int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned state, uint8_t kind,
                   uint16_t flags, uint8_t io_kind, const struct sxe_conn_handlers *handlers,
-                  void *user)
+                  void *user, bool evict)
 {
     static const unsigned wanted[] = {
         [SXE__KIND_STREAM] = SXE__STREAM_WANTS,
@@ -159,7 +159,7 @@ int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned stat
     };
     int rc;
 
-    struct sxe_conn *conn = sxe__conn_take(loop, state, false);
+    struct sxe_conn *conn = sxe__conn_take(loop, state, evict);
     if (conn == NULL) {
         sxe__sys.close(fd);
         return -ENOBUFS;
@@ -473,11 +473,16 @@ void sxe_loop_destroy(sxe_loop_t *loop)
     free(loop);
 }
 
+uint32_t sxe__conn_open_count(const sxe_loop_t *loop)
+{
+    return loop->options.connections - sxe_pool_count(loop->conn_pool, SXE__CONN_FREE) -
+           sxe_pool_count(loop->conn_pool, SXE__CONN_CLOSING);
+}
+
 void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats)
 {
     *stats = loop->stats;
-    stats->open = loop->options.connections - sxe_pool_count(loop->conn_pool, SXE__CONN_FREE) -
-                  sxe_pool_count(loop->conn_pool, SXE__CONN_CLOSING);
+    stats->open = sxe__conn_open_count(loop);
     stats->buffers_in_use = loop->options.buffers - loop->buffers_free;
 }
 

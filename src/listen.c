@@ -240,7 +240,8 @@ int sxe__listen_attach(sxe_loop_t *loop, sxe_conn_t **listener, int fd,
     uint16_t flags = (options->flags & SXE_LISTEN_EVICT_IDLE ? SXE__CONN_EVICT_IDLE : 0) |
                      (options->flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0);
     if ((rc = sxe__conn_add(loop, listener, fd, SXE__CONN_LISTENING, SXE__KIND_LISTENER, flags,
-                            SXE__IO_LISTENER, handlers ? handlers : &no_handlers, user)) < 0) {
+                            SXE__IO_LISTENER, handlers ? handlers : &no_handlers, user, false)) <
+        0) {
         return rc;
     }
     (*listener)->accept_batch =
@@ -304,11 +305,11 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
 
 /* Takes a slot for a stream socket that waits in CONNECTING for its first event. */
 static int add_connecting(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, uint16_t flags,
-                          const struct sxe_conn_handlers *handlers, void *user)
+                          const struct sxe_conn_handlers *handlers, void *user, bool evict)
 {
     register_kinds(loop);
     return sxe__conn_add(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM, flags,
-                         SXE__IO_CONNECT, handlers, user);
+                         SXE__IO_CONNECT, handlers, user, evict);
 }
 int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
                 socklen_t address_len, const struct sockaddr *source, socklen_t source_len,
@@ -345,7 +346,7 @@ int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *
         return rc;
     }
     /* Even a connect that completed at once reports through on_connect, from the loop. */
-    return add_connecting(loop, conn_out, fd, 0, handlers, user);
+    return add_connecting(loop, conn_out, fd, 0, handlers, user, false);
 }
 
 /*
@@ -357,7 +358,7 @@ static int adopt(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned flags
 {
     return add_connecting(loop, conn_out, fd,
                           flags & SXE_LISTEN_RECEIVE_FDS ? SXE__CONN_RECEIVE_FDS : 0, handlers,
-                          user);
+                          user, false);
 }
 
 int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned flags,
@@ -386,18 +387,7 @@ int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned fla
 int sxe__conn_adopt_passed(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, bool evict,
                            const struct sxe_conn_handlers *handlers, void *user)
 {
-    register_kinds(loop);
-    struct sxe_conn *conn = sxe__conn_take(loop, SXE__CONN_CONNECTING, evict);
-    if (conn == NULL) {
-        sxe__sys.close(fd);
-        return -ENOBUFS;
-    }
-    int rc = sxe__conn_attach(conn, fd, SXE__KIND_STREAM, SXE__IO_CONNECT, SXE__STREAM_WANTS,
-                              handlers, user);
-    if (rc == 0) {
-        *conn_out = conn;
-    }
-    return rc;
+    return add_connecting(loop, conn_out, fd, 0, handlers, user, evict);
 }
 
 int sxe__conn_adopt_channel(sxe_loop_t *loop, sxe_conn_t **conn, int fd,

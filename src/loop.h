@@ -218,9 +218,13 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict);
 void sxe__conn_untake(struct sxe_conn *conn);
 int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind, unsigned wanted,
                      const struct sxe_conn_handlers *handlers, void *user);
+/* Takes a slot for fd (evicting the oldest idle connection if asked and full); closes fd on
+ * failure. */
 int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned state, uint8_t kind,
                   uint16_t flags, uint8_t io_kind, const struct sxe_conn_handlers *handlers,
-                  void *user);
+                  void *user, bool evict);
+/* Connections open now, listeners and UDP sockets included (sxe_loop_stats' open). */
+uint32_t sxe__conn_open_count(const sxe_loop_t *loop);
 void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
 /* A connection closed while a send was pending: the backend is done with its queue now. */
 void sxe__conn_closing_done(struct sxe_conn *conn);

@@ -22,25 +22,15 @@
 
 static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 
-#define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
-
 #define EXIT_START_FAILED 3              /* a process whose start failed: not restarted */
 #define ACCEPT_BATCH      64             /* hand-off accepts per listener per wake-up */
 #define RESTART_PAUSE_NS  SXE_NS_PER_SEC /* a worker is restarted at most once a second */
 #define KILL_GRACE_NS     SXE_NS_PER_SEC /* past the drain, before a process is killed */
 
-static void close_fd(int *fd)
-{
-    if (*fd >= 0) {
-        sxe__sys.close(*fd);
-        *fd = -1;
-    }
-}
-
 static void close_channels(sxe_worker_t *worker, unsigned end)
 {
     for (unsigned l = 0; l < SXE__WORKER_LISTENERS; l++) {
-        close_fd(&worker->channels[l][end]);
+        sxe__close_fd(&worker->channels[l][end]);
     }
 }
 
@@ -49,7 +39,7 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
 {
     sxe_workers_t *set = worker->set;
 
-    close_fd(&set->signal_fd);
+    sxe__close_fd(&set->signal_fd);
     for (unsigned i = 0; i < set->options.count; i++) {
         close_channels(&set->workers[i], 0);
         if (i != worker->index) {
@@ -59,7 +49,7 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
     for (unsigned l = 0; l < set->listener_count; l++) {
         for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
             if (set->options.spread == SXE_SPREAD_HAND_OFF || i != worker->index) {
-                close_fd(&set->listeners[l].fds[i]);
+                sxe__close_fd(&set->listeners[l].fds[i]);
             }
         }
     }
@@ -74,55 +64,63 @@ static void *thread_main(void *arg)
     sxe_worker_t *worker = arg;
 
     worker->result = sxe__worker_main(worker);
-    close_fd(&worker->thread_done); /* the supervisor's watch hangs up: it joins */
+    sxe__close_fd(&worker->thread_done); /* the supervisor's watch hangs up: it joins */
     return NULL;
 }
 
-/* Starts a worker with fresh channels. @return 0 or -errno. */
+/* Starts a worker with fresh channels (and, for a thread, the pair that says it ended). */
 static int spawn(sxe_worker_t *worker, uint64_t now)
 {
     sxe_workers_t *set = worker->set;
-    int rc = 0;
+    bool threads = set->options.kind == SXE_WORKERS_THREADS;
+    int watch[2];
+    int rc;
 
     for (unsigned l = 0; l < set->listener_count; l++) {
         if (sxe__sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
                                 worker->channels[l]) < 0) {
-            rc = -errno;
-            close_channels(worker, 0);
-            close_channels(worker, 1);
-            return rc;
+            goto failed;
         }
     }
-    worker->passed = LOAD(worker->shared->taken); /* what a dead worker left in flight is gone */
+    if (threads) {
+        if (sxe__sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, watch) < 0) {
+            goto failed;
+        }
+        worker->thread_watch = watch[0];
+        worker->thread_done = watch[1];
+    }
+    worker->passed = SXE__LOAD(worker->shared->taken); /* what a dead one left in flight is gone */
     worker->started_ns = now;
     worker->restart_ns = 0;
     worker->start_failed = false;
-    if (set->options.kind == SXE_WORKERS_THREADS) {
-        __atomic_store_n(&worker->shared->stats.pid, set->pid, __ATOMIC_RELAXED);
+    if (threads) {
+        SXE__STORE(worker->shared->stats.pid, set->pid);
         if ((rc = sxe__sys.pthread_create(&worker->thread, NULL, thread_main, worker)) != 0) {
-            rc = rc > 0 ? -rc : -errno;
-            close_channels(worker, 0);
-            close_channels(worker, 1);
-            return rc;
+            errno = rc > 0 ? rc : errno; /* the seam's faults say -1 and errno */
+            goto failed;
         }
-        worker->running = true;
-        return 0;
+    } else {
+        pid_t pid = sxe__sys.fork();
+        if (pid < 0) {
+            goto failed;
+        }
+        if (pid == 0) {
+            child_main(worker); /* GCOVR_EXCL_LINE: the child's coverage is not merged */
+        }
+        close_channels(worker, 1); /* the child's now */
+        worker->pid = pid;
+        SXE__STORE(worker->shared->stats.pid, pid);
     }
-    pid_t pid = sxe__sys.fork();
-    if (pid < 0) {
-        rc = -errno;
-        close_channels(worker, 0);
-        close_channels(worker, 1);
-        return rc;
-    }
-    if (pid == 0) {
-        child_main(worker); /* GCOVR_EXCL_LINE: the child's coverage is not merged */
-    }
-    close_channels(worker, 1); /* the child's now */
-    worker->pid = pid;
     worker->running = true;
-    __atomic_store_n(&worker->shared->stats.pid, pid, __ATOMIC_RELAXED);
     return 0;
+
+failed:
+    rc = -errno;
+    close_channels(worker, 0);
+    close_channels(worker, 1);
+    sxe__close_fd(&worker->thread_watch);
+    sxe__close_fd(&worker->thread_done);
+    return rc;
 }
 
 /* Stops accepting and tells every worker to stop: its channels close. */
@@ -137,7 +135,7 @@ static void begin_stop(sxe_workers_t *set, uint64_t now, const char *why)
     set->stop_deadline = now + set->options.drain_ns + KILL_GRACE_NS;
     for (unsigned l = 0; l < set->listener_count; l++) {
         for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
-            close_fd(&set->listeners[l].fds[i]);
+            sxe__close_fd(&set->listeners[l].fds[i]);
         }
     }
     for (unsigned i = 0; i < set->options.count; i++) {
@@ -155,7 +153,7 @@ static void ended(sxe_workers_t *set, sxe_worker_t *worker, int status, uint64_t
     if (set->stopping) {
         return;
     }
-    if (set->options.kind == SXE_WORKERS_THREADS || !worker->restartable) {
+    if (set->options.kind == SXE_WORKERS_THREADS) {
         SXE_LOG_ERROR("worker %u ended: %s; the others serve on", worker->index,
                       worker->result < 0 ? sxe_strerror(worker->result) : "stopped");
         return;
@@ -231,7 +229,7 @@ static void take_signals(sxe_workers_t *set, uint64_t now)
  * (Weighing the ones not yet taken more, 32 each, skewed a burst of connects 24 to 178 towards
  * the faster worker, and did not help a stalled one: docs/benchmarks.md, bench/stall.)
  */
-static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
+static sxe_worker_t *least_loaded(sxe_workers_t *set, const uint64_t *tried)
 {
     uint32_t capacity = set->options.loop.connections ? set->options.loop.connections : 1024;
     capacity = capacity > set->listener_count ? capacity - set->listener_count : 1;
@@ -241,12 +239,12 @@ static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
 
     for (unsigned n = 0; n < set->options.count; n++) {
         sxe_worker_t *worker = &set->workers[(set->next + n) % set->options.count];
-        if (!worker->running || tried[worker->index]) {
+        if (!worker->running || (tried[worker->index / 64] >> (worker->index % 64) & 1)) {
             continue;
         }
-        uint64_t taken = LOAD(worker->shared->taken);
+        uint64_t taken = SXE__LOAD(worker->shared->taken);
         uint64_t pending = worker->passed > taken ? worker->passed - taken : 0;
-        uint64_t load = LOAD(worker->shared->stats.open) + pending;
+        uint64_t load = SXE__LOAD(worker->shared->stats.open) + pending;
         bool room = load < capacity;
         if ((room && !best_room) || (room == best_room && load < best_load)) {
             best = worker;
@@ -261,7 +259,7 @@ static sxe_worker_t *least_loaded(sxe_workers_t *set, const bool *tried)
 /* Gives an accepted connection to the least loaded worker that takes it, else drops it. */
 static void hand_off(sxe_workers_t *set, unsigned listener, int fd)
 {
-    bool tried[SXE_WORKERS_MAX] = {false};
+    uint64_t tried[SXE_WORKERS_MAX / 64] = {0}; /* workers whose channel refused it */
     sxe_worker_t *worker;
 
     while ((worker = least_loaded(set, tried)) != NULL) {
@@ -270,7 +268,7 @@ static void hand_off(sxe_workers_t *set, unsigned listener, int fd)
             sxe__sys.close(fd);
             return;
         }
-        tried[worker->index] = true; /* its channel is full (it stalls) or gone */
+        tried[worker->index / 64] |= 1ull << (worker->index % 64); /* full (it stalls), gone */
     }
     SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "no worker can take a connection: refusing it");
     sxe__sys.close(fd);
@@ -384,7 +382,7 @@ static int supervise_once(sxe_workers_t *set)
         sxe_worker_t *worker = &set->workers[n - first_worker];
         if (fds[n].revents && worker->running) {
             pthread_join(worker->thread, NULL);
-            close_fd(&worker->thread_watch);
+            sxe__close_fd(&worker->thread_watch);
             ended(set, worker, 0, now);
         }
     }
@@ -420,22 +418,8 @@ static int spawn_all(sxe_workers_t *set)
     uint64_t now = sxe_clock_mono_ns();
 
     for (unsigned i = 0; i < set->options.count; i++) {
-        sxe_worker_t *worker = &set->workers[i];
-        int rc;
-        if (set->options.kind == SXE_WORKERS_THREADS) {
-            int pair[2];
-            if (sxe__sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
-                rc = -errno;
-                SXE_LOG_ERROR("cannot start worker %u: %s", i, sxe_strerror(rc));
-                begin_stop(set, now, "a worker could not start");
-                return rc;
-            }
-            worker->thread_watch = pair[0];
-            worker->thread_done = pair[1];
-        }
-        if ((rc = spawn(worker, now)) < 0) {
-            close_fd(&worker->thread_watch);
-            close_fd(&worker->thread_done);
+        int rc = spawn(&set->workers[i], now);
+        if (rc < 0) {
             SXE_LOG_ERROR("cannot start worker %u: %s", i, sxe_strerror(rc));
             begin_stop(set, now, "a worker could not start");
             return rc;
@@ -461,21 +445,19 @@ int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_sto
         return rc;
     }
     int failed = spawn_all(set);
-    bool stopped = false;
     while (busy(set)) {
         if ((rc = supervise_once(set)) < 0) {
             SXE_LOG_ERROR("poll failed: %s; stopping", sxe_strerror(rc)); /* GCOVR_EXCL_LINE */
             failed = failed ? failed : rc; /* GCOVR_EXCL_LINE: EINTR is the only one expected */
             begin_stop(set, sxe_clock_mono_ns(), "poll failed"); /* GCOVR_EXCL_LINE */
         }
-        stopped = set->stopping;
     }
-    close_fd(&set->signal_fd);
+    sxe__close_fd(&set->signal_fd);
     sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
     if (failed < 0) {
         return failed;
     }
-    if (!stopped) {
+    if (!set->stopping) {
         SXE_LOG_ERROR("every worker has ended");
         return -ECHILD;
     }

@@ -83,7 +83,7 @@ int sxe_udp_bind(sxe_loop_t *loop, sxe_conn_t **socket_out, const struct sockadd
     }
     loop->callbacks[SXE__IO_UDP] = udp_io;
     return sxe__conn_add(loop, socket_out, fd, SXE__CONN_LISTENING, SXE__KIND_UDP, 0, SXE__IO_UDP,
-                         handlers, user);
+                         handlers, user, false);
 }
 
 int sxe_udp_send(sxe_conn_t *socket, const void *data, size_t len, const struct sockaddr *to,

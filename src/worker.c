@@ -10,9 +10,6 @@
 #include "sys.h"
 #include "worker.h"
 
-#define STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
-#define LOAD(field)         __atomic_load_n(&(field), __ATOMIC_RELAXED)
-
 /* Counters the worker's earlier lives left: a restarted worker's counts go on from them. */
 struct base {
     uint64_t connections;
@@ -27,14 +24,12 @@ static void publish(sxe_loop_t *loop, void *arg)
     sxe_worker_t *worker = arg;
     struct sxe__worker_shared *shared = worker->shared;
     const struct sxe_loop_stats *stats = &loop->stats;
+    uint32_t open = sxe__conn_open_count(loop);
 
-    uint32_t open = loop->options.connections - sxe_pool_count(loop->conn_pool, SXE__CONN_FREE) -
-                    sxe_pool_count(loop->conn_pool, SXE__CONN_CLOSING);
-
-    STORE(shared->stats.open, open > worker->own ? open - worker->own : 0);
-    STORE(shared->stats.connections, base.connections + stats->accepted + worker->adopted);
-    STORE(shared->stats.table_full, base.table_full + stats->table_full);
-    STORE(shared->stats.evicted, base.evicted + stats->evicted);
+    SXE__STORE(shared->stats.open, open > worker->own ? open - worker->own : 0);
+    SXE__STORE(shared->stats.connections, base.connections + stats->accepted + worker->adopted);
+    SXE__STORE(shared->stats.table_full, base.table_full + stats->table_full);
+    SXE__STORE(shared->stats.evicted, base.evicted + stats->evicted);
 }
 
 /* The supervisor passed a connection it accepted: take it, as the listener's would be. */
@@ -45,7 +40,7 @@ static void on_fd(sxe_conn_t *channel, int fd)
     struct sxe__worker_shared *shared = worker->shared;
     sxe_conn_t *conn;
 
-    STORE(shared->taken, LOAD(shared->taken) + 1);
+    SXE__STORE(shared->taken, SXE__LOAD(shared->taken) + 1);
     if (share->handlers == NULL) {
         sxe__sys.close(fd); /* the worker did not listen on this one */
         return;
@@ -119,9 +114,9 @@ int sxe__worker_main(sxe_worker_t *worker)
     struct sxe__worker_shared *shared = worker->shared;
     int rc;
 
-    base = (struct base){.connections = LOAD(shared->stats.connections),
-                         .table_full = LOAD(shared->stats.table_full),
-                         .evicted = LOAD(shared->stats.evicted)};
+    base = (struct base){.connections = SXE__LOAD(shared->stats.connections),
+                         .table_full = SXE__LOAD(shared->stats.table_full),
+                         .evicted = SXE__LOAD(shared->stats.evicted)};
     worker->own = 0;
     worker->adopted = 0;
     if ((rc = worker_open(worker)) < 0) {
@@ -160,14 +155,18 @@ int sxe_worker_listen(sxe_worker_t *worker, unsigned listener,
     if (set->options.spread == SXE_SPREAD_HAND_OFF) {
         return 0; /* connections come over the channel */
     }
-    struct sxe__workers_listener *shared = &set->listeners[listener];
-    int fd = shared->fds[worker->index];
-    if (set->options.kind == SXE_WORKERS_THREADS && (fd = sxe__sys.dup(fd)) < 0) {
-        return -errno; /* the set keeps its own for a restart: the loop closes a copy */
+    /* The loop owns the socket it attaches: a process's copy is its own; a thread takes a dup,
+     * since the set keeps its own for a restart. */
+    struct sxe__workers_listener *group = &set->listeners[listener];
+    int fd = group->fds[worker->index];
+    if (set->options.kind == SXE_WORKERS_THREADS) {
+        if ((fd = sxe__sys.dup(fd)) < 0) {
+            return -errno;
+        }
+    } else {
+        group->fds[worker->index] = -1;
     }
-    shared->fds[worker->index] =
-        set->options.kind == SXE_WORKERS_THREADS ? shared->fds[worker->index] : -1;
-    int rc = sxe__listen_attach(worker->loop, &conn, fd, &shared->options, handlers, user);
+    int rc = sxe__listen_attach(worker->loop, &conn, fd, &group->options, handlers, user);
     if (rc == 0) {
         worker->own++;
     }
@@ -193,6 +192,6 @@ void sxe_worker_count(sxe_worker_t *worker, uint64_t requests, uint64_t bytes)
 {
     struct sxe_worker_stats *stats = &worker->shared->stats;
 
-    STORE(stats->requests, LOAD(stats->requests) + requests);
-    STORE(stats->bytes, LOAD(stats->bytes) + bytes);
+    SXE__STORE(stats->requests, SXE__LOAD(stats->requests) + requests);
+    SXE__STORE(stats->bytes, SXE__LOAD(stats->bytes) + bytes);
 }

@@ -12,8 +12,22 @@
 #include <stdint.h>
 
 #include "sxe/workers.h"
+#include "sys.h"
 
 #define SXE__WORKER_LISTENERS 8
+
+/* The shared counters are read and written relaxed: each has one writer, and readers only watch. */
+#define SXE__LOAD(field)         __atomic_load_n(&(field), __ATOMIC_RELAXED)
+#define SXE__STORE(field, value) __atomic_store_n(&(field), (value), __ATOMIC_RELAXED)
+
+/* Closes *fd if open, and marks it closed. */
+static inline void sxe__close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        sxe__sys.close(*fd);
+        *fd = -1;
+    }
+}
 
 /* A worker's published counters, in shared memory: written by the worker, read by anyone. */
 struct sxe__worker_shared {
@@ -38,8 +52,7 @@ struct sxe_worker {
     pid_t pid; /* processes: the running child, or 0 */
     pthread_t thread;
     bool running;        /* started and not yet ended */
-    bool restartable;    /* false once its start failed */
-    bool start_failed;   /* its start (or its loop's creation) failed */
+    bool start_failed;   /* its start (or its loop's creation) failed: not restarted */
     bool killed;         /* sent SIGKILL after a stop's deadline */
     int thread_watch;    /* threads: hangs up when the thread ends (the supervisor's end) */
     int thread_done;     /* threads: the thread's end, closed as it returns */

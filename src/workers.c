@@ -24,8 +24,6 @@
 
 static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 
-#define LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
-
 unsigned sxe_workers_cpus(void)
 {
     cpu_set_t cpus;
@@ -68,7 +66,6 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
         worker->set = set;
         worker->index = i;
         worker->shared = &set->shared[i];
-        worker->restartable = true;
         memset(worker->channels, -1, sizeof(worker->channels));
         worker->thread_watch = worker->thread_done = -1;
     }
@@ -76,20 +73,12 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
     return 0;
 }
 
-static void close_fd(int *fd)
-{
-    if (*fd >= 0) {
-        sxe__sys.close(*fd);
-        *fd = -1;
-    }
-}
-
 /* Closes the set's copies of the listening sockets. */
 static void close_listeners(sxe_workers_t *set)
 {
     for (unsigned l = 0; l < set->listener_count; l++) {
         for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
-            close_fd(&set->listeners[l].fds[i]);
+            sxe__close_fd(&set->listeners[l].fds[i]);
         }
     }
 }
@@ -105,11 +94,11 @@ void sxe_workers_destroy(sxe_workers_t *set)
     }
     for (unsigned i = 0; set->workers != NULL && i < set->options.count; i++) {
         for (unsigned l = 0; l < SXE__WORKER_LISTENERS; l++) {
-            close_fd(&set->workers[i].channels[l][0]);
-            close_fd(&set->workers[i].channels[l][1]);
+            sxe__close_fd(&set->workers[i].channels[l][0]);
+            sxe__close_fd(&set->workers[i].channels[l][1]);
         }
-        close_fd(&set->workers[i].thread_watch);
-        close_fd(&set->workers[i].thread_done);
+        sxe__close_fd(&set->workers[i].thread_watch);
+        sxe__close_fd(&set->workers[i].thread_done);
     }
     if (set->shared != NULL) {
         sxe__sys.munmap(set->shared, set->shared_size);
@@ -193,7 +182,7 @@ int sxe_workers_listen(sxe_workers_t *set, const struct sockaddr *address, sockl
     }
     if (rc < 0) {
         for (unsigned i = 0; i < listener->fd_count; i++) {
-            close_fd(&listener->fds[i]);
+            sxe__close_fd(&listener->fds[i]);
         }
         free(listener->fds);
         listener->fds = NULL;
@@ -216,12 +205,12 @@ void sxe_workers_stats(const sxe_workers_t *set, unsigned index, struct sxe_work
 {
     const struct sxe_worker_stats *live = &set->shared[index].stats;
 
-    *stats = (struct sxe_worker_stats){.connections = LOAD(live->connections),
-                                       .requests = LOAD(live->requests),
-                                       .bytes = LOAD(live->bytes),
-                                       .table_full = LOAD(live->table_full),
-                                       .evicted = LOAD(live->evicted),
-                                       .open = LOAD(live->open),
-                                       .restarts = LOAD(live->restarts),
-                                       .pid = LOAD(live->pid)};
+    *stats = (struct sxe_worker_stats){.connections = SXE__LOAD(live->connections),
+                                       .requests = SXE__LOAD(live->requests),
+                                       .bytes = SXE__LOAD(live->bytes),
+                                       .table_full = SXE__LOAD(live->table_full),
+                                       .evicted = SXE__LOAD(live->evicted),
+                                       .open = SXE__LOAD(live->open),
+                                       .restarts = SXE__LOAD(live->restarts),
+                                       .pid = SXE__LOAD(live->pid)};
 }
