@@ -1,7 +1,9 @@
 """Shared fixtures for the system tests: they drive the real built programs."""
 import os
 import pathlib
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -28,3 +30,16 @@ def run(build_dir):
                               timeout=timeout, check=False)
 
     return _run
+
+
+def wait_for_port(port, process, what="the server"):
+    """Waits (5 s at most) until port accepts connections, failing if process has exited."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except ConnectionRefusedError:
+            assert process.poll() is None, f"{what} exited: {process.returncode}"
+            assert time.monotonic() < deadline, f"{what} did not start"
+            time.sleep(0.02)

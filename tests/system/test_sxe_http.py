@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from conftest import wait_for_port
+
 REQUEST_END = b"\r\n\r\n"
 
 
@@ -83,14 +85,7 @@ def hello(build_dir):
         port = probe.getsockname()[1]
     process = subprocess.Popen([str(build_dir / "examples" / "hello"), str(port)],
                                stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except ConnectionRefusedError:
-            assert time.monotonic() < deadline, "hello did not start"
-            time.sleep(0.02)
+    wait_for_port(port, process, "hello")
     yield port
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=5) == 0

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from conftest import wait_for_port
 from test_sxe_httpd import Httpd, free_port, get, root  # noqa: F401 (root is a fixture)
 
 
@@ -134,14 +135,7 @@ def test_http_hello_with_workers(build_dir):
     process = subprocess.Popen([str(build_dir / "examples" / "http-hello"), f"127.0.0.1:{port}",
                                 "2"], stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except ConnectionRefusedError:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.02)
+        wait_for_port(port, process, "http-hello")
         assert len(children(process.pid, 2)) == 2
         status, _, body = get(port, "/")
         assert status == 200 and body == b"Hello World\n"
