@@ -52,6 +52,7 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
                 sxe__close_fd(&set->listeners[l].fds[i]);
             }
         }
+        sxe__close_fd(&set->listeners[l].held);
     }
     sxe__sys.sigaction(SIGUSR1, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
     sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
@@ -133,11 +134,7 @@ static void begin_stop(sxe_workers_t *set, uint64_t now, const char *why)
                  (unsigned long long)(set->options.drain_ns / SXE_NS_PER_MSEC));
     set->stopping = true;
     set->stop_deadline = now + set->options.drain_ns + KILL_GRACE_NS;
-    for (unsigned l = 0; l < set->listener_count; l++) {
-        for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
-            sxe__close_fd(&set->listeners[l].fds[i]);
-        }
-    }
+    sxe__workers_close_listeners(set);
     for (unsigned i = 0; i < set->options.count; i++) {
         set->workers[i].restart_ns = 0;
         close_channels(&set->workers[i], 0);
@@ -256,8 +253,12 @@ static sxe_worker_t *least_loaded(sxe_workers_t *set, const uint64_t *tried)
     return best;
 }
 
-/* Gives an accepted connection to the least loaded worker that takes it, else drops it. */
-static void hand_off(sxe_workers_t *set, unsigned listener, int fd)
+/*
+ * Gives an accepted connection to the least loaded worker whose channel takes it. @return false if
+ * every channel is full (the workers are behind, or stalled): the caller keeps the connection and
+ * stops accepting until a channel has room, so the rest wait in the kernel's backlog.
+ */
+static bool hand_off(sxe_workers_t *set, unsigned listener, int fd)
 {
     uint64_t tried[SXE_WORKERS_MAX / 64] = {0}; /* workers whose channel refused it */
     sxe_worker_t *worker;
@@ -266,25 +267,33 @@ static void hand_off(sxe_workers_t *set, unsigned listener, int fd)
         if (sxe__fdpass_send(worker->channels[listener][0], fd, MSG_DONTWAIT) == 0) {
             worker->passed++;
             sxe__sys.close(fd);
-            return;
+            return true;
         }
         tried[worker->index / 64] |= 1ull << (worker->index % 64); /* full (it stalls), gone */
     }
-    SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "no worker can take a connection: refusing it");
-    sxe__sys.close(fd);
+    SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN, "every worker's channel is full: accepting waits for room");
+    return false;
 }
 
+/* Passes the connection held back, if any, then accepts and passes until a channel is full. */
 static void accept_and_pass(sxe_workers_t *set, unsigned listener)
 {
-    for (unsigned accepted = 0; accepted < ACCEPT_BATCH;) {
-        int fd = set->listeners[listener].fds[0];
-        if (fd < 0) {
-            return; /* closed by a stop */
+    struct sxe__workers_listener *group = &set->listeners[listener];
+
+    if (group->held >= 0) {
+        if (!hand_off(set, listener, group->held)) {
+            return;
         }
-        fd = sxe__sys.accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        group->held = -1;
+    }
+    for (unsigned accepted = 0; accepted < ACCEPT_BATCH && group->fds[0] >= 0;) {
+        int fd = sxe__sys.accept4(group->fds[0], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             accepted++;
-            hand_off(set, listener, fd);
+            if (!hand_off(set, listener, fd)) {
+                group->held = fd;
+                return;
+            }
         } else if (errno != EINTR && errno != ECONNABORTED) {
             if (errno != EAGAIN) {
                 SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "accept failed: %s", sxe_strerror(-errno));
@@ -344,11 +353,15 @@ static bool busy(const sxe_workers_t *set)
     return false;
 }
 
-/* One wait and what it brings. @return 0 or -errno from poll. */
+/*
+ * One wait and what it brings. @return 0 or -errno from poll. Waits on the signalfd; on each
+ * hand-off listener, or, while it holds a connection back, on its channels' room; and on each
+ * thread's watch.
+ */
 static int supervise_once(sxe_workers_t *set)
 {
-    struct pollfd fds[1 + SXE__WORKER_LISTENERS + SXE_WORKERS_MAX];
-    unsigned listener_of[SXE__WORKER_LISTENERS];
+    struct pollfd fds[1 + SXE__WORKER_LISTENERS * (1 + SXE_WORKERS_MAX) + SXE_WORKERS_MAX];
+    unsigned listener_of[SXE__WORKER_LISTENERS * (1 + SXE_WORKERS_MAX)];
     nfds_t count = 0;
     bool threads = set->options.kind == SXE_WORKERS_THREADS;
 
@@ -356,8 +369,14 @@ static int supervise_once(sxe_workers_t *set)
     unsigned first_listener = (unsigned)count;
     for (unsigned l = 0; set->options.spread == SXE_SPREAD_HAND_OFF && l < set->listener_count;
          l++) {
+        const struct sxe__workers_listener *group = &set->listeners[l];
         listener_of[count - first_listener] = l;
-        fds[count++] = (struct pollfd){.fd = set->listeners[l].fds[0], .events = POLLIN};
+        fds[count++] =
+            (struct pollfd){.fd = group->held >= 0 ? -1 : group->fds[0], .events = POLLIN};
+        for (unsigned i = 0; group->held >= 0 && i < set->options.count; i++) {
+            listener_of[count - first_listener] = l;
+            fds[count++] = (struct pollfd){.fd = set->workers[i].channels[l][0], .events = POLLOUT};
+        }
     }
     unsigned first_worker = (unsigned)count;
     for (unsigned i = 0; threads && i < set->options.count; i++) {

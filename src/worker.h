@@ -73,6 +73,7 @@ struct sxe__workers_listener {
     struct sxe_listen_options options;
     int *fds; /* one per worker (reuseport), or one (hand-off); -1 once closed */
     unsigned fd_count;
+    int held; /* hand-off: accepted, waiting for a channel with room (accepting waits), or -1 */
     int port;
 };
 
@@ -94,6 +95,9 @@ struct sxe_workers {
     uint64_t stop_deadline; /* processes still running then are killed */
     unsigned next;          /* hand-off: where the search for the least loaded starts */
 };
+
+/* workers.c: closes the set's copies of the listening sockets, and any connection held back. */
+void sxe__workers_close_listeners(sxe_workers_t *set);
 
 /* worker.c: a worker's life, in its thread or process. @return 0, or -errno if it failed. */
 int sxe__worker_main(sxe_worker_t *worker);

@@ -73,13 +73,13 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
     return 0;
 }
 
-/* Closes the set's copies of the listening sockets. */
-static void close_listeners(sxe_workers_t *set)
+void sxe__workers_close_listeners(sxe_workers_t *set)
 {
     for (unsigned l = 0; l < set->listener_count; l++) {
         for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
             sxe__close_fd(&set->listeners[l].fds[i]);
         }
+        sxe__close_fd(&set->listeners[l].held);
     }
 }
 
@@ -88,7 +88,7 @@ void sxe_workers_destroy(sxe_workers_t *set)
     if (set == NULL) {
         return;
     }
-    close_listeners(set);
+    sxe__workers_close_listeners(set);
     for (unsigned l = 0; l < set->listener_count; l++) {
         free(set->listeners[l].fds);
     }
@@ -163,6 +163,7 @@ int sxe_workers_listen(sxe_workers_t *set, const struct sockaddr *address, sockl
         return -ENOMEM;
     }
     memset(listener->fds, -1, listener->fd_count * sizeof(int));
+    listener->held = -1;
     /* In order: a reuseport group numbers its sockets as they listen, as the CPU steering needs. */
     int rc = 0;
     for (unsigned i = 0; i < listener->fd_count && rc >= 0; i++) {

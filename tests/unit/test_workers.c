@@ -28,6 +28,7 @@
 
 struct behaviour {
     unsigned fail;   /* workers whose index is below this fail their start */
+    long slow_ms;    /* every worker's start takes this long: connections pile up meanwhile */
     bool fill_first; /* worker 0 fills its table before it listens */
 };
 
@@ -54,6 +55,11 @@ static int start(sxe_worker_t *worker, void *arg)
 
     if (sxe_worker_index(worker) < behaviour->fail) {
         return -EIO;
+    }
+    if (behaviour->slow_ms > 0) {
+        nanosleep(&(struct timespec){.tv_sec = behaviour->slow_ms / 1000,
+                                     .tv_nsec = behaviour->slow_ms % 1000 * 1000000},
+                  NULL);
     }
     if (behaviour->fill_first && sxe_worker_index(worker) == 0) {
         sxe_conn_t *a, *b;
@@ -243,6 +249,32 @@ static void test_hand_off_passes_over_a_full_worker(void **state)
     assert_int_equal(stats.connections, 0); /* none was passed to it */
     assert_true(stats.table_full >= 1);     /* the fill's last tries */
     for (int i = 0; i < 30; i++) {
+        close(fds[i]);
+    }
+    assert_int_equal(server_stop(&server), 0);
+}
+
+/*
+ * A burst larger than the workers' channels hold (a few hundred passed fds each) while neither
+ * worker reads them: the supervisor stops accepting until a channel has room, and the rest wait in
+ * the kernel's backlog. None is dropped.
+ */
+static void test_hand_off_burst_waits_for_room(void **state)
+{
+    struct server server = {.behaviour = {.slow_ms = 500}};
+    enum { BURST = 1500 };
+    static int fds[BURST];
+
+    (void)state;
+    server_start(&server, &(struct sxe_workers_options){.count = 2,
+                                                        .spread = SXE_SPREAD_HAND_OFF,
+                                                        .loop = {.connections = 2000}});
+    for (int i = 0; i < BURST; i++) {
+        fds[i] = client(server.port);
+    }
+    for (int i = 0; i < BURST; i++) {
+        int index = ask(fds[i]);
+        assert_true(index == 0 || index == 1);
         close(fds[i]);
     }
     assert_int_equal(server_stop(&server), 0);
@@ -441,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_reuseport_processes_spread_count_and_stop),
         cmocka_unit_test(test_hand_off_threads_spread_evenly),
         cmocka_unit_test(test_hand_off_passes_over_a_full_worker),
+        cmocka_unit_test(test_hand_off_burst_waits_for_room),
         cmocka_unit_test(test_killed_worker_is_restarted),
         cmocka_unit_test(test_cpu_steering),
         cmocka_unit_test(test_failed_starts_end_the_set),
