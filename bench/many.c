@@ -10,6 +10,11 @@
  *       sends RATE requests a second in turn over N connections for SECONDS, one outstanding per
  *       connection (a request due while one is out waits, and is measured from when it was due),
  *       and prints the latency percentiles as JSON.
+ *   many fresh -i IP -p PORT -c MAX_IN_FLIGHT -R RATE -t SECONDS [-s SRC,...]
+ *       opens a new connection for each of RATE requests a second (open loop: on schedule, however
+ *       slow the answers), measures each from its intended start to the end of its response, and
+ *       prints the percentiles as JSON, overall and per worker (by the response's X-Worker
+ *       header, which bench/stall's server sends): where a stalled worker's delay lands.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -276,9 +281,134 @@ static int pace(int epoll, struct conn *conns)
     return errors == 0 && overflow == 0 && count == next ? 0 : 1;
 }
 
+#define WORKERS_MAX 8
+
+struct sample_set {
+    uint64_t *latencies;
+    size_t count;
+};
+
+static void print_percentiles(const char *name, struct sample_set *set)
+{
+    uint64_t *l = set->latencies;
+    size_t n = set->count;
+
+    qsort(l, n, sizeof(*l), compare_u64);
+#define AT(p) (n ? (double)l[(size_t)((double)(n - 1) * (p))] / 1000.0 : 0.0)
+    printf("%s{\"responses\": %zu, \"p50_us\": %.1f, \"p99_us\": %.1f, \"p999_us\": %.1f, "
+           "\"max_us\": %.1f}",
+           name, n, AT(0.5), AT(0.99), AT(0.999), AT(1.0));
+#undef AT
+}
+
+/* A finished response in slot: its latency, by the worker named in its X-Worker header. */
+static bool fresh_response(struct conn *slot, uint64_t now, struct sample_set *all,
+                           struct sample_set *workers, size_t capacity)
+{
+    char *end = memmem(slot->in, slot->in_len, "\r\n\r\n", 4);
+    if (end == NULL) {
+        return false;
+    }
+    size_t head = (size_t)(end - slot->in) + 4;
+    char *length = memmem(slot->in, head, "Content-Length: ", 16);
+    if (slot->in_len < head + (length ? strtoul(length + 16, NULL, 10) : 0)) {
+        return false;
+    }
+    char *worker = memmem(slot->in, head, "X-Worker: ", 10);
+    unsigned index = worker ? (unsigned)strtoul(worker + 10, NULL, 10) : WORKERS_MAX;
+    if (all->count < capacity) {
+        all->latencies[all->count++] = now - slot->sent_due;
+    }
+    if (index < WORKERS_MAX && workers[index].count < capacity) {
+        workers[index].latencies[workers[index].count++] = now - slot->sent_due;
+    }
+    return true;
+}
+
+/* One connection per request, on schedule; conns holds the ones under way (config.connections). */
+static int fresh(int epoll, struct conn *conns)
+{
+    static const char request[] = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    size_t capacity = (size_t)(config.rate * config.seconds * 1.1) + 1024;
+    struct sample_set all = {malloc(capacity * sizeof(uint64_t)), 0}, workers[WORKERS_MAX];
+    unsigned *idle = malloc(config.connections * sizeof(*idle)), idle_count = 0;
+    unsigned errors = 0, overflow = 0, slow = 0;
+    struct epoll_event events[1024];
+
+    for (unsigned w = 0; w < WORKERS_MAX; w++) {
+        workers[w] = (struct sample_set){malloc(capacity * sizeof(uint64_t)), 0};
+    }
+    while (idle_count < config.connections) {
+        idle[idle_count] = config.connections - 1 - idle_count;
+        idle_count++;
+    }
+    uint64_t start = now_ns(), end = start + (uint64_t)(config.seconds * 1e9), next = 0, now;
+    double interval = 1e9 / config.rate;
+    while ((now = now_ns()) < end || idle_count < config.connections) {
+        for (uint64_t due; (due = start + (uint64_t)((double)next * interval)) <= now && due < end;
+             next++) {
+            if (idle_count == 0) {
+                overflow++;
+                continue;
+            }
+            unsigned i = idle[--idle_count];
+            conns[i] = (struct conn){.fd = start_connect((unsigned)next), .sent_due = due};
+            struct epoll_event event = {.events = EPOLLOUT, .data.u32 = i};
+            epoll_ctl(epoll, EPOLL_CTL_ADD, conns[i].fd, &event);
+        }
+        uint64_t due = start + (uint64_t)((double)next * interval);
+        struct timespec timeout = {0, due > now ? (long)(due - now) : 0};
+        if (now >= end) {
+            timeout.tv_nsec = 100000000; /* the last responses */
+        }
+        int n = epoll_pwait2(epoll, events, 1024, &timeout, NULL);
+        now = now_ns();
+        if (n == 0 && now > end + 5000000000u) {
+            break; /* responses that never came */
+        }
+        for (int e = 0; e < n; e++) {
+            unsigned i = events[e].data.u32;
+            struct conn *slot = &conns[i];
+            bool done = false;
+            if (!slot->busy) { /* the connect finished: send the request, wait for the answer */
+                int err = 0;
+                socklen_t len = sizeof(err);
+                getsockopt(slot->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                done = err != 0 || send(slot->fd, request, sizeof(request) - 1, MSG_NOSIGNAL) !=
+                                       (ssize_t)sizeof(request) - 1;
+                errors += done;
+                slot->busy = true;
+                struct epoll_event event = {.events = EPOLLIN, .data.u32 = i};
+                epoll_ctl(epoll, EPOLL_CTL_MOD, slot->fd, &event);
+            } else {
+                ssize_t got =
+                    recv(slot->fd, slot->in + slot->in_len, sizeof(slot->in) - slot->in_len, 0);
+                slot->in_len += got > 0 ? (size_t)got : 0;
+                done = got <= 0 || fresh_response(slot, now, &all, workers, capacity);
+                errors += got <= 0;
+                slow += got > 0 && done && now - slot->sent_due > 10000000u;
+            }
+            if (done) {
+                close(slot->fd); /* also takes it out of the epoll set */
+                idle[idle_count++] = i;
+            }
+        }
+    }
+    printf("{\"rate\": %.0f, \"seconds\": %.1f, \"requests\": %llu, \"errors\": %u, "
+           "\"overflow\": %u, \"over_10ms\": %u, ",
+           config.rate, config.seconds, (unsigned long long)next, errors, overflow, slow);
+    print_percentiles("\"all\": ", &all);
+    printf(", \"workers\": [");
+    for (unsigned w = 0; w < WORKERS_MAX && workers[w].count > 0; w++) {
+        print_percentiles(w ? ", " : "", &workers[w]);
+    }
+    printf("]}\n");
+    return errors == 0 && overflow == 0 && all.count == next ? 0 : 1;
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: many hold|pace -i IP -p PORT -c N [-s SRC,...] [-t SECONDS] "
+    fprintf(stderr, "usage: many hold|pace|fresh -i IP -p PORT -c N [-s SRC,...] [-t SECONDS] "
                     "[-R RATE] [-u PATH]\n");
     exit(2);
 }
@@ -287,7 +417,8 @@ int main(int argc, char **argv)
 {
     int option;
 
-    if (argc < 2 || (strcmp(argv[1], "hold") != 0 && strcmp(argv[1], "pace") != 0)) {
+    if (argc < 2 || (strcmp(argv[1], "hold") != 0 && strcmp(argv[1], "pace") != 0 &&
+                     strcmp(argv[1], "fresh") != 0)) {
         usage();
     }
     bool holding = strcmp(argv[1], "hold") == 0;
@@ -337,6 +468,9 @@ int main(int argc, char **argv)
     int epoll = epoll_create1(EPOLL_CLOEXEC);
     if (conns == NULL || epoll < 0) {
         die("start");
+    }
+    if (strcmp(argv[1], "fresh") == 0) {
+        return fresh(epoll, conns);
     }
     return holding ? hold(epoll, conns) : pace(epoll, conns);
 }
