@@ -144,3 +144,62 @@ def test_http_hello_with_workers(build_dir):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize("cache", ["per-worker", "shared"])
+def test_file_cache_under_worker_threads(build_dir, root, cache):  # noqa: F811
+    """Worker threads serving 1,200 files (more than the cache's 1,024 slots, so entries are evicted
+    while other threads send them), small ones from memory and a large one by sendfile, while some
+    files change: every body is whole and is one of the file's versions, never a mix."""
+    versions = {}
+    for i in range(1200):
+        versions[f"/f{i}.txt"] = [f"file {i} ".encode() * (1 + i % 50)]
+        (root / f"f{i}.txt").write_bytes(versions[f"/f{i}.txt"][0])
+    versions["/big.bin"] = [os.urandom(300000)]
+    (root / "big.bin").write_bytes(versions["/big.bin"][0])
+    server = Httpd(build_dir, root, "--workers", "2", "--threads", "--cache", cache)
+    failures = []
+
+    def client(seed):
+        import http.client
+        import random
+        chooser = random.Random(seed)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        for _ in range(300):
+            path = "/big.bin" if chooser.random() < 0.02 else f"/f{chooser.randrange(1200)}.txt"
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+            if response.status != 200 or body not in versions[path]:
+                failures.append((path, response.status, len(body)))
+
+    try:
+        import threading
+        threads = [threading.Thread(target=client, args=(seed,)) for seed in range(6)]
+        for thread in threads:
+            thread.start()
+        for round_number in range(5):  # files change under the clients' feet
+            for i in range(0, 1200, 97):
+                body = f"changed {round_number} {i} ".encode() * (1 + i % 7)
+                versions[f"/f{i}.txt"].append(body)
+                (root / f"f{i}.txt.new").write_bytes(body)
+                os.rename(root / f"f{i}.txt.new", root / f"f{i}.txt")
+            time.sleep(0.3)
+        for thread in threads:
+            thread.join()
+        workers, log = report(server)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert failures == []
+    assert sum(w["requests"] for w in workers.values()) >= 1800
+    assert ("sharing one file cache" in log) == (cache == "shared")
+
+
+def test_shared_cache_needs_threads(build_dir, root):  # noqa: F811
+    result = subprocess.run([str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+                             "--cache", "shared"], capture_output=True, text=True, timeout=10)
+    assert result.returncode == 2 and "--cache shared needs --threads" in result.stderr
+    result = subprocess.run([str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+                             "--cache", "global"], capture_output=True, text=True, timeout=10)
+    assert result.returncode == 2 and "must be per-worker or shared" in result.stderr

@@ -21,86 +21,218 @@ void httpd_date(time_t when, char *out, size_t size)
     strftime(out, size, "%a, %d %b %Y %H:%M:%S GMT", &utc);
 }
 
-/* One cache per thread: with worker threads each worker has its own, so nothing is locked and
- * references need no atomics (a response's release runs on the worker that sent it). */
-static __thread struct file *cache[CACHE_SLOTS];
-static __thread uint64_t cache_inline_bytes;
+struct cache {
+    struct file *slots[CACHE_SLOTS];
+    uint64_t inline_bytes; /* the contents held in memory (atomic: a shared cache's files are
+                              loaded and freed on any thread) */
+    bool shared;
+};
 
-static uint64_t hash_key(const char *key)
+/* The shared cache's locks, one per stripe of slot groups: a key's group never crosses a stripe,
+ * and each lock has its own cache line. */
+static struct {
+    pthread_mutex_t lock;
+    char pad[64 - sizeof(pthread_mutex_t) % 64];
+} stripes[CACHE_STRIPES];
+
+static struct cache shared_cache = {.shared = true};
+static bool use_shared;
+static __thread struct cache *own_cache; /* this thread's, when not shared */
+static pthread_key_t own_key;
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+
+static void own_key_make(void);
+
+void cache_configure(bool shared)
+{
+    use_shared = shared;
+    for (unsigned i = 0; i < CACHE_STRIPES; i++) {
+        pthread_mutex_init(&stripes[i].lock, NULL);
+    }
+}
+
+/* The calling thread's cache; a thread's own is made on first use and freed when it ends. NULL
+ * when memory is short: files are then served uncached. */
+static struct cache *cache_get(void)
+{
+    if (use_shared) {
+        return &shared_cache;
+    }
+    if (own_cache == NULL && (own_cache = calloc(1, sizeof(*own_cache))) != NULL) {
+        pthread_once(&own_once, own_key_make);
+        (void)pthread_setspecific(own_key, own_cache);
+    }
+    return own_cache;
+}
+
+static void lock(const struct cache *cache, unsigned group)
+{
+    if (cache->shared) {
+        pthread_mutex_lock(&stripes[group % CACHE_STRIPES].lock);
+    }
+}
+
+static void unlock(const struct cache *cache, unsigned group)
+{
+    if (cache->shared) {
+        pthread_mutex_unlock(&stripes[group % CACHE_STRIPES].lock);
+    }
+}
+
+static uint64_t hash_key(const char *key, size_t len)
 {
     uint64_t hash = 1469598103934665603ULL;
-    for (; *key != '\0'; key++) {
-        hash = (hash ^ (unsigned char)*key) * 1099511628211ULL;
+    for (size_t i = 0; i < len; i++) {
+        hash = (hash ^ (unsigned char)key[i]) * 1099511628211ULL;
     }
     return hash;
 }
 
-static pthread_key_t cache_key;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-
-/* A worker thread that ends drops its cache: its loop is gone, so no response holds an entry. */
-static void cache_clear(void *unused)
+static bool shared(const struct file *file)
 {
-    (void)unused;
-    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
-        if (cache[i] != NULL) {
-            file_unref(cache[i]);
-            cache[i] = NULL;
-        }
+    return file->cache != NULL && file->cache->shared;
+}
+
+static void file_ref(struct file *file)
+{
+    if (shared(file)) {
+        __atomic_add_fetch(&file->refs, 1, __ATOMIC_RELAXED);
+    } else {
+        file->refs++;
     }
 }
 
-static void cache_key_make(void)
+/* The slot of the group that holds key, or NULL. Under the group's lock. */
+static struct file **find_slot(struct cache *cache, unsigned group, const char *key, size_t len)
 {
-    (void)pthread_key_create(&cache_key, cache_clear);
-}
-
-/* The slot that holds key, or the one to (re)use for it. */
-struct file **cache_slot(const char *key, size_t len, bool *found)
-{
-    static __thread bool registered;
-
-    if (!registered) { /* the thread's cache is cleared when it ends */
-        registered = true;
-        pthread_once(&cache_once, cache_key_make);
-        (void)pthread_setspecific(cache_key, &registered);
-    }
-    uint64_t home = hash_key(key);
-
-    for (unsigned probe = 0; probe < CACHE_PROBES; probe++) {
-        struct file **slot = &cache[(home + probe) % CACHE_SLOTS];
-        if (*slot == NULL || ((*slot)->key_len == len && memcmp((*slot)->key, key, len) == 0)) {
-            *found = *slot != NULL;
+    for (unsigned i = 0; i < CACHE_GROUP; i++) {
+        struct file **slot = &cache->slots[group * CACHE_GROUP + i];
+        if (*slot != NULL && (*slot)->key_len == len && memcmp((*slot)->key, key, len) == 0) {
             return slot;
         }
     }
-    *found = false;
-    return &cache[home % CACHE_SLOTS]; /* evict the key's home slot */
+    return NULL;
 }
 
-/* Drops a reference to file (a sxe_conn_release_t); the last one frees it. */
+struct file *cache_find(const char *key, size_t len)
+{
+    struct cache *cache = cache_get();
+    unsigned group = (unsigned)(hash_key(key, len) % (CACHE_SLOTS / CACHE_GROUP));
+    struct file *file = NULL;
+
+    if (cache == NULL) {
+        return NULL;
+    }
+    lock(cache, group);
+    struct file **slot = find_slot(cache, group, key, len);
+    if (slot != NULL) {
+        file = *slot;
+        file_ref(file);
+    }
+    unlock(cache, group);
+    return file;
+}
+
+void cache_keep(struct file *file)
+{
+    struct cache *cache = file->cache;
+    uint64_t hash = hash_key(file->key, file->key_len);
+    unsigned group = (unsigned)(hash % (CACHE_SLOTS / CACHE_GROUP));
+
+    if (cache == NULL) {
+        return;
+    }
+    file_ref(file); /* the cache's */
+    lock(cache, group);
+    struct file **slot = find_slot(cache, group, file->key, file->key_len);
+    for (unsigned i = 0; slot == NULL && i < CACHE_GROUP; i++) { /* a free slot... */
+        if (cache->slots[group * CACHE_GROUP + i] == NULL) {
+            slot = &cache->slots[group * CACHE_GROUP + i];
+        }
+    }
+    if (slot == NULL) { /* ...or the key's home slot, whose entry is evicted */
+        slot = &cache->slots[group * CACHE_GROUP + (hash >> 32) % CACHE_GROUP];
+    }
+    struct file *old = *slot;
+    *slot = file;
+    unlock(cache, group);
+    if (old != NULL) {
+        file_unref(old);
+    }
+}
+
+bool cache_fresh(const struct file *file, uint64_t now)
+{
+    return __atomic_load_n(&file->checked, __ATOMIC_RELAXED) == now;
+}
+
+void cache_checked(struct file *file, uint64_t now)
+{
+    __atomic_store_n(&file->checked, now, __ATOMIC_RELAXED);
+}
+
+static void clear(struct cache *cache)
+{
+    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+        if (cache->slots[i] != NULL) {
+            file_unref(cache->slots[i]);
+            cache->slots[i] = NULL;
+        }
+    }
+}
+
+/* A worker thread that ends drops its own cache: its loop is gone, so no response holds an entry.
+ */
+static void own_cache_free(void *cache)
+{
+    clear(cache);
+    free(cache);
+}
+
+static void own_key_make(void)
+{
+    (void)pthread_key_create(&own_key, own_cache_free);
+}
+
+void cache_clear(void)
+{
+    if (own_cache != NULL) {
+        (void)pthread_setspecific(own_key, NULL);
+        own_cache_free(own_cache);
+        own_cache = NULL;
+    }
+    clear(&shared_cache);
+}
+
+/* Counts size against the cache's budget for contents in memory: false, and nothing counted, if
+ * it does not fit. */
+static bool reserve(struct cache *cache, uint64_t size)
+{
+    if (__atomic_add_fetch(&cache->inline_bytes, size, __ATOMIC_RELAXED) <= CACHE_INLINE_TOTAL) {
+        return true;
+    }
+    __atomic_sub_fetch(&cache->inline_bytes, size, __ATOMIC_RELAXED);
+    return false;
+}
+
 void file_unref(void *arg)
 {
     struct file *file = arg;
 
-    if (--file->refs > 0) {
+    if ((shared(file) ? __atomic_sub_fetch(&file->refs, 1, __ATOMIC_ACQ_REL) : --file->refs) > 0) {
         return;
     }
     if (file->fd >= 0) {
         close(file->fd);
     }
-    if (file->content != NULL) {
-        cache_inline_bytes -= file->size;
+    if (file->content != NULL) { /* only ever held within a cache's budget */
+        __atomic_sub_fetch(&file->cache->inline_bytes, file->size, __ATOMIC_RELAXED);
         free(file->content);
     }
     free(file->resolved);
     free(file);
 }
 
-/*
- * An entry for an open fd, which it takes: metadata, ready-made header values, and small contents,
- * with one reference. NULL (fd closed) when memory is short.
- */
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
                        const char *type)
 {
@@ -112,6 +244,7 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
         return NULL;
     }
     file->refs = 1;
+    file->cache = cache_get();
     file->key_len = (size_t)snprintf(file->key, sizeof(file->key), "%s", key);
     file->fd = fd;
     file->size = (uint64_t)status->st_size;
@@ -125,16 +258,15 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
     snprintf(file->headers, sizeof(file->headers),
              "Content-Type: %s\r\nETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n",
              file->type, file->etag, file->modified);
-    file->content = NULL;
-    if (file->size <= CACHE_INLINE_MAX && cache_inline_bytes + file->size <= CACHE_INLINE_TOTAL &&
-        (file->content = malloc(file->size + 1)) != NULL) {
-        if (pread(fd, file->content, file->size, 0) == (ssize_t)file->size) {
-            cache_inline_bytes += file->size;
+    if (file->cache != NULL && file->size <= CACHE_INLINE_MAX && reserve(file->cache, file->size)) {
+        if ((file->content = malloc(file->size + 1)) != NULL &&
+            pread(fd, file->content, file->size, 0) == (ssize_t)file->size) {
             close(fd); /* served from memory: the fd is not needed */
             file->fd = -1;
         } else {
             free(file->content);
             file->content = NULL;
+            __atomic_sub_fetch(&file->cache->inline_bytes, file->size, __ATOMIC_RELAXED);
         }
     }
     return file;

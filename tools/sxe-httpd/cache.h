@@ -5,9 +5,10 @@
  * (as nginx's open_file_cache_valid does, every 60 s by default). A small cached file then costs
  * no file system call at all: its head and body go out in one write, the body straight from the
  * cache's memory. An entry is counted: the cache holds one reference while the entry is in its
- * slot, and every response still sending the entry's memory or fd holds one (released by the
- * connection when the bytes are sent or dropped). An entry replaced or evicted mid-response lives
- * on until its last response is done.
+ * slot, and every request using it holds one (its response releases it when the bytes are sent or
+ * dropped). An entry replaced or evicted mid-response lives on until its last response is done.
+ * With worker threads the cache is per thread or shared by all: see cache_configure() and
+ * docs/benchmarks.md for what each costs.
  */
 #ifndef SXE_HTTPD_CACHE_H
 #define SXE_HTTPD_CACHE_H
@@ -19,13 +20,16 @@
 #include <time.h>
 
 #define CACHE_SLOTS        1024
-#define CACHE_PROBES       8
+#define CACHE_GROUP        8 /* a key's slots: the aligned group of 8 around its hash */
+#define CACHE_STRIPES      64
 #define CACHE_KEY_MAX      256
 #define CACHE_INLINE_MAX   65536
 #define CACHE_INLINE_TOTAL (32 << 20)
 
+struct cache;
+
 struct file {
-    char key[CACHE_KEY_MAX]; /* the decoded request path; empty for a free slot */
+    char key[CACHE_KEY_MAX]; /* the decoded request path; empty for an entry not cached */
     size_t key_len;
     char *resolved;
     int fd;
@@ -35,21 +39,40 @@ struct file {
     char etag[48];
     char modified[40];
     const char *type;
-    char headers[256]; /* a 200 response's headers, ready: no formatting per request */
-    char *content;     /* the whole file, when small */
-    uint64_t checked;  /* the loop's second when it was last checked */
-    unsigned refs;     /* the cache's, while in a slot, and one per response sending it */
+    char headers[256];   /* a 200 response's headers, ready: no formatting per request */
+    char *content;       /* the whole file, when small */
+    uint64_t checked;    /* the loop's second when it was last checked (relaxed atomic) */
+    unsigned refs;       /* the cache's, while in a slot, and one per holder (atomic if shared) */
+    struct cache *cache; /* whose memory budget the content counts against */
 };
 
-/* The slot that holds key, or the one to (re)use for it; *found says which. */
-struct file **cache_slot(const char *key, size_t len, bool *found);
+/*
+ * Chooses, before any worker starts, between one cache per thread (false: nothing locked, plain
+ * reference counts; what worker processes always get) and one cache for every thread of the
+ * process (true: a lock per group of slots, atomic reference counts, each file held once).
+ */
+void cache_configure(bool shared);
+
+/* The entry cached for key, with a reference for the caller, or NULL. */
+struct file *cache_find(const char *key, size_t len);
+
+/* Caches file under its key, replacing what held the slot; the cache takes its own reference. */
+void cache_keep(struct file *file);
+
+/* Whether file was checked in the loop's second now; and marking it checked. */
+bool cache_fresh(const struct file *file, uint64_t now);
+void cache_checked(struct file *file, uint64_t now);
+
+/* Drops every entry of the calling thread's cache and of the shared one (at exit). */
+void cache_clear(void);
 
 /* Drops a reference to file (a sxe_conn_release_t); the last one frees it. */
 void file_unref(void *arg);
 
 /*
  * An entry for an open fd, which it takes: metadata, ready-made header values (type is its
- * Content-Type), and small contents, with one reference. NULL (fd closed) when memory is short.
+ * Content-Type), and small contents, with one reference (the caller's). key is "" for an entry that
+ * will not be cached. NULL (fd closed) when memory is short.
  */
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
                        const char *type);

@@ -44,6 +44,7 @@ static struct {
     enum sxe_workers_spread spread;
     unsigned listen_flags;
     unsigned idle_timeout; /* seconds; 0: the module's 60 */
+    bool shared_cache;     /* one file cache for every worker thread */
 } config = {.listen = "127.0.0.1:8080", .index = "index.html", .connections = 10000};
 
 static const struct {
@@ -370,7 +371,7 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
     log_access(http, 200, len);
 }
 
-/* Sends the file, honouring conditional requests and a range. */
+/* Sends the file, honouring conditional requests and a range; takes the caller's reference. */
 static void serve_file(sxe_http_t *http, struct file *file)
 {
     const struct sxe_http_request *request = sxe_http_request(http);
@@ -398,6 +399,7 @@ static void serve_file(sxe_http_t *http, struct file *file)
         sxe_http_start(http, 304, headers, -1);
         sxe_http_finish(http);
         log_access(http, 304, 0);
+        file_unref(file);
         return;
     }
 
@@ -406,6 +408,7 @@ static void serve_file(sxe_http_t *http, struct file *file)
     if (ranged < 0) {
         snprintf(headers, sizeof(headers), "Content-Range: bytes */%" PRIu64 "\r\n", file->size);
         respond(http, 416, headers, NULL);
+        file_unref(file);
         return;
     }
     uint64_t length = file->size;
@@ -419,7 +422,7 @@ static void serve_file(sxe_http_t *http, struct file *file)
         ready = headers;
     }
     sxe_http_start(http, code, ready, (int64_t)length);
-    file->refs++; /* the response's, dropped by the connection once the body is sent or dropped */
+    /* The reference goes to the response: dropped once the body is sent or dropped. */
     if (file->content != NULL) {
         sxe_http_send_ref(http, file->content + first, (size_t)length, file_unref, file);
     } else {
@@ -451,11 +454,13 @@ static void serve(sxe_http_t *http, void *arg)
     }
     uint64_t second = sxe_loop_now(sxe_conn_loop(sxe_http_conn(http))) / SXE_NS_PER_SEC;
     bool cacheable = decoded_len < CACHE_KEY_MAX;
-    bool found = false;
-    struct file **slot = cacheable ? cache_slot(decoded, (size_t)decoded_len, &found) : NULL;
-    if (found && (*slot)->checked == second) {
-        serve_file(http, *slot);
+    struct file *file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
+    if (file != NULL && cache_fresh(file, second)) {
+        serve_file(http, file);
         return;
+    }
+    if (file != NULL) { /* checked again below, and found again if unchanged */
+        file_unref(file);
     }
     snprintf(full, sizeof(full), "%s%s", config.root, decoded);
     if (realpath(full, resolved) == NULL) {
@@ -495,12 +500,15 @@ static void serve(sxe_http_t *http, void *arg)
         return;
     }
     /* A cached file that has not changed only needs its check renewed. */
-    struct file *file = found ? *slot : NULL;
+    file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
     if (file != NULL && strcmp(file->resolved, resolved) == 0 && file->inode == status.st_ino &&
         file->mtime == status.st_mtime && file->size == (uint64_t)status.st_size) {
-        file->checked = second;
+        cache_checked(file, second);
         serve_file(http, file);
         return;
+    }
+    if (file != NULL) {
+        file_unref(file);
     }
     int fd = open(resolved, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &status) < 0) {
@@ -515,17 +523,11 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, 500, NULL, "out of memory\n");
         return;
     }
-    file->checked = second;
-    if (cacheable) { /* the entry takes the slot, and the cache's reference with it */
-        if (*slot != NULL) {
-            file_unref(*slot);
-        }
-        *slot = file;
-        serve_file(http, file);
-    } else { /* served once: the response's reference is the last */
-        serve_file(http, file);
-        file_unref(file);
+    cache_checked(file, second);
+    if (cacheable) {
+        cache_keep(file);
     }
+    serve_file(http, file);
 }
 
 static void usage(FILE *out)
@@ -548,6 +550,9 @@ static void usage(FILE *out)
             "  --workers N           worker processes, each with its own loop and connections\n"
             "                        (the CPUs it may run on; more to pass the file limit)\n"
             "  --threads             workers are threads of one process, not processes\n"
+            "  --cache MODE          with --threads: per-worker (each thread its own file\n"
+            "                        cache, nothing locked) or shared (one for all; each\n"
+            "                        file held once) (per-worker)\n"
             "  --spread MODE         how connections reach workers: reuseport (each its own\n"
             "                        socket, the kernel's hash), cpu (reuseport, steered to\n"
             "                        the worker of the receiving CPU) or hand-off (one\n"
@@ -612,6 +617,7 @@ static void parse_options(int argc, char **argv)
                                             {"connections", required_argument, NULL, 'c'},
                                             {"workers", required_argument, NULL, 'w'},
                                             {"threads", no_argument, NULL, 'T'},
+                                            {"cache", required_argument, NULL, 'C'},
                                             {"spread", required_argument, NULL, 's'},
                                             {"fastopen", no_argument, NULL, 'F'},
                                             {"defer-accept", no_argument, NULL, 'D'},
@@ -654,6 +660,12 @@ static void parse_options(int argc, char **argv)
         case 'T':
             config.kind = SXE_WORKERS_THREADS;
             break;
+        case 'C':
+            if (strcmp(optarg, "shared") != 0 && strcmp(optarg, "per-worker") != 0) {
+                die(2, "--cache must be per-worker or shared, not '%s'", optarg);
+            }
+            config.shared_cache = strcmp(optarg, "shared") == 0;
+            break;
         case 's':
             config.spread = spread_mode(optarg);
             break;
@@ -676,6 +688,9 @@ static void parse_options(int argc, char **argv)
             usage(stderr);
             exit(2);
         }
+    }
+    if (config.shared_cache && config.kind != SXE_WORKERS_THREADS) {
+        die(2, "%s", "--cache shared needs --threads (worker processes share no memory)");
     }
     if (optind < argc) {
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
@@ -712,6 +727,7 @@ int main(int argc, char **argv)
     int rc;
 
     parse_options(argc, argv);
+    cache_configure(config.shared_cache);
     struct sxe_http_server_options options = {
         .loop = {.connections = config.connections},
         .workers = config.workers ? config.workers : sxe_workers_cpus(),
@@ -729,11 +745,13 @@ int main(int argc, char **argv)
                 rc == -EINVAL ? "expected IP:PORT or [IPv6]:PORT" : sxe_strerror(rc));
         return 1;
     }
-    SXE_LOG_INFO("serving %s on %s with %u worker %s", config.root[0] ? config.root : "/",
+    SXE_LOG_INFO("serving %s on %s with %u worker %s%s", config.root[0] ? config.root : "/",
                  config.listen, options.workers,
-                 config.kind == SXE_WORKERS_THREADS ? "threads" : "processes");
+                 config.kind == SXE_WORKERS_THREADS ? "threads" : "processes",
+                 config.shared_cache ? " sharing one file cache" : "");
     rc = sxe_http_run(server);
     sxe_http_server_destroy(server);
+    cache_clear();
     if (config.access_log != NULL) {
         fflush(config.access_log);
     }
