@@ -157,7 +157,8 @@ def test_file_cache_under_worker_threads(build_dir, root, cache):  # noqa: F811
         (root / f"f{i}.txt").write_bytes(versions[f"/f{i}.txt"][0])
     versions["/big.bin"] = [os.urandom(300000)]
     (root / "big.bin").write_bytes(versions["/big.bin"][0])
-    server = Httpd(build_dir, root, "--workers", "2", "--threads", "--cache", cache)
+    extra = ["--cache", cache] if cache == "per-worker" else []  # shared: the default
+    server = Httpd(build_dir, root, "--workers", "2", "--threads", *extra)
     failures = []
 
     def client(seed):

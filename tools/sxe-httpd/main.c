@@ -44,8 +44,8 @@ static struct {
     enum sxe_workers_spread spread;
     unsigned listen_flags;
     unsigned idle_timeout; /* seconds; 0: the module's 60 */
-    bool shared_cache;     /* one file cache for every worker thread */
-} config = {.listen = "127.0.0.1:8080", .index = "index.html", .connections = 10000};
+    int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
+} config = {.listen = "127.0.0.1:8080", .index = "index.html", .connections = 10000, .cache = -1};
 
 static const struct {
     const char *extension;
@@ -550,9 +550,9 @@ static void usage(FILE *out)
             "  --workers N           worker processes, each with its own loop and connections\n"
             "                        (the CPUs it may run on; more to pass the file limit)\n"
             "  --threads             workers are threads of one process, not processes\n"
-            "  --cache MODE          with --threads: per-worker (each thread its own file\n"
-            "                        cache, nothing locked) or shared (one for all; each\n"
-            "                        file held once) (per-worker)\n"
+            "  --cache MODE          with --threads: shared (one file cache for all, each\n"
+            "                        file held once) or per-worker (each thread its own,\n"
+            "                        nothing locked) (shared; processes: per-worker)\n"
             "  --spread MODE         how connections reach workers: reuseport (each its own\n"
             "                        socket, the kernel's hash), cpu (reuseport, steered to\n"
             "                        the worker of the receiving CPU) or hand-off (one\n"
@@ -664,7 +664,7 @@ static void parse_options(int argc, char **argv)
             if (strcmp(optarg, "shared") != 0 && strcmp(optarg, "per-worker") != 0) {
                 die(2, "--cache must be per-worker or shared, not '%s'", optarg);
             }
-            config.shared_cache = strcmp(optarg, "shared") == 0;
+            config.cache = strcmp(optarg, "shared") == 0;
             break;
         case 's':
             config.spread = spread_mode(optarg);
@@ -689,8 +689,11 @@ static void parse_options(int argc, char **argv)
             exit(2);
         }
     }
-    if (config.shared_cache && config.kind != SXE_WORKERS_THREADS) {
+    if (config.cache == 1 && config.kind != SXE_WORKERS_THREADS) {
         die(2, "%s", "--cache shared needs --threads (worker processes share no memory)");
+    }
+    if (config.cache == -1) { /* threads share one by default: measured, docs/benchmarks.md */
+        config.cache = config.kind == SXE_WORKERS_THREADS;
     }
     if (optind < argc) {
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
@@ -727,7 +730,7 @@ int main(int argc, char **argv)
     int rc;
 
     parse_options(argc, argv);
-    cache_configure(config.shared_cache);
+    cache_configure(config.cache == 1);
     struct sxe_http_server_options options = {
         .loop = {.connections = config.connections},
         .workers = config.workers ? config.workers : sxe_workers_cpus(),
@@ -748,7 +751,7 @@ int main(int argc, char **argv)
     SXE_LOG_INFO("serving %s on %s with %u worker %s%s", config.root[0] ? config.root : "/",
                  config.listen, options.workers,
                  config.kind == SXE_WORKERS_THREADS ? "threads" : "processes",
-                 config.shared_cache ? " sharing one file cache" : "");
+                 config.cache == 1 ? " sharing one file cache" : "");
     rc = sxe_http_run(server);
     sxe_http_server_destroy(server);
     cache_clear();
