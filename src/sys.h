@@ -78,6 +78,8 @@ struct io_uring_params;
     X(listen, int, (int fd, int backlog), (fd, backlog), listen)                                   \
     X(mmap, void *, (void *addr, size_t len, int prot, int flags, int fd, off_t offset),           \
       (addr, len, prot, flags, fd, offset), mmap)                                                  \
+    X(madvise, int, (void *addr, size_t len, int advice), (addr, len, advice), madvise)            \
+    X(mprotect, int, (void *addr, size_t len, int prot), (addr, len, prot), mprotect)              \
     X(munmap, int, (void *addr, size_t len), (addr, len), munmap)                                  \
     X(open, int, (const char *path, int flags, mode_t mode), (path, flags, mode), sys_open)        \
     X(poll, int, (struct pollfd * fds, nfds_t count, int timeout), (fds, count, timeout), poll)    \
@@ -110,6 +112,7 @@ struct io_uring_params;
     X(shutdown, int, (int fd, int how), (fd, how), shutdown)                                       \
     X(sigaction, int, (int signal, const struct sigaction *action, struct sigaction *old),         \
       (signal, action, old), sigaction)                                                            \
+    X(sigaltstack, int, (const stack_t *stack, stack_t *old), (stack, old), sigaltstack)           \
     X(signalfd, int, (int fd, const sigset_t *mask, int flags), (fd, mask, flags), signalfd)       \
     X(socket, int, (int domain, int type, int protocol), (domain, type, protocol), socket)         \
     X(socketpair, int, (int domain, int type, int protocol, int fds[2]),                           \

@@ -8,6 +8,7 @@
 #include "sxe/clock.h"
 #include "sxe/conn.h"
 #include "sxe/error.h"
+#include "sxe/fiber.h"
 #include "sxe/http.h"
 #include "sxe/http_parser.h"
 #include "sxe/log.h"
