@@ -502,6 +502,11 @@ int sxe_conn_local(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *
     return sxe__sys.getsockname(conn->fd, address, address_len) < 0 ? -errno : 0;
 }
 
+const struct sxe_conn_handlers *sxe_conn_handlers(const sxe_conn_t *conn)
+{
+    return conn->handlers;
+}
+
 void *sxe_conn_user(const sxe_conn_t *conn)
 {
     return conn->user;

@@ -267,6 +267,13 @@ int sxe_conn_local(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *
 void *sxe_conn_user(const sxe_conn_t *conn);
 void sxe_conn_set_user(sxe_conn_t *conn, void *user);
 
+/**
+ * The handlers the connection runs with (for an accepted one, its listener's). A protocol module
+ * that embeds its handlers in its own state finds that state from any of its connections this
+ * way, and leaves the user pointer to the program (the HTTP module does).
+ */
+const struct sxe_conn_handlers *sxe_conn_handlers(const sxe_conn_t *conn);
+
 /** The connection's loop. */
 sxe_loop_t *sxe_conn_loop(const sxe_conn_t *conn);
 

@@ -159,7 +159,11 @@ const char *sxe_http_query(const sxe_http_t *http, size_t *len);
 /** The request body, whole (chunked framing removed), or NULL with *len 0. */
 const char *sxe_http_body(const sxe_http_t *http, size_t *len);
 
-/** The connection the request came on. */
+/**
+ * The connection the request came on. Its user pointer is the program's: the module keeps its
+ * own state elsewhere, so sxe_conn_set_user(sxe_http_conn(http), p) holds p for the connection's
+ * later requests (keep-alive), and each new connection starts with NULL.
+ */
 sxe_conn_t *sxe_http_conn(const sxe_http_t *http);
 
 /**

@@ -78,6 +78,7 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     if ((server = calloc(1, sizeof(*server))) == NULL) {
         return -ENOMEM;
     }
+    server->handlers = sxe__http_handlers;
     apply_limits(&server->limits, &options->limits);
     server->listen_flags = options->listen_flags;
     struct sxe_loop_options own_options = loop_options(options, &server->limits);
@@ -182,7 +183,7 @@ int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
     if (server->workers != NULL) {
         rc = sxe_workers_listen(server->workers, (struct sockaddr *)&address, len, &options);
     } else if ((rc = sxe_listen(server->loop, &listener, (struct sockaddr *)&address, len, &options,
-                                &sxe__http_handlers, server)) == 0 &&
+                                &server->handlers, NULL)) == 0 &&
                server->listener == NULL) {
         server->listener = listener;
     }
@@ -231,7 +232,7 @@ static int worker_start(sxe_worker_t *worker, void *arg)
         return rc;
     }
     for (unsigned l = 0; l < template->listener_count && rc == 0; l++) {
-        rc = sxe_worker_listen(worker, l, &sxe__http_handlers, server);
+        rc = sxe_worker_listen(worker, l, &server->handlers, NULL);
     }
     if (rc < 0) {
         sxe_http_server_destroy(server); /* GCOVR_EXCL_LINE: the worker's table has room */

@@ -192,7 +192,7 @@ static void send_continue(struct http_conn *state, sxe_conn_t *conn,
  */
 static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 {
-    sxe_http_server_t *server = sxe_conn_user(conn);
+    sxe_http_server_t *server = sxe__http_server_of(conn);
     struct http_conn *state = sxe__http_state(server, conn);
     struct sxe_http_request *request = &server->request;
     uint64_t id = sxe_conn_id(conn);
@@ -289,14 +289,14 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 
 static void on_connect(sxe_conn_t *conn)
 {
-    sxe_http_server_t *server = sxe_conn_user(conn);
+    sxe_http_server_t *server = sxe__http_server_of(conn);
 
     *sxe__http_state(server, conn) = (struct http_conn){0};
 }
 
 static void on_drained(sxe_conn_t *conn)
 {
-    struct http_conn *state = sxe__http_state(sxe_conn_user(conn), conn);
+    struct http_conn *state = sxe__http_state(sxe__http_server_of(conn), conn);
 
     state->full = false;
     if (state->paused) {
@@ -310,7 +310,7 @@ static void on_drained(sxe_conn_t *conn)
 /* The client is done sending: close once the answers it is owed have gone out. */
 static void on_eof(sxe_conn_t *conn)
 {
-    struct http_conn *state = sxe__http_state(sxe_conn_user(conn), conn);
+    struct http_conn *state = sxe__http_state(sxe__http_server_of(conn), conn);
 
     state->peer_done = true;
     if (sxe_conn_queued(conn) == 0) {
@@ -321,7 +321,7 @@ static void on_eof(sxe_conn_t *conn)
 /* A request that did not arrive in time gets a 408; an idle connection just closes. */
 static void on_timeout(sxe_conn_t *conn)
 {
-    sxe_http_server_t *server = sxe_conn_user(conn);
+    sxe_http_server_t *server = sxe__http_server_of(conn);
     struct http_conn *state = sxe__http_state(server, conn);
 
     if (!state->closing && (state->head_len != 0 || sxe_http_parser_busy(&state->parser))) {

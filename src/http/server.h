@@ -6,6 +6,7 @@
 #define SXE_HTTP_SERVER_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sxe/conn.h"
@@ -54,6 +55,7 @@ struct http_conn {
 };
 
 struct sxe_http_server {
+    struct sxe_conn_handlers handlers; /* every connection's: how one finds its server */
     sxe_loop_t *loop; /* NULL for a server with workers: each worker's copy has its own */
     bool own_loop;
     sxe_workers_t *workers; /* with options.workers > 1: the set, on the server made by create */
@@ -76,6 +78,13 @@ struct sxe_http_server {
     char date[64];
     size_t date_len;
 };
+
+/* The server a connection belongs to: its handlers are the server's own copy. */
+static inline sxe_http_server_t *sxe__http_server_of(const sxe_conn_t *conn)
+{
+    return (sxe_http_server_t *)(void *)((char *)(uintptr_t)sxe_conn_handlers(conn) -
+                                         offsetof(struct sxe_http_server, handlers));
+}
 
 /* The server's state for a connection. */
 static inline struct http_conn *sxe__http_state(sxe_http_server_t *server, sxe_conn_t *conn)

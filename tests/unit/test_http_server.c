@@ -160,6 +160,19 @@ static void silent(sxe_http_t *http, void *arg)
     (void)arg;
 }
 
+/* Answers how many requests came before on this connection, counted in its user pointer. */
+static void conn_user(sxe_http_t *http, void *arg)
+{
+    sxe_conn_t *conn = sxe_http_conn(http);
+    uintptr_t seen = (uintptr_t)sxe_conn_user(conn);
+    char body[32];
+    int len = snprintf(body, sizeof(body), "seen %lu\n", (unsigned long)seen);
+
+    (void)arg;
+    sxe_conn_set_user(conn, (void *)(seen + 1));
+    sxe_http_respond(http, 200, "text/plain", body, (size_t)len);
+}
+
 static void post_only(sxe_http_t *http, void *arg)
 {
     (void)arg;
@@ -188,6 +201,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, "GET", "/file-rc", false, file_recording, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/file", false, send_file, NULL), 0);
     assert_int_equal(sxe_http_route(server, "POST", "/post", false, post_only, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/user", false, conn_user, NULL), 0);
     assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
@@ -289,6 +303,29 @@ static void test_hello_response(void **state)
     assert_non_null(strstr(response, "Content-Type: text/plain\r\n\r\nhello\n"));
     assert_null(strstr(response, "Connection:"));
     assert_false(closed);
+}
+
+static void test_a_connection_user_pointer_is_the_programs(void **state)
+{
+    static const char request[] = "GET /user HTTP/1.1\r\nHost: x\r\n\r\n";
+    char response[4096];
+    bool closed;
+
+    (void)state;
+    for (int round = 0; round < 2; round++) { /* a new connection starts from NULL */
+        int fd = client();
+        for (int i = 0; i < 3; i++) {
+            char expected[16];
+            assert_int_equal(send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL),
+                             (ssize_t)sizeof(request) - 1);
+            receive(fd, response, sizeof(response), &closed);
+            snprintf(expected, sizeof(expected), "seen %d\n", i);
+            assert_false(closed);
+            assert_non_null(strstr(response, expected));
+        }
+        close(fd);
+        pump();
+    }
 }
 
 static void test_statuses_the_server_answers(void **state)
@@ -829,6 +866,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_hello_response, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_connection_user_pointer_is_the_programs, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_statuses_the_server_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_method_not_allowed_says_which_are, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
