@@ -315,7 +315,7 @@ static void test_a_connection_user_pointer_is_the_programs(void **state)
     for (int round = 0; round < 2; round++) { /* a new connection starts from NULL */
         int fd = client();
         for (int i = 0; i < 3; i++) {
-            char expected[16];
+            char expected[32];
             assert_int_equal(send(fd, request, sizeof(request) - 1, MSG_NOSIGNAL),
                              (ssize_t)sizeof(request) - 1);
             receive(fd, response, sizeof(response), &closed);
