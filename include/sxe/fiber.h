@@ -74,7 +74,11 @@ struct sxe_fibers_stats {
 SXE_MUST_CHECK int sxe_fibers_create(sxe_fibers_t **fibers, sxe_loop_t *loop,
                                      const struct sxe_fibers_options *options);
 
-/** Frees the pool and its stacks; fibers still waiting are abandoned (see the rules above). */
+/**
+ * Frees the pool and its stacks; fibers still waiting are abandoned (see the rules above). Call it
+ * before destroying the pool's loop (sleeping fibers' timers are stopped on it), and not from one
+ * of its fibers.
+ */
 void sxe_fibers_destroy(sxe_fibers_t *fibers);
 
 /**
