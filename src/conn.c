@@ -27,7 +27,7 @@
 static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 
 static const char *const conn_state_names[] = {"FREE",       "IDLE",      "READING", "WRITING",
-                                               "CONNECTING", "LISTENING", "CLOSING"};
+                                               "CONNECTING", "LISTENING", "CLOSING", "HELD"};
 
 static const char *const close_reason_names[] = {"local",    "peer",     "error",
                                                  "timeout",  "evicted",  "no buffer",
@@ -65,7 +65,8 @@ void sxe__conn_settle(struct sxe_conn *conn)
     unsigned from = (unsigned)sxe_pool_state(loop->conn_pool, sxe__conn_index(conn));
     unsigned to;
 
-    if (from == SXE__CONN_CONNECTING || from == SXE__CONN_LISTENING || from == SXE__CONN_CLOSING) {
+    if (from == SXE__CONN_CONNECTING || from == SXE__CONN_LISTENING || from == SXE__CONN_CLOSING ||
+        from == SXE__CONN_HELD) {
         return;
     }
     to = conn->queue_head != SXE_NONE ? SXE__CONN_WRITING
@@ -500,6 +501,13 @@ int sxe_conn_local(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *
         return -EBADF;
     }
     return sxe__sys.getsockname(conn->fd, address, address_len) < 0 ? -errno : 0;
+}
+
+void sxe_fd_close(int fd)
+{
+    if (fd >= 0) {
+        (void)sxe__sys.close(fd);
+    }
 }
 
 const struct sxe_conn_handlers *sxe_conn_handlers(const sxe_conn_t *conn)

@@ -40,6 +40,7 @@ enum sxe__conn_state {
     SXE__CONN_LISTENING,  /* listeners and UDP sockets: no timeout */
     SXE__CONN_CLOSING,    /* closed, but the backend still sends from its queue: write_timeout,
                              or SXE__CLOSING_TIMEOUT without one */
+    SXE__CONN_HELD,       /* its input kept by the program (sxe_conn_keep): no timeout */
     SXE__CONN_STATE_COUNT
 };
 
@@ -64,6 +65,7 @@ enum sxe__conn_kind {
 #define SXE__CONN_EOF_PENDING   0x1000u /* the stream ended while paused: said after kept input */
 #define SXE__CONN_HOLDING       0x2000u /* input is held (inq.c): the backend was told to stop */
 #define SXE__CONN_NO_OUT        0x4000u /* writability is not watched until a write must wait */
+#define SXE__CONN_KEPT          0x8000u /* on_read kept its input itself: deliver moves none */
 
 /*
  * The loop's lists a slot is on. Kept apart from flags, and not reset when the slot is reused: a

@@ -339,6 +339,49 @@ static void want_input(struct sxe_conn *conn, bool input)
     }
 }
 
+char *sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed)
+{
+    sxe_loop_t *loop;
+
+    if (!SXE_CHECK(conn != NULL && data != NULL && consumed <= len &&
+                   (conn->flags & SXE__CONN_CORKED) != 0)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    loop = conn->loop;
+    if (conn->input_buffer == SXE_NONE &&
+        (conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
+        loop->stats.no_buffer++;
+        errno = ENOBUFS;
+        return NULL;
+    }
+    char *at = sxe__buffer_at(loop, conn->input_buffer);
+    memmove(at, data + consumed, len - consumed);
+    conn->input_len = (uint32_t)(len - consumed);
+    conn->flags |= SXE__CONN_KEPT;
+    unsigned state = (unsigned)sxe_pool_state(loop->conn_pool, sxe__conn_index(conn));
+    if (state != SXE__CONN_HELD) {
+        sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), state, SXE__CONN_HELD,
+                           loop->now);
+    }
+    return at;
+}
+
+void sxe_conn_unkeep(sxe_conn_t *conn)
+{
+    sxe_loop_t *loop = conn->loop;
+    unsigned index = sxe__conn_index(conn);
+
+    if (sxe__conn_is_open(conn) && sxe_pool_state(loop->conn_pool, index) == SXE__CONN_HELD) {
+        sxe_pool_set_state(loop->conn_pool, index, SXE__CONN_HELD,
+                           conn->input_len > 0 ? SXE__CONN_READING : SXE__CONN_IDLE, loop->now);
+        sxe__conn_settle(conn);
+        /* Offer the kept input again, from the next turn, as after a pause. */
+        conn->flags |= SXE__CONN_RESUMED;
+        sxe__conn_ready_later(conn);
+    }
+}
+
 int sxe_conn_pause(sxe_conn_t *conn)
 {
     int rc;
@@ -448,7 +491,9 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
         return false;
     }
     conn->flags &= (uint16_t)~SXE__CONN_CORKED;
-    if (consumed > 0) {
+    bool placed = (conn->flags & SXE__CONN_KEPT) != 0; /* sxe_conn_keep() placed the input */
+    conn->flags &= (uint16_t)~SXE__CONN_KEPT;
+    if (consumed > 0 && !placed) {
         conn->flags |= SXE__CONN_PROGRESS;
     }
     if (conn->queue_head != SXE_NONE) {
@@ -462,6 +507,9 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
     }
     if (sxe__stream_closed_when_sent(conn)) {
         return false;
+    }
+    if (placed) {
+        return true;
     }
     if (consumed >= len) {
         if (conn->input_buffer != SXE_NONE) {

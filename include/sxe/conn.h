@@ -169,6 +169,9 @@ int sxe_conn_sendfile(sxe_conn_t *conn, int fd, off_t offset, size_t len);
  */
 int sxe_conn_sendfile_and_close(sxe_conn_t *conn, int fd, off_t offset, size_t len);
 
+/** Closes a descriptor the caller was given to own, when it cannot be used (a module's tidy-up). */
+void sxe_fd_close(int fd);
+
 /**
  * Called once the bytes passed to sxe_conn_write_ref() or sxe_conn_sendfile_ref() are no longer
  * needed: all sent, or dropped because the connection closed or the call failed. It runs inside
@@ -218,6 +221,25 @@ int sxe_conn_pause(sxe_conn_t *conn);
  * @return 0; -EPIPE if the connection is closed or not a stream.
  */
 int sxe_conn_resume(sxe_conn_t *conn);
+
+/**
+ * From on_read(conn, data, len), for a message the program answers later: consumes the first
+ * consumed bytes, and keeps the rest in the connection's own buffer now, where it stays put and
+ * writable until on_read next consumes some of it, so pointers into it stay valid. on_read's
+ * return value for this call is then ignored. The connection has no timeout while kept (the
+ * program keeps its own deadline). Reading goes on: on_read is called again as bytes arrive, with
+ * data at the kept bytes and len counting the new ones; return 0 to keep them all, or pause.
+ * A connection that closes while kept says so in on_close as always.
+ * @return the kept bytes' address; NULL with errno ENOBUFS if no buffer is free, or EINVAL
+ *         outside on_read (asserts in debug builds).
+ */
+char *sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed);
+
+/**
+ * Ends sxe_conn_keep(): the connection's timeouts apply again, and on_read is offered the kept
+ * input from the loop's next turn (even paused: resume first if you paused it).
+ */
+void sxe_conn_unkeep(sxe_conn_t *conn);
 
 /** Once queued output is sent, shuts down the sending side (half-close). Reading goes on. */
 int sxe_conn_shutdown(sxe_conn_t *conn);

@@ -61,10 +61,17 @@ typedef struct sxe_http sxe_http_t;
 
 /**
  * Answers a request: the handler must call sxe_http_respond(), or sxe_http_start() with
- * sxe_http_send()/sxe_http_sendfile() and sxe_http_finish(), before it returns. A handler that
- * does not is answered 500 for it.
+ * sxe_http_send()/sxe_http_sendfile() and sxe_http_finish(), before it returns, or hold the
+ * request to answer it later (sxe_http_defer()). A handler that does neither is answered 500 for
+ * it.
  */
 typedef void (*sxe_http_handler_t)(sxe_http_t *http, void *arg);
+
+/**
+ * A held request's connection went away (closed by the client, reset, timed out) before its
+ * answer was finished. Called once; when it returns the handle is gone.
+ */
+typedef void (*sxe_http_cancel_t)(sxe_http_t *held, void *arg);
 
 struct sxe_http_server_options {
     struct sxe_loop_options loop;  /**< For a loop the server makes (connections 10000). */
@@ -83,6 +90,19 @@ struct sxe_http_server_options {
     unsigned workers;
     enum sxe_workers_kind worker_kind; /**< SXE_WORKERS_PROCESSES. */
     enum sxe_workers_spread spread;    /**< SXE_SPREAD_REUSEPORT. */
+    /** Requests that may be held to answer later at once, per loop (256); see sxe_http_defer(). */
+    uint32_t deferred;
+    /** ns a held request may wait for its answer: then 503 and the connection closes (30 s). */
+    uint64_t response_timeout;
+};
+
+/** Counters of requests held to answer later (sxe_http_defer()). */
+struct sxe_http_defer_stats {
+    uint64_t deferred;  /**< Requests held. */
+    uint64_t refused;   /**< sxe_http_defer() calls refused: options.deferred were held. */
+    uint64_t cancelled; /**< Held requests whose connection went away first. */
+    uint64_t timed_out; /**< Held requests answered 503 after response_timeout. */
+    uint32_t held;      /**< Held now. */
 };
 
 /**
@@ -148,6 +168,30 @@ int sxe_http_run(sxe_http_server_t *server);
  */
 int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg,
                    unsigned workers);
+
+/**
+ * From a handler: holds the request, to answer it later from any callback on the same loop (a
+ * timer, another connection's data, a client's response), with the handle this returns; http itself
+ * is done when the handler returns. Pipelined requests after it wait, so answers still go out in
+ * order. The handle's request, path, query and body stay valid until its response is finished.
+ *
+ * If the connection goes away before the response is finished, on_cancel(held, arg) is called once
+ * and the handle is gone; without on_cancel, the next sxe_http_*() call on it returns -ECANCELED
+ * (calling a release it was given) and the handle is gone then. A request not answered within
+ * options.response_timeout is answered 503, its connection closes, and it is cancelled so.
+ * @return the handle; NULL, with errno ENOBUFS, when options.deferred requests are held already
+ *         (counted: answer now instead, 503 say); NULL with EINVAL if http is not a handler's
+ *         request, or its response has started (asserts in debug builds).
+ */
+sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg);
+
+/** The program's pointer for this request (a held one's too): NULL until set. */
+void *sxe_http_user(const sxe_http_t *http);
+void sxe_http_set_user(sxe_http_t *http, void *user);
+
+/** Copies the counters of requests held by the server (without workers: its loop's). */
+void sxe_http_server_defer_stats(const sxe_http_server_t *server,
+                                 struct sxe_http_defer_stats *stats);
 
 /** The request. */
 const struct sxe_http_request *sxe_http_request(const sxe_http_t *http);

@@ -167,6 +167,10 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     size_t headers_len = headers != NULL ? strlen(headers) : 0;
     int len;
 
+    int rc = sxe__http_defer_check(http);
+    if (rc < 0) {
+        return rc;
+    }
     if (http->status != 0) {
         return -EALREADY;
     }
@@ -204,7 +208,6 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     len = (int)(at - head);
     if (headers_len + 2 > sizeof(head) - (size_t)len) {
         /* Extra headers too large to copy in go out in writes of their own. */
-        int rc;
         if ((rc = put(http, head, (size_t)len)) < 0 || (rc = put(http, headers, headers_len)) < 0) {
             return rc;
         }
@@ -228,7 +231,9 @@ static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
                      sxe_conn_release_t release, void *arg)
 {
     char size[24];
-    int rc = body_allowed(http);
+    int rc = sxe__http_defer_check(http);
+
+    rc = rc < 0 ? rc : body_allowed(http);
 
     if (rc == 0 && http->chunked && !http->head_only && len > 0) {
         int size_len = snprintf(size, sizeof(size), "%zx\r\n", len);
@@ -264,8 +269,18 @@ int sxe_http_send_ref(sxe_http_t *http, const void *data, size_t len, sxe_conn_r
 static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent,
                      sxe_conn_release_t release, void *arg)
 {
-    int rc = body_allowed(http);
+    int rc = sxe__http_defer_check(http);
 
+    if (rc < 0) { /* cancelled: the connection is gone, so is what it would have owned */
+        if (close_when_sent) {
+            sxe_fd_close(fd);
+        }
+        if (release != NULL) {
+            release(arg);
+        }
+        return rc;
+    }
+    rc = body_allowed(http);
     if (rc == 0 && http->chunked) {
         rc = -EINVAL;
     }
@@ -304,26 +319,39 @@ void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn)
     (void)sxe_conn_shutdown(conn);
 }
 
+/* A held request's answer is finished (or failed): the connection moves on to its next. */
+static int finished(sxe_http_t *http, int rc)
+{
+    if (sxe__http_is_held(http)) {
+        sxe__http_defer_done(http);
+    }
+    return rc;
+}
+
 int sxe_http_finish(sxe_http_t *http)
 {
-    int rc = 0;
+    int rc = sxe__http_defer_check(http);
 
+    if (rc < 0) {
+        return rc;
+    }
     if (http->failed != 0) {
+        bool first = !http->finished;
         http->finished = true;
-        return http->failed;
+        return first ? finished(http, http->failed) : http->failed;
     }
     if (http->status == 0 || http->finished) {
         return -EINVAL;
     }
     http->finished = true;
     if (http->chunked && (rc = put(http, "0\r\n\r\n", 5)) < 0) {
-        return rc;
+        return finished(http, rc);
     }
     sxe__http_count(http->server, http->sent);
     if (!http->keep_alive) {
         sxe__http_close_after_response(http->server, http->conn);
     }
-    return 0;
+    return finished(http, 0);
 }
 
 int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, const void *body,
@@ -342,6 +370,9 @@ int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, con
     }
     if ((rc = sxe_http_start(http, status, content_type ? headers : NULL, (int64_t)len)) < 0 ||
         (rc = sxe_http_send(http, body, len)) < 0) {
+        if (rc != -ECANCELED && rc != -EALREADY && sxe__http_is_held(http)) {
+            (void)sxe_http_finish(http); /* a held request's failed answer ends its hold */
+        }
         return rc;
     }
     return sxe_http_finish(http);

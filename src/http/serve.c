@@ -43,6 +43,8 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
     loop.read_timeout = options->header_timeout ? options->header_timeout : 10 * SXE_NS_PER_SEC;
     loop.idle_timeout = options->idle_timeout ? options->idle_timeout : 60 * SXE_NS_PER_SEC;
     loop.write_timeout = options->write_timeout ? options->write_timeout : 30 * SXE_NS_PER_SEC;
+    /* A timer for each request that may be held (its deadline), beside the program's own. */
+    loop.timers = (loop.timers ? loop.timers : 64) + (options->deferred ? options->deferred : 256);
     return loop;
 }
 
@@ -61,7 +63,10 @@ static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
     server->conn_count = in_force->connections;
     server->conns = calloc(server->conn_count, sizeof(*server->conns));
     server->scratch = malloc(server->limits.body_bytes + 1);
-    return server->conns == NULL || server->scratch == NULL ? -ENOMEM : 0;
+    if (server->conns == NULL || server->scratch == NULL) {
+        return -ENOMEM;
+    }
+    return sxe__http_defer_init(server);
 }
 
 int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
@@ -79,6 +84,8 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
         return -ENOMEM;
     }
     server->handlers = sxe__http_handlers;
+    server->held_capacity = options->deferred;
+    server->response_timeout = options->response_timeout;
     apply_limits(&server->limits, &options->limits);
     server->listen_flags = options->listen_flags;
     struct sxe_loop_options own_options = loop_options(options, &server->limits);
@@ -122,6 +129,7 @@ void sxe_http_server_destroy(sxe_http_server_t *server)
     sxe_workers_destroy(server->workers);
     free(server->conns);
     free(server->scratch);
+    free(server->helds);
     free(server);
 }
 
@@ -226,6 +234,8 @@ static int worker_start(sxe_worker_t *worker, void *arg)
     server->worker = worker;
     server->conns = NULL;
     server->scratch = NULL;
+    server->helds = NULL;
+    server->defer_stats = (struct sxe_http_defer_stats){0};
     server->listener = NULL;
     if ((rc = attach_loop(server, sxe_worker_loop(worker))) < 0) {
         sxe_http_server_destroy(server);

@@ -31,8 +31,8 @@
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
 /* Answers a request the server refuses itself, and closes where the RFC wants it closed. */
-static void refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
-                   const struct sxe_http_request *request, const char *extra_headers)
+void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
+                      const struct sxe_http_request *request, const char *extra_headers)
 {
     static const struct sxe_http_request unparsed = {.minor_version = 1};
     char body[64];
@@ -107,8 +107,8 @@ static const struct route *find_route(sxe_http_server_t *server,
     return best;
 }
 
-/* Runs the request's handler, or answers it 404 or 405. */
-static void dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
+/* Runs the request's handler, or answers it 404 or 405. @return whether the handler held it. */
+static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                      const struct sxe_http_request *request, const char *body, size_t body_len)
 {
     char allow[256];
@@ -122,11 +122,11 @@ static void dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
         if (allow[0] != '\0') {
             char headers[300];
             snprintf(headers, sizeof(headers), "Allow: %s\r\n", allow);
-            refuse(server, conn, 405, request, headers);
+            sxe__http_refuse(server, conn, 405, request, headers);
         } else {
-            refuse(server, conn, 404, request, NULL);
+            sxe__http_refuse(server, conn, 404, request, NULL);
         }
-        return;
+        return false;
     }
 
     sxe_http_t *http = &server->http;
@@ -140,7 +140,13 @@ static void dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
     uint64_t id = sxe_conn_id(conn);
     route->handler(http, route->arg);
     if (sxe_conn_from_id(server->loop, id) == NULL) {
-        return; /* the handler closed the connection */
+        if (http->held != NULL) {
+            sxe__http_defer_drop(server);
+        }
+        return false; /* the handler closed the connection */
+    }
+    if (http->held != NULL) {
+        return true;
     }
     if (http->status == 0) {
         SXE_LOG_ERROR("the handler for %.*s did not answer; answering 500", (int)path_len,
@@ -150,29 +156,32 @@ static void dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
     } else if (!http->finished) {
         sxe_http_finish(http);
     }
+    return false;
 }
 
 /*
- * Decodes a complete chunked body into the scratch area: the request's head is head bytes at data,
- * its chunked body body_len bytes after. The head is parsed again to set a parser up for the body.
+ * Decodes a complete chunked body into out (the scratch area, or the body's own place: the decoded
+ * bytes never overtake the framing they come from): the request's head is head bytes at data, its
+ * chunked body body_len bytes after. The head is parsed again to set a parser up for the body.
  */
-static size_t decode_chunked(sxe_http_server_t *server, const char *data, int head, size_t body_len)
+size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
+                                size_t body_len, char *out)
 {
     struct sxe_http_parser parser;
     struct sxe_http_request request;
     struct sxe_http_body piece;
-    size_t at = (size_t)head, out = 0;
+    size_t at = (size_t)head, decoded = 0;
 
     sxe_http_parser_init(&parser);
     (void)sxe_http_parse_head(&parser, data, at, &server->limits, &request);
     do {
         long used = sxe_http_parse_body(&parser, data + at, (size_t)head + body_len - at,
                                         &server->limits, &piece);
-        memcpy(server->scratch + out, piece.data, piece.len);
-        out += piece.len;
+        memmove(out + decoded, piece.data, piece.len);
+        decoded += piece.len;
         at += (size_t)used;
     } while (!piece.done);
-    return out;
+    return decoded;
 }
 
 /* Sends 100 Continue for a request that asked, once, before its body is read. */
@@ -198,6 +207,15 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     uint64_t id = sxe_conn_id(conn);
     size_t used = 0;
 
+    if (state->held != 0) { /* a request waits for its answer: the next waits behind it */
+        state->waiting = true;
+        (void)sxe_conn_pause(conn);
+        return 0;
+    }
+    if (state->skip != 0) { /* a held request was answered: its bytes go now */
+        used = state->skip;
+        state->skip = 0;
+    }
     while (used < len && !state->closing) {
         const char *at = data + used;
         size_t left = len - used;
@@ -217,7 +235,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
                 break;
             }
             if (head < 0) {
-                refuse(server, conn, -head, NULL, NULL);
+                sxe__http_refuse(server, conn, -head, NULL, NULL);
                 break;
             }
         } else {
@@ -227,17 +245,20 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             head = sxe_http_parse_head(&reparse, at, left, &server->limits, request);
         }
         if (request->minor_version == 1 && request->host_count != 1) {
-            refuse(server, conn, 400, request, NULL);
+            sxe__http_refuse(server, conn, 400, request, NULL);
             break;
         }
         if (request->upgrade) {
-            refuse(server, conn, 501, request, NULL); /* no upgrades or tunnels here */
+            sxe__http_refuse(server, conn, 501, request, NULL); /* no upgrades or tunnels here */
             break;
         }
         if (!request->has_body) {
-            dispatch(server, conn, request, NULL, 0);
-            used += (size_t)head;
+            bool held = dispatch(server, conn, request, NULL, 0);
             sxe_http_parser_init(&state->parser);
+            if (held && sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
+                return 0; /* kept: the return is not used */
+            }
+            used += (size_t)head;
             if (sxe_conn_from_id(server->loop, id) == NULL) {
                 return len;
             }
@@ -253,7 +274,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
                                              left - (size_t)head - state->body_offset,
                                              &server->limits, &piece);
             if (taken < 0) {
-                refuse(server, conn, (int)-taken, request, NULL);
+                sxe__http_refuse(server, conn, (int)-taken, request, NULL);
                 return len;
             }
             state->body_offset += (uint32_t)taken;
@@ -261,14 +282,22 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         if (!piece.done) {
             break;
         }
-        size_t body_len = request->chunked ? decode_chunked(server, at, head, state->body_offset)
-                                           : state->body_offset;
-        dispatch(server, conn, request, request->chunked ? server->scratch : at + head, body_len);
-        used += (size_t)head + state->body_offset;
+        size_t body_len =
+            request->chunked
+                ? sxe__http_decode_chunked(server, at, head, state->body_offset, server->scratch)
+                : state->body_offset;
+        bool held = dispatch(server, conn, request, request->chunked ? server->scratch : at + head,
+                             body_len);
+        size_t request_len = (size_t)head + state->body_offset;
         state->head_len = 0;
         state->body_offset = 0;
         state->continued = false;
         sxe_http_parser_init(&state->parser);
+        if (held && sxe__http_defer_keep(server, conn, data, len, at, (size_t)head,
+                                         request_len - (size_t)head)) {
+            return 0;
+        }
+        used += request_len;
         if (sxe_conn_from_id(server->loop, id) == NULL) {
             return len;
         }
@@ -313,7 +342,7 @@ static void on_eof(sxe_conn_t *conn)
     struct http_conn *state = sxe__http_state(sxe__http_server_of(conn), conn);
 
     state->peer_done = true;
-    if (sxe_conn_queued(conn) == 0) {
+    if (sxe_conn_queued(conn) == 0 || state->held != 0) { /* gone: nobody waits for the answer */
         sxe_conn_close(conn);
     }
 }
@@ -325,11 +354,20 @@ static void on_timeout(sxe_conn_t *conn)
     struct http_conn *state = sxe__http_state(server, conn);
 
     if (!state->closing && (state->head_len != 0 || sxe_http_parser_busy(&state->parser))) {
-        refuse(server, conn, 408, NULL, NULL);
+        sxe__http_refuse(server, conn, 408, NULL, NULL);
     }
 }
 
+/* A request held on the connection is cancelled. */
+static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    (void)reason;
+    (void)err;
+    sxe__http_defer_cancel(sxe__http_server_of(conn), conn);
+}
+
 const struct sxe_conn_handlers sxe__http_handlers = {.on_connect = on_connect,
+                                                     .on_close = on_close,
                                                      .on_read = on_read,
                                                      .on_eof = on_eof,
                                                      .on_drained = on_drained,

@@ -25,7 +25,9 @@ struct route {
     void *arg;
 };
 
-/* A request being answered; one per connection, used while its handler runs. */
+struct held;
+
+/* A request being answered: the server's, while its handler runs, or a held one's (defer.c). */
 struct sxe_http {
     sxe_http_server_t *server;
     sxe_conn_t *conn;
@@ -37,8 +39,11 @@ struct sxe_http {
     bool chunked;    /* the response is chunked */
     bool keep_alive; /* the connection carries on after this response */
     bool finished;
-    int failed;    /* a write of the response failed (-errno): the rest of it is dropped */
-    uint64_t sent; /* bytes of the response queued */
+    int failed;        /* a write of the response failed (-errno): the rest of it is dropped */
+    uint64_t sent;     /* bytes of the response queued */
+    void *user;        /* the program's, per request */
+    struct held *held; /* the server's: the held request its handler made (sxe_http_defer);
+                          a held one's: itself */
 };
 
 /* What the server keeps per connection. */
@@ -52,6 +57,9 @@ struct http_conn {
     bool nodelay;         /* TCP_NODELAY is set */
     bool paused;          /* output backed up: reading waits for on_drained */
     bool full;            /* a write said SXE_CONN_FULL: the output is backed up until drained */
+    bool waiting;         /* paused while a request is held: more came in behind it */
+    uint32_t held;        /* the request held on it (defer.c): its slot + 1, or 0 */
+    uint32_t skip;        /* bytes of an answered held request, consumed at the next read */
 };
 
 struct sxe_http_server {
@@ -66,6 +74,11 @@ struct sxe_http_server {
     uint64_t requests; /* without workers: responses finished, and their bytes */
     uint64_t bytes;
     struct sxe_http_limits limits;
+    struct held *helds; /* requests held to answer later (defer.c) */
+    uint32_t held_capacity;
+    uint32_t held_free;
+    uint64_t response_timeout;
+    struct sxe_http_defer_stats defer_stats;
     struct http_conn *conns;
     uint32_t conn_count;
     struct route routes[ROUTES_MAX];
@@ -101,5 +114,32 @@ extern const struct sxe_conn_handlers sxe__http_handlers;
 
 /* serve.c: a response of bytes was finished (the worker's counters, or the server's own). */
 void sxe__http_count(sxe_http_server_t *server, uint64_t bytes);
+
+/* Whether http is a held request's handle (defer.c: the handle is its slot's first member). */
+static inline bool sxe__http_is_held(const sxe_http_t *http)
+{
+    return http->held != NULL && (const void *)http->held == (const void *)http;
+}
+
+/* defer.c */
+int sxe__http_defer_init(sxe_http_server_t *server);
+/* After a handler that held its request: keeps the connection's input (data, len; the request's
+ * bytes from at: head and body_len more) and points the held request at it. false: cancelled. */
+bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
+                          const char *at, size_t head, size_t body_len);
+/* A response call on a held request that was cancelled: frees it. -ECANCELED, or 0 if live. */
+int sxe__http_defer_check(sxe_http_t *http);
+/* A held request's response is finished: the connection reads its next request. */
+void sxe__http_defer_done(sxe_http_t *http);
+/* The connection closed: its held request, if any, is cancelled. */
+void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
+/* The handler that held its request closed its connection: the request is cancelled. */
+void sxe__http_defer_drop(sxe_http_server_t *server);
+
+/* server.c */
+void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
+                      const struct sxe_http_request *request, const char *extra_headers);
+size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
+                                size_t body_len, char *out);
 
 #endif

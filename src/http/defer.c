@@ -1,0 +1,273 @@
+/*
+ * Requests held to answer later (sxe_http_defer()).
+ *
+ * A held request lives in a slot of a table sized at start-up (options.deferred): its own handle
+ * (a struct sxe_http), a copy of its parsed request, the holder's cancel callback and a deadline
+ * timer. Its bytes stay where they are: the connection's input is kept (sxe_conn_keep()) at a
+ * stable address in the connection's own buffer, and the copy's pointers are moved there, so
+ * nothing of the request is copied but the parse. The connection goes on reading, so a client
+ * that leaves is seen at once; bytes of a next request make it pause instead, until the answer is
+ * finished. Then the connection's input is let go (sxe_conn_unkeep()), and the next read skips
+ * the answered request's bytes and parses what follows.
+ */
+#define SXE_LOG_MODULE http_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sxe/clock.h"
+#include "sxe/timer.h"
+#include "http/server.h"
+
+static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
+
+#define DEFAULT_DEFERRED         256
+#define DEFAULT_RESPONSE_TIMEOUT (30 * SXE_NS_PER_SEC)
+
+/* LIVE: held and answerable; CANCELLING: its on_cancel runs; ORPHANED: cancelled without one, and
+ * kept until the holder's next call, so no other request reuses the slot under it. */
+enum held_state { HELD_FREE, HELD_LIVE, HELD_CANCELLING, HELD_ORPHANED };
+
+struct held {
+    struct sxe_http http; /* the handle: first, so a handle is its slot */
+    struct sxe_http_request request;
+    sxe_http_cancel_t on_cancel;
+    void *arg;
+    sxe_timer_t deadline;
+    uint64_t conn_id;
+    uint32_t next_free;
+    enum held_state state;
+};
+
+static void on_deadline(sxe_timer_t *timer, void *arg);
+static void cancel(sxe_http_server_t *server, struct held *held);
+
+int sxe__http_defer_init(sxe_http_server_t *server)
+{
+    uint32_t capacity = server->held_capacity ? server->held_capacity : DEFAULT_DEFERRED;
+
+    server->held_capacity = capacity;
+    server->response_timeout =
+        server->response_timeout ? server->response_timeout : DEFAULT_RESPONSE_TIMEOUT;
+    if ((server->helds = calloc(capacity, sizeof(*server->helds))) == NULL) {
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < capacity; i++) {
+        server->helds[i].next_free = i + 1 < capacity ? i + 1 : UINT32_MAX;
+        sxe_timer_init(&server->helds[i].deadline, on_deadline, &server->helds[i]);
+    }
+    server->held_free = 0;
+    return 0;
+}
+
+static void release(sxe_http_server_t *server, struct held *held)
+{
+    sxe_timer_stop(server->loop, &held->deadline);
+    held->state = HELD_FREE;
+    held->next_free = server->held_free;
+    server->held_free = (uint32_t)(held - server->helds);
+    server->defer_stats.held--;
+}
+
+sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg)
+{
+    if (!SXE_CHECK(http != NULL && http == &http->server->http && http->held == NULL &&
+                   http->status == 0)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    sxe_http_server_t *server = http->server;
+    if (server->held_free == UINT32_MAX) {
+        server->defer_stats.refused++;
+        SXE_LOG_ONCE(
+            SXE_LOG_LEVEL_ERROR,
+            "all %u held requests are in use: raise options.deferred; refusing to hold more",
+            server->held_capacity);
+        errno = ENOBUFS;
+        return NULL;
+    }
+    struct held *held = &server->helds[server->held_free];
+    if (sxe_timer_start(server->loop, &held->deadline, server->response_timeout, 0) < 0) {
+        server->defer_stats.refused++;
+        errno = ENOBUFS; /* the loop's timers are all running */
+        return NULL;
+    }
+    server->held_free = held->next_free;
+    held->state = HELD_LIVE;
+    held->on_cancel = on_cancel;
+    held->arg = arg;
+    held->conn_id = sxe_conn_id(http->conn);
+    held->http = *http;
+    held->http.held = held;
+    held->http.request = &held->request;
+    /* The parse, without the unused part of the header array. */
+    const struct sxe_http_request *request = http->request;
+    memcpy(&held->request, request, offsetof(struct sxe_http_request, headers));
+    memcpy(held->request.headers, request->headers,
+           request->header_count * sizeof(request->headers[0]));
+    memcpy(&held->request.content_length, &request->content_length,
+           sizeof(*request) - offsetof(struct sxe_http_request, content_length));
+    http->held = held;
+    server->defer_stats.deferred++;
+    server->defer_stats.held++;
+    return &held->http;
+}
+
+/* Moves a pointer into the request's old place to the same byte in its new one. */
+static const char *moved(const char *pointer, const char *from, const char *to)
+{
+    return pointer != NULL ? to + (pointer - from) : NULL;
+}
+
+bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
+                          const char *at, size_t head, size_t body_len)
+{
+    struct held *held = server->http.held;
+    struct http_conn *state = sxe__http_state(server, conn);
+    struct sxe_http_request *request = &held->request;
+
+    server->http.held = NULL;
+    if (held->http.finished) { /* answered before its handler returned */
+        release(server, held);
+        return false;
+    }
+    char *kept = sxe_conn_keep(conn, data, len, (size_t)(at - data));
+    if (kept == NULL) { /* no buffer to keep it in: it cannot wait */
+        SXE_LOG_ERROR("no buffer to hold a request in: answering 503");
+        sxe__http_refuse(server, conn, 503, request, NULL);
+        cancel(server, held);
+        return false;
+    }
+    request->method = moved(request->method, at, kept);
+    request->target = moved(request->target, at, kept);
+    for (unsigned i = 0; i < request->header_count; i++) {
+        request->headers[i].name = moved(request->headers[i].name, at, kept);
+        request->headers[i].value = moved(request->headers[i].value, at, kept);
+    }
+    if (request->chunked) { /* decoded again, in place, over its own framing */
+        held->http.body = kept + head;
+        held->http.body_len =
+            sxe__http_decode_chunked(server, kept, (int)head, body_len, kept + head);
+    } else if (held->http.body != NULL) {
+        held->http.body = kept + head;
+    }
+    state->held = (uint32_t)(held - server->helds) + 1;
+    state->skip = (uint32_t)(head + body_len);
+    return true;
+}
+
+int sxe__http_defer_check(sxe_http_t *http)
+{
+    struct held *held = http->held;
+
+    if (held == NULL || &held->http != http || held->state == HELD_LIVE) {
+        return 0;
+    }
+    if (held->state == HELD_ORPHANED) { /* the holder hears of it now: the slot is free again */
+        release(http->server, held);
+    }
+    return -ECANCELED;
+}
+
+void sxe__http_defer_done(sxe_http_t *http)
+{
+    sxe_http_server_t *server = http->server;
+    struct held *held = http->held;
+    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+
+    if (server->http.held == held) {
+        return; /* answered inside its handler: the connection was never kept, dispatch frees it */
+    }
+    release(server, held);
+    if (conn == NULL) {
+        return; /* GCOVR_EXCL_LINE: a closed connection cancels its held request first */
+    }
+    struct http_conn *state = sxe__http_state(server, conn);
+    state->held = 0;
+    sxe_conn_unkeep(conn); /* the next read skips the answered request, and parses on */
+    if (state->waiting) {
+        state->waiting = false;
+        (void)sxe_conn_resume(conn);
+    }
+}
+
+/* Tells the holder (or will, at its next call) that its request is gone. */
+static void cancel(sxe_http_server_t *server, struct held *held)
+{
+    server->defer_stats.cancelled++;
+    sxe_timer_stop(server->loop, &held->deadline);
+    if (held->on_cancel == NULL) {
+        held->state = HELD_ORPHANED;
+        return;
+    }
+    held->state = HELD_CANCELLING; /* calls from the callback itself fail */
+    held->on_cancel(&held->http, held->arg);
+    release(server, held);
+}
+
+void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn)
+{
+    struct http_conn *state = sxe__http_state(server, conn);
+
+    if (state->held != 0) {
+        struct held *held = &server->helds[state->held - 1];
+        state->held = 0;
+        cancel(server, held);
+    }
+}
+
+void sxe__http_defer_drop(sxe_http_server_t *server)
+{
+    struct held *held = server->http.held;
+
+    server->http.held = NULL;
+    if (held->http.finished || held->http.failed) {
+        release(server, held);
+    } else {
+        cancel(server, held);
+    }
+}
+
+/* A held request was not answered in time: 503, and the connection closes once it is sent. */
+static void on_deadline(sxe_timer_t *timer, void *arg)
+{
+    struct held *held = arg;
+    sxe_http_server_t *server = held->http.server;
+    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+
+    (void)timer;
+    server->defer_stats.timed_out++;
+    SXE_LOG_ERROR("the held request for %.*s was not answered within %llu ms: %s",
+                  (int)held->request.target_len, held->request.target,
+                  (unsigned long long)(server->response_timeout / SXE_NS_PER_MSEC),
+                  held->http.status == 0 ? "answering 503 and closing" : "closing");
+    if (conn == NULL) {
+        return; /* GCOVR_EXCL_LINE: a closed connection cancels its held request first */
+    }
+    if (held->http.status == 0) {
+        held->request.keep_alive = false;
+        sxe__http_refuse(server, conn, 503, &held->request, NULL);
+    }
+    sxe_conn_unkeep(conn);
+    if (sxe_conn_close_when_sent(conn) < 0) {
+        sxe_conn_close(conn);
+    }
+}
+
+void *sxe_http_user(const sxe_http_t *http)
+{
+    return http->user;
+}
+
+void sxe_http_set_user(sxe_http_t *http, void *user)
+{
+    http->user = user;
+}
+
+void sxe_http_server_defer_stats(const sxe_http_server_t *server,
+                                 struct sxe_http_defer_stats *stats)
+{
+    *stats = server->defer_stats;
+}

@@ -1,0 +1,414 @@
+/*
+ * Requests held to answer later (sxe_http_defer()), through real sockets under fake time:
+ * answered from a timer, pipelined requests waiting their turn, bodies and headers that stay valid
+ * while other connections are served, a client that goes away (told once, or at the next call),
+ * a full table, a handler that never answers (503), per-request user pointers, invalid use.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sxe/clock.h"
+#include "sxe/http.h"
+#include "sxe/timer.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+static sxe_http_server_t *server;
+static int port;
+
+/* A held request, answered when its timer fires. */
+static struct pending {
+    sxe_http_t *held;
+    sxe_timer_t timer;
+    int rc; /* what the answer returned */
+} pendings[4];
+static unsigned pending_count;
+static unsigned cancels;
+static int cancel_rc;
+
+static void on_cancel(sxe_http_t *held, void *arg)
+{
+    struct pending *pending = arg;
+
+    sxe_timer_stop(sxe_http_server_loop(server), &pending->timer); /* the handle is going */
+    cancels++;
+    cancel_rc = sxe_http_respond(held, 200, "text/plain", "no\n", 3); /* too late: refused */
+}
+
+/* Answers with what the held request still says: its target, a header, its body. */
+static void answer(sxe_timer_t *timer, void *arg)
+{
+    struct pending *pending = arg;
+    sxe_http_t *held = pending->held;
+
+    (void)timer;
+    /* Chunked: a start that fails (the request was cancelled) touches nothing else of it. */
+    if ((pending->rc = sxe_http_start(held, 200, "Content-Type: text/plain\r\n", -1)) < 0) {
+        return;
+    }
+    const struct sxe_http_request *request = sxe_http_request(held);
+    const struct sxe_http_header *tag = sxe_http_find_header(request, "X-Tag");
+    size_t body_len;
+    const char *body = sxe_http_body(held, &body_len);
+    char text[512];
+    int len = snprintf(text, sizeof(text), "later %.*s tag=%.*s user=%s body=%.*s\n",
+                       (int)request->target_len, request->target, tag ? (int)tag->value_len : 0,
+                       tag ? tag->value : "", (const char *)sxe_http_user(held), (int)body_len,
+                       body ? body : "");
+
+    if ((pending->rc = sxe_http_send(held, text, (size_t)len)) == 0) {
+        pending->rc = sxe_http_finish(held);
+    }
+}
+
+/* Holds the request and answers it 10 ms later (or never, for /never). */
+static void later(sxe_http_t *http, void *arg)
+{
+    struct pending *pending = &pendings[pending_count % 4];
+    bool with_cancel = arg != NULL;
+
+    pending->held = sxe_http_defer(http, with_cancel ? on_cancel : NULL, pending);
+    if (pending->held == NULL) {
+        assert_int_equal(errno, ENOBUFS);
+        sxe_http_respond(http, 503, "text/plain", "busy\n", 5);
+        return;
+    }
+    pending_count++;
+    static char user[] = "u1";
+    sxe_http_set_user(pending->held, user);
+    sxe_timer_init(&pending->timer, answer, pending);
+    if (strncmp(sxe_http_request(http)->target, "/never", 6) != 0) {
+        assert_int_equal(
+            sxe_timer_start(sxe_http_server_loop(server), &pending->timer, 10 * SXE_NS_PER_MSEC, 0),
+            0);
+    }
+}
+
+/* Holds the request and answers it at once, before returning. */
+static void at_once(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    sxe_http_t *held = sxe_http_defer(http, NULL, NULL);
+    assert_non_null(held);
+    assert_int_equal(sxe_http_respond(held, 200, "text/plain", "now\n", 4), 0);
+}
+
+static void hello(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    sxe_http_respond(http, 200, "text/plain", "hello\n", 6);
+}
+
+static int setup(void **state)
+{
+    struct sxe_http_server_options options = {
+        .loop = {.connections = 16}, .deferred = 2, .response_timeout = SXE_NS_PER_SEC};
+
+    (void)state;
+    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    memset(pendings, 0, sizeof(pendings));
+    pending_count = cancels = 0;
+    cancel_rc = 0;
+    assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
+    assert_int_equal(sxe_http_route(server, NULL, "/later", true, later, NULL), 0);
+    assert_int_equal(sxe_http_route(server, NULL, "/never", true, later, &cancels), 0);
+    assert_int_equal(sxe_http_route(server, NULL, "/cancel", true, later, &cancels), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/now", false, at_once, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
+    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
+    port = sxe_http_port(server);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sxe_http_server_destroy(server);
+    sxe__sys_reset();
+    return 0;
+}
+
+/* Turns the loop a few times, after moving fake time on by ns. */
+static void pump(uint64_t ns)
+{
+    sxe__sys_clock_advance(ns);
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(sxe_http_server_loop(server), SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+static int client(void)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    return fd;
+}
+
+static void say(int fd, const char *text)
+{
+    assert_int_equal(send(fd, text, strlen(text), MSG_NOSIGNAL), (ssize_t)strlen(text));
+}
+
+/* What the server has sent on fd so far (appended to out); -1 once it closed. */
+static ssize_t heard(int fd, char *out, size_t size)
+{
+    size_t have = strlen(out);
+    ssize_t got = recv(fd, out + have, size - 1 - have, MSG_DONTWAIT);
+
+    if (got == 0) {
+        return -1;
+    }
+    out[have + (got > 0 ? (size_t)got : 0)] = '\0';
+    return got > 0 ? got : 0;
+}
+
+static void test_answered_later_in_order_with_pipelined_requests(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd,
+        "GET /later/1 HTTP/1.1\r\nHost: x\r\nX-Tag: one\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_string_equal(out, ""); /* the first waits, and the second behind it */
+    struct sxe_http_defer_stats stats;
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 1);
+    assert_int_equal(stats.deferred, 1);
+
+    /* Other connections are served meanwhile, through the same read buffer. */
+    int other = client();
+    char other_out[1024] = "";
+    say(other, "GET / HTTP/1.1\r\nHost: y\r\nX-Tag: clobber-the-buffer\r\n\r\n");
+    pump(0);
+    heard(other, other_out, sizeof(other_out));
+    assert_non_null(strstr(other_out, "hello\n"));
+
+    pump(10 * SXE_NS_PER_MSEC);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    char *first = strstr(out, "later /later/1 tag=one user=u1 body=\n");
+    char *second = strstr(out, "hello\n");
+    assert_non_null(first);
+    assert_non_null(second);
+    assert_true(first < second);
+    assert_int_equal(pendings[0].rc, 0);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+
+    /* The connection goes on, held requests and all. */
+    out[0] = '\0';
+    say(fd, "GET /later/2 HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "later /later/2 tag= user=u1"));
+    close(fd);
+    close(other);
+}
+
+static void test_bodies_stay_valid_while_held(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /later/len HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+            "POST /later/chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n");
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    heard(fd, out, sizeof(out));
+    char *first = strstr(out, "later /later/len tag= user=u1 body=hello\n");
+    char *second = strstr(out, "later /later/chunked tag= user=u1 body=abcdefg\n");
+    assert_non_null(first);
+    assert_non_null(second);
+    assert_true(first < second);
+    close(fd);
+}
+
+static void test_a_client_that_leaves_cancels_its_held_request_once(void **state)
+{
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+
+    (void)state;
+    say(fd, "GET /cancel HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    close(fd);
+    pump(0);
+    assert_int_equal(cancels, 1);
+    assert_int_equal(cancel_rc, -ECANCELED); /* answering from the callback is refused */
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.cancelled, 1);
+    assert_int_equal(stats.held, 0);
+    pump(10 * SXE_NS_PER_MSEC); /* its answer's timer was stopped by on_cancel */
+    assert_int_equal(pendings[0].rc, 0);
+}
+
+static void leave_before_answer(void **state, const char *request)
+{
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+
+    (void)state;
+    say(fd, request);
+    pump(0);
+    close(fd);
+    pump(0);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.cancelled, 1);
+    assert_int_equal(stats.held, 1); /* kept for the holder, who has not heard yet */
+    pump(10 * SXE_NS_PER_MSEC);
+    assert_int_equal(pendings[0].rc, -ECANCELED);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+}
+
+static void test_without_a_cancel_callback_the_next_call_says_so(void **state)
+{
+    leave_before_answer(state, "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+}
+
+static void test_the_table_of_held_requests_is_fixed(void **state)
+{
+    int fds[3];
+    char out[1024] = "";
+    struct sxe_http_defer_stats stats;
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        fds[i] = client();
+        say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+        pump(0);
+    }
+    heard(fds[2], out, sizeof(out));
+    assert_non_null(strstr(out, "503 Service Unavailable"));
+    assert_non_null(strstr(out, "busy\n"));
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.refused, 1);
+    assert_int_equal(stats.held, 2);
+    pump(10 * SXE_NS_PER_MSEC);
+    for (int i = 0; i < 2; i++) {
+        out[0] = '\0';
+        heard(fds[i], out, sizeof(out));
+        assert_non_null(strstr(out, "later /later"));
+    }
+    for (int i = 0; i < 3; i++) {
+        close(fds[i]);
+    }
+}
+
+static void test_a_request_never_answered_gets_503(void **state)
+{
+    char out[1024] = "";
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+
+    (void)state;
+    say(fd, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    pump(SXE_NS_PER_SEC / 2);
+    heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    pump(SXE_NS_PER_SEC / 2 + 1);
+    pump(0);
+    ssize_t got;
+    while ((got = heard(fd, out, sizeof(out))) > 0) {
+    }
+    assert_non_null(strstr(out, "HTTP/1.1 503 Service Unavailable"));
+    assert_non_null(strstr(out, "Connection: close"));
+    assert_int_equal(got, -1); /* and the connection closed */
+    assert_int_equal(cancels, 1);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.timed_out, 1);
+    assert_int_equal(stats.held, 0);
+    close(fd);
+}
+
+static void test_answered_before_the_handler_returns(void **state)
+{
+    char out[1024] = "";
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+
+    (void)state;
+    say(fd, "GET /now HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "now\n"));
+    assert_non_null(strstr(out, "hello\n"));
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.deferred, 1);
+    assert_int_equal(stats.held, 0);
+    close(fd);
+}
+
+static sxe_http_t *twice_first;
+
+static void defer_twice(void *arg)
+{
+    sxe_http_t *http = arg;
+    (void)sxe_http_defer(http, NULL, NULL);
+}
+
+static void invalid(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    twice_first = sxe_http_defer(http, NULL, NULL);
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"http->held == NULL", NULL};
+    sxe_test_expect_abort(defer_twice, http, expected);
+#else
+    (void)defer_twice;
+    assert_null(sxe_http_defer(http, NULL, NULL));
+    assert_int_equal(errno, EINVAL);
+    assert_null(sxe_http_defer(twice_first, NULL, NULL)); /* a handle is not a handler's */
+#endif
+    assert_int_equal(sxe_http_respond(twice_first, 204, NULL, NULL, 0), 0);
+}
+
+static void test_invalid_use(void **state)
+{
+    char out[1024] = "";
+    int fd = client();
+
+    (void)state;
+    assert_int_equal(sxe_http_route(server, "GET", "/invalid", false, invalid, NULL), 0);
+    say(fd, "GET /invalid HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "204 No Content"));
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_answered_later_in_order_with_pipelined_requests, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bodies_stay_valid_while_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_client_that_leaves_cancels_its_held_request_once,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_without_a_cancel_callback_the_next_call_says_so, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_the_table_of_held_requests_is_fixed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_request_never_answered_gets_503, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answered_before_the_handler_returns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
