@@ -4,7 +4,8 @@
     bench/ab.py [--rounds N] [--seconds S] [--path P] [--connections C] NAME=COMMAND ...
 
 Each COMMAND (it may start with VAR=value words for its environment) must serve on
-127.0.0.1:8090. Per round, each server in turn is started pinned to CPU 0, loaded by wrk -t1 on
+127.0.0.1:{port}: the word {port} in it is replaced by a port found free for each run (and the
+server is checked to be alive and answering there). Per round, each server in turn is started pinned to CPU 0, loaded by wrk -t1 on
 CPU 1, measured for S seconds after half a second of warm-up, and stopped. Reported per server,
 medians over the rounds: the server's CPU microseconds per request (every thread of its process
 tree, from schedstat), the load generator's, their sum, and requests per second, with the first
@@ -14,18 +15,26 @@ of two builds or two settings.
 import argparse
 import os
 import signal
+import socket
 import statistics
 import subprocess
+import sys
 import time
 
 from benchlib import parse_wrk, tree_cpu_ns, wait_for_port
 
-PORT = 8090
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def measure(command, args):
     """One cell: (server µs/request, load µs/request, requests/s)."""
-    words = command.split()
+    port = free_port()
+    words = command.replace("{port}", str(port)).split()
     env = dict(os.environ)
     while words and "=" in words[0] and not words[0].startswith("/"):
         name, value = words.pop(0).split("=", 1)
@@ -33,10 +42,12 @@ def measure(command, args):
     server = subprocess.Popen(["taskset", "-c", "0", *words], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_for_port(PORT)
+        wait_for_port(port)
+        if server.poll() is not None:
+            sys.exit(f"ab.py: {command} exited before answering on port {port}")
         load = subprocess.Popen(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",
                                  f"-d{int(args.seconds) + 1}s",
-                                 f"http://127.0.0.1:{PORT}{args.path}"],
+                                 f"http://127.0.0.1:{port}{args.path}"],
                                 stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)
         server_before, load_before = tree_cpu_ns(server.pid), tree_cpu_ns(load.pid)

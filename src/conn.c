@@ -50,6 +50,7 @@ void sxe__conn_ready_later(struct sxe_conn *conn)
     sxe_loop_t *loop = conn->loop;
 
     /* If the slot is still listed for the connection that had it before, that entry serves. */
+    conn->lists &= (uint8_t)~SXE__LIST_OFFER; /* whoever asks now wants a read */
     if (conn->lists & SXE__LIST_READY) {
         conn->lists &= (uint8_t)~SXE__LIST_STALE;
         return;
@@ -294,7 +295,7 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
 /* Offers input again to the connections that may hold more than they were given. */
 static void read_ready(sxe_loop_t *loop)
 {
-    static const struct sxe__io_event again = {.events = SXE__IO_IN};
+    static const struct sxe__io_event again = {.events = SXE__IO_IN}, offer = {.events = 0};
     uint32_t index = loop->ready_head;
 
     loop->ready_head = SXE_NONE;
@@ -302,9 +303,10 @@ static void read_ready(sxe_loop_t *loop)
         struct sxe_conn *conn = &loop->conns[index];
         index = conn->ready_next;
         bool stale = conn->lists & SXE__LIST_STALE;
-        conn->lists &= (uint8_t) ~(SXE__LIST_READY | SXE__LIST_STALE);
+        bool offer_only = conn->lists & SXE__LIST_OFFER;
+        conn->lists &= (uint8_t) ~(SXE__LIST_READY | SXE__LIST_STALE | SXE__LIST_OFFER);
         if (!stale && sxe__conn_is_open(conn)) {
-            loop->callbacks[conn->io_kind](conn, &again);
+            loop->callbacks[conn->io_kind](conn, offer_only ? &offer : &again);
             sxe__conn_close_failed(loop);
         }
     }

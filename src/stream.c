@@ -339,6 +339,30 @@ static void want_input(struct sxe_conn *conn, bool input)
     }
 }
 
+bool sxe_conn_cork(sxe_conn_t *conn)
+{
+    if (check_pausable(conn) < 0 || (conn->flags & SXE__CONN_CORKED)) {
+        return false;
+    }
+    conn->flags |= SXE__CONN_CORKED;
+    return true;
+}
+
+void sxe_conn_uncork(sxe_conn_t *conn)
+{
+    if (check_pausable(conn) < 0 || (conn->flags & SXE__CONN_CORKED) == 0) {
+        return;
+    }
+    conn->flags &= (uint16_t)~SXE__CONN_CORKED;
+    if (conn->queue_head != SXE_NONE) { /* as after on_read: one send for what was gathered */
+        sxe__stream_flush(conn);
+        if (conn->queue_head != SXE_NONE) {
+            conn->flags |= SXE__CONN_NOTIFY_DRAIN;
+        }
+    }
+    sxe__stream_closed_when_sent(conn);
+}
+
 char *sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed)
 {
     sxe_loop_t *loop;
@@ -376,9 +400,14 @@ void sxe_conn_unkeep(sxe_conn_t *conn)
         sxe_pool_set_state(loop->conn_pool, index, SXE__CONN_HELD,
                            conn->input_len > 0 ? SXE__CONN_READING : SXE__CONN_IDLE, loop->now);
         sxe__conn_settle(conn);
-        /* Offer the kept input again, from the next turn, as after a pause. */
+        /* Offer the kept input again, from the next turn, as after a pause; without a read: the
+         * socket was watched all along, so what arrives brings an event of its own. */
+        bool listed = (conn->lists & SXE__LIST_READY) != 0;
         conn->flags |= SXE__CONN_RESUMED;
         sxe__conn_ready_later(conn);
+        if (!listed) {
+            conn->lists |= SXE__LIST_OFFER;
+        }
     }
 }
 
@@ -727,6 +756,9 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
         sxe__stream_eof(conn);
         return;
     }
+    if (event->events == 0) {
+        return; /* the ready list offered kept input only (sxe_conn_unkeep) */
+    }
     if ((event->events & SXE__IO_RECV) == 0) {
         if (loop->io->keep == NULL && (conn->flags & SXE__CONN_PAUSED) == 0) {
             readable(conn, event->events);
@@ -800,8 +832,8 @@ void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event)
     if (sxe__stream_sent_or_closed(conn, event)) {
         return;
     }
-    if (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) {
-        input(conn, event);
+    if ((event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) || event->events == 0) {
+        input(conn, event); /* 0: the ready list offers kept input only */
     }
     if (conn->generation == generation && sxe__conn_is_open(conn) &&
         (event->events & SXE__IO_OUT)) {

@@ -6,6 +6,7 @@
 #ifndef SXE_CONN_H
 #define SXE_CONN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -221,6 +222,17 @@ int sxe_conn_pause(sxe_conn_t *conn);
  * @return 0; -EPIPE if the connection is closed or not a stream.
  */
 int sxe_conn_resume(sxe_conn_t *conn);
+
+/**
+ * Gathers the writes that follow into one send, as writes inside on_read are, until
+ * sxe_conn_uncork(): for a message written from a timer or another connection's callback, whose
+ * pieces should leave together. @return true if this corked it (pair it with sxe_conn_uncork());
+ * false if it was corked already (inside its on_read, say) or is not an open stream.
+ */
+bool sxe_conn_cork(sxe_conn_t *conn);
+
+/** Sends what was gathered since sxe_conn_cork() returned true. */
+void sxe_conn_uncork(sxe_conn_t *conn);
 
 /**
  * From on_read(conn, data, len), for a message the program answers later: consumes the first

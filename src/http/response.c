@@ -368,14 +368,24 @@ int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, con
         APPEND_LITERAL(&at, "\r\n");
         *at = '\0';
     }
-    if ((rc = sxe_http_start(http, status, content_type ? headers : NULL, (int64_t)len)) < 0 ||
-        (rc = sxe_http_send(http, body, len)) < 0) {
+    /* Answered outside its connection's on_read (a held request), the head and body still leave
+     * in one send. */
+    sxe_conn_t *corked =
+        sxe__http_is_held(http) && sxe__http_defer_check(http) == 0 && sxe_conn_cork(http->conn)
+            ? http->conn
+            : NULL;
+    rc = sxe_http_start(http, status, content_type ? headers : NULL, (int64_t)len);
+    rc = rc < 0 ? rc : sxe_http_send(http, body, len);
+    rc = rc < 0 ? rc : sxe_http_finish(http);
+    if (corked != NULL) {
+        sxe_conn_uncork(corked);
+    }
+    if (rc < 0) {
         if (rc != -ECANCELED && rc != -EALREADY && sxe__http_is_held(http)) {
             (void)sxe_http_finish(http); /* a held request's failed answer ends its hold */
         }
-        return rc;
     }
-    return sxe_http_finish(http);
+    return rc;
 }
 
 const struct sxe_http_request *sxe_http_request(const sxe_http_t *http)
