@@ -94,6 +94,9 @@ struct sxe_http_server_options {
     uint32_t deferred;
     /** ns a held request may wait for its answer: then 503 and the connection closes (30 s). */
     uint64_t response_timeout;
+    /** Fibers for fiber routes, per loop (256), and each one's stack (65536): see sxe/fiber.h. */
+    uint32_t fibers;
+    uint32_t fiber_stack_size;
 };
 
 /** Counters of requests held to answer later (sxe_http_defer()). */
@@ -143,6 +146,19 @@ int sxe_http_server_stats(const sxe_http_server_t *server, unsigned index,
  */
 SXE_MUST_CHECK int sxe_http_route(sxe_http_server_t *server, const char *method, const char *path,
                                   bool prefix, sxe_http_handler_t handler, void *arg);
+
+/**
+ * sxe_http_route() for a handler that runs on a fiber of its own (sxe/fiber.h), so it may wait
+ * (sxe_fiber_sleep(), a client's answer, ...) before answering, written as sequential code: the
+ * request is held for it (as by sxe_http_defer(): options.deferred, options.response_timeout) and
+ * it answers on the http it is given. A handler that returns without answering is answered 500.
+ * If the client goes away while it waits, its next sxe_http_*() call returns -ECANCELED. When
+ * every fiber (options.fibers) or held request is in use, the request is answered 503.
+ * @return as sxe_http_route(), or the error of making the server's fibers.
+ */
+SXE_MUST_CHECK int sxe_http_route_fiber(sxe_http_server_t *server, const char *method,
+                                        const char *path, bool prefix, sxe_http_handler_t handler,
+                                        void *arg);
 
 /**
  * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_port() tells which), with

@@ -110,7 +110,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     memcpy(&held->request.content_length, &request->content_length,
            sizeof(*request) - offsetof(struct sxe_http_request, content_length));
     http->held = held;
-    server->defer_stats.deferred++;
+    held->http.serial = ++server->defer_stats.deferred;
     server->defer_stats.held++;
     return &held->http;
 }

@@ -43,8 +43,13 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
     loop.read_timeout = options->header_timeout ? options->header_timeout : 10 * SXE_NS_PER_SEC;
     loop.idle_timeout = options->idle_timeout ? options->idle_timeout : 60 * SXE_NS_PER_SEC;
     loop.write_timeout = options->write_timeout ? options->write_timeout : 30 * SXE_NS_PER_SEC;
+    /* A buffer for each request that may be held (its bytes wait there), beside the usual share. */
+    if (loop.buffers == 0) {
+        loop.buffers = loop.connections / 4 + 16 + (options->deferred ? options->deferred : 256);
+    }
     /* A timer for each request that may be held (its deadline), beside the program's own. */
-    loop.timers = (loop.timers ? loop.timers : 64) + (options->deferred ? options->deferred : 256);
+    loop.timers = (loop.timers ? loop.timers : 64) + (options->deferred ? options->deferred : 256) +
+                  (options->fibers ? options->fibers : 256); /* sleeping fibers' */
     return loop;
 }
 
@@ -86,6 +91,8 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     server->handlers = sxe__http_handlers;
     server->held_capacity = options->deferred;
     server->response_timeout = options->response_timeout;
+    server->fiber_options = (struct sxe_fibers_options){.count = options->fibers,
+                                                        .stack_size = options->fiber_stack_size};
     apply_limits(&server->limits, &options->limits);
     server->listen_flags = options->listen_flags;
     struct sxe_loop_options own_options = loop_options(options, &server->limits);
@@ -121,6 +128,7 @@ void sxe_http_server_destroy(sxe_http_server_t *server)
     if (server == NULL) {
         return;
     }
+    sxe_fibers_destroy(server->fibers); /* before its loop: fibers still waiting are abandoned */
     if (server->own_loop) {
         sxe_loop_destroy(server->loop);
     } else if (server->listener != NULL) {
@@ -235,9 +243,11 @@ static int worker_start(sxe_worker_t *worker, void *arg)
     server->conns = NULL;
     server->scratch = NULL;
     server->helds = NULL;
+    server->fibers = NULL;
     server->defer_stats = (struct sxe_http_defer_stats){0};
     server->listener = NULL;
-    if ((rc = attach_loop(server, sxe_worker_loop(worker))) < 0) {
+    if ((rc = attach_loop(server, sxe_worker_loop(worker))) < 0 ||
+        (server->has_fiber_routes && (rc = sxe__http_fibers_make(server)) < 0)) {
         sxe_http_server_destroy(server);
         return rc;
     }

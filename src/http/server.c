@@ -138,7 +138,13 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                          .head_only = method_is(request, "HEAD"),
                          .keep_alive = request->keep_alive};
     uint64_t id = sxe_conn_id(conn);
-    route->handler(http, route->arg);
+    if (route->fiber) {
+        if (!sxe__http_run_fiber(server, http, route)) {
+            return false;
+        }
+    } else {
+        route->handler(http, route->arg);
+    }
     if (sxe_conn_from_id(server->loop, id) == NULL) {
         if (http->held != NULL) {
             sxe__http_defer_drop(server);
@@ -372,6 +378,22 @@ const struct sxe_conn_handlers sxe__http_handlers = {.on_connect = on_connect,
                                                      .on_eof = on_eof,
                                                      .on_drained = on_drained,
                                                      .on_timeout = on_timeout};
+
+int sxe_http_route_fiber(sxe_http_server_t *server, const char *method, const char *path,
+                         bool prefix, sxe_http_handler_t handler, void *arg)
+{
+    int rc;
+
+    if (server != NULL && server->loop != NULL && server->fibers == NULL &&
+        (rc = sxe__http_fibers_make(server)) < 0) {
+        return rc;
+    }
+    if ((rc = sxe_http_route(server, method, path, prefix, handler, arg)) == 0) {
+        server->routes[server->route_count - 1].fiber = true;
+        server->has_fiber_routes = true;
+    }
+    return rc;
+}
 
 int sxe_http_route(sxe_http_server_t *server, const char *method, const char *path, bool prefix,
                    sxe_http_handler_t handler, void *arg)

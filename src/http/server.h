@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "sxe/conn.h"
+#include "sxe/fiber.h"
 #include "sxe/http.h"
 #include "sxe/workers.h"
 
@@ -21,6 +22,7 @@ struct route {
     char path[256];
     size_t path_len;
     bool prefix;
+    bool fiber; /* the handler runs on a fiber of its own (sxe_http_route_fiber) */
     sxe_http_handler_t handler;
     void *arg;
 };
@@ -39,11 +41,13 @@ struct sxe_http {
     bool chunked;    /* the response is chunked */
     bool keep_alive; /* the connection carries on after this response */
     bool finished;
-    int failed;        /* a write of the response failed (-errno): the rest of it is dropped */
-    uint64_t sent;     /* bytes of the response queued */
-    void *user;        /* the program's, per request */
-    struct held *held; /* the server's: the held request its handler made (sxe_http_defer);
-                          a held one's: itself */
+    int failed;    /* a write of the response failed (-errno): the rest of it is dropped */
+    uint64_t sent; /* bytes of the response queued */
+    void *user;    /* the program's, per request */
+    const struct route *route; /* a held request's, while its fiber runs (fiber.c) */
+    uint64_t serial;           /* a held request's: which holding of its slot this is */
+    struct held *held;         /* the server's: the held request its handler made (sxe_http_defer);
+                                  a held one's: itself */
 };
 
 /* What the server keeps per connection. */
@@ -79,6 +83,9 @@ struct sxe_http_server {
     uint32_t held_free;
     uint64_t response_timeout;
     struct sxe_http_defer_stats defer_stats;
+    sxe_fibers_t *fibers; /* for fiber routes: made with the first, or each worker's copy */
+    struct sxe_fibers_options fiber_options;
+    bool has_fiber_routes;
     struct http_conn *conns;
     uint32_t conn_count;
     struct route routes[ROUTES_MAX];
@@ -135,6 +142,10 @@ void sxe__http_defer_done(sxe_http_t *http);
 void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
 void sxe__http_defer_drop(sxe_http_server_t *server);
+
+/* fiber.c: runs a fiber route's handler on a fiber; false if it could not start (answered). */
+bool sxe__http_run_fiber(sxe_http_server_t *server, sxe_http_t *http, const struct route *route);
+int sxe__http_fibers_make(sxe_http_server_t *server);
 
 /* server.c */
 void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sxe/clock.h"
+#include "sxe/fiber.h"
 #include "sxe/http.h"
 #include "sxe/timer.h"
 #include "sxe_test.h"
@@ -98,6 +99,19 @@ static void at_once(sxe_http_t *http, void *arg)
     assert_int_equal(sxe_http_respond(held, 200, "text/plain", "now\n", 4), 0);
 }
 
+static int fiber_rc; /* what the fiber handler's answer returned */
+
+/* A fiber handler: waits 5 ms as sequential code, then answers, or (/fiber/mute) does not. */
+static void fiber_handler(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_non_null(sxe_fiber_self());
+    assert_int_equal(sxe_fiber_sleep(5 * SXE_NS_PER_MSEC), 0);
+    if (strncmp(sxe_http_request(http)->target, "/fiber/mute", 11) != 0) {
+        fiber_rc = sxe_http_respond(http, 200, "text/plain", "from a fiber\n", 13);
+    }
+}
+
 static void hello(sxe_http_t *http, void *arg)
 {
     (void)arg;
@@ -106,20 +120,25 @@ static void hello(sxe_http_t *http, void *arg)
 
 static int setup(void **state)
 {
-    struct sxe_http_server_options options = {
-        .loop = {.connections = 16}, .deferred = 2, .response_timeout = SXE_NS_PER_SEC};
+    struct sxe_http_server_options options = {.loop = {.connections = 16},
+                                              .deferred = 2,
+                                              .response_timeout = SXE_NS_PER_SEC,
+                                              .fibers = 1,
+                                              .fiber_stack_size = 32768};
 
     (void)state;
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
     memset(pendings, 0, sizeof(pendings));
     pending_count = cancels = 0;
     cancel_rc = 0;
+    fiber_rc = 1;
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/later", true, later, NULL), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/never", true, later, &cancels), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/cancel", true, later, &cancels), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/now", false, at_once, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
+    assert_int_equal(sxe_http_route_fiber(server, "GET", "/fiber", true, fiber_handler, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     return 0;
@@ -395,6 +414,68 @@ static void test_invalid_use(void **state)
     close(fd);
 }
 
+static void test_fiber_routes_wait_as_sequential_code(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    int busy = client(); /* the only fiber sleeps: a second fiber request is refused */
+    char busy_out[1024] = "";
+    say(busy, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    heard(busy, busy_out, sizeof(busy_out));
+    assert_non_null(strstr(busy_out, "503 Service Unavailable"));
+    pump(5 * SXE_NS_PER_MSEC);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    char *first = strstr(out, "from a fiber\n"), *second = strstr(out, "hello\n");
+    assert_non_null(first);
+    assert_non_null(second);
+    assert_true(first < second);
+    assert_int_equal(fiber_rc, 0);
+
+    out[0] = '\0'; /* a fiber handler that does not answer gets 500 for it */
+    say(fd, "GET /fiber/mute HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    pump(5 * SXE_NS_PER_MSEC);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "500 Internal Server Error"));
+    close(fd);
+    close(busy);
+}
+
+static void test_a_fiber_whose_client_left_is_told_at_its_next_call(void **state)
+{
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+
+    (void)state;
+    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    close(fd);
+    pump(0);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.cancelled, 1);
+    pump(5 * SXE_NS_PER_MSEC);
+    assert_int_equal(fiber_rc, -ECANCELED);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+    /* Its fiber is free again. */
+    fd = client();
+    char out[1024] = "";
+    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    pump(5 * SXE_NS_PER_MSEC);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "from a fiber"));
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +490,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_request_never_answered_gets_503, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answered_before_the_handler_returns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
