@@ -19,7 +19,8 @@
  * it, keeps connections alive by the rules of HTTP/1.0 and HTTP/1.1, answers pipelined requests in
  * order, sends 100 Continue when asked, sends no body for HEAD, adds Date (cached for a second)
  * and Content-Length, or chunked framing when the length is not known. Request bodies, by
- * Content-Length or chunked, arrive whole with the request.
+ * Content-Length or chunked, arrive whole with the request. A handler may also hold its request and
+ * answer it later (sxe_http_defer()), or run on a fiber of its own (sxe_http_route_fiber()).
  *
  * While a connection has high_water bytes or more of output queued (a large file, or many
  * answers), its next pipelined request waits, unread, until the output drains: the client is held

@@ -6,7 +6,8 @@
  * answered: its head (which the request's pointers point into) and its body. So a body arrives
  * whole with its request, pipelined requests wait their turn in the buffer, and nothing is copied,
  * except a chunked body, which is decoded into the server's scratch area when it is complete.
- * Handlers answer before they return, which keeps responses in request order for free. While a
+ * A handler answers before it returns, or holds its request (defer.c), and then the next request
+ * is not parsed until the held one is answered: responses stay in request order. While a
  * connection's output is backed up (a write said SXE_CONN_FULL: high_water bytes queued) the next
  * pipelined request waits, its bytes unread in the buffer or the socket, until the output drains.
  *
