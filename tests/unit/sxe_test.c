@@ -1,7 +1,9 @@
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,4 +96,15 @@ void sxe_test_skip_on_uring(const char *why)
         print_message("skipped on io_uring: %s\n", why);
         skip();
     }
+}
+
+int sxe_test_client(int port)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    return fd;
 }

@@ -42,4 +42,7 @@ bool sxe_test_uring(void);
 /* Skips the test on io_uring, printing why: it drives the epoll path's system calls. */
 void sxe_test_skip_on_uring(const char *why);
 
+/* A blocking TCP client connected to 127.0.0.1:port (the test fails if it cannot connect). */
+int sxe_test_client(int port);
+
 #endif

@@ -163,13 +163,7 @@ static void pump(uint64_t ns)
 
 static int client(void)
 {
-    struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_port = htons((uint16_t)port),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
-    return fd;
+    return sxe_test_client(port);
 }
 
 static void say(int fd, const char *text)
