@@ -195,7 +195,8 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
  * If the connection goes away before the response is finished, on_cancel(held, arg) is called once
  * and the handle is gone; without on_cancel, the next sxe_http_*() call on it returns -ECANCELED
  * (calling a release it was given) and the handle is gone then. A request not answered within
- * options.response_timeout is answered 503, its connection closes, and it is cancelled so.
+ * options.response_timeout is answered 503, its connection closes, and it is cancelled so; once
+ * its response has started, it may stream for as long as the client reads (server-sent events).
  * @return the handle; NULL, with errno ENOBUFS, when options.deferred requests are held already
  *         (counted: answer now instead, 503 say); NULL with EINVAL if http is not a handler's
  *         request, or its response has started (asserts in debug builds).

@@ -230,6 +230,12 @@ void sxe__http_defer_drop(sxe_http_server_t *server)
     }
 }
 
+void sxe__http_defer_started(sxe_http_t *http)
+{
+    /* Answered: a stream (server-sent events, say) may last; the client's reading paces it. */
+    sxe_timer_stop(http->server->loop, &http->held->deadline);
+}
+
 /* A held request was not answered in time: 503, and the connection closes once it is sent. */
 static void on_deadline(sxe_timer_t *timer, void *arg)
 {

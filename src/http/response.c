@@ -174,6 +174,9 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     if (http->status != 0) {
         return -EALREADY;
     }
+    if (sxe__http_is_held(http)) {
+        sxe__http_defer_started(http);
+    }
     http->status = status;
     /* An HTTP/1.0 client cannot read chunks: a body of unknown length ends at the close. */
     if (content_length < 0 && http->request->minor_version == 0) {

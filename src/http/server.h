@@ -136,6 +136,8 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
                           const char *at, size_t head, size_t body_len);
 /* A response call on a held request that was cancelled: frees it. -ECANCELED, or 0 if live. */
 int sxe__http_defer_check(sxe_http_t *http);
+/* A held request's response has started: its deadline no longer applies. */
+void sxe__http_defer_started(sxe_http_t *http);
 /* A held request's response is finished: the connection reads its next request. */
 void sxe__http_defer_done(sxe_http_t *http);
 /* The connection closed: its held request, if any, is cancelled. */

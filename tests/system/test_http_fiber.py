@@ -63,3 +63,41 @@ def test_a_waiting_handler_does_not_hold_up_others(build_dir):
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0
+
+
+def test_server_sent_events_stream_until_the_client_leaves(build_dir):
+    """examples/sse: held requests streaming an event every 50 ms to two subscribers; one leaves
+    (the program is told, and forgets it) while the other reads on; later subscribers are served."""
+    port = free_port()
+    process = subprocess.Popen([str(build_dir / "examples" / "sse"), f"127.0.0.1:{port}", "50"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_port(port, process, "sse")
+
+    def subscribe():
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        return sock
+
+    def events(sock, count):
+        data = b""
+        while data.count(b"data: tick") < count:
+            chunk = sock.recv(4096)
+            assert chunk, data
+            data += chunk
+        return data
+
+    try:
+        first, second = subscribe(), subscribe()
+        head = events(first, 3)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert b"Content-Type: text/event-stream\r\n" in head
+        assert b"Transfer-Encoding: chunked\r\n" in head
+        first.close()  # leaves mid-stream
+        assert events(second, 10).count(b"data: tick") >= 10  # 500 ms on: past nothing stuck
+        third = subscribe()
+        assert b"data: tick" in events(third, 2)
+        second.close()
+        third.close()
+    finally:
+        process.terminate()
+        assert process.wait(timeout=10) == 0

@@ -112,6 +112,18 @@ static void fiber_handler(sxe_http_t *http, void *arg)
     }
 }
 
+static sxe_http_t *stream_held;
+
+/* Holds the request and starts a chunked response at once: a stream, finished by the test. */
+static void stream(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    stream_held = sxe_http_defer(http, NULL, NULL);
+    assert_non_null(stream_held);
+    assert_int_equal(sxe_http_start(stream_held, 200, "Content-Type: text/event-stream\r\n", -1),
+                     0);
+}
+
 static void hello(sxe_http_t *http, void *arg)
 {
     (void)arg;
@@ -138,6 +150,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, NULL, "/cancel", true, later, &cancels), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/now", false, at_once, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
     assert_int_equal(sxe_http_route_fiber(server, "GET", "/fiber", true, fiber_handler, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
@@ -470,6 +483,31 @@ static void test_a_fiber_whose_client_left_is_told_at_its_next_call(void **state
     close(fd);
 }
 
+static void test_a_started_stream_outlives_the_response_timeout(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    for (int second = 0; second < 3; second++) { /* three times the response timeout */
+        assert_int_equal(sxe_http_send(stream_held, "data: x\n\n", 9), 0);
+        pump(SXE_NS_PER_SEC);
+    }
+    assert_int_equal(sxe_http_finish(stream_held), 0);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "HTTP/1.1 200 OK"));
+    assert_null(strstr(out, "503"));
+    assert_non_null(strstr(out, "9\r\ndata: x\n\n\r\n0\r\n\r\n"));
+    struct sxe_http_defer_stats stats;
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.timed_out, 0);
+    assert_int_equal(stats.held, 0);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +522,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_request_never_answered_gets_503, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answered_before_the_handler_returns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_started_stream_outlives_the_response_timeout, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
                                         setup, teardown),
