@@ -124,6 +124,14 @@ static void stream(sxe_http_t *http, void *arg)
                      0);
 }
 
+/* Holds the request, then closes its connection: the hold is cancelled with it. */
+static void hold_and_close(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_non_null(sxe_http_defer(http, NULL, NULL));
+    sxe_conn_close(sxe_http_conn(http));
+}
+
 static void hello(sxe_http_t *http, void *arg)
 {
     (void)arg;
@@ -151,6 +159,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, "GET", "/now", false, at_once, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/close", false, hold_and_close, NULL), 0);
     assert_int_equal(sxe_http_route_fiber(server, "GET", "/fiber", true, fiber_handler, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
@@ -508,6 +517,77 @@ static void test_a_started_stream_outlives_the_response_timeout(void **state)
     close(fd);
 }
 
+static void test_a_request_arriving_behind_a_held_one_waits(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "GET /later/a HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    say(fd, "GET /later/b HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0); /* read, and the connection pauses: they wait behind the held one */
+    heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    pump(10 * SXE_NS_PER_MSEC); /* /later/a answered; /later/b held in turn */
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC); /* /later/b answered; / answered at once */
+    pump(0);
+    heard(fd, out, sizeof(out));
+    char *a = strstr(out, "later /later/a"), *b = strstr(out, "later /later/b");
+    char *hello_at = strstr(out, "hello\n");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(hello_at);
+    assert_true(a < b && b < hello_at);
+    close(fd);
+}
+
+static void test_a_handler_that_closes_its_held_connection(void **state)
+{
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+    char out[256] = "";
+
+    (void)state;
+    say(fd, "GET /close HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    assert_int_equal(heard(fd, out, sizeof(out)), -1);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.cancelled, 1);
+    assert_int_equal(stats.held, 1); /* until the holder's next call, which it has not made */
+    close(fd);
+}
+
+static void test_no_buffer_to_hold_a_request_in(void **state)
+{
+    struct sxe_http_server_options options = {.loop = {.connections = 16, .buffers = 1}};
+    sxe_http_server_t *small;
+    int fds[2];
+    char out[1024] = "";
+
+    (void)state;
+    sxe_http_server_destroy(server);
+    assert_int_equal(sxe_http_server_create(&small, NULL, &options), 0);
+    assert_int_equal(sxe_http_route(small, NULL, "/later", true, later, NULL), 0);
+    assert_int_equal(sxe_http_listen(small, "127.0.0.1:0"), 0);
+    server = small;
+    port = sxe_http_port(small);
+    for (int i = 0; i < 2; i++) { /* the one buffer holds the first; the second cannot wait */
+        fds[i] = client();
+        say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+        pump(0);
+    }
+    heard(fds[1], out, sizeof(out));
+    assert_non_null(strstr(out, "503 Service Unavailable"));
+    pump(10 * SXE_NS_PER_MSEC);
+    out[0] = '\0';
+    heard(fds[0], out, sizeof(out));
+    assert_non_null(strstr(out, "later /later"));
+    close(fds[0]);
+    close(fds[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -522,6 +602,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_request_never_answered_gets_503, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answered_before_the_handler_returns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_request_arriving_behind_a_held_one_waits, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_handler_that_closes_its_held_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_no_buffer_to_hold_a_request_in, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_started_stream_outlives_the_response_timeout, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
