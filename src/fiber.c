@@ -216,6 +216,11 @@ static void fiber_entry(void)
 /* Lays out a fresh fiber's stack so that switching to it starts fiber_main(fiber). */
 static void prepare(sxe_fiber_t *fiber)
 {
+#ifdef SXE_FIBER_ASAN
+    /* Frames of an earlier fiber on this stack (or of a pool mapped here before) ended without
+     * returning, so their poison is still in ASan's shadow: clear it. */
+    __asan_unpoison_memory_region(fiber->stack, fiber->fibers->stack_size);
+#endif
     fiber->context.bottom = fiber->stack;
     fiber->context.size = fiber->fibers->stack_size;
 #ifdef SXE_FIBER_UCONTEXT

@@ -37,8 +37,13 @@
 #ifndef SXE_FIBER_H
 #define SXE_FIBER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
+#include "sxe/conn.h"
 #include "sxe/error.h"
 #include "sxe/loop.h"
 
@@ -118,6 +123,46 @@ int sxe_fiber_wake(sxe_fiber_t *fiber, int value);
 
 /** The pool's counters. */
 void sxe_fibers_stats(const sxe_fibers_t *fibers, struct sxe_fibers_stats *stats);
+
+/**
+ * A connection used from one fiber with blocking-style calls: each waits, while the loop runs,
+ * until it can return. The caller owns the memory (on the fiber's stack, say) from
+ * sxe_fiber_connect() until sxe_fiber_close(); never touch the fields.
+ */
+typedef struct sxe_fiber_stream {
+    sxe_conn_t *conn;    /* NULL once closed */
+    sxe_fiber_t *waiter; /* the fiber waiting in a call */
+    char *buf;           /* the read under way */
+    size_t size;
+    int err;       /* why it closed: -errno, or -EPIPE */
+    bool eof;      /* the peer has shut down its side */
+    bool paused;   /* input arrived with no read waiting: it waits in the connection */
+    bool draining; /* a write waits for the output to drain */
+} sxe_fiber_stream_t;
+
+/**
+ * From a fiber: connects stream to a TCP or Unix stream address (connect_timeout applies).
+ * @return 0; -EPERM outside a fiber; -ENOBUFS if the loop's table is full; -ECONNREFUSED,
+ *         -ETIMEDOUT or another -errno if the connect failed.
+ */
+int sxe_fiber_connect(sxe_fiber_stream_t *stream, sxe_loop_t *loop, const struct sockaddr *address,
+                      socklen_t address_len);
+
+/**
+ * From a fiber: reads what has arrived, up to size bytes, waiting until something has.
+ * @return the bytes read; 0 once the peer has shut down its side; -errno if the connection closed
+ *         (-EPIPE after sxe_fiber_close(), or when it closed for no error).
+ */
+ssize_t sxe_fiber_read(sxe_fiber_stream_t *stream, void *buf, size_t size);
+
+/**
+ * From a fiber: queues len bytes to send, and waits while the output is backed up (high_water),
+ * so a fast writer runs at the peer's pace. @return 0, or -errno (-EPIPE: closed).
+ */
+int sxe_fiber_write(sxe_fiber_stream_t *stream, const void *data, size_t len);
+
+/** Closes the stream's connection (queued output is sent first, if the peer reads it). */
+void sxe_fiber_close(sxe_fiber_stream_t *stream);
 
 #ifdef __cplusplus
 }
