@@ -23,7 +23,7 @@
  * with a guard page below it, mapped and pre-faulted up front (so a fiber never page-faults on its
  * stack, and starting one costs no system call). Starting a fiber when all are in use fails with
  * -ENOBUFS. A fiber that overflows its stack hits the guard page: the process stops with a message
- * that names the fiber's stack size, not with corrupted memory.
+ * that says so (raise options.stack_size), not with corrupted memory.
  *
  * A switch between contexts saves and restores the callee-saved registers on x86-64 (a handful of
  * instructions, no system call); elsewhere it falls back to ucontext, which is correct but makes a
