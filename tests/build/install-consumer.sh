@@ -52,6 +52,17 @@ CMAKE
 run_and_stop() {
   "$@" >"$log" 2>&1 &
   local pid=$! waited=0
+  # A server given IP:PORT may take a while to start under load (http-fiber maps and faults in
+  # 10,000 fiber stacks first): give it up to 10 s to listen before the second it runs for, so
+  # SIGTERM does not arrive before it can take it.
+  if [[ ${2:-} == *:* ]] && command -v ss >/dev/null; then
+    while kill -0 "$pid" 2>/dev/null && ! ss -Hltnp 2>/dev/null | grep -q "pid=$pid," &&
+      [ $waited -lt 100 ]; do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    waited=0
+  fi
   sleep 1
   kill -TERM "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null && [ $waited -lt 100 ]; do
