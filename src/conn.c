@@ -295,7 +295,8 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
 /* Offers input again to the connections that may hold more than they were given. */
 static void read_ready(sxe_loop_t *loop)
 {
-    static const struct sxe__io_event again = {.events = SXE__IO_IN}, offer = {.events = 0};
+    static const struct sxe__io_event again = {.events = SXE__IO_IN},
+                                      offer = {.events = SXE__IO_KEPT};
     uint32_t index = loop->ready_head;
 
     loop->ready_head = SXE_NONE;

@@ -11,15 +11,9 @@
 #include "outq.h"
 #include "sxe/log.h"
 
-/* An open stream connection. */
-static bool is_stream(const struct sxe_conn *conn)
-{
-    return conn != NULL && sxe__conn_is_open(conn) && conn->kind == SXE__KIND_STREAM;
-}
-
 bool sxe_conn_cork(sxe_conn_t *conn)
 {
-    if (!is_stream(conn) || (conn->flags & SXE__CONN_CORKED)) {
+    if (sxe__stream_check_open(conn) < 0 || (conn->flags & SXE__CONN_CORKED)) {
         return false;
     }
     conn->flags |= SXE__CONN_CORKED;
@@ -28,7 +22,7 @@ bool sxe_conn_cork(sxe_conn_t *conn)
 
 void sxe_conn_uncork(sxe_conn_t *conn)
 {
-    if (!is_stream(conn) || (conn->flags & SXE__CONN_CORKED) == 0) {
+    if (sxe__stream_check_open(conn) < 0 || (conn->flags & SXE__CONN_CORKED) == 0) {
         return;
     }
     conn->flags &= (uint16_t)~SXE__CONN_CORKED;

@@ -40,6 +40,7 @@
                                  result is the new connection's fd (non-blocking, close-on-exec) */
 #define SXE__IO_SENT   0x080u /* event: a send that returned SXE__IO_PENDING is done; result */
 #define SXE__IO_MODIFY 0x100u /* wanted: fd is already watched; change what it wants */
+#define SXE__IO_KEPT   0x200u /* event from the ready list: offer kept input, read nothing */
 
 /* sxe__io_send's answer from a completion backend: the result comes later, as SXE__IO_SENT. */
 #define SXE__IO_PENDING ((ssize_t)-4096)

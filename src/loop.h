@@ -262,6 +262,9 @@ bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got);
 /* The peer shut down: on_eof, or a close without it. */
 void sxe__stream_eof(struct sxe_conn *conn);
 bool sxe__stream_closed_when_sent(struct sxe_conn *conn);
+/* An open stream connection (pause, resume, keep, cork take no other): 0, -EPIPE, or -EINVAL for
+ * NULL (asserts in debug builds). */
+int sxe__stream_check_open(const struct sxe_conn *conn);
 int sxe__stream_check_writable(const struct sxe_conn *conn);
 
 /*

@@ -310,8 +310,7 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
     return write_result(conn);
 }
 
-/* sxe_conn_pause() and sxe_conn_resume() take open stream connections. */
-static int check_pausable(const struct sxe_conn *conn)
+int sxe__stream_check_open(const struct sxe_conn *conn)
 {
     if (!SXE_CHECK(conn != NULL)) {
         return -EINVAL;
@@ -343,7 +342,7 @@ int sxe_conn_pause(sxe_conn_t *conn)
 {
     int rc;
 
-    if ((rc = check_pausable(conn)) < 0) {
+    if ((rc = sxe__stream_check_open(conn)) < 0) {
         return rc;
     }
     if ((conn->flags & SXE__CONN_PAUSED) == 0) {
@@ -360,7 +359,7 @@ int sxe_conn_resume(sxe_conn_t *conn)
 {
     int rc;
 
-    if ((rc = check_pausable(conn)) < 0) {
+    if ((rc = sxe__stream_check_open(conn)) < 0) {
         return rc;
     }
     if (conn->flags & SXE__CONN_PAUSED) {
@@ -684,7 +683,7 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
         sxe__stream_eof(conn);
         return;
     }
-    if (event->events == 0) {
+    if (event->events & SXE__IO_KEPT) {
         return; /* the ready list offered kept input only (sxe_conn_unkeep) */
     }
     if ((event->events & SXE__IO_RECV) == 0) {
@@ -760,8 +759,8 @@ void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event)
     if (sxe__stream_sent_or_closed(conn, event)) {
         return;
     }
-    if ((event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) || event->events == 0) {
-        input(conn, event); /* 0: the ready list offers kept input only */
+    if (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR | SXE__IO_KEPT)) {
+        input(conn, event);
     }
     if (conn->generation == generation && sxe__conn_is_open(conn) &&
         (event->events & SXE__IO_OUT)) {

@@ -40,8 +40,8 @@ bool sxe__http_run_fiber(sxe_http_server_t *server, sxe_http_t *http, const stru
 {
     sxe_http_t *held;
 
-    if ((server->fibers == NULL && sxe__http_fibers_make(server) < 0) ||
-        (held = sxe_http_defer(http, NULL, NULL)) == NULL) {
+    /* The pool was made with the first fiber route, or with a worker's copy of the server. */
+    if ((held = sxe_http_defer(http, NULL, NULL)) == NULL) {
         sxe_http_respond(http, 503, "text/plain", "503 Service Unavailable\n", 24);
         return false;
     }

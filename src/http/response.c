@@ -371,12 +371,12 @@ int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, con
         APPEND_LITERAL(&at, "\r\n");
         *at = '\0';
     }
+    if ((rc = sxe__http_defer_check(http)) < 0) {
+        return rc; /* a held request that was cancelled */
+    }
     /* Answered outside its connection's on_read (a held request), the head and body still leave
      * in one send. */
-    sxe_conn_t *corked =
-        sxe__http_is_held(http) && sxe__http_defer_check(http) == 0 && sxe_conn_cork(http->conn)
-            ? http->conn
-            : NULL;
+    sxe_conn_t *corked = sxe__http_is_held(http) && sxe_conn_cork(http->conn) ? http->conn : NULL;
     rc = sxe_http_start(http, status, content_type ? headers : NULL, (int64_t)len);
     rc = rc < 0 ? rc : sxe_http_send(http, body, len);
     rc = rc < 0 ? rc : sxe_http_finish(http);
@@ -384,7 +384,7 @@ int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, con
         sxe_conn_uncork(corked);
     }
     if (rc < 0) {
-        if (rc != -ECANCELED && rc != -EALREADY && sxe__http_is_held(http)) {
+        if (rc != -EALREADY && sxe__http_is_held(http)) {
             (void)sxe_http_finish(http); /* a held request's failed answer ends its hold */
         }
     }
