@@ -1,6 +1,6 @@
 /**
  * @file sxe/http_parser.h
- * @brief HTTP/1.1 requests: a strict, incremental, zero-copy parser.
+ * @brief HTTP/1.1 requests (and response heads): a strict, incremental, zero-copy parser.
  *
  * The parser reads a request from the bytes a connection has buffered, a few at a time or all at
  * once, and gives the same verdict either way. It keeps a small state per connection and scans
@@ -131,6 +131,42 @@ long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_
 /** The value of the first header called name (case-insensitive), or NULL. */
 const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
                                                    const char *name);
+
+/**
+ * A parsed response head (for the client, sxe/http_client.h). Every pointer points into the bytes
+ * given to the parser.
+ */
+struct sxe_http_response {
+    int status;        /**< 100 to 999. */
+    int minor_version; /**< 0 for HTTP/1.0, 1 for HTTP/1.1. */
+    const char *reason;
+    size_t reason_len;
+    unsigned header_count;
+    struct sxe_http_header headers[SXE_HTTP_HEADERS_MAX];
+    uint64_t content_length; /**< When has_body and neither chunked nor until_close. */
+    bool has_body;
+    bool chunked;
+    bool until_close; /**< The body runs until the server closes the connection. */
+    bool keep_alive;  /**< The connection may carry another request after this response. */
+};
+
+/**
+ * Parses a response head from data[0..len), which holds the bytes given in earlier calls (for this
+ * response) followed by new ones, as sxe_http_parse_head() does for requests, as strictly: see
+ * src/http/response_parser.c for what it refuses. The body is framed by RFC 9112 §6.3: none for
+ * HEAD (head_request), 1xx, 204 and 304; else chunked, Content-Length, or until the close. When it
+ * has one, read it with sxe_http_parse_body() (not for until_close), which the parser is ready for.
+ * @return The head's length when it is complete; 0 when more bytes are needed; -EPROTO for bytes
+ *         that can never make a valid response; -EMSGSIZE past limits->header_bytes or
+ *         header_count.
+ */
+int sxe_http_parse_response_head(struct sxe_http_parser *parser, const char *data, size_t len,
+                                 const struct sxe_http_limits *limits, bool head_request,
+                                 struct sxe_http_response *response);
+
+/** The value of a response's first header called name (case-insensitive), or NULL. */
+const struct sxe_http_header *sxe_http_response_header(const struct sxe_http_response *response,
+                                                       const char *name);
 
 #ifdef __cplusplus
 }

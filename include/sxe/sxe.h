@@ -10,6 +10,7 @@
 #include "sxe/error.h"
 #include "sxe/fiber.h"
 #include "sxe/http.h"
+#include "sxe/http_client.h"
 #include "sxe/http_parser.h"
 #include "sxe/log.h"
 #include "sxe/loop.h"

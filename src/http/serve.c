@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sxe/clock.h"
+#include "http/address.h"
 #include "http/server.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
@@ -131,8 +132,17 @@ void sxe_http_server_destroy(sxe_http_server_t *server)
     sxe_fibers_destroy(server->fibers); /* before its loop: fibers still waiting are abandoned */
     if (server->own_loop) {
         sxe_loop_destroy(server->loop);
-    } else if (server->listener != NULL) {
-        sxe_conn_close(server->listener);
+    } else if (server->loop != NULL) { /* the caller's loop goes on: close what is ours */
+        if (server->listener != NULL) {
+            sxe_conn_close(server->listener);
+        }
+        for (uint32_t i = 0; server->conns != NULL && i < server->conn_count; i++) {
+            sxe_conn_t *conn =
+                server->conns[i].id ? sxe_conn_from_id(server->loop, server->conns[i].id) : NULL;
+            if (conn != NULL && sxe_conn_handlers(conn) == &server->handlers) {
+                sxe_conn_close(conn);
+            }
+        }
     }
     sxe_workers_destroy(server->workers);
     free(server->conns);
@@ -146,8 +156,7 @@ sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server)
     return server->loop;
 }
 
-/* Parses "a.b.c.d:port" or "[v6]:port". */
-static int parse_address(const char *text, struct sockaddr_storage *address, socklen_t *len)
+int sxe__http_parse_address(const char *text, struct sockaddr_storage *address, socklen_t *len)
 {
     char host[64];
     const char *colon = strrchr(text, ':');
@@ -192,7 +201,7 @@ int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
     sxe_conn_t *listener;
     int rc;
 
-    if ((rc = parse_address(address_text, &address, &len)) < 0) {
+    if ((rc = sxe__http_parse_address(address_text, &address, &len)) < 0) {
         SXE_LOG_ERROR("cannot listen on '%s': expected IPv4:port or [IPv6]:port", address_text);
         return rc;
     }

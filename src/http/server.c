@@ -327,7 +327,7 @@ static void on_connect(sxe_conn_t *conn)
 {
     sxe_http_server_t *server = sxe__http_server_of(conn);
 
-    *sxe__http_state(server, conn) = (struct http_conn){0};
+    *sxe__http_state(server, conn) = (struct http_conn){.id = sxe_conn_id(conn)};
 }
 
 static void on_drained(sxe_conn_t *conn)
@@ -368,9 +368,12 @@ static void on_timeout(sxe_conn_t *conn)
 /* A request held on the connection is cancelled. */
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 {
+    sxe_http_server_t *server = sxe__http_server_of(conn);
+
     (void)reason;
     (void)err;
-    sxe__http_defer_cancel(sxe__http_server_of(conn), conn);
+    sxe__http_state(server, conn)->id = 0;
+    sxe__http_defer_cancel(server, conn);
 }
 
 const struct sxe_conn_handlers sxe__http_handlers = {.on_connect = on_connect,

@@ -64,6 +64,7 @@ struct http_conn {
     bool waiting;         /* paused while a request is held: more came in behind it */
     uint32_t held;        /* the request held on it (defer.c): its slot + 1, or 0 */
     uint32_t skip;        /* bytes of an answered held request, consumed at the next read */
+    uint64_t id;          /* the connection's sxe_conn_id() while open, for destroy; else 0 */
 };
 
 struct sxe_http_server {

@@ -1,0 +1,188 @@
+/**
+ * @file sxe/http_client.h
+ * @brief HTTP/1.1 client: requests to one upstream over a pool of keep-alive connections.
+ *
+ * A client is one upstream ("127.0.0.1:9001") on one loop, with a pool of at most
+ * options.connections connections to it, opened as needed and kept alive between requests. A
+ * request goes out on an idle pooled connection, or on a new one, or waits in a queue of fixed
+ * size for the next connection free. Its answer comes one of three ways:
+ *
+ * - whole, to a callback: sxe_http_client_fetch(); the body is gathered, up to
+ *   options.limits.body_bytes;
+ * - in pieces, as they arrive, for a body of any size: sxe_http_client_stream(), with
+ *   sxe_http_call_pause() and sxe_http_call_resume() for backpressure (a reverse proxy);
+ * - from a fiber (sxe/fiber.h), as sequential code that waits while the loop runs on:
+ *
+ *       struct sxe_http_reply reply;
+ *       if (sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/users/7"},
+ *                          &reply) == 0) {
+ *           ... reply.response.status, reply.body, reply.body_len ...
+ *           sxe_http_reply_free(&reply);
+ *       }
+ *
+ * Responses are read with the strict response parser of sxe/http_parser.h; bodies are framed by
+ * Content-Length, chunked (the framing removed) or the close. A response that breaks the rules
+ * fails its call with -EPROTO, and its connection is closed, never reused. One request per
+ * connection at a time: no pipelining.
+ *
+ * A request sent on a pooled connection that the server had closed meanwhile (it closes, or
+ * resets, before a byte of the answer) is sent again once on a new connection if its method is
+ * idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE).
+ *
+ * Errors a call ends with: -ECONNREFUSED and other connect errors; -ETIMEDOUT when the upstream
+ * is silent for options.timeout (waiting in the queue included); -ECONNRESET when the connection
+ * ends before the response does; -EPROTO for a malformed response; -EMSGSIZE for a head past
+ * options.limits.header_bytes, or a gathered body past body_bytes; -ECANCELED when the client is
+ * destroyed first.
+ *
+ * Memory is fixed at sxe_http_client_create(): the connection and call tables. Each call queued or
+ * in flight runs one of the loop's timers (sxe_loop_options.timers must allow connections + queue
+ * more) and each connection takes one of the loop's connections. A client belongs to its loop's
+ * thread; with workers, make one per worker.
+ */
+#ifndef SXE_HTTP_CLIENT_H
+#define SXE_HTTP_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sxe/error.h"
+#include "sxe/http_parser.h"
+#include "sxe/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sxe_http_client sxe_http_client_t;
+
+/** One request and its response, from submission until its last callback returns. */
+typedef struct sxe_http_call sxe_http_call_t;
+
+struct sxe_http_client_options {
+    uint32_t connections; /**< Most connections open to the upstream at once (64). */
+    uint32_t queue;       /**< Requests that may wait for a connection (256): else -ENOBUFS. */
+    uint64_t timeout;     /**< ns the upstream may be silent before the call fails (30 s). */
+    /** Zero fields take the defaults; body_bytes bounds gathered bodies only (1 MiB). */
+    struct sxe_http_limits limits;
+    const char *host; /**< The Host header (the address given to create when NULL). */
+    bool no_retry;    /**< Never send a request twice (see above). */
+};
+
+/**
+ * A request. Its strings and body are the caller's and must stay valid and unchanged until the
+ * call ends (its done or on_done callback returns, or sxe_http_fetch() returns): literals, a held
+ * server request's parts and a fiber's locals do. The client copies the struct itself.
+ */
+struct sxe_http_client_request {
+    const char *method;  /**< "GET" when NULL. */
+    const char *target;  /**< "/path?query". */
+    const char *headers; /**< Extra header lines, each ending in CRLF, or NULL. Not Host. */
+    const void *body;    /**< Sent with a Content-Length (also for a POST or PUT of 0 bytes). */
+    size_t body_len;
+};
+
+/**
+ * A whole response arrived, or the call failed (err < 0, response NULL). response and body point
+ * into the client's memory, valid until this returns.
+ */
+typedef void (*sxe_http_client_done_t)(sxe_http_call_t *call, int err,
+                                       const struct sxe_http_response *response, const char *body,
+                                       size_t body_len, void *arg);
+
+/** A response in pieces (sxe_http_client_stream()). Every callback gets the call's arg. */
+struct sxe_http_client_handlers {
+    /** The head arrived (interim 1xx responses are skipped). Pointers valid until it returns. */
+    void (*on_head)(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg);
+    /** Body bytes (chunked framing removed), valid until it returns. */
+    void (*on_body)(sxe_http_call_t *call, const char *data, size_t len, void *arg);
+    /** The call ended: 0 after the whole body, else the error (after on_head, or instead). */
+    void (*on_done)(sxe_http_call_t *call, int err, void *arg);
+};
+
+/**
+ * Makes a client for address ("IPv4:port" or "[IPv6]:port") on loop.
+ * @param options NULL for the defaults.
+ * @return 0, -EINVAL for an address that does not parse, or -ENOMEM.
+ */
+SXE_MUST_CHECK int sxe_http_client_create(sxe_http_client_t **client, sxe_loop_t *loop,
+                                          const char *address,
+                                          const struct sxe_http_client_options *options);
+
+/** Fails every call still queued or in flight with -ECANCELED, closes the connections, frees. */
+void sxe_http_client_destroy(sxe_http_client_t *client);
+
+/**
+ * Sends a request; done(call, err, response, body, body_len, arg) is called once, later, from the
+ * loop (never from inside this call).
+ * @param call NULL, or set to the call's handle (for sxe_http_call_cancel()).
+ * @return 0; -ENOBUFS when the queue is full or no timer is free; -EINVAL for a request without a
+ *         target, or with a CR or LF in its method or target.
+ */
+SXE_MUST_CHECK int sxe_http_client_fetch(sxe_http_client_t *client,
+                                         const struct sxe_http_client_request *request,
+                                         sxe_http_client_done_t done, void *arg,
+                                         sxe_http_call_t **call);
+
+/**
+ * sxe_http_client_fetch() with the response in pieces, to handlers (which must outlive the call).
+ * Bodies of any size pass through; none is gathered.
+ */
+SXE_MUST_CHECK int sxe_http_client_stream(sxe_http_client_t *client,
+                                          const struct sxe_http_client_request *request,
+                                          const struct sxe_http_client_handlers *handlers,
+                                          void *arg, sxe_http_call_t **call);
+
+/**
+ * Stops reading the call's response (from on_head or on_body, or any time after): the upstream is
+ * held back by TCP until sxe_http_call_resume(). The call's timeout does not run while paused.
+ */
+void sxe_http_call_pause(sxe_http_call_t *call);
+void sxe_http_call_resume(sxe_http_call_t *call);
+
+/**
+ * Abandons a call: no callback of it runs after this (it may be called from them). A call in
+ * flight closes its connection, since the rest of its response would have to be read first.
+ */
+void sxe_http_call_cancel(sxe_http_call_t *call);
+
+/** A response gathered for a fiber: the program's until sxe_http_reply_free(). */
+struct sxe_http_reply {
+    struct sxe_http_response response; /**< Its pointers point into memory the reply owns. */
+    const char *body;
+    size_t body_len;
+    char *memory; /* the head and body bytes */
+};
+
+/**
+ * From a fiber: sends the request and waits, while the loop runs on, for the whole response.
+ * @return 0 with reply filled in (free it with sxe_http_reply_free()); else a call's error, as
+ *         sxe_http_client_fetch() or its done would give it, with nothing to free; -EPERM outside
+ *         a fiber.
+ */
+int sxe_http_fetch(sxe_http_client_t *client, const struct sxe_http_client_request *request,
+                   struct sxe_http_reply *reply);
+
+void sxe_http_reply_free(struct sxe_http_reply *reply);
+
+/** A client's counters. */
+struct sxe_http_client_stats {
+    uint64_t requests; /**< Calls that ended with a whole response. */
+    uint64_t failed;   /**< Calls that ended with an error. */
+    uint64_t connects; /**< Connections opened. */
+    uint64_t reused;   /**< Requests sent on a connection that had carried one before. */
+    uint64_t retried;  /**< Requests sent again after a pooled connection died under them. */
+    uint64_t refused;  /**< Calls refused with -ENOBUFS: the queue was full. */
+    uint32_t open;     /**< Connections open now. */
+    uint32_t busy;     /**< Of them, carrying a request now. */
+    uint32_t queued;   /**< Calls waiting for a connection now. */
+};
+
+void sxe_http_client_stats(const sxe_http_client_t *client, struct sxe_http_client_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

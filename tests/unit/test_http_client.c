@@ -1,0 +1,724 @@
+/*
+ * The HTTP client (sxe/http_client.h) and the response parser under it, against real sockets on
+ * one loop: an sxe HTTP server (keep-alive, chunked answers, echoed bodies) and a scripted upstream
+ * that misbehaves on request (malformed and smuggling-shaped heads, a body to the close, a reset
+ * mid-body, silence, 100 Continue, a pooled connection that dies under the next request).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sxe/clock.h"
+#include "sxe/conn.h"
+#include "sxe/fiber.h"
+#include "sxe/http.h"
+#include "sxe/http_client.h"
+#include "sxe/timer.h"
+#include "sxe_test.h"
+
+/* Response heads: the parser's verdicts, fed whole and a byte at a time. */
+
+static int parse_response(const char *text, bool head_request, struct sxe_http_response *response,
+                          size_t step)
+{
+    struct sxe_http_parser parser;
+    size_t len = strlen(text);
+    int rc = 0;
+
+    sxe_http_parser_init(&parser);
+    for (size_t have = step < len ? step : len;; have = have + step < len ? have + step : len) {
+        rc = sxe_http_parse_response_head(&parser, text, have, &sxe_http_default_limits,
+                                          head_request, response);
+        if (rc != 0 || have == len) {
+            return rc;
+        }
+    }
+}
+
+static void test_response_heads_are_framed_by_rfc_9112(void **state)
+{
+    static const struct {
+        const char *head;
+        bool head_request;
+        int status;
+        long length; /* -1 chunked, -2 until close, else Content-Length */
+        bool keep_alive;
+    } good[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false, 200, 5, true},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, 200, -1, true},
+        {"HTTP/1.1 200 OK\r\nServer: x\r\n\r\n", false, 200, -2, false},
+        {"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n", false, 204, 0, true},
+        {"HTTP/1.1 304 Not Modified\r\n\r\n", false, 304, 0, true},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", true, 200, 0, true},
+        {"HTTP/1.1 100 Continue\r\n\r\n", false, 100, 0, true},
+        {"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false, 200, 1, false},
+        {"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", false, 200, 1,
+         true},
+        {"HTTP/1.1 200 OK\r\nConnection: x, close\r\nContent-Length: 1\r\n\r\n", false, 200, 1,
+         false},
+        {"HTTP/1.1 200\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n", false, 200, 2, true},
+        {"HTTP/1.1 404 \r\nContent-Length:  3 \r\n\r\n", false, 404, 3, true},
+    };
+    static const struct {
+        const char *head;
+        int rc;
+    } bad[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+         -EPROTO},
+        {"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nX: a\nb\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nName : x\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nX: a\x01z\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nX: a\rz\r\n\r\n", -EPROTO},
+        {"HTTP/2 200 OK\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 20 OK\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 099 Low\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200OK\r\n\r\n", -EPROTO},
+        {"\r\nHTTP/1.1 200 OK\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nNo-colon\r\n\r\n", -EPROTO},
+    };
+    struct sxe_http_response response;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        for (size_t step = 1; step <= 1000; step += 999) {
+            int rc = parse_response(good[i].head, good[i].head_request, &response, step);
+            if (rc != (int)strlen(good[i].head)) {
+                fail_msg("good head %zu (step %zu): %d", i, step, rc);
+            }
+            assert_int_equal(response.status, good[i].status);
+            assert_int_equal(response.keep_alive, good[i].keep_alive);
+            long length = response.chunked       ? -1
+                          : response.until_close ? -2
+                                                 : (long)response.content_length;
+            if (length != good[i].length) {
+                fail_msg("good head %zu: length %ld, not %ld", i, length, good[i].length);
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (size_t step = 1; step <= 1000; step += 999) {
+            int rc = parse_response(bad[i].head, false, &response, step);
+            if (rc != bad[i].rc) {
+                fail_msg("bad head %zu (step %zu): %d, not %d", i, step, rc, bad[i].rc);
+            }
+        }
+    }
+    assert_int_equal(
+        parse_response("HTTP/1.1 200 OK\r\nX-A: 1\r\nx-b:2\r\n\r\n", false, &response, 1000), 34);
+    assert_int_equal(response.header_count, 2);
+    assert_memory_equal(sxe_http_response_header(&response, "X-B")->value, "2", 1);
+    assert_null(sxe_http_response_header(&response, "X-C"));
+    assert_memory_equal(response.reason, "OK", 2);
+}
+
+static void test_response_heads_past_the_limits_are_refused(void **state)
+{
+    struct sxe_http_limits limits = {.header_bytes = 64, .header_count = 2};
+    struct sxe_http_response response;
+    struct sxe_http_parser parser;
+    char big[200];
+
+    (void)state;
+    memset(big, 'a', sizeof(big));
+    memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
+    sxe_http_parser_init(&parser);
+    assert_int_equal(sxe_http_parse_response_head(&parser, big, 40, &limits, false, &response), 0);
+    assert_int_equal(
+        sxe_http_parse_response_head(&parser, big, sizeof(big), &limits, false, &response),
+        -EMSGSIZE);
+    const char *many = "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+    sxe_http_parser_init(&parser);
+    assert_int_equal(
+        sxe_http_parse_response_head(&parser, many, strlen(many), &limits, false, &response),
+        -EMSGSIZE);
+}
+
+/* The client against real servers on one loop. */
+
+static sxe_loop_t *loop;
+static sxe_http_server_t *server;
+static sxe_conn_t *scripted;
+static char server_address[64], scripted_address[64];
+static sxe_http_client_t *client;
+static int finished;
+
+struct result {
+    int err;
+    int status;
+    char body[4096];
+    size_t body_len;
+    size_t streamed;
+    int order;
+};
+
+static void hello(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    sxe_http_respond(http, 200, "text/plain", "hello\n", 6);
+}
+
+static void echo(sxe_http_t *http, void *arg)
+{
+    size_t len;
+    const char *body = sxe_http_body(http, &len);
+
+    (void)arg;
+    sxe_http_respond(http, 200, "text/plain", body != NULL ? body : "", len);
+}
+
+/* A whole chunked response with a body of 1 MiB (256 chunks of 4 KiB), in a file to sendfile. */
+static int big_fd = -1;
+static off_t big_size;
+
+static void make_big_response(void)
+{
+    char path[] = "/tmp/sxe-test-client-XXXXXX", block[4096];
+    FILE *file;
+
+    assert_true((big_fd = mkstemp(path)) >= 0);
+    assert_int_equal(unlink(path), 0);
+    assert_non_null(file = fdopen(dup(big_fd), "w"));
+    memset(block, 'b', sizeof(block));
+    fputs("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", file);
+    for (int i = 0; i < 256; i++) {
+        fputs("1000\r\n", file);
+        fwrite(block, 1, sizeof(block), file);
+        fputs("\r\n", file);
+    }
+    fputs("0\r\n\r\n", file);
+    assert_int_equal(fclose(file), 0);
+    big_size = lseek(big_fd, 0, SEEK_END);
+}
+
+/*
+ * The scripted upstream: reads a request head, answers by its target, and for "/once" closes the
+ * connection when the next request arrives on it.
+ */
+static size_t script(sxe_conn_t *conn, const char *data, size_t len)
+{
+    static const struct {
+        const char *target;
+        const char *reply;
+        bool close;
+    } replies[] = {
+        {"/smuggle ", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+         false},
+        {"/to-close ", "HTTP/1.1 200 OK\r\n\r\nall of it", true},
+        {"/reset ", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart", true},
+        {"/continue ",
+         "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
+        {"/switch ", "HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n", false},
+        {"/extra ", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", false},
+        {"/once ", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
+        {"/too-big ", "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", false},
+        {"/hang ", "", false},
+        {"/big ", "", false},
+    };
+    const char *end = memmem(data, len, "\r\n\r\n", 4);
+
+    if (end == NULL) {
+        return 0;
+    }
+    if (sxe_conn_user(conn) == &finished) { /* answered "/once" before: the server went away */
+        sxe_conn_close(conn);
+        return len;
+    }
+    for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+        if (strstr(data, replies[i].target) != NULL && strstr(data, replies[i].target) < end) {
+            (void)sxe_conn_write(conn, replies[i].reply, strlen(replies[i].reply));
+            if (strcmp(replies[i].target, "/big ") == 0) {
+                (void)sxe_conn_sendfile(conn, big_fd, 0, (size_t)big_size);
+            }
+            if (strcmp(replies[i].target, "/too-big ") == 0) {
+                static char body[5000];
+                (void)sxe_conn_write(conn, body, sizeof(body));
+            }
+            if (strcmp(replies[i].target, "/once ") == 0) {
+                sxe_conn_set_user(conn, &finished);
+            }
+            if (replies[i].close) {
+                (void)sxe_conn_close_when_sent(conn);
+            }
+            break;
+        }
+    }
+    return (size_t)(end + 4 - data);
+}
+
+static const struct sxe_conn_handlers script_handlers = {.on_read = script};
+
+static void address_of(sxe_conn_t *listener, char *out, size_t size)
+{
+    struct sockaddr_in address;
+    socklen_t len = sizeof(address);
+
+    assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&address, &len), 0);
+    snprintf(out, size, "127.0.0.1:%d", ntohs(address.sin_port));
+}
+
+static int setup(void **state)
+{
+    struct sxe_loop_options options = {.connections = 64, .timers = 64, .buffer_size = 32768};
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+    (void)state;
+    finished = 0;
+    assert_int_equal(sxe_loop_create(&loop, &options), 0);
+    assert_int_equal(sxe_http_server_create(&server, loop, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/hello", false, hello, NULL), 0);
+    assert_int_equal(sxe_http_route(server, NULL, "/echo", false, echo, NULL), 0);
+    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
+    snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_port(server));
+    assert_int_equal(sxe_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,
+                                &script_handlers, NULL),
+                     0);
+    address_of(scripted, scripted_address, sizeof(scripted_address));
+    assert_int_equal(sxe_http_client_create(&client, loop, server_address, NULL), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sxe_http_client_destroy(client);
+    sxe_http_server_destroy(server);
+    sxe_loop_destroy(loop);
+    return 0;
+}
+
+/* Runs the loop until count calls have finished (5 s at most). */
+static void run_until(int count)
+{
+    uint64_t deadline = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+
+    while (finished < count) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+        assert_true(sxe_clock_mono_ns() < deadline);
+    }
+}
+
+static void fetched(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
+                    const char *body, size_t body_len, void *arg)
+{
+    struct result *result = arg;
+
+    (void)call;
+    result->err = err;
+    result->order = ++finished;
+    if (err == 0) {
+        result->status = response->status;
+        memcpy(result->body, body,
+               body_len < sizeof(result->body) ? body_len : sizeof(result->body));
+        result->body_len = body_len;
+    }
+}
+
+static void fetch(const char *method, const char *target, const char *body, struct result *result)
+{
+    struct sxe_http_client_request request = {
+        .method = method, .target = target, .body = body, .body_len = body ? strlen(body) : 0};
+
+    memset(result, 0, sizeof(*result));
+    assert_int_equal(sxe_http_client_fetch(client, &request, fetched, result, NULL), 0);
+    assert_int_equal(result->order, 0); /* never from inside the call */
+}
+
+static void use_scripted(const struct sxe_http_client_options *options)
+{
+    sxe_http_client_destroy(client);
+    assert_int_equal(sxe_http_client_create(&client, loop, scripted_address, options), 0);
+}
+
+static void test_fetches_reuse_one_kept_alive_connection(void **state)
+{
+    struct sxe_http_client_stats stats;
+    struct result result;
+
+    (void)state;
+    for (int i = 1; i <= 3; i++) {
+        fetch(NULL, "/hello", NULL, &result);
+        run_until(i);
+        assert_int_equal(result.err, 0);
+        assert_int_equal(result.status, 200);
+        assert_int_equal(result.body_len, 6);
+        assert_memory_equal(result.body, "hello\n", 6);
+    }
+    fetch("POST", "/echo", "a body", &result);
+    run_until(4);
+    assert_int_equal(result.status, 200);
+    assert_int_equal(result.body_len, 6);
+    assert_memory_equal(result.body, "a body", 6);
+    fetch("HEAD", "/hello", NULL, &result);
+    run_until(5);
+    assert_int_equal(result.status, 200);
+    assert_int_equal(result.body_len, 0);
+    fetch(NULL, "/nowhere", NULL, &result);
+    run_until(6);
+    assert_int_equal(result.status, 404);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.connects, 1);
+    assert_int_equal(stats.reused, 5);
+    assert_int_equal(stats.requests, 6);
+    assert_int_equal(stats.open, 1);
+    assert_int_equal(stats.busy, 0);
+}
+
+static void test_calls_queue_for_the_pools_connections_in_order(void **state)
+{
+    struct sxe_http_client_options options = {.connections = 2, .queue = 3};
+    struct result results[6];
+    struct sxe_http_client_stats stats;
+
+    (void)state;
+    sxe_http_client_destroy(client);
+    assert_int_equal(sxe_http_client_create(&client, loop, server_address, &options), 0);
+    for (int i = 0; i < 5; i++) {
+        fetch(NULL, "/hello", NULL, &results[i]);
+    }
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.queued, 3);
+    assert_int_equal(sxe_http_client_fetch(client, &(struct sxe_http_client_request){.target = "/"},
+                                           fetched, &results[5], NULL),
+                     -ENOBUFS);
+    run_until(5);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(results[i].status, 200);
+    }
+    assert_true(results[2].order > 2 && results[4].order > 2); /* the queued came later */
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.connects, 2);
+    assert_int_equal(stats.refused, 1);
+    assert_int_equal(stats.queued, 0);
+}
+
+static void test_a_chunked_response_is_gathered_whole_or_refused_past_the_limit(void **state)
+{
+    struct sxe_http_client_options options = {.limits.body_bytes = 1000};
+    struct result result;
+
+    (void)state;
+    use_scripted(NULL);
+    fetch(NULL, "/big", NULL, &result); /* 1 MiB, the default limit: fits exactly */
+    run_until(1);
+    assert_int_equal(result.err, 0);
+    assert_int_equal(result.body_len, 1 << 20);
+    assert_int_equal(result.body[4095], 'b');
+    use_scripted(&options);
+    fetch(NULL, "/big", NULL, &result);
+    run_until(2);
+    assert_int_equal(result.err, -EMSGSIZE);
+}
+
+/* Streams: counts body bytes, pausing after each piece and resuming from a timer. */
+static sxe_timer_t resume_timer;
+static sxe_http_call_t *streaming;
+
+static void resume_later(sxe_timer_t *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+    sxe_http_call_resume(streaming);
+}
+
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+{
+    struct result *result = arg;
+
+    (void)call;
+    result->status = response->status;
+}
+
+static void on_body(sxe_http_call_t *call, const char *data, size_t len, void *arg)
+{
+    struct result *result = arg;
+
+    for (size_t i = 0; i < len; i++) {
+        assert_int_equal(data[i], 'b');
+    }
+    result->streamed += len;
+    sxe_http_call_pause(call);
+    assert_int_equal(sxe_timer_start(loop, &resume_timer, 100 * SXE_NS_PER_USEC, 0), 0);
+}
+
+static void on_done(sxe_http_call_t *call, int err, void *arg)
+{
+    struct result *result = arg;
+
+    (void)call;
+    result->err = err;
+    result->order = ++finished;
+}
+
+static const struct sxe_http_client_handlers stream_handlers = {
+    .on_head = on_head, .on_body = on_body, .on_done = on_done};
+
+static void test_a_streamed_body_of_any_size_passes_with_backpressure(void **state)
+{
+    struct result result = {0};
+
+    (void)state;
+    use_scripted(NULL);
+    sxe_timer_init(&resume_timer, resume_later, NULL);
+    assert_int_equal(sxe_http_client_stream(client,
+                                            &(struct sxe_http_client_request){.target = "/big"},
+                                            &stream_handlers, &result, &streaming),
+                     0);
+    run_until(1);
+    assert_int_equal(result.err, 0);
+    assert_int_equal(result.status, 200);
+    assert_int_equal(result.streamed, 1 << 20);
+    sxe_timer_stop(loop, &resume_timer);
+}
+
+static void test_upstream_faults_fail_the_call_with_their_reason(void **state)
+{
+    struct sxe_http_client_options options = {
+        .timeout = 50 * SXE_NS_PER_MSEC, .limits.header_bytes = 1024, .limits.body_bytes = 1000};
+    struct sxe_test_capture capture;
+    struct result result;
+
+    (void)state;
+    use_scripted(&options);
+    sxe_test_capture_start(&capture);
+    fetch(NULL, "/smuggle", NULL, &result);
+    run_until(1);
+    assert_int_equal(result.err, -EPROTO);
+    assert_non_null(strstr(capture.text, "a malformed response from"));
+    sxe_test_capture_stop();
+    fetch(NULL, "/switch", NULL, &result);
+    run_until(2);
+    assert_int_equal(result.err, -EPROTO);
+    fetch(NULL, "/reset", NULL, &result);
+    run_until(3);
+    assert_int_equal(result.err, -ECONNRESET);
+    fetch(NULL, "/hang", NULL, &result);
+    run_until(4);
+    assert_int_equal(result.err, -ETIMEDOUT);
+    fetch(NULL, "/too-big", NULL, &result); /* a body past body_bytes */
+    run_until(5);
+    assert_int_equal(result.err, -EMSGSIZE);
+    fetch(NULL, "/to-close", NULL, &result); /* a body that ends with the connection */
+    run_until(6);
+    assert_int_equal(result.err, 0);
+    assert_int_equal(result.body_len, 9);
+    assert_memory_equal(result.body, "all of it", 9);
+    fetch(NULL, "/continue", NULL, &result); /* an interim 100 is skipped */
+    run_until(7);
+    assert_int_equal(result.err, 0);
+    assert_int_equal(result.status, 200);
+    assert_memory_equal(result.body, "ok", 2);
+    fetch(NULL, "/extra", NULL, &result); /* answered, but the connection is not reused */
+    run_until(8);
+    assert_int_equal(result.err, 0);
+    struct sxe_http_client_stats stats;
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.failed, 5);
+    assert_int_equal(stats.requests, 3);
+    run_until(8);
+    assert_true(sxe_loop_run_once(loop, 0) >= 0);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.open, 0);
+}
+
+static void test_a_refused_connect_fails_the_call(void **state)
+{
+    struct result result;
+    int port = sxe_http_port(server);
+    char address[64];
+
+    (void)state;
+    sxe_http_server_destroy(server); /* its port is free now, and refuses */
+    server = NULL;
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    sxe_http_client_destroy(client);
+    assert_int_equal(sxe_http_client_create(&client, loop, address, NULL), 0);
+    fetch(NULL, "/hello", NULL, &result);
+    run_until(1);
+    assert_int_equal(result.err, -ECONNREFUSED);
+}
+
+static void test_a_dead_pooled_connection_is_retried_once_for_idempotent_methods(void **state)
+{
+    struct sxe_http_client_stats stats;
+    struct result result;
+
+    (void)state;
+    use_scripted(NULL);
+    fetch(NULL, "/once", NULL, &result); /* the server closes under the next request */
+    run_until(1);
+    assert_int_equal(result.err, 0);
+    fetch(NULL, "/once", NULL, &result); /* sent again on a new connection */
+    run_until(2);
+    assert_int_equal(result.err, 0);
+    assert_memory_equal(result.body, "ok", 2);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.retried, 1);
+    assert_int_equal(stats.connects, 2);
+    fetch("POST", "/once", "x", &result); /* not idempotent: not sent twice */
+    run_until(3);
+    assert_int_equal(result.err, -ECONNRESET);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.retried, 1);
+}
+
+static void cancel_on_head(sxe_http_call_t *call, const struct sxe_http_response *response,
+                           void *arg)
+{
+    (void)response;
+    ++*(int *)arg;
+    sxe_http_call_cancel(call);
+}
+
+static void never(sxe_http_call_t *call, int err, void *arg)
+{
+    (void)call;
+    (void)err;
+    (void)arg;
+    fail_msg("a cancelled call's callback ran");
+}
+
+static void test_cancelled_and_destroyed_calls(void **state)
+{
+    static const struct sxe_http_client_handlers cancelling = {.on_head = cancel_on_head,
+                                                               .on_done = never};
+    struct result queued, flying;
+    sxe_http_call_t *call;
+    int heads = 0;
+
+    (void)state;
+    use_scripted(NULL);
+    assert_int_equal(sxe_http_client_stream(client,
+                                            &(struct sxe_http_client_request){.target = "/big"},
+                                            &cancelling, &heads, NULL),
+                     0);
+    while (heads == 0) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(sxe_http_client_stream(client,
+                                            &(struct sxe_http_client_request){.target = "/hello"},
+                                            &cancelling, &heads, &call),
+                     0);
+    sxe_http_call_cancel(call); /* before it was sent */
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(loop, 1 * SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(heads, 1);
+    struct sxe_http_client_options one = {.connections = 1};
+    sxe_http_client_destroy(client);
+    assert_int_equal(sxe_http_client_create(&client, loop, server_address, &one), 0);
+    fetch(NULL, "/hello", NULL, &flying);
+    fetch(NULL, "/hello", NULL, &queued);
+    sxe_http_client_destroy(client);
+    client = NULL;
+    assert_int_equal(flying.err, -ECANCELED);
+    assert_int_equal(queued.err, -ECANCELED);
+}
+
+static void fiber_fetches(void *arg)
+{
+    struct sxe_http_reply reply;
+    int *rc = arg;
+
+    *rc = sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/hello"}, &reply);
+    assert_int_equal(*rc, 0);
+    assert_int_equal(reply.response.status, 200);
+    assert_int_equal(reply.body_len, 6);
+    assert_memory_equal(reply.body, "hello\n", 6);
+    assert_non_null(sxe_http_response_header(&reply.response, "Content-Type"));
+    sxe_http_reply_free(&reply);
+    assert_int_equal(
+        sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/nowhere"}, &reply), 0);
+    *rc = reply.response.status;
+    sxe_http_reply_free(&reply);
+    finished++;
+}
+
+static void test_a_fiber_fetches_as_sequential_code(void **state)
+{
+    struct sxe_fibers_options options = {.count = 2};
+    struct sxe_http_reply reply;
+    sxe_fibers_t *fibers;
+    int rc = 1;
+
+    (void)state;
+    assert_int_equal(
+        sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/"}, &reply), -EPERM);
+    assert_int_equal(sxe_fibers_create(&fibers, loop, &options), 0);
+    assert_int_equal(sxe_fiber_start(fibers, fiber_fetches, &rc, NULL), 0);
+    run_until(1);
+    assert_int_equal(rc, 404);
+    sxe_fibers_destroy(fibers);
+}
+
+static void fetch_with_crlf(void *arg)
+{
+    struct result result;
+
+    (void)arg;
+    int rc = sxe_http_client_fetch(client,
+                                   &(struct sxe_http_client_request){.target = "/a\r\nX: smuggled"},
+                                   fetched, &result, NULL);
+    (void)rc;
+}
+
+static void test_invalid_requests_are_refused(void **state)
+{
+    struct result result;
+
+    (void)state;
+    assert_int_equal(sxe_http_client_create(&(sxe_http_client_t *){NULL}, loop, "nowhere", NULL),
+                     -EINVAL);
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"bad_text(request->target)", NULL};
+    sxe_test_expect_abort(fetch_with_crlf, NULL, expected);
+    (void)result;
+#else
+    (void)fetch_with_crlf;
+    assert_int_equal(sxe_http_client_fetch(
+                         client, &(struct sxe_http_client_request){.target = "/a\r\nX: smuggled"},
+                         fetched, &result, NULL),
+                     -EINVAL);
+    assert_int_equal(sxe_http_client_fetch(client,
+                                           &(struct sxe_http_client_request){.target = "/a b"},
+                                           fetched, &result, NULL),
+                     -EINVAL);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_response_heads_are_framed_by_rfc_9112),
+        cmocka_unit_test(test_response_heads_past_the_limits_are_refused),
+        cmocka_unit_test_setup_teardown(test_fetches_reuse_one_kept_alive_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_calls_queue_for_the_pools_connections_in_order, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_chunked_response_is_gathered_whole_or_refused_past_the_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_streamed_body_of_any_size_passes_with_backpressure,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_faults_fail_the_call_with_their_reason, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_refused_connect_fails_the_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_dead_pooled_connection_is_retried_once_for_idempotent_methods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancelled_and_destroyed_calls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_fetches_as_sequential_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_requests_are_refused, setup, teardown),
+    };
+    make_big_response();
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
