@@ -203,6 +203,23 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
  */
 sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg);
 
+/** A held request's connection drained: see sxe_http_set_drained(). */
+typedef void (*sxe_http_drained_t)(sxe_http_t *held, void *arg);
+
+/**
+ * Whether the request's connection has high_water bytes or more of output queued: a response
+ * streamed over time (a proxied body, server-sent events) should stop sending until its connection
+ * drains, so a slow client holds the sender back instead of filling memory up to write_limit.
+ */
+bool sxe_http_backed_up(const sxe_http_t *http);
+
+/**
+ * Calls on_drained(held, arg) each time the held request's connection has sent all its queued
+ * output (NULL stops it), until its response is finished or it is cancelled. @return 0, or
+ * -EINVAL if held is not a held request (asserts in debug builds).
+ */
+int sxe_http_set_drained(sxe_http_t *held, sxe_http_drained_t on_drained, void *arg);
+
 /** The program's pointer for this request (a held one's too): NULL until set. */
 void *sxe_http_user(const sxe_http_t *http);
 void sxe_http_set_user(sxe_http_t *http, void *user);

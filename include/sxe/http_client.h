@@ -78,6 +78,7 @@ struct sxe_http_client_options {
 struct sxe_http_client_request {
     const char *method;  /**< "GET" when NULL. */
     const char *target;  /**< "/path?query". */
+    const char *host;    /**< The Host header's value (options.host when NULL). */
     const char *headers; /**< Extra header lines, each ending in CRLF, or NULL. Not Host. */
     const void *body;    /**< Sent with a Content-Length (also for a POST or PUT of 0 bytes). */
     size_t body_len;

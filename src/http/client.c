@@ -229,6 +229,7 @@ static int send_request(struct upstream *up)
 {
     const struct sxe_http_client_request *request = &up->call->request;
     sxe_conn_t *conn = up->conn;
+    const char *host = request->host != NULL ? request->host : up->client->host;
     char line[1024];
     bool length = request->body_len > 0 || strcmp(request->method, "POST") == 0 ||
                   strcmp(request->method, "PUT") == 0 || strcmp(request->method, "PATCH") == 0;
@@ -236,15 +237,16 @@ static int send_request(struct upstream *up)
 
     bool corked = sxe_conn_cork(conn);
     int n = snprintf(line, sizeof(line), "%s %s HTTP/1.1\r\nHost: %s\r\n", request->method,
-                     request->target, up->client->host);
+                     request->target, host);
     if ((size_t)n < sizeof(line)) {
         rc = sxe_conn_write(conn, line, (size_t)n);
-    } else { /* a long target: in pieces */
-        n = snprintf(line, sizeof(line), " HTTP/1.1\r\nHost: %s\r\n", up->client->host);
+    } else { /* a long target or host: in pieces */
         rc = sxe_conn_write(conn, request->method, strlen(request->method));
         rc = rc < 0 ? rc : sxe_conn_write(conn, " ", 1);
         rc = rc < 0 ? rc : sxe_conn_write(conn, request->target, strlen(request->target));
-        rc = rc < 0 ? rc : sxe_conn_write(conn, line, (size_t)n);
+        rc = rc < 0 ? rc : sxe_conn_write(conn, " HTTP/1.1\r\nHost: ", 17);
+        rc = rc < 0 ? rc : sxe_conn_write(conn, host, strlen(host));
+        rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
     }
     if (length && rc >= 0) {
         n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", request->body_len);
@@ -361,6 +363,7 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
     int rc = 0;
 
     if (!SXE_CHECK(!bad_text(method) && !bad_text(request->target) &&
+                   (request->host == NULL || strpbrk(request->host, "\r\n") == NULL) &&
                    (request->body != NULL || request->body_len == 0) && callback != NULL)) {
         return -EINVAL;
     }

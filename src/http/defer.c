@@ -35,6 +35,8 @@ struct held {
     struct sxe_http_request request;
     sxe_http_cancel_t on_cancel;
     void *arg;
+    sxe_http_drained_t on_drained;
+    void *drained_arg;
     sxe_timer_t deadline;
     uint64_t conn_id;
     uint32_t next_free;
@@ -98,6 +100,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     held->state = HELD_LIVE;
     held->on_cancel = on_cancel;
     held->arg = arg;
+    held->on_drained = NULL;
     held->conn_id = sxe_conn_id(http->conn);
     held->http = *http;
     held->http.held = held;
@@ -259,6 +262,33 @@ static void on_deadline(sxe_timer_t *timer, void *arg)
     sxe_conn_unkeep(conn);
     if (sxe_conn_close_when_sent(conn) < 0) {
         sxe_conn_close(conn);
+    }
+}
+
+bool sxe_http_backed_up(const sxe_http_t *http)
+{
+    return sxe__http_state(http->server, http->conn)->full;
+}
+
+int sxe_http_set_drained(sxe_http_t *held, sxe_http_drained_t on_drained, void *arg)
+{
+    if (!SXE_CHECK(held != NULL && held->held != NULL && &held->held->http == held)) {
+        return -EINVAL;
+    }
+    held->held->on_drained = on_drained;
+    held->held->drained_arg = arg;
+    return 0;
+}
+
+void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn)
+{
+    struct http_conn *state = sxe__http_state(server, conn);
+
+    if (state->held != 0) {
+        struct held *held = &server->helds[state->held - 1];
+        if (held->state == HELD_LIVE && held->on_drained != NULL) {
+            held->on_drained(&held->http, held->drained_arg);
+        }
     }
 }
 

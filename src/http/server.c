@@ -332,9 +332,11 @@ static void on_connect(sxe_conn_t *conn)
 
 static void on_drained(sxe_conn_t *conn)
 {
-    struct http_conn *state = sxe__http_state(sxe__http_server_of(conn), conn);
+    sxe_http_server_t *server = sxe__http_server_of(conn);
+    struct http_conn *state = sxe__http_state(server, conn);
 
     state->full = false;
+    sxe__http_defer_drained(server, conn); /* a held response streaming out sends more */
     if (state->paused) {
         state->paused = false;
         (void)sxe_conn_resume(conn); /* the requests that waited come next turn */

@@ -143,6 +143,8 @@ void sxe__http_defer_started(sxe_http_t *http);
 void sxe__http_defer_done(sxe_http_t *http);
 /* The connection closed: its held request, if any, is cancelled. */
 void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
+/* The connection's output drained: its held request's on_drained, if it set one. */
+void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
 void sxe__http_defer_drop(sxe_http_server_t *server);
 

@@ -29,6 +29,7 @@
 #include <sxe/http.h>
 
 #include "cache.h"
+#include "proxy.h"
 
 static struct {
     char root[PATH_MAX];
@@ -45,7 +46,14 @@ static struct {
     unsigned listen_flags;
     unsigned idle_timeout; /* seconds; 0: the module's 60 */
     int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
-} config = {.listen = "127.0.0.1:8080", .index = "index.html", .connections = 10000, .cache = -1};
+    struct proxy_options proxy;
+} config = {.listen = "127.0.0.1:8080",
+            .index = "index.html",
+            .connections = 10000,
+            .cache = -1,
+            .proxy = {.connections = 256,
+                      .timeout = 30 * SXE_NS_PER_SEC,
+                      .fail_timeout = 10 * SXE_NS_PER_SEC}};
 
 static const struct {
     const char *extension;
@@ -562,6 +570,14 @@ static void usage(FILE *out)
             "  --evict-idle          when the table is full, close the oldest idle connection\n"
             "                        to make room, instead of refusing the new one\n"
             "  --idle-timeout SECS   close a kept-alive connection idle this long (60)\n"
+            "  --proxy PREFIX=HOST:PORT[,HOST:PORT...]\n"
+            "                        forward requests whose path starts with PREFIX to\n"
+            "                        these upstreams, over kept-alive connections (repeatable;\n"
+            "                        the longest prefix wins; static files for the rest)\n"
+            "  --balance MODE        among a prefix's upstreams: least (connections) or\n"
+            "                        round-robin (least)\n"
+            "  --proxy-timeout SECS  an upstream silent this long gets 504 (30)\n"
+            "  --proxy-connections N the most connections to each upstream, per worker (256)\n"
             "  -h, --help            this text\n"
             "\n"
             "SIGUSR1 logs one line of counters per worker. A worker process that dies is\n"
@@ -623,6 +639,10 @@ static void parse_options(int argc, char **argv)
                                             {"defer-accept", no_argument, NULL, 'D'},
                                             {"evict-idle", no_argument, NULL, 'E'},
                                             {"idle-timeout", required_argument, NULL, 'I'},
+                                            {"proxy", required_argument, NULL, 'P'},
+                                            {"balance", required_argument, NULL, 'B'},
+                                            {"proxy-timeout", required_argument, NULL, 'O'},
+                                            {"proxy-connections", required_argument, NULL, 'N'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
@@ -681,6 +701,25 @@ static void parse_options(int argc, char **argv)
         case 'I':
             config.idle_timeout = (unsigned)number(optarg, 1, 86400, "--idle-timeout");
             break;
+        case 'P': {
+            const char *wrong = proxy_add(optarg);
+            if (wrong != NULL) {
+                die(2, "--proxy %s: %s", optarg, wrong);
+            }
+            break;
+        }
+        case 'B':
+            if (strcmp(optarg, "least") != 0 && strcmp(optarg, "round-robin") != 0) {
+                die(2, "--balance must be least or round-robin, not '%s'", optarg);
+            }
+            config.proxy.round_robin = strcmp(optarg, "round-robin") == 0;
+            break;
+        case 'O':
+            config.proxy.timeout = number(optarg, 1, 3600, "--proxy-timeout") * SXE_NS_PER_SEC;
+            break;
+        case 'N':
+            config.proxy.connections = (uint32_t)number(optarg, 1, 65536, "--proxy-connections");
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -738,11 +777,18 @@ int main(int argc, char **argv)
         .spread = config.spread,
         .listen_flags = config.listen_flags,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC};
+    if (proxy_count() > 0) { /* each connection may have a request held for its upstream */
+        config.proxy.requests = config.connections;
+        options.deferred = config.connections;
+        options.response_timeout = config.proxy.timeout + 5 * SXE_NS_PER_SEC; /* 504 comes first */
+        options.loop.timers = proxy_timers(&config.proxy);
+    }
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
         return 1;
     }
     if ((rc = sxe_http_route(server, NULL, "/", true, serve, NULL)) < 0 ||
+        (rc = proxy_route(server, &config.proxy)) < 0 ||
         (rc = sxe_http_listen(server, config.listen)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", config.listen,
                 rc == -EINVAL ? "expected IP:PORT or [IPv6]:PORT" : sxe_strerror(rc));

@@ -1,0 +1,352 @@
+"""sxe-httpd --proxy, the real binary, in front of scripted upstreams over loopback: re-framed
+requests (hop-by-hop fields dropped, X-Forwarded-For and Via added), kept-alive upstream
+connections, large answers streamed to slow readers, upstream faults (refused, hung, malformed,
+cut off), balancing and passive health checks, and a client that leaves."""
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from test_sxe_httpd import Httpd, exchange, free_port
+
+
+class Upstream:
+    """A scripted HTTP/1.1 upstream: keep-alive, one thread per connection. Paths:
+    /big?n=N (N bytes by Content-Length), /chunked?n=N, /hang, /bad (Content-Length with
+    Transfer-Encoding), /cut (100 bytes promised, 10 sent, then the close); anything else is
+    answered with a JSON echo of the request and the connection's number."""
+
+    def __init__(self, name="up"):
+        self.name = name
+        self.token = os.urandom(4).hex()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.closed = 0
+        self.lock = threading.Lock()
+        self.running = True
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+                number = self.connections
+            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+
+    def _serve(self, conn, number):
+        data = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, _, data = data.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ")
+                fields = [line.split(": ", 1) for line in lines[1:]]
+                length = int(dict((k.lower(), v) for k, v in fields).get("content-length", 0))
+                while len(data) < length:
+                    data += conn.recv(65536)
+                body, data = data[:length], data[length:]
+                if not self._answer(conn, number, method, target, fields, body):
+                    return
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            with self.lock:
+                self.closed += 1
+
+    def _answer(self, conn, number, method, target, fields, body):
+        path, _, query = target.partition("?")
+        size = int(query[2:]) if query.startswith("n=") else 0
+        if path.endswith("/big"):
+            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n".encode())
+            block = bytes(range(256)) * 256
+            for at in range(0, size, len(block)):
+                conn.sendall(block[:min(len(block), size - at)])
+        elif path.endswith("/chunked"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            block = bytes(range(256)) * 64
+            for at in range(0, size, len(block)):
+                piece = block[:min(len(block), size - at)]
+                conn.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            conn.sendall(b"0\r\n\r\n")
+        elif path.endswith("/hang"):
+            conn.recv(1)  # until the proxy gives up and closes
+            return False
+        elif path.endswith("/bad"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        elif path.endswith("/cut"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+            return False
+        else:
+            echo = json.dumps({"name": self.name, "token": self.token, "connection": number,
+                               "method": method, "target": target, "fields": fields,
+                               "body": body.decode("latin-1")}).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(echo) + (b"" if method == "HEAD" else echo))
+        return True
+
+    def stop(self):
+        self.running = False
+        self.sock.close()
+
+
+@pytest.fixture
+def upstreams():
+    made = []
+
+    def make(name="up"):
+        made.append(Upstream(name))
+        return made[-1]
+
+    yield make
+    for upstream in made:
+        upstream.stop()
+
+
+@pytest.fixture
+def proxy(build_dir, tmp_path):
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_bytes(b"static home\n")
+    servers = []
+
+    def start(*args):
+        server = Httpd(build_dir, www, "--workers", "1", *args)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
+
+
+def request(port, raw, timeout=5.0):
+    """Sends one raw request on a new connection (it should say close); returns status, fields
+    (lower-case names, a list per name) and body."""
+    data = exchange(port, raw, timeout)
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    fields = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(": ")
+        fields.setdefault(name.lower(), []).append(value)
+    return int(lines[0].split(" ")[1]), fields, body
+
+
+def echoed(port, path="/api/echo", extra="", method="GET", body=b""):
+    raw = (f"{method} {path} HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n{extra}"
+           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    status, fields, answer = request(port, raw)
+    assert status == 200, answer
+    return fields, json.loads(answer)
+
+
+def field(echo, name):
+    return [v for k, v in echo["fields"] if k.lower() == name.lower()]
+
+
+def test_forwards_requests_re_framed_with_forwarding_fields(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    fields, echo = echoed(server.port, "/api/echo?x=1")
+    assert echo["token"] == up.token  # our upstream answered, through our proxy
+    assert echo["method"] == "GET" and echo["target"] == "/api/echo?x=1"
+    assert field(echo, "Host") == ["example.test"]
+    assert field(echo, "X-Forwarded-For") == ["127.0.0.1"]
+    assert field(echo, "Via") == ["1.1 sxe-httpd"]
+    assert fields["via"] == ["1.1 sxe-httpd"]
+    assert fields["server"] == ["sxe"] and "x-hop" not in fields and "keep-alive" not in fields
+    _, echo = echoed(server.port, method="POST", body=b"a body")
+    assert echo["method"] == "POST" and echo["body"] == "a body"
+    assert field(echo, "Content-Length") == ["6"]
+    # A chunked request body arrives whole, framed by a Content-Length of ours.
+    raw = (b"PUT /api/put HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+           b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+    status, _, body = request(server.port, raw)
+    echo = json.loads(body)
+    assert status == 200 and echo["body"] == "abcde"
+    assert field(echo, "Content-Length") == ["5"] and field(echo, "Transfer-Encoding") == []
+    status, fields, body = request(
+        server.port, b"HEAD /api/head HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert status == 200 and body == b"" and int(fields["content-length"][0]) > 0
+    status, _, body = request(server.port, b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert status == 200 and body == b"static home\n"  # not a proxied prefix
+
+
+def test_hop_by_hop_fields_stay_behind_and_forwarding_fields_grow(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    _, echo = echoed(server.port, extra="Connection: close, X-Secret\r\nX-Secret: 1\r\n"
+                     "Keep-Alive: timeout=9\r\nTE: trailers\r\nProxy-Connection: x\r\n"
+                     "X-Forwarded-For: 10.0.0.1\r\nVia: 1.0 edge\r\nX-Kept: yes\r\n")
+    names = {k.lower() for k, _ in echo["fields"]}
+    assert not names & {"x-secret", "keep-alive", "te", "proxy-connection", "expect"}
+    assert field(echo, "Connection") == []  # the client's close was for its own hop
+    assert field(echo, "X-Kept") == ["yes"]
+    assert field(echo, "X-Forwarded-For") == ["10.0.0.1, 127.0.0.1"]
+    assert field(echo, "Via") == ["1.0 edge, 1.1 sxe-httpd"]
+    # A smuggling-shaped request never reaches the upstream: the parser refuses it first.
+    status, _, _ = request(server.port, b"POST /api/x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+                           b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    assert status == 400
+    assert up.connections == 1
+
+
+def test_upstream_connections_are_kept_alive(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    seen = {echoed(server.port)[1]["connection"] for _ in range(30)}
+    assert len(seen) == 1 and up.connections == 1
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:  # pipelined, in order
+        sock.sendall(b"".join(b"GET /api/p%d HTTP/1.1\r\nHost: h\r\n\r\n" % i for i in range(5)))
+        data = b""
+        while data.count(b"HTTP/1.1 200") < 5 or not data.endswith(b"}"):
+            data += sock.recv(65536)
+    targets = [json.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1")[0])["target"]
+               for part in data.split(b"HTTP/1.1 200 OK")[1:]]
+    assert targets == [f"/api/p{i}" for i in range(5)]
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+
+
+@pytest.mark.parametrize("kind", ["big", "chunked"])
+def test_large_answers_stream_to_a_slow_reader_in_bounded_memory(proxy, upstreams, kind):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    size = 32 << 20
+    expected = hashlib.sha256()
+    block = bytes(range(256)) * (256 if kind == "big" else 64)
+    for at in range(0, size, len(block)):
+        expected.update(block[:min(len(block), size - at)])
+    before = rss_kb(server.process.pid)
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sock.sendall(f"GET /api/{kind}?n={size} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+                     .encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        received, digest, chunked = bytearray(body), hashlib.sha256(), b"chunked" in head
+        time.sleep(0.5)  # a reader that stalls: the upstream must be held back, not buffered
+        peak = rss_kb(server.process.pid)
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            received += chunk
+    if chunked:
+        body, at = bytearray(), 0
+        while True:
+            line_end = received.index(b"\r\n", at)
+            length = int(received[at:line_end], 16)
+            if length == 0:
+                break
+            body += received[line_end + 2:line_end + 2 + length]
+            at = line_end + 4 + length
+        received = body
+    assert len(received) == size
+    digest.update(received)
+    assert digest.hexdigest() == expected.hexdigest()
+    assert peak - before < 8 * 1024, f"RSS grew {peak - before} KB while the reader stalled"
+
+
+def test_upstream_faults_get_502_and_504(proxy, upstreams):
+    up = upstreams()
+    dead = free_port()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--proxy", f"/dead/=127.0.0.1:{dead}",
+                   "--proxy-timeout", "1")
+    raw = b"GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+    assert request(server.port, raw % b"/dead/x")[0] == 502
+    assert request(server.port, raw % b"/api/bad")[0] == 502
+    started = time.monotonic()
+    assert request(server.port, raw % b"/api/hang", timeout=5)[0] == 504
+    assert time.monotonic() - started < 3
+    status, fields, body = request(server.port, raw % b"/api/cut")
+    assert status == 200 and fields["content-length"] == ["100"] and len(body) < 100
+    assert echoed(server.port)[1]["token"] == up.token  # and it serves on
+    server.process.terminate()
+    log = server.process.communicate(timeout=10)[1].decode()
+    assert "failed for /dead/x: Connection refused; answering 502" in log
+    assert "failed for /api/hang: Connection timed out; answering 504" in log
+    assert "failed in the middle of /api/cut" in log
+
+
+def test_a_failed_upstream_is_skipped_and_requests_go_to_the_others(proxy, upstreams):
+    up = upstreams("live")
+    dead = free_port()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{dead},127.0.0.1:{up.port}")
+    names = [echoed(server.port)[1]["name"] for _ in range(20)]
+    assert names == ["live"] * 20
+    server.process.terminate()
+    log = server.process.communicate(timeout=10)[1].decode()
+    assert log.count("trying another") == 1  # then skipped for 10 s (its fail timeout)
+
+
+def test_balancing_least_connections_and_round_robin(proxy, upstreams):
+    a, b = upstreams("a"), upstreams("b")
+    spec = f"/api/=127.0.0.1:{a.port},127.0.0.1:{b.port}"
+    server = proxy("--proxy", spec, "--balance", "round-robin")
+    names = [echoed(server.port)[1]["name"] for _ in range(6)]
+    assert names in (["a", "b"] * 3, ["b", "a"] * 3)
+    server = proxy("--proxy", spec)
+    names = [echoed(server.port)[1]["name"] for _ in range(6)]
+    assert set(names) == {"a", "b"}  # idle ties rotate
+
+
+def test_longest_prefix_wins(proxy, upstreams):
+    a, b = upstreams("a"), upstreams("b")
+    server = proxy("--proxy", f"/api/=127.0.0.1:{a.port}", "--proxy", f"/api/v2/=127.0.0.1:{b.port}")
+    assert echoed(server.port, "/api/v2/x")[1]["name"] == "b"
+    assert echoed(server.port, "/api/v1/x")[1]["name"] == "a"
+
+
+def test_a_client_that_leaves_cancels_its_upstream_request(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"GET /api/hang HTTP/1.1\r\nHost: h\r\n\r\n")
+        deadline = time.monotonic() + 5
+        while up.connections == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    deadline = time.monotonic() + 5
+    while up.closed == 0:  # the proxy closed its upstream connection for the abandoned call
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert echoed(server.port)[1]["token"] == up.token
+
+
+def test_bad_proxy_options_are_refused(build_dir):
+    for args in (["--proxy", "api=127.0.0.1:1"], ["--proxy", "/api/="],
+                 ["--balance", "random"], ["--proxy-timeout", "0"]):
+        result = subprocess.run(
+            [str(build_dir / "tools" / "sxe-httpd"), "--root", "/", *args],
+            capture_output=True, timeout=10)
+        assert result.returncode == 2, args
+        assert b"sxe-httpd: --" in result.stderr

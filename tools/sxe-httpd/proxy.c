@@ -1,0 +1,524 @@
+/*
+ * The reverse proxy: a prefix route whose handler holds the request (sxe_http_defer) and forwards
+ * it with the HTTP client's stream calls, then streams the answer back as it arrives.
+ *
+ * Safe against request smuggling towards the upstream: nothing of the client's header section is
+ * passed on as bytes. The request is re-framed from what the parser accepted: the method and
+ * target, every end-to-end field (hop-by-hop ones, those named by Connection, and the framing
+ * fields dropped), Host, the body (chunked framing already removed) with a Content-Length of our
+ * own, then X-Forwarded-For and Via. Responses are re-framed the same way by sxe_http_start().
+ *
+ * Backpressure both ways: a client that reads slowly pauses the upstream's call (the upstream is
+ * then held back by TCP) until the client's connection drains; request bodies arrive whole.
+ *
+ * Upstreams of a prefix are chosen by least connections (requests in flight, this worker), or
+ * round-robin; one that fails (refuses, resets, times out, answers nonsense) is skipped for
+ * fail_timeout, unless all are failing. An idempotent request that fails before any answer is
+ * tried once on another upstream; a dead pooled connection is retried by the client itself.
+ *
+ * State is per worker (thread-local), made on its first proxied request: the clients of its loop
+ * and a table of exchanges, one per request held.
+ */
+#define SXE_LOG_MODULE proxy_log
+#include <sxe/log.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <sxe/clock.h>
+#include <sxe/http_client.h>
+
+#include "proxy.h"
+
+static struct sxe_log_module proxy_log = SXE_LOG_MODULE_INIT(PROXY);
+
+#define PROXIES_MAX   16
+#define UPSTREAMS_MAX 16
+#define INLINE_BYTES  512
+
+struct proxy {
+    char prefix[256];
+    unsigned index; /* in proxies[] */
+    unsigned count;
+    char addresses[UPSTREAMS_MAX][64];
+};
+
+static struct proxy proxies[PROXIES_MAX];
+static unsigned proxy_total;
+static struct proxy_options options;
+
+struct upstream {
+    sxe_http_client_t *client;
+    uint32_t active;     /* requests in flight to it */
+    uint64_t down_until; /* skipped until then (loop time), after a failure */
+};
+
+/* One proxied request: the held request, its call, and the bytes the call's request points to. */
+struct exchange {
+    sxe_http_t *held;
+    sxe_http_call_t *call;
+    struct proxy *proxy;
+    struct upstream *upstream;
+    struct exchange *next_free;
+    bool started;                           /* the answer's head went out */
+    bool tried_other;                       /* sent to a second upstream after the first failed */
+    struct sxe_http_client_request request; /* pointing into text, and the held request's body */
+    char *text; /* method, target, host and header lines, NUL-separated */
+    char inline_text[INLINE_BYTES];
+};
+
+struct local {
+    sxe_loop_t *loop;
+    struct upstream upstreams[PROXIES_MAX][UPSTREAMS_MAX];
+    unsigned next[PROXIES_MAX]; /* where the next choice starts */
+    struct exchange *exchanges;
+    struct exchange *free;
+};
+
+static __thread struct local *local;
+
+const char *proxy_add(const char *spec)
+{
+    const char *equals = strchr(spec, '=');
+    struct proxy *proxy = &proxies[proxy_total];
+
+    if (proxy_total == PROXIES_MAX) {
+        return "too many --proxy options";
+    }
+    if (equals == NULL || spec[0] != '/' || (size_t)(equals - spec) >= sizeof(proxy->prefix)) {
+        return "expected PREFIX=HOST:PORT[,HOST:PORT...], the prefix starting with /";
+    }
+    memset(proxy, 0, sizeof(*proxy));
+    memcpy(proxy->prefix, spec, (size_t)(equals - spec));
+    for (const char *at = equals + 1; *at != '\0';) {
+        size_t len = strcspn(at, ",");
+        if (len == 0 || len >= sizeof(proxy->addresses[0]) || proxy->count == UPSTREAMS_MAX) {
+            return "expected HOST:PORT upstreams separated by commas (at most 16)";
+        }
+        memcpy(proxy->addresses[proxy->count++], at, len);
+        at += len + (at[len] == ',');
+    }
+    if (proxy->count == 0) {
+        return "no upstream given";
+    }
+    proxy->index = proxy_total++;
+    return NULL;
+}
+
+unsigned proxy_count(void)
+{
+    return proxy_total;
+}
+
+uint32_t proxy_timers(const struct proxy_options *given)
+{
+    uint32_t upstreams = 0;
+
+    for (unsigned i = 0; i < proxy_total; i++) {
+        upstreams += proxies[i].count;
+    }
+    return upstreams * (given->connections + given->requests);
+}
+
+/* This worker's state, made on its first proxied request. */
+static struct local *local_get(sxe_loop_t *loop)
+{
+    if (local != NULL) {
+        return local;
+    }
+    struct local *made = calloc(1, sizeof(*made));
+    if (made == NULL || (made->exchanges = calloc(options.requests, sizeof(struct exchange))) ==
+                            NULL) { /* GCOVR_EXCL_LINE: out of memory at start-up */
+        free(made);                 /* GCOVR_EXCL_LINE */
+        return NULL;                /* GCOVR_EXCL_LINE */
+    }
+    made->loop = loop;
+    for (uint32_t i = options.requests; i-- > 0;) {
+        made->exchanges[i].next_free = made->free;
+        made->free = &made->exchanges[i];
+    }
+    local = made;
+    return local;
+}
+
+static void exchange_free(struct exchange *exchange)
+{
+    if (exchange->text != exchange->inline_text) {
+        free(exchange->text);
+    }
+    exchange->text = NULL;
+    exchange->held = NULL;
+    exchange->next_free = local->free;
+    local->free = exchange;
+}
+
+/* Whether the field's name is in the list of names (lower case). */
+static bool named(const struct sxe_http_header *field, const char *const *names, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (field->name_len == strlen(names[i]) &&
+            strncasecmp(field->name, names[i], field->name_len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether a Connection field among headers names the field: it is for this hop only (RFC 9110
+ * §7.6.1). Every Connection field counts, not only the first. */
+static bool named_by_connection(const struct sxe_http_header *field,
+                                const struct sxe_http_header *headers, unsigned count)
+{
+    static const char *const connection[] = {"connection"};
+
+    for (unsigned i = 0; i < count; i++) {
+        if (!named(&headers[i], connection, 1)) {
+            continue;
+        }
+        const char *at = headers[i].value, *end = at + headers[i].value_len;
+        while (at < end) {
+            const char *comma = memchr(at, ',', (size_t)(end - at));
+            const char *stop = comma != NULL ? comma : end;
+            while (at < stop && (*at == ' ' || *at == '\t')) {
+                at++;
+            }
+            while (stop > at && (stop[-1] == ' ' || stop[-1] == '\t')) {
+                stop--;
+            }
+            if ((size_t)(stop - at) == field->name_len &&
+                strncasecmp(at, field->name, field->name_len) == 0) {
+                return true;
+            }
+            at = comma != NULL ? comma + 1 : end;
+        }
+    }
+    return false;
+}
+
+/* Whether a request field stays behind: hop-by-hop, framing, or one we write ourselves. */
+static bool dropped(const struct sxe_http_header *field, const struct sxe_http_request *request)
+{
+    static const char *const names[] = {
+        "connection", "keep-alive", "proxy-connection", "te",     "transfer-encoding", "upgrade",
+        "trailer",    "host",       "content-length",   "expect", "x-forwarded-for",   "via"};
+
+    return named(field, names, sizeof(names) / sizeof(names[0])) ||
+           named_by_connection(field, request->headers, request->header_count);
+}
+
+/* Appends to the exchange's text; the caller sized it. */
+static char *put(char *at, const char *text, size_t len)
+{
+    memcpy(at, text, len);
+    return at + len;
+}
+
+/*
+ * Writes the forwarded request's method, target, Host and header lines into the exchange (inline,
+ * or allocated when long). @return false when out of memory.
+ */
+static bool reframe(struct exchange *exchange, struct sxe_http_client_request *out)
+{
+    const struct sxe_http_request *request = sxe_http_request(exchange->held);
+    const struct sxe_http_header *host = sxe_http_find_header(request, "Host");
+    const struct sxe_http_header *forwarded = sxe_http_find_header(request, "X-Forwarded-For");
+    const struct sxe_http_header *via = sxe_http_find_header(request, "Via");
+    struct sockaddr_storage peer;
+    socklen_t peer_len = sizeof(peer);
+    char peer_text[INET6_ADDRSTRLEN] = "unknown";
+
+    if (sxe_conn_peer(sxe_http_conn(exchange->held), (struct sockaddr *)&peer, &peer_len) == 0) {
+        const void *address = peer.ss_family == AF_INET6
+                                  ? (const void *)&((struct sockaddr_in6 *)&peer)->sin6_addr
+                                  : (const void *)&((struct sockaddr_in *)&peer)->sin_addr;
+        inet_ntop(peer.ss_family, address, peer_text, sizeof(peer_text));
+    }
+    size_t need = request->method_len + request->target_len + 128 + strlen(peer_text) +
+                  (host ? host->value_len : 0) + (forwarded ? forwarded->value_len : 0) +
+                  (via ? via->value_len : 0);
+    for (unsigned i = 0; i < request->header_count; i++) {
+        need += request->headers[i].name_len + request->headers[i].value_len + 4;
+    }
+    exchange->text = need <= INLINE_BYTES ? exchange->inline_text : malloc(need);
+    if (exchange->text == NULL) {
+        return false; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    char *at = exchange->text;
+    out->method = at;
+    at = put(at, request->method, request->method_len);
+    *at++ = '\0';
+    out->target = at;
+    at = put(at, request->target, request->target_len);
+    *at++ = '\0';
+    out->host = NULL;
+    if (host != NULL && host->value_len > 0) {
+        out->host = at;
+        at = put(at, host->value, host->value_len);
+        *at++ = '\0';
+    }
+    out->headers = at;
+    for (unsigned i = 0; i < request->header_count; i++) {
+        const struct sxe_http_header *field = &request->headers[i];
+        if (!dropped(field, request)) {
+            at = put(at, field->name, field->name_len);
+            at = put(at, ": ", 2);
+            at = put(at, field->value, field->value_len);
+            at = put(at, "\r\n", 2);
+        }
+    }
+    at += sprintf(at, "X-Forwarded-For: %.*s%s%s\r\nVia: %.*s%s1.1 sxe-httpd\r\n",
+                  forwarded ? (int)forwarded->value_len : 0, forwarded ? forwarded->value : "",
+                  forwarded ? ", " : "", peer_text, via ? (int)via->value_len : 0,
+                  via ? via->value : "", via ? ", " : "");
+    out->body = sxe_http_body(exchange->held, &out->body_len);
+    return true;
+}
+
+/* The upstream for the next request of proxy: least connections or round-robin, failed ones
+ * skipped while others are well. */
+static struct upstream *choose(struct proxy *proxy, const struct upstream * not )
+{
+    struct upstream *upstreams = local->upstreams[proxy->index];
+    uint64_t now = sxe_loop_now(local->loop);
+    struct upstream *best = NULL;
+    unsigned start = local->next[proxy->index]++;
+
+    for (unsigned pass = 0; pass < 2 && best == NULL; pass++) {
+        for (unsigned k = 0; k < proxy->count; k++) {
+            struct upstream *candidate = &upstreams[(start + k) % proxy->count];
+            if (candidate == not || (pass == 0 && candidate->down_until > now)) {
+                continue;
+            }
+            if (best == NULL || (!options.round_robin && candidate->active < best->active)) {
+                best = candidate;
+            }
+            if (options.round_robin) {
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg);
+static void on_body(sxe_http_call_t *call, const char *data, size_t len, void *arg);
+static void on_done(sxe_http_call_t *call, int err, void *arg);
+
+static const struct sxe_http_client_handlers call_handlers = {
+    .on_head = on_head, .on_body = on_body, .on_done = on_done};
+
+/* Sends the exchange's request to an upstream other than not. @return 0 or -errno. */
+static int forward(struct exchange *exchange, const struct upstream * not )
+{
+    struct proxy *proxy = exchange->proxy;
+    struct upstream *upstream = choose(proxy, not );
+    int rc;
+
+    if (upstream == NULL) {
+        return -EHOSTUNREACH;
+    }
+    if (upstream->client == NULL) {
+        struct sxe_http_client_options client_options = {.connections = options.connections,
+                                                         .queue = options.requests,
+                                                         .timeout = options.timeout};
+        unsigned index = (unsigned)(upstream - local->upstreams[proxy->index]);
+        if ((rc = sxe_http_client_create(&upstream->client, local->loop, proxy->addresses[index],
+                                         &client_options)) < 0) {
+            return rc;
+        }
+    }
+    if (exchange->text == NULL && !reframe(exchange, &exchange->request)) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    if ((rc = sxe_http_client_stream(upstream->client, &exchange->request, &call_handlers, exchange,
+                                     &exchange->call)) < 0) {
+        return rc;
+    }
+    exchange->upstream = upstream;
+    upstream->active++;
+    return 0;
+}
+
+/* Answers the held request with an error status of ours, and ends the exchange. */
+static void fail(struct exchange *exchange, int status)
+{
+    char body[64];
+    int len = snprintf(body, sizeof(body), "%d %s\n", status, sxe_http_reason(status));
+
+    (void)sxe_http_respond(exchange->held, status, "text/plain", body, (size_t)len);
+    exchange_free(exchange);
+}
+
+/* The client went away: the call is abandoned. */
+static void on_cancel(sxe_http_t *held, void *arg)
+{
+    struct exchange *exchange = arg;
+
+    (void)held;
+    if (exchange->call != NULL) {
+        sxe_http_call_cancel(exchange->call);
+        exchange->upstream->active--;
+    }
+    exchange_free(exchange);
+}
+
+static void on_drained(sxe_http_t *held, void *arg)
+{
+    struct exchange *exchange = arg;
+
+    (void)held;
+    if (exchange->call != NULL) {
+        sxe_http_call_resume(exchange->call);
+    }
+}
+
+static void handle(sxe_http_t *http, void *arg)
+{
+    struct local *state = local_get(sxe_conn_loop(sxe_http_conn(http)));
+    struct exchange *exchange = state != NULL ? state->free : NULL;
+    int rc;
+
+    if (exchange == NULL) {
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "%u requests are proxied already: answering 503",
+                     options.requests);
+        (void)sxe_http_respond(http, 503, "text/plain", "503 Service Unavailable\n", 24);
+        return;
+    }
+    if ((exchange->held = sxe_http_defer(http, on_cancel, exchange)) == NULL) {
+        (void)sxe_http_respond(http, 503, "text/plain", "503 Service Unavailable\n", 24);
+        return;
+    }
+    state->free = exchange->next_free;
+    exchange->proxy = arg;
+    exchange->call = NULL;
+    exchange->upstream = NULL;
+    exchange->started = exchange->tried_other = false;
+    exchange->text = NULL;
+    if ((rc = forward(exchange, NULL)) < 0) {
+        SXE_LOG_ERROR("cannot forward %s to %s: %s", exchange->proxy->prefix,
+                      exchange->proxy->addresses[0], sxe_strerror(rc));
+        fail(exchange, rc == -ENOBUFS ? 503 : 502);
+    }
+}
+
+int proxy_route(sxe_http_server_t *server, const struct proxy_options *given)
+{
+    int rc;
+
+    options = *given;
+    for (unsigned i = 0; i < proxy_total; i++) {
+        if ((rc = sxe_http_route(server, NULL, proxies[i].prefix, true, handle, &proxies[i])) < 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Whether a response field stays behind: hop-by-hop, framing, or one sxe_http_start() writes. */
+static bool response_dropped(const struct sxe_http_header *field,
+                             const struct sxe_http_response *response)
+{
+    static const char *const names[] = {
+        "connection", "keep-alive", "proxy-connection", "te",   "transfer-encoding",
+        "upgrade",    "trailer",    "content-length",   "date", "server"};
+
+    return named(field, names, sizeof(names) / sizeof(names[0])) ||
+           named_by_connection(field, response->headers, response->header_count);
+}
+
+/* The upstream's head: ours goes out, re-framed, with the end-to-end fields and Via. */
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+{
+    struct exchange *exchange = arg;
+    char headers[20 * 1024];
+    size_t len = 0;
+    int64_t length =
+        response->chunked || response->until_close ? -1 : (int64_t)response->content_length;
+
+    exchange->upstream->down_until = 0;
+    for (unsigned i = 0; i < response->header_count; i++) {
+        const struct sxe_http_header *field = &response->headers[i];
+        if (response_dropped(field, response) ||
+            len + field->name_len + field->value_len + 64 > sizeof(headers)) {
+            continue;
+        }
+        len += (size_t)snprintf(headers + len, sizeof(headers) - len, "%.*s: %.*s\r\n",
+                                (int)field->name_len, field->name, (int)field->value_len,
+                                field->value);
+    }
+    len += (size_t)snprintf(headers + len, sizeof(headers) - len, "Via: 1.1 sxe-httpd\r\n");
+    const struct sxe_http_header *declared = sxe_http_response_header(response, "Content-Length");
+    if (!response->has_body) { /* HEAD keeps the length it would have had; 204 and 304 none */
+        length = declared != NULL && response->status >= 200 && response->status != 204 &&
+                         response->status != 304
+                     ? (int64_t)strtoll(declared->value, NULL, 10)
+                     : -1;
+    }
+    exchange->started = true;
+    if (sxe_http_start(exchange->held, response->status, headers, length) < 0) {
+        sxe_http_call_cancel(call); /* the client's connection failed: it closes, and cancels */
+        exchange->call = NULL;
+        exchange->upstream->active--;
+    }
+}
+
+static void on_body(sxe_http_call_t *call, const char *data, size_t len, void *arg)
+{
+    struct exchange *exchange = arg;
+
+    if (sxe_http_send(exchange->held, data, len) < 0) {
+        sxe_http_call_cancel(call);
+        exchange->call = NULL;
+        exchange->upstream->active--;
+        return;
+    }
+    if (sxe_http_backed_up(exchange->held)) { /* the client reads slower: hold the upstream */
+        sxe_http_call_pause(call);
+        (void)sxe_http_set_drained(exchange->held, on_drained, exchange);
+    }
+}
+
+static void on_done(sxe_http_call_t *call, int err, void *arg)
+{
+    struct exchange *exchange = arg;
+    struct upstream *upstream = exchange->upstream;
+    const struct sxe_http_request *request = sxe_http_request(exchange->held);
+
+    (void)call;
+    exchange->call = NULL;
+    upstream->active--;
+    if (err == 0) {
+        (void)sxe_http_finish(exchange->held);
+        exchange_free(exchange);
+        return;
+    }
+    unsigned index = (unsigned)(upstream - local->upstreams[exchange->proxy->index]);
+    const char *address = exchange->proxy->addresses[index];
+    if (exchange->started) { /* cut off: the client must not take it for whole */
+        SXE_LOG_ERROR("upstream %s failed in the middle of %.*s: %s; closing the connection",
+                      address, (int)request->target_len, request->target, sxe_strerror(err));
+        sxe_conn_close(sxe_http_conn(exchange->held)); /* cancels, which ends the exchange */
+        return;
+    }
+    if (err != -ENOBUFS) {
+        upstream->down_until = sxe_loop_now(local->loop) + options.fail_timeout;
+    }
+    bool idempotent = request->method_len == 3 && memcmp(request->method, "GET", 3) == 0;
+    idempotent |= request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
+    if (idempotent && !exchange->tried_other && exchange->proxy->count > 1) {
+        exchange->tried_other = true;
+        SXE_LOG_WARN("upstream %s failed for %.*s: %s; trying another", address,
+                     (int)request->target_len, request->target, sxe_strerror(err));
+        if (forward(exchange, upstream) == 0) {
+            return;
+        }
+    }
+    int status = err == -ETIMEDOUT ? 504 : err == -ENOBUFS ? 503 : 502;
+    SXE_LOG_ERROR("upstream %s failed for %.*s: %s; answering %d", address,
+                  (int)request->target_len, request->target, sxe_strerror(err), status);
+    fail(exchange, status);
+}

@@ -1,0 +1,33 @@
+/*
+ * sxe-httpd's reverse proxy (--proxy PREFIX=HOST:PORT[,HOST:PORT...]): requests whose path starts
+ * with a prefix go to one of its upstreams, over the HTTP client's keep-alive pools; see proxy.c.
+ */
+#ifndef SXE_HTTPD_PROXY_H
+#define SXE_HTTPD_PROXY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sxe/http.h>
+
+struct proxy_options {
+    uint32_t connections;  /* most connections per upstream, per worker */
+    uint32_t requests;     /* most requests proxied at once, per worker */
+    uint64_t timeout;      /* ns an upstream may be silent: then 504 */
+    uint64_t fail_timeout; /* ns a failed upstream is skipped for */
+    bool round_robin;      /* else least connections */
+};
+
+/* Adds "PREFIX=HOST:PORT[,HOST:PORT...]". @return NULL, or what is wrong with it. */
+const char *proxy_add(const char *spec);
+
+/* How many prefixes are proxied. */
+unsigned proxy_count(void);
+
+/* The loop timers each worker needs for its proxied requests. */
+uint32_t proxy_timers(const struct proxy_options *options);
+
+/* Routes each prefix to the proxy. @return 0 or the error of sxe_http_route(). */
+int proxy_route(sxe_http_server_t *server, const struct proxy_options *options);
+
+#endif
