@@ -24,10 +24,10 @@
 
 #include "sxe/clock.h"
 #include "sxe/conn.h"
-#include "sxe/fiber.h"
 #include "sxe/http_client.h"
 #include "sxe/timer.h"
 #include "http/address.h"
+#include "http/client.h"
 
 static struct sxe_log_module client_log = SXE_LOG_MODULE_INIT(HTTP_CLIENT);
 
@@ -82,6 +82,7 @@ struct sxe_http_client {
     struct sxe_http_call *queue_head, *queue_tail;
     uint32_t idle; /* top of the idle stack, or UINT32_MAX */
     uint32_t calls_count;
+    uint32_t calls_untouched; /* calls from here on were never used: free, their pages untouched */
     struct sxe_http_client_stats stats;
 };
 
@@ -137,13 +138,6 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     client->idle = UINT32_MAX;
     for (uint32_t i = 0; i < o->connections; i++) {
         client->ups[i].client = client;
-    }
-    for (uint32_t i = client->calls_count; i-- > 0;) {
-        struct sxe_http_call *call = &client->calls[i];
-        call->client = client;
-        sxe_timer_init(&call->timer, on_timer, call);
-        call->next = client->free_calls;
-        client->free_calls = call;
     }
     *client_out = client;
     return 0;
@@ -204,7 +198,7 @@ void sxe_http_client_destroy(sxe_http_client_t *client)
     if (client == NULL) {
         return;
     }
-    for (uint32_t i = 0; client->calls != NULL && i < client->calls_count; i++) {
+    for (uint32_t i = 0; client->calls != NULL && i < client->calls_untouched; i++) {
         struct sxe_http_call *call = &client->calls[i];
         if (call->in_use) {
             if (call->up != NULL) {
@@ -358,9 +352,16 @@ static bool bad_text(const char *text)
 static int submit(sxe_http_client_t *client, const struct sxe_http_client_request *request,
                   enum call_kind kind, const void *callback, void *arg, sxe_http_call_t **out)
 {
-    struct sxe_http_call *call = client->free_calls;
     const char *method = request->method != NULL ? request->method : "GET";
     int rc = 0;
+
+    if (client->free_calls == NULL && client->calls_untouched < client->calls_count) {
+        struct sxe_http_call *fresh = &client->calls[client->calls_untouched++];
+        fresh->client = client;
+        sxe_timer_init(&fresh->timer, on_timer, fresh);
+        client->free_calls = fresh;
+    }
+    struct sxe_http_call *call = client->free_calls;
 
     if (!SXE_CHECK(!bad_text(method) && !bad_text(request->target) &&
                    (request->host == NULL || strpbrk(request->host, "\r\n") == NULL) &&
@@ -809,46 +810,12 @@ void sxe_http_call_cancel(sxe_http_call_t *call)
     call_free(call);
 }
 
-struct fiber_wait {
-    sxe_fiber_t *fiber;
-    struct sxe_http_reply *reply;
-};
-
-static void fiber_done(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
-                       const char *body, size_t body_len, void *arg)
+char *sxe__http_call_take_store(sxe_http_call_t *call)
 {
-    struct fiber_wait *wait = arg;
+    char *store = call->store;
 
-    if (err == 0) { /* the reply takes the call's store, and the head's pointers into it */
-        wait->reply->memory = call->store;
-        call->store = NULL;
-        wait->reply->response = *response;
-        wait->reply->body = body;
-        wait->reply->body_len = body_len;
-    }
-    (void)sxe_fiber_wake(wait->fiber, err);
-}
-
-int sxe_http_fetch(sxe_http_client_t *client, const struct sxe_http_client_request *request,
-                   struct sxe_http_reply *reply)
-{
-    struct fiber_wait wait = {.fiber = sxe_fiber_self(), .reply = reply};
-    int rc;
-
-    memset(reply, 0, sizeof(*reply));
-    if (wait.fiber == NULL) {
-        return -EPERM;
-    }
-    if ((rc = sxe_http_client_fetch(client, request, fiber_done, &wait, NULL)) < 0) {
-        return rc;
-    }
-    return sxe_fiber_wait();
-}
-
-void sxe_http_reply_free(struct sxe_http_reply *reply)
-{
-    free(reply->memory);
-    memset(reply, 0, sizeof(*reply));
+    call->store = NULL;
+    return store;
 }
 
 void sxe_http_client_stats(const sxe_http_client_t *client, struct sxe_http_client_stats *stats)

@@ -56,11 +56,8 @@ int sxe__http_defer_init(sxe_http_server_t *server)
     if ((server->helds = calloc(capacity, sizeof(*server->helds))) == NULL) {
         return -ENOMEM;
     }
-    for (uint32_t i = 0; i < capacity; i++) {
-        server->helds[i].next_free = i + 1 < capacity ? i + 1 : UINT32_MAX;
-        sxe_timer_init(&server->helds[i].deadline, on_deadline, &server->helds[i]);
-    }
-    server->held_free = 0;
+    server->held_free = UINT32_MAX; /* slots are taken from the untouched ones first */
+    server->held_untouched = 0;
     return 0;
 }
 
@@ -81,6 +78,14 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
         return NULL;
     }
     sxe_http_server_t *server = http->server;
+    if (server->held_free == UINT32_MAX && server->held_untouched < server->held_capacity) {
+        /* A slot's pages are touched only once it is first used: a large capacity costs memory
+         * only as far as it is used. */
+        struct held *fresh = &server->helds[server->held_untouched];
+        sxe_timer_init(&fresh->deadline, on_deadline, fresh);
+        fresh->next_free = UINT32_MAX;
+        server->held_free = server->held_untouched++;
+    }
     if (server->held_free == UINT32_MAX) {
         server->defer_stats.refused++;
         SXE_LOG_ONCE(

@@ -82,6 +82,7 @@ struct sxe_http_server {
     struct held *helds; /* requests held to answer later (defer.c) */
     uint32_t held_capacity;
     uint32_t held_free;
+    uint32_t held_untouched; /* slots from here on were never used: free, their pages untouched */
     uint64_t response_timeout;
     struct sxe_http_defer_stats defer_stats;
     sxe_fibers_t *fibers; /* for fiber routes: made with the first, or each worker's copy */

@@ -64,8 +64,9 @@ struct exchange {
     struct proxy *proxy;
     struct upstream *upstream;
     struct exchange *next_free;
-    bool started;                           /* the answer's head went out */
-    bool tried_other;                       /* sent to a second upstream after the first failed */
+    bool started;     /* the answer's head went out */
+    bool corked;      /* its head waits for the first body bytes, to leave in one send */
+    bool tried_other; /* sent to a second upstream after the first failed */
     struct sxe_http_client_request request; /* pointing into text, and the held request's body */
     char *text; /* method, target, host and header lines, NUL-separated */
     char inline_text[INLINE_BYTES];
@@ -77,6 +78,14 @@ struct local {
     unsigned next[PROXIES_MAX]; /* where the next choice starts */
     struct exchange *exchanges;
     struct exchange *free;
+    uint32_t untouched; /* exchanges from here on were never used: their pages untouched */
+    struct peer *peers; /* by connection slot: its peer's address as text, found once */
+    uint32_t peer_count;
+};
+
+struct peer {
+    uint64_t conn_id; /* whose text this is */
+    char text[INET6_ADDRSTRLEN];
 };
 
 static __thread struct local *local;
@@ -109,6 +118,16 @@ const char *proxy_add(const char *spec)
     return NULL;
 }
 
+bool proxy_covers(const char *prefix)
+{
+    for (unsigned i = 0; i < proxy_total; i++) {
+        if (strcmp(proxies[i].prefix, prefix) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 unsigned proxy_count(void)
 {
     return proxy_total;
@@ -137,9 +156,11 @@ static struct local *local_get(sxe_loop_t *loop)
         return NULL;                /* GCOVR_EXCL_LINE */
     }
     made->loop = loop;
-    for (uint32_t i = options.requests; i-- > 0;) {
-        made->exchanges[i].next_free = made->free;
-        made->free = &made->exchanges[i];
+    made->peer_count = sxe_loop_options(loop)->connections;
+    if ((made->peers = calloc(made->peer_count, sizeof(*made->peers))) == NULL) {
+        free(made->exchanges); /* GCOVR_EXCL_LINE: out of memory at start-up */
+        free(made);            /* GCOVR_EXCL_LINE */
+        return NULL;           /* GCOVR_EXCL_LINE */
     }
     local = made;
     return local;
@@ -217,6 +238,27 @@ static char *put(char *at, const char *text, size_t len)
     return at + len;
 }
 
+/* The connection's peer address as text: a system call for its first request only. */
+static const char *peer_of(sxe_conn_t *conn)
+{
+    struct peer *peer = &local->peers[sxe_conn_index(conn) % local->peer_count];
+    struct sockaddr_storage address;
+    socklen_t len = sizeof(address);
+
+    if (peer->conn_id == sxe_conn_id(conn)) {
+        return peer->text;
+    }
+    peer->conn_id = sxe_conn_id(conn);
+    snprintf(peer->text, sizeof(peer->text), "unknown");
+    if (sxe_conn_peer(conn, (struct sockaddr *)&address, &len) == 0) {
+        const void *ip = address.ss_family == AF_INET6
+                             ? (const void *)&((struct sockaddr_in6 *)&address)->sin6_addr
+                             : (const void *)&((struct sockaddr_in *)&address)->sin_addr;
+        inet_ntop(address.ss_family, ip, peer->text, sizeof(peer->text));
+    }
+    return peer->text;
+}
+
 /*
  * Writes the forwarded request's method, target, Host and header lines into the exchange (inline,
  * or allocated when long). @return false when out of memory.
@@ -227,16 +269,7 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     const struct sxe_http_header *host = sxe_http_find_header(request, "Host");
     const struct sxe_http_header *forwarded = sxe_http_find_header(request, "X-Forwarded-For");
     const struct sxe_http_header *via = sxe_http_find_header(request, "Via");
-    struct sockaddr_storage peer;
-    socklen_t peer_len = sizeof(peer);
-    char peer_text[INET6_ADDRSTRLEN] = "unknown";
-
-    if (sxe_conn_peer(sxe_http_conn(exchange->held), (struct sockaddr *)&peer, &peer_len) == 0) {
-        const void *address = peer.ss_family == AF_INET6
-                                  ? (const void *)&((struct sockaddr_in6 *)&peer)->sin6_addr
-                                  : (const void *)&((struct sockaddr_in *)&peer)->sin_addr;
-        inet_ntop(peer.ss_family, address, peer_text, sizeof(peer_text));
-    }
+    const char *peer_text = peer_of(sxe_http_conn(exchange->held));
     size_t need = request->method_len + request->target_len + 128 + strlen(peer_text) +
                   (host ? host->value_len : 0) + (forwarded ? forwarded->value_len : 0) +
                   (via ? via->value_len : 0);
@@ -379,6 +412,10 @@ static void on_drained(sxe_http_t *held, void *arg)
 static void handle(sxe_http_t *http, void *arg)
 {
     struct local *state = local_get(sxe_conn_loop(sxe_http_conn(http)));
+    if (state != NULL && state->free == NULL && state->untouched < options.requests) {
+        state->free = &state->exchanges[state->untouched++];
+        state->free->next_free = NULL;
+    }
     struct exchange *exchange = state != NULL ? state->free : NULL;
     int rc;
 
@@ -396,7 +433,7 @@ static void handle(sxe_http_t *http, void *arg)
     exchange->proxy = arg;
     exchange->call = NULL;
     exchange->upstream = NULL;
-    exchange->started = exchange->tried_other = false;
+    exchange->started = exchange->tried_other = exchange->corked = false;
     exchange->text = NULL;
     if ((rc = forward(exchange, NULL)) < 0) {
         SXE_LOG_ERROR("cannot forward %s to %s: %s", exchange->proxy->prefix,
@@ -459,6 +496,7 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response *respo
                      : -1;
     }
     exchange->started = true;
+    exchange->corked = sxe_conn_cork(sxe_http_conn(exchange->held));
     if (sxe_http_start(exchange->held, response->status, headers, length) < 0) {
         sxe_http_call_cancel(call); /* the client's connection failed: it closes, and cancels */
         exchange->call = NULL;
@@ -466,11 +504,22 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response *respo
     }
 }
 
+/* The head and the first body bytes leave together; the rest as they come. */
+static void uncork(struct exchange *exchange)
+{
+    if (exchange->corked) {
+        exchange->corked = false;
+        sxe_conn_uncork(sxe_http_conn(exchange->held));
+    }
+}
+
 static void on_body(sxe_http_call_t *call, const char *data, size_t len, void *arg)
 {
     struct exchange *exchange = arg;
+    int rc = sxe_http_send(exchange->held, data, len);
 
-    if (sxe_http_send(exchange->held, data, len) < 0) {
+    uncork(exchange);
+    if (rc < 0) {
         sxe_http_call_cancel(call);
         exchange->call = NULL;
         exchange->upstream->active--;
@@ -493,9 +542,11 @@ static void on_done(sxe_http_call_t *call, int err, void *arg)
     upstream->active--;
     if (err == 0) {
         (void)sxe_http_finish(exchange->held);
+        uncork(exchange);
         exchange_free(exchange);
         return;
     }
+    uncork(exchange);
     unsigned index = (unsigned)(upstream - local->upstreams[exchange->proxy->index]);
     const char *address = exchange->proxy->addresses[index];
     if (exchange->started) { /* cut off: the client must not take it for whole */

@@ -21,6 +21,9 @@ struct proxy_options {
 /* Adds "PREFIX=HOST:PORT[,HOST:PORT...]". @return NULL, or what is wrong with it. */
 const char *proxy_add(const char *spec);
 
+/* Whether prefix is proxied ("/" for everything: then no file is served). */
+bool proxy_covers(const char *prefix);
+
 /* How many prefixes are proxied. */
 unsigned proxy_count(void);
 
