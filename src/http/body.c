@@ -191,16 +191,21 @@ long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_
     return (long)at;
 }
 
-const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
-                                                   const char *name)
+const struct sxe_http_header *sxe__http_find(const struct sxe_http_header *headers, unsigned count,
+                                             const char *name)
 {
     size_t len = strlen(name);
 
-    for (unsigned i = 0; i < request->header_count; i++) {
-        if (request->headers[i].name_len == len &&
-            strncasecmp(request->headers[i].name, name, len) == 0) {
-            return &request->headers[i];
+    for (unsigned i = 0; i < count; i++) {
+        if (headers[i].name_len == len && strncasecmp(headers[i].name, name, len) == 0) {
+            return &headers[i];
         }
     }
     return NULL;
+}
+
+const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
+                                                   const char *name)
+{
+    return sxe__http_find(request->headers, request->header_count, name);
 }

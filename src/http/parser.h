@@ -45,6 +45,12 @@ enum body_state {
 #define TARGET 0x04u /* request-target: visible ASCII */
 #define QDTEXT 0x08u /* quoted-string text: HTAB, SP, visible ASCII but " and \, obs-text */
 
+struct sxe_http_header;
+
+/* The first of count headers called name (case-insensitive), or NULL. */
+const struct sxe_http_header *sxe__http_find(const struct sxe_http_header *headers, unsigned count,
+                                             const char *name);
+
 /* Each byte's classes, filled at start-up. */
 extern unsigned char sxe__http_classes[256];
 

@@ -211,13 +211,5 @@ int sxe_http_parse_response_head(struct sxe_http_parser *parser, const char *dat
 const struct sxe_http_header *sxe_http_response_header(const struct sxe_http_response *response,
                                                        const char *name)
 {
-    size_t len = strlen(name);
-
-    for (unsigned i = 0; i < response->header_count; i++) {
-        if (response->headers[i].name_len == len &&
-            strncasecmp(response->headers[i].name, name, len) == 0) {
-            return &response->headers[i];
-        }
-    }
-    return NULL;
+    return sxe__http_find(response->headers, response->header_count, name);
 }
