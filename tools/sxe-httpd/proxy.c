@@ -303,10 +303,19 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
             at = put(at, "\r\n", 2);
         }
     }
-    at += sprintf(at, "X-Forwarded-For: %.*s%s%s\r\nVia: %.*s%s1.1 sxe-httpd\r\n",
-                  forwarded ? (int)forwarded->value_len : 0, forwarded ? forwarded->value : "",
-                  forwarded ? ", " : "", peer_text, via ? (int)via->value_len : 0,
-                  via ? via->value : "", via ? ", " : "");
+    at = put(at, "X-Forwarded-For: ", 17);
+    if (forwarded != NULL) {
+        at = put(at, forwarded->value, forwarded->value_len);
+        at = put(at, ", ", 2);
+    }
+    at = put(at, peer_text, strlen(peer_text));
+    at = put(at, "\r\nVia: ", 7);
+    if (via != NULL) {
+        at = put(at, via->value, via->value_len);
+        at = put(at, ", ", 2);
+    }
+    at = put(at, "1.1 sxe-httpd\r\n", 15);
+    *at = '\0';
     out->body = sxe_http_body(exchange->held, &out->body_len);
     return true;
 }
