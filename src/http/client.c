@@ -8,8 +8,8 @@
  * read of its response, so a silent upstream fails it with -ETIMEDOUT wherever it waits.
  *
  * A gathered (fetch) response is copied into its connection's store as it arrives: the head, then
- * the body without its framing. When it is whole the store passes to the call, the connection goes
- * back to the pool at once, and the done callback is given the head parsed again from the copy.
+ * the body without its framing. When it is whole the connection goes back to the pool at once, and
+ * the done callback is given the head parsed again from the copy, which a fiber's reply may keep.
  * Streamed responses pass through without a copy: the head is parsed in the connection's buffer,
  * the body handed on piece by piece.
  */
@@ -64,8 +64,7 @@ struct sxe_http_call {
     struct upstream *up;               /* carrying it, or NULL */
     struct sxe_http_call *prev, *next; /* in the queue, or the free list (next) */
     sxe_timer_t timer;
-    char *store; /* a gathered response's, once whole */
-    size_t store_size;
+    struct upstream *store_of; /* during done: the connection whose store holds the response */
     bool in_use, queued, head_request, idempotent, retried, paused;
 };
 
@@ -152,24 +151,12 @@ static void queue_remove(sxe_http_client_t *client, struct sxe_http_call *call)
     client->stats.queued--;
 }
 
-/* The call is over: its slot goes back to the free list, its store back to a connection. */
+/* The call is over: its slot goes back to the free list. */
 static void call_free(struct sxe_http_call *call)
 {
     sxe_http_client_t *client = call->client;
 
     sxe_timer_stop(client->loop, &call->timer);
-    if (call->store != NULL && call->store_size <= STORE_KEPT) { /* kept for the next */
-        for (uint32_t i = 0; i < client->options.connections; i++) {
-            if (client->ups[i].store == NULL) {
-                client->ups[i].store = call->store;
-                client->ups[i].store_size = call->store_size;
-                call->store = NULL;
-                break;
-            }
-        }
-    }
-    free(call->store);
-    call->store = NULL;
     call->in_use = false;
     call->next = client->free_calls;
     client->free_calls = call;
@@ -494,17 +481,23 @@ static void call_complete(struct upstream *up, struct sxe_http_call *call, bool 
     uint32_t head_len = up->head_len;
     size_t body_len = up->store_len - head_len;
 
-    call->store = up->store;
-    call->store_size = up->store_size;
-    up->store = NULL;
-    up->store_len = up->store_size = 0;
+    /*
+     * The store stays the connection's: a callback that asks again may reuse the connection, but
+     * nothing is read into its store before the callback returns. A fiber's reply takes it.
+     */
     if (on_conn) {
         up_release(up, call->paused);
     }
     sxe_http_parser_init(&parser);
-    (void)sxe_http_parse_response_head(&parser, call->store, head_len, &client->stream_limits,
+    (void)sxe_http_parse_response_head(&parser, up->store, head_len, &client->stream_limits,
                                        call->head_request, &response);
-    call->done(call, 0, &response, call->store + head_len, body_len, call->arg);
+    call->store_of = up;
+    call->done(call, 0, &response, up->store + head_len, body_len, call->arg);
+    if (up->store_size > STORE_KEPT) { /* a large one is not kept for the next */
+        free(up->store);
+        up->store = NULL;
+        up->store_size = 0;
+    }
     call_free(call);
 }
 
@@ -812,9 +805,11 @@ void sxe_http_call_cancel(sxe_http_call_t *call)
 
 char *sxe__http_call_take_store(sxe_http_call_t *call)
 {
-    char *store = call->store;
+    struct upstream *up = call->store_of;
+    char *store = up->store;
 
-    call->store = NULL;
+    up->store = NULL;
+    up->store_len = up->store_size = 0;
     return store;
 }
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from test_sxe_httpd import Httpd, exchange, free_port
+from test_sxe_httpd import exchange, free_port, httpd, root  # noqa: F401 (fixtures)
 
 
 class Upstream:
@@ -124,22 +124,9 @@ def upstreams():
 
 
 @pytest.fixture
-def proxy(build_dir, tmp_path):
-    www = tmp_path / "www"
-    www.mkdir()
-    (www / "index.html").write_bytes(b"static home\n")
-    servers = []
-
-    def start(*args):
-        server = Httpd(build_dir, www, "--workers", "1", *args)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        if server.process.poll() is None:
-            server.process.kill()
-            server.process.wait()
+def proxy(httpd):
+    """sxe-httpd on one worker, with test_sxe_httpd's root for what is not proxied."""
+    return lambda *args: httpd("--workers", "1", *args)
 
 
 def request(port, raw, timeout=5.0):
@@ -192,7 +179,7 @@ def test_forwards_requests_re_framed_with_forwarding_fields(proxy, upstreams):
         server.port, b"HEAD /api/head HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert status == 200 and body == b"" and int(fields["content-length"][0]) > 0
     status, _, body = request(server.port, b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-    assert status == 200 and body == b"static home\n"  # not a proxied prefix
+    assert status == 200 and body == b"<h1>home</h1>\n"  # not a proxied prefix: a file
 
 
 def test_hop_by_hop_fields_stay_behind_and_forwarding_fields_grow(proxy, upstreams):

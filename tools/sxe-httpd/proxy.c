@@ -322,7 +322,7 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
 
 /* The upstream for the next request of proxy: least connections or round-robin, failed ones
  * skipped while others are well. */
-static struct upstream *choose(struct proxy *proxy, const struct upstream * not )
+static struct upstream *choose(struct proxy *proxy, const struct upstream *avoid)
 {
     struct upstream *upstreams = local->upstreams[proxy->index];
     uint64_t now = sxe_loop_now(local->loop);
@@ -332,7 +332,7 @@ static struct upstream *choose(struct proxy *proxy, const struct upstream * not 
     for (unsigned pass = 0; pass < 2 && best == NULL; pass++) {
         for (unsigned k = 0; k < proxy->count; k++) {
             struct upstream *candidate = &upstreams[(start + k) % proxy->count];
-            if (candidate == not || (pass == 0 && candidate->down_until > now)) {
+            if (candidate == avoid || (pass == 0 && candidate->down_until > now)) {
                 continue;
             }
             if (best == NULL || (!options.round_robin && candidate->active < best->active)) {
@@ -353,11 +353,11 @@ static void on_done(sxe_http_call_t *call, int err, void *arg);
 static const struct sxe_http_client_handlers call_handlers = {
     .on_head = on_head, .on_body = on_body, .on_done = on_done};
 
-/* Sends the exchange's request to an upstream other than not. @return 0 or -errno. */
-static int forward(struct exchange *exchange, const struct upstream * not )
+/* Sends the exchange's request to an upstream other than avoid. @return 0 or -errno. */
+static int forward(struct exchange *exchange, const struct upstream *avoid)
 {
     struct proxy *proxy = exchange->proxy;
-    struct upstream *upstream = choose(proxy, not );
+    struct upstream *upstream = choose(proxy, avoid);
     int rc;
 
     if (upstream == NULL) {
@@ -481,22 +481,24 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response *respo
 {
     struct exchange *exchange = arg;
     char headers[20 * 1024];
-    size_t len = 0;
     int64_t length =
         response->chunked || response->until_close ? -1 : (int64_t)response->content_length;
 
     exchange->upstream->down_until = 0;
+    char *at = headers, *end = headers + sizeof(headers) - 32;
     for (unsigned i = 0; i < response->header_count; i++) {
         const struct sxe_http_header *field = &response->headers[i];
         if (response_dropped(field, response) ||
-            len + field->name_len + field->value_len + 64 > sizeof(headers)) {
+            at + field->name_len + field->value_len + 4 > end) {
             continue;
         }
-        len += (size_t)snprintf(headers + len, sizeof(headers) - len, "%.*s: %.*s\r\n",
-                                (int)field->name_len, field->name, (int)field->value_len,
-                                field->value);
+        at = put(at, field->name, field->name_len);
+        at = put(at, ": ", 2);
+        at = put(at, field->value, field->value_len);
+        at = put(at, "\r\n", 2);
     }
-    len += (size_t)snprintf(headers + len, sizeof(headers) - len, "Via: 1.1 sxe-httpd\r\n");
+    at = put(at, "Via: 1.1 sxe-httpd\r\n", 20);
+    *at = '\0';
     const struct sxe_http_header *declared = sxe_http_response_header(response, "Content-Length");
     if (!response->has_body) { /* HEAD keeps the length it would have had; 204 and 304 none */
         length = declared != NULL && response->status >= 200 && response->status != 204 &&
