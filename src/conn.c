@@ -167,6 +167,7 @@ int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned stat
         return -ENOBUFS;
     }
     conn->flags = flags;
+    conn->lists &= (uint8_t)~SXE__LIST_HUP; /* the slot's last connection's end is not this one's */
     unsigned wants = wanted[kind];
     if (flags & SXE__CONN_RECEIVE_FDS) {
         wants &= ~SXE__IO_RECV; /* descriptors come with recvmsg, not in the backend's buffers */

@@ -75,6 +75,7 @@ enum sxe__conn_kind {
 #define SXE__LIST_FAILED 0x02u /* on the failed list, through failed_next */
 #define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
 #define SXE__LIST_OFFER  0x08u /* on the ready list only to offer kept input: no read */
+#define SXE__LIST_HUP    0x10u /* the peer's end was reported (an edge that will not come again) */
 
 /*
  * A queued piece of output: bytes in one of the loop's buffers, a file range (sendfile), or the

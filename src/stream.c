@@ -622,12 +622,18 @@ static bool offer_held(struct sxe_conn *conn)
 /*
  * Reads until the socket is empty, READS_PER_TURN times at most, delivering each read. A short
  * read means the socket is empty, and new bytes will bring a new edge, unless the peer has also
- * shut down (SXE__IO_HUP): then no edge follows, so read on to the end.
+ * shut down (SXE__IO_HUP): then no edge follows, so read on to the end. That edge may have come
+ * in a turn whose reads stopped early (a pause, READS_PER_TURN), so it is remembered.
  */
 static void readable(struct sxe_conn *conn, uint32_t events)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t size = loop->options.buffer_size;
+
+    if (events & SXE__IO_HUP) {
+        conn->lists |= SXE__LIST_HUP;
+    }
+    events |= (conn->lists & SXE__LIST_HUP) ? SXE__IO_HUP : 0u;
 
     for (int reads = 0; reads < READS_PER_TURN; reads++) {
         bool own = conn->input_buffer != SXE_NONE;

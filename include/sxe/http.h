@@ -19,7 +19,9 @@
  * it, keeps connections alive by the rules of HTTP/1.0 and HTTP/1.1, answers pipelined requests in
  * order, sends 100 Continue when asked, sends no body for HEAD, adds Date (cached for a second)
  * and Content-Length, or chunked framing when the length is not known. Request bodies, by
- * Content-Length or chunked, arrive whole with the request. A handler may also hold its request and
+ * Content-Length or chunked, arrive whole with the request (up to limits.body_bytes), or, on a
+ * route made with SXE_HTTP_ROUTE_STREAM, in pieces as they arrive, with backpressure, and of any
+ * size (sxe_http_body_stream(), sxe_http_body_read()). A handler may also hold its request and
  * answer it later (sxe_http_defer()), or run on a fiber of its own (sxe_http_route_fiber()).
  *
  * While a connection has high_water bytes or more of output queued (a large file, or many
@@ -98,6 +100,8 @@ struct sxe_http_server_options {
     /** Fibers for fiber routes, per loop (256), and each one's stack (65536): see sxe/fiber.h. */
     uint32_t fibers;
     uint32_t fiber_stack_size;
+    /** The largest body a streamed route (SXE_HTTP_ROUTE_STREAM) takes: else 413 (0: no limit). */
+    uint64_t stream_body_bytes;
 };
 
 /** Counters of requests held to answer later (sxe_http_defer()). */
@@ -160,6 +164,26 @@ SXE_MUST_CHECK int sxe_http_route(sxe_http_server_t *server, const char *method,
 SXE_MUST_CHECK int sxe_http_route_fiber(sxe_http_server_t *server, const char *method,
                                         const char *path, bool prefix, sxe_http_handler_t handler,
                                         void *arg);
+
+/** Route flags, for sxe_http_route_flags(). */
+#define SXE_HTTP_ROUTE_PREFIX 0x1u /**< Any path that starts with the route's path matches. */
+#define SXE_HTTP_ROUTE_FIBER  0x2u /**< The handler runs on a fiber (sxe_http_route_fiber()). */
+/**
+ * The handler is called as soon as a request's head has arrived, before its body, which it reads
+ * in pieces as they arrive: sxe_http_body_stream() (callbacks) or sxe_http_body_read() (fibers).
+ * The body may be as long as options.stream_body_bytes, far beyond the connection's buffer. A
+ * request answered before its body was read to the end is answered with "Connection: close",
+ * and the rest of its body is read and dropped until the client closes.
+ */
+#define SXE_HTTP_ROUTE_STREAM 0x4u
+
+/**
+ * sxe_http_route() with flags: SXE_HTTP_ROUTE_PREFIX, SXE_HTTP_ROUTE_FIBER,
+ * SXE_HTTP_ROUTE_STREAM, or'ed. @return as sxe_http_route(); -EINVAL for an unknown flag.
+ */
+SXE_MUST_CHECK int sxe_http_route_flags(sxe_http_server_t *server, const char *method,
+                                        const char *path, unsigned flags,
+                                        sxe_http_handler_t handler, void *arg);
 
 /**
  * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_port() tells which), with
@@ -235,8 +259,46 @@ const struct sxe_http_request *sxe_http_request(const sxe_http_t *http);
 const char *sxe_http_path(const sxe_http_t *http, size_t *len);
 const char *sxe_http_query(const sxe_http_t *http, size_t *len);
 
-/** The request body, whole (chunked framing removed), or NULL with *len 0. */
+/**
+ * The request body, whole (chunked framing removed), or NULL with *len 0 (no body, or a streamed
+ * route's, which comes in pieces instead).
+ */
 const char *sxe_http_body(const sxe_http_t *http, size_t *len);
+
+/**
+ * A piece of a streamed request body: len bytes at data, chunked framing removed, valid during the
+ * call only. done is true with the last piece (whose len may be 0); then the body has all come.
+ */
+typedef void (*sxe_http_body_t)(sxe_http_t *held, const char *data, size_t len, bool done,
+                                void *arg);
+
+/**
+ * For a held request of a route made with SXE_HTTP_ROUTE_STREAM: calls on_body(held, ..., arg)
+ * with the body's pieces as they arrive (those that came with the head from the loop's next turn),
+ * and sends 100 Continue first if the client asked for it. A request without a body gets one call,
+ * done, before this returns. Each piece restarts the held request's response_timeout. The client
+ * goes away, or sends a malformed body (answered 400, or 413 past options.stream_body_bytes,
+ * unless a response has started): the holder's on_cancel is called, as for any held request.
+ * @return 0; -EINVAL if held is not a held request of a streamed route, or its body is already
+ *         being read; -ECANCELED as other sxe_http_*() calls.
+ */
+int sxe_http_body_stream(sxe_http_t *held, sxe_http_body_t on_body, void *arg);
+
+/**
+ * Stops on_body calls (after the one running, if any) and reading from the client, whom TCP then
+ * holds back, until sxe_http_body_resume(). @return 0, or -EINVAL as sxe_http_body_stream().
+ */
+int sxe_http_body_pause(sxe_http_t *held);
+int sxe_http_body_resume(sxe_http_t *held);
+
+/**
+ * From the handler of a fiber route made with SXE_HTTP_ROUTE_STREAM: waits for the next bytes of
+ * the body and copies up to size of them to buf; the client is read only as fast as this is
+ * called. @return bytes copied; 0 at the body's end; -ECANCELED if the client went away or sent a
+ * malformed body; -EPERM outside a fiber; -EINVAL if held is not a streamed route's request, or
+ * another fiber reads its body.
+ */
+ssize_t sxe_http_body_read(sxe_http_t *held, void *buf, size_t size);
 
 /**
  * The connection the request came on. Its user pointer is the program's: the module keeps its

@@ -26,23 +26,6 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 #define DEFAULT_DEFERRED         256
 #define DEFAULT_RESPONSE_TIMEOUT (30 * SXE_NS_PER_SEC)
 
-/* LIVE: held and answerable; CANCELLING: its on_cancel runs; ORPHANED: cancelled without one, and
- * kept until the holder's next call, so no other request reuses the slot under it. */
-enum held_state { HELD_FREE, HELD_LIVE, HELD_CANCELLING, HELD_ORPHANED };
-
-struct held {
-    struct sxe_http http; /* the handle: first, so a handle is its slot */
-    struct sxe_http_request request;
-    sxe_http_cancel_t on_cancel;
-    void *arg;
-    sxe_http_drained_t on_drained;
-    void *drained_arg;
-    sxe_timer_t deadline;
-    uint64_t conn_id;
-    uint32_t next_free;
-    enum held_state state;
-};
-
 static void on_deadline(sxe_timer_t *timer, void *arg);
 static void cancel(sxe_http_server_t *server, struct held *held);
 
@@ -106,6 +89,11 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     held->on_cancel = on_cancel;
     held->arg = arg;
     held->on_drained = NULL;
+    held->streaming = http->body_unread;
+    held->body_paused = false;
+    held->feeding = false;
+    held->on_body = NULL;
+    held->reader = NULL;
     held->conn_id = sxe_conn_id(http->conn);
     held->http = *http;
     held->http.held = held;
@@ -154,7 +142,9 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
         request->headers[i].name = moved(request->headers[i].name, at, kept);
         request->headers[i].value = moved(request->headers[i].value, at, kept);
     }
-    if (request->chunked) { /* decoded again, in place, over its own framing */
+    if (held->streaming) { /* a streamed body: its pieces come as they arrive */
+        held->head_len = (uint32_t)head;
+    } else if (request->chunked) { /* decoded again, in place, over its own framing */
         held->http.body = kept + head;
         held->http.body_len =
             sxe__http_decode_chunked(server, kept, (int)head, body_len, kept + head);
@@ -163,6 +153,9 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
     }
     state->held = (uint32_t)(held - server->helds) + 1;
     state->skip = (uint32_t)(head + body_len);
+    if (held->streaming) {
+        sxe__http_upload_kept(server, conn, held, kept, len - (size_t)(at - data));
+    }
     return true;
 }
 
@@ -208,6 +201,7 @@ static void cancel(sxe_http_server_t *server, struct held *held)
     sxe_timer_stop(server->loop, &held->deadline);
     if (held->on_cancel == NULL) {
         held->state = HELD_ORPHANED;
+        sxe__http_upload_cancel(held); /* a fiber reading the body hears it now */
         return;
     }
     held->state = HELD_CANCELLING; /* calls from the callback itself fail */

@@ -55,6 +55,7 @@ static const struct {
     {503, "Service Unavailable"},
     {504, "Gateway Timeout"},
     {505, "HTTP Version Not Supported"},
+    {507, "Insufficient Storage"},
 };
 
 const char *sxe_http_reason(int status)
@@ -189,6 +190,10 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
         sxe__http_defer_started(http);
     }
     http->status = status;
+    /* A body not read to its end: the connection cannot find the next request after it. */
+    if (http->body_unread) {
+        http->keep_alive = false;
+    }
     /* An HTTP/1.0 client cannot read chunks: a body of unknown length ends at the close. */
     if (content_length < 0 && http->request->minor_version == 0) {
         http->keep_alive = false;

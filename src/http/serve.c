@@ -92,6 +92,8 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     server->handlers = sxe__http_handlers;
     server->held_capacity = options->deferred;
     server->response_timeout = options->response_timeout;
+    server->stream_body_bytes =
+        options->stream_body_bytes ? options->stream_body_bytes : UINT64_MAX;
     server->fiber_options = (struct sxe_fibers_options){.count = options->fibers,
                                                         .stack_size = options->fiber_stack_size};
     apply_limits(&server->limits, &options->limits);

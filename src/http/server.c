@@ -108,9 +108,13 @@ static const struct route *find_route(sxe_http_server_t *server,
     return best;
 }
 
-/* Runs the request's handler, or answers it 404 or 405. @return whether the handler held it. */
+/*
+ * Runs the request's handler, or answers it 404 or 405; streamed: at its head, its body unread.
+ * @return whether the handler held it.
+ */
 static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
-                     const struct sxe_http_request *request, const char *body, size_t body_len)
+                     const struct sxe_http_request *request, const char *body, size_t body_len,
+                     bool streamed)
 {
     char allow[256];
     size_t path_len;
@@ -137,7 +141,9 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                          .body = body,
                          .body_len = body_len,
                          .head_only = method_is(request, "HEAD"),
-                         .keep_alive = request->keep_alive};
+                         .keep_alive = request->keep_alive,
+                         .stream = route->stream,
+                         .body_unread = streamed};
     uint64_t id = sxe_conn_id(conn);
     if (route->fiber) {
         if (!sxe__http_run_fiber(server, http, route)) {
@@ -202,6 +208,35 @@ static void send_continue(struct http_conn *state, sxe_conn_t *conn,
 }
 
 /*
+ * A request with a body, on a server with streamed routes: runs a streamed route's handler at the
+ * head, or answers 413 for a body too large for a whole one. @return 0 to go on reading the body
+ * whole; 1 when answered at once, or refused (the connection closes); -1 when held and kept.
+ */
+static int stream_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
+                          const char *at, int head)
+{
+    struct sxe_http_request *request = &server->request;
+    char allow[256];
+    const char *query = memchr(request->target, '?', request->target_len);
+    size_t path_len = query ? (size_t)(query - request->target) : request->target_len;
+    const struct route *route =
+        find_route(server, request, request->target, path_len, allow, sizeof(allow));
+
+    if (route == NULL || !route->stream) {
+        if (!request->chunked && request->content_length > server->limits.body_bytes) {
+            sxe__http_refuse(server, conn, 413, request, NULL);
+            return 1;
+        }
+        return 0;
+    }
+    if (dispatch(server, conn, request, NULL, 0, true) &&
+        sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
+        return -1;
+    }
+    return 1;
+}
+
+/*
  * The requests in this input, in order: each head parsed once, its body waited for, the request
  * dispatched, until the input ends, the output backs up or the connection closes. Longer than 80
  * lines because those steps share the loop's position and the connection's state; each is a call.
@@ -214,6 +249,9 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     uint64_t id = sxe_conn_id(conn);
     size_t used = 0;
 
+    if (state->held != 0 && sxe__http_upload_active(server, state)) {
+        return sxe__http_upload_feed(server, conn, (char *)(uintptr_t)data, len);
+    }
     if (state->held != 0) { /* a request waits for its answer: the next waits behind it */
         state->waiting = true;
         (void)sxe_conn_pause(conn);
@@ -237,7 +275,9 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             break;
         }
         if (state->head_len == 0) {
-            head = sxe_http_parse_head(&state->parser, at, left, &server->limits, request);
+            head = sxe_http_parse_head(
+                &state->parser, at, left,
+                server->has_stream_routes ? &server->stream_limits : &server->limits, request);
             if (head == 0) {
                 break;
             }
@@ -259,8 +299,19 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             sxe__http_refuse(server, conn, 501, request, NULL); /* no upgrades or tunnels here */
             break;
         }
+        if (state->head_len == 0 && request->has_body && server->has_stream_routes) {
+            int streamed = stream_at_head(server, conn, data, len, at, head);
+            if (streamed < 0) {
+                return 0; /* held, its input kept: the return is not used */
+            }
+            if (streamed > 0) {
+                /* Answered at once, with a close: the rest of the body, still to come, is read
+                 * and dropped until the client closes (not closed when sent: it still sends). */
+                return len;
+            }
+        }
         if (!request->has_body) {
-            bool held = dispatch(server, conn, request, NULL, 0);
+            bool held = dispatch(server, conn, request, NULL, 0, false);
             sxe_http_parser_init(&state->parser);
             if (held && sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
                 return 0; /* kept: the return is not used */
@@ -294,7 +345,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
                 ? sxe__http_decode_chunked(server, at, head, state->body_offset, server->scratch)
                 : state->body_offset;
         bool held = dispatch(server, conn, request, request->chunked ? server->scratch : at + head,
-                             body_len);
+                             body_len, false);
         size_t request_len = (size_t)head + state->body_offset;
         state->head_len = 0;
         state->body_offset = 0;
@@ -388,17 +439,41 @@ const struct sxe_conn_handlers sxe__http_handlers = {.on_connect = on_connect,
 int sxe_http_route_fiber(sxe_http_server_t *server, const char *method, const char *path,
                          bool prefix, sxe_http_handler_t handler, void *arg)
 {
+    return sxe_http_route_flags(server, method, path,
+                                SXE_HTTP_ROUTE_FIBER | (prefix ? SXE_HTTP_ROUTE_PREFIX : 0u),
+                                handler, arg);
+}
+
+int sxe_http_route_flags(sxe_http_server_t *server, const char *method, const char *path,
+                         unsigned flags, sxe_http_handler_t handler, void *arg)
+{
     int rc;
 
-    if (server != NULL && server->loop != NULL && server->fibers == NULL &&
-        (rc = sxe__http_fibers_make(server)) < 0) {
+    if (!SXE_CHECK((flags & ~(SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER |
+                              SXE_HTTP_ROUTE_STREAM)) == 0)) {
+        return -EINVAL;
+    }
+    if ((flags & SXE_HTTP_ROUTE_FIBER) && server != NULL && server->loop != NULL &&
+        server->fibers == NULL && (rc = sxe__http_fibers_make(server)) < 0) {
         return rc;
     }
-    if ((rc = sxe_http_route(server, method, path, prefix, handler, arg)) == 0) {
-        server->routes[server->route_count - 1].fiber = true;
-        server->has_fiber_routes = true;
+    if ((rc = sxe_http_route(server, method, path, (flags & SXE_HTTP_ROUTE_PREFIX) != 0, handler,
+                             arg)) < 0) {
+        return rc;
     }
-    return rc;
+    struct route *route = &server->routes[server->route_count - 1];
+    route->fiber = (flags & SXE_HTTP_ROUTE_FIBER) != 0;
+    route->stream = (flags & SXE_HTTP_ROUTE_STREAM) != 0;
+    server->has_fiber_routes |= route->fiber;
+    if (route->stream && !server->has_stream_routes) {
+        /* Heads are parsed with the streamed limit (the larger); whole bodies are checked after. */
+        server->has_stream_routes = true;
+        server->stream_limits = server->limits;
+        if (server->stream_limits.body_bytes < server->stream_body_bytes) {
+            server->stream_limits.body_bytes = server->stream_body_bytes;
+        }
+    }
+    return 0;
 }
 
 int sxe_http_route(sxe_http_server_t *server, const char *method, const char *path, bool prefix,

@@ -12,6 +12,7 @@
 #include "sxe/conn.h"
 #include "sxe/fiber.h"
 #include "sxe/http.h"
+#include "sxe/timer.h"
 #include "sxe/workers.h"
 
 #define ROUTES_MAX       64
@@ -22,7 +23,8 @@ struct route {
     char path[256];
     size_t path_len;
     bool prefix;
-    bool fiber; /* the handler runs on a fiber of its own (sxe_http_route_fiber) */
+    bool fiber;  /* the handler runs on a fiber of its own (sxe_http_route_fiber) */
+    bool stream; /* the handler runs at the head; the body comes in pieces (upload.c) */
     sxe_http_handler_t handler;
     void *arg;
 };
@@ -41,13 +43,43 @@ struct sxe_http {
     bool chunked;    /* the response is chunked */
     bool keep_alive; /* the connection carries on after this response */
     bool finished;
-    int failed;    /* a write of the response failed (-errno): the rest of it is dropped */
-    uint64_t sent; /* bytes of the response queued */
-    void *user;    /* the program's, per request */
+    bool stream;      /* from a streamed route (SXE_HTTP_ROUTE_STREAM) */
+    bool body_unread; /* a streamed body has not all been read: the response closes */
+    int failed;       /* a write of the response failed (-errno): the rest of it is dropped */
+    uint64_t sent;    /* bytes of the response queued */
+    void *user;       /* the program's, per request */
     const struct route *route; /* a held request's, while its fiber runs (fiber.c) */
     uint64_t serial;           /* a held request's: which holding of its slot this is */
     struct held *held;         /* the server's: the held request its handler made (sxe_http_defer);
                                   a held one's: itself */
+};
+
+/* LIVE: held and answerable; CANCELLING: its on_cancel runs; ORPHANED: cancelled without one, and
+ * kept until the holder's next call, so no other request reuses the slot under it. */
+enum held_state { HELD_FREE, HELD_LIVE, HELD_CANCELLING, HELD_ORPHANED };
+
+/* A request held to answer later (defer.c), in a slot of a table sized at start-up. */
+struct held {
+    struct sxe_http http; /* the handle: first, so a handle is its slot */
+    struct sxe_http_request request;
+    sxe_http_cancel_t on_cancel;
+    void *arg;
+    sxe_http_drained_t on_drained;
+    void *drained_arg;
+    sxe_timer_t deadline;
+    uint64_t conn_id;
+    uint32_t next_free;
+    enum held_state state;
+    /* A streamed body (upload.c): its head's bytes lead the connection's kept input. */
+    uint32_t head_len;
+    bool streaming;   /* the body is still arriving */
+    bool body_paused; /* sxe_http_body_pause() */
+    bool feeding;     /* pieces are being handed out */
+    sxe_http_body_t on_body;
+    void *body_arg;
+    sxe_fiber_t *reader; /* a fiber waiting in sxe_http_body_read() */
+    char *read_buf;
+    size_t read_room;
 };
 
 /* What the server keeps per connection. */
@@ -88,6 +120,9 @@ struct sxe_http_server {
     sxe_fibers_t *fibers; /* for fiber routes: made with the first, or each worker's copy */
     struct sxe_fibers_options fiber_options;
     bool has_fiber_routes;
+    bool has_stream_routes;
+    struct sxe_http_limits stream_limits; /* heads and streamed bodies, with stream routes */
+    uint64_t stream_body_bytes;           /* options.stream_body_bytes, or no limit */
     struct http_conn *conns;
     uint32_t conn_count;
     struct route routes[ROUTES_MAX];
@@ -148,6 +183,17 @@ void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
 void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
 void sxe__http_defer_drop(sxe_http_server_t *server);
+
+/* upload.c: streamed bodies. */
+/* Whether the connection's held request is still reading a streamed body. */
+bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *state);
+/* on_read for a connection whose held request reads a streamed body. */
+size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *data, size_t len);
+/* A streamed request was kept (len bytes at kept, its head first): hands out the body's pieces. */
+void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct held *held,
+                           char *kept, size_t len);
+/* A held request is cancelled: a fiber reading its body hears -ECANCELED. */
+void sxe__http_upload_cancel(struct held *held);
 
 /* fiber.c: runs a fiber route's handler on a fiber; false if it could not start (answered). */
 bool sxe__http_run_fiber(sxe_http_server_t *server, sxe_http_t *http, const struct route *route);

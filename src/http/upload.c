@@ -1,0 +1,282 @@
+/*
+ * Streamed request bodies (SXE_HTTP_ROUTE_STREAM): the handler runs when the head has arrived,
+ * holds the request (defer.c; a fiber route's is held for it), and takes the body in pieces as
+ * they arrive, by callback (sxe_http_body_stream()) or from its fiber (sxe_http_body_read()).
+ *
+ * Where the bytes are: the held request's head leads the connection's kept input (defer.c), and
+ * its pointers point there. Body bytes that arrive behind it are parsed (chunked framing removed)
+ * and handed out where they lie; then the head is moved up over them, to just before what is left,
+ * and on_read consumes what lies before it, so the core's compaction brings the head back to the
+ * front of the buffer, where its pointers expect it. A head is a few hundred bytes: moving it once
+ * per read costs less than copying the pieces, and a body of any size passes through one buffer.
+ * When nobody takes more (paused, or no fiber waiting) the connection is paused, and TCP holds the
+ * client back until someone does.
+ */
+#define SXE_LOG_MODULE http_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "http/server.h"
+
+static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
+
+/* How many body bytes the reader takes now: 0 stops the feed. */
+static size_t wanted(const struct held *held)
+{
+    if (held->reader != NULL) {
+        return held->read_room;
+    }
+    return held->on_body != NULL && !held->body_paused ? SIZE_MAX : 0;
+}
+
+/* Hands a piece to the callback, or copies it to the waiting fiber and runs it. */
+static void hand(struct held *held, const char *data, size_t len, bool done)
+{
+    if (held->reader == NULL) {
+        held->on_body(&held->http, data, len, done, held->body_arg);
+        return;
+    }
+    sxe_fiber_t *reader = held->reader;
+    held->reader = NULL;
+    memcpy(held->read_buf, data, len); /* len <= read_room: the feed gave no more */
+    (void)sxe_fiber_wake(reader, (int)len);
+}
+
+/* The client sent a malformed or oversized body: 400 or 413 if no answer started, and it goes. */
+static void malformed(sxe_http_server_t *server, sxe_conn_t *conn, struct held *held, int status)
+{
+    SXE_LOG_DEBUG("a streamed body for %.*s was refused: %d", (int)held->request.target_len,
+                  held->request.target, status);
+    if (held->http.status != 0) {
+        sxe_conn_close(conn); /* the answer is under way: cut it off; on_close cancels the holder */
+        return;
+    }
+    held->request.keep_alive = false;
+    sxe__http_refuse(server, conn, status, &held->request, NULL);
+    sxe__http_defer_cancel(server, conn);
+    sxe_conn_unkeep(conn); /* the closing connection's timeouts apply again */
+}
+
+bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *state)
+{
+    return server->helds[state->held - 1].streaming;
+}
+
+/*
+ * Longer than 80 lines on purpose: one pass over the kept input, handing out pieces while someone
+ * takes them, and each hand-off may answer, cancel or close, which the pass must see at once.
+ */
+size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *data, size_t len)
+{
+    struct http_conn *state = sxe__http_state(server, conn);
+    uint32_t slot = state->held;
+    struct held *held = &server->helds[slot - 1];
+    uint64_t serial = held->http.serial, id = sxe_conn_id(conn);
+    size_t head = held->head_len, at = head;
+    struct sxe_http_body piece = {0};
+    size_t want;
+
+    held->feeding = true;
+    while (at < len && !piece.done && (want = wanted(held)) > 0) {
+        size_t give = len - at < want ? len - at : want;
+        long taken =
+            sxe_http_parse_body(&state->parser, data + at, give, &server->stream_limits, &piece);
+        if (taken < 0) {
+            held->feeding = false;
+            malformed(server, conn, held, (int)-taken);
+            return len;
+        }
+        at += (size_t)taken;
+        if (piece.len == 0 && !piece.done) {
+            continue; /* framing only */
+        }
+        if (piece.done) {
+            held->streaming = false;
+            held->http.body_unread = false;
+        }
+        if (held->http.status == 0) { /* a body still arriving is progress: the deadline waits */
+            int restarted = sxe_timer_start(server->loop, &held->deadline, server->response_timeout,
+                                            0); /* it runs already: no new timer is taken */
+            (void)restarted;
+        }
+        hand(held, piece.data, piece.len, piece.done);
+        if (sxe_conn_from_id(server->loop, id) == NULL) {
+            return len; /* closed by the reader: on_close cancelled its request */
+        }
+        if (state->held != slot || held->http.serial != serial) {
+            break; /* answered: the connection moves on (or closes, if the body was not all read) */
+        }
+    }
+    bool live = state->held == slot && held->http.serial == serial;
+    if (live) {
+        held->feeding = false;
+    }
+    size_t consumed = at - head;
+    if (consumed > 0) { /* the head moves up, and the core's compaction brings it back to data */
+        memmove(data + consumed, data, head);
+    }
+    if (live && held->streaming && at < len) {
+        state->waiting = true; /* nobody takes more: the client waits, held back by TCP */
+        (void)sxe_conn_pause(conn);
+    } else if (live && !held->streaming && at < len) {
+        state->waiting = true; /* a next request behind the body waits for the answer */
+        (void)sxe_conn_pause(conn);
+    }
+    return consumed;
+}
+
+/* Offers the kept input again from the loop's next turn, if the feed stopped for want of a taker.
+ */
+static void offer(sxe_http_server_t *server, struct held *held)
+{
+    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+
+    if (conn == NULL || held->feeding) {
+        return; /* not kept yet (the handler runs: the keep offers), or the feed goes on by itself
+                 */
+    }
+    struct http_conn *state = sxe__http_state(server, conn);
+    if (state->waiting && state->held == (uint32_t)(held - server->helds) + 1) {
+        state->waiting = false;
+        (void)sxe_conn_resume(conn);
+    }
+}
+
+/*
+ * Body bytes that came with the head are handed out at once, from where the keep put them (the
+ * buffer may be full: nothing more could be read until they are), and the keep is redone past
+ * them; if the request was answered meanwhile, its next read skips them along with its head.
+ */
+void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct held *held,
+                           char *kept, size_t len)
+{
+    struct http_conn *state = sxe__http_state(server, conn);
+    uint32_t slot = state->held;
+    uint64_t serial = held->http.serial, id = sxe_conn_id(conn);
+
+    if (len == held->head_len) {
+        return; /* the head alone: the body's bytes come with the next reads */
+    }
+    size_t consumed = sxe__http_upload_feed(server, conn, kept, len);
+    if (sxe_conn_from_id(server->loop, id) == NULL || consumed == 0) {
+        return;
+    }
+    if (state->held == slot && held->http.serial == serial) {
+        (void)sxe_conn_keep(conn, kept, len,
+                            consumed); /* the head, moved, leads the buffer again */
+    } else {
+        state->skip += (uint32_t)consumed;
+    }
+}
+
+void sxe__http_upload_cancel(struct held *held)
+{
+    sxe_fiber_t *reader = held->reader;
+
+    if (reader != NULL) {
+        held->reader = NULL;
+        (void)sxe_fiber_wake(reader, -ECANCELED);
+    }
+}
+
+/* Sends 100 Continue to a client that waits for it before sending its body. */
+static void send_continue(sxe_http_server_t *server, struct held *held)
+{
+    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+    struct http_conn *state;
+
+    if (conn == NULL || !held->request.expect_continue || held->request.minor_version != 1 ||
+        held->http.status != 0 || (state = sxe__http_state(server, conn))->continued) {
+        return;
+    }
+    state->continued = true;
+    (void)sxe_conn_write(conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+}
+
+/* The held request of a streamed route, whose body nobody reads yet; or NULL (-EINVAL). */
+static struct held *reading(sxe_http_t *http, int *rc)
+{
+    if ((*rc = sxe__http_defer_check(http)) < 0) {
+        return NULL;
+    }
+    if (!SXE_CHECK(http != NULL && sxe__http_is_held(http) && http->stream)) {
+        *rc = -EINVAL;
+        return NULL;
+    }
+    return http->held;
+}
+
+int sxe_http_body_stream(sxe_http_t *http, sxe_http_body_t on_body, void *arg)
+{
+    int rc;
+    struct held *held = reading(http, &rc);
+
+    if (held == NULL) {
+        return rc;
+    }
+    if (!SXE_CHECK(on_body != NULL && held->on_body == NULL && held->reader == NULL)) {
+        return -EINVAL;
+    }
+    held->on_body = on_body;
+    held->body_arg = arg;
+    if (!held->streaming) { /* no body */
+        on_body(http, NULL, 0, true, arg);
+        return 0;
+    }
+    send_continue(http->server, held);
+    offer(http->server, held);
+    return 0;
+}
+
+static int set_paused(sxe_http_t *http, bool paused)
+{
+    int rc;
+    struct held *held = reading(http, &rc);
+
+    if (held == NULL) {
+        return rc;
+    }
+    held->body_paused = paused;
+    if (!paused) {
+        offer(http->server, held);
+    }
+    return 0;
+}
+
+int sxe_http_body_pause(sxe_http_t *held)
+{
+    return set_paused(held, true);
+}
+
+int sxe_http_body_resume(sxe_http_t *held)
+{
+    return set_paused(held, false);
+}
+
+ssize_t sxe_http_body_read(sxe_http_t *http, void *buf, size_t size)
+{
+    int rc;
+    struct held *held;
+
+    if (sxe_fiber_self() == NULL) {
+        return -EPERM;
+    }
+    if ((held = reading(http, &rc)) == NULL) {
+        return rc;
+    }
+    if (!SXE_CHECK(held->on_body == NULL && held->reader == NULL && (buf != NULL || size == 0))) {
+        return -EINVAL;
+    }
+    if (!held->streaming || size == 0) {
+        return 0;
+    }
+    held->reader = sxe_fiber_self();
+    held->read_buf = buf;
+    held->read_room = size < INT_MAX ? size : INT_MAX;
+    send_continue(http->server, held);
+    offer(http->server, held);
+    return sxe_fiber_wait();
+}

@@ -1,0 +1,658 @@
+/*
+ * Streamed request bodies (SXE_HTTP_ROUTE_STREAM), through real sockets under fake time: bodies
+ * many times the connection's buffer, by length and chunked, by callback and from a fiber; the
+ * client held back while the reader pauses; pipelined requests behind a body; an answer before
+ * the body (the connection closes); 100 Continue only when the body is wanted; malformed and
+ * oversized bodies; a client that leaves mid-body; a body that stops coming; invalid use.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sxe/clock.h"
+#include "sxe/fiber.h"
+#include "sxe/http.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+#define BODY_LIMIT   1024u               /* whole bodies: the buffer is about 18 KB */
+#define STREAM_LIMIT (64u * 1024 * 1024) /* streamed bodies */
+
+static sxe_http_server_t *server;
+static int port;
+
+/* What a reader of a body saw. */
+static struct upload {
+    sxe_http_t *held;
+    size_t bytes;
+    uint64_t sum;
+    unsigned pieces;
+    size_t biggest;
+    bool done;
+    unsigned cancels;
+    ssize_t read_rc; /* a fiber reader's last error */
+} up;
+
+static unsigned char pattern(size_t at)
+{
+    return (unsigned char)(at * 7 % 251);
+}
+
+static uint64_t pattern_sum(size_t len)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < len; i++) {
+        sum += pattern(i) * (uint64_t)(i % 13 + 1);
+    }
+    return sum;
+}
+
+static void count(const char *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        up.sum += (unsigned char)data[i] * (uint64_t)((up.bytes + i) % 13 + 1);
+    }
+    up.bytes += len;
+    up.pieces++;
+    up.biggest = len > up.biggest ? len : up.biggest;
+}
+
+static void answer_count(sxe_http_t *http, const char *who)
+{
+    char text[128];
+    int len = snprintf(text, sizeof(text), "%s got %zu sum %llu\n", who, up.bytes,
+                       (unsigned long long)up.sum);
+    assert_int_equal(sxe_http_respond(http, 200, "text/plain", text, (size_t)len), 0);
+}
+
+static void on_piece(sxe_http_t *held, const char *data, size_t len, bool done, void *arg)
+{
+    (void)arg;
+    assert_true(held == up.held);
+    assert_false(up.done);
+    count(data, len);
+    if (strstr(sxe_http_request(held)->target, "pause") != NULL && up.pieces == 1) {
+        assert_int_equal(sxe_http_body_pause(held), 0);
+    }
+    if (done) {
+        up.done = true;
+        answer_count(held, "callback");
+    }
+}
+
+static void on_cancel(sxe_http_t *held, void *arg)
+{
+    (void)held;
+    (void)arg;
+    up.cancels++;
+    up.held = NULL;
+}
+
+/* Holds the request and reads its body by callback; /up/later starts reading from the test. */
+static void upload(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    up.held = sxe_http_defer(http, on_cancel, NULL);
+    assert_non_null(up.held);
+    if (strstr(sxe_http_request(http)->target, "later") == NULL) {
+        assert_int_equal(sxe_http_body_stream(up.held, on_piece, NULL), 0);
+    }
+}
+
+/* Answers at once, without reading the body. */
+static void deny(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_int_equal(sxe_http_respond(http, 401, "text/plain", "no\n", 3), 0);
+}
+
+/* A whole body, on a server that also streams. */
+static void whole(sxe_http_t *http, void *arg)
+{
+    size_t len;
+    char text[64];
+
+    (void)arg;
+    (void)sxe_http_body(http, &len);
+    int n = snprintf(text, sizeof(text), "whole %zu\n", len);
+    sxe_http_respond(http, 200, "text/plain", text, (size_t)n);
+}
+
+/* Reads the body from a fiber, 1000 bytes at a time, as sequential code. */
+static void fiber_upload(sxe_http_t *http, void *arg)
+{
+    char buf[1000];
+    ssize_t got;
+
+    (void)arg;
+    while ((got = sxe_http_body_read(http, buf, sizeof(buf))) > 0) {
+        assert_true(got <= (ssize_t)sizeof(buf));
+        count(buf, (size_t)got);
+        if (strstr(sxe_http_request(http)->target, "slow") != NULL) {
+            assert_int_equal(sxe_fiber_sleep(SXE_NS_PER_MSEC), 0);
+        }
+    }
+    up.read_rc = got;
+    if (got == 0) {
+        up.done = true;
+        answer_count(http, "fiber");
+    } else {
+        assert_int_equal(sxe_http_respond(http, 200, "text/plain", "x\n", 2), -ECANCELED);
+    }
+}
+
+static int setup(void **state)
+{
+    struct sxe_http_server_options options = {.loop = {.connections = 16},
+                                              .limits = {.body_bytes = BODY_LIMIT},
+                                              .stream_body_bytes = STREAM_LIMIT,
+                                              .deferred = 4,
+                                              .response_timeout = SXE_NS_PER_SEC,
+                                              .fibers = 2,
+                                              .fiber_stack_size = 32768};
+
+    (void)state;
+    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    memset(&up, 0, sizeof(up));
+    assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
+    assert_int_equal(sxe_http_route_flags(server, NULL, "/up",
+                                          SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, upload,
+                                          NULL),
+                     0);
+    assert_int_equal(
+        sxe_http_route_flags(server, "POST", "/deny", SXE_HTTP_ROUTE_STREAM, deny, NULL), 0);
+    assert_int_equal(
+        sxe_http_route_flags(server, NULL, "/fiber",
+                             SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_STREAM,
+                             fiber_upload, NULL),
+        0);
+    assert_int_equal(sxe_http_route(server, NULL, "/whole", false, whole, NULL), 0);
+    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
+    port = sxe_http_port(server);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sxe_http_server_destroy(server);
+    sxe__sys_reset();
+    return 0;
+}
+
+static void pump(uint64_t ns)
+{
+    sxe__sys_clock_advance(ns);
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(sxe_http_server_loop(server), SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+/* A client whose sends do not block. */
+static int client(void)
+{
+    int fd = sxe_test_client(port);
+    assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    return fd;
+}
+
+static void say(int fd, const char *text)
+{
+    assert_int_equal(send(fd, text, strlen(text), MSG_NOSIGNAL), (ssize_t)strlen(text));
+}
+
+/* Sends the pattern's bytes [from, to) as far as the socket takes them; returns where it stopped.
+ */
+static size_t send_body(int fd, size_t from, size_t to)
+{
+    unsigned char block[65536];
+
+    while (from < to) {
+        size_t len = to - from < sizeof(block) ? to - from : sizeof(block);
+        for (size_t i = 0; i < len; i++) {
+            block[i] = pattern(from + i);
+        }
+        ssize_t sent = send(fd, block, len, MSG_NOSIGNAL);
+        if (sent <= 0) {
+            break;
+        }
+        from += (size_t)sent;
+    }
+    return from;
+}
+
+/* Sends the rest of the body from at, turning the loop between sends. */
+static void send_rest(int fd, size_t at, size_t len)
+{
+    for (int turns = 0; at < len && turns < 100000; turns++) {
+        at = send_body(fd, at, len);
+        pump(0);
+    }
+    assert_int_equal(at, len);
+}
+
+/* Turns the loop until the reader has the whole body: the kernel may still hold megabytes. */
+static void until_done(void)
+{
+    for (int turns = 0; !up.done && turns < 10000; turns++) {
+        pump(0);
+    }
+    pump(0); /* the answer goes out (a completion backend's send completes on a later turn) */
+}
+
+/* What the server has sent on fd so far (appended to out); -1 once it closed. */
+static ssize_t heard(int fd, char *out, size_t size)
+{
+    size_t have = strlen(out);
+    ssize_t got = recv(fd, out + have, size - 1 - have, MSG_DONTWAIT);
+
+    if (got == 0) {
+        return -1;
+    }
+    out[have + (got > 0 ? (size_t)got : 0)] = '\0';
+    return got > 0 ? got : 0;
+}
+
+static void expect_count(const char *out, const char *who, size_t len)
+{
+    char want[128];
+    snprintf(want, sizeof(want), "%s got %zu sum %llu\n", who, len,
+             (unsigned long long)pattern_sum(len));
+    if (strstr(out, want) == NULL) {
+        fail_msg("expected \"%s\" in: %s (read %zu in %u pieces, done %d)", want, out, up.bytes,
+                 up.pieces, up.done);
+    }
+}
+
+static void test_a_body_many_times_the_buffer_streams_through(void **state)
+{
+    char out[4096] = "", head[128];
+    size_t len = 1024 * 1024;
+    int fd = client();
+
+    (void)state;
+    snprintf(head, sizeof(head), "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+             len);
+    say(fd, head);
+    send_rest(fd, 0, len);
+    until_done();
+    heard(fd, out, sizeof(out));
+    expect_count(out, "callback", len);
+    assert_true(up.done);
+    assert_true(up.pieces > 1);
+    assert_true(up.biggest < 20000); /* through the connection's one buffer, piece by piece */
+    assert_null(strstr(out, "Connection: close"));
+
+    out[0] = '\0'; /* kept alive: the next request on it is read as usual */
+    say(fd, "POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "whole 3\n"));
+    struct sxe_http_defer_stats stats;
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+    close(fd);
+}
+
+static void test_a_chunked_body_with_a_request_behind_it(void **state)
+{
+    char out[4096] = "", chunks[8192];
+    int fd = client(), at = 0;
+
+    (void)state;
+    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    pump(0);
+    size_t sent = 0;
+    for (int c = 1; c <= 40; c++) { /* chunks of every size from 1 to 40, some with extensions */
+        at += snprintf(chunks + at, sizeof(chunks) - (size_t)at, "%x%s\r\n", c,
+                       c % 7 == 0 ? ";ext=\"v\"" : "");
+        for (int i = 0; i < c; i++) {
+            chunks[at++] = (char)pattern(sent++);
+        }
+        at += snprintf(chunks + at, sizeof(chunks) - (size_t)at, "\r\n");
+    }
+    at += snprintf(chunks + at, sizeof(chunks) - (size_t)at,
+                   "0\r\nX-Trailer: t\r\n\r\nGET /whole HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (int i = 0; i < at; i += 97) { /* in pieces that cut the framing anywhere */
+        assert_int_equal(send(fd, chunks + i, (size_t)(at - i < 97 ? at - i : 97), 0),
+                         at - i < 97 ? at - i : 97);
+        pump(0);
+    }
+    pump(0);
+    heard(fd, out, sizeof(out));
+    expect_count(out, "callback", sent);
+    char *first = strstr(out, "callback got"), *second = strstr(out, "whole 0\n");
+    assert_non_null(second);
+    assert_true(first < second);
+    close(fd);
+}
+
+static void test_a_paused_reader_holds_the_client_back(void **state)
+{
+    char out[4096] = "", head[128];
+    size_t len = 32u * 1024 * 1024, at; /* more than the kernel buffers on the way */
+    int fd = client();
+
+    (void)state;
+    snprintf(head, sizeof(head),
+             "POST /up/pause HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", len);
+    say(fd, head);
+    at = 0;
+    for (int i = 0; i < 50; i++) {
+        at = send_body(fd, at, len);
+        pump(0);
+    }
+    assert_true(at < len); /* the socket filled: the server does not read */
+    assert_int_equal(up.pieces, 1);
+    assert_true(up.bytes < 20000);
+    assert_non_null(up.held);
+
+    assert_int_equal(sxe_http_body_resume(up.held), 0);
+    send_rest(fd, at, len);
+    until_done();
+    heard(fd, out, sizeof(out));
+    expect_count(out, "callback", len);
+    close(fd);
+}
+
+static void test_reading_starts_when_the_holder_asks(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /up/later HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
+    assert_int_equal(send(fd, "\x00\x07\x0e\x15\x1c", 5, 0), 5);
+    pump(0);
+    assert_int_equal(up.pieces, 0);
+    assert_int_equal(sxe_http_body_stream(up.held, on_piece, NULL), 0);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    expect_count(out, "callback", 5);
+    close(fd);
+}
+
+static void test_answered_before_the_body_closes_the_connection(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /deny HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n"
+            "\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_null(strstr(out, "100 Continue")); /* not wanted: the client need not send it */
+    assert_non_null(strstr(out, "401 Unauthorized"));
+    assert_non_null(strstr(out, "Connection: close"));
+    send_rest(fd, 0, 100000); /* sent anyway: read and dropped, not taken for requests */
+    pump(0);
+    out[0] = '\0';
+    heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    shutdown(fd, SHUT_WR);
+    pump(0);
+    ssize_t end = 0;
+    for (int i = 0; i < 10 && end != -1; i++) {
+        end = heard(fd, out, sizeof(out));
+        pump(0);
+    }
+    assert_int_equal(end, -1);
+    close(fd);
+}
+
+static void test_100_continue_when_the_body_is_wanted(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_string_equal(out, "HTTP/1.1 100 Continue\r\n\r\n");
+    assert_int_equal(send(fd, "\x00\x07\x0e\x15", 4, 0), 4);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    expect_count(out, "callback", 4);
+    close(fd);
+}
+
+static void test_a_malformed_body_is_refused_and_its_holder_told(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "400 Bad Request"));
+    assert_int_equal(up.cancels, 1);
+    assert_int_equal(up.bytes, 3);
+    struct sxe_http_defer_stats stats;
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+    close(fd);
+}
+
+static void test_bodies_past_their_limits_get_413(void **state)
+{
+    char out[4096] = "", head[160];
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n"); /* > BODY_LIMIT */
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "413 "));
+    close(fd);
+
+    out[0] = '\0';
+    fd = client();
+    snprintf(head, sizeof(head), "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %u\r\n\r\n",
+             STREAM_LIMIT + 1);
+    say(fd, head);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "413 "));
+    assert_int_equal(up.pieces, 0); /* refused at the head: the handler never ran */
+    close(fd);
+
+    out[0] = '\0'; /* chunked: refused where it passes the limit, and the holder told */
+    fd = client();
+    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    snprintf(head, sizeof(head), "%x\r\n", STREAM_LIMIT + 1);
+    say(fd, head);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "413 "));
+    assert_int_equal(up.cancels, 1);
+    close(fd);
+}
+
+static void test_a_client_that_leaves_mid_body(void **state)
+{
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    assert_int_equal(send_body(fd, 0, 5000), 5000);
+    pump(0);
+    assert_int_equal(up.bytes, 5000);
+    close(fd);
+    pump(0);
+    assert_int_equal(up.cancels, 1);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+
+    /* 100 KB and the end, all in the socket at once: read over several turns (READS_PER_TURN),
+     * and the end, reported by one edge in the first, is still seen after the last. */
+    memset(&up, 0, sizeof(up));
+    fd = client();
+    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
+    size_t sent = send_body(fd, 0, 100000);
+    close(fd);
+    for (int i = 0; i < 200 && up.cancels == 0; i++) {
+        pump(0);
+    }
+    assert_int_equal(up.bytes, sent);
+    assert_int_equal(up.cancels, 1);
+}
+
+static void test_a_body_that_stops_coming_times_out(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    pump(0);
+    pump(SXE_NS_PER_SEC / 2);
+    assert_int_equal(send_body(fd, 0, 5000), 5000);
+    pump(0);
+    pump(SXE_NS_PER_SEC * 3 / 4); /* the piece restarted the deadline: not yet */
+    heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    pump(SXE_NS_PER_SEC / 2);
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "503 Service Unavailable"));
+    assert_int_equal(up.cancels, 1);
+    close(fd);
+}
+
+static void test_a_fiber_reads_a_body_as_sequential_code(void **state)
+{
+    char out[4096] = "", head[128];
+    size_t len = 200 * 1000 + 7;
+    int fd = client();
+
+    (void)state;
+    snprintf(head, sizeof(head), "POST /fiber HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+             len);
+    say(fd, head);
+    send_rest(fd, 0, len);
+    until_done();
+    heard(fd, out, sizeof(out));
+    expect_count(out, "fiber", len);
+    assert_int_equal(up.biggest, 1000);
+
+    out[0] = '\0'; /* a slow fiber reader, chunked, with the next request behind it */
+    memset(&up, 0, sizeof(up));
+    say(fd, "POST /fiber/slow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "5dc\r\n");
+    send_rest(fd, 0, 1500);
+    say(fd, "\r\n0\r\n\r\nGET /whole HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (int i = 0; i < 10; i++) {
+        pump(SXE_NS_PER_MSEC);
+    }
+    heard(fd, out, sizeof(out));
+    expect_count(out, "fiber", 1500);
+    assert_non_null(strstr(out, "whole 0\n"));
+
+    out[0] = '\0'; /* no body: the first read says so */
+    memset(&up, 0, sizeof(up));
+    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    expect_count(out, "fiber", 0);
+    close(fd);
+}
+
+static void test_a_fiber_reading_a_body_hears_its_client_leave(void **state)
+{
+    int fd = client();
+
+    (void)state;
+    say(fd, "POST /fiber HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    assert_int_equal(send_body(fd, 0, 3000), 3000);
+    pump(0);
+    assert_int_equal(up.bytes, 3000);
+    close(fd);
+    pump(0);
+    assert_int_equal(up.read_rc, -ECANCELED);
+    struct sxe_http_defer_stats stats;
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+}
+
+static void misuse(sxe_http_t *http, void *arg)
+{
+    char buf[8];
+
+    (void)arg;
+    assert_int_equal(sxe_http_body_read(http, buf, sizeof(buf)), -EPERM); /* not in a fiber */
+#ifndef SXE_DEBUG
+    assert_int_equal(sxe_http_body_stream(http, on_piece, NULL), -EINVAL); /* not held */
+    sxe_http_t *held = sxe_http_defer(http, NULL, NULL);
+    assert_int_equal(sxe_http_body_stream(held, on_piece, NULL), -EINVAL); /* not streamed */
+    assert_int_equal(sxe_http_body_pause(held), -EINVAL);
+    assert_int_equal(sxe_http_respond(held, 204, NULL, NULL, 0), 0);
+#else
+    assert_int_equal(sxe_http_respond(http, 204, NULL, NULL, 0), 0);
+#endif
+}
+
+static void no_body(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    up.held = sxe_http_defer(http, NULL, NULL);
+    assert_int_equal(sxe_http_body_stream(up.held, on_piece, NULL), 0); /* done at once */
+    assert_true(up.done);
+#ifndef SXE_DEBUG
+    assert_int_equal(sxe_http_body_stream(up.held, on_piece, NULL), -EINVAL); /* read already */
+#endif
+}
+
+static void test_invalid_use(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+#ifndef SXE_DEBUG
+    assert_int_equal(sxe_http_route_flags(server, NULL, "/bad", 0x80, misuse, NULL), -EINVAL);
+#endif
+    assert_int_equal(sxe_http_route(server, NULL, "/misuse", false, misuse, NULL), 0);
+    assert_int_equal(
+        sxe_http_route_flags(server, "GET", "/nobody", SXE_HTTP_ROUTE_STREAM, no_body, NULL), 0);
+    say(fd, "GET /misuse HTTP/1.1\r\nHost: x\r\n\r\nGET /nobody HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "204 No Content"));
+    expect_count(out, "callback", 0);
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_a_body_many_times_the_buffer_streams_through, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_chunked_body_with_a_request_behind_it, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_paused_reader_holds_the_client_back, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reading_starts_when_the_holder_asks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answered_before_the_body_closes_the_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_100_continue_when_the_body_is_wanted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_malformed_body_is_refused_and_its_holder_told, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bodies_past_their_limits_get_413, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_client_that_leaves_mid_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_body_that_stops_coming_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_reads_a_body_as_sequential_code, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_reading_a_body_hears_its_client_leave, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
