@@ -1,4 +1,5 @@
-"""examples/hello, echo and udp-echo as real servers on loopback: they serve, and stop cleanly."""
+"""examples/hello, echo, udp-echo and http-gateway as real servers on loopback: they serve, and stop
+cleanly."""
 import signal
 import socket
 import subprocess
@@ -20,8 +21,8 @@ def free_port(kind=socket.SOCK_STREAM):
 def server(build_dir):
     started = []
 
-    def start(name, port):
-        process = subprocess.Popen([str(build_dir / "examples" / name), str(port)],
+    def start(name, port, *more):
+        process = subprocess.Popen([str(build_dir / "examples" / name), str(port), *more],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         started.append(process)
         return process
@@ -51,6 +52,18 @@ def receive_exactly(sock, size):
         assert chunk, f"closed after {len(data)} of {size} bytes"
         data += chunk
     return data
+
+
+def read_reply(sock):
+    """One response with a Content-Length, however the bytes are split."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, f"closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    return head + b"\r\n\r\n" + body + receive_exactly(sock, length - len(body))
 
 
 def stop(process):
@@ -124,3 +137,25 @@ def test_udp_echo(server):
         got = sorted(sock.recvfrom(100)[0] for _ in range(20))
         assert got == sorted(b"datagram %d" % i for i in range(20))
     assert stop(process) == 0
+
+
+def test_http_gateway_calls_its_upstream_and_says_502_when_it_is_gone(server):
+    upstream_port, port = free_port(), free_port()
+    upstream = server("http-hello", f"127.0.0.1:{upstream_port}")
+    gateway = server("http-gateway", f"127.0.0.1:{port}", f"127.0.0.1:{upstream_port}")
+    try:
+        connect(upstream_port).close()
+        with connect(port) as sock:
+            for _ in range(3):  # kept alive on both sides
+                sock.sendall(REQUEST)
+                reply = read_reply(sock)
+                assert reply.startswith(b"HTTP/1.1 200 OK\r\n"), reply
+                assert reply.endswith(b"\r\n\r\nHello World\n"), reply
+        assert stop(upstream) == 0
+        with connect(port) as sock:
+            sock.sendall(REQUEST)
+            reply = read_reply(sock)
+            assert reply.startswith(b"HTTP/1.1 502 Bad Gateway\r\n"), reply
+            assert b"the upstream did not answer" in reply
+    finally:
+        assert stop(gateway) == 0

@@ -1,0 +1,63 @@
+/*
+ * A service that calls another service, written as sequential code: each request runs on a fiber,
+ * asks the upstream (over a pool of keep-alive connections) for the same path, and answers with
+ * what it said, or 502 if it could not say. The loop serves everyone else while a fiber waits.
+ *
+ *     http-gateway [IP:PORT [UPSTREAM]]        (127.0.0.1:8081, 127.0.0.1:8080)
+ *     examples/http-hello 127.0.0.1:8080 &  http-gateway &  curl http://127.0.0.1:8081/
+ */
+#include <stdio.h>
+#include <sxe/sxe.h>
+
+static sxe_http_client_t *upstream;
+
+static void relay(sxe_http_t *http, void *arg)
+{
+    struct sxe_http_reply reply;
+    char text[256];
+
+    (void)arg;
+    const struct sxe_http_request *request = sxe_http_request(http);
+    char target[2048];
+    if (request->target_len >= sizeof(target)) {
+        sxe_http_respond(http, 414, "text/plain", "too long\n", 9);
+        return;
+    }
+    snprintf(target, sizeof(target), "%.*s", (int)request->target_len, request->target);
+    int rc = sxe_http_fetch(upstream, &(struct sxe_http_client_request){.target = target}, &reply);
+    if (rc < 0) {
+        int len =
+            snprintf(text, sizeof(text), "the upstream did not answer: %s\n", sxe_strerror(rc));
+        sxe_http_respond(http, 502, "text/plain", text, (size_t)len);
+        return;
+    }
+    const struct sxe_http_header *type = sxe_http_response_header(&reply.response, "Content-Type");
+    char headers[256];
+    snprintf(headers, sizeof(headers), "Content-Type: %.*s\r\n", type ? (int)type->value_len : 10,
+             type ? type->value : "text/plain");
+    bool corked = sxe_conn_cork(sxe_http_conn(http)); /* head and body leave in one send */
+    sxe_http_start(http, reply.response.status, headers, (int64_t)reply.body_len);
+    sxe_http_send(http, reply.body, reply.body_len);
+    sxe_http_finish(http);
+    if (corked) {
+        sxe_conn_uncork(sxe_http_conn(http));
+    }
+    sxe_http_reply_free(&reply);
+}
+
+int main(int argc, char **argv)
+{
+    sxe_http_server_t *server; /* 256 fibers, and 256 requests held for them, by default */
+
+    if (sxe_http_server_create(&server, NULL, NULL) < 0 ||
+        sxe_http_client_create(&upstream, sxe_http_server_loop(server),
+                               argc > 2 ? argv[2] : "127.0.0.1:8080", NULL) < 0 ||
+        sxe_http_route_fiber(server, "GET", "/", true, relay, NULL) < 0 ||
+        sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8081") < 0) {
+        return 1;
+    }
+    int rc = sxe_http_run(server);
+    sxe_http_client_destroy(upstream);
+    sxe_http_server_destroy(server);
+    return rc < 0;
+}
