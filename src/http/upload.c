@@ -118,11 +118,10 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
     if (consumed > 0) { /* the head moves up, and the core's compaction brings it back to data */
         memmove(data + consumed, data, head);
     }
-    if (live && held->streaming && at < len) {
-        state->waiting = true; /* nobody takes more: the client waits, held back by TCP */
-        (void)sxe_conn_pause(conn);
-    } else if (live && !held->streaming && at < len) {
-        state->waiting = true; /* a next request behind the body waits for the answer */
+    if (live && at < len) {
+        /* Body bytes nobody takes yet (the client waits, held back by TCP), or a next request
+         * behind the body (it waits for the answer). */
+        state->waiting = true;
         (void)sxe_conn_pause(conn);
     }
     return consumed;
@@ -135,8 +134,7 @@ static void offer(sxe_http_server_t *server, struct held *held)
     sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
 
     if (conn == NULL || held->feeding) {
-        return; /* not kept yet (the handler runs: the keep offers), or the feed goes on by itself
-                 */
+        return; /* not kept yet (the keep will feed), or the feed goes on by itself */
     }
     struct http_conn *state = sxe__http_state(server, conn);
     if (state->waiting && state->held == (uint32_t)(held - server->helds) + 1) {

@@ -43,3 +43,19 @@ def wait_for_port(port, process, what="the server"):
             assert process.poll() is None, f"{what} exited: {process.returncode}"
             assert time.monotonic() < deadline, f"{what} did not start"
             time.sleep(0.02)
+
+
+def read_reply(sock):
+    """One HTTP response with a Content-Length from sock, however its bytes are split."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {len(body)} of {length} body bytes"
+        body += chunk
+    return head + b"\r\n\r\n" + body

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from conftest import read_reply
+
 REPLY = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nHello World\n"
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
@@ -52,18 +54,6 @@ def receive_exactly(sock, size):
         assert chunk, f"closed after {len(data)} of {size} bytes"
         data += chunk
     return data
-
-
-def read_reply(sock):
-    """One response with a Content-Length, however the bytes are split."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(4096)
-        assert chunk, f"closed after {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    return head + b"\r\n\r\n" + body + receive_exactly(sock, length - len(body))
 
 
 def stop(process):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import wait_for_port
+from conftest import read_reply, wait_for_port
 
 
 def free_port():
@@ -35,15 +35,7 @@ def upload(build_dir, tmp_path):
 
 
 def read_response(sock):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed after {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-    while len(body) < length:
-        body += sock.recv(65536)
+    head, _, body = read_reply(sock).partition(b"\r\n\r\n")
     return head, body
 
 

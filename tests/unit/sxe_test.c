@@ -108,3 +108,20 @@ int sxe_test_client(int port)
     assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
     return fd;
 }
+
+void sxe_test_say(int fd, const char *text)
+{
+    assert_int_equal(send(fd, text, strlen(text), MSG_NOSIGNAL), (ssize_t)strlen(text));
+}
+
+ssize_t sxe_test_heard(int fd, char *out, size_t size)
+{
+    size_t have = strlen(out);
+    ssize_t got = recv(fd, out + have, size - 1 - have, MSG_DONTWAIT);
+
+    if (got == 0) {
+        return -1;
+    }
+    out[have + (got > 0 ? (size_t)got : 0)] = '\0';
+    return got > 0 ? got : 0;
+}

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cmocka.h>
 
@@ -44,5 +45,12 @@ void sxe_test_skip_on_uring(const char *why);
 
 /* A blocking TCP client connected to 127.0.0.1:port (the test fails if it cannot connect). */
 int sxe_test_client(int port);
+
+/* Sends text on fd, all of it at once (the test fails otherwise). */
+void sxe_test_say(int fd, const char *text);
+
+/* Appends what the peer has sent on fd so far to the string out (without waiting): the bytes
+ * read, or -1 once the peer closed. */
+ssize_t sxe_test_heard(int fd, char *out, size_t size);
 
 #endif

@@ -188,34 +188,17 @@ static int client(void)
     return sxe_test_client(port);
 }
 
-static void say(int fd, const char *text)
-{
-    assert_int_equal(send(fd, text, strlen(text), MSG_NOSIGNAL), (ssize_t)strlen(text));
-}
-
-/* What the server has sent on fd so far (appended to out); -1 once it closed. */
-static ssize_t heard(int fd, char *out, size_t size)
-{
-    size_t have = strlen(out);
-    ssize_t got = recv(fd, out + have, size - 1 - have, MSG_DONTWAIT);
-
-    if (got == 0) {
-        return -1;
-    }
-    out[have + (got > 0 ? (size_t)got : 0)] = '\0';
-    return got > 0 ? got : 0;
-}
-
 static void test_answered_later_in_order_with_pipelined_requests(void **state)
 {
     char out[4096] = "";
     int fd = client();
 
     (void)state;
-    say(fd,
+    sxe_test_say(
+        fd,
         "GET /later/1 HTTP/1.1\r\nHost: x\r\nX-Tag: one\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_string_equal(out, ""); /* the first waits, and the second behind it */
     struct sxe_http_defer_stats stats;
     sxe_http_server_defer_stats(server, &stats);
@@ -225,14 +208,14 @@ static void test_answered_later_in_order_with_pipelined_requests(void **state)
     /* Other connections are served meanwhile, through the same read buffer. */
     int other = client();
     char other_out[1024] = "";
-    say(other, "GET / HTTP/1.1\r\nHost: y\r\nX-Tag: clobber-the-buffer\r\n\r\n");
+    sxe_test_say(other, "GET / HTTP/1.1\r\nHost: y\r\nX-Tag: clobber-the-buffer\r\n\r\n");
     pump(0);
-    heard(other, other_out, sizeof(other_out));
+    sxe_test_heard(other, other_out, sizeof(other_out));
     assert_non_null(strstr(other_out, "hello\n"));
 
     pump(10 * SXE_NS_PER_MSEC);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     char *first = strstr(out, "later /later/1 tag=one user=u1 body=\n");
     char *second = strstr(out, "hello\n");
     assert_non_null(first);
@@ -244,10 +227,10 @@ static void test_answered_later_in_order_with_pipelined_requests(void **state)
 
     /* The connection goes on, held requests and all. */
     out[0] = '\0';
-    say(fd, "GET /later/2 HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /later/2 HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     pump(10 * SXE_NS_PER_MSEC);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "later /later/2 tag= user=u1"));
     close(fd);
     close(other);
@@ -259,14 +242,14 @@ static void test_bodies_stay_valid_while_held(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /later/len HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
-            "POST /later/chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-            "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n");
+    sxe_test_say(fd, "POST /later/len HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+                     "POST /later/chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n");
     pump(0);
     pump(10 * SXE_NS_PER_MSEC);
     pump(0);
     pump(10 * SXE_NS_PER_MSEC);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     char *first = strstr(out, "later /later/len tag= user=u1 body=hello\n");
     char *second = strstr(out, "later /later/chunked tag= user=u1 body=abcdefg\n");
     assert_non_null(first);
@@ -281,7 +264,7 @@ static void test_a_client_that_leaves_cancels_its_held_request_once(void **state
     int fd = client();
 
     (void)state;
-    say(fd, "GET /cancel HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /cancel HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     close(fd);
     pump(0);
@@ -300,7 +283,7 @@ static void leave_before_answer(void **state, const char *request)
     int fd = client();
 
     (void)state;
-    say(fd, request);
+    sxe_test_say(fd, request);
     pump(0);
     close(fd);
     pump(0);
@@ -327,10 +310,10 @@ static void test_the_table_of_held_requests_is_fixed(void **state)
     (void)state;
     for (int i = 0; i < 3; i++) {
         fds[i] = client();
-        say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+        sxe_test_say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
         pump(0);
     }
-    heard(fds[2], out, sizeof(out));
+    sxe_test_heard(fds[2], out, sizeof(out));
     assert_non_null(strstr(out, "503 Service Unavailable"));
     assert_non_null(strstr(out, "busy\n"));
     sxe_http_server_defer_stats(server, &stats);
@@ -339,7 +322,7 @@ static void test_the_table_of_held_requests_is_fixed(void **state)
     pump(10 * SXE_NS_PER_MSEC);
     for (int i = 0; i < 2; i++) {
         out[0] = '\0';
-        heard(fds[i], out, sizeof(out));
+        sxe_test_heard(fds[i], out, sizeof(out));
         assert_non_null(strstr(out, "later /later"));
     }
     for (int i = 0; i < 3; i++) {
@@ -354,15 +337,15 @@ static void test_a_request_never_answered_gets_503(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     pump(SXE_NS_PER_SEC / 2);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_string_equal(out, "");
     pump(SXE_NS_PER_SEC / 2 + 1);
     pump(0);
     ssize_t got;
-    while ((got = heard(fd, out, sizeof(out))) > 0) {
+    while ((got = sxe_test_heard(fd, out, sizeof(out))) > 0) {
     }
     assert_non_null(strstr(out, "HTTP/1.1 503 Service Unavailable"));
     assert_non_null(strstr(out, "Connection: close"));
@@ -381,9 +364,9 @@ static void test_answered_before_the_handler_returns(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "GET /now HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /now HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "now\n"));
     assert_non_null(strstr(out, "hello\n"));
     sxe_http_server_defer_stats(server, &stats);
@@ -423,9 +406,9 @@ static void test_invalid_use(void **state)
 
     (void)state;
     assert_int_equal(sxe_http_route(server, "GET", "/invalid", false, invalid, NULL), 0);
-    say(fd, "GET /invalid HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /invalid HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "204 No Content"));
     close(fd);
 }
@@ -436,19 +419,19 @@ static void test_fiber_routes_wait_as_sequential_code(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_string_equal(out, "");
     int busy = client(); /* the only fiber sleeps: a second fiber request is refused */
     char busy_out[1024] = "";
-    say(busy, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(busy, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    heard(busy, busy_out, sizeof(busy_out));
+    sxe_test_heard(busy, busy_out, sizeof(busy_out));
     assert_non_null(strstr(busy_out, "503 Service Unavailable"));
     pump(5 * SXE_NS_PER_MSEC);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     char *first = strstr(out, "from a fiber\n"), *second = strstr(out, "hello\n");
     assert_non_null(first);
     assert_non_null(second);
@@ -456,10 +439,10 @@ static void test_fiber_routes_wait_as_sequential_code(void **state)
     assert_int_equal(fiber_rc, 0);
 
     out[0] = '\0'; /* a fiber handler that does not answer gets 500 for it */
-    say(fd, "GET /fiber/mute HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /fiber/mute HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     pump(5 * SXE_NS_PER_MSEC);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "500 Internal Server Error"));
     close(fd);
     close(busy);
@@ -471,7 +454,7 @@ static void test_a_fiber_whose_client_left_is_told_at_its_next_call(void **state
     int fd = client();
 
     (void)state;
-    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     close(fd);
     pump(0);
@@ -484,10 +467,10 @@ static void test_a_fiber_whose_client_left_is_told_at_its_next_call(void **state
     /* Its fiber is free again. */
     fd = client();
     char out[1024] = "";
-    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     pump(5 * SXE_NS_PER_MSEC);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "from a fiber"));
     close(fd);
 }
@@ -498,7 +481,7 @@ static void test_a_started_stream_outlives_the_response_timeout(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     for (int second = 0; second < 3; second++) { /* three times the response timeout */
         assert_int_equal(sxe_http_send(stream_held, "data: x\n\n", 9), 0);
@@ -506,7 +489,7 @@ static void test_a_started_stream_outlives_the_response_timeout(void **state)
     }
     assert_int_equal(sxe_http_finish(stream_held), 0);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "HTTP/1.1 200 OK"));
     assert_null(strstr(out, "503"));
     assert_non_null(strstr(out, "9\r\ndata: x\n\n\r\n0\r\n\r\n"));
@@ -523,17 +506,17 @@ static void test_a_request_arriving_behind_a_held_one_waits(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "GET /later/a HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /later/a HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    say(fd, "GET /later/b HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /later/b HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0); /* read, and the connection pauses: they wait behind the held one */
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_string_equal(out, "");
     pump(10 * SXE_NS_PER_MSEC); /* /later/a answered; /later/b held in turn */
     pump(0);
     pump(10 * SXE_NS_PER_MSEC); /* /later/b answered; / answered at once */
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     char *a = strstr(out, "later /later/a"), *b = strstr(out, "later /later/b");
     char *hello_at = strstr(out, "hello\n");
     assert_non_null(a);
@@ -550,9 +533,9 @@ static void test_a_handler_that_closes_its_held_connection(void **state)
     char out[256] = "";
 
     (void)state;
-    say(fd, "GET /close HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /close HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    assert_int_equal(heard(fd, out, sizeof(out)), -1);
+    assert_int_equal(sxe_test_heard(fd, out, sizeof(out)), -1);
     sxe_http_server_defer_stats(server, &stats);
     assert_int_equal(stats.cancelled, 1);
     assert_int_equal(stats.held, 1); /* until the holder's next call, which it has not made */
@@ -575,14 +558,14 @@ static void test_no_buffer_to_hold_a_request_in(void **state)
     port = sxe_http_port(small);
     for (int i = 0; i < 2; i++) { /* the one buffer holds the first; the second cannot wait */
         fds[i] = client();
-        say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+        sxe_test_say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
         pump(0);
     }
-    heard(fds[1], out, sizeof(out));
+    sxe_test_heard(fds[1], out, sizeof(out));
     assert_non_null(strstr(out, "503 Service Unavailable"));
     pump(10 * SXE_NS_PER_MSEC);
     out[0] = '\0';
-    heard(fds[0], out, sizeof(out));
+    sxe_test_heard(fds[0], out, sizeof(out));
     assert_non_null(strstr(out, "later /later"));
     close(fds[0]);
     close(fds[1]);

@@ -200,11 +200,6 @@ static int client(void)
     return fd;
 }
 
-static void say(int fd, const char *text)
-{
-    assert_int_equal(send(fd, text, strlen(text), MSG_NOSIGNAL), (ssize_t)strlen(text));
-}
-
 /* Sends the pattern's bytes [from, to) as far as the socket takes them; returns where it stopped.
  */
 static size_t send_body(int fd, size_t from, size_t to)
@@ -244,19 +239,6 @@ static void until_done(void)
     pump(0); /* the answer goes out (a completion backend's send completes on a later turn) */
 }
 
-/* What the server has sent on fd so far (appended to out); -1 once it closed. */
-static ssize_t heard(int fd, char *out, size_t size)
-{
-    size_t have = strlen(out);
-    ssize_t got = recv(fd, out + have, size - 1 - have, MSG_DONTWAIT);
-
-    if (got == 0) {
-        return -1;
-    }
-    out[have + (got > 0 ? (size_t)got : 0)] = '\0';
-    return got > 0 ? got : 0;
-}
-
 static void expect_count(const char *out, const char *who, size_t len)
 {
     char want[128];
@@ -277,10 +259,10 @@ static void test_a_body_many_times_the_buffer_streams_through(void **state)
     (void)state;
     snprintf(head, sizeof(head), "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
              len);
-    say(fd, head);
+    sxe_test_say(fd, head);
     send_rest(fd, 0, len);
     until_done();
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "callback", len);
     assert_true(up.done);
     assert_true(up.pieces > 1);
@@ -288,9 +270,9 @@ static void test_a_body_many_times_the_buffer_streams_through(void **state)
     assert_null(strstr(out, "Connection: close"));
 
     out[0] = '\0'; /* kept alive: the next request on it is read as usual */
-    say(fd, "POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+    sxe_test_say(fd, "POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "whole 3\n"));
     struct sxe_http_defer_stats stats;
     sxe_http_server_defer_stats(server, &stats);
@@ -304,7 +286,7 @@ static void test_a_chunked_body_with_a_request_behind_it(void **state)
     int fd = client(), at = 0;
 
     (void)state;
-    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    sxe_test_say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
     pump(0);
     size_t sent = 0;
     for (int c = 1; c <= 40; c++) { /* chunks of every size from 1 to 40, some with extensions */
@@ -323,7 +305,7 @@ static void test_a_chunked_body_with_a_request_behind_it(void **state)
         pump(0);
     }
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "callback", sent);
     char *first = strstr(out, "callback got"), *second = strstr(out, "whole 0\n");
     assert_non_null(second);
@@ -340,7 +322,7 @@ static void test_a_paused_reader_holds_the_client_back(void **state)
     (void)state;
     snprintf(head, sizeof(head),
              "POST /up/pause HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", len);
-    say(fd, head);
+    sxe_test_say(fd, head);
     at = 0;
     for (int i = 0; i < 50; i++) {
         at = send_body(fd, at, len);
@@ -354,7 +336,7 @@ static void test_a_paused_reader_holds_the_client_back(void **state)
     assert_int_equal(sxe_http_body_resume(up.held), 0);
     send_rest(fd, at, len);
     until_done();
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "callback", len);
     close(fd);
 }
@@ -365,13 +347,13 @@ static void test_reading_starts_when_the_holder_asks(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /up/later HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
+    sxe_test_say(fd, "POST /up/later HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n");
     assert_int_equal(send(fd, "\x00\x07\x0e\x15\x1c", 5, 0), 5);
     pump(0);
     assert_int_equal(up.pieces, 0);
     assert_int_equal(sxe_http_body_stream(up.held, on_piece, NULL), 0);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "callback", 5);
     close(fd);
 }
@@ -382,23 +364,24 @@ static void test_answered_before_the_body_closes_the_connection(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /deny HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n"
+    sxe_test_say(
+        fd, "POST /deny HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100000\r\n"
             "\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_null(strstr(out, "100 Continue")); /* not wanted: the client need not send it */
     assert_non_null(strstr(out, "401 Unauthorized"));
     assert_non_null(strstr(out, "Connection: close"));
     send_rest(fd, 0, 100000); /* sent anyway: read and dropped, not taken for requests */
     pump(0);
     out[0] = '\0';
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_string_equal(out, "");
     shutdown(fd, SHUT_WR);
     pump(0);
     ssize_t end = 0;
     for (int i = 0; i < 10 && end != -1; i++) {
-        end = heard(fd, out, sizeof(out));
+        end = sxe_test_heard(fd, out, sizeof(out));
         pump(0);
     }
     assert_int_equal(end, -1);
@@ -411,13 +394,14 @@ static void test_100_continue_when_the_body_is_wanted(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
+    sxe_test_say(
+        fd, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_string_equal(out, "HTTP/1.1 100 Continue\r\n\r\n");
     assert_int_equal(send(fd, "\x00\x07\x0e\x15", 4, 0), 4);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "callback", 4);
     close(fd);
 }
@@ -428,9 +412,10 @@ static void test_a_malformed_body_is_refused_and_its_holder_told(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n");
+    sxe_test_say(
+        fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "400 Bad Request"));
     assert_int_equal(up.cancels, 1);
     assert_int_equal(up.bytes, 3);
@@ -446,9 +431,10 @@ static void test_bodies_past_their_limits_get_413(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n"); /* > BODY_LIMIT */
+    sxe_test_say(
+        fd, "POST /whole HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n"); /* > BODY_LIMIT */
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "413 "));
     close(fd);
 
@@ -456,20 +442,20 @@ static void test_bodies_past_their_limits_get_413(void **state)
     fd = client();
     snprintf(head, sizeof(head), "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %u\r\n\r\n",
              STREAM_LIMIT + 1);
-    say(fd, head);
+    sxe_test_say(fd, head);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "413 "));
     assert_int_equal(up.pieces, 0); /* refused at the head: the handler never ran */
     close(fd);
 
     out[0] = '\0'; /* chunked: refused where it passes the limit, and the holder told */
     fd = client();
-    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    sxe_test_say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
     snprintf(head, sizeof(head), "%x\r\n", STREAM_LIMIT + 1);
-    say(fd, head);
+    sxe_test_say(fd, head);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "413 "));
     assert_int_equal(up.cancels, 1);
     close(fd);
@@ -481,7 +467,7 @@ static void test_a_client_that_leaves_mid_body(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    sxe_test_say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
     assert_int_equal(send_body(fd, 0, 5000), 5000);
     pump(0);
     assert_int_equal(up.bytes, 5000);
@@ -495,7 +481,7 @@ static void test_a_client_that_leaves_mid_body(void **state)
      * and the end, reported by one edge in the first, is still seen after the last. */
     memset(&up, 0, sizeof(up));
     fd = client();
-    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
+    sxe_test_say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
     size_t sent = send_body(fd, 0, 100000);
     close(fd);
     for (int i = 0; i < 200 && up.cancels == 0; i++) {
@@ -511,17 +497,17 @@ static void test_a_body_that_stops_coming_times_out(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    sxe_test_say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
     pump(0);
     pump(SXE_NS_PER_SEC / 2);
     assert_int_equal(send_body(fd, 0, 5000), 5000);
     pump(0);
     pump(SXE_NS_PER_SEC * 3 / 4); /* the piece restarted the deadline: not yet */
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_string_equal(out, "");
     pump(SXE_NS_PER_SEC / 2);
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "503 Service Unavailable"));
     assert_int_equal(up.cancels, 1);
     close(fd);
@@ -536,31 +522,31 @@ static void test_a_fiber_reads_a_body_as_sequential_code(void **state)
     (void)state;
     snprintf(head, sizeof(head), "POST /fiber HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
              len);
-    say(fd, head);
+    sxe_test_say(fd, head);
     send_rest(fd, 0, len);
     until_done();
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "fiber", len);
     assert_int_equal(up.biggest, 1000);
 
     out[0] = '\0'; /* a slow fiber reader, chunked, with the next request behind it */
     memset(&up, 0, sizeof(up));
-    say(fd, "POST /fiber/slow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-            "5dc\r\n");
+    sxe_test_say(fd, "POST /fiber/slow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "5dc\r\n");
     send_rest(fd, 0, 1500);
-    say(fd, "\r\n0\r\n\r\nGET /whole HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "\r\n0\r\n\r\nGET /whole HTTP/1.1\r\nHost: x\r\n\r\n");
     for (int i = 0; i < 10; i++) {
         pump(SXE_NS_PER_MSEC);
     }
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "fiber", 1500);
     assert_non_null(strstr(out, "whole 0\n"));
 
     out[0] = '\0'; /* no body: the first read says so */
     memset(&up, 0, sizeof(up));
-    say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     expect_count(out, "fiber", 0);
     close(fd);
 }
@@ -570,7 +556,7 @@ static void test_a_fiber_reading_a_body_hears_its_client_leave(void **state)
     int fd = client();
 
     (void)state;
-    say(fd, "POST /fiber HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    sxe_test_say(fd, "POST /fiber HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
     assert_int_equal(send_body(fd, 0, 3000), 3000);
     pump(0);
     assert_int_equal(up.bytes, 3000);
@@ -622,9 +608,10 @@ static void test_invalid_use(void **state)
     assert_int_equal(sxe_http_route(server, NULL, "/misuse", false, misuse, NULL), 0);
     assert_int_equal(
         sxe_http_route_flags(server, "GET", "/nobody", SXE_HTTP_ROUTE_STREAM, no_body, NULL), 0);
-    say(fd, "GET /misuse HTTP/1.1\r\nHost: x\r\n\r\nGET /nobody HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(fd,
+                 "GET /misuse HTTP/1.1\r\nHost: x\r\n\r\nGET /nobody HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
-    heard(fd, out, sizeof(out));
+    sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "204 No Content"));
     expect_count(out, "callback", 0);
     close(fd);
