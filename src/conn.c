@@ -136,6 +136,7 @@ int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kin
     int rc;
 
     conn->fd = fd;
+    conn->lists &= (uint8_t)~SXE__LIST_HUP; /* the slot's last connection's end is not this one's */
     conn->kind = kind;
     conn->io_kind = io_kind;
     conn->handlers = handlers;
@@ -167,7 +168,6 @@ int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned stat
         return -ENOBUFS;
     }
     conn->flags = flags;
-    conn->lists &= (uint8_t)~SXE__LIST_HUP; /* the slot's last connection's end is not this one's */
     unsigned wants = wanted[kind];
     if (flags & SXE__CONN_RECEIVE_FDS) {
         wants &= ~SXE__IO_RECV; /* descriptors come with recvmsg, not in the backend's buffers */
