@@ -74,11 +74,14 @@ static bool route_method_matches(const struct route *route, const struct sxe_htt
     return strcmp(route->method, "GET") == 0 && method_is(request, "HEAD");
 }
 
-/* Finds the route for the request; sets *allow to the methods of routes for its path. */
+/* Finds the route for the request's path (its target up to any '?'); sets *allow to the methods
+ * of routes for that path. */
 static const struct route *find_route(sxe_http_server_t *server,
-                                      const struct sxe_http_request *request, const char *path,
-                                      size_t path_len, char *allow, size_t allow_size)
+                                      const struct sxe_http_request *request, char *allow,
+                                      size_t allow_size)
 {
+    const char *path = request->target, *query = memchr(path, '?', request->target_len);
+    size_t path_len = query ? (size_t)(query - path) : request->target_len;
     const struct route *best = NULL;
     size_t best_len = 0;
     bool best_exact = false;
@@ -117,12 +120,7 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                      bool streamed)
 {
     char allow[256];
-    size_t path_len;
-    const char *query = memchr(request->target, '?', request->target_len);
-
-    path_len = query ? (size_t)(query - request->target) : request->target_len;
-    const struct route *route =
-        find_route(server, request, request->target, path_len, allow, sizeof(allow));
+    const struct route *route = find_route(server, request, allow, sizeof(allow));
     if (route == NULL) {
         if (allow[0] != '\0') {
             char headers[300];
@@ -162,8 +160,8 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
         return true;
     }
     if (http->status == 0) {
-        SXE_LOG_ERROR("the handler for %.*s did not answer; answering 500", (int)path_len,
-                      request->target);
+        SXE_LOG_ERROR("the handler for %.*s did not answer; answering 500",
+                      (int)request->target_len, request->target);
         http->keep_alive = false;
         sxe_http_respond(http, 500, "text/plain", "500 Internal Server Error\n", 26);
     } else if (!http->finished) {
@@ -197,9 +195,8 @@ size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int
     return decoded;
 }
 
-/* Sends 100 Continue for a request that asked, once, before its body is read. */
-static void send_continue(struct http_conn *state, sxe_conn_t *conn,
-                          const struct sxe_http_request *request)
+void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
+                             const struct sxe_http_request *request)
 {
     if (request->expect_continue && request->minor_version == 1 && !state->continued) {
         state->continued = true;
@@ -217,10 +214,7 @@ static int stream_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const cha
 {
     struct sxe_http_request *request = &server->request;
     char allow[256];
-    const char *query = memchr(request->target, '?', request->target_len);
-    size_t path_len = query ? (size_t)(query - request->target) : request->target_len;
-    const struct route *route =
-        find_route(server, request, request->target, path_len, allow, sizeof(allow));
+    const struct route *route = find_route(server, request, allow, sizeof(allow));
 
     if (route == NULL || !route->stream) {
         if (!request->chunked && request->content_length > server->limits.body_bytes) {
@@ -325,7 +319,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 
         /* The body must be here whole before the request is answered. */
         state->head_len = (uint32_t)head;
-        send_continue(state, conn, request);
+        sxe__http_send_continue(state, conn, request);
         struct sxe_http_body piece = {0};
         while (!piece.done && (size_t)head + state->body_offset < left) {
             long taken = sxe_http_parse_body(&state->parser, at + head + state->body_offset,

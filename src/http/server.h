@@ -204,5 +204,8 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
                       const struct sxe_http_request *request, const char *extra_headers);
 size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
                                 size_t body_len, char *out);
+/* Sends 100 Continue for a request that asked, once, before its body is read. */
+void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
+                             const struct sxe_http_request *request);
 
 #endif

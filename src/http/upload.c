@@ -180,18 +180,14 @@ void sxe__http_upload_cancel(struct held *held)
     }
 }
 
-/* Sends 100 Continue to a client that waits for it before sending its body. */
+/* A client that waits for 100 Continue before sending its body gets it, unless answered already. */
 static void send_continue(sxe_http_server_t *server, struct held *held)
 {
     sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
-    struct http_conn *state;
 
-    if (conn == NULL || !held->request.expect_continue || held->request.minor_version != 1 ||
-        held->http.status != 0 || (state = sxe__http_state(server, conn))->continued) {
-        return;
+    if (conn != NULL && held->http.status == 0) {
+        sxe__http_send_continue(sxe__http_state(server, conn), conn, &held->request);
     }
-    state->continued = true;
-    (void)sxe_conn_write(conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
 }
 
 /* The held request of a streamed route, whose body nobody reads yet; or NULL (-EINVAL). */
