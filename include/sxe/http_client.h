@@ -22,8 +22,17 @@
  *
  * Responses are read with the strict response parser of sxe/http_parser.h; bodies are framed by
  * Content-Length, chunked (the framing removed) or the close. A response that breaks the rules
- * fails its call with -EPROTO, and its connection is closed, never reused. One request per
- * connection at a time: no pipelining.
+ * fails its call with -EPROTO, and its connection is closed, never reused.
+ *
+ * One request per connection at a time, unless options.pipeline asks for more. Then the requests
+ * made in one turn of the loop share a connection, up to pipeline of them, and leave in one send
+ * when the turn's events are handled; the upstream answers them in order, and the answers come
+ * back in few reads. Fewer packets each way: less CPU at both ends. Only idempotent requests are
+ * pipelined, only on a kept-alive connection taken from the pool, and only while every call on the
+ * connection is idempotent. The calls behind the one being answered were not started: if the
+ * connection ends under them (or its answer says Connection: close), they are sent again, once.
+ * A slow answer delays the ones behind it (head-of-line blocking): pipeline to an upstream that
+ * answers quickly and in order, as an HTTP/1.1 server must.
  *
  * A request sent on a pooled connection that the server had closed meanwhile (it closes, or
  * resets, before a byte of the answer) is sent again once on a new connection if its method is
@@ -36,8 +45,9 @@
  * destroyed first.
  *
  * Memory is fixed at sxe_http_client_create(): the connection and call tables. Each call queued or
- * in flight runs one of the loop's timers (sxe_loop_options.timers must allow connections + queue
- * more) and each connection takes one of the loop's connections. A client belongs to its loop's
+ * in flight runs one of the loop's timers (sxe_loop_options.timers must allow connections x
+ * pipeline + queue more, and one for the client itself when it pipelines) and each connection
+ * takes one of the loop's connections. A client belongs to its loop's
  * thread; with workers, make one per worker.
  */
 #ifndef SXE_HTTP_CLIENT_H
@@ -67,7 +77,9 @@ struct sxe_http_client_options {
     /** Zero fields take the defaults; body_bytes bounds gathered bodies only (1 MiB). */
     struct sxe_http_limits limits;
     const char *host; /**< The Host header (the address given to create when NULL). */
-    bool no_retry;    /**< Never send a request twice (see above). */
+    bool no_retry;    /**< Never send a request twice (see above); turns pipelining off. */
+    /** Requests one connection may carry at once (1: no pipelining; at most 64). See above. */
+    uint32_t pipeline;
 };
 
 /**
@@ -143,8 +155,10 @@ void sxe_http_call_pause(sxe_http_call_t *call);
 void sxe_http_call_resume(sxe_http_call_t *call);
 
 /**
- * Abandons a call: no callback of it runs after this (it may be called from them). A call in
- * flight closes its connection, since the rest of its response would have to be read first.
+ * Abandons a call: no callback of it runs after this (it may be called from them). A call whose
+ * response is being read closes its connection, since the rest would have to be read first (the
+ * pipelined calls behind it are sent again); one waiting behind another on its connection has its
+ * response read and dropped when it comes.
  */
 void sxe_http_call_cancel(sxe_http_call_t *call);
 
@@ -169,15 +183,16 @@ void sxe_http_reply_free(struct sxe_http_reply *reply);
 
 /** A client's counters. */
 struct sxe_http_client_stats {
-    uint64_t requests; /**< Calls that ended with a whole response. */
-    uint64_t failed;   /**< Calls that ended with an error. */
-    uint64_t connects; /**< Connections opened. */
-    uint64_t reused;   /**< Requests sent on a connection that had carried one before. */
-    uint64_t retried;  /**< Requests sent again after a pooled connection died under them. */
-    uint64_t refused;  /**< Calls refused with -ENOBUFS: the queue was full. */
-    uint32_t open;     /**< Connections open now. */
-    uint32_t busy;     /**< Of them, carrying a request now. */
-    uint32_t queued;   /**< Calls waiting for a connection now. */
+    uint64_t requests;  /**< Calls that ended with a whole response. */
+    uint64_t failed;    /**< Calls that ended with an error. */
+    uint64_t connects;  /**< Connections opened. */
+    uint64_t reused;    /**< Requests sent on a connection that had carried one before. */
+    uint64_t retried;   /**< Requests sent again after a pooled connection died under them. */
+    uint64_t refused;   /**< Calls refused with -ENOBUFS: the queue was full. */
+    uint64_t pipelined; /**< Requests sent behind another on a connection (options.pipeline). */
+    uint32_t open;      /**< Connections open now. */
+    uint32_t busy;      /**< Of them, carrying a request now. */
+    uint32_t queued;    /**< Calls waiting for a connection now. */
 };
 
 void sxe_http_client_stats(const sxe_http_client_t *client, struct sxe_http_client_stats *stats);

@@ -1,17 +1,17 @@
 /*
  * The HTTP client (sxe/http_client.h): a pool of keep-alive connections to one upstream, calls
- * queued for them in a table of fixed size, responses read with the strict response parser.
+ * queued for them in a table of fixed size. Responses are read in client_read.c.
  *
  * A connection ("upstream") is free, connecting, idle (in the pool, on a stack so the warmest is
- * reused first) or busy with one call. A call is queued (a FIFO list), or on a connection, from
+ * reused first) or busy with its calls. A call is queued (a FIFO list), or on a connection, from
  * its request's first byte to its response's last. Every call runs its own timer, restarted by each
  * read of its response, so a silent upstream fails it with -ETIMEDOUT wherever it waits.
  *
- * A gathered (fetch) response is copied into its connection's store as it arrives: the head, then
- * the body without its framing. When it is whole the connection goes back to the pool at once, and
- * the done callback is given the head parsed again from the copy, which a fiber's reply may keep.
- * Streamed responses pass through without a copy: the head is parsed in the connection's buffer,
- * the body handed on piece by piece.
+ * Pipelining (options.pipeline > 1): the first idempotent request of a turn that takes a connection
+ * which has carried a whole response corks it, and the turn's next idempotent requests join it
+ * until it holds options.pipeline; a timer of 0 ns, which runs once the turn's events are handled,
+ * uncorks it, so the batch leaves in one send and its answers come back in few reads. The calls
+ * behind the first were not started: when the connection ends under them they are queued again.
  */
 #define SXE_LOG_MODULE client_log
 #include "sxe/log.h"
@@ -20,82 +20,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "sxe/clock.h"
-#include "sxe/conn.h"
-#include "sxe/http_client.h"
-#include "sxe/timer.h"
 #include "http/address.h"
 #include "http/client.h"
 
 static struct sxe_log_module client_log = SXE_LOG_MODULE_INIT(HTTP_CLIENT);
 
-#define STORE_KEPT (64 * 1024) /* a larger store is freed after use, not kept for the next */
-
-enum up_state { UP_FREE, UP_CONNECTING, UP_IDLE, UP_BUSY };
-
-struct upstream {
-    sxe_http_client_t *client;
-    sxe_conn_t *conn;
-    struct sxe_http_call *call;
-    struct sxe_http_parser parser;
-    enum up_state state;
-    bool reused;      /* it has carried a whole response */
-    bool got_bytes;   /* of the current call's response */
-    bool in_body;     /* the current response's head has been read */
-    bool until_close; /* ... and its body runs to the close */
-    bool keep_alive;  /* ... and the connection may carry the next request */
-    char *store;      /* a gathered response: head, then body */
-    size_t store_len, store_size;
-    uint32_t head_len;
-    uint32_t next_idle;
-};
-
-enum call_kind { CALL_FETCH, CALL_STREAM };
-
-struct sxe_http_call {
-    sxe_http_client_t *client;
-    struct sxe_http_client_request request;
-    enum call_kind kind;
-    sxe_http_client_done_t done;
-    const struct sxe_http_client_handlers *handlers;
-    void *arg;
-    struct upstream *up;               /* carrying it, or NULL */
-    struct sxe_http_call *prev, *next; /* in the queue, or the free list (next) */
-    sxe_timer_t timer;
-    struct upstream *store_of; /* during done: the connection whose store holds the response */
-    bool in_use, queued, head_request, idempotent, retried, paused;
-};
-
-struct sxe_http_client {
-    sxe_loop_t *loop;
-    struct sockaddr_storage address;
-    socklen_t address_len;
-    char host[80];
-    struct sxe_http_client_options options;
-    struct sxe_http_limits stream_limits; /* no body limit: bodies pass through */
-    struct upstream *ups;
-    struct sxe_http_call *calls;
-    struct sxe_http_call *free_calls;
-    struct sxe_http_call *queue_head, *queue_tail;
-    uint32_t idle; /* top of the idle stack, or UINT32_MAX */
-    uint32_t calls_count;
-    uint32_t calls_untouched; /* calls from here on were never used: free, their pages untouched */
-    struct sxe_http_client_stats stats;
-};
+#define PIPELINE_MOST 64 /* options.pipeline's bound */
 
 static const char *const idempotent_methods[] = {"GET",    "HEAD",    "PUT",
                                                  "DELETE", "OPTIONS", "TRACE"};
 
-static size_t on_read(sxe_conn_t *conn, const char *data, size_t len);
 static void on_connect(sxe_conn_t *conn);
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
 static void on_timer(sxe_timer_t *timer, void *arg);
-static void up_fail(struct upstream *up, struct sxe_http_call *call, int err);
+static void on_flush(sxe_timer_t *timer, void *arg);
 
 static const struct sxe_conn_handlers up_handlers = {
-    .on_connect = on_connect, .on_read = on_read, .on_close = on_close};
+    .on_connect = on_connect, .on_read = sxe__http_client_on_read, .on_close = on_close};
 
 int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, const char *address,
                            const struct sxe_http_client_options *options)
@@ -104,17 +47,20 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     sxe_http_client_t *client;
 
     *client_out = NULL;
-    if (!SXE_CHECK(loop != NULL && address != NULL)) {
+    if (!SXE_CHECK(loop != NULL && address != NULL &&
+                   (options == NULL || options->pipeline <= PIPELINE_MOST))) {
         return -EINVAL;
     }
     if ((client = calloc(1, sizeof(*client))) == NULL) {
         return -ENOMEM;
     }
+    sxe_timer_init(&client->flush, on_flush, client);
     client->options = options != NULL ? *options : defaults;
     struct sxe_http_client_options *o = &client->options;
     o->connections = o->connections ? o->connections : 64;
     o->queue = o->queue ? o->queue : 256;
     o->timeout = o->timeout ? o->timeout : 30 * SXE_NS_PER_SEC;
+    o->pipeline = o->pipeline > 1 && !o->no_retry ? o->pipeline : 1;
     struct sxe_http_limits *limits = &o->limits;
     limits->request_line = limits->request_line ? limits->request_line : 8192;
     limits->header_bytes = limits->header_bytes ? limits->header_bytes : 16384;
@@ -123,7 +69,7 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     client->stream_limits = *limits;
     client->stream_limits.body_bytes = UINT64_MAX;
     client->loop = loop;
-    client->calls_count = o->connections + o->queue;
+    client->calls_count = o->connections * o->pipeline + o->queue;
     snprintf(client->host, sizeof(client->host), "%s", o->host != NULL ? o->host : address);
     o->host = client->host;
     client->ups = calloc(o->connections, sizeof(*client->ups));
@@ -134,7 +80,7 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
         sxe_http_client_destroy(client);
         return rc;
     }
-    client->idle = UINT32_MAX;
+    client->idle = client->flush_head = UINT32_MAX;
     for (uint32_t i = 0; i < o->connections; i++) {
         client->ups[i].client = client;
     }
@@ -151,33 +97,86 @@ static void queue_remove(sxe_http_client_t *client, struct sxe_http_call *call)
     client->stats.queued--;
 }
 
-/* The call is over: its slot goes back to the free list. */
-static void call_free(struct sxe_http_call *call)
+/* Queues the call after another queued call, or first when after is NULL. */
+static void queue_insert(sxe_http_client_t *client, struct sxe_http_call *call,
+                         struct sxe_http_call *after)
+{
+    call->prev = after;
+    call->next = after != NULL ? after->next : client->queue_head;
+    *(call->next != NULL ? &call->next->prev : &client->queue_tail) = call;
+    *(after != NULL ? &after->next : &client->queue_head) = call;
+    call->queued = true;
+    client->stats.queued++;
+}
+
+void sxe__http_call_free(struct sxe_http_call *call)
 {
     sxe_http_client_t *client = call->client;
 
+    if (!call->in_use) {
+        return; /* cancelled from its own last callback */
+    }
     sxe_timer_stop(client->loop, &call->timer);
     call->in_use = false;
     call->next = client->free_calls;
     client->free_calls = call;
 }
 
-/* Ends a call with an error: it is off its connection already, or was never on one. */
-static void call_fail(struct sxe_http_call *call, int err)
+void sxe__http_call_fail(struct sxe_http_call *call, int err)
 {
-    SXE_LOG_DEBUG("request %s %s to %s failed: %s", call->request.method, call->request.target,
-                  call->client->host, sxe_strerror(err));
-    call->client->stats.failed++;
     if (call->queued) {
         queue_remove(call->client, call);
     }
     call->up = NULL;
-    if (call->kind == CALL_FETCH) {
-        call->done(call, err, NULL, NULL, 0, call->arg);
-    } else if (call->handlers->on_done != NULL) {
-        call->handlers->on_done(call, err, call->arg);
+    if (!call->discard) {
+        SXE_LOG_DEBUG("request %s %s to %s failed: %s", call->request.method, call->request.target,
+                      call->client->host, sxe_strerror(err));
+        call->client->stats.failed++;
+        if (call->kind == SXE__CALL_FETCH) {
+            call->done(call, err, NULL, NULL, 0, call->arg);
+        } else if (call->handlers->on_done != NULL) {
+            call->handlers->on_done(call, err, call->arg);
+        }
     }
-    call_free(call);
+    sxe__http_call_free(call);
+}
+
+/* Puts the call last on the connection. */
+static void up_push(struct sxe__upstream *up, struct sxe_http_call *call)
+{
+    call->up = up;
+    call->up_next = NULL;
+    *(up->last != NULL ? &up->last->up_next : &up->first) = call;
+    up->last = call;
+    up->idempotent_only = (up->calls == 0 || up->idempotent_only) && call->idempotent;
+    up->calls++;
+}
+
+void sxe__http_up_pop(struct sxe__upstream *up)
+{
+    struct sxe_http_call *call = up->first;
+
+    up->first = call->up_next;
+    up->last = up->first != NULL ? up->last : NULL;
+    up->calls--;
+    call->up = NULL;
+    call->up_next = NULL;
+    up->got_bytes = up->in_body = false; /* of the next call's answer, which has not begun */
+}
+
+/* Takes any one call off its connection (the client is being destroyed). */
+static void up_unlink(struct sxe__upstream *up, struct sxe_http_call *call)
+{
+    struct sxe_http_call **link = &up->first, *prev = NULL;
+
+    while (*link != call) {
+        prev = *link;
+        link = &prev->up_next;
+    }
+    *link = call->up_next;
+    up->last = up->last == call ? prev : up->last;
+    up->calls--;
+    call->up = NULL;
 }
 
 void sxe_http_client_destroy(sxe_http_client_t *client)
@@ -189,9 +188,9 @@ void sxe_http_client_destroy(sxe_http_client_t *client)
         struct sxe_http_call *call = &client->calls[i];
         if (call->in_use) {
             if (call->up != NULL) {
-                call->up->call = NULL;
+                up_unlink(call->up, call);
             }
-            call_fail(call, -ECANCELED);
+            sxe__http_call_fail(call, -ECANCELED);
         }
     }
     for (uint32_t i = 0; client->ups != NULL && i < client->options.connections; i++) {
@@ -200,15 +199,18 @@ void sxe_http_client_destroy(sxe_http_client_t *client)
         }
         free(client->ups[i].store);
     }
+    if (client->loop != NULL) {
+        sxe_timer_stop(client->loop, &client->flush);
+    }
     free(client->calls);
     free(client->ups);
     free(client);
 }
 
 /* Writes the call's request on its connection, corked into one send. */
-static int send_request(struct upstream *up)
+static int send_request(struct sxe__upstream *up, const struct sxe_http_call *call)
 {
-    const struct sxe_http_client_request *request = &up->call->request;
+    const struct sxe_http_client_request *request = &call->request;
     sxe_conn_t *conn = up->conn;
     const char *host = request->host != NULL ? request->host : up->client->host;
     char line[1024];
@@ -246,30 +248,84 @@ static int send_request(struct upstream *up)
     return rc < 0 ? rc : 0;
 }
 
-/* Puts a call on a connection that is connected and free of calls, and sends its request. */
-static int send_on(struct upstream *up, struct sxe_http_call *call)
+/*
+ * With pipelining, corks a connection that took an idempotent request, so the turn's next ones
+ * join it and all leave in one send when the turn ends.
+ */
+static void batch_start(struct sxe__upstream *up)
 {
     sxe_http_client_t *client = up->client;
 
-    up->call = call;
-    call->up = up;
-    if (up->state != UP_BUSY) {
-        up->state = UP_BUSY;
-        client->stats.busy++;
+    if (client->options.pipeline == 1 || !up->reused || !up->idempotent_only ||
+        (!sxe_timer_active(&client->flush) &&
+         sxe_timer_start(client->loop, &client->flush, 0, 0) < 0) ||
+        !sxe_conn_cork(up->conn)) {
+        return;
     }
+    up->corked = true;
+    if (!up->flush_listed) {
+        up->flush_listed = true;
+        up->next_flush = client->flush_head;
+        client->flush_head = (uint32_t)(up - client->ups);
+    }
+    client->batch = up;
+}
+
+/* The turn's events are handled: every batch leaves. */
+static void on_flush(sxe_timer_t *timer, void *arg)
+{
+    sxe_http_client_t *client = arg;
+
+    (void)timer;
+    client->batch = NULL;
+    while (client->flush_head != UINT32_MAX) {
+        struct sxe__upstream *up = &client->ups[client->flush_head];
+        client->flush_head = up->next_flush;
+        up->flush_listed = false;
+        if (up->corked) {
+            up->corked = false;
+            sxe_conn_uncork(up->conn);
+        }
+    }
+}
+
+/* Sends the request of the only call on a connected connection, which is busy from here. */
+static int start_first(struct sxe__upstream *up)
+{
+    sxe_http_client_t *client = up->client;
+
+    up->state = SXE__UP_BUSY;
+    client->stats.busy++;
     up->got_bytes = up->in_body = false;
     sxe_http_parser_init(&up->parser);
     client->stats.reused += up->reused;
-    return send_request(up);
+    batch_start(up);
+    return send_request(up, up->first);
+}
+
+/* Puts a call on an idle connection and sends its request. */
+static int send_on(struct sxe__upstream *up, struct sxe_http_call *call)
+{
+    up_push(up, call);
+    return start_first(up);
+}
+
+/* Whether the call may be sent behind this turn's batch. */
+static bool may_join(const sxe_http_client_t *client, const struct sxe_http_call *call)
+{
+    const struct sxe__upstream *up = client->batch;
+
+    return up != NULL && up->corked && up->idempotent_only && call->idempotent &&
+           up->calls < client->options.pipeline;
 }
 
 /* Opens a new connection for call in a free slot. @return 0 or -errno. */
 static int open_for(sxe_http_client_t *client, struct sxe_http_call *call)
 {
-    struct upstream *up = client->ups;
+    struct sxe__upstream *up = client->ups;
     int rc;
 
-    while (up->state != UP_FREE) { /* the caller knows one is free */
+    while (up->state != SXE__UP_FREE) { /* the caller knows one is free */
         up++;
     }
     rc = sxe_connect(client->loop, &up->conn, (const struct sockaddr *)&client->address,
@@ -278,28 +334,14 @@ static int open_for(sxe_http_client_t *client, struct sxe_http_call *call)
         up->conn = NULL;
         return rc;
     }
-    up->state = UP_CONNECTING;
+    up->state = SXE__UP_CONNECTING;
     up->reused = false;
-    up->call = call;
-    call->up = up;
+    up->first = up->last = NULL;
+    up->calls = 0;
+    up_push(up, call);
     client->stats.open++;
     client->stats.connects++;
     return 0;
-}
-
-static void queue_add(sxe_http_client_t *client, struct sxe_http_call *call, bool front)
-{
-    if (front) {
-        call->next = client->queue_head;
-        *(client->queue_head != NULL ? &client->queue_head->prev : &client->queue_tail) = call;
-        client->queue_head = call;
-    } else {
-        call->prev = client->queue_tail;
-        *(client->queue_tail != NULL ? &client->queue_tail->next : &client->queue_head) = call;
-        client->queue_tail = call;
-    }
-    call->queued = true;
-    client->stats.queued++;
 }
 
 /* Gives waiting calls the connections that are idle, or may be opened. */
@@ -309,17 +351,19 @@ static void dispatch(sxe_http_client_t *client)
 
     while (client->queue_head != NULL) {
         struct sxe_http_call *call = client->queue_head;
-        if (client->idle != UINT32_MAX) {
-            struct upstream *up = &client->ups[client->idle];
+        if (call->error != 0) { /* its connection ended under it, and it was sent twice */
+            sxe__http_call_fail(call, call->error);
+        } else if (client->idle != UINT32_MAX) {
+            struct sxe__upstream *up = &client->ups[client->idle];
             client->idle = up->next_idle;
             queue_remove(client, call);
             if ((rc = send_on(up, call)) < 0) {
-                up_fail(up, call, rc);
+                sxe__http_up_fail(up, call, rc);
             }
         } else if (client->stats.open < client->options.connections) {
             queue_remove(client, call);
             if ((rc = open_for(client, call)) < 0) {
-                call_fail(call, rc);
+                sxe__http_call_fail(call, rc);
             }
         } else {
             return;
@@ -332,23 +376,50 @@ static bool bad_text(const char *text)
     return text == NULL || *text == '\0' || strpbrk(text, "\r\n ") != NULL;
 }
 
-/*
- * Starts a call: on an idle connection, or a new one, or in the queue. Nothing of it is reported
- * through its callbacks from here: a failure now is the return value.
- */
-static int submit(sxe_http_client_t *client, const struct sxe_http_client_request *request,
-                  enum call_kind kind, const void *callback, void *arg, sxe_http_call_t **out)
+/* A call slot for submit(), or NULL. */
+static struct sxe_http_call *call_take(sxe_http_client_t *client)
 {
-    const char *method = request->method != NULL ? request->method : "GET";
-    int rc = 0;
-
     if (client->free_calls == NULL && client->calls_untouched < client->calls_count) {
         struct sxe_http_call *fresh = &client->calls[client->calls_untouched++];
         fresh->client = client;
         sxe_timer_init(&fresh->timer, on_timer, fresh);
         client->free_calls = fresh;
     }
-    struct sxe_http_call *call = client->free_calls;
+    return client->free_calls;
+}
+
+/* Fills in a call taken for a request. */
+static void call_init(struct sxe_http_call *call, const struct sxe_http_client_request *request,
+                      enum sxe__call_kind kind, const void *callback, void *arg)
+{
+    call->client->free_calls = call->next;
+    call->request = *request;
+    call->request.method = request->method != NULL ? request->method : "GET";
+    call->kind = kind;
+    call->done = kind == SXE__CALL_FETCH ? *(const sxe_http_client_done_t *)callback : NULL;
+    call->handlers = kind == SXE__CALL_STREAM ? callback : NULL;
+    call->arg = arg;
+    call->up = NULL;
+    call->up_next = call->prev = call->next = NULL;
+    call->error = 0;
+    call->in_use = true;
+    call->queued = call->retried = call->paused = call->idempotent = call->discard = false;
+    call->head_request = strcmp(call->request.method, "HEAD") == 0;
+    for (size_t i = 0; i < sizeof(idempotent_methods) / sizeof(idempotent_methods[0]); i++) {
+        call->idempotent |= strcmp(call->request.method, idempotent_methods[i]) == 0;
+    }
+}
+
+/*
+ * Starts a call: behind this turn's batch, on an idle connection, on a new one, or in the queue.
+ * Nothing of it is reported through its callbacks from here: a failure now is the return value.
+ */
+static int submit(sxe_http_client_t *client, const struct sxe_http_client_request *request,
+                  enum sxe__call_kind kind, const void *callback, void *arg, sxe_http_call_t **out)
+{
+    const char *method = request->method != NULL ? request->method : "GET";
+    struct sxe_http_call *call = call_take(client);
+    int rc = 0;
 
     if (!SXE_CHECK(!bad_text(method) && !bad_text(request->target) &&
                    (request->host == NULL || strpbrk(request->host, "\r\n") == NULL) &&
@@ -357,43 +428,43 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
     }
     bool must_queue =
         client->idle == UINT32_MAX && client->stats.open == client->options.connections;
-    if (call == NULL || (must_queue && client->stats.queued == client->options.queue)) {
+    if (call == NULL ||
+        (must_queue && client->batch == NULL && client->stats.queued == client->options.queue)) {
         client->stats.refused++;
         return -ENOBUFS;
     }
     if ((rc = sxe_timer_start(client->loop, &call->timer, client->options.timeout, 0)) < 0) {
         return rc;
     }
-    client->free_calls = call->next;
-    call->request = *request;
-    call->request.method = method;
-    call->kind = kind;
-    call->done = kind == CALL_FETCH ? *(const sxe_http_client_done_t *)callback : NULL;
-    call->handlers = kind == CALL_STREAM ? callback : NULL;
-    call->arg = arg;
-    call->up = NULL;
-    call->prev = call->next = NULL;
-    call->in_use = true;
-    call->queued = call->retried = call->paused = call->idempotent = false;
-    call->head_request = strcmp(method, "HEAD") == 0;
-    for (size_t i = 0; i < sizeof(idempotent_methods) / sizeof(idempotent_methods[0]); i++) {
-        call->idempotent |= strcmp(method, idempotent_methods[i]) == 0;
-    }
-    if (client->idle != UINT32_MAX) {
-        struct upstream *up = &client->ups[client->idle];
+    call_init(call, request, kind, callback, arg);
+    struct sxe__upstream *up = client->batch;
+    if (may_join(client, call)) {
+        up_push(up, call);
+        client->stats.reused++;
+        client->stats.pipelined++;
+        client->batch = up->calls < client->options.pipeline ? up : NULL;
+        if ((rc = send_request(up, call)) < 0) {
+            up_unlink(up, call);
+            sxe_conn_close(up->conn); /* the calls before it are sent again */
+        }
+    } else if (client->stats.queued == client->options.queue && must_queue) {
+        rc = -ENOBUFS; /* the batch could not take it either */
+        client->stats.refused++;
+    } else if (client->idle != UINT32_MAX) {
+        up = &client->ups[client->idle];
         client->idle = up->next_idle;
         if ((rc = send_on(up, call)) < 0) {
-            up->call = NULL;
+            sxe__http_up_pop(up);
             sxe_conn_close(up->conn);
         }
     } else if (!must_queue) {
         rc = open_for(client, call);
     } else {
-        queue_add(client, call, false);
+        queue_insert(client, call, client->queue_tail);
     }
     if (rc < 0) {
         call->up = NULL;
-        call_free(call);
+        sxe__http_call_free(call);
         return rc;
     }
     if (out != NULL) {
@@ -405,14 +476,14 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
 int sxe_http_client_fetch(sxe_http_client_t *client, const struct sxe_http_client_request *request,
                           sxe_http_client_done_t done, void *arg, sxe_http_call_t **call)
 {
-    return submit(client, request, CALL_FETCH, done != NULL ? &done : NULL, arg, call);
+    return submit(client, request, SXE__CALL_FETCH, done != NULL ? &done : NULL, arg, call);
 }
 
 int sxe_http_client_stream(sxe_http_client_t *client, const struct sxe_http_client_request *request,
                            const struct sxe_http_client_handlers *handlers, void *arg,
                            sxe_http_call_t **call)
 {
-    return submit(client, request, CALL_STREAM, handlers, arg, call);
+    return submit(client, request, SXE__CALL_STREAM, handlers, arg, call);
 }
 
 /* Why a connection's close ends the call on it. */
@@ -434,17 +505,15 @@ static int close_error(enum sxe_close_reason reason, int err)
     }
 }
 
-/* The connection is back from a whole response: to the pool, or closed if it cannot carry more. */
-static void up_release(struct upstream *up, bool paused)
+void sxe__http_up_release(struct sxe__upstream *up, bool paused)
 {
     sxe_http_client_t *client = up->client;
 
     client->stats.busy--;
-    up->call = NULL;
-    up->reused = true;
-    up->state = UP_IDLE;
+    up->state = SXE__UP_IDLE;
+    up->reused = true; /* from here, the upstream may close it while it waits in the pool */
     if (!up->keep_alive) {
-        sxe_conn_close(up->conn); /* on_close frees the slot */
+        sxe_conn_close(up->conn); /* on_close frees the slot, and queues the calls behind */
         return;
     }
     if (paused) {
@@ -455,199 +524,22 @@ static void up_release(struct upstream *up, bool paused)
     dispatch(client);
 }
 
-/*
- * The call's response is whole: its connection goes back to the pool first (a callback that asks
- * again may reuse it), then the caller hears.
- */
-static void call_complete(struct upstream *up, struct sxe_http_call *call, bool on_conn)
-{
-    sxe_http_client_t *client = up->client;
-
-    client->stats.requests++;
-    call->up = NULL;
-    sxe_timer_stop(client->loop, &call->timer);
-    if (call->kind == CALL_STREAM) {
-        if (on_conn) {
-            up_release(up, call->paused);
-        }
-        if (call->handlers->on_done != NULL) {
-            call->handlers->on_done(call, 0, call->arg);
-        }
-        call_free(call);
-        return;
-    }
-    struct sxe_http_parser parser;
-    struct sxe_http_response response;
-    uint32_t head_len = up->head_len;
-    size_t body_len = up->store_len - head_len;
-
-    /*
-     * The store stays the connection's: a callback that asks again may reuse the connection, but
-     * nothing is read into its store before the callback returns. A fiber's reply takes it.
-     */
-    if (on_conn) {
-        up_release(up, call->paused);
-    }
-    sxe_http_parser_init(&parser);
-    (void)sxe_http_parse_response_head(&parser, up->store, head_len, &client->stream_limits,
-                                       call->head_request, &response);
-    call->store_of = up;
-    call->done(call, 0, &response, up->store + head_len, body_len, call->arg);
-    if (up->store_size > STORE_KEPT) { /* a large one is not kept for the next */
-        free(up->store);
-        up->store = NULL;
-        up->store_size = 0;
-    }
-    call_free(call);
-}
-
-/* Appends to the connection's store for a gathered response. @return 0, or -EMSGSIZE. */
-static int store(struct upstream *up, const char *data, size_t len)
-{
-    size_t most = up->head_len + up->client->options.limits.body_bytes;
-
-    if (up->store_len + len > most) {
-        return -EMSGSIZE;
-    }
-    if (up->store_len + len > up->store_size) {
-        size_t size = up->store_size ? up->store_size : 4096;
-        while (size < up->store_len + len) {
-            size *= 2;
-        }
-        size = size < most ? size : most;
-        char *grown = realloc(up->store, size);
-        if (grown == NULL) {
-            return -ENOMEM;
-        }
-        up->store = grown;
-        up->store_size = size;
-    }
-    memcpy(up->store + up->store_len, data, len);
-    up->store_len += len;
-    return 0;
-}
-
-/* A protocol failure: the call fails, the connection closes (never reused). */
-static void up_fail(struct upstream *up, struct sxe_http_call *call, int err)
+void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int err)
 {
     if (err == -EPROTO) {
         SXE_LOG_WARN("a malformed response from %s to %s %s; closing the connection",
                      up->client->host, call->request.method, call->request.target);
     }
-    up->call = NULL;
+    if (up->first == call) {
+        sxe__http_up_pop(up);
+    } else {
+        up_unlink(up, call);
+    }
     sxe_conn_close(up->conn);
-    call_fail(call, err);
+    sxe__http_call_fail(call, err);
 }
 
-/* A response head was read: say so, or start gathering. @return false if the call ended. */
-static bool head_read(struct upstream *up, struct sxe_http_call *call, const char *head,
-                      size_t head_len, const struct sxe_http_response *response)
-{
-    int rc;
-
-    up->in_body = true;
-    up->until_close = response->until_close;
-    up->keep_alive = response->keep_alive;
-    if (call->kind == CALL_FETCH) {
-        up->store_len = 0;
-        up->head_len = (uint32_t)head_len;
-        if ((rc = store(up, head, head_len)) < 0) {
-            up_fail(up, call, rc);
-            return false;
-        }
-        return true;
-    }
-    if (call->handlers->on_head != NULL) {
-        call->handlers->on_head(call, response, call->arg);
-    }
-    return up->call == call;
-}
-
-/* Body bytes: gathered, or handed on. @return false if the call ended. */
-static bool body_read(struct upstream *up, struct sxe_http_call *call, const char *data, size_t len)
-{
-    int rc;
-
-    if (len == 0) {
-        return true;
-    }
-    if (call->kind == CALL_FETCH) {
-        if ((rc = store(up, data, len)) < 0) {
-            up_fail(up, call, rc);
-            return false;
-        }
-        return true;
-    }
-    if (call->handlers->on_body != NULL) {
-        call->handlers->on_body(call, data, len, call->arg);
-    }
-    return up->call == call;
-}
-
-/*
- * Reads the response of the connection's call: interim 1xx heads skipped, the head, the body in
- * pieces. @return as on_read: what was read; *whole is set when the response ended, and the call
- * is still the connection's unless it ended (then the return is len and nothing more is done).
- */
-static size_t read_response(struct upstream *up, struct sxe_http_call *call, const char *data,
-                            size_t len, bool *whole)
-{
-    sxe_http_client_t *client = up->client;
-    size_t at = 0;
-    long rc;
-
-    while (at < len && !call->paused) {
-        if (!up->in_body) {
-            struct sxe_http_response response;
-            rc =
-                sxe_http_parse_response_head(&up->parser, data + at, len - at,
-                                             &client->stream_limits, call->head_request, &response);
-            if (rc == 0) {
-                return at;
-            }
-            if (rc < 0 || response.status == 101) { /* no request of ours asks to switch */
-                up_fail(up, call, rc < 0 ? (int)rc : -EPROTO);
-                return len;
-            }
-            at += (size_t)rc;
-            if (response.status < 200) {
-                continue;
-            }
-            if (!head_read(up, call, data + at - (size_t)rc, (size_t)rc, &response)) {
-                return len;
-            }
-            if (!response.has_body) {
-                *whole = true;
-                return at;
-            }
-        } else if (up->until_close) {
-            size_t from = at;
-            at = len;
-            if (!body_read(up, call, data + from, len - from)) {
-                return len;
-            }
-        } else {
-            struct sxe_http_body body;
-            if ((rc = sxe_http_parse_body(&up->parser, data + at, len - at, &client->stream_limits,
-                                          &body)) < 0) {
-                up_fail(up, call, -EPROTO);
-                return len;
-            }
-            at += (size_t)rc;
-            if (!body_read(up, call, body.data, body.len)) {
-                return len;
-            }
-            if (body.done) {
-                *whole = true;
-                return at;
-            }
-        }
-    }
-    return at;
-}
-
-/* The upstream was heard from: the call's silence counts again from now. */
-static void rearm(struct sxe_http_call *call)
+void sxe__http_call_rearm(struct sxe_http_call *call)
 {
     /* The timer runs from submit() to the call's end, so restarting it cannot fail. */
     int rc = sxe_timer_start(call->client->loop, &call->timer, call->client->options.timeout, 0);
@@ -655,52 +547,24 @@ static void rearm(struct sxe_http_call *call)
     (void)rc;
 }
 
-static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
-{
-    struct upstream *up = sxe_conn_user(conn);
-    struct sxe_http_call *call = up->call;
-    sxe_http_client_t *client = up->client;
-    bool whole = false;
-
-    if (call == NULL) {
-        SXE_LOG_WARN("%zu bytes from %s that no request asked for; closing the connection", len,
-                     client->host);
-        sxe_conn_close(conn);
-        return len;
-    }
-    up->got_bytes = true;
-    rearm(call);
-    size_t at = read_response(up, call, data, len, &whole);
-    if (!whole || up->call != call) {
-        return at;
-    }
-    if (at < len) { /* a whole response, then bytes nobody asked for */
-        SXE_LOG_WARN("%zu bytes from %s after a whole response; closing the connection", len - at,
-                     client->host);
-        up->keep_alive = false;
-    }
-    call_complete(up, call, true);
-    return len;
-}
-
 static void on_connect(sxe_conn_t *conn)
 {
-    struct upstream *up = sxe_conn_user(conn);
-    struct sxe_http_call *call = up->call;
+    struct sxe__upstream *up = sxe_conn_user(conn);
+    struct sxe_http_call *call = up->first;
     int rc;
 
-    up->client->stats.busy++;
-    up->state = UP_BUSY;
     if (call == NULL) { /* its call ended while it connected: into the pool */
+        up->client->stats.busy++;
+        up->state = SXE__UP_BUSY;
         up->keep_alive = true;
-        up_release(up, false);
-    } else if ((rc = send_on(up, call)) < 0) {
-        up_fail(up, call, rc);
+        sxe__http_up_release(up, false);
+    } else if ((rc = start_first(up)) < 0) {
+        sxe__http_up_fail(up, call, rc);
     }
 }
 
 /* Takes the connection out of the idle stack. */
-static void idle_remove(sxe_http_client_t *client, struct upstream *up)
+static void idle_remove(sxe_http_client_t *client, struct sxe__upstream *up)
 {
     uint32_t index = (uint32_t)(up - client->ups);
 
@@ -713,34 +577,67 @@ static void idle_remove(sxe_http_client_t *client, struct upstream *up)
     }
 }
 
+/*
+ * The calls behind the first on a connection that ended were not started: back to the front of
+ * the queue, in order, to be sent once more (or failed by dispatch(), if they were sent twice).
+ */
+static void requeue_behind(sxe_http_client_t *client, struct sxe_http_call *call, int err)
+{
+    struct sxe_http_call *after = NULL;
+
+    while (call != NULL) {
+        struct sxe_http_call *next = call->up_next;
+        call->up = NULL;
+        call->up_next = NULL;
+        if (call->discard) {
+            sxe__http_call_free(call);
+        } else {
+            call->error = call->retried ? err : 0;
+            client->stats.retried += !call->retried;
+            call->retried = true;
+            queue_insert(client, call, after);
+            after = call;
+        }
+        call = next;
+    }
+}
+
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 {
-    struct upstream *up = sxe_conn_user(conn);
+    struct sxe__upstream *up = sxe_conn_user(conn);
     sxe_http_client_t *client = up->client;
-    struct sxe_http_call *call = up->call;
+    struct sxe_http_call *call = up->first;
+    bool got_bytes = up->got_bytes;
 
-    if (up->state == UP_IDLE) {
+    if (up->state == SXE__UP_IDLE) {
         idle_remove(client, up);
-    } else if (up->state == UP_BUSY) {
+    } else if (up->state == SXE__UP_BUSY) {
         client->stats.busy--;
     }
     client->stats.open--;
+    client->batch = client->batch == up ? NULL : client->batch;
+    up->corked = false;
     up->conn = NULL;
-    up->call = NULL;
-    up->state = UP_FREE;
+    up->first = up->last = NULL;
+    up->calls = 0;
+    up->state = SXE__UP_FREE;
     if (call != NULL) {
+        requeue_behind(client, call->up_next, close_error(reason, err));
         call->up = NULL;
-        if (up->in_body && up->until_close && reason == SXE_CLOSE_PEER) {
-            call_complete(up, call, false); /* the close ends the body */
-        } else if (!up->got_bytes && up->reused && call->idempotent && !call->retried &&
+        call->up_next = NULL;
+        if (call->discard) {
+            sxe__http_call_free(call);
+        } else if (up->in_body && up->until_close && reason == SXE_CLOSE_PEER) {
+            sxe__http_call_deliver(up, call); /* the close ends the body */
+        } else if (!got_bytes && up->reused && call->idempotent && !call->retried &&
                    !client->options.no_retry && reason != SXE_CLOSE_TIMEOUT) {
             SXE_LOG_DEBUG("the pooled connection to %s closed under %s %s; sending it again",
                           client->host, call->request.method, call->request.target);
             call->retried = true;
             client->stats.retried++;
-            queue_add(client, call, true);
+            queue_insert(client, call, NULL);
         } else {
-            call_fail(call, close_error(reason, err));
+            sxe__http_call_fail(call, close_error(reason, err));
         }
     }
     dispatch(client);
@@ -749,27 +646,28 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 static void on_timer(sxe_timer_t *timer, void *arg)
 {
     struct sxe_http_call *call = arg;
-    struct upstream *up = call->up;
+    struct sxe__upstream *up = call->up;
+    sxe_http_client_t *client = call->client;
 
     (void)timer;
-    if (call->paused &&
-        sxe_timer_start(call->client->loop, &call->timer, call->client->options.timeout, 0) == 0) {
-        return; /* its reader holds it back, not the upstream */
+    if ((call->paused || (up != NULL && up->first != call)) &&
+        sxe_timer_start(client->loop, &call->timer, client->options.timeout, 0) == 0) {
+        return; /* its reader holds it back, or the call ahead of it, not the upstream */
     }
-    if (up != NULL && up->state == UP_CONNECTING) {
-        up->call = NULL; /* the connection may still serve the next call */
+    if (up != NULL && up->state == SXE__UP_CONNECTING) {
+        sxe__http_up_pop(up); /* the connection may still serve the next call */
     } else if (up != NULL) {
-        up->call = NULL;
+        sxe__http_up_pop(up);
         sxe_conn_close(up->conn);
     }
-    call_fail(call, -ETIMEDOUT);
+    sxe__http_call_fail(call, -ETIMEDOUT);
 }
 
 void sxe_http_call_pause(sxe_http_call_t *call)
 {
     if (!call->paused) {
         call->paused = true;
-        if (call->up != NULL && call->up->state == UP_BUSY) {
+        if (call->up != NULL && call->up->state == SXE__UP_BUSY && call->up->first == call) {
             (void)sxe_conn_pause(call->up->conn);
         }
     }
@@ -779,8 +677,8 @@ void sxe_http_call_resume(sxe_http_call_t *call)
 {
     if (call->paused) {
         call->paused = false;
-        rearm(call);
-        if (call->up != NULL && call->up->state == UP_BUSY) {
+        sxe__http_call_rearm(call);
+        if (call->up != NULL && call->up->state == SXE__UP_BUSY && call->up->first == call) {
             (void)sxe_conn_resume(call->up->conn);
         }
     }
@@ -788,29 +686,23 @@ void sxe_http_call_resume(sxe_http_call_t *call)
 
 void sxe_http_call_cancel(sxe_http_call_t *call)
 {
-    struct upstream *up = call->up;
+    struct sxe__upstream *up = call->up;
 
     if (call->queued) {
         queue_remove(call->client, call);
     }
+    if (up != NULL && up->first != call) {
+        call->discard = true; /* its answer comes after the one ahead: read, and dropped */
+        return;
+    }
     if (up != NULL) {
-        up->call = NULL;
-        if (up->state != UP_CONNECTING) {
-            sxe_conn_close(up->conn);
+        sxe__http_up_pop(up);
+        if (up->state != SXE__UP_CONNECTING) {
+            sxe_conn_close(up->conn); /* the calls behind are sent again */
         }
     }
     call->up = NULL;
-    call_free(call);
-}
-
-char *sxe__http_call_take_store(sxe_http_call_t *call)
-{
-    struct upstream *up = call->store_of;
-    char *store = up->store;
-
-    up->store = NULL;
-    up->store_len = up->store_size = 0;
-    return store;
+    sxe__http_call_free(call);
 }
 
 void sxe_http_client_stats(const sxe_http_client_t *client, struct sxe_http_client_stats *stats)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from conftest import read_reply
 from test_sxe_httpd import exchange, free_port, httpd, root  # noqa: F401 (fixtures)
 
 
@@ -31,6 +32,7 @@ class Upstream:
         self.port = self.sock.getsockname()[1]
         self.connections = 0
         self.closed = 0
+        self.most_heads = 0  # the most request heads one read brought
         self.lock = threading.Lock()
         self.running = True
         threading.Thread(target=self._accept, daemon=True).start()
@@ -55,6 +57,7 @@ class Upstream:
                     if not chunk:
                         return
                     data += chunk
+                    self.most_heads = max(self.most_heads, data.count(b"\r\n\r\n"))
                 head, _, data = data.partition(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, target, _ = lines[0].split(" ")
@@ -216,6 +219,36 @@ def test_upstream_connections_are_kept_alive(proxy, upstreams):
     assert targets == [f"/api/p{i}" for i in range(5)]
 
 
+def bursts(port, rounds=5, clients=40):
+    """From many kept-alive clients, one request each at once, rounds times; checks each answer."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(clients)]
+    try:
+        for round_ in range(rounds):
+            for i, sock in enumerate(socks):  # all at once: the proxy takes many in a turn
+                sock.sendall(b"GET /api/c%d/r%d HTTP/1.1\r\nHost: h\r\n\r\n" % (i, round_))
+            for i, sock in enumerate(socks):
+                head, _, body = read_reply(sock).partition(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 200 ")
+                assert json.loads(body)["target"] == f"/api/c{i}/r{round_}"
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_requests_of_a_turn_share_a_pipelined_upstream_connection(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--proxy-pipeline", "8")
+    echoed(server.port)  # a connection that has carried a whole answer
+    bursts(server.port)
+    _, echo = echoed(server.port, method="POST", body=b"x")  # not idempotent: alone
+    assert echo["body"] == "x"
+    assert up.most_heads > 1  # the requests left in batches
+    alone = upstreams()  # without the option, one request per connection at a time
+    server = proxy("--proxy", f"/api/=127.0.0.1:{alone.port}")
+    bursts(server.port)
+    assert alone.most_heads == 1
+
+
 def rss_kb(pid):
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
@@ -331,7 +364,7 @@ def test_a_client_that_leaves_cancels_its_upstream_request(proxy, upstreams):
 
 def test_bad_proxy_options_are_refused(build_dir):
     for args in (["--proxy", "api=127.0.0.1:1"], ["--proxy", "/api/="],
-                 ["--balance", "random"], ["--proxy-timeout", "0"]):
+                 ["--balance", "random"], ["--proxy-timeout", "0"], ["--proxy-pipeline", "65"]):
         result = subprocess.run(
             [str(build_dir / "tools" / "sxe-httpd"), "--root", "/", *args],
             capture_output=True, timeout=10)

@@ -11,7 +11,6 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -29,6 +28,7 @@
 #include <sxe/http.h>
 
 #include "cache.h"
+#include "listing.h"
 #include "proxy.h"
 
 static struct {
@@ -292,89 +292,16 @@ static int parse_range(const struct sxe_http_header *header, uint64_t size, uint
     return 1;
 }
 
-/* Writes s into out, HTML-escaped. */
-static size_t html_escape(const char *s, char *out, size_t size)
-{
-    size_t used = 0;
-
-    for (; *s != '\0' && used + 7 < size; s++) {
-        const char *entity = *s == '&'    ? "&amp;"
-                             : *s == '<'  ? "&lt;"
-                             : *s == '>'  ? "&gt;"
-                             : *s == '"'  ? "&quot;"
-                             : *s == '\'' ? "&#39;"
-                                          : NULL;
-        if (entity != NULL) {
-            used += (size_t)snprintf(out + used, size - used, "%s", entity);
-        } else {
-            out[used++] = *s;
-        }
-    }
-    out[used] = '\0';
-    return used;
-}
-
-/* Writes s into out with every byte but unreserved ones percent-encoded, for a link. */
-static size_t url_escape(const char *s, char *out, size_t size)
-{
-    size_t used = 0;
-
-    for (; *s != '\0' && used + 4 < size; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-            out[used++] = (char)c;
-        } else {
-            used += (size_t)snprintf(out + used, size - used, "%%%02X", c);
-        }
-    }
-    out[used] = '\0';
-    return used;
-}
-
-static int compare_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Sends an HTML listing of the directory at path (the URL path is shown as its title). */
 static void list_directory(sxe_http_t *http, const char *path, const char *url_path)
 {
-    static char page[1 << 16];
-    char escaped[1024], link[3072];
-    char *names[1024];
-    size_t count = 0;
-    DIR *dir = opendir(path);
+    size_t len;
+    const char *page = listing_page(path, url_path, &len);
 
-    if (dir == NULL) {
+    if (page == NULL) {
         respond(http, 403, NULL, NULL);
         return;
     }
-    for (struct dirent *entry; (entry = readdir(dir)) != NULL && count < 1024;) {
-        if (entry->d_name[0] != '.') {
-            names[count++] = strdup(entry->d_name);
-        }
-    }
-    closedir(dir);
-    qsort(names, count, sizeof(names[0]), compare_names);
-
-    html_escape(url_path, escaped, sizeof(escaped));
-    int used = snprintf(page, sizeof(page),
-                        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of %s"
-                        "</title></head>\n<body><h1>Index of %s</h1>\n<ul>\n",
-                        escaped, escaped);
-    for (size_t i = 0; i < count; i++) {
-        html_escape(names[i], escaped, sizeof(escaped));
-        url_escape(names[i], link, sizeof(link));
-        if ((size_t)used < sizeof(page)) {
-            used += snprintf(page + used, sizeof(page) - (size_t)used,
-                             "<li><a href=\"%s\">%s</a></li>\n", link, escaped);
-        }
-        free(names[i]);
-    }
-    if ((size_t)used < sizeof(page)) {
-        used += snprintf(page + used, sizeof(page) - (size_t)used, "</ul></body></html>\n");
-    }
-    size_t len = (size_t)used < sizeof(page) ? (size_t)used : sizeof(page) - 1;
     sxe_http_respond(http, 200, "text/html; charset=utf-8", page, len);
     log_access(http, 200, len);
 }
@@ -578,6 +505,8 @@ static void usage(FILE *out)
             "                        round-robin (least)\n"
             "  --proxy-timeout SECS  an upstream silent this long gets 504 (30)\n"
             "  --proxy-connections N the most connections to each upstream, per worker (256)\n"
+            "  --proxy-pipeline N    send up to N requests at once on an upstream connection\n"
+            "                        (GET, HEAD and other idempotent ones; 1: none) (1)\n"
             "  -h, --help            this text\n"
             "\n"
             "SIGUSR1 logs one line of counters per worker. A worker process that dies is\n"
@@ -643,6 +572,7 @@ static void parse_options(int argc, char **argv)
                                             {"balance", required_argument, NULL, 'B'},
                                             {"proxy-timeout", required_argument, NULL, 'O'},
                                             {"proxy-connections", required_argument, NULL, 'N'},
+                                            {"proxy-pipeline", required_argument, NULL, 'Q'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
@@ -719,6 +649,9 @@ static void parse_options(int argc, char **argv)
             break;
         case 'N':
             config.proxy.connections = (uint32_t)number(optarg, 1, 65536, "--proxy-connections");
+            break;
+        case 'Q':
+            config.proxy.pipeline = (uint32_t)number(optarg, 1, 64, "--proxy-pipeline");
             break;
         case 'h':
             usage(stdout);

@@ -140,7 +140,7 @@ uint32_t proxy_timers(const struct proxy_options *given)
     for (unsigned i = 0; i < proxy_total; i++) {
         upstreams += proxies[i].count;
     }
-    return upstreams * (given->connections + given->requests);
+    return upstreams * (given->connections + given->requests + 1); /* 1: a pipelining flush */
 }
 
 /* This worker's state, made on its first proxied request. */
@@ -366,7 +366,8 @@ static int forward(struct exchange *exchange, const struct upstream *avoid)
     if (upstream->client == NULL) {
         struct sxe_http_client_options client_options = {.connections = options.connections,
                                                          .queue = options.requests,
-                                                         .timeout = options.timeout};
+                                                         .timeout = options.timeout,
+                                                         .pipeline = options.pipeline};
         unsigned index = (unsigned)(upstream - local->upstreams[proxy->index]);
         if ((rc = sxe_http_client_create(&upstream->client, local->loop, proxy->addresses[index],
                                          &client_options)) < 0) {

@@ -15,6 +15,7 @@ struct proxy_options {
     uint32_t requests;     /* most requests proxied at once, per worker */
     uint64_t timeout;      /* ns an upstream may be silent: then 504 */
     uint64_t fail_timeout; /* ns a failed upstream is skipped for */
+    uint32_t pipeline;     /* requests one upstream connection may carry at once (1: none) */
     bool round_robin;      /* else least connections */
 };
 
