@@ -351,9 +351,7 @@ static void dispatch(sxe_http_client_t *client)
 
     while (client->queue_head != NULL) {
         struct sxe_http_call *call = client->queue_head;
-        if (call->error != 0) { /* its connection ended under it, and it was sent twice */
-            sxe__http_call_fail(call, call->error);
-        } else if (client->idle != UINT32_MAX) {
+        if (client->idle != UINT32_MAX) {
             struct sxe__upstream *up = &client->ups[client->idle];
             client->idle = up->next_idle;
             queue_remove(client, call);
@@ -401,7 +399,6 @@ static void call_init(struct sxe_http_call *call, const struct sxe_http_client_r
     call->arg = arg;
     call->up = NULL;
     call->up_next = call->prev = call->next = NULL;
-    call->error = 0;
     call->in_use = true;
     call->queued = call->retried = call->paused = call->idempotent = call->discard = false;
     call->head_request = strcmp(call->request.method, "HEAD") == 0;
@@ -579,9 +576,10 @@ static void idle_remove(sxe_http_client_t *client, struct sxe__upstream *up)
 
 /*
  * The calls behind the first on a connection that ended were not started: back to the front of
- * the queue, in order, to be sent once more (or failed by dispatch(), if they were sent twice).
+ * the queue, in order, to be sent once more. They joined a batch when they were made, and a call
+ * sent again is first on its connection, so none is sent a third time this way.
  */
-static void requeue_behind(sxe_http_client_t *client, struct sxe_http_call *call, int err)
+static void requeue_behind(sxe_http_client_t *client, struct sxe_http_call *call)
 {
     struct sxe_http_call *after = NULL;
 
@@ -592,8 +590,7 @@ static void requeue_behind(sxe_http_client_t *client, struct sxe_http_call *call
         if (call->discard) {
             sxe__http_call_free(call);
         } else {
-            call->error = call->retried ? err : 0;
-            client->stats.retried += !call->retried;
+            client->stats.retried++;
             call->retried = true;
             queue_insert(client, call, after);
             after = call;
@@ -622,7 +619,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     up->calls = 0;
     up->state = SXE__UP_FREE;
     if (call != NULL) {
-        requeue_behind(client, call->up_next, close_error(reason, err));
+        requeue_behind(client, call->up_next);
         call->up = NULL;
         call->up_next = NULL;
         if (call->discard) {

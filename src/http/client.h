@@ -56,7 +56,6 @@ struct sxe_http_call {
     struct sxe_http_call *prev, *next; /* in the queue, or the free list (next) */
     sxe_timer_t timer;
     struct sxe__upstream *store_of; /* during done: the connection whose store holds the response */
-    int error;                      /* queued only to be failed with this, by dispatch() */
     bool in_use, queued, head_request, idempotent, retried, paused;
     bool discard; /* cancelled behind another: its answer is read and dropped, unheard */
 };

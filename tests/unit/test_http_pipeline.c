@@ -45,9 +45,12 @@ static size_t script(sxe_conn_t *conn, const char *data, size_t len)
     int heads = 0;
     const char *end;
 
+    for (const char *from = data; (end = memmem(from, len - (size_t)(from - data), "\r\n\r\n", 4));
+         from = end + 4) {
+        heads++; /* every request head that came with this read, answered or not */
+    }
     while ((end = memmem(data + at, len - at, "\r\n\r\n", 4)) != NULL) {
         const char *head = data + at;
-        heads++;
         at = (size_t)(end + 4 - data);
         if (strncmp(head, "GET /ok ", 8) == 0) {
             (void)sxe_conn_write(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 40);
@@ -57,10 +60,13 @@ static size_t script(sxe_conn_t *conn, const char *data, size_t len)
             (void)sxe_conn_write(conn, last, sizeof(last) - 1);
             (void)sxe_conn_close_when_sent(conn);
             break;
+        } else if (strncmp(head, "GET /hang ", 10) == 0) {
+            at = len; /* an upstream that answers in order answers nothing behind it either */
+            break;
         }
     }
     most_heads = heads > most_heads ? heads : most_heads;
-    return at;
+    return at; /* whatever is not consumed is offered again with the next read */
 }
 
 static const struct sxe_conn_handlers script_handlers = {.on_read = script};
@@ -99,7 +105,8 @@ static int teardown(void **state)
 
 static void make_client(const char *address, uint32_t pipeline)
 {
-    struct sxe_http_client_options options = {.pipeline = pipeline, .connections = 4};
+    struct sxe_http_client_options options = {
+        .pipeline = pipeline, .connections = 4, .timeout = 200 * SXE_NS_PER_MSEC};
     assert_int_equal(sxe_http_client_create(&client, loop, address, &options), 0);
 }
 
@@ -257,6 +264,7 @@ static void test_cancelled_behind_and_destroyed_in_flight(void **state)
     sxe_http_client_stats(client, &stats);
     assert_int_equal(stats.connects, 1);
     assert_int_equal(stats.requests, 3);
+    most_heads = 0;
 
     for (int i = 0; i < 3; i++) {
         fetch(NULL, "/hang", &results[i]);
@@ -272,6 +280,74 @@ static void test_cancelled_behind_and_destroyed_in_flight(void **state)
     }
 }
 
+static void test_a_silent_first_call_times_out_and_the_ones_behind_go_again(void **state)
+{
+    struct sxe_http_client_stats stats;
+    struct result results[2];
+
+    (void)state;
+    make_client(scripted_address, 4);
+    fetch(NULL, "/ok", &results[0]);
+    run_until(1);
+    fetch(NULL, "/hang", &results[0]);
+    fetch(NULL, "/ok", &results[1]); /* waits behind it, its own timer restarted meanwhile */
+    run_until(3);
+    assert_int_equal(results[0].err, -ETIMEDOUT);
+    assert_string_equal(results[1].body, "ok");
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.retried, 1);
+    assert_int_equal(stats.failed, 1);
+}
+
+static struct {
+    int heads;
+    int done;
+} streamed[2];
+
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+{
+    (void)call;
+    (void)response;
+    ((typeof(&streamed[0]))arg)->heads++;
+}
+
+static void on_done(sxe_http_call_t *call, int err, void *arg)
+{
+    (void)call;
+    assert_int_equal(err, 0);
+    ((typeof(&streamed[0]))arg)->done++;
+    finished++;
+}
+
+static void test_a_paused_call_behind_holds_its_answer_until_resumed(void **state)
+{
+    static const struct sxe_http_client_handlers handlers = {.on_head = on_head,
+                                                             .on_done = on_done};
+    struct sxe_http_client_request ok = {.target = "/ok"};
+    struct result warm;
+    sxe_http_call_t *calls[2];
+
+    (void)state;
+    memset(streamed, 0, sizeof(streamed));
+    make_client(scripted_address, 4);
+    fetch(NULL, "/ok", &warm);
+    run_until(1);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]),
+                         0);
+    }
+    sxe_http_call_pause(calls[1]);
+    run_until(2);
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(streamed[0].done, 1);
+    assert_int_equal(streamed[1].heads, 0); /* its answer waits, unread */
+    sxe_http_call_resume(calls[1]);
+    run_until(3);
+    assert_int_equal(streamed[1].heads, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +359,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancelled_behind_and_destroyed_in_flight, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_silent_first_call_times_out_and_the_ones_behind_go_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_paused_call_behind_holds_its_answer_until_resumed,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
