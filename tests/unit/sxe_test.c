@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sxe/clock.h"
 #include "sxe_test.h"
 
 #ifdef SXE_COVERAGE
@@ -124,4 +125,14 @@ ssize_t sxe_test_heard(int fd, char *out, size_t size)
     }
     out[have + (got > 0 ? (size_t)got : 0)] = '\0';
     return got > 0 ? got : 0;
+}
+
+void sxe_test_run_until(sxe_loop_t *loop, const int *counter, int count)
+{
+    uint64_t deadline = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+
+    while (*counter < count) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+        assert_true(sxe_clock_mono_ns() < deadline);
+    }
 }

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "sxe/log.h"
+#include "sxe/loop.h"
 
 /* Lines captured by sxe_test_capture_start(), joined in one buffer. */
 struct sxe_test_capture {
@@ -52,5 +53,8 @@ void sxe_test_say(int fd, const char *text);
 /* Appends what the peer has sent on fd so far to the string out (without waiting): the bytes
  * read, or -1 once the peer closed. */
 ssize_t sxe_test_heard(int fd, char *out, size_t size);
+
+/* Turns the loop until *counter reaches count; fails the test after 5 s. */
+void sxe_test_run_until(sxe_loop_t *loop, const int *counter, int count);
 
 #endif

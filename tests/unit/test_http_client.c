@@ -301,12 +301,7 @@ static int teardown(void **state)
 /* Runs the loop until count calls have finished (5 s at most). */
 static void run_until(int count)
 {
-    uint64_t deadline = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
-
-    while (finished < count) {
-        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
-        assert_true(sxe_clock_mono_ns() < deadline);
-    }
+    sxe_test_run_until(loop, &finished, count);
 }
 
 static void fetched(sxe_http_call_t *call, int err, const struct sxe_http_response *response,

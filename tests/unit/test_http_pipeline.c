@@ -110,15 +110,23 @@ static void make_client(const char *address, uint32_t pipeline)
     assert_int_equal(sxe_http_client_create(&client, loop, address, &options), 0);
 }
 
+static void run_until(int count);
+static sxe_http_call_t *fetch(const char *method, const char *target, struct result *result);
+
+/* A client to the scripted upstream with a pooled connection (it has carried a whole answer). */
+static void warm_client(uint32_t pipeline)
+{
+    struct result warm;
+
+    make_client(scripted_address, pipeline);
+    fetch(NULL, "/ok", &warm);
+    run_until(1);
+}
+
 /* Runs the loop until count calls have finished (5 s at most). */
 static void run_until(int count)
 {
-    uint64_t deadline = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
-
-    while (finished < count) {
-        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
-        assert_true(sxe_clock_mono_ns() < deadline);
-    }
+    sxe_test_run_until(loop, &finished, count);
 }
 
 static void fetched(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
@@ -202,9 +210,7 @@ static void test_a_batch_leaves_in_one_send_and_arrives_in_one_read(void **state
     struct result results[4];
 
     (void)state;
-    make_client(scripted_address, 4);
-    fetch(NULL, "/ok", &results[0]);
-    run_until(1);
+    warm_client(4);
     assert_int_equal(most_heads, 1);
     sxe__sys.send = counted_send;
     sxe__sys.sendmsg = counted_sendmsg;
@@ -229,9 +235,7 @@ static void test_the_calls_behind_a_closing_answer_are_sent_again(void **state)
     struct result results[3];
 
     (void)state;
-    make_client(scripted_address, 4);
-    fetch(NULL, "/ok", &results[0]);
-    run_until(1);
+    warm_client(4);
     fetch(NULL, "/last", &results[0]); /* answered with Connection: close, then the close */
     fetch(NULL, "/ok", &results[1]);
     fetch(NULL, "/ok", &results[2]);
@@ -251,9 +255,7 @@ static void test_cancelled_behind_and_destroyed_in_flight(void **state)
     struct result results[3];
 
     (void)state;
-    make_client(scripted_address, 4);
-    fetch(NULL, "/ok", &results[0]);
-    run_until(1);
+    warm_client(4);
     fetch(NULL, "/ok", &results[0]);
     sxe_http_call_t *call = fetch(NULL, "/ok", &results[1]);
     fetch(NULL, "/ok", &results[2]);
@@ -286,9 +288,7 @@ static void test_a_silent_first_call_times_out_and_the_ones_behind_go_again(void
     struct result results[2];
 
     (void)state;
-    make_client(scripted_address, 4);
-    fetch(NULL, "/ok", &results[0]);
-    run_until(1);
+    warm_client(4);
     fetch(NULL, "/hang", &results[0]);
     fetch(NULL, "/ok", &results[1]); /* waits behind it, its own timer restarted meanwhile */
     run_until(3);
@@ -324,14 +324,11 @@ static void test_a_paused_call_behind_holds_its_answer_until_resumed(void **stat
     static const struct sxe_http_client_handlers handlers = {.on_head = on_head,
                                                              .on_done = on_done};
     struct sxe_http_client_request ok = {.target = "/ok"};
-    struct result warm;
     sxe_http_call_t *calls[2];
 
     (void)state;
     memset(streamed, 0, sizeof(streamed));
-    make_client(scripted_address, 4);
-    fetch(NULL, "/ok", &warm);
-    run_until(1);
+    warm_client(4);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]),
                          0);
