@@ -425,8 +425,7 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
     }
     bool must_queue =
         client->idle == UINT32_MAX && client->stats.open == client->options.connections;
-    if (call == NULL ||
-        (must_queue && client->batch == NULL && client->stats.queued == client->options.queue)) {
+    if (call == NULL) {
         client->stats.refused++;
         return -ENOBUFS;
     }
@@ -445,7 +444,7 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
             sxe_conn_close(up->conn); /* the calls before it are sent again */
         }
     } else if (client->stats.queued == client->options.queue && must_queue) {
-        rc = -ENOBUFS; /* the batch could not take it either */
+        rc = -ENOBUFS; /* nowhere to go, not even behind this turn's batch */
         client->stats.refused++;
     } else if (client->idle != UINT32_MAX) {
         up = &client->ups[client->idle];
@@ -527,11 +526,8 @@ void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int
         SXE_LOG_WARN("a malformed response from %s to %s %s; closing the connection",
                      up->client->host, call->request.method, call->request.target);
     }
-    if (up->first == call) {
-        sxe__http_up_pop(up);
-    } else {
-        up_unlink(up, call);
-    }
+    SXE_ASSERT(up->first == call); /* only the call being sent or answered fails this way */
+    sxe__http_up_pop(up);
     sxe_conn_close(up->conn);
     sxe__http_call_fail(call, err);
 }

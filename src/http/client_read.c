@@ -210,8 +210,7 @@ static void response_done(struct sxe__upstream *up, struct sxe_http_call *call)
     if (next == NULL || !up->keep_alive) {
         /* Not kept alive: the calls behind were not answered; the close sends them again. */
         sxe__http_up_release(up, call->paused);
-    } else {
-        up->got_bytes = up->in_body = false;
+    } else { /* the pop said the next answer has not begun */
         sxe_http_parser_init(&up->parser);
         if (next->paused && !call->paused) {
             (void)sxe_conn_pause(up->conn);
