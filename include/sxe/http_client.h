@@ -20,6 +20,10 @@
  *           sxe_http_reply_free(&reply);
  *       }
  *
+ * A request body is given whole (request.body), or written in pieces as the caller gets them
+ * (request.body_streamed, sxe_http_call_write(), with backpressure: a reverse proxy forwarding an
+ * upload of any size).
+ *
  * Responses are read with the strict response parser of sxe/http_parser.h; bodies are framed by
  * Content-Length, chunked (the framing removed) or the close. A response that breaks the rules
  * fails its call with -EPROTO, and its connection is closed, never reused.
@@ -93,8 +97,20 @@ struct sxe_http_client_request {
     const char *host;    /**< The Host header's value (options.host when NULL). */
     const char *headers; /**< Extra header lines, each ending in CRLF, or NULL. Not Host. */
     const void *body;    /**< Sent with a Content-Length (also for a POST or PUT of 0 bytes). */
+    /** body's length; with body_streamed, the length to come, or SXE_HTTP_BODY_UNKNOWN. */
     size_t body_len;
+    /**
+     * The body is written in pieces, as the caller gets them, with sxe_http_call_write() and
+     * sxe_http_call_end() (body NULL; only with sxe_http_client_stream() and an on_writable
+     * handler). It is sent with a Content-Length of body_len, or chunked when body_len is
+     * SXE_HTTP_BODY_UNKNOWN. Such a request is never pipelined and never sent twice, once the
+     * caller was told it may write.
+     */
+    bool body_streamed;
 };
+
+/** body_len of a streamed body whose length is not known: it is sent chunked. */
+#define SXE_HTTP_BODY_UNKNOWN SIZE_MAX
 
 /**
  * A whole response arrived, or the call failed (err < 0, response NULL). response and body point
@@ -112,6 +128,13 @@ struct sxe_http_client_handlers {
     void (*on_body)(sxe_http_call_t *call, const char *data, size_t len, void *arg);
     /** The call ended: 0 after the whole body, else the error (after on_head, or instead). */
     void (*on_done)(sxe_http_call_t *call, int err, void *arg);
+    /**
+     * For a request with body_streamed: the call has a connection and may take body bytes
+     * (sxe_http_call_write()); called first from the loop once the connection is there, then
+     * after each write that returned SXE_HTTP_CALL_FULL, once the upstream has taken what was
+     * queued.
+     */
+    void (*on_writable)(sxe_http_call_t *call, void *arg);
 };
 
 /**
@@ -161,6 +184,32 @@ void sxe_http_call_resume(sxe_http_call_t *call);
  * response read and dropped when it comes.
  */
 void sxe_http_call_cancel(sxe_http_call_t *call);
+
+/** sxe_http_call_write(): accepted, but the upstream is behind; wait for on_writable. */
+#define SXE_HTTP_CALL_FULL 1
+
+/**
+ * Writes len bytes of a streamed request body (body_streamed), from on_writable or any later
+ * callback until the body ends; the request's head leaves with the first bytes, in one send. The
+ * bytes are copied: data is the caller's again when this returns. The call's timeout does not run
+ * while the upstream waits for the caller's bytes, only while the caller waits for the upstream.
+ * A response may come before the body is all written (an upstream that refuses it early, say): the
+ * call then ends with on_done as usual and the connection is closed, not reused; write no more.
+ * @return 0: more may be written now; SXE_HTTP_CALL_FULL: accepted, but wait for on_writable;
+ *         -EINVAL (asserts in debug builds) before the first on_writable, after the end, past the
+ *         declared length, or for a call without a streamed body; else the connection's error
+ *         (-ENOBUFS when the caller wrote past the loop's write_limit without waiting), after
+ *         which the call is cancelled as by sxe_http_call_cancel(): no callback of it follows.
+ */
+int sxe_http_call_write(sxe_http_call_t *call, const void *data, size_t len);
+
+/**
+ * Ends a streamed request body (the chunked body's last chunk goes out); the call waits for its
+ * response from here. @return 0; -EINVAL (asserts in debug builds) as sxe_http_call_write(), or
+ *         for a body with a length of which bytes are missing; else the connection's error, after
+ *         which the call is cancelled.
+ */
+int sxe_http_call_end(sxe_http_call_t *call);
 
 /** A response gathered for a fiber: the program's until sxe_http_reply_free(). */
 struct sxe_http_reply {

@@ -37,8 +37,10 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
 static void on_timer(sxe_timer_t *timer, void *arg);
 static void on_flush(sxe_timer_t *timer, void *arg);
 
-static const struct sxe_conn_handlers up_handlers = {
-    .on_connect = on_connect, .on_read = sxe__http_client_on_read, .on_close = on_close};
+static const struct sxe_conn_handlers up_handlers = {.on_connect = on_connect,
+                                                     .on_read = sxe__http_client_on_read,
+                                                     .on_drained = sxe__http_client_on_drained,
+                                                     .on_close = on_close};
 
 int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, const char *address,
                            const struct sxe_http_client_options *options)
@@ -207,15 +209,16 @@ void sxe_http_client_destroy(sxe_http_client_t *client)
     free(client);
 }
 
-/* Writes the call's request on its connection, corked into one send. */
-static int send_request(struct sxe__upstream *up, const struct sxe_http_call *call)
+/* The request's head (and a whole body), corked into one send. */
+int sxe__http_send_request(struct sxe__upstream *up, const struct sxe_http_call *call)
 {
     const struct sxe_http_client_request *request = &call->request;
     sxe_conn_t *conn = up->conn;
     const char *host = request->host != NULL ? request->host : up->client->host;
     char line[1024];
-    bool length = request->body_len > 0 || strcmp(request->method, "POST") == 0 ||
-                  strcmp(request->method, "PUT") == 0 || strcmp(request->method, "PATCH") == 0;
+    bool length = request->body_len > 0 || request->body_streamed ||
+                  strcmp(request->method, "POST") == 0 || strcmp(request->method, "PUT") == 0 ||
+                  strcmp(request->method, "PATCH") == 0;
     int rc = 0;
 
     bool corked = sxe_conn_cork(conn);
@@ -231,7 +234,9 @@ static int send_request(struct sxe__upstream *up, const struct sxe_http_call *ca
         rc = rc < 0 ? rc : sxe_conn_write(conn, host, strlen(host));
         rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
     }
-    if (length && rc >= 0) {
+    if (request->body_streamed && request->body_len == SXE_HTTP_BODY_UNKNOWN && rc >= 0) {
+        rc = sxe_conn_write(conn, "Transfer-Encoding: chunked\r\n", 28);
+    } else if (length && rc >= 0) {
         n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", request->body_len);
         rc = sxe_conn_write(conn, line, (size_t)n);
     }
@@ -239,7 +244,7 @@ static int send_request(struct sxe__upstream *up, const struct sxe_http_call *ca
         rc = sxe_conn_write(conn, request->headers, strlen(request->headers));
     }
     rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
-    if (request->body_len > 0 && rc >= 0) {
+    if (request->body != NULL && request->body_len > 0 && rc >= 0) {
         rc = sxe_conn_write(conn, request->body, request->body_len);
     }
     if (corked) {
@@ -299,8 +304,12 @@ static int start_first(struct sxe__upstream *up)
     up->got_bytes = up->in_body = false;
     sxe_http_parser_init(&up->parser);
     client->stats.reused += up->reused;
+    if (up->first->body_open) { /* the head leaves with the body's first bytes */
+        sxe__http_body_begin(up->first);
+        return 0;
+    }
     batch_start(up);
-    return send_request(up, up->first);
+    return sxe__http_send_request(up, up->first);
 }
 
 /* Puts a call on an idle connection and sends its request. */
@@ -405,6 +414,10 @@ static void call_init(struct sxe_http_call *call, const struct sxe_http_client_r
     for (size_t i = 0; i < sizeof(idempotent_methods) / sizeof(idempotent_methods[0]); i++) {
         call->idempotent |= strcmp(call->request.method, idempotent_methods[i]) == 0;
     }
+    call->body_open = call->head_unsent = request->body_streamed;
+    call->idempotent &= !request->body_streamed; /* its body cannot be sent twice */
+    call->writable = call->writable_due = call->wait_drain = call->in_write = false;
+    call->body_left = request->body_len;
 }
 
 /*
@@ -418,9 +431,14 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
     struct sxe_http_call *call = call_take(client);
     int rc = 0;
 
-    if (!SXE_CHECK(!bad_text(method) && !bad_text(request->target) &&
-                   (request->host == NULL || strpbrk(request->host, "\r\n") == NULL) &&
-                   (request->body != NULL || request->body_len == 0) && callback != NULL)) {
+    if (!SXE_CHECK(
+            !bad_text(method) && !bad_text(request->target) &&
+            (request->host == NULL || strpbrk(request->host, "\r\n") == NULL) &&
+            (request->body_streamed
+                 ? request->body == NULL && kind == SXE__CALL_STREAM &&
+                       ((const struct sxe_http_client_handlers *)callback)->on_writable != NULL
+                 : request->body != NULL || request->body_len == 0) &&
+            callback != NULL)) {
         return -EINVAL;
     }
     bool must_queue =
@@ -439,7 +457,7 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
         client->stats.reused++;
         client->stats.pipelined++;
         client->batch = up->calls < client->options.pipeline ? up : NULL;
-        if ((rc = send_request(up, call)) < 0) {
+        if ((rc = sxe__http_send_request(up, call)) < 0) {
             up_unlink(up, call);
             sxe_conn_close(up->conn); /* the calls before it are sent again */
         }
@@ -622,7 +640,8 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
             sxe__http_call_free(call);
         } else if (up->in_body && up->until_close && reason == SXE_CLOSE_PEER) {
             sxe__http_call_deliver(up, call); /* the close ends the body */
-        } else if (!got_bytes && up->reused && call->idempotent && !call->retried &&
+        } else if (!got_bytes && up->reused &&
+                   (call->idempotent || (call->body_open && !call->writable)) && !call->retried &&
                    !client->options.no_retry && reason != SXE_CLOSE_TIMEOUT) {
             SXE_LOG_DEBUG("the pooled connection to %s closed under %s %s; sending it again",
                           client->host, call->request.method, call->request.target);
@@ -643,9 +662,14 @@ static void on_timer(sxe_timer_t *timer, void *arg)
     sxe_http_client_t *client = call->client;
 
     (void)timer;
-    if ((call->paused || (up != NULL && up->first != call)) &&
+    if (call->writable_due) {
+        sxe__http_call_writable(call);
+        return;
+    }
+    bool caller_writes = call->body_open && call->writable && !call->wait_drain;
+    if ((call->paused || caller_writes || (up != NULL && up->first != call)) &&
         sxe_timer_start(client->loop, &call->timer, client->options.timeout, 0) == 0) {
-        return; /* its reader holds it back, or the call ahead of it, not the upstream */
+        return; /* its caller holds it back, or the call ahead of it, not the upstream */
     }
     if (up != NULL && up->state == SXE__UP_CONNECTING) {
         sxe__http_up_pop(up); /* the connection may still serve the next call */

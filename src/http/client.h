@@ -1,6 +1,7 @@
 /*
  * The HTTP client's internals, shared by client.c (the pool, the calls, their queue and timers),
- * client_read.c (reading responses) and client_fiber.c (sxe_http_fetch()).
+ * client_read.c (reading responses), client_write.c (streamed request bodies) and client_fiber.c
+ * (sxe_http_fetch()).
  */
 #pragma once
 
@@ -58,6 +59,14 @@ struct sxe_http_call {
     struct sxe__upstream *store_of; /* during done: the connection whose store holds the response */
     bool in_use, queued, head_request, idempotent, retried, paused;
     bool discard; /* cancelled behind another: its answer is read and dropped, unheard */
+    /* A streamed request body (client_write.c): */
+    bool body_open;     /* not ended yet */
+    bool head_unsent;   /* the head waits for the body's first bytes, to leave with them */
+    bool writable;      /* the caller was told it may write: the call cannot be sent again */
+    bool writable_due;  /* its timer runs at 0 ns, to tell the caller from the loop */
+    bool wait_drain;    /* a write said "full": on_writable when the connection drains */
+    bool in_write;      /* inside sxe_http_call_write(): a drain there only clears wait_drain */
+    uint64_t body_left; /* bytes of a body with a length still to write */
 };
 
 struct sxe_http_client {
@@ -92,6 +101,17 @@ void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int
 /* The upstream was heard from: the call's silence counts again from now. */
 void sxe__http_call_rearm(struct sxe_http_call *call);
 void sxe__http_call_free(struct sxe_http_call *call);
+
+/* Writes the call's request head (and a whole body) on its connection. @return 0 or -errno. */
+int sxe__http_send_request(struct sxe__upstream *up, const struct sxe_http_call *call);
+
+/* client_write.c, for client.c */
+/* The call's connection is there: the caller is told from the loop that it may write. */
+void sxe__http_body_begin(struct sxe_http_call *call);
+/* The call's timer ran at 0 ns: the caller hears on_writable. */
+void sxe__http_call_writable(struct sxe_http_call *call);
+/* The connection's queued output was all sent. */
+void sxe__http_client_on_drained(sxe_conn_t *conn);
 
 /* client_read.c, for client.c */
 size_t sxe__http_client_on_read(sxe_conn_t *conn, const char *data, size_t len);

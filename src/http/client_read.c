@@ -252,6 +252,9 @@ size_t sxe__http_client_on_read(sxe_conn_t *conn, const char *data, size_t len)
                          len - at, client->host);
             up->keep_alive = false;
         }
+        if (call->body_open) { /* answered before its body was all sent: the rest never goes */
+            up->keep_alive = false;
+        }
         bool keep = up->keep_alive;
         response_done(up, call);
         if (!keep || up->conn != conn) {
