@@ -19,8 +19,11 @@ from test_sxe_httpd import exchange, free_port, httpd, root  # noqa: F401 (fixtu
 class Upstream:
     """A scripted HTTP/1.1 upstream: keep-alive, one thread per connection. Paths:
     /big?n=N (N bytes by Content-Length), /chunked?n=N, /hang, /bad (Content-Length with
-    Transfer-Encoding), /cut (100 bytes promised, 10 sent, then the close); anything else is
-    answered with a JSON echo of the request and the connection's number."""
+    Transfer-Encoding), /cut (100 bytes promised, 10 sent, then the close), /digest (the
+    body's length and SHA-256, read as it comes; /digest?wait=S first waits S seconds), /early
+    (413 before reading the body, then the close); anything else is answered with a JSON echo
+    of the request and the connection's number. Request bodies come by Content-Length or
+    chunked."""
 
     def __init__(self, name="up"):
         self.name = name
@@ -62,11 +65,25 @@ class Upstream:
                 lines = head.decode("latin-1").split("\r\n")
                 method, target, _ = lines[0].split(" ")
                 fields = [line.split(": ", 1) for line in lines[1:]]
-                length = int(dict((k.lower(), v) for k, v in fields).get("content-length", 0))
-                while len(data) < length:
-                    data += conn.recv(65536)
-                body, data = data[:length], data[length:]
-                if not self._answer(conn, number, method, target, fields, body):
+                named = dict((k.lower(), v) for k, v in fields)
+                if target.endswith("/early"):
+                    conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n"
+                                 b"Content-Length: 5\r\n\r\nearly")
+                    conn.shutdown(socket.SHUT_WR)
+                    while conn.recv(65536):  # the rest is read and dropped, then the close
+                        pass
+                    return
+                digest = hashlib.sha256() if "/digest" in target else None
+                if "wait=" in target:
+                    time.sleep(float(target.partition("wait=")[2]))
+                body, data = self._body(conn, data, named, digest)
+                if digest is not None:
+                    body = json.dumps({"length": body, "sha256": digest.hexdigest(),
+                                       "framing": named.get("transfer-encoding",
+                                                            named.get("content-length"))})
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+                                 % len(body) + body.encode())
+                elif not self._answer(conn, number, method, target, fields, body):
                     return
         except OSError:
             pass
@@ -74,6 +91,51 @@ class Upstream:
             conn.close()
             with self.lock:
                 self.closed += 1
+
+    @staticmethod
+    def _body(conn, data, named, digest):
+        """Reads a request body after its head: (the body, or its length when digested, and
+        the bytes after it)."""
+        def more():
+            chunk = conn.recv(1 << 20)
+            if not chunk:
+                raise OSError("closed in the body")
+            return chunk
+
+        def take(data, count):
+            kept, length = bytearray(), 0
+            while count > 0:
+                if not data:
+                    data = more()
+                piece, data = data[:count], data[count:]
+                count -= len(piece)
+                length += len(piece)
+                if digest is not None:
+                    digest.update(piece)
+                else:
+                    kept += piece
+            return (length if digest is not None else bytes(kept)), data
+
+        if named.get("transfer-encoding") != "chunked":
+            return take(data, int(named.get("content-length", 0)))
+        body, length = b"", 0
+        while True:
+            while b"\r\n" not in data:
+                data += more()
+            line, _, data = data.partition(b"\r\n")
+            size = int(line, 16)
+            if size == 0:
+                while len(data) < 2:
+                    data += more()
+                return (length if digest is not None else body), data[2:]
+            piece, data = take(data, size)
+            if digest is not None:
+                length += piece
+            else:
+                body += piece
+            while len(data) < 2:
+                data += more()
+            data = data[2:]
 
     def _answer(self, conn, number, method, target, fields, body):
         path, _, query = target.partition("?")
@@ -135,7 +197,11 @@ def proxy(httpd):
 def request(port, raw, timeout=5.0):
     """Sends one raw request on a new connection (it should say close); returns status, fields
     (lower-case names, a list per name) and body."""
-    data = exchange(port, raw, timeout)
+    return parse_reply(exchange(port, raw, timeout))
+
+
+def parse_reply(data):
+    """status, fields (lower-case names, a list per name) and body of a whole response."""
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     fields = {}
@@ -171,13 +237,13 @@ def test_forwards_requests_re_framed_with_forwarding_fields(proxy, upstreams):
     _, echo = echoed(server.port, method="POST", body=b"a body")
     assert echo["method"] == "POST" and echo["body"] == "a body"
     assert field(echo, "Content-Length") == ["6"]
-    # A chunked request body arrives whole, framed by a Content-Length of ours.
+    # A chunked request body goes on chunked, re-framed by us (the chunk extension stays behind).
     raw = (b"PUT /api/put HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
-           b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+           b"Transfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
     status, _, body = request(server.port, raw)
     echo = json.loads(body)
     assert status == 200 and echo["body"] == "abcde"
-    assert field(echo, "Content-Length") == ["5"] and field(echo, "Transfer-Encoding") == []
+    assert field(echo, "Content-Length") == [] and field(echo, "Transfer-Encoding") == ["chunked"]
     status, fields, body = request(
         server.port, b"HEAD /api/head HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert status == 200 and body == b"" and int(fields["content-length"][0]) > 0
@@ -296,6 +362,95 @@ def test_large_answers_stream_to_a_slow_reader_in_bounded_memory(proxy, upstream
     assert peak - before < 8 * 1024, f"RSS grew {peak - before} KB while the reader stalled"
 
 
+def send_body(sock, size, chunked, block=bytes(range(256)) * 256):
+    """Sends size bytes of a request body, after its head, the way the head said."""
+    for at in range(0, size, len(block)):
+        piece = block[:min(len(block), size - at)]
+        sock.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n" if chunked else piece)
+    if chunked:
+        sock.sendall(b"0\r\n\r\n")
+
+
+def body_digest(size, block=bytes(range(256)) * 256):
+    digest = hashlib.sha256()
+    for at in range(0, size, len(block)):
+        digest.update(block[:min(len(block), size - at)])
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
+def test_request_bodies_of_any_size_stream_to_a_slow_upstream_in_bounded_memory(
+        proxy, upstreams, chunked):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    size = 64 << 20
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}"
+    before = rss_kb(server.process.pid)
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(f"POST /api/digest?wait=0.5 HTTP/1.1\r\nHost: h\r\n{framing}\r\n\r\n"
+                     .encode())
+        sender = threading.Thread(target=send_body, args=(sock, size, chunked))
+        sender.start()
+        time.sleep(0.4)  # the upstream reads nothing yet: the client must be held back
+        peak = rss_kb(server.process.pid)
+        sender.join(timeout=60)
+        assert not sender.is_alive()
+        sock.settimeout(30)
+        status, _, body = parse_reply(read_reply(sock))
+    assert status == 200
+    answer = json.loads(body)
+    assert answer["length"] == size and answer["sha256"] == body_digest(size)
+    assert answer["framing"] == ("chunked" if chunked else str(size))
+    assert peak - before < 8 * 1024, f"RSS grew {peak - before} KB while the upstream waited"
+
+
+def test_a_body_awaited_with_100_continue_and_bodies_past_the_limit(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--proxy-max-body", "100000")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(b"POST /api/echo HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+                     b"Expect: 100-continue\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(b"hello")
+        status, _, body = parse_reply(read_reply(sock))
+        echo = json.loads(body)
+        assert status == 200 and echo["body"] == "hello" and field(echo, "Expect") == []
+    raw = (b"POST /api/echo HTTP/1.1\r\nHost: h\r\nContent-Length: 100001\r\n"
+           b"Connection: close\r\n\r\n" + b"x" * 100001)
+    assert request(server.port, raw)[0] == 413
+    assert echoed(server.port, method="POST", body=b"y" * 100000)[1]["body"] == "y" * 100000
+
+
+def test_an_upstream_that_answers_before_the_body_ends_is_heard(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.settimeout(10)
+        sock.sendall(b"POST /api/early HTTP/1.1\r\nHost: h\r\nContent-Length: 16777216\r\n\r\n")
+        sock.sendall(b"z" * 65536)  # the rest never needs to come: the answer ends it
+        status, fields, body = parse_reply(read_reply(sock))
+    assert status == 413 and body == b"early" and fields["connection"] == ["close"]
+    assert echoed(server.port)[1]["token"] == up.token  # and it serves on
+
+
+def test_a_client_that_leaves_mid_upload_cancels_its_upstream_request(proxy, upstreams):
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"PUT /api/digest HTTP/1.1\r\nHost: h\r\nContent-Length: 16777216\r\n\r\n")
+        sock.sendall(b"z" * 100000)
+        deadline = time.monotonic() + 5
+        while up.connections == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    deadline = time.monotonic() + 5
+    while up.closed == 0:  # the proxy closed the upstream connection of the unfinished body
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert echoed(server.port)[1]["token"] == up.token
+
+
 def test_upstream_faults_get_502_and_504(proxy, upstreams):
     up = upstreams()
     dead = free_port()
@@ -364,7 +519,8 @@ def test_a_client_that_leaves_cancels_its_upstream_request(proxy, upstreams):
 
 def test_bad_proxy_options_are_refused(build_dir):
     for args in (["--proxy", "api=127.0.0.1:1"], ["--proxy", "/api/="],
-                 ["--balance", "random"], ["--proxy-timeout", "0"], ["--proxy-pipeline", "65"]):
+                 ["--balance", "random"], ["--proxy-timeout", "0"], ["--proxy-pipeline", "65"],
+                 ["--proxy-max-body", "-1"]):
         result = subprocess.run(
             [str(build_dir / "tools" / "sxe-httpd"), "--root", "/", *args],
             capture_output=True, timeout=10)

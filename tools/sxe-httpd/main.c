@@ -47,6 +47,7 @@ static struct {
     unsigned idle_timeout; /* seconds; 0: the module's 60 */
     int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
     struct proxy_options proxy;
+    uint64_t proxy_max_body; /* bytes; 0: no limit */
 } config = {.listen = "127.0.0.1:8080",
             .index = "index.html",
             .connections = 10000,
@@ -507,6 +508,8 @@ static void usage(FILE *out)
             "  --proxy-connections N the most connections to each upstream, per worker (256)\n"
             "  --proxy-pipeline N    send up to N requests at once on an upstream connection\n"
             "                        (GET, HEAD and other idempotent ones; 1: none) (1)\n"
+            "  --proxy-max-body BYTES  a proxied request body longer than this gets 413\n"
+            "                        (0: no limit; bodies stream, whatever their size) (0)\n"
             "  -h, --help            this text\n"
             "\n"
             "SIGUSR1 logs one line of counters per worker. A worker process that dies is\n"
@@ -531,7 +534,7 @@ static unsigned long number(const char *text, unsigned long low, unsigned long h
     char *end;
     unsigned long value = strtoul(text, &end, 10);
 
-    if (*end != '\0' || end == text || value < low || value > high) {
+    if (*end != '\0' || end == text || strchr(text, '-') != NULL || value < low || value > high) {
         die(2, "%s must be a number from %lu to %lu, not '%s'", option, low, high, text);
     }
     return value;
@@ -573,6 +576,7 @@ static void parse_options(int argc, char **argv)
                                             {"proxy-timeout", required_argument, NULL, 'O'},
                                             {"proxy-connections", required_argument, NULL, 'N'},
                                             {"proxy-pipeline", required_argument, NULL, 'Q'},
+                                            {"proxy-max-body", required_argument, NULL, 'M'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
@@ -650,6 +654,9 @@ static void parse_options(int argc, char **argv)
         case 'N':
             config.proxy.connections = (uint32_t)number(optarg, 1, 65536, "--proxy-connections");
             break;
+        case 'M':
+            config.proxy_max_body = number(optarg, 0, ULONG_MAX, "--proxy-max-body");
+            break;
         case 'Q':
             config.proxy.pipeline = (uint32_t)number(optarg, 1, 64, "--proxy-pipeline");
             break;
@@ -715,6 +722,7 @@ int main(int argc, char **argv)
         options.deferred = config.connections;
         options.response_timeout = config.proxy.timeout + 5 * SXE_NS_PER_SEC; /* 504 comes first */
         options.loop.timers = proxy_timers(&config.proxy);
+        options.stream_body_bytes = config.proxy_max_body;
     }
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));

@@ -5,11 +5,15 @@
  * Safe against request smuggling towards the upstream: nothing of the client's header section is
  * passed on as bytes. The request is re-framed from what the parser accepted: the method and
  * target, every end-to-end field (hop-by-hop ones, those named by Connection, and the framing
- * fields dropped), Host, the body (chunked framing already removed) with a Content-Length of our
- * own, then X-Forwarded-For and Via. Responses are re-framed the same way by sxe_http_start().
+ * fields dropped), Host, then X-Forwarded-For and Via, and the body (chunked framing already
+ * removed) framed by us: a Content-Length when the client gave one, else chunked. Responses are
+ * re-framed the same way by sxe_http_start().
  *
- * Backpressure both ways: a client that reads slowly pauses the upstream's call (the upstream is
- * then held back by TCP) until the client's connection drains; request bodies arrive whole.
+ * Bodies of any size stream both ways, with backpressure. The prefix routes are streamed
+ * (SXE_HTTP_ROUTE_STREAM): a request is forwarded as soon as its head has come, and its body is
+ * read from the client only as the upstream's connection takes it (the call's on_writable), so a
+ * slow upstream holds the client back through TCP. A client that reads slowly pauses the upstream's
+ * call the same way until the client's connection drains.
  *
  * Upstreams of a prefix are chosen by least connections (requests in flight, this worker), or
  * round-robin; one that fails (refuses, resets, times out, answers nonsense) is skipped for
@@ -67,6 +71,7 @@ struct exchange {
     bool started;     /* the answer's head went out */
     bool corked;      /* its head waits for the first body bytes, to leave in one send */
     bool tried_other; /* sent to a second upstream after the first failed */
+    bool body_begun;  /* the client's body is being read and forwarded: no retry from here */
     struct sxe_http_client_request request; /* pointing into text, and the held request's body */
     char *text; /* method, target, host and header lines, NUL-separated */
     char inline_text[INLINE_BYTES];
@@ -316,7 +321,11 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     }
     at = put(at, "1.1 sxe-httpd\r\n", 15);
     *at = '\0';
-    out->body = sxe_http_body(exchange->held, &out->body_len);
+    out->body = NULL;
+    out->body_streamed = request->has_body; /* read from the client as the upstream takes it */
+    out->body_len = !request->has_body ? 0
+                    : request->chunked ? SXE_HTTP_BODY_UNKNOWN
+                                       : (size_t)request->content_length;
     return true;
 }
 
@@ -349,9 +358,10 @@ static struct upstream *choose(struct proxy *proxy, const struct upstream *avoid
 static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg);
 static void on_body(sxe_http_call_t *call, const char *data, size_t len, void *arg);
 static void on_done(sxe_http_call_t *call, int err, void *arg);
+static void on_writable(sxe_http_call_t *call, void *arg);
 
 static const struct sxe_http_client_handlers call_handlers = {
-    .on_head = on_head, .on_body = on_body, .on_done = on_done};
+    .on_head = on_head, .on_body = on_body, .on_done = on_done, .on_writable = on_writable};
 
 /* Sends the exchange's request to an upstream other than avoid. @return 0 or -errno. */
 static int forward(struct exchange *exchange, const struct upstream *avoid)
@@ -409,6 +419,36 @@ static void on_cancel(sxe_http_t *held, void *arg)
     exchange_free(exchange);
 }
 
+/* A piece of the client's body: on to the upstream, and the client waits while it is behind. */
+static void on_client_body(sxe_http_t *held, const char *data, size_t len, bool done, void *arg)
+{
+    struct exchange *exchange = arg;
+    int rc = 0;
+
+    if (exchange->call == NULL) {
+        return; /* answered, or failed, already */
+    }
+    if (len > 0) {
+        rc = sxe_http_call_write(exchange->call, data, len);
+    }
+    if (rc >= 0 && done) {
+        rc = sxe_http_call_end(exchange->call);
+    }
+    if (rc == SXE_HTTP_CALL_FULL) {
+        (void)sxe_http_body_pause(held); /* on_writable resumes it */
+    } else if (rc < 0) { /* the call was cancelled: the upstream's connection failed */
+        SXE_LOG_ERROR("cannot forward the body of %s to its upstream: %s", exchange->proxy->prefix,
+                      sxe_strerror(rc));
+        exchange->call = NULL;
+        exchange->upstream->active--;
+        if (exchange->started) {
+            sxe_conn_close(sxe_http_conn(held)); /* cancels, which ends the exchange */
+        } else {
+            fail(exchange, 502);
+        }
+    }
+}
+
 static void on_drained(sxe_http_t *held, void *arg)
 {
     struct exchange *exchange = arg;
@@ -417,6 +457,20 @@ static void on_drained(sxe_http_t *held, void *arg)
     if (exchange->call != NULL) {
         sxe_http_call_resume(exchange->call);
     }
+}
+
+/* The upstream's connection may take body bytes: the client's body is read (again). */
+static void on_writable(sxe_http_call_t *call, void *arg)
+{
+    struct exchange *exchange = arg;
+
+    (void)call;
+    if (exchange->body_begun) {
+        (void)sxe_http_body_resume(exchange->held);
+        return;
+    }
+    exchange->body_begun = true;
+    (void)sxe_http_body_stream(exchange->held, on_client_body, exchange); /* fails: cancelled */
 }
 
 static void handle(sxe_http_t *http, void *arg)
@@ -443,7 +497,7 @@ static void handle(sxe_http_t *http, void *arg)
     exchange->proxy = arg;
     exchange->call = NULL;
     exchange->upstream = NULL;
-    exchange->started = exchange->tried_other = exchange->corked = false;
+    exchange->started = exchange->tried_other = exchange->corked = exchange->body_begun = false;
     exchange->text = NULL;
     if ((rc = forward(exchange, NULL)) < 0) {
         SXE_LOG_ERROR("cannot forward %s to %s: %s", exchange->proxy->prefix,
@@ -458,7 +512,9 @@ int proxy_route(sxe_http_server_t *server, const struct proxy_options *given)
 
     options = *given;
     for (unsigned i = 0; i < proxy_total; i++) {
-        if ((rc = sxe_http_route(server, NULL, proxies[i].prefix, true, handle, &proxies[i])) < 0) {
+        if ((rc = sxe_http_route_flags(server, NULL, proxies[i].prefix,
+                                       SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, handle,
+                                       &proxies[i])) < 0) {
             return rc;
         }
     }
@@ -572,7 +628,8 @@ static void on_done(sxe_http_call_t *call, int err, void *arg)
     }
     bool idempotent = request->method_len == 3 && memcmp(request->method, "GET", 3) == 0;
     idempotent |= request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
-    if (idempotent && !exchange->tried_other && exchange->proxy->count > 1) {
+    if (idempotent && !exchange->tried_other && !exchange->body_begun &&
+        exchange->proxy->count > 1) {
         exchange->tried_other = true;
         SXE_LOG_WARN("upstream %s failed for %.*s: %s; trying another", address,
                      (int)request->target_len, request->target, sxe_strerror(err));
