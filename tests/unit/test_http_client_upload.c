@@ -403,6 +403,32 @@ static void test_a_call_not_yet_writable_is_sent_again_on_a_dead_pooled_connecti
     assert_int_equal(stats.connects, 2);
 }
 
+static void test_a_writer_that_ignores_full_is_refused_and_its_call_cancelled(void **state)
+{
+    struct upload upload = {0};
+    static char piece[PIECE];
+    int rc;
+
+    (void)state;
+    make_client(scripted_address, 5 * SXE_NS_PER_SEC);
+    hold = true;
+    upload.stop_at = 1;
+    start(&upload, "/", SCRIPTED_BODY, false);
+    sxe_test_run_until(loop, &upload.writables, 1);
+    do { /* past high_water, and on past the loop's write_limit */
+        rc = sxe_http_call_write(upload.call, piece, sizeof(piece));
+    } while (rc >= 0);
+    assert_int_equal(rc, -ENOBUFS);
+    uint64_t until = sxe_clock_mono_ns() + 100 * SXE_NS_PER_MSEC;
+    while (sxe_clock_mono_ns() < until) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(finished, 0); /* cancelled: no callback of it follows */
+    struct sxe_http_client_stats stats;
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.open, 0);
+}
+
 static void write_too_soon(void *arg)
 {
     struct upload *upload = arg;
@@ -460,6 +486,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_a_call_not_yet_writable_is_sent_again_on_a_dead_pooled_connection, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_writer_that_ignores_full_is_refused_and_its_call_cancelled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
