@@ -162,6 +162,16 @@ static void make_client(const char *address, uint64_t timeout)
     assert_int_equal(sxe_http_client_create(&client, loop, address, &options), 0);
 }
 
+/* Turns the loop for ms milliseconds, whatever happens. */
+static void run_for(unsigned ms)
+{
+    uint64_t until = sxe_clock_mono_ns() + ms * SXE_NS_PER_MSEC;
+
+    while (sxe_clock_mono_ns() < until) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
 /* Writes the upload's next pieces until the upstream is full, the writer stops, or all is sent. */
 static void pump(struct upload *upload)
 {
@@ -295,10 +305,7 @@ static void test_a_slow_upstream_holds_the_writer_back_and_a_silent_one_times_ou
         sent; /* the writer goes on as the kernel's buffers take its queue, until they are full */
     do {
         sent = upload.sent;
-        uint64_t until = sxe_clock_mono_ns() + 200 * SXE_NS_PER_MSEC;
-        while (sxe_clock_mono_ns() < until) {
-            assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
-        }
+        run_for(200);
     } while (upload.sent != sent);
     assert_true(sent < upload.total);
     assert_int_equal(upload.writables, upload.fulls); /* it waits for the last "full" to drain */
@@ -332,10 +339,7 @@ static void test_a_slow_writer_is_not_a_silent_upstream(void **state)
     make_client(server_address, 150 * SXE_NS_PER_MSEC);
     upload.stop_at = PIECE; /* one piece, then the writer waits longer than the timeout */
     start(&upload, "/sum", 4 * PIECE, false);
-    uint64_t until = sxe_clock_mono_ns() + 400 * SXE_NS_PER_MSEC;
-    while (sxe_clock_mono_ns() < until) {
-        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
-    }
+    run_for(400);
     assert_int_equal(finished, 0);
     assert_int_equal(upload.sent, PIECE);
     upload.stop_at = 0;
@@ -419,10 +423,7 @@ static void test_a_writer_that_ignores_full_is_refused_and_its_call_cancelled(vo
         rc = sxe_http_call_write(upload.call, piece, sizeof(piece));
     } while (rc >= 0);
     assert_int_equal(rc, -ENOBUFS);
-    uint64_t until = sxe_clock_mono_ns() + 100 * SXE_NS_PER_MSEC;
-    while (sxe_clock_mono_ns() < until) {
-        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
-    }
+    run_for(100);
     assert_int_equal(finished, 0); /* cancelled: no callback of it follows */
     struct sxe_http_client_stats stats;
     sxe_http_client_stats(client, &stats);
