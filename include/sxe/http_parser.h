@@ -12,7 +12,17 @@
  * Transfer-Encoding but a single final "chunked"; bad or overflowing chunk sizes; NUL, CR or LF in
  * header values; obsolete line folding; whitespace before a header's colon; bytes that are not
  * token characters in methods and header names; bare LF line ends; versions other than HTTP/1.0
- * and HTTP/1.1. Missing Host in HTTP/1.1 is reported (host_count), for the server to answer 400.
+ * and HTTP/1.1. Transfer-Encoding is read as a list whose empty elements are ignored (", chunked"
+ * is chunked); chunked twice, or not last, is 400; any other coding is 501.
+ *
+ * Host (RFC 9112 §3.2): more than one Host field, or one whose value is not uri-host [":" port]
+ * (empty, userinfo, a path, spaces, a list), is 400. A missing Host in HTTP/1.1 is reported
+ * (host_count) for the server to answer 400.
+ *
+ * Request targets (RFC 9112 §3.2): origin-form ("/path?query"); absolute-form
+ * ("http://authority/path?query", http or https), whose authority becomes the request's host and
+ * whose path becomes its target; asterisk-form ("*") for OPTIONS only; authority-form for CONNECT
+ * only. Anything else is 400.
  *
  * Each refusal is an HTTP status for the server to send: 400, 413 (body too large), 414 (request
  * line too long), 431 (header section too large or too many fields), 501 (unknown method or
@@ -53,7 +63,10 @@ struct sxe_http_header {
     size_t value_len;
 };
 
-/** A parsed request head. Every pointer points into the bytes given to the parser. */
+/**
+ * A parsed request head. Every pointer points into the bytes given to the parser, but one: the
+ * target of an absolute-form request without a path ("http://host") is the constant "/".
+ */
 struct sxe_http_request {
     const char *method;
     size_t method_len;
@@ -65,10 +78,21 @@ struct sxe_http_request {
     uint64_t content_length; /**< When has_body and not chunked. */
     bool has_body;           /**< Content-Length > 0, or chunked. */
     bool chunked;
-    bool keep_alive;      /**< The connection may carry another request after this one. */
-    bool upgrade;         /**< CONNECT, PRI, or Connection: upgrade with Upgrade: stop parsing. */
+    bool keep_alive; /**< The connection may carry another request after this one. */
+    /**
+     * Connection: upgrade with an Upgrade field: the client asks to switch protocols. A server
+     * that does not take the protocol offered ignores it and answers as usual (RFC 9110 §7.8).
+     */
+    bool upgrade;
+    bool tunnel;          /**< CONNECT or PRI: the bytes after the head are not HTTP/1. */
     bool expect_continue; /**< Expect: 100-continue. */
-    unsigned host_count;  /**< Host fields seen; HTTP/1.1 requires exactly one. */
+    unsigned host_count;  /**< Host fields seen (0 or 1); HTTP/1.1 requires one. */
+    /**
+     * The authority the request is for: an absolute-form target's, else the Host field's value;
+     * NULL (host_len 0) when there is neither. Checked to be uri-host [":" port].
+     */
+    const char *host;
+    size_t host_len;
 };
 
 /**
@@ -87,6 +111,8 @@ struct sxe_http_parser {
     uint8_t host_count;
     uint8_t body_state;
     uint8_t minor_version;
+    uint32_t host_at;  /* where the Host field's value starts, if host_count */
+    uint32_t host_len; /* and its length */
     uint64_t content_length;
     uint64_t body_left;  /* of the body, or of the current chunk */
     uint64_t body_total; /* body bytes so far, against the limit */

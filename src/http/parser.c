@@ -56,6 +56,7 @@ static unsigned char
 static void __attribute__((constructor)) init_classes(void)
 {
     static const char tchar_extra[] = "!#$%&'*+-.^_`|~";
+    static const char host_extra[] = "-._~!$&'()*+;=";
 
     for (unsigned c = 0; c < 256; c++) {
         unsigned class = 0;
@@ -71,6 +72,10 @@ static void __attribute__((constructor)) init_classes(void)
         }
         if ((class & VALUE) && c != '"' && c != '\\') {
             class |= QDTEXT;
+        }
+        if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c != 0 && strchr(host_extra, (int)c) != NULL)) {
+            class |= HOST;
         }
         sxe__http_classes[c] = (unsigned char)class;
 #if defined(__x86_64__)
@@ -375,6 +380,94 @@ static void connection_tokens(struct sxe_http_parser *parser, const char *value,
     }
 }
 
+static inline bool is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
+}
+
+/*
+ * Whether [host, host + len) is uri-host [":" port] (RFC 3986 §3.2.2, RFC 9110 §4.2.3): an IP
+ * literal in brackets, or a reg-name or IPv4 address (unreserved bytes, sub-delims and %XX
+ * escapes), then an optional port of at most five digits. A comma, a sub-delim, is refused all the
+ * same: a list of hosts is how two servers are made to disagree on which one a request is for.
+ */
+static bool valid_host(const char *host, size_t len)
+{
+    size_t at = 0;
+
+    if (len == 0) {
+        return false;
+    }
+    if (host[0] == '[') {
+        for (at = 1; at < len && (is_hex(host[at]) || host[at] == ':' || host[at] == '.'); at++) {
+        }
+        if (at == 1 || at == len || host[at] != ']') {
+            return false;
+        }
+        at++;
+    } else {
+        while (at < len) {
+            if (host[at] == '%' && at + 2 < len && is_hex(host[at + 1]) && is_hex(host[at + 2])) {
+                at += 3;
+            } else if (sxe__http_classes[(unsigned char)host[at]] & HOST) {
+                at++;
+            } else {
+                break;
+            }
+        }
+        if (at == 0) {
+            return false;
+        }
+    }
+    if (at == len) {
+        return true;
+    }
+    if (host[at] != ':' || len - at - 1 > 5) {
+        return false;
+    }
+    unsigned port = 0;
+    for (at++; at < len; at++) {
+        if (host[at] < '0' || host[at] > '9') {
+            return false;
+        }
+        port = port * 10 + (unsigned)(host[at] - '0');
+    }
+    return port <= 65535;
+}
+
+/*
+ * Reads a Transfer-Encoding value as the list it is (RFC 9112 §6.1), skipping empty elements:
+ * chunked once and last is the only framing sxe reads. chunked twice, a coding after chunked, or
+ * no coding at all leave the body's length unknowable (400); a coding before chunked is one sxe
+ * does not decode (501).
+ */
+static int transfer_codings(struct sxe_http_parser *parser, const char *value, size_t len)
+{
+    size_t at = 0;
+    bool any = false;
+
+    while (at <= len) {
+        size_t start = at, end = at;
+        while (end < len && value[end] != ',') {
+            end++;
+        }
+        at = end + 1;
+        trim(value, &start, &end);
+        if (start == end) {
+            continue;
+        }
+        any = true;
+        if (parser->flags & F_CHUNKED) {
+            return -400;
+        }
+        if (!name_is(value + start, end - start, "chunked")) {
+            return -501;
+        }
+        parser->flags |= F_CHUNKED;
+    }
+    return any ? 0 : -400;
+}
+
 /* The value of the header line being finished: from after its colon to cr, trimmed. */
 static inline const char *field_value(const struct sxe_http_parser *parser, const char *data,
                                       size_t cr, size_t *value_len)
@@ -421,15 +514,11 @@ static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
         if (!name_is(name, name_len, "transfer-encoding")) {
             break;
         }
-        if ((parser->flags & (F_CONTENT_LENGTH | F_CHUNKED)) != 0) {
-            return -400; /* with Content-Length, or a coding after chunked */
+        if (parser->flags & F_CONTENT_LENGTH) {
+            return -400;
         }
         value = field_value(parser, data, cr, &value_len);
-        if (!name_is(value, value_len, "chunked")) {
-            return -501; /* a coding sxe does not implement, or chunked not alone and last */
-        }
-        parser->flags |= F_CHUNKED;
-        break;
+        return transfer_codings(parser, value, value_len);
     case 10:
         if (name_is(name, name_len, "connection")) {
             value = field_value(parser, data, cr, &value_len);
@@ -438,8 +527,13 @@ static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
         break;
     case 4:
         if (name_is(name, name_len, "host")) {
-            parser->host_count =
-                parser->host_count < UINT8_MAX ? parser->host_count + 1 : UINT8_MAX;
+            value = field_value(parser, data, cr, &value_len);
+            if (parser->host_count != 0 || !valid_host(value, value_len)) {
+                return -400;
+            }
+            parser->host_count = 1;
+            parser->host_at = (uint32_t)(value - data);
+            parser->host_len = (uint32_t)value_len;
         }
         break;
     case 7:
@@ -480,6 +574,49 @@ static inline int end_line(struct sxe_http_parser *parser, const char *data, siz
     return 0;
 }
 
+/*
+ * Sorts the request target by its form (RFC 9112 §3.2) and finds the request's host. An
+ * absolute-form target's authority wins over Host (§3.2.2), and its path becomes the target, so
+ * that routes and files see one form; a target with a query but no path ("http://h?q") is refused,
+ * since its path "/" is not in the caller's bytes to point at.
+ */
+static int target_form(const struct sxe_http_parser *parser, const char *data,
+                       struct sxe_http_request *request)
+{
+    const char *target = request->target;
+    size_t len = request->target_len;
+
+    request->host = parser->host_count != 0 ? data + parser->host_at : NULL;
+    request->host_len = parser->host_count != 0 ? parser->host_len : 0;
+    if (target[0] == '/') {
+        return 0;
+    }
+    if (parser->flags & F_STOP_METHOD) {
+        return 0; /* CONNECT's authority-form, PRI's "*": tunnels, for the server to refuse */
+    }
+    if (len == 1 && target[0] == '*') {
+        return request->method_len == 7 && memcmp(request->method, "OPTIONS", 7) == 0 ? 0 : -400;
+    }
+    size_t authority = len > 7 && name_is(target, 7, "http://")    ? 7
+                       : len > 8 && name_is(target, 8, "https://") ? 8
+                                                                   : 0;
+    if (authority == 0) {
+        return -400;
+    }
+    size_t end = authority;
+    while (end < len && target[end] != '/' && target[end] != '?' && target[end] != '#') {
+        end++;
+    }
+    if ((end < len && target[end] != '/') || !valid_host(target + authority, end - authority)) {
+        return -400;
+    }
+    request->host = target + authority;
+    request->host_len = end - authority;
+    request->target = end < len ? target + end : "/";
+    request->target_len = end < len ? len - end : 1;
+    return 0;
+}
+
 /* The head is complete and valid: fill in the request's pointers with one pass over its lines. */
 static int finish_head(struct sxe_http_parser *parser, const char *data, size_t head_len,
                        const struct sxe_http_limits *limits, struct sxe_http_request *request,
@@ -502,14 +639,18 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
         request->target = space + 1;
         request->target_len = (size_t)(target_end - space - 1);
     }
+    int rc = target_form(parser, data, request);
+    if (rc < 0) {
+        return rc;
+    }
     request->minor_version = parser->minor_version;
     request->chunked = (parser->flags & F_CHUNKED) != 0;
     request->content_length = request->chunked ? 0 : parser->content_length;
     request->has_body = request->chunked || request->content_length > 0;
     request->keep_alive = (parser->connection & C_CLOSE) == 0 &&
                           (parser->minor_version == 1 || (parser->connection & C_KEEP_ALIVE));
-    request->upgrade = (parser->flags & F_STOP_METHOD) ||
-                       ((parser->connection & C_UPGRADE) && (parser->flags & F_UPGRADE_FIELD));
+    request->upgrade = (parser->connection & C_UPGRADE) && (parser->flags & F_UPGRADE_FIELD);
+    request->tunnel = (parser->flags & F_STOP_METHOD) != 0;
     request->expect_continue = (parser->flags & F_EXPECT) != 0;
     request->host_count = parser->host_count;
 

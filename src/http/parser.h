@@ -44,6 +44,7 @@ enum body_state {
 #define VALUE  0x02u /* field-value: VCHAR, obs-text, SP, HTAB */
 #define TARGET 0x04u /* request-target: visible ASCII */
 #define QDTEXT 0x08u /* quoted-string text: HTAB, SP, visible ASCII but " and \, obs-text */
+#define HOST   0x10u /* a reg-name or IPv4 host: unreserved and sub-delims, but ',' (RFC 3986) */
 
 struct sxe_http_header;
 

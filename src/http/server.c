@@ -74,61 +74,131 @@ static bool route_method_matches(const struct route *route, const struct sxe_htt
     return strcmp(route->method, "GET") == 0 && method_is(request, "HEAD");
 }
 
-/* Finds the route for the request's path (its target up to any '?'); sets *allow to the methods
- * of routes for that path. */
-static const struct route *find_route(sxe_http_server_t *server,
-                                      const struct sxe_http_request *request, char *allow,
-                                      size_t allow_size)
+/* The request's path: its target up to any '?'. */
+static size_t path_length(const struct sxe_http_request *request)
 {
-    const char *path = request->target, *query = memchr(path, '?', request->target_len);
-    size_t path_len = query ? (size_t)(query - path) : request->target_len;
-    const struct route *best = NULL;
-    size_t best_len = 0;
-    bool best_exact = false;
-    size_t allow_len = 0;
+    const char *query = memchr(request->target, '?', request->target_len);
+    return query ? (size_t)(query - request->target) : request->target_len;
+}
 
-    allow[0] = '\0';
+static bool route_covers(const struct route *route, const char *path, size_t path_len, bool *exact)
+{
+    *exact = route->path_len == path_len && memcmp(route->path, path, path_len) == 0;
+    return *exact || (route->prefix && route->path_len <= path_len &&
+                      memcmp(route->path, path, route->path_len) == 0);
+}
+
+/*
+ * Finds the route for the request's path and method: the longest match, an exact one before a
+ * prefix. *others is set when routes for the path take other methods only (405, or OPTIONS).
+ */
+static const struct route *find_route(sxe_http_server_t *server,
+                                      const struct sxe_http_request *request, bool *others)
+{
+    size_t path_len = path_length(request);
+    const struct route *best = NULL;
+    bool best_exact = false;
+
+    *others = false;
     for (unsigned i = 0; i < server->route_count; i++) {
         const struct route *route = &server->routes[i];
-        bool exact = route->path_len == path_len && memcmp(route->path, path, path_len) == 0;
-        bool prefix = route->prefix && route->path_len <= path_len &&
-                      memcmp(route->path, path, route->path_len) == 0;
-        if (!exact && !prefix) {
+        bool exact;
+        if (!route_covers(route, request->target, path_len, &exact)) {
             continue;
         }
         if (!route_method_matches(route, request)) {
-            allow_len += (size_t)snprintf(allow + allow_len, allow_size - allow_len, "%s%s",
-                                          allow_len ? ", " : "", route->method);
+            *others = true;
             continue;
         }
         if (best == NULL || (exact && !best_exact) ||
-            (exact == best_exact && route->path_len > best_len)) {
+            (exact == best_exact && route->path_len > best->path_len)) {
             best = route;
-            best_len = route->path_len;
             best_exact = exact;
         }
     }
     return best;
 }
 
+/* Adds method to an Allow list of at most size bytes, unless it is there already. */
+static void allow_add(char *allow, size_t size, const char *method)
+{
+    size_t len = strlen(allow), method_len = strlen(method);
+
+    for (const char *at = allow; (at = strstr(at, method)) != NULL; at += method_len) {
+        if ((at == allow || at[-1] == ' ') && (at[method_len] == ',' || at[method_len] == '\0')) {
+            return;
+        }
+    }
+    if (len + method_len + 3 <= size) {
+        snprintf(allow + len, size - len, "%s%s", len ? ", " : "", method);
+    }
+}
+
 /*
- * Runs the request's handler, or answers it 404 or 405; streamed: at its head, its body unread.
+ * The Allow header (RFC 9110 §10.2.1) for a path, or for the whole server (path NULL: OPTIONS *):
+ * the methods of the routes that name theirs, HEAD with GET, and OPTIONS, which the module answers.
+ */
+static void allow_header(sxe_http_server_t *server, const char *path, size_t path_len, char *out,
+                         size_t size)
+{
+    char allow[240] = "";
+
+    for (unsigned i = 0; i < server->route_count; i++) {
+        const struct route *route = &server->routes[i];
+        bool exact;
+        if (route->method[0] == '\0' ||
+            (path != NULL && !route_covers(route, path, path_len, &exact))) {
+            continue;
+        }
+        allow_add(allow, sizeof(allow), route->method);
+        if (strcmp(route->method, "GET") == 0) {
+            allow_add(allow, sizeof(allow), "HEAD");
+        }
+    }
+    allow_add(allow, sizeof(allow), "OPTIONS");
+    snprintf(out, size, "Allow: %s\r\n", allow);
+}
+
+/*
+ * A request no route takes by its method: OPTIONS is answered with what the path (or, for "*",
+ * the server) allows; another method gets 405 with the same list, or 404 where nothing routes.
+ */
+static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
+                            const struct sxe_http_request *request, bool others)
+{
+    bool asterisk = request->target_len == 1 && request->target[0] == '*';
+    char allow[256];
+
+    if (!others && !asterisk) {
+        sxe__http_refuse(server, conn, 404, request, NULL);
+        return;
+    }
+    allow_header(server, asterisk ? NULL : request->target, path_length(request), allow,
+                 sizeof(allow));
+    if (!method_is(request, "OPTIONS")) {
+        sxe__http_refuse(server, conn, 405, request, allow);
+        return;
+    }
+    sxe_http_t http = {
+        .server = server, .conn = conn, .request = request, .keep_alive = request->keep_alive};
+    if (sxe_http_start(&http, 200, allow, 0) == 0) {
+        (void)sxe_http_finish(&http);
+    }
+}
+
+/*
+ * Runs the request's handler, or answers it itself (404, 405, OPTIONS); streamed: at its head, its
+ * body unread.
  * @return whether the handler held it.
  */
 static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                      const struct sxe_http_request *request, const char *body, size_t body_len,
                      bool streamed)
 {
-    char allow[256];
-    const struct route *route = find_route(server, request, allow, sizeof(allow));
+    bool others;
+    const struct route *route = find_route(server, request, &others);
     if (route == NULL) {
-        if (allow[0] != '\0') {
-            char headers[300];
-            snprintf(headers, sizeof(headers), "Allow: %s\r\n", allow);
-            sxe__http_refuse(server, conn, 405, request, headers);
-        } else {
-            sxe__http_refuse(server, conn, 404, request, NULL);
-        }
+        answer_unrouted(server, conn, request, others);
         return false;
     }
 
@@ -213,8 +283,8 @@ static int stream_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const cha
                           const char *at, int head)
 {
     struct sxe_http_request *request = &server->request;
-    char allow[256];
-    const struct route *route = find_route(server, request, allow, sizeof(allow));
+    bool others;
+    const struct route *route = find_route(server, request, &others);
 
     if (route == NULL || !route->stream) {
         if (!request->chunked && request->content_length > server->limits.body_bytes) {
@@ -289,8 +359,8 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             sxe__http_refuse(server, conn, 400, request, NULL);
             break;
         }
-        if (request->upgrade) {
-            sxe__http_refuse(server, conn, 501, request, NULL); /* no upgrades or tunnels here */
+        if (request->tunnel) {
+            sxe__http_refuse(server, conn, 501, request, NULL); /* no tunnels here */
             break;
         }
         if (state->head_len == 0 && request->has_body && server->has_stream_routes) {

@@ -3,7 +3,8 @@
  * requests, heads and bodies, under tight limits. It checks, beyond not crashing:
  * - the verdict and the bytes consumed do not depend on how the stream is split (the first input
  *   byte picks a split point);
- * - every pointer in a parsed request lies inside the input;
+ * - every pointer in a parsed request lies inside the input (but the constant "/" that an
+ *   absolute-form target without a path gets);
  * - a refusal is one of the statuses the parser promises.
  */
 #include <stdint.h>
@@ -47,7 +48,12 @@ static uint64_t run(const char *data, size_t size, size_t split)
         }
         if (rc > 0 && !in_body) {
             check_inside(request.method, request.method_len, data, size);
-            check_inside(request.target, request.target_len, data, size);
+            if (request.target_len != 1 || request.target[0] != '/') {
+                check_inside(request.target, request.target_len, data, size); /* else maybe "/" */
+            }
+            if (request.host != NULL) {
+                check_inside(request.host, request.host_len, data, size);
+            }
             for (unsigned i = 0; i < request.header_count; i++) {
                 check_inside(request.headers[i].name, request.headers[i].name_len, data, size);
                 check_inside(request.headers[i].value, request.headers[i].value_len, data, size);
@@ -66,7 +72,7 @@ static uint64_t run(const char *data, size_t size, size_t split)
             }
             base += (size_t)rc;
             digest = digest * 31 + base;
-            if (request.upgrade) {
+            if (request.upgrade || request.tunnel) {
                 return digest * 31 + 1;
             }
             in_body = request.has_body;

@@ -149,3 +149,16 @@ def test_http_gateway_calls_its_upstream_and_says_502_when_it_is_gone(server):
             assert b"the upstream did not answer" in reply
     finally:
         assert stop(gateway) == 0
+
+
+def test_http_hello_answers_an_http2_upgrade_it_does_not_take_over_http1(server):
+    """curl --http2 asks for h2c with Upgrade; a server that does not take it answers as usual
+    (RFC 9110 §7.8), where it used to say 501."""
+    port = free_port()
+    hello = server("http-hello", f"127.0.0.1:{port}")
+    connect(port).close()
+    result = subprocess.run(["curl", "-sS", "--http2", "-w", "\n%{http_code} %{http_version}",
+                             f"http://127.0.0.1:{port}/"], capture_output=True, timeout=10)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"Hello World\n\n200 1.1"
+    assert stop(hello) == 0

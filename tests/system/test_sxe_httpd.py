@@ -148,13 +148,34 @@ def test_head_and_methods(httpd):
     server = httpd()
     status, headers, body = get(server.port, "/hello.txt", method="HEAD")
     assert status == 200 and headers["content-length"] == "12" and body == b""
-    status, headers, _ = get(server.port, "/hello.txt", method="POST")
-    assert status == 405 and headers["allow"] == "GET, HEAD"
+    for method in ("POST", "TRACE", "DELETE"):
+        status, headers, _ = get(server.port, "/hello.txt", method=method)
+        assert status == 405 and headers["allow"] == "GET, HEAD, OPTIONS", method
+    for target in ("/hello.txt", "*"):
+        status, headers, body = get(server.port, target, method="OPTIONS")
+        assert status == 200 and headers["allow"] == "GET, HEAD, OPTIONS", target
+        assert headers["content-length"] == "0" and body == b""
+
+
+def test_an_http2_upgrade_is_ignored_and_answered_over_http1(httpd):
+    server = httpd()
+    result = subprocess.run(["curl", "-sS", "--http2", "-w", "\n%{http_code} %{http_version}",
+                             f"http://127.0.0.1:{server.port}/hello.txt"],
+                            capture_output=True, timeout=10)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"Hello World\n\n200 1.1"
+
+
+def test_absolute_form_targets_are_served_by_their_path(httpd):
+    server = httpd()
+    data = exchange(server.port, b"GET http://example.com/hello.txt HTTP/1.1\r\nHost: other\r\n"
+                                 b"Connection: close\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"Hello World\n"), data
 
 
 @pytest.mark.parametrize("path", [
     "/../secret.txt", "/docs/../../secret.txt", "/%2e%2e/secret.txt", "/%2E%2e/secret.txt",
-    "/docs/%2e%2e/%2e%2e/secret.txt", "/escape", "/docs/./index.html", "/%00", "/..%2fsecret.txt",
+    "/docs/%2e%2e/%2e%2e/secret.txt", "/escape", "/%00", "/..%2fsecret.txt",
     "/%", "/%zz",
 ])
 def test_no_path_escapes(httpd, path):
@@ -166,17 +187,31 @@ def test_no_path_escapes(httpd, path):
     assert b"secret" not in data.split(b"\r\n\r\n", 1)[1]
 
 
-@pytest.mark.parametrize("path,status", [
-    ("/docs/..", 403), ("/docs/.", 403), ("/.", 403), ("/docs/./index.html", 403),
-    ("/docs/%2E", 403), ("/docs%2f..%2f..%2fsecret.txt", 403), ("/%5c..%5csecret.txt", 403),
-    ("/docs/index.html%2f.", 403),
+@pytest.mark.parametrize("path,status,body", [
+    # Dot segments are resolved (RFC 3986 §5.2.4) however written, before the file is looked up.
+    ("/docs/..", 200, b"<h1>home</h1>\n"), ("/docs/.", 200, b"docs index\n"),
+    ("/.", 200, b"<h1>home</h1>\n"), ("/docs/./index.html", 200, b"docs index\n"),
+    ("/docs/%2E", 200, b"docs index\n"), ("/docs/../hello.txt", 200, b"Hello World\n"),
+    ("/docs/%2e%2E/docs/./../hello.txt", 200, b"Hello World\n"),
+    ("/a/b/../../hello.txt", 200, b"Hello World\n"), ("/docs/../docs", 301, None),
+    # Only a path that would climb above the root is refused, and encoded separators and NUL.
+    ("/..", 403, None), ("/docs/../..", 403, None), ("/a/../../hello.txt", 403, None),
+    ("/docs%2f..%2f..%2fsecret.txt", 403, None), ("/%5c..%5csecret.txt", 403, None),
+    ("/docs/index.html%2f.", 403, None), ("/hello.txt%00", 403, None),
     # Dots that do not make a whole "." or ".." segment are names like any other.
-    ("/...", 404), ("/docs/..x", 404), ("/.x", 404), ("/docs/index.html", 200),
+    ("/...", 404, None), ("/docs/..x", 404, None), ("/.x", 404, None),
+    ("/docs/index.html", 200, b"docs index\n"),
 ])
-def test_dot_segments_are_refused_however_written(httpd, path, status):
-    data = exchange(httpd().port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+def test_dot_segments_are_resolved_and_only_escapes_refused(httpd, root, path, status, body):
+    server = httpd()
+    data = exchange(server.port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
                     .encode())
     assert int(data.split()[1]) == status, data
+    if body is not None:
+        assert data.split(b"\r\n\r\n", 1)[1] == body
+    if status == 403:
+        assert server.stop() == 0
+        assert f"refused the path {path}: ".encode() in server.process.stderr.read()
 
 
 def test_symlink_inside_the_root_is_served(httpd):
@@ -203,6 +238,23 @@ def test_conditional_requests(httpd):
                ['If-None-Match: "other"', f"If-Modified-Since: {modified}"])[0] == 200
     status, headers, body = get(server.port, "/hello.txt", [f"If-None-Match: {etag}"])
     assert body == b"" and headers["etag"] == etag
+
+
+def test_if_range_gives_a_piece_only_of_the_same_file(httpd):
+    server = httpd()
+    _, headers, _ = get(server.port, "/hello.txt")
+    etag, modified = headers["etag"], headers["last-modified"]
+    for validator in (etag, modified):
+        status, _, body = get(server.port, "/hello.txt", ["Range: bytes=0-4", f"If-Range: {validator}"])
+        assert (status, body) == (206, b"Hello"), validator
+    # A changed file, or a weak validator: the whole file, not a piece of one the client lacks.
+    for validator in ('"other"', f"W/{etag}", "Mon, 01 Jan 1990 00:00:00 GMT", etag[:-2] + '"'):
+        status, headers, body = get(server.port, "/hello.txt",
+                                    ["Range: bytes=0-4", f"If-Range: {validator}"])
+        assert (status, body) == (200, b"Hello World\n"), validator
+        assert "content-range" not in headers
+    # If-Range without Range changes nothing.
+    assert get(server.port, "/hello.txt", ['If-Range: "other"'])[0] == 200
 
 
 def test_ranges(httpd):

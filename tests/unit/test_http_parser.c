@@ -37,6 +37,13 @@ static const struct {
     {"Transfer-Encoding header / POST with `chunked` as last transfer-encoding", "reject"},
     {"Transfer-Encoding header / POST with `chunked` as last transfer-encoding (multiple headers)",
      "reject"},
+    /* The asterisk-form is for OPTIONS only (RFC 9112 §3.2.4): SSDP's M-SEARCH is not HTTP. */
+    {"Methods / REPORT request / M-SEARCH request", "reject"},
+    /* An absolute-form target's path must be in the caller's bytes: "http://h?q" has none. */
+    {"URI / Host terminated by a query string", "reject"},
+    {"URI / `host:port` terminated by a query string", "reject"},
+    /* userinfo in an http URI is an error to its recipient (RFC 9110 §4.2.4). */
+    {"URI / `host:port` and basic auth", "reject"},
     /* llhttp's test skips the first body through a callback; by RFC 9112 its 123 bytes swallow
      * the second request, so the bytes end inside a body. */
     {"Content-Length header / Content-Length reset when no body is received", "incomplete"},
@@ -84,7 +91,7 @@ static const char *run(const char *data, size_t len, size_t split, int *messages
         bool done = false;
         if (!in_body && rc > 0) {
             base += (size_t)rc;
-            if (request.upgrade) {
+            if (request.upgrade || request.tunnel) {
                 ++*messages;
                 return "upgrade/pause";
             }
@@ -260,8 +267,10 @@ static void test_keep_alive_rules(void **state)
     assert_true(request.upgrade);
     assert_true(parse("GET / HTTP/1.1\r\nUpgrade: ws\r\n\r\n", &request) > 0);
     assert_false(request.upgrade); /* Upgrade without Connection: upgrade is not an upgrade */
+    assert_false(request.tunnel);
     assert_true(parse("CONNECT host:443 HTTP/1.1\r\nHost: host:443\r\n\r\n", &request) > 0);
-    assert_true(request.upgrade);
+    assert_true(request.tunnel);
+    assert_false(request.upgrade);
 }
 
 /* Each rule that request smuggling relies on breaking, refused with its status. */
@@ -281,7 +290,7 @@ static void test_smuggling_rules(void **state)
         {"POST / HTTP/1.1\r\nContent-Length: 0x5\r\n\r\n", 400},
         {"POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
-        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 501},
+        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
          400},
         {"POST / HTTP/1.1\r\nTransfer-Encoding: identity\r\n\r\n", 501},
@@ -325,6 +334,167 @@ static void test_smuggling_rules(void **state)
     assert_int_equal(
         sxe_http_parse_head(&parser, nul, sizeof(nul) - 1, &sxe_http_default_limits, &request),
         -400);
+}
+
+/* Expects text to parse as a whole head, or to be refused with status. */
+static void expect_status(const char *text, int status, struct sxe_http_request *request)
+{
+    int rc = parse(text, request);
+    int expected = status == 0 ? (int)strlen(text) : -status;
+    if (rc != expected) {
+        fail_msg("%s: expected %d, got %d", text, expected, rc);
+    }
+}
+
+/* Host (RFC 9112 §3.2, RFC 9110 §7.2): one, and a valid uri-host [":" port]. */
+static void test_host_rules(void **state)
+{
+    static const struct {
+        const char *host;
+        int status;
+    } cases[] = {
+        {"example.com", 0},
+        {"example.com:8080", 0},
+        {"127.0.0.1", 0},
+        {"[::1]:443", 0},
+        {"[fe80::1%25]", 400},
+        {"a-b_c~d.e!$&'()*+;=", 0},
+        {"x%41y", 0},
+        {"host:", 0},
+        {"", 400},
+        {"a b", 400},
+        {"a,b", 400},
+        {"a.com, b.com", 400},
+        {"user@a.com", 400},
+        {"a.com/path", 400},
+        {"a.com:80x", 400},
+        {"a.com:123456", 400},
+        {"a.com:65536", 400},
+        {"[::1", 400},
+        {"[]", 400},
+        {"x%4", 400},
+        {":80", 400},
+        {"a.com:80:80", 400},
+        {"[::1]x", 400},
+        {"a\"b", 400},
+    };
+    struct sxe_http_request request;
+    char text[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", cases[i].host);
+        expect_status(text, cases[i].status, &request);
+        if (cases[i].status == 0) {
+            assert_int_equal(request.host_len, strlen(cases[i].host));
+            assert_memory_equal(request.host, cases[i].host, request.host_len);
+        }
+    }
+    expect_status("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, &request);
+    expect_status("GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n", 400, &request);
+    expect_status("GET / HTTP/1.1\r\nHost:\r\n\r\n", 400, &request);
+    expect_status("GET / HTTP/1.0\r\n\r\n", 0, &request);
+    assert_null(request.host);
+    assert_int_equal(request.host_count, 0);
+}
+
+/* Request-target forms (RFC 9112 §3.2); an absolute-form authority wins over Host. */
+static void test_target_forms(void **state)
+{
+    struct sxe_http_request request;
+
+    (void)state;
+    expect_status("GET http://example.com:81/a/b?c=d HTTP/1.1\r\nHost: other\r\n\r\n", 0, &request);
+    assert_int_equal(request.target_len, strlen("/a/b?c=d"));
+    assert_memory_equal(request.target, "/a/b?c=d", request.target_len);
+    assert_int_equal(request.host_len, strlen("example.com:81"));
+    assert_memory_equal(request.host, "example.com:81", request.host_len);
+    expect_status("GET HTTPS://Example.com HTTP/1.1\r\nHost: x\r\n\r\n", 0, &request);
+    assert_int_equal(request.target_len, 1);
+    assert_memory_equal(request.target, "/", 1);
+    assert_memory_equal(request.host, "Example.com", request.host_len);
+    expect_status("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 0, &request);
+    assert_memory_equal(request.target, "*", request.target_len);
+
+    static const char *const refused[] = {
+        "GET * HTTP/1.1\r\nHost: x\r\n\r\n",
+        "HEAD * HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET example.com:80 HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET index.html HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET ftp://example.com/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET http:/example.com/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET http:// HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET http:///a HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET http://u:p@example.com/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET http://a,b/ HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET http://example.com?q HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET http://example.com#f HTTP/1.1\r\nHost: x\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        expect_status(refused[i], 400, &request);
+    }
+
+    /* Split anywhere, an absolute-form request gives the same request. */
+    static const char text[] = "GET http://h:1/p?q HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (size_t split = 1; split < sizeof(text) - 1; split++) {
+        struct sxe_http_parser parser;
+        sxe_http_parser_init(&parser);
+        assert_int_equal(
+            sxe_http_parse_head(&parser, text, split, &sxe_http_default_limits, &request), 0);
+        assert_int_equal(sxe_http_parse_head(&parser, text, sizeof(text) - 1,
+                                             &sxe_http_default_limits, &request),
+                         (int)sizeof(text) - 1);
+        assert_ptr_equal(request.target, text + 14);
+        assert_int_equal(request.target_len, 4);
+        assert_ptr_equal(request.host, text + 11);
+        assert_int_equal(request.host_len, 3);
+    }
+}
+
+/* Transfer-Encoding is a list (RFC 9110 §5.6.1): empty elements do not count. */
+static void test_transfer_encoding_lists(void **state)
+{
+    static const struct {
+        const char *value;
+        int status;
+    } cases[] = {
+        {", chunked", 0},
+        {"chunked,", 0},
+        {" ,, chunked , ", 0},
+        {"CHUNKED", 0},
+        {"chunked, chunked", 400},
+        {"chunked,,chunked", 400},
+        {"chunked, gzip", 400},
+        {"gzip, chunked", 501},
+        {"", 400},
+        {",", 400},
+        {"chunked;q=1", 501},
+        {"identity", 501},
+    };
+    struct sxe_http_request request;
+    char text[256];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(text, sizeof(text), "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\n\r\n",
+                 cases[i].value);
+        expect_status(text, cases[i].status, &request);
+        if (cases[i].status == 0) {
+            assert_true(request.chunked);
+        }
+        /* With a Content-Length, before or after: always 400, never a body of either length. */
+        snprintf(text, sizeof(text),
+                 "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\nContent-Length: 3\r\n\r\n",
+                 cases[i].value);
+        expect_status(text, cases[i].status == 501 ? 501 : 400, &request);
+        snprintf(text, sizeof(text),
+                 "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: %s\r\n\r\n",
+                 cases[i].value);
+        expect_status(text, 400, &request);
+    }
+    expect_status("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ,\r\nTransfer-Encoding: "
+                  "chunked\r\n\r\n",
+                  400, &request);
 }
 
 static void test_limits(void **state)
@@ -574,6 +744,9 @@ int main(void)
         cmocka_unit_test(test_same_request_however_split),
         cmocka_unit_test(test_keep_alive_rules),
         cmocka_unit_test(test_smuggling_rules),
+        cmocka_unit_test(test_host_rules),
+        cmocka_unit_test(test_target_forms),
+        cmocka_unit_test(test_transfer_encoding_lists),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_bodies),
         cmocka_unit_test(test_bad_chunks),

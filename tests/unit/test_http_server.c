@@ -336,8 +336,10 @@ static void test_statuses_the_server_answers(void **state)
     expect_status("GET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", "HTTP/1.1 400 Bad Request",
                   true);
     expect_status("BREW / HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 501 Not Implemented", true);
-    expect_status("GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: ws\r\n\r\n",
-                  "HTTP/1.1 501 Not Implemented", true);
+    expect_status("CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n", "HTTP/1.1 501 Not Implemented",
+                  true);
+    expect_status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
+    expect_status("GET * HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
     expect_status("GET / HTTP/2.0\r\nHost: x\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported",
                   true);
     expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n",
@@ -364,8 +366,71 @@ static void test_method_not_allowed_says_which_are(void **state)
 
     (void)state;
     assert_memory_equal(response, "HTTP/1.1 405", 12);
-    assert_non_null(strstr(response, "Allow: POST, PUT\r\n"));
+    assert_non_null(strstr(response, "Allow: POST, PUT, OPTIONS\r\n"));
     assert_false(closed);
+    response = exchange("TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 405", 12);
+    assert_non_null(strstr(response, "Allow: GET, HEAD, OPTIONS\r\n"));
+}
+
+/* OPTIONS (RFC 9110 §9.3.7): answered by the module unless a route takes it. */
+static void test_options_answered_with_what_is_allowed(void **state)
+{
+    bool closed;
+    const char *response = exchange("OPTIONS /post HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+
+    (void)state;
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    assert_non_null(strstr(response, "Content-Length: 0\r\n"));
+    assert_non_null(strstr(response, "Allow: POST, PUT, OPTIONS\r\n"));
+    assert_false(closed);
+
+    /* The whole server: the methods of every route that names its own. */
+    response = exchange("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    assert_non_null(strstr(response, "Allow: GET, HEAD, POST, PUT, OPTIONS\r\n"));
+
+    /* A route for any method answers OPTIONS itself; a path with no route is 404. */
+    response = exchange("OPTIONS /echo HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    assert_null(strstr(response, "Allow:"));
+    assert_non_null(strstr(response, "path=/echo query="));
+    response = exchange("OPTIONS /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 404", 12);
+}
+
+/* An Upgrade the server does not take is ignored (RFC 9110 §7.8): curl --http2 gets its 200. */
+static void test_an_upgrade_not_taken_is_answered_as_usual(void **state)
+{
+    bool closed;
+    const char *response =
+        exchange("GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, "
+                 "HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: "
+                 "AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                 &closed);
+
+    (void)state;
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    assert_null(strstr(response, "101"));
+    assert_non_null(strstr(strstr(response, "hello\n") + 6, "HTTP/1.1 200 OK\r\n"));
+    assert_false(closed);
+}
+
+/* An absolute-form target is routed by its path (RFC 9112 §3.2.2). */
+static void test_absolute_form_is_routed_by_its_path(void **state)
+{
+    bool closed;
+    const char *response =
+        exchange("POST http://example.com:8080/echo/x?y HTTP/1.1\r\nHost: other\r\n"
+                 "Content-Length: 2\r\n\r\nhi",
+                 &closed);
+
+    (void)state;
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    assert_non_null(strstr(response, "path=/echo/x query=y body=hi"));
+    response = exchange("GET HTTP://example.com HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    assert_non_null(strstr(response, "hello\n"));
 }
 
 static void test_keep_alive_rules(void **state)
@@ -864,6 +929,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_statuses_the_server_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_method_not_allowed_says_which_are, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_options_answered_with_what_is_allowed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_an_upgrade_not_taken_is_answered_as_usual, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_absolute_form_is_routed_by_its_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,
                                         teardown),

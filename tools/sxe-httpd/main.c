@@ -5,8 +5,9 @@
  *
  * Files go out with sendfile, typed by extension, with ETag and Last-Modified for conditional
  * requests and single byte ranges. Directories serve their index file, or a listing when asked.
- * No request can reach outside the root: dot segments (percent-encoded or not) are refused, and
- * every path is resolved, symbolic links included, and must stay under the resolved root.
+ * No request can reach outside the root: dot segments (percent-encoded or not) are resolved, and
+ * one that would climb above the root is refused, as are encoded separators and NUL; then every
+ * path is resolved, symbolic links included, and must stay under the resolved root.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -161,51 +162,86 @@ static int hex_value(char c)
                                         : -1;
 }
 
-/* Whether a decoded path segment is "." or "..": they are how paths escape the root. */
-static bool dot_segment(const char *segment, size_t len)
+/*
+ * The segment out[segment, used) is complete: a "." is dropped, and a ".." drops it and the segment
+ * before it (RFC 3986 §5.2.4), however either was written. @return whether the '/' after it is
+ * dropped too (out ends in one already), or -1 for a ".." above the root.
+ */
+static int end_segment(char *out, size_t *used, size_t segment)
 {
-    return (len == 1 && segment[0] == '.') || (len == 2 && segment[0] == '.' && segment[1] == '.');
+    size_t len = *used - segment;
+
+    if (len == 1 && out[segment] == '.') {
+        *used = segment;
+        return 1;
+    }
+    if (len != 2 || out[segment] != '.' || out[segment + 1] != '.') {
+        return 0;
+    }
+    if (segment == 1) {
+        return -1;
+    }
+    *used = segment - 1; /* the '/' before "..", then back to the '/' before that segment */
+    while (out[*used - 1] != '/') {
+        --*used;
+    }
+    return 1;
 }
 
 /*
- * Decodes the path's percent escapes into out, in one pass. Refuses (returns -1) escapes that are
- * malformed or decode to NUL, a backslash, and any "." or ".." segment, however it was written.
+ * Decodes the path's percent escapes into out, in one pass, resolving dot segments. Refuses
+ * (returns -1, with *why) escapes that are malformed, that decode to NUL or to a separator ('/' or
+ * '\\': a name cannot hold one), and a ".." that would climb above the root.
  * @return the decoded length.
  */
-static long decode_path(const char *path, size_t len, char *out, size_t size)
+static long decode_path(const char *path, size_t len, char *out, size_t size, const char **why)
 {
     size_t used = 0, segment = 1; /* where the current segment starts in out */
+    int dropped;
 
     if (len == 0 || path[0] != '/') {
+        *why = "it does not start with '/'";
         return -1;
     }
     for (size_t i = 0; i < len; i++) {
         char c = path[i];
-        if (c == '%') {
+        bool escaped = c == '%';
+        if (escaped) {
             int high, low;
             if (i + 2 >= len || (high = hex_value(path[i + 1])) < 0 ||
                 (low = hex_value(path[i + 2])) < 0) {
+                *why = "a percent escape is malformed";
                 return -1;
             }
             c = (char)(high << 4 | low);
-            if (c == '\0') {
-                return -1;
-            }
             i += 2;
         }
-        if (used + 1 >= size || c == '\\') {
+        if (c == '\0' || c == '\\' || (escaped && c == '/')) {
+            *why = "it holds an encoded NUL or separator";
+            return -1;
+        }
+        if (used + 1 >= size) {
+            *why = "it is too long";
             return -1;
         }
         if (c == '/' && used > 0) {
-            if (dot_segment(out + segment, used - segment)) {
+            if ((dropped = end_segment(out, &used, segment)) < 0) {
+                *why = "its dot segments climb above the root";
                 return -1;
             }
-            segment = used + 1;
+            segment = used + 1 - (size_t)dropped;
+            if (dropped) {
+                continue;
+            }
         }
         out[used++] = c;
     }
+    if (end_segment(out, &used, segment) < 0) {
+        *why = "its dot segments climb above the root";
+        return -1;
+    }
     out[used] = '\0';
-    return dot_segment(out + segment, used - segment) ? -1 : (long)used;
+    return (long)used;
 }
 
 /* Whether resolved (a realpath) lies under the root. */
@@ -293,6 +329,19 @@ static int parse_range(const struct sxe_http_header *header, uint64_t size, uint
     return 1;
 }
 
+/*
+ * Whether an If-Range validator (RFC 9110 §13.1.5) names the file as it is: its strong ETag,
+ * byte for byte (a weak one never matches), or its Last-Modified date exactly.
+ */
+static bool if_range_matches(const struct sxe_http_header *if_range, const struct file *file)
+{
+    const char *validator = if_range->value;
+    size_t len = if_range->value_len;
+    const char *current = validator[0] == '"' ? file->etag : file->modified;
+
+    return len > 0 && len == strlen(current) && memcmp(validator, current, len) == 0;
+}
+
 /* Sends an HTML listing of the directory at path (the URL path is shown as its title). */
 static void list_directory(sxe_http_t *http, const char *path, const char *url_path)
 {
@@ -340,6 +389,10 @@ static void serve_file(sxe_http_t *http, struct file *file)
     }
 
     const struct sxe_http_header *range = sxe_http_find_header(request, "Range");
+    const struct sxe_http_header *if_range = sxe_http_find_header(request, "If-Range");
+    if (range != NULL && if_range != NULL && !if_range_matches(if_range, file)) {
+        range = NULL; /* the file changed since the client's copy: all of it, not a piece */
+    }
     int ranged = range != NULL ? parse_range(range, file->size, &first, &last) : 0;
     if (ranged < 0) {
         snprintf(headers, sizeof(headers), "Content-Range: bytes */%" PRIu64 "\r\n", file->size);
@@ -370,21 +423,16 @@ static void serve_file(sxe_http_t *http, struct file *file)
 
 static void serve(sxe_http_t *http, void *arg)
 {
-    const struct sxe_http_request *request = sxe_http_request(http);
     char decoded[PATH_MAX], full[PATH_MAX * 2], resolved[PATH_MAX];
     size_t path_len;
     const char *path = sxe_http_path(http, &path_len);
     struct stat status;
 
     (void)arg;
-    bool head = request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
-    bool get = request->method_len == 3 && memcmp(request->method, "GET", 3) == 0;
-    if (!get && !head) {
-        respond(http, 405, "Allow: GET, HEAD\r\n", NULL);
-        return;
-    }
-    long decoded_len = decode_path(path, path_len, decoded, sizeof(decoded));
+    const char *why = "";
+    long decoded_len = decode_path(path, path_len, decoded, sizeof(decoded), &why);
     if (decoded_len < 0) {
+        SXE_LOG_INFO("refused the path %.*s: %s", (int)path_len, path, why);
         respond(http, 403, NULL, "the path leaves the root or cannot be decoded\n");
         return;
     }
@@ -728,7 +776,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
         return 1;
     }
-    if ((!proxy_covers("/") && (rc = sxe_http_route(server, NULL, "/", true, serve, NULL)) < 0) ||
+    if ((!proxy_covers("/") && (rc = sxe_http_route(server, "GET", "/", true, serve, NULL)) < 0) ||
         (rc = proxy_route(server, &config.proxy)) < 0 ||
         (rc = sxe_http_listen(server, config.listen)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", config.listen,
