@@ -351,6 +351,77 @@ int sxe_http_finish(sxe_http_t *http);
 int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, const void *body,
                      size_t len);
 
+/**
+ * sxe_http_respond() with extra header lines (each ending in CRLF, or NULL), as sxe_http_start()
+ * takes them: one call for a response with, say, a Location or a Cache-Control. content_type is at
+ * most 255 bytes (else -EINVAL; an assert in debug builds).
+ */
+int sxe_http_respond_with(sxe_http_t *http, int status, const char *content_type,
+                          const char *headers, const void *body, size_t len);
+
+/**
+ * Header lines built in a caller's buffer, checked as they are added, for sxe_http_start() and
+ * sxe_http_respond_with() (pass text):
+ *
+ *     char buffer[256];
+ *     struct sxe_http_headers headers = SXE_HTTP_HEADERS_INIT(buffer);
+ *     sxe_http_header_add(&headers, "Cache-Control", "no-store");
+ *     sxe_http_respond_with(http, 200, "text/plain", headers.text, body, len);
+ */
+struct sxe_http_headers {
+    char *text;  /**< The lines so far, each ending in CRLF, NUL-terminated. */
+    size_t size; /**< Of the buffer text points into. */
+    size_t len;  /**< Of text. */
+    int error;   /**< The first add's error: later adds return it and add nothing. */
+};
+#define SXE_HTTP_HEADERS_INIT(buffer)                                                              \
+    {                                                                                              \
+        .text = ((buffer)[0] = '\0', (buffer)), .size = sizeof(buffer)                             \
+    }
+
+/**
+ * Adds "name: value" CRLF. The lines added before a failure stay. @return 0; -ENOBUFS when the
+ * buffer is full; -EINVAL for a name that is not a token or a value with CR or LF (header
+ * injection; an assert in debug builds); or the error of an earlier add.
+ */
+int sxe_http_header_add(struct sxe_http_headers *headers, const char *name, const char *value);
+
+/**
+ * Finds the query parameter name (a=1&b=2; compared after percent-decoding) and writes its value,
+ * percent-decoded and with '+' as a space, NUL-terminated, into buf; buf is written only on
+ * success. A parameter without '=' has the empty value.
+ * @return the value's length; -ENOENT if the query has no such parameter; -ENOBUFS if its value
+ *         does not fit in size bytes with its NUL; -EINVAL for a malformed escape in it.
+ */
+ssize_t sxe_http_query_param(const sxe_http_t *http, const char *name, char *buf, size_t size);
+
+/** A query parameter as it is in the target: still percent-encoded (see sxe_http_decode()). */
+struct sxe_http_param {
+    const char *name;
+    size_t name_len;
+    const char *value; /**< Empty, not NULL, for a parameter without '='. */
+    size_t value_len;
+};
+
+/**
+ * Iterates over the query's parameters in order: start *cursor at 0; each call fills param and
+ * returns true, then false after the last. Empty ones (a&&b) are skipped.
+ */
+bool sxe_http_query_next(const sxe_http_t *http, size_t *cursor, struct sxe_http_param *param);
+
+/**
+ * Percent-decodes len bytes into out (size bytes, NUL-terminated), '+' as a space when
+ * plus_is_space (query strings). @return the decoded length, -ENOBUFS, or -EINVAL for a
+ * malformed escape.
+ */
+ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space);
+
+/**
+ * For a prefix route: the path after the route's prefix (for the route "/users/" and the path
+ * "/users/42", "42"); for an exact route, the empty string at the path's end.
+ */
+const char *sxe_http_path_rest(const sxe_http_t *http, size_t *len);
+
 /** The reason phrase of a status ("Not Found"), or "Unknown". */
 const char *sxe_http_reason(int status);
 

@@ -12,6 +12,7 @@
 #include "sxe/http.h"
 #include "sxe/http_client.h"
 #include "sxe/http_parser.h"
+#include "sxe/json.h"
 #include "sxe/log.h"
 #include "sxe/loop.h"
 #include "sxe/pool.h"

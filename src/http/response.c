@@ -19,6 +19,8 @@
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
+#define CONTENT_TYPE_MAX 255 /* bytes of a Content-Type value, so it always fits in a head */
+
 static const struct {
     int status;
     const char *reason;
@@ -173,7 +175,9 @@ static int put(sxe_http_t *http, const void *data, size_t len)
     return wrote(http, sxe_conn_write(http->conn, data, len));
 }
 
-int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length)
+/* sxe_http_start() with a Content-Type line (content_type may be NULL) before the extra headers. */
+static int start(sxe_http_t *http, int status, const char *content_type, const char *headers,
+                 int64_t content_length)
 {
     char head[1024];
     size_t headers_len = headers != NULL ? strlen(headers) : 0;
@@ -224,6 +228,11 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     } else if (http->request->minor_version == 0) {
         APPEND_LITERAL(&at, "Connection: keep-alive\r\n");
     }
+    if (content_type != NULL) { /* at most CONTENT_TYPE_MAX bytes: it fits with the rest */
+        APPEND_LITERAL(&at, "Content-Type: ");
+        append(&at, content_type, strlen(content_type));
+        APPEND_LITERAL(&at, "\r\n");
+    }
     len = (int)(at - head);
     if (headers_len + 2 > sizeof(head) - (size_t)len) {
         /* Extra headers too large to copy in go out in writes of their own. */
@@ -237,6 +246,11 @@ int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t co
     }
     memcpy(head + len + headers_len, "\r\n", 2);
     return put(http, head, (size_t)len + headers_len + 2);
+}
+
+int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length)
+{
+    return start(http, status, NULL, headers, content_length);
 }
 
 /* The state a body call needs: 0, the response's failure, or -EINVAL out of turn. */
@@ -376,16 +390,17 @@ int sxe_http_finish(sxe_http_t *http)
 int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, const void *body,
                      size_t len)
 {
-    char headers[160];
+    return sxe_http_respond_with(http, status, content_type, NULL, body, len);
+}
+
+int sxe_http_respond_with(sxe_http_t *http, int status, const char *content_type,
+                          const char *headers, const void *body, size_t len)
+{
     int rc;
 
-    if (content_type != NULL) {
-        size_t type_len = strnlen(content_type, sizeof(headers) - 17);
-        char *at = headers;
-        APPEND_LITERAL(&at, "Content-Type: ");
-        append(&at, content_type, type_len);
-        APPEND_LITERAL(&at, "\r\n");
-        *at = '\0';
+    if (content_type != NULL && strnlen(content_type, CONTENT_TYPE_MAX + 1) > CONTENT_TYPE_MAX) {
+        SXE_ASSERT(!"a content type is at most 255 bytes");
+        return -EINVAL;
     }
     if ((rc = sxe__http_defer_check(http)) < 0) {
         return rc; /* a held request that was cancelled */
@@ -393,7 +408,7 @@ int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, con
     /* Answered outside its connection's on_read (a held request), the head and body still leave
      * in one send. */
     sxe_conn_t *corked = sxe__http_is_held(http) && sxe_conn_cork(http->conn) ? http->conn : NULL;
-    rc = sxe_http_start(http, status, content_type ? headers : NULL, (int64_t)len);
+    rc = start(http, status, content_type, headers, (int64_t)len);
     rc = rc < 0 ? rc : sxe_http_send(http, body, len);
     rc = rc < 0 ? rc : sxe_http_finish(http);
     if (corked != NULL) {
@@ -441,4 +456,29 @@ const char *sxe_http_body(const sxe_http_t *http, size_t *len)
 sxe_conn_t *sxe_http_conn(const sxe_http_t *http)
 {
     return http->conn;
+}
+
+int sxe_http_header_add(struct sxe_http_headers *headers, const char *name, const char *value)
+{
+    size_t name_len = strlen(name), value_len = strlen(value);
+
+    if (headers->error != 0) {
+        return headers->error;
+    }
+    if (name_len == 0 || strcspn(name, "()<>@,;:\\\"/[]?={} \t\r\n") != name_len ||
+        strcspn(value, "\r\n") != value_len) {
+        SXE_ASSERT(!"a header name is a token, and a value holds no CR or LF");
+        return headers->error = -EINVAL;
+    }
+    if (headers->len + name_len + value_len + 5 > headers->size) {
+        return headers->error = -ENOBUFS;
+    }
+    char *at = headers->text + headers->len;
+    append(&at, name, name_len);
+    APPEND_LITERAL(&at, ": ");
+    append(&at, value, value_len);
+    APPEND_LITERAL(&at, "\r\n");
+    *at = '\0';
+    headers->len = (size_t)(at - headers->text);
+    return 0;
 }

@@ -211,6 +211,7 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                          .head_only = method_is(request, "HEAD"),
                          .keep_alive = request->keep_alive,
                          .stream = route->stream,
+                         .prefix_len = (uint16_t)route->path_len,
                          .body_unread = streamed};
     uint64_t id = sxe_conn_id(conn);
     if (route->fiber) {

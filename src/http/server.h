@@ -49,6 +49,7 @@ struct sxe_http {
     uint64_t sent;    /* bytes of the response queued */
     void *user;       /* the program's, per request */
     const struct route *route; /* a held request's, while its fiber runs (fiber.c) */
+    uint16_t prefix_len;       /* bytes of the path its route matched (sxe_http_path_rest) */
     uint64_t serial;           /* a held request's: which holding of its slot this is */
     struct held *held;         /* the server's: the held request its handler made (sxe_http_defer);
                                   a held one's: itself */

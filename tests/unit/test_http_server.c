@@ -179,6 +179,27 @@ static void post_only(sxe_http_t *http, void *arg)
     sxe_http_respond(http, 201, NULL, NULL, 0);
 }
 
+/* Reads the query and the rest of the path, and answers with extra headers. */
+static void api(sxe_http_t *http, void *arg)
+{
+    char name[16] = "unset", reply[512], buffer[64];
+    struct sxe_http_headers headers = SXE_HTTP_HEADERS_INIT(buffer);
+    struct sxe_http_param param;
+    size_t cursor = 0, rest_len;
+    const char *rest = sxe_http_path_rest(http, &rest_len);
+    ssize_t got = sxe_http_query_param(http, "na me", name, sizeof(name));
+
+    (void)arg;
+    int len = snprintf(reply, sizeof(reply), "rest=%.*s name=%zd:%s params=", (int)rest_len, rest,
+                       got, name);
+    while (sxe_http_query_next(http, &cursor, &param)) {
+        len += snprintf(reply + len, sizeof(reply) - (size_t)len, "[%.*s=%.*s]",
+                        (int)param.name_len, param.name, (int)param.value_len, param.value);
+    }
+    assert_int_equal(sxe_http_header_add(&headers, "X-Rest-Length", rest_len ? "some" : "none"), 0);
+    sxe_http_respond_with(http, 200, "application/json", headers.text, reply, (size_t)len);
+}
+
 static int setup(void **state)
 {
     struct sxe_http_server_options options = {.loop = {.connections = 64},
@@ -203,6 +224,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, "POST", "/post", false, post_only, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/user", false, conn_user, NULL), 0);
     assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/api/", true, api, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     assert_true(port > 0);
@@ -414,6 +436,64 @@ static void test_an_upgrade_not_taken_is_answered_as_usual(void **state)
     assert_null(strstr(response, "101"));
     assert_non_null(strstr(strstr(response, "hello\n") + 6, "HTTP/1.1 200 OK\r\n"));
     assert_false(closed);
+}
+
+/* Query parameters by name (decoded) and in order (as sent); the path after a prefix route's. */
+static void test_query_parameters_and_the_rest_of_the_path(void **state)
+{
+    static const struct {
+        const char *target;
+        const char *body;
+    } cases[] = {
+        {"/api/users/42?na%20me=J%C3%B6rg+x&flag&&empty=&na+me=second",
+         "rest=users/42 name=7:J\xc3\xb6rg x "
+         "params=[na%20me=J%C3%B6rg+x][flag=][empty=][na+me=second]"},
+        {"/api/?na+me=", "rest= name=0: params=[na+me=]"},
+        {"/api/?na+me", "rest= name=0: params=[na+me=]"},
+        {"/api/x?other=1", "rest=x name=-2:unset params=[other=1]"},
+        {"/api/x", "rest=x name=-2:unset params="},
+        {"/api/x?na+me=0123456789abcdef", "rest=x name=-105:unset params=[na+me=0123456789abcdef]"},
+        {"/api/x?na+me=%zz", "rest=x name=-22:unset params=[na+me=%zz]"},
+        {"/api/x?na+me%=1&na+me=ok", "rest=x name=2:ok params=[na+me%=1][na+me=ok]"},
+    };
+    char request[256];
+    bool closed;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", cases[i].target);
+        const char *response = exchange(request, &closed);
+        assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+        assert_non_null(strstr(response, "Content-Type: application/json\r\nX-Rest-Length: "));
+        const char *body = strstr(response, "\r\n\r\n") + 4;
+        if (strcmp(body, cases[i].body) != 0) {
+            fail_msg("%s: expected %s, got %s", cases[i].target, cases[i].body, body);
+        }
+    }
+}
+
+static void test_header_builder(void **state)
+{
+    char buffer[40];
+    struct sxe_http_headers headers = SXE_HTTP_HEADERS_INIT(buffer);
+
+    (void)state;
+    assert_string_equal(headers.text, "");
+    assert_int_equal(sxe_http_header_add(&headers, "Cache-Control", "no-store"), 0);
+    assert_int_equal(sxe_http_header_add(&headers, "X-A", ""), 0);
+    assert_string_equal(headers.text, "Cache-Control: no-store\r\nX-A: \r\n");
+    assert_int_equal(sxe_http_header_add(&headers, "X-Long", "123456"), -ENOBUFS);
+    assert_int_equal(sxe_http_header_add(&headers, "X", "1"), -ENOBUFS); /* the first error stays */
+    assert_string_equal(headers.text, "Cache-Control: no-store\r\nX-A: \r\n");
+#ifdef NDEBUG /* misuse asserts in debug builds */
+    static const char *const bad[][2] = {
+        {"X", "a\r\nSet-Cookie: b"}, {"X: Y", "v"}, {"", "v"}, {"X\n", "v"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct sxe_http_headers fresh = SXE_HTTP_HEADERS_INIT(buffer);
+        assert_int_equal(sxe_http_header_add(&fresh, bad[i][0], bad[i][1]), -EINVAL);
+        assert_string_equal(fresh.text, "");
+    }
+#endif
 }
 
 /* An absolute-form target is routed by its path (RFC 9112 §3.2.2). */
@@ -934,6 +1014,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_an_upgrade_not_taken_is_answered_as_usual, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_absolute_form_is_routed_by_its_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_query_parameters_and_the_rest_of_the_path, setup,
+                                        teardown),
+        cmocka_unit_test(test_header_builder),
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,
                                         teardown),

@@ -1,0 +1,131 @@
+/*
+ * What a handler reads from its request's target beyond the path: query parameters, found by name
+ * or iterated, percent-decoded on request; and the rest of the path after a prefix route's.
+ * Nothing is decoded in place: the target stays as the client sent it, for logs and proxies.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "http/server.h"
+#include "sxe/http.h"
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/*
+ * The byte that in[*at] stands for, moving *at past it: a %XX escape, a '+' (a space in a query),
+ * or itself. @return the byte, or -1 for a malformed escape.
+ */
+static int decode_one(const char *in, size_t len, size_t *at, bool plus_is_space)
+{
+    char c = in[(*at)++];
+    int high, low;
+
+    if (c == '+' && plus_is_space) {
+        return ' ';
+    }
+    if (c != '%') {
+        return (unsigned char)c;
+    }
+    if (*at + 2 > len || (high = hex_digit(in[*at])) < 0 || (low = hex_digit(in[*at + 1])) < 0) {
+        return -1;
+    }
+    *at += 2;
+    return high << 4 | low;
+}
+
+ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space)
+{
+    size_t used = 0;
+
+    for (size_t at = 0; at < len;) {
+        int c = decode_one(in, len, &at, plus_is_space);
+        if (c < 0) {
+            return -EINVAL;
+        }
+        if (used + 1 >= size) {
+            return -ENOBUFS;
+        }
+        out[used++] = (char)c;
+    }
+    if (size == 0) {
+        return -ENOBUFS;
+    }
+    out[used] = '\0';
+    return (ssize_t)used;
+}
+
+bool sxe_http_query_next(const sxe_http_t *http, size_t *cursor, struct sxe_http_param *param)
+{
+    size_t query_len;
+    const char *query = sxe_http_query(http, &query_len);
+
+    while (query != NULL && *cursor < query_len) {
+        const char *start = query + *cursor;
+        const char *end = memchr(start, '&', query_len - *cursor);
+        size_t len = end ? (size_t)(end - start) : query_len - *cursor;
+        *cursor += len + 1;
+        if (len == 0) {
+            continue;
+        }
+        const char *equals = memchr(start, '=', len);
+        param->name = start;
+        param->name_len = equals ? (size_t)(equals - start) : len;
+        param->value = equals ? equals + 1 : start + len;
+        param->value_len = equals ? len - param->name_len - 1 : 0;
+        return true;
+    }
+    return false;
+}
+
+/* Whether an encoded name decodes to wanted, without decoding it anywhere. */
+static bool name_equals(const char *name, size_t len, const char *wanted)
+{
+    size_t at = 0;
+
+    for (; at < len && *wanted != '\0'; wanted++) {
+        if (decode_one(name, len, &at, true) != (unsigned char)*wanted) {
+            return false;
+        }
+    }
+    return at == len && *wanted == '\0';
+}
+
+ssize_t sxe_http_query_param(const sxe_http_t *http, const char *name, char *buf, size_t size)
+{
+    struct sxe_http_param param;
+    size_t cursor = 0;
+
+    while (sxe_http_query_next(http, &cursor, &param)) {
+        if (!name_equals(param.name, param.name_len, name)) {
+            continue;
+        }
+        /* Checked first, so that buf holds what it held unless the whole value fits. */
+        size_t decoded = 0;
+        for (size_t at = 0; at < param.value_len; decoded++) {
+            if (decode_one(param.value, param.value_len, &at, true) < 0) {
+                return -EINVAL;
+            }
+        }
+        if (decoded >= size) {
+            return -ENOBUFS;
+        }
+        return sxe_http_decode(param.value, param.value_len, buf, size, true);
+    }
+    return -ENOENT;
+}
+
+const char *sxe_http_path_rest(const sxe_http_t *http, size_t *len)
+{
+    size_t path_len;
+    const char *path = sxe_http_path(http, &path_len);
+    size_t matched = http->prefix_len < path_len ? http->prefix_len : path_len;
+
+    *len = path_len - matched;
+    return path + matched;
+}
