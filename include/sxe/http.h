@@ -359,6 +359,16 @@ int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, con
 int sxe_http_respond_with(sxe_http_t *http, int status, const char *content_type,
                           const char *headers, const void *body, size_t len);
 
+/** The most bytes sxe_http_respondf() formats. */
+#define SXE_HTTP_FORMAT_MAX 4096
+
+/**
+ * sxe_http_respond_with() with a body formatted as printf does, on the stack: at most
+ * SXE_HTTP_FORMAT_MAX bytes, else -EMSGSIZE and nothing is sent (the handler may answer otherwise).
+ */
+int sxe_http_respondf(sxe_http_t *http, int status, const char *content_type, const char *headers,
+                      const char *format, ...) __attribute__((format(printf, 5, 6)));
+
 /**
  * Header lines built in a caller's buffer, checked as they are added, for sxe_http_start() and
  * sxe_http_respond_with() (pass text):

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -456,6 +457,21 @@ const char *sxe_http_body(const sxe_http_t *http, size_t *len)
 sxe_conn_t *sxe_http_conn(const sxe_http_t *http)
 {
     return http->conn;
+}
+
+int sxe_http_respondf(sxe_http_t *http, int status, const char *content_type, const char *headers,
+                      const char *format, ...)
+{
+    char body[SXE_HTTP_FORMAT_MAX + 1]; /* and vsnprintf's NUL */
+    va_list args;
+
+    va_start(args, format);
+    int len = vsnprintf(body, sizeof(body), format, args);
+    va_end(args);
+    if (len < 0 || (size_t)len >= sizeof(body)) {
+        return -EMSGSIZE;
+    }
+    return sxe_http_respond_with(http, status, content_type, headers, body, (size_t)len);
 }
 
 int sxe_http_header_add(struct sxe_http_headers *headers, const char *name, const char *value)

@@ -162,3 +162,36 @@ def test_http_hello_answers_an_http2_upgrade_it_does_not_take_over_http1(server)
     assert result.returncode == 0, result.stderr
     assert result.stdout == b"Hello World\n\n200 1.1"
     assert stop(hello) == 0
+
+
+def test_http_api_answers_json_echoes_bodies_and_adds_its_header(server):
+    import http.client
+    import json
+
+    port = free_port()
+    api = server("http-api", f"127.0.0.1:{port}")
+    connect(port).close()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+
+    def call(method, target, body=None):
+        conn.request(method, target, body=body)
+        response = conn.getresponse()
+        return response.status, response.getheader("X-Api"), response.getheader("Content-Type"), \
+            response.read()
+
+    status, x_api, kind, body = call("GET", "/hello")
+    assert (status, x_api, kind) == (200, "1", "application/json")
+    assert json.loads(body) == {"hello": "world"}
+    # Percent-decoded, '+' a space, quoted and escaped: any name gives valid JSON.
+    name = 'J\u00f6rg "the\\quick" </b>\n'
+    target = "/hello?x=1&name=" + "".join(f"%{b:02X}" for b in name.encode()) + "&name=second"
+    assert json.loads(call("GET", target)[3]) == {"hello": name}
+    assert json.loads(call("GET", "/hello?name=a+b")[3]) == {"hello": "a b"}
+    assert json.loads(call("GET", "/hello?name=%FF%C0%AF")[3]) == {"hello": "\ufffd" * 3}
+    payload = bytes(range(256)) * 64
+    status, x_api, kind, body = call("POST", "/echo", payload)
+    assert (status, x_api, kind, body) == (200, "1", "application/octet-stream", payload)
+    status, _, _, _ = call("GET", "/echo")
+    assert status == 405
+    conn.close()
+    assert stop(api) == 0

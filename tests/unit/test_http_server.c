@@ -200,6 +200,19 @@ static void api(sxe_http_t *http, void *arg)
     sxe_http_respond_with(http, 200, "application/json", headers.text, reply, (size_t)len);
 }
 
+/* A body formatted to the query's width: past SXE_HTTP_FORMAT_MAX it is refused, and said so. */
+static void formatted(sxe_http_t *http, void *arg)
+{
+    char width[16] = "0";
+
+    (void)arg;
+    (void)sxe_http_query_param(http, "width", width, sizeof(width));
+    int rc = sxe_http_respondf(http, 200, "text/plain", "X-F: 1\r\n", "%0*d|", atoi(width), 7);
+    if (rc == -EMSGSIZE) {
+        sxe_http_respond(http, 500, "text/plain", "too big\n", 8);
+    }
+}
+
 static int setup(void **state)
 {
     struct sxe_http_server_options options = {.loop = {.connections = 64},
@@ -225,6 +238,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, "GET", "/user", false, conn_user, NULL), 0);
     assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/api/", true, api, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/format", false, formatted, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     assert_true(port > 0);
@@ -470,6 +484,22 @@ static void test_query_parameters_and_the_rest_of_the_path(void **state)
             fail_msg("%s: expected %s, got %s", cases[i].target, cases[i].body, body);
         }
     }
+}
+
+static void test_formatted_responses(void **state)
+{
+    bool closed;
+    const char *response = exchange("GET /format?width=3 HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+
+    (void)state;
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    assert_non_null(strstr(response, "Content-Length: 4\r\nContent-Type: text/plain\r\nX-F: 1\r\n"
+                                     "\r\n007|"));
+    response = exchange("GET /format?width=4095 HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "Content-Length: 4096\r\n"));
+    response = exchange("GET /format?width=4096 HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 500", 12);
+    assert_non_null(strstr(response, "too big\n"));
 }
 
 static void test_header_builder(void **state)
@@ -1016,6 +1046,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_absolute_form_is_routed_by_its_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_parameters_and_the_rest_of_the_path, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_formatted_responses, setup, teardown),
         cmocka_unit_test(test_header_builder),
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,

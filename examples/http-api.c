@@ -1,0 +1,31 @@
+/* A JSON API: GET /hello?name=NAME says hello in JSON, POST /echo sends the body back; both add the
+ * header given as their route's arg. Usage: http-api [IP:PORT] (127.0.0.1:8080). */
+#include <string.h>
+#include <sxe/sxe.h>
+
+static char api_header[] = "X-Api: 1\r\n";
+
+static void hello(sxe_http_t *http, void *arg)
+{
+    char name[256] = "world", quoted[1600];
+    (void)sxe_http_query_param(http, "name", name, sizeof(name)); /* unchanged when absent */
+    (void)sxe_json_string(quoted, sizeof(quoted), name, strlen(name));
+    sxe_http_respondf(http, 200, "application/json", arg, "{\"hello\": %s}\n", quoted);
+}
+
+static void echo(sxe_http_t *http, void *arg)
+{
+    size_t len;
+    const char *body = sxe_http_body(http, &len);
+    sxe_http_respond_with(http, 200, "application/octet-stream", arg, body, len);
+}
+
+int main(int argc, char **argv)
+{
+    sxe_http_server_t *server;
+    return sxe_http_server_create(&server, NULL, NULL) < 0 ||
+           sxe_http_route(server, "GET", "/hello", false, hello, api_header) < 0 ||
+           sxe_http_route(server, "POST", "/echo", false, echo, api_header) < 0 ||
+           sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0 ||
+           sxe_http_run(server) < 0;
+}
