@@ -492,11 +492,30 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
     return true;
 }
 
+/*
+ * The kept input filled the buffer and on_read took none of it: the message can never fit. With
+ * on_overflow the program answers it (a 413, an error line): the input goes, reading stops, and
+ * the connection closes once the answer is sent. Without, it closes at once.
+ */
 static void overflow(struct sxe_conn *conn)
 {
-    SXE_LOG_WARN("a message grew past buffer_size (%u bytes) unconsumed",
-                 conn->loop->options.buffer_size);
-    sxe__conn_close_reason(conn, SXE_CLOSE_OVERFLOW, 0);
+    sxe_loop_t *loop = conn->loop;
+    uint32_t generation = conn->generation;
+
+    if (conn->handlers->on_overflow == NULL) {
+        SXE_LOG_WARN("a message grew past buffer_size (%u bytes) unconsumed",
+                     loop->options.buffer_size);
+        sxe__conn_close_reason(conn, SXE_CLOSE_OVERFLOW, 0);
+        return;
+    }
+    sxe__buffer_give(loop, conn->input_buffer);
+    conn->input_buffer = SXE_NONE;
+    conn->input_len = 0;
+    conn->handlers->on_overflow(conn);
+    if (conn->generation == generation && sxe__conn_is_open(conn)) {
+        (void)sxe_conn_pause(conn);
+        (void)sxe_conn_close_when_sent(conn);
+    }
 }
 
 bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got)

@@ -47,7 +47,8 @@ struct sxe_conn_handlers {
      * Input arrived. data holds what earlier calls left unconsumed followed by the new bytes.
      * @return How many bytes, from the start, the callback consumed; the rest are kept and
      *         offered again with the next input. The value is ignored if the callback closed the
-     *         connection. Keeping more than buffer_size bytes closes it (SXE_CLOSE_OVERFLOW).
+     *         connection. Keeping more than buffer_size bytes calls on_overflow, or without it
+     *         closes the connection (SXE_CLOSE_OVERFLOW).
      */
     size_t (*on_read)(sxe_conn_t *conn, const char *data, size_t len);
 
@@ -87,6 +88,15 @@ struct sxe_conn_handlers {
      * SXE_LISTEN_RECEIVE_FDS or sxe_conn_pair(..., SXE_LISTEN_RECEIVE_FDS).
      */
     void (*on_fd)(sxe_conn_t *conn, int fd);
+
+    /**
+     * The input kept reached buffer_size and on_read consumed none of it: a message larger than
+     * the connection can hold (a line too long, say). The input is dropped and reading stops; the
+     * callback may write a last answer (an HTTP 413, "ERR line too long"), and the connection
+     * then closes once it is sent (on_close says SXE_CLOSE_LOCAL), unless the callback closed it
+     * itself. Without this handler the connection closes at once (SXE_CLOSE_OVERFLOW).
+     */
+    void (*on_overflow)(sxe_conn_t *conn);
 };
 
 /** Listener options. A NULL pointer takes every default. */

@@ -372,6 +372,41 @@ static void test_message_larger_than_buffer_closes(void **state)
     close(fd);
 }
 
+/* With on_overflow the program answers a message too large, and the answer arrives whole. */
+static unsigned overflows;
+
+static void answer_overflow(sxe_conn_t *conn)
+{
+    overflows++;
+    assert_int_equal(sxe_conn_write(conn, "ERR line too long\n", 18), 0);
+}
+
+static void test_message_larger_than_buffer_can_be_answered(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_read = consume_nothing, .on_close = on_close, .on_overflow = answer_overflow};
+    struct sxe_loop_options options = {.buffer_size = 1024};
+    struct sxe_loop_stats stats;
+    char big[3000], answer[64];
+
+    (void)state;
+    overflows = 0;
+    start_server(&options, NULL, &handlers);
+    int fd = client();
+    memset(big, 'x', sizeof(big));
+    send_all(fd, big, sizeof(big));
+    want_closes = 1;
+    pump_until(closes_reached);
+    assert_int_equal(overflows, 1);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_LOCAL);
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.buffers_in_use, 0);
+    ssize_t got = recv(fd, answer, sizeof(answer), 0);
+    assert_int_equal(got, 18);
+    assert_memory_equal(answer, "ERR line too long\n", 18);
+    close(fd);
+}
+
 /* The peer closes in the middle of a message: the part stays accounted, the close is clean. */
 static void test_peer_closes_mid_message(void **state)
 {
@@ -2467,6 +2502,7 @@ int main(void)
         cmocka_unit_test_teardown(test_pipelined_requests_split_at_every_byte, teardown),
         cmocka_unit_test_teardown(test_partial_consumption_keeps_the_rest, teardown),
         cmocka_unit_test_teardown(test_message_larger_than_buffer_closes, teardown),
+        cmocka_unit_test_teardown(test_message_larger_than_buffer_can_be_answered, teardown),
         cmocka_unit_test_teardown(test_peer_closes_mid_message, teardown),
         cmocka_unit_test_teardown(test_slow_reader_and_high_water_mark, teardown),
         cmocka_unit_test_teardown(test_write_limit, teardown),
