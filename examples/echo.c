@@ -1,6 +1,4 @@
-/* A TCP echo server: every byte read is written back. Usage: echo [port] (default 7007). */
-#include <netinet/in.h>
-#include <stdlib.h>
+/* A TCP echo server: every byte read is written back. Usage: echo [IP:PORT] (127.0.0.1:7007). */
 #include <sxe/sxe.h>
 
 static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
@@ -14,15 +12,12 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 int main(int argc, char **argv)
 {
     static const struct sxe_conn_handlers handlers = {.on_read = on_read};
-    struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_port = htons(argc > 1 ? atoi(argv[1]) : 7007),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     sxe_loop_t *loop;
     sxe_conn_t *listener;
 
     if (sxe_loop_create(&loop, NULL) < 0 || sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC) < 0 ||
-        sxe_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address), NULL, &handlers,
-                   NULL) < 0) {
+        sxe_listen_at(loop, &listener, argc > 1 ? argv[1] : "127.0.0.1:7007", NULL, &handlers,
+                      NULL) < 0) {
         return 1;
     }
     int rc = sxe_loop_run(loop);

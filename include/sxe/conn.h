@@ -133,6 +133,26 @@ SXE_MUST_CHECK int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener,
                               const struct sxe_conn_handlers *handlers, void *user);
 
 /**
+ * Parses an address as a person writes it: "IPv4:PORT", "[IPv6]:PORT", "localhost:PORT"
+ * (127.0.0.1) or ":PORT" (every IPv4 address). With default_port 0 to 65535 the port may be left
+ * out ("127.0.0.1", "::1", "[::1]", "localhost"); with -1 it is required. One parser for the
+ * library and its programs: sxe_listen_at(), sxe_http_listen(), sxe_http_client_create(),
+ * sxe-httpd --listen and sxe-http -i.
+ * @return 0, or -EINVAL for text that is none of these, or a port that is not 0 to 65535 in digits.
+ */
+SXE_MUST_CHECK int sxe_address_parse(const char *text, int default_port,
+                                     struct sockaddr_storage *address, socklen_t *len);
+
+/**
+ * sxe_listen() on an address given as text (see sxe_address_parse(); the port is required):
+ * sxe_listen_at(loop, &listener, "127.0.0.1:8080", NULL, &handlers, NULL).
+ * @return as sxe_listen(), or -EINVAL for an address that does not parse.
+ */
+SXE_MUST_CHECK int sxe_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *address,
+                                 const struct sxe_listen_options *options,
+                                 const struct sxe_conn_handlers *handlers, void *user);
+
+/**
  * Connects to a TCP or Unix stream address without blocking. on_connect runs when it completes;
  * on_close (SXE_CLOSE_ERROR with err ECONNREFUSED, or SXE_CLOSE_TIMEOUT) when it fails.
  * @param source  Local address to bind first (NULL: any), for example one of several 127.0.0.x.

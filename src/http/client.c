@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "sxe/clock.h"
-#include "http/address.h"
 #include "http/client.h"
 
 static struct sxe_log_module client_log = SXE_LOG_MODULE_INIT(HTTP_CLIENT);
@@ -76,7 +75,7 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     o->host = client->host;
     client->ups = calloc(o->connections, sizeof(*client->ups));
     client->calls = calloc(client->calls_count, sizeof(*client->calls));
-    if (sxe__http_parse_address(address, &client->address, &client->address_len) < 0 ||
+    if (sxe_address_parse(address, -1, &client->address, &client->address_len) < 0 ||
         client->ups == NULL || client->calls == NULL) {
         int rc = client->ups == NULL || client->calls == NULL ? -ENOMEM : -EINVAL;
         sxe_http_client_destroy(client);

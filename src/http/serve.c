@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "sxe/clock.h"
-#include "http/address.h"
 #include "http/server.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
@@ -158,43 +157,6 @@ sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server)
     return server->loop;
 }
 
-int sxe__http_parse_address(const char *text, struct sockaddr_storage *address, socklen_t *len)
-{
-    char host[64];
-    const char *colon = strrchr(text, ':');
-    char *end;
-
-    if (colon == NULL || (size_t)(colon - text) >= sizeof(host)) {
-        return -EINVAL;
-    }
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || end == colon + 1 || port < 0 || port > 65535) {
-        return -EINVAL;
-    }
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    memset(address, 0, sizeof(*address));
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)address;
-        host[strlen(host) - 1] = '\0';
-        if (inet_pton(AF_INET6, host + 1, &v6->sin6_addr) != 1) {
-            return -EINVAL;
-        }
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)port);
-        *len = sizeof(*v6);
-        return 0;
-    }
-    struct sockaddr_in *v4 = (struct sockaddr_in *)address;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) != 1) {
-        return -EINVAL;
-    }
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons((uint16_t)port);
-    *len = sizeof(*v4);
-    return 0;
-}
-
 int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
 {
     struct sxe_listen_options options = {.flags = server->listen_flags};
@@ -203,8 +165,10 @@ int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
     sxe_conn_t *listener;
     int rc;
 
-    if ((rc = sxe__http_parse_address(address_text, &address, &len)) < 0) {
-        SXE_LOG_ERROR("cannot listen on '%s': expected IPv4:port or [IPv6]:port", address_text);
+    if ((rc = sxe_address_parse(address_text, -1, &address, &len)) < 0) {
+        SXE_LOG_ERROR("cannot listen on '%s': expected IP:PORT, [IPv6]:PORT, localhost:PORT or "
+                      ":PORT",
+                      address_text);
         return rc;
     }
     if (server->workers != NULL) {

@@ -89,7 +89,7 @@ for example in "$source"/examples/*.c; do
     "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe)
   # Servers get port 0 (any free port) and a SIGTERM after a second, and must stop cleanly.
   port=0
-  case $name in http-* | sse | upload) port=127.0.0.1:0 ;; esac
+  case $name in echo | http-* | sse | upload) port=127.0.0.1:0 ;; esac
   LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 run_and_stop "$scratch/$name-shared" "$port" || {
     echo "FAIL: $name built against libsxe.so did not run:"; cat "$log"; exit 1; }
   # Capture first: grep -q would stop reading early, and pipefail would count ldd's SIGPIPE.

@@ -100,7 +100,7 @@ def test_hello_reports_a_port_in_use(server):
 
 def test_echo(server):
     port = free_port()
-    process = server("echo", port)
+    process = server("echo", f"127.0.0.1:{port}")
     with connect(port) as sock:
         payload = bytes(range(256)) * 400
         sock.sendall(payload)

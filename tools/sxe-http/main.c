@@ -541,28 +541,6 @@ static void __attribute__((format(printf, 1, 2), noreturn)) die_usage(const char
     exit(2);
 }
 
-static bool parse_address(const char *text, uint16_t port, struct sockaddr_storage *address,
-                          socklen_t *len)
-{
-    struct sockaddr_in *v4 = (struct sockaddr_in *)address;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)address;
-
-    memset(address, 0, sizeof(*address));
-    if (inet_pton(AF_INET, text, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(port);
-        *len = sizeof(*v4);
-        return true;
-    }
-    if (inet_pton(AF_INET6, text, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(port);
-        *len = sizeof(*v6);
-        return true;
-    }
-    return false;
-}
-
 static uint64_t parse_count(const char *text, const char *what, uint64_t min, uint64_t max)
 {
     char *end;
@@ -619,7 +597,7 @@ static void parse_sources(const char *list)
         if (config.source_count == SOURCES_MAX) {
             die_usage("at most 64 source addresses, not more as in '%s'", list);
         }
-        if (!parse_address(item, 0, &config.sources[config.source_count], &len)) {
+        if (sxe_address_parse(item, 0, &config.sources[config.source_count], &len) < 0) {
             die_usage("-s '%s': not an IPv4 or IPv6 address", item);
         }
         config.source_len = len;
@@ -716,11 +694,17 @@ static void parse_options(int argc, char **argv)
     if (ip == NULL || port < 0) {
         die_usage("%s", "-i IP and -p PORT are required");
     }
-    if (!parse_address(ip, (uint16_t)port, &config.target, &config.target_len)) {
+    if (sxe_address_parse(ip, (int)port, &config.target, &config.target_len) < 0) {
         die_usage("-i '%s': not an IPv4 or IPv6 address", ip);
     }
-    snprintf(config.target_text, sizeof(config.target_text),
-             config.target.ss_family == AF_INET6 ? "[%s]:%ld" : "%s:%ld", ip, port);
+    char host[INET6_ADDRSTRLEN];
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)&config.target;
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&config.target;
+    bool is_v6 = config.target.ss_family == AF_INET6;
+    inet_ntop(config.target.ss_family, is_v6 ? (const void *)&v6->sin6_addr : &v4->sin_addr, host,
+              sizeof(host));
+    snprintf(config.target_text, sizeof(config.target_text), is_v6 ? "[%s]:%u" : "%s:%u", host,
+             ntohs(is_v6 ? v6->sin6_port : v4->sin_port));
     if (file != NULL) {
         config.request = read_file(file, &config.request_len);
         config.head = strncmp(config.request, "HEAD ", 5) == 0;

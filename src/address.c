@@ -1,0 +1,91 @@
+/*
+ * Addresses from text: the one parser that the HTTP module, the tools and a user's raw server
+ * share, so that "--listen" means the same thing everywhere.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "sxe/conn.h"
+
+/* The port in text (digits only, at most 65535), or -1. */
+static int port_of(const char *text)
+{
+    int port = 0;
+
+    if (*text == '\0' || strlen(text) > 5) {
+        return -1;
+    }
+    for (; *text != '\0'; text++) {
+        if (*text < '0' || *text > '9') {
+            return -1;
+        }
+        port = port * 10 + (*text - '0');
+    }
+    return port <= 65535 ? port : -1;
+}
+
+int sxe_address_parse(const char *text, int default_port, struct sockaddr_storage *address,
+                      socklen_t *len)
+{
+    char host[INET6_ADDRSTRLEN + 2];
+    const char *colon = strrchr(text, ':');
+    int port = default_port;
+
+    /* A bare IPv6 address has colons of its own: the port cannot be given with it. */
+    bool bare_v6 = colon != NULL && text[0] != '[' && strchr(text, ':') != colon;
+    if (colon != NULL && !bare_v6 && (text[0] != '[' || colon[-1] == ']')) {
+        port = port_of(colon + 1);
+    } else {
+        colon = text + strlen(text);
+    }
+    if (port < 0 || port > 65535 || (size_t)(colon - text) >= sizeof(host)) {
+        return -EINVAL;
+    }
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+
+    memset(address, 0, sizeof(*address));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)address;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)address;
+    size_t host_len = strlen(host);
+    bool bracketed = host[0] == '[' && host_len > 2 && host[host_len - 1] == ']';
+    if (bracketed) {
+        host[host_len - 1] = '\0';
+        memmove(host, host + 1, host_len - 1);
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *len = sizeof(*v6);
+        return 0;
+    }
+    if (bracketed) {
+        return -EINVAL; /* brackets hold an IPv6 address only */
+    }
+    if (host[0] == '\0' || strcmp(host, "localhost") == 0) {
+        v4->sin_addr.s_addr = htonl(host[0] == '\0' ? INADDR_ANY : INADDR_LOOPBACK);
+    } else if (inet_pton(AF_INET, host, &v4->sin_addr) != 1) {
+        return -EINVAL;
+    }
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons((uint16_t)port);
+    *len = sizeof(*v4);
+    return 0;
+}
+
+int sxe_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *address_text,
+                  const struct sxe_listen_options *options,
+                  const struct sxe_conn_handlers *handlers, void *user)
+{
+    struct sockaddr_storage address;
+    socklen_t len;
+    int rc = sxe_address_parse(address_text, -1, &address, &len);
+
+    if (rc < 0) {
+        return rc;
+    }
+    return sxe_listen(loop, listener, (struct sockaddr *)&address, len, options, handlers, user);
+}
