@@ -18,6 +18,7 @@
 #include "sxe/pool.h"
 #include "sxe/timer.h"
 #include "sxe/udp.h"
+#include "sxe/version.h"
 #include "sxe/workers.h"
 
 #endif

@@ -195,3 +195,19 @@ def test_http_api_answers_json_echoes_bodies_and_adds_its_header(server):
     assert status == 405
     conn.close()
     assert stop(api) == 0
+
+
+@pytest.mark.parametrize("program", ["sxe-httpd", "sxe-http"])
+def test_programs_say_their_version(build_dir, program):
+    """--version: the program's and the library's, as include/sxe/version.h says."""
+    import pathlib
+    import re
+
+    header = (pathlib.Path(__file__).parents[2] / "include" / "sxe" / "version.h").read_text()
+    parts = [re.search(rf"#define SXE_VERSION_{part} +(\d+)", header).group(1)
+             for part in ("MAJOR", "MINOR", "PATCH")]
+    version = ".".join(parts)
+    result = subprocess.run([str(build_dir / "tools" / program), "--version"], capture_output=True,
+                            text=True, timeout=10)
+    assert result.returncode == 0
+    assert result.stdout == f"{program} {version} (libsxe {version})\n"

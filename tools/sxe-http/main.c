@@ -523,6 +523,7 @@ static void usage(FILE *out)
             "  -v               hex-dump the request before sending\n"
             "  --json           print the report as JSON\n"
             "  -h, --help       this text\n"
+            "      --version    the versions of sxe-http and of the libsxe it runs on\n"
             "\n"
             "Exit status: 0 when every query got a good response, 1 when any error was counted,\n"
             "2 for a usage error.\n",
@@ -608,8 +609,10 @@ static void parse_sources(const char *list)
 
 static void parse_options(int argc, char **argv)
 {
-    static const struct option long_options[] = {
-        {"json", no_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    static const struct option long_options[] = {{"json", no_argument, NULL, 'J'},
+                                                 {"help", no_argument, NULL, 'h'},
+                                                 {"version", no_argument, NULL, 'V'},
+                                                 {NULL, 0, NULL, 0}};
     const char *ip = NULL, *method = "GET", *path = "/", *body = NULL, *file = NULL;
     char headers[8192] = "";
     size_t headers_len = 0;
@@ -682,6 +685,9 @@ static void parse_options(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            exit(0);
+        case 'V':
+            printf("sxe-http %s (libsxe %s)\n", SXE_VERSION, sxe_version());
             exit(0);
         default:
             usage(stderr);

@@ -559,6 +559,7 @@ static void usage(FILE *out)
             "  --proxy-max-body BYTES  a proxied request body longer than this gets 413\n"
             "                        (0: no limit; bodies stream, whatever their size) (0)\n"
             "  -h, --help            this text\n"
+            "      --version         the versions of sxe-httpd and of the libsxe it runs on\n"
             "\n"
             "SIGUSR1 logs one line of counters per worker. A worker process that dies is\n"
             "restarted; the others serve on.\n");
@@ -626,6 +627,7 @@ static void parse_options(int argc, char **argv)
                                             {"proxy-pipeline", required_argument, NULL, 'Q'},
                                             {"proxy-max-body", required_argument, NULL, 'M'},
                                             {"help", no_argument, NULL, 'h'},
+                                            {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
     int option;
@@ -710,6 +712,9 @@ static void parse_options(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            exit(0);
+        case 'V':
+            printf("sxe-httpd %s (libsxe %s)\n", SXE_VERSION, sxe_version());
             exit(0);
         default:
             usage(stderr);
