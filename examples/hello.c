@@ -3,6 +3,7 @@
  * pipelining included. Usage: hello [port [processes]] (8080, 1): several processes each run a
  * loop on the port (SO_REUSEPORT). Each stops cleanly on SIGINT or SIGTERM (kill the group). */
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sxe/sxe.h>
@@ -32,16 +33,19 @@ int main(int argc, char **argv)
     struct sxe_loop_options options = {.connections = 19000, .buffers = 1024};
     sxe_loop_t *loop;
     sxe_conn_t *listener;
+    int rc;
 
     while (processes-- > 1 && fork() > 0) { /* each process: its own loop on the same port */
     }
-    if (sxe_loop_create(&loop, &options) < 0 ||
-        sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC) < 0 ||
-        sxe_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address), &listen_options,
-                   &handlers, NULL) < 0) {
+    if ((rc = sxe_loop_create(&loop, &options)) < 0 ||
+        (rc = sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC)) < 0 ||
+        (rc = sxe_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address),
+                         &listen_options, &handlers, NULL)) < 0) {
+        fprintf(stderr, "hello: cannot serve on port %u: %s\n", ntohs(address.sin_port),
+                sxe_strerror(rc));
         return 1;
     }
-    int rc = sxe_loop_run(loop);
+    rc = sxe_loop_run(loop);
     sxe_loop_destroy(loop);
     return rc < 0;
 }

@@ -1,5 +1,6 @@
 /* A UDP echo server: every datagram goes back to its sender. Usage: udp-echo [port] (7007). */
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sxe/sxe.h>
 
@@ -17,13 +18,17 @@ int main(int argc, char **argv)
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     sxe_loop_t *loop;
     sxe_conn_t *socket;
+    int rc;
 
-    if (sxe_loop_create(&loop, NULL) < 0 || sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC) < 0 ||
-        sxe_udp_bind(loop, &socket, (struct sockaddr *)&address, sizeof(address), &handlers, NULL) <
-            0) {
+    if ((rc = sxe_loop_create(&loop, NULL)) < 0 ||
+        (rc = sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC)) < 0 ||
+        (rc = sxe_udp_bind(loop, &socket, (struct sockaddr *)&address, sizeof(address), &handlers,
+                           NULL)) < 0) {
+        fprintf(stderr, "udp-echo: cannot serve on port %u: %s\n", ntohs(address.sin_port),
+                sxe_strerror(rc));
         return 1;
     }
-    int rc = sxe_loop_run(loop);
+    rc = sxe_loop_run(loop);
     sxe_loop_destroy(loop);
     return rc < 0;
 }

@@ -100,9 +100,9 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
     if (index == SXE_POOL_NONE) {
         loop->stats.table_full++;
         SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                     "connection table full (%u): refusing connections; raise "
-                     "options.connections or listen with SXE_LISTEN_EVICT_IDLE",
-                     loop->options.connections);
+                     "connection table full (%u): refusing connections; raise %s or use %s",
+                     loop->options.connections, sxe_log_setting("options.connections"),
+                     sxe_log_setting("SXE_LISTEN_EVICT_IDLE"));
         return NULL;
     }
     struct sxe_conn *conn = &loop->conns[index];

@@ -454,10 +454,8 @@ int sxe_fiber_start(sxe_fibers_t *fibers, sxe_fiber_fn_t fn, void *arg, sxe_fibe
     }
     if (fibers->free_head == UINT32_MAX) {
         fibers->stats.no_fiber++;
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                     "all %u fibers are in use: raise "
-                     "sxe_fibers_options.count",
-                     fibers->count);
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "all %u fibers are in use: raise %s", fibers->count,
+                     sxe_log_setting("sxe_fibers_options.count"));
         return -ENOBUFS;
     }
     sxe_fiber_t *fiber = fiber_at(fibers, fibers->free_head);

@@ -181,7 +181,7 @@ static int set_option(int fd, int level, int name, int value, const char *what)
 {
     if (sxe__sys.setsockopt(fd, level, name, &value, sizeof(value)) < 0) {
         int rc = -errno;
-        SXE_LOG_ERROR("cannot set %s: %s", what, sxe_strerror(rc));
+        SXE_LOG_DEBUG("cannot set %s: %s", what, sxe_strerror(rc));
         return rc;
     }
     return 0;
@@ -216,11 +216,11 @@ int sxe__listen_socket(const struct sockaddr *address, socklen_t address_len,
     }
     if (rc == 0 && sxe__sys.bind(fd, address, address_len) < 0) {
         rc = -errno;
-        SXE_LOG_ERROR("cannot bind: %s", sxe_strerror(rc));
+        SXE_LOG_DEBUG("cannot bind: %s", sxe_strerror(rc));
     }
     if (rc == 0 && sxe__sys.listen(fd, options->backlog > 0 ? options->backlog : SOMAXCONN) < 0) {
         rc = -errno;
-        SXE_LOG_ERROR("cannot listen: %s", sxe_strerror(rc));
+        SXE_LOG_DEBUG("cannot listen: %s", sxe_strerror(rc));
     }
     if (rc < 0) {
         sxe__sys.close(fd);

@@ -222,6 +222,36 @@ uint32_t sxe_log_set_id(uint32_t id)
     return previous;
 }
 
+/* Settings named in the program's own words (sxe_log_name_setting), set at start-up. */
+static struct {
+    const char *setting;
+    const char *words;
+} setting_names[16];
+
+int sxe_log_name_setting(const char *setting, const char *words)
+{
+    for (size_t i = 0; i < sizeof(setting_names) / sizeof(setting_names[0]); i++) {
+        if (setting_names[i].setting == NULL || strcmp(setting_names[i].setting, setting) == 0) {
+            setting_names[i].setting = setting;
+            setting_names[i].words = words;
+            return 0;
+        }
+    }
+    return -ENOBUFS;
+}
+
+const char *sxe_log_setting(const char *setting)
+{
+    for (size_t i = 0;
+         i < sizeof(setting_names) / sizeof(setting_names[0]) && setting_names[i].setting != NULL;
+         i++) {
+        if (strcmp(setting_names[i].setting, setting) == 0) {
+            return setting_names[i].words;
+        }
+    }
+    return setting;
+}
+
 void sxe_log_set_sink(sxe_log_sink_t new_sink, void *ctx)
 {
     if (new_sink == NULL) {

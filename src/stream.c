@@ -201,9 +201,8 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
             /* Part is sent and the rest has nowhere to go: the stream cannot be completed. */
             loop->stats.no_buffer++;
             SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                         "no free buffer to queue output: closing connections; raise "
-                         "options.buffers (%u)",
-                         loop->options.buffers);
+                         "no free buffer to queue output: closing connections; raise %s (%u)",
+                         sxe_log_setting("options.buffers"), loop->options.buffers);
             return sxe__conn_fail_later(conn, SXE_CLOSE_NO_BUFFER, ENOBUFS);
         }
     }
@@ -480,9 +479,8 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
         if ((conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
             loop->stats.no_buffer++;
             SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                         "no free buffer to keep partial input: closing connections; raise "
-                         "options.buffers (%u)",
-                         loop->options.buffers);
+                         "no free buffer to keep partial input: closing connections; raise %s (%u)",
+                         sxe_log_setting("options.buffers"), loop->options.buffers);
             sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
             return false;
         }

@@ -83,8 +83,8 @@ int sxe_timer_start(sxe_loop_t *loop, sxe_timer_t *timer, uint64_t delay_ns, uin
         heap_remove(loop, timer);
     }
     if (loop->heap_len == loop->options.timers) {
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "all %u timers are running; raise options.timers",
-                     loop->options.timers);
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR, "all %u timers are running; raise %s",
+                     loop->options.timers, sxe_log_setting("options.timers"));
         return -ENOBUFS;
     }
     timer->deadline = loop->now + delay_ns;

@@ -77,7 +77,7 @@ int sxe_udp_bind(sxe_loop_t *loop, sxe_conn_t **socket_out, const struct sockadd
     }
     if (sxe__sys.bind(fd, address, address_len) < 0) {
         rc = -errno;
-        SXE_LOG_ERROR("cannot bind a UDP socket: %s", sxe_strerror(rc));
+        SXE_LOG_DEBUG("cannot bind a UDP socket: %s", sxe_strerror(rc));
         sxe__sys.close(fd);
         return rc;
     }

@@ -71,10 +71,9 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     }
     if (server->held_free == UINT32_MAX) {
         server->defer_stats.refused++;
-        SXE_LOG_ONCE(
-            SXE_LOG_LEVEL_ERROR,
-            "all %u held requests are in use: raise options.deferred; refusing to hold more",
-            server->held_capacity);
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
+                     "all %u held requests are in use: raise %s; refusing to hold more",
+                     server->held_capacity, sxe_log_setting("options.deferred"));
         errno = ENOBUFS;
         return NULL;
     }

@@ -347,9 +347,12 @@ int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
 }
 
 /* Connection: close was sent: shut our side once the queue drains, and wait for the peer. */
-void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn)
+void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn, bool linger)
 {
-    sxe__http_state(server, conn)->closing = true;
+    struct http_conn *state = sxe__http_state(server, conn);
+
+    state->closing = true;
+    state->linger = state->linger || linger;
     (void)sxe_conn_shutdown(conn);
 }
 
@@ -383,7 +386,9 @@ int sxe_http_finish(sxe_http_t *http)
     }
     sxe__http_count(http->server, http->sent);
     if (!http->keep_alive) {
-        sxe__http_close_after_response(http->server, http->conn);
+        /* Unless the client asked to close after a request it sent whole, it may still send. */
+        sxe__http_close_after_response(http->server, http->conn,
+                                       http->body_unread || http->request->keep_alive);
     }
     return finished(http, 0);
 }

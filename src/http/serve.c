@@ -166,7 +166,7 @@ int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
     int rc;
 
     if ((rc = sxe_address_parse(address_text, -1, &address, &len)) < 0) {
-        SXE_LOG_ERROR("cannot listen on '%s': expected IP:PORT, [IPv6]:PORT, localhost:PORT or "
+        SXE_LOG_DEBUG("cannot listen on '%s': expected IP:PORT, [IPv6]:PORT, localhost:PORT or "
                       ":PORT",
                       address_text);
         return rc;
@@ -179,7 +179,7 @@ int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
         server->listener = listener;
     }
     if (rc < 0) {
-        SXE_LOG_ERROR("cannot listen on %s: %s", address_text, sxe_strerror(rc));
+        SXE_LOG_DEBUG("cannot listen on %s: %s", address_text, sxe_strerror(rc));
         return rc;
     }
     server->listener_count++;

@@ -47,6 +47,7 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
     if (request != NULL && !request->keep_alive) {
         http.keep_alive = false;
     }
+    http.body_unread = !http.keep_alive; /* what the client still sends is read to its end */
     http.head_only =
         request != NULL && request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
     char headers[256];
@@ -56,7 +57,7 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
         sxe_http_send(&http, body, (size_t)len) == 0) {
         sxe_http_finish(&http);
     } else if (!http.keep_alive) {
-        sxe__http_close_after_response(server, conn);
+        sxe__http_close_after_response(server, conn, true); /* its body may still be coming */
     }
 }
 
@@ -431,9 +432,11 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         }
         return used;
     }
-    if (used == len) {
+    if (used == len && !state->linger) {
         /* The client asked to close and sent nothing after: close as soon as the answer is out,
-         * without the half-close and the wait for its end of stream. */
+         * without the half-close and the wait for its end of stream. A client that may still be
+         * sending (a body we did not read) is read to its end instead: a close now would reset
+         * the connection under the answer. */
         (void)sxe_conn_close_when_sent(conn);
     }
     return len;

@@ -90,6 +90,7 @@ struct http_conn {
     uint32_t body_offset; /* bytes after the head that the body parser has seen */
     bool continued;       /* 100 Continue was sent for this request */
     bool closing;         /* answered "Connection: close": discard input until the peer goes */
+    bool linger;          /* closing, but the peer may still be sending: never close at once */
     bool peer_done;       /* the peer shut down its side: close once our answers are sent */
     bool nodelay;         /* TCP_NODELAY is set */
     bool paused;          /* output backed up: reading waits for on_drained */
@@ -152,7 +153,7 @@ static inline struct http_conn *sxe__http_state(sxe_http_server_t *server, sxe_c
 
 /* response.c */
 void sxe__http_set_nodelay(struct http_conn *state, sxe_conn_t *conn);
-void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn);
+void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn, bool linger);
 
 /* server.c: what every connection of the server is given. */
 extern const struct sxe_conn_handlers sxe__http_handlers;

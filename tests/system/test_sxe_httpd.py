@@ -432,16 +432,43 @@ def test_start_up_errors(build_dir, root, tmp_path):
     assert result.returncode == 2 and "--root DIR is required" in result.stderr
     result = run("--root", str(root), "--bogus")
     assert result.returncode == 2
-    result = run("--root", str(root), "--listen", "nowhere")
-    assert result.returncode == 1 and "expected IP:PORT" in result.stderr
+    # One clear line each, in the program's words, not the library's as well.
+    for address in ("nowhere", "127.0.0.1:99999", "127.0.0.1"):
+        result = run("--root", str(root), "--listen", address)
+        assert result.returncode == 1
+        assert result.stderr == (f"sxe-httpd: cannot listen on {address}: expected IP:PORT, "
+                                 "[IPv6]:PORT, localhost:PORT or :PORT\n")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         result = run("--root", str(root), "--listen", f"127.0.0.1:{port}")
-        assert result.returncode == 1 and "Address already in use" in result.stderr
+        assert result.returncode == 1
+        assert result.stderr == f"sxe-httpd: cannot listen on 127.0.0.1:{port}: Address already in use\n"
     result = run("--help")
     assert result.returncode == 0 and "usage: sxe-httpd --root DIR" in result.stdout
+
+
+def test_a_full_table_is_explained_in_the_programs_words(httpd):
+    server = httpd("--connections", "16", "--workers", "1")
+    held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(48)]
+    answered = refused = 0
+    for sock in held:  # each is answered (kept alive), or closed unanswered by a full table
+        sock.settimeout(5)
+        try:
+            sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = sock.recv(65536)
+        except OSError:
+            reply = b""
+        answered += reply.startswith(b"HTTP/1.1 200 OK")
+        refused += reply == b""
+    for sock in held:
+        sock.close()
+    assert answered + refused == 48 and refused > 0 and answered > 0, (answered, refused)
+    assert server.stop() == 0
+    log = server.process.stderr.read().decode()
+    assert "refusing connections; raise --connections or use --evict-idle" in log, log
+    assert "options.connections" not in log
 
 
 def test_cached_files_follow_changes_within_a_second(httpd, root):

@@ -487,6 +487,25 @@ static void test_tid_after_fork(void **state)
     assert_non_null(strstr(got, expected));
 }
 
+/* Settings in the program's own words, for the library's advice. */
+static void test_settings_named_in_the_programs_words(void **state)
+{
+    char names[20][16];
+
+    (void)state;
+    assert_string_equal(sxe_log_setting("options.connections"), "options.connections");
+    assert_int_equal(sxe_log_name_setting("options.connections", "--conns"), 0);
+    assert_int_equal(sxe_log_name_setting("options.connections", "--connections"), 0);
+    assert_string_equal(sxe_log_setting("options.connections"), "--connections");
+    for (int i = 1; i < 16; i++) {
+        snprintf(names[i], sizeof(names[i]), "setting.%d", i);
+        assert_int_equal(sxe_log_name_setting(names[i], "words"), 0);
+    }
+    assert_int_equal(sxe_log_name_setting("one.too.many", "words"), -ENOBUFS);
+    assert_string_equal(sxe_log_setting("one.too.many"), "one.too.many");
+    assert_string_equal(sxe_log_setting("setting.15"), "words");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -508,6 +527,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_log_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_level_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tid_after_fork, setup, teardown),
+        cmocka_unit_test(test_settings_named_in_the_programs_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

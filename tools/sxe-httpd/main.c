@@ -762,6 +762,9 @@ int main(int argc, char **argv)
     int rc;
 
     parse_options(argc, argv);
+    /* The library's advice, in this program's words. */
+    (void)sxe_log_name_setting("options.connections", "--connections");
+    (void)sxe_log_name_setting("SXE_LISTEN_EVICT_IDLE", "--evict-idle");
     cache_configure(config.cache == 1);
     struct sxe_http_server_options options = {
         .loop = {.connections = config.connections},
@@ -785,7 +788,8 @@ int main(int argc, char **argv)
         (rc = proxy_route(server, &config.proxy)) < 0 ||
         (rc = sxe_http_listen(server, config.listen)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", config.listen,
-                rc == -EINVAL ? "expected IP:PORT or [IPv6]:PORT" : sxe_strerror(rc));
+                rc == -EINVAL ? "expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT"
+                              : sxe_strerror(rc));
         return 1;
     }
     SXE_LOG_INFO("serving %s on %s with %u worker %s%s", config.root[0] ? config.root : "/",
