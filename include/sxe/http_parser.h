@@ -24,9 +24,10 @@
  * whose path becomes its target; asterisk-form ("*") for OPTIONS only; authority-form for CONNECT
  * only. Anything else is 400.
  *
- * Each refusal is an HTTP status for the server to send: 400, 413 (body too large), 414 (request
- * line too long), 431 (header section too large or too many fields), 501 (unknown method or
- * transfer coding), 505 (HTTP version).
+ * A refusal returns -EPROTO, an error like any other, and leaves in the parser the HTTP status for
+ * the server to send (sxe_http_parser_status()): 400, 413 (body too large), 414 (request line too
+ * long), 431 (header section too large or too many fields), 501 (unknown method or transfer
+ * coding), 505 (HTTP version).
  */
 #ifndef SXE_HTTP_PARSER_H
 #define SXE_HTTP_PARSER_H
@@ -104,7 +105,8 @@ struct sxe_http_parser {
     uint32_t start;      /* where the request line starts, after any empty lines */
     uint32_t line_start; /* where the current header line starts */
     uint32_t colon;      /* where its colon is, or 0 */
-    uint16_t headers;
+    uint8_t headers;     /* at most SXE_HTTP_HEADERS_MAX + 1 */
+    uint8_t refused;     /* the status of a refusal, less 399; 0 before one */
     uint8_t state;
     uint8_t flags;
     uint8_t connection; /* Connection tokens seen */
@@ -128,11 +130,17 @@ void sxe_http_parser_init(struct sxe_http_parser *parser);
 bool sxe_http_parser_busy(const struct sxe_http_parser *parser);
 
 /**
+ * The HTTP status to answer a refused request with (400, 413, 414, 431, 501 or 505), once
+ * sxe_http_parse_head() or sxe_http_parse_body() returned -EPROTO; 0 before any refusal.
+ */
+int sxe_http_parser_status(const struct sxe_http_parser *parser);
+
+/**
  * Parses a request head from data[0..len), which holds the bytes given in earlier calls (for
  * this request) followed by new ones.
  * @return The head's length when it is complete (request is filled in, pointing into data); 0 when
- *         more bytes are needed; or a negative HTTP status (-400, -414, -431, -501, -505) when the
- *         bytes can never make a valid request.
+ *         more bytes are needed; or -EPROTO when the bytes can never make a valid request, with
+ *         the status to answer in sxe_http_parser_status() (400, 413, 414, 431, 501, 505).
  */
 int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
                         const struct sxe_http_limits *limits, struct sxe_http_request *request);
@@ -148,8 +156,8 @@ struct sxe_http_body {
  * Reads body bytes after a head with has_body (chunked framing is removed). Call with the bytes
  * that follow the head, repeatedly, as more arrive.
  * @return How many bytes it consumed (body->data/len is the body data among them, possibly
- *         empty; body->done when the request ended), or a negative HTTP status (-400 for bad
- *         chunk framing, -413 past the body limit).
+ *         empty; body->done when the request ended), or -EPROTO with the status in
+ *         sxe_http_parser_status(): 400 for bad chunk framing, 413 past the body limit.
  */
 long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_t len,
                          const struct sxe_http_limits *limits, struct sxe_http_body *body);

@@ -46,8 +46,8 @@ static long body_done(struct sxe_http_parser *parser, size_t consumed, struct sx
  * switch, so a piece that ends anywhere resumes where it stopped and each byte is looked at once;
  * split into functions, every state would pass the loop's position and state back and forth.
  */
-long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_t len,
-                         const struct sxe_http_limits *limits, struct sxe_http_body *body)
+static long parse_body(struct sxe_http_parser *parser, const char *data, size_t len,
+                       const struct sxe_http_limits *limits, struct sxe_http_body *body)
 {
     size_t at = 0;
     int digit;
@@ -189,6 +189,14 @@ long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_
         at++;
     }
     return (long)at;
+}
+
+long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_t len,
+                         const struct sxe_http_limits *limits, struct sxe_http_body *body)
+{
+    long rc = parse_body(parser, data, len, limits, body);
+
+    return rc < 0 ? sxe__http_refuse_status(parser, (int)rc) : rc;
 }
 
 const struct sxe_http_header *sxe__http_find(const struct sxe_http_header *headers, unsigned count,

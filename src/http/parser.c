@@ -241,6 +241,11 @@ void sxe__http_parser_use_ssse3(bool use)
 #endif
 }
 
+int sxe_http_parser_status(const struct sxe_http_parser *parser)
+{
+    return parser->refused != 0 ? 399 + parser->refused : 0;
+}
+
 void sxe_http_parser_init(struct sxe_http_parser *parser)
 {
     memset(parser, 0, sizeof(*parser));
@@ -688,8 +693,8 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
  * states fall through into each other on the fast path (docs/http.md), so that a partial line is
  * never scanned twice; split into functions, that fall-through would be lost.
  */
-int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
-                        const struct sxe_http_limits *limits, struct sxe_http_request *request)
+static int parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
+                      const struct sxe_http_limits *limits, struct sxe_http_request *request)
 {
     size_t at = parser->scanned;
     int rc;
@@ -891,4 +896,12 @@ int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t
     }
     parser->scanned = (uint32_t)at;
     return 0;
+}
+
+int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
+                        const struct sxe_http_limits *limits, struct sxe_http_request *request)
+{
+    int rc = parse_head(parser, data, len, limits, request);
+
+    return rc < 0 ? sxe__http_refuse_status(parser, rc) : rc;
 }

@@ -1,7 +1,11 @@
 /* The HTTP parser's internals, shared by parser.c (heads) and body.c (bodies), and with tests. */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
+
+#include "sxe/http_parser.h"
 
 enum body_state {
     B_LENGTH,
@@ -51,6 +55,13 @@ struct sxe_http_header;
 /* The first of count headers called name (case-insensitive), or NULL. */
 const struct sxe_http_header *sxe__http_find(const struct sxe_http_header *headers, unsigned count,
                                              const char *name);
+
+/* Records a refusal's HTTP status (negative, as the parser's steps return it): -EPROTO. */
+static inline int sxe__http_refuse_status(struct sxe_http_parser *parser, int status)
+{
+    parser->refused = (uint8_t)(-status - 399);
+    return -EPROTO;
+}
 
 /* Each byte's classes, filled at start-up. */
 extern unsigned char sxe__http_classes[256];

@@ -348,7 +348,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
                 break;
             }
             if (head < 0) {
-                sxe__http_refuse(server, conn, -head, NULL, NULL);
+                sxe__http_refuse(server, conn, sxe_http_parser_status(&state->parser), NULL, NULL);
                 break;
             }
         } else {
@@ -398,7 +398,8 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
                                              left - (size_t)head - state->body_offset,
                                              &server->limits, &piece);
             if (taken < 0) {
-                sxe__http_refuse(server, conn, (int)-taken, request, NULL);
+                sxe__http_refuse(server, conn, sxe_http_parser_status(&state->parser), request,
+                                 NULL);
                 return len;
             }
             state->body_offset += (uint32_t)taken;

@@ -86,7 +86,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
             sxe_http_parse_body(&state->parser, data + at, give, &server->stream_limits, &piece);
         if (taken < 0) {
             held->feeding = false;
-            malformed(server, conn, held, (int)-taken);
+            malformed(server, conn, held, sxe_http_parser_status(&state->parser));
             return len;
         }
         at += (size_t)taken;

@@ -7,6 +7,7 @@
  *   absolute-form target without a path gets);
  * - a refusal is one of the statuses the parser promises.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +42,12 @@ static uint64_t run(const char *data, size_t size, size_t split)
                 ? sxe_http_parse_body(&parser, data + base, available - base, &limits, &body)
                 : sxe_http_parse_head(&parser, data + base, available - base, &limits, &request);
         if (rc < 0) {
-            if (rc != -400 && rc != -413 && rc != -414 && rc != -431 && rc != -501 && rc != -505) {
+            int status = sxe_http_parser_status(&parser);
+            if (rc != -EPROTO || (status != 400 && status != 413 && status != 414 &&
+                                  status != 431 && status != 501 && status != 505)) {
                 abort();
             }
-            return digest * 31 + (uint64_t)-rc;
+            return digest * 31 + (uint64_t)status;
         }
         if (rc > 0 && !in_body) {
             check_inside(request.method, request.method_len, data, size);

@@ -7,7 +7,8 @@
  *   HEAD);
  * - every pointer in a parsed response lies inside its head, and a body piece inside what the call
  *   consumed;
- * - a refusal is one the parser promises: -EPROTO or -EMSGSIZE for a head, -400 or -413 for a body;
+ * - a refusal is one the parser promises: -EPROTO or -EMSGSIZE for a head, -EPROTO with 400 or
+ *   413 for a body;
  * - a parsed head is consistent: status 100 to 999, HTTP/1.0 or 1.1, no more fields than allowed,
  *   no body framing without a body, never both chunked and until the close;
  * - a body ends after exactly Content-Length bytes, or within body_bytes when chunked.
@@ -93,11 +94,13 @@ static uint64_t run(const char *data, size_t size, size_t piece, bool head_reque
                       : sxe_http_parse_response_head(&parser, data + base, available - base,
                                                      &limits, head_request, &response);
         if (rc < 0) {
-            if (in_body ? rc != -400 && rc != -413 : rc != -EPROTO && rc != -EMSGSIZE) {
+            int status = sxe_http_parser_status(&parser);
+            if (in_body ? rc != -EPROTO || (status != 400 && status != 413)
+                        : rc != -EPROTO && rc != -EMSGSIZE) {
                 abort();
             }
             /* A body refused partway has had pieces consumed that depend on the split. */
-            return (digest * 31 + (in_body ? 0 : base)) * 31 + (uint64_t)-rc;
+            return (digest * 31 + (in_body ? 0 : base)) * 31 + (uint64_t)(in_body ? status : -rc);
         }
         if ((size_t)rc > available - base) {
             abort(); /* consumed bytes it was not given */

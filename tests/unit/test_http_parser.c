@@ -2,6 +2,7 @@
  * The HTTP request parser: llhttp's request corpus, whole and split at every byte; the smuggling
  * rules one by one; limits; bodies; and the request it returns.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,17 @@ static const char *difference(const char *name)
     return NULL;
 }
 
+/* A parse's result with a refusal as its negative status: -EPROTO carries it in the parser. */
+static long outcome(long rc, const struct sxe_http_parser *parser)
+{
+    if (rc >= 0) {
+        return rc;
+    }
+    assert_int_equal(rc, -EPROTO);
+    assert_true(sxe_http_parser_status(parser) >= 400);
+    return -sxe_http_parser_status(parser);
+}
+
 /*
  * Feeds data as it would arrive on a connection: the first split bytes, then the rest, keeping
  * what is unconsumed. Returns the verdict, in the corpus's words, and counts complete messages.
@@ -85,7 +97,7 @@ static const char *run(const char *data, size_t len, size_t split, int *messages
                                      &sxe_http_default_limits, &body);
         }
         if (rc < 0) {
-            *status = (int)-rc;
+            *status = (int)-outcome(rc, &parser);
             return "reject";
         }
         bool done = false;
@@ -179,7 +191,9 @@ static int parse(const char *text, struct sxe_http_request *request)
     struct sxe_http_parser parser;
 
     sxe_http_parser_init(&parser);
-    return sxe_http_parse_head(&parser, text, strlen(text), &sxe_http_default_limits, request);
+    return (int)outcome(
+        sxe_http_parse_head(&parser, text, strlen(text), &sxe_http_default_limits, request),
+        &parser);
 }
 
 static void test_request_fields(void **state)
@@ -321,7 +335,8 @@ static void test_smuggling_rules(void **state)
         const char *text = cases[i].text;
         size_t len = strlen(text);
         sxe_http_parser_init(&parser);
-        int rc = sxe_http_parse_head(&parser, text, len, &sxe_http_default_limits, &request);
+        long rc = outcome(
+            sxe_http_parse_head(&parser, text, len, &sxe_http_default_limits, &request), &parser);
         if (rc != -cases[i].status) {
             fail_msg("case %zu (%s): expected %d, got %d", i, text, -cases[i].status, rc);
         }
@@ -331,9 +346,13 @@ static void test_smuggling_rules(void **state)
     static const char nul[] = "GET / HTTP/1.1\r\nX: a\0b\r\n\r\n";
     struct sxe_http_parser parser;
     sxe_http_parser_init(&parser);
-    assert_int_equal(
-        sxe_http_parse_head(&parser, nul, sizeof(nul) - 1, &sxe_http_default_limits, &request),
-        -400);
+    assert_int_equal(outcome(sxe_http_parse_head(&parser, nul, sizeof(nul) - 1,
+                                                 &sxe_http_default_limits, &request),
+                             &parser),
+                     -400);
+    assert_int_equal(sxe_http_parser_status(&parser), 400);
+    sxe_http_parser_init(&parser);
+    assert_int_equal(sxe_http_parser_status(&parser), 0);
 }
 
 /* Expects text to parse as a whole head, or to be refused with status. */
@@ -508,10 +527,13 @@ static void test_limits(void **state)
     (void)state;
     snprintf(text, sizeof(text), "GET /%s HTTP/1.1\r\n\r\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), -414);
+    assert_int_equal(
+        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        -414);
     /* Refused as soon as the line is too long, before it ends. */
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, 33, &limits, &request), -414);
+    assert_int_equal(outcome(sxe_http_parse_head(&parser, text, 33, &limits, &request), &parser),
+                     -414);
 
     /* The limit counts from the request line's start, not from empty lines before it, whether or
      * not they came in the same call (the fuzzer found the two disagreeing). */
@@ -527,16 +549,22 @@ static void test_limits(void **state)
 
     snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), -431);
+    assert_int_equal(
+        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        -431);
 
     snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nA: %s\r\n\r\n",
              "0123456789012345678901234567890123456789012345678901234567890");
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), -431);
+    assert_int_equal(
+        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        -431);
 
     snprintf(text, sizeof(text), "POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n");
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), -413);
+    assert_int_equal(
+        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        -413);
 
     /* A chunked body past the limit is refused at the chunk size that passes it. */
     static const char chunked[] = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -550,7 +578,7 @@ static void test_limits(void **state)
                                      &body)) > 0) {
         at += rc;
     }
-    assert_int_equal(rc, -413);
+    assert_int_equal(outcome(rc, &parser), -413);
 }
 
 /* Reads a whole body, a few bytes at a time, and returns it joined. */
@@ -577,7 +605,7 @@ static long read_body(const char *text, size_t step, char *out, size_t *out_len)
         long rc =
             sxe_http_parse_body(&parser, text + base, end - base, &sxe_http_default_limits, &body);
         if (rc < 0) {
-            return rc;
+            return outcome(rc, &parser);
         }
         memcpy(out + *out_len, body.data, body.len);
         *out_len += body.len;
@@ -722,8 +750,9 @@ static void test_token_characters_under_both_scanners(void **state)
                                c == 0 ? 1 : (int)c);
             struct sxe_http_parser parser;
             sxe_http_parser_init(&parser);
-            int rc =
-                sxe_http_parse_head(&parser, text, (size_t)len, &sxe_http_default_limits, &request);
+            long rc = outcome(
+                sxe_http_parse_head(&parser, text, (size_t)len, &sxe_http_default_limits, &request),
+                &parser);
             bool token = c != 0 && (c == 1 ? false : tchar);
             if (token && c != 'G' && rc != -501) {
                 fail_msg("method byte 0x%02x: %d, want 501 (%s)", c, rc, ssse3 ? "ssse3" : "sse2");
