@@ -35,13 +35,7 @@ static void relay(sxe_http_t *http, void *arg)
     char headers[256];
     snprintf(headers, sizeof(headers), "Content-Type: %.*s\r\n", type ? (int)type->value_len : 10,
              type ? type->value : "text/plain");
-    bool corked = sxe_conn_cork(sxe_http_conn(http)); /* head and body leave in one send */
-    sxe_http_start(http, reply.response.status, headers, (int64_t)reply.body_len);
-    sxe_http_send(http, reply.body, reply.body_len);
-    sxe_http_finish(http);
-    if (corked) {
-        sxe_conn_uncork(sxe_http_conn(http));
-    }
+    sxe_http_respond_with(http, reply.response.status, NULL, headers, reply.body, reply.body_len);
     sxe_http_reply_free(&reply);
 }
 

@@ -34,7 +34,10 @@ static void subscribe(sxe_http_t *http, void *arg)
         return;
     }
     subscribers[slot] = held;
-    sxe_http_start(held, 200, "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n", -1);
+    if (sxe_http_start(held, 200, "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+                       -1) < 0) {
+        subscribers[slot] = NULL; /* the client went away: its hold is gone */
+    }
 }
 
 static void tick(sxe_timer_t *timer, void *arg)
@@ -46,7 +49,9 @@ static void tick(sxe_timer_t *timer, void *arg)
     (void)arg;
     for (unsigned i = 0; i < SUBSCRIBERS_MAX; i++) {
         if (subscribers[i] != NULL) {
-            sxe_http_send(subscribers[i], event, (size_t)len);
+            if (sxe_http_send(subscribers[i], event, (size_t)len) < 0) {
+                subscribers[i] = NULL; /* gone, or too slow to keep up: its connection closes */
+            }
         }
     }
 }

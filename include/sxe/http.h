@@ -314,10 +314,11 @@ sxe_conn_t *sxe_http_conn(const sxe_http_t *http);
  * @return 0, -EALREADY if a response was started, or -errno from the connection (-ENOBUFS: more
  *         than the connection may queue), after which the connection closes (see above).
  */
-int sxe_http_start(sxe_http_t *http, int status, const char *headers, int64_t content_length);
+SXE_MUST_CHECK int sxe_http_start(sxe_http_t *http, int status, const char *headers,
+                                  int64_t content_length);
 
 /** Sends body bytes (chunked if no length was given; nothing for HEAD). @return 0 or -errno. */
-int sxe_http_send(sxe_http_t *http, const void *data, size_t len);
+SXE_MUST_CHECK int sxe_http_send(sxe_http_t *http, const void *data, size_t len);
 
 /**
  * Sends len bytes of the file fd from offset with sendfile, after what was sent before. With
@@ -325,7 +326,8 @@ int sxe_http_send(sxe_http_t *http, const void *data, size_t len);
  * failure; without, the caller keeps fd and must keep it open until then (a file cache does).
  * @return 0 or -errno.
  */
-int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent);
+SXE_MUST_CHECK int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len,
+                                     bool close_when_sent);
 
 /**
  * sxe_http_send() without a copy: the bytes stay the caller's, unchanged, until release(arg), which
@@ -333,16 +335,16 @@ int sxe_http_sendfile(sxe_http_t *http, int fd, off_t offset, size_t len, bool c
  * failed), or before this returns if they are not queued (HEAD, len 0, an error). For memory that
  * outlives the call, such as a cache's; see sxe_conn_write_ref(). @return 0 or -errno.
  */
-int sxe_http_send_ref(sxe_http_t *http, const void *data, size_t len, sxe_conn_release_t release,
-                      void *arg);
+SXE_MUST_CHECK int sxe_http_send_ref(sxe_http_t *http, const void *data, size_t len,
+                                     sxe_conn_release_t release, void *arg);
 
 /**
  * sxe_http_sendfile() that says when it is done with fd: release(arg) is called exactly once, as
  * for sxe_http_send_ref(). A file cache keeps an entry (and its fd) alive until then.
  * @return 0 or -errno.
  */
-int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
-                          sxe_conn_release_t release, void *arg);
+SXE_MUST_CHECK int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
+                                         sxe_conn_release_t release, void *arg);
 
 /** Ends the response. @return 0 or -errno. */
 int sxe_http_finish(sxe_http_t *http);

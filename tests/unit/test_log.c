@@ -490,7 +490,7 @@ static void test_tid_after_fork(void **state)
 /* Settings in the program's own words, for the library's advice. */
 static void test_settings_named_in_the_programs_words(void **state)
 {
-    char names[20][16];
+    char names[20][24];
 
     (void)state;
     assert_string_equal(sxe_log_setting("options.connections"), "options.connections");

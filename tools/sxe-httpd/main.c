@@ -149,9 +149,10 @@ static void respond(sxe_http_t *http, int status, const char *headers, const cha
 
     snprintf(all_headers, sizeof(all_headers), "Content-Type: text/plain; charset=utf-8\r\n%s",
              headers ? headers : "");
-    sxe_http_start(http, status, all_headers, len);
-    sxe_http_send(http, body, (size_t)len);
-    sxe_http_finish(http);
+    if (sxe_http_start(http, status, all_headers, len) == 0 &&
+        sxe_http_send(http, body, (size_t)len) == 0) {
+        (void)sxe_http_finish(http);
+    } /* else the client is gone, or cannot take more: the module closes the connection */
     log_access(http, status, (uint64_t)len);
 }
 
@@ -381,8 +382,9 @@ static void serve_file(sxe_http_t *http, struct file *file)
     if (not_modified) {
         snprintf(headers, sizeof(headers), "ETag: %s\r\nLast-Modified: %s\r\n", file->etag,
                  file->modified);
-        sxe_http_start(http, 304, headers, -1);
-        sxe_http_finish(http);
+        if (sxe_http_start(http, 304, headers, -1) == 0) {
+            (void)sxe_http_finish(http);
+        }
         log_access(http, 304, 0);
         file_unref(file);
         return;
@@ -410,14 +412,19 @@ static void serve_file(sxe_http_t *http, struct file *file)
                  first, last, file->size);
         ready = headers;
     }
-    sxe_http_start(http, code, ready, (int64_t)length);
-    /* The reference goes to the response: dropped once the body is sent or dropped. */
-    if (file->content != NULL) {
-        sxe_http_send_ref(http, file->content + first, (size_t)length, file_unref, file);
-    } else {
-        sxe_http_sendfile_ref(http, file->fd, (off_t)first, (size_t)length, file_unref, file);
+    if (sxe_http_start(http, code, ready, (int64_t)length) < 0) {
+        file_unref(file); /* the module closes the connection: nothing more to send */
+        return;
     }
-    sxe_http_finish(http);
+    /* The reference goes to the response: dropped once the body is sent or dropped, or at once
+     * when it cannot be queued (the module then closes the connection). */
+    int rc =
+        file->content != NULL
+            ? sxe_http_send_ref(http, file->content + first, (size_t)length, file_unref, file)
+            : sxe_http_sendfile_ref(http, file->fd, (off_t)first, (size_t)length, file_unref, file);
+    if (rc == 0) {
+        (void)sxe_http_finish(http);
+    }
     log_access(http, code, length);
 }
 
