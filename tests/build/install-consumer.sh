@@ -22,6 +22,40 @@ libdir=$(realpath "$(pkg-config --variable=libdir sxe)")
 pkg-config --exists --print-errors sxe
 
 test -f "$libdir/libsxe.a" || { echo "FAIL: no libsxe.a in $libdir"; exit 1; }
+
+# The programs run from any prefix (libsxe is linked in), and their manual pages say every option
+# their --help does.
+for program in sxe-httpd sxe-http; do
+  binary=$scratch/prefix/bin/$program
+  version=$(env -u LD_LIBRARY_PATH "$binary" --version | awk '{print $2}')
+  page=$scratch/prefix/share/man/man1/$program.1
+  test -f "$page" || { echo "FAIL: no manual page $page"; exit 1; }
+  grep -qF ".TH ${program^^} 1 \"\" \"sxe $version\"" "$page" || {
+    echo "FAIL: $page does not name version $version"; exit 1; }
+  for option in $("$binary" --help | grep -oE -- '(^| )--?[a-z][a-z-]*' | sort -u); do
+    grep -qF -- "$(sed 's/-/\\-/g' <<<"$option")" "$page" || {
+      echo "FAIL: $program --help has $option, its manual page does not"; exit 1; }
+  done
+done
+test -f "$scratch/prefix/share/doc/sxe/http.md" || { echo "FAIL: the docs are not installed"; exit 1; }
+
+# A program linked against libsxe.so in a custom prefix finds it with the README's RPATH recipe,
+# without LD_LIBRARY_PATH, and runs on the library it was built against.
+cat > "$scratch/which.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <sxe/sxe.h>
+int main(void)
+{
+    printf("%s\n", sxe_version());
+    return strcmp(sxe_version(), SXE_VERSION) != 0;
+}
+C
+# shellcheck disable=SC2046
+"$cc" "${flags[@]}" -o "$scratch/which" "$scratch/which.c" $(pkg-config --cflags --libs sxe) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir sxe)"
+[ "$(env -u LD_LIBRARY_PATH "$scratch/which")" = "$version" ] || {
+  echo "FAIL: a program with the RPATH recipe does not run on the installed libsxe.so"; exit 1; }
 test -f "$libdir/libsxe.so" || { echo "FAIL: no libsxe.so in $libdir"; exit 1; }
 
 # The shared library exports the public API and hides the internals.
