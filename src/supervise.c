@@ -27,6 +27,10 @@ static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 #define RESTART_PAUSE_NS  SXE_NS_PER_SEC /* a worker is restarted at most once a second */
 #define KILL_GRACE_NS     SXE_NS_PER_SEC /* past the drain, before a process is killed */
 
+#if defined(SXE_COVERAGE)
+void __gcov_dump(void); /* libgcov's: writes this process's counters */
+#endif
+
 static void close_channels(sxe_worker_t *worker, unsigned end)
 {
     for (unsigned l = 0; l < SXE__WORKER_LISTENERS; l++) {
@@ -57,6 +61,9 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
     sxe__sys.sigaction(SIGUSR1, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
     sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
     int rc = sxe__worker_main(worker);
+#if defined(SXE_COVERAGE)
+    __gcov_dump(); /* _exit skips the flush of the coverage counters: a worker's lines count too */
+#endif
     _exit(rc == 0 ? 0 : worker->start_failed ? EXIT_START_FAILED : 1);
 }
 

@@ -9,15 +9,6 @@
 #include "http/parser.h"
 #include "sxe/http_parser.h"
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    c |= 0x20;
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* Takes up to len bytes of data, starting at at, for the body piece; returns bytes taken. */
 static size_t take(struct sxe_http_parser *parser, const char *data, size_t at, size_t len,
                    struct sxe_http_body *body)
@@ -63,7 +54,7 @@ static long parse_body(struct sxe_http_parser *parser, const char *data, size_t 
         switch (parser->body_state) {
         case B_SIZE_START:
         case B_SIZE:
-            if ((digit = hex_value(c)) >= 0) {
+            if ((digit = sxe__http_hex(c)) >= 0) {
                 if (parser->body_left > (UINT64_MAX >> 4)) {
                     return -400;
                 }

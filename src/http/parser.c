@@ -292,49 +292,6 @@ static bool is_method(const char *method, size_t len, unsigned *flags)
     return false;
 }
 
-/*
- * Whether name (len bytes, any case) is lower, a lower-case literal of letters, digits and '-':
- * all bytes whose 0x20 bit is set, so OR-ing it in folds case. Eight bytes at a time.
- */
-static inline bool name_is(const char *name, size_t len, const char *lower)
-{
-    size_t lower_len = strlen(lower);
-    size_t i = 0;
-
-    if (len != lower_len) {
-        return false;
-    }
-    for (; i + 8 <= len; i += 8) {
-        uint64_t got, want;
-        memcpy(&got, name + i, 8);
-        memcpy(&want, lower + i, 8);
-        if ((got | 0x2020202020202020ULL) != want) {
-            return false;
-        }
-    }
-    for (; i < len; i++) {
-        if ((name[i] | 0x20) != lower[i]) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Trims optional whitespace from both ends of [*start, *end). */
-static inline void trim(const char *data, size_t *start, size_t *end)
-{
-    size_t from = *start, to = *end;
-
-    while (from < to && (data[from] == ' ' || data[from] == '\t')) {
-        from++;
-    }
-    while (to > from && (data[to - 1] == ' ' || data[to - 1] == '\t')) {
-        to--;
-    }
-    *start = from;
-    *end = to;
-}
-
 /* Parses a Content-Length value: digits only, no sign, no space, no list, no overflow. */
 static int content_length(const char *value, size_t len, uint64_t *length)
 {
@@ -359,7 +316,7 @@ static void connection_tokens(struct sxe_http_parser *parser, const char *value,
 {
     size_t at = 0;
 
-    if (len == 10 && name_is(value, len, "keep-alive")) { /* the usual value, alone */
+    if (len == 10 && sxe__http_name_is(value, len, "keep-alive")) { /* the usual value, alone */
         parser->connection |= C_KEEP_ALIVE;
         return;
     }
@@ -370,12 +327,12 @@ static void connection_tokens(struct sxe_http_parser *parser, const char *value,
             end++;
         }
         size_t start = at;
-        trim(value, &start, &end);
-        if (name_is(value + start, end - start, "close")) {
+        sxe__http_trim(value, &start, &end);
+        if (sxe__http_name_is(value + start, end - start, "close")) {
             parser->connection |= C_CLOSE;
-        } else if (name_is(value + start, end - start, "keep-alive")) {
+        } else if (sxe__http_name_is(value + start, end - start, "keep-alive")) {
             parser->connection |= C_KEEP_ALIVE;
-        } else if (name_is(value + start, end - start, "upgrade")) {
+        } else if (sxe__http_name_is(value + start, end - start, "upgrade")) {
             parser->connection |= C_UPGRADE;
         }
         while (at < len && value[at] != ',') {
@@ -385,94 +342,6 @@ static void connection_tokens(struct sxe_http_parser *parser, const char *value,
     }
 }
 
-static inline bool is_hex(char c)
-{
-    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
-}
-
-/*
- * Whether [host, host + len) is uri-host [":" port] (RFC 3986 §3.2.2, RFC 9110 §4.2.3): an IP
- * literal in brackets, or a reg-name or IPv4 address (unreserved bytes, sub-delims and %XX
- * escapes), then an optional port of at most five digits. A comma, a sub-delim, is refused all the
- * same: a list of hosts is how two servers are made to disagree on which one a request is for.
- */
-static bool valid_host(const char *host, size_t len)
-{
-    size_t at = 0;
-
-    if (len == 0) {
-        return false;
-    }
-    if (host[0] == '[') {
-        for (at = 1; at < len && (is_hex(host[at]) || host[at] == ':' || host[at] == '.'); at++) {
-        }
-        if (at == 1 || at == len || host[at] != ']') {
-            return false;
-        }
-        at++;
-    } else {
-        while (at < len) {
-            if (host[at] == '%' && at + 2 < len && is_hex(host[at + 1]) && is_hex(host[at + 2])) {
-                at += 3;
-            } else if (sxe__http_classes[(unsigned char)host[at]] & HOST) {
-                at++;
-            } else {
-                break;
-            }
-        }
-        if (at == 0) {
-            return false;
-        }
-    }
-    if (at == len) {
-        return true;
-    }
-    if (host[at] != ':' || len - at - 1 > 5) {
-        return false;
-    }
-    unsigned port = 0;
-    for (at++; at < len; at++) {
-        if (host[at] < '0' || host[at] > '9') {
-            return false;
-        }
-        port = port * 10 + (unsigned)(host[at] - '0');
-    }
-    return port <= 65535;
-}
-
-/*
- * Reads a Transfer-Encoding value as the list it is (RFC 9112 §6.1), skipping empty elements:
- * chunked once and last is the only framing sxe reads. chunked twice, a coding after chunked, or
- * no coding at all leave the body's length unknowable (400); a coding before chunked is one sxe
- * does not decode (501).
- */
-static int transfer_codings(struct sxe_http_parser *parser, const char *value, size_t len)
-{
-    size_t at = 0;
-    bool any = false;
-
-    while (at <= len) {
-        size_t start = at, end = at;
-        while (end < len && value[end] != ',') {
-            end++;
-        }
-        at = end + 1;
-        trim(value, &start, &end);
-        if (start == end) {
-            continue;
-        }
-        any = true;
-        if (parser->flags & F_CHUNKED) {
-            return -400;
-        }
-        if (!name_is(value + start, end - start, "chunked")) {
-            return -501;
-        }
-        parser->flags |= F_CHUNKED;
-    }
-    return any ? 0 : -400;
-}
-
 /* The value of the header line being finished: from after its colon to cr, trimmed. */
 static inline const char *field_value(const struct sxe_http_parser *parser, const char *data,
                                       size_t cr, size_t *value_len)
@@ -480,7 +349,7 @@ static inline const char *field_value(const struct sxe_http_parser *parser, cons
     size_t start = parser->colon + 1;
     size_t end = cr;
 
-    trim(data, &start, &end);
+    sxe__http_trim(data, &start, &end);
     *value_len = end - start;
     return data + start;
 }
@@ -504,7 +373,7 @@ static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
     }
     switch (name_len) {
     case 14:
-        if (!name_is(name, name_len, "content-length")) {
+        if (!sxe__http_name_is(name, name_len, "content-length")) {
             break;
         }
         value = field_value(parser, data, cr, &value_len);
@@ -516,24 +385,24 @@ static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
         parser->content_length = length;
         break;
     case 17:
-        if (!name_is(name, name_len, "transfer-encoding")) {
+        if (!sxe__http_name_is(name, name_len, "transfer-encoding")) {
             break;
         }
         if (parser->flags & F_CONTENT_LENGTH) {
             return -400;
         }
         value = field_value(parser, data, cr, &value_len);
-        return transfer_codings(parser, value, value_len);
+        return sxe__http_transfer_codings(parser, value, value_len);
     case 10:
-        if (name_is(name, name_len, "connection")) {
+        if (sxe__http_name_is(name, name_len, "connection")) {
             value = field_value(parser, data, cr, &value_len);
             connection_tokens(parser, value, value_len);
         }
         break;
     case 4:
-        if (name_is(name, name_len, "host")) {
+        if (sxe__http_name_is(name, name_len, "host")) {
             value = field_value(parser, data, cr, &value_len);
-            if (parser->host_count != 0 || !valid_host(value, value_len)) {
+            if (parser->host_count != 0 || !sxe__http_valid_host(value, value_len)) {
                 return -400;
             }
             parser->host_count = 1;
@@ -542,14 +411,14 @@ static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
         }
         break;
     case 7:
-        if (name_is(name, name_len, "upgrade")) {
+        if (sxe__http_name_is(name, name_len, "upgrade")) {
             parser->flags |= F_UPGRADE_FIELD;
         }
         break;
     case 6:
-        if (name_is(name, name_len, "expect")) {
+        if (sxe__http_name_is(name, name_len, "expect")) {
             value = field_value(parser, data, cr, &value_len);
-            if (name_is(value, value_len, "100-continue")) {
+            if (sxe__http_name_is(value, value_len, "100-continue")) {
                 parser->flags |= F_EXPECT;
             }
         }
@@ -579,49 +448,6 @@ static inline int end_line(struct sxe_http_parser *parser, const char *data, siz
     return 0;
 }
 
-/*
- * Sorts the request target by its form (RFC 9112 §3.2) and finds the request's host. An
- * absolute-form target's authority wins over Host (§3.2.2), and its path becomes the target, so
- * that routes and files see one form; a target with a query but no path ("http://h?q") is refused,
- * since its path "/" is not in the caller's bytes to point at.
- */
-static int target_form(const struct sxe_http_parser *parser, const char *data,
-                       struct sxe_http_request *request)
-{
-    const char *target = request->target;
-    size_t len = request->target_len;
-
-    request->host = parser->host_count != 0 ? data + parser->host_at : NULL;
-    request->host_len = parser->host_count != 0 ? parser->host_len : 0;
-    if (target[0] == '/') {
-        return 0;
-    }
-    if (parser->flags & F_STOP_METHOD) {
-        return 0; /* CONNECT's authority-form, PRI's "*": tunnels, for the server to refuse */
-    }
-    if (len == 1 && target[0] == '*') {
-        return request->method_len == 7 && memcmp(request->method, "OPTIONS", 7) == 0 ? 0 : -400;
-    }
-    size_t authority = len > 7 && name_is(target, 7, "http://")    ? 7
-                       : len > 8 && name_is(target, 8, "https://") ? 8
-                                                                   : 0;
-    if (authority == 0) {
-        return -400;
-    }
-    size_t end = authority;
-    while (end < len && target[end] != '/' && target[end] != '?' && target[end] != '#') {
-        end++;
-    }
-    if ((end < len && target[end] != '/') || !valid_host(target + authority, end - authority)) {
-        return -400;
-    }
-    request->host = target + authority;
-    request->host_len = end - authority;
-    request->target = end < len ? target + end : "/";
-    request->target_len = end < len ? len - end : 1;
-    return 0;
-}
-
 /* The head is complete and valid: fill in the request's pointers with one pass over its lines. */
 static int finish_head(struct sxe_http_parser *parser, const char *data, size_t head_len,
                        const struct sxe_http_limits *limits, struct sxe_http_request *request,
@@ -644,7 +470,7 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
         request->target = space + 1;
         request->target_len = (size_t)(target_end - space - 1);
     }
-    int rc = target_form(parser, data, request);
+    int rc = sxe__http_target_form(parser, data, request);
     if (rc < 0) {
         return rc;
     }
@@ -669,7 +495,7 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
         size_t start = colon + 1;
         size_t stop = skip(data, start, head_len, VALUE);
         const char *cr = data + stop;
-        trim(data, &start, &stop);
+        sxe__http_trim(data, &start, &stop);
         request->headers[index] =
             (struct sxe_http_header){.name = line,
                                      .name_len = (size_t)(data + colon - line),

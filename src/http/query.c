@@ -6,16 +6,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include "http/parser.h"
 #include "http/server.h"
 #include "sxe/http.h"
-
-static int hex_digit(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
 
 /*
  * The byte that in[*at] stands for, moving *at past it: a %XX escape, a '+' (a space in a query),
@@ -32,7 +25,8 @@ static int decode_one(const char *in, size_t len, size_t *at, bool plus_is_space
     if (c != '%') {
         return (unsigned char)c;
     }
-    if (*at + 2 > len || (high = hex_digit(in[*at])) < 0 || (low = hex_digit(in[*at + 1])) < 0) {
+    if (*at + 2 > len || (high = sxe__http_hex((unsigned char)in[*at])) < 0 ||
+        (low = sxe__http_hex((unsigned char)in[*at + 1])) < 0) {
         return -1;
     }
     *at += 2;

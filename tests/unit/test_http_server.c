@@ -502,6 +502,28 @@ static void test_formatted_responses(void **state)
     assert_non_null(strstr(response, "too big\n"));
 }
 
+/* Counters without workers: the server's loop is worker 0. */
+static void test_server_counters(void **state)
+{
+    struct sxe_worker_stats stats;
+    bool closed;
+
+    (void)state;
+    assert_int_equal(sxe_http_server_workers(server), 1);
+    assert_int_equal(sxe_http_server_stats(server, 1, &stats), -EINVAL);
+    exchange("GET / HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    exchange("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    int fd = client(); /* held open while the counters are read */
+    pump();
+    assert_int_equal(sxe_http_server_stats(server, 0, &stats), 0);
+    assert_int_equal(stats.connections, 3);
+    assert_int_equal(stats.requests, 3);
+    assert_true(stats.bytes > 3 * 6);
+    assert_int_equal(stats.table_full, 0);
+    assert_int_equal(stats.open, 1);
+    close(fd);
+}
+
 static void test_header_builder(void **state)
 {
     char buffer[40];
@@ -1048,6 +1070,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_formatted_responses, setup, teardown),
         cmocka_unit_test(test_header_builder),
+        cmocka_unit_test_setup_teardown(test_server_counters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,
                                         teardown),

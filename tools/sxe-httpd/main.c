@@ -30,6 +30,7 @@
 
 #include "cache.h"
 #include "listing.h"
+#include "path.h"
 #include "proxy.h"
 
 static struct {
@@ -154,95 +155,6 @@ static void respond(sxe_http_t *http, int status, const char *headers, const cha
         (void)sxe_http_finish(http);
     } /* else the client is gone, or cannot take more: the module closes the connection */
     log_access(http, status, (uint64_t)len);
-}
-
-static int hex_value(char c)
-{
-    return isdigit((unsigned char)c)    ? c - '0'
-           : isxdigit((unsigned char)c) ? (tolower((unsigned char)c) - 'a' + 10)
-                                        : -1;
-}
-
-/*
- * The segment out[segment, used) is complete: a "." is dropped, and a ".." drops it and the segment
- * before it (RFC 3986 §5.2.4), however either was written. @return whether the '/' after it is
- * dropped too (out ends in one already), or -1 for a ".." above the root.
- */
-static int end_segment(char *out, size_t *used, size_t segment)
-{
-    size_t len = *used - segment;
-
-    if (len == 1 && out[segment] == '.') {
-        *used = segment;
-        return 1;
-    }
-    if (len != 2 || out[segment] != '.' || out[segment + 1] != '.') {
-        return 0;
-    }
-    if (segment == 1) {
-        return -1;
-    }
-    *used = segment - 1; /* the '/' before "..", then back to the '/' before that segment */
-    while (out[*used - 1] != '/') {
-        --*used;
-    }
-    return 1;
-}
-
-/*
- * Decodes the path's percent escapes into out, in one pass, resolving dot segments. Refuses
- * (returns -1, with *why) escapes that are malformed, that decode to NUL or to a separator ('/' or
- * '\\': a name cannot hold one), and a ".." that would climb above the root.
- * @return the decoded length.
- */
-static long decode_path(const char *path, size_t len, char *out, size_t size, const char **why)
-{
-    size_t used = 0, segment = 1; /* where the current segment starts in out */
-    int dropped;
-
-    if (len == 0 || path[0] != '/') {
-        *why = "it does not start with '/'";
-        return -1;
-    }
-    for (size_t i = 0; i < len; i++) {
-        char c = path[i];
-        bool escaped = c == '%';
-        if (escaped) {
-            int high, low;
-            if (i + 2 >= len || (high = hex_value(path[i + 1])) < 0 ||
-                (low = hex_value(path[i + 2])) < 0) {
-                *why = "a percent escape is malformed";
-                return -1;
-            }
-            c = (char)(high << 4 | low);
-            i += 2;
-        }
-        if (c == '\0' || c == '\\' || (escaped && c == '/')) {
-            *why = "it holds an encoded NUL or separator";
-            return -1;
-        }
-        if (used + 1 >= size) {
-            *why = "it is too long";
-            return -1;
-        }
-        if (c == '/' && used > 0) {
-            if ((dropped = end_segment(out, &used, segment)) < 0) {
-                *why = "its dot segments climb above the root";
-                return -1;
-            }
-            segment = used + 1 - (size_t)dropped;
-            if (dropped) {
-                continue;
-            }
-        }
-        out[used++] = c;
-    }
-    if (end_segment(out, &used, segment) < 0) {
-        *why = "its dot segments climb above the root";
-        return -1;
-    }
-    out[used] = '\0';
-    return (long)used;
 }
 
 /* Whether resolved (a realpath) lies under the root. */
@@ -437,7 +349,7 @@ static void serve(sxe_http_t *http, void *arg)
 
     (void)arg;
     const char *why = "";
-    long decoded_len = decode_path(path, path_len, decoded, sizeof(decoded), &why);
+    long decoded_len = path_resolve(path, path_len, decoded, sizeof(decoded), &why);
     if (decoded_len < 0) {
         SXE_LOG_INFO("refused the path %.*s: %s", (int)path_len, path, why);
         respond(http, 403, NULL, "the path leaves the root or cannot be decoded\n");
