@@ -11,6 +11,7 @@
 #include "sxe/clock.h"
 #include "sxe/conn.h"
 #include "sxe/fiber.h"
+#include "sxe/timer.h"
 #include "sxe_test.h"
 
 static sxe_loop_t *loop;
@@ -20,7 +21,18 @@ static struct sockaddr_in address;
 static bool done;
 static size_t sunk; /* bytes the sink server read */
 
-/* The server side: echo, or with "quit" a close; "talk" gets 100 bytes; "sink" counts the rest. */
+static sxe_timer_t stall_timer;
+
+static void end_stall(sxe_timer_t *timer, void *arg)
+{
+    (void)timer;
+    (void)sxe_conn_resume(arg);
+}
+
+/*
+ * The server side: echo, or with "quit" a close; "talk" gets 100 bytes; "sink" counts the rest;
+ * "stall" does too, but reads nothing for 50 ms first.
+ */
 static size_t serve(sxe_conn_t *conn, const char *data, size_t len)
 {
     if (sxe_conn_user(conn) != NULL) { /* a sink */
@@ -35,6 +47,13 @@ static size_t serve(sxe_conn_t *conn, const char *data, size_t len)
         sxe_conn_set_user(conn, &sunk);
         sunk += len - 4;
         return len;
+    }
+    if (len >= 5 && memcmp(data, "stall", 5) == 0) {
+        sxe_conn_set_user(conn, &sunk);
+        (void)sxe_conn_pause(conn);
+        sxe_timer_init(&stall_timer, end_stall, conn);
+        assert_int_equal(sxe_timer_start(loop, &stall_timer, 50 * SXE_NS_PER_MSEC, 0), 0);
+        return 5;
     }
     if (len >= 4 && memcmp(data, "talk", 4) == 0) {
         char talk[100];
@@ -194,6 +213,65 @@ static void refused(void *arg)
     done = true;
 }
 
+/* A fiber that stops reading holds the rest back in the connection, and gets it later. */
+static void slow_reader(void *arg)
+{
+    sxe_fiber_stream_t stream;
+    char buf[100];
+
+    (void)arg;
+    assert_int_equal(sxe_fiber_connect(&stream, loop, (struct sockaddr *)&address, sizeof(address)),
+                     0);
+    assert_int_equal(sxe_fiber_write(&stream, "talk", 4), 0);
+    read_exactly(&stream, buf, 7, 7);
+    assert_int_equal(sxe_fiber_sleep(20 * SXE_NS_PER_MSEC), 0); /* the rest waits, paused */
+    assert_int_equal(sxe_fiber_read(&stream, buf + 7, 0), 0);
+    read_exactly(&stream, buf + 7, 93, 93);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(buf[i], 'a' + i % 26);
+    }
+    assert_int_equal(sxe_fiber_write(&stream, "quit", 4), 0);
+    assert_int_equal(sxe_fiber_read(&stream, buf, sizeof(buf)), 0); /* the server's end */
+    assert_int_equal(sxe_fiber_read(&stream, buf, sizeof(buf)), 0); /* and again, at once */
+    sxe_fiber_close(&stream);
+    done = true;
+}
+
+static void test_a_fiber_that_stops_reading_gets_the_rest_later(void **state)
+{
+    (void)state;
+    assert_int_equal(sxe_fiber_start(fibers, slow_reader, NULL, NULL), 0);
+    run_until_done();
+}
+
+/* Writes to a peer that reads nothing for a while wait for the output to drain, then go on. */
+static void writer_to_a_stalled_peer(void *arg)
+{
+    static char piece[65536];
+    sxe_fiber_stream_t stream;
+
+    (void)arg;
+    assert_int_equal(sxe_fiber_connect(&stream, loop, (struct sockaddr *)&address, sizeof(address)),
+                     0);
+    assert_int_equal(sxe_fiber_write(&stream, "stall", 5), 0);
+    for (int i = 0; i < 64; i++) { /* 4 MB: past the socket buffers and the output's high water */
+        assert_int_equal(sxe_fiber_write(&stream, piece, sizeof(piece)), 0);
+    }
+    sxe_fiber_close(&stream);
+    done = true;
+}
+
+static void test_writes_to_a_stalled_peer_wait_and_go_on(void **state)
+{
+    (void)state;
+    assert_int_equal(sxe_fiber_start(fibers, writer_to_a_stalled_peer, NULL, NULL), 0);
+    run_until_done();
+    for (int turns = 0; turns < 500 && sunk < 64 * 65536; turns++) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(sunk, 64 * 65536);
+}
+
 static void test_a_refused_connect_says_so(void **state)
 {
     (void)state;
@@ -234,6 +312,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reads_smaller_than_what_arrived_take_it_in_order,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_writes_wait_while_the_output_is_backed_up, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_that_stops_reading_gets_the_rest_later, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_writes_to_a_stalled_peer_wait_and_go_on, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_refused_connect_says_so, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),

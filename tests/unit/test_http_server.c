@@ -524,6 +524,85 @@ static void test_server_counters(void **state)
     close(fd);
 }
 
+static void test_percent_decoding(void **state)
+{
+    char out[8];
+
+    (void)state;
+    assert_int_equal(sxe_http_decode("a%20b+c", 7, out, sizeof(out), true), 5);
+    assert_string_equal(out, "a b c");
+    assert_int_equal(sxe_http_decode("a%20b+c", 7, out, sizeof(out), false), 5);
+    assert_string_equal(out, "a b+c");
+    assert_int_equal(sxe_http_decode("%41%6a", 6, out, sizeof(out), false), 2);
+    assert_string_equal(out, "Aj");
+    assert_int_equal(sxe_http_decode("%4", 2, out, sizeof(out), false), -EINVAL);
+    assert_int_equal(sxe_http_decode("%g1", 3, out, sizeof(out), false), -EINVAL);
+    assert_int_equal(sxe_http_decode("12345678", 8, out, sizeof(out), false), -ENOBUFS);
+    assert_int_equal(sxe_http_decode("1234567", 7, out, sizeof(out), false), 7);
+    assert_int_equal(sxe_http_decode("", 0, out, 0, false), -ENOBUFS);
+    assert_int_equal(sxe_http_decode("", 0, out, 1, false), 0);
+    assert_string_equal(out, "");
+}
+
+/* A header line that is not one: in debug builds an assert says so; in release, -EINVAL. */
+static void add_a_bad_header(void *arg)
+{
+    char buffer[64];
+    struct sxe_http_headers headers = SXE_HTTP_HEADERS_INIT(buffer);
+
+    (void)sxe_http_header_add(&headers, "X", arg);
+}
+
+static void respond_with_a_long_type(void *arg)
+{
+    (void)sxe_http_respond_with(NULL, 200, arg, NULL, "", 0); /* the type is checked first */
+}
+
+static void test_misuse_of_headers(void **state)
+{
+    static char long_type[300];
+    static char injection[] = "a\r\nSet-Cookie: b";
+
+    (void)state;
+    memset(long_type, 'x', sizeof(long_type) - 1);
+#ifdef SXE_DEBUG
+    const char *const bad_header[] = {"a header name is a token", NULL};
+    sxe_test_expect_abort(add_a_bad_header, injection, bad_header);
+    const char *const bad_type[] = {"a content type is at most 255 bytes", NULL};
+    sxe_test_expect_abort(respond_with_a_long_type, long_type, bad_type);
+#else
+    (void)add_a_bad_header;
+    (void)respond_with_a_long_type;
+    (void)injection;
+    assert_int_equal(sxe_http_respond_with(NULL, 200, long_type, NULL, "", 0), -EINVAL);
+#endif
+}
+
+/* Extra headers too long to go out with the head's first write still go out, whole. */
+static void big_header(sxe_http_t *http, void *arg)
+{
+    char headers[1400] = "X-Big: ";
+
+    (void)arg;
+    memset(headers + 7, 'b', 1300);
+    memcpy(headers + 1307, "\r\n", 3);
+    sxe_http_respond_with(http, 200, "text/plain", headers, "big\n", 4);
+}
+
+static void test_large_extra_headers(void **state)
+{
+    bool closed;
+
+    (void)state;
+    assert_int_equal(sxe_http_route(server, "GET", "/big-header", false, big_header, NULL), 0);
+    const char *response = exchange("GET /big-header HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
+    const char *big = strstr(response, "X-Big: ");
+    assert_non_null(big);
+    assert_int_equal(strspn(big + 7, "b"), 1300);
+    assert_memory_equal(big + 1307, "\r\n\r\nbig\n", 9);
+}
+
 static void test_header_builder(void **state)
 {
     char buffer[40];
@@ -1070,6 +1149,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_formatted_responses, setup, teardown),
         cmocka_unit_test(test_header_builder),
+        cmocka_unit_test(test_percent_decoding),
+        cmocka_unit_test(test_misuse_of_headers),
+        cmocka_unit_test_setup_teardown(test_large_extra_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_counters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_and_nodelay_cost_no_extra_calls, setup,

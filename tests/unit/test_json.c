@@ -48,6 +48,7 @@ static void test_utf8_kept_and_invalid_bytes_replaced(void **state)
         {"\xe2\x82", "\"\xef\xbf\xbd\xef\xbf\xbd\""}, /* cut short */
         {"a\xc3", "\"a\xef\xbf\xbd\""},
         {"\xc3(", "\"\xef\xbf\xbd(\""},
+        {"\xe2\x82(", "\"\xef\xbf\xbd\xef\xbf\xbd(\""}, /* a bad third byte */
     };
     for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
         expect(invalid[i].bytes, strlen(invalid[i].bytes), invalid[i].json);
