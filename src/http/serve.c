@@ -37,7 +37,8 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
     struct sxe_loop_options loop = options->loop;
 
     /* The clients, and a few slots more for listeners. */
-    loop.connections = (loop.connections ? loop.connections : 10000) + 16;
+    uint32_t clients = loop.connections ? loop.connections : 10000;
+    loop.connections = clients <= UINT32_MAX - 16 ? clients + 16 : UINT32_MAX; /* no wrap to 15 */
     /* A request's head and body wait whole in one buffer. */
     loop.buffer_size = (uint32_t)(limits->header_bytes + limits->body_bytes + 1024);
     loop.read_timeout = options->header_timeout ? options->header_timeout : 10 * SXE_NS_PER_SEC;

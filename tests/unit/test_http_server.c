@@ -603,6 +603,25 @@ static void test_large_extra_headers(void **state)
     assert_memory_equal(big + 1307, "\r\n\r\nbig\n", 9);
 }
 
+/* A server not listening yet has no port; with workers, the port is theirs. */
+static void test_ports_with_and_without_workers(void **state)
+{
+    struct sxe_http_server_options workers = {.workers = 2};
+    sxe_http_server_t *made;
+
+    (void)state;
+    assert_int_equal(sxe_http_server_create(&made, NULL, NULL), 0);
+    assert_int_equal(sxe_http_port(made), 0);
+    sxe_http_server_destroy(made);
+    assert_int_equal(sxe_http_server_create(&made, NULL, &workers), 0);
+    assert_int_equal(sxe_http_server_workers(made), 2);
+    assert_int_equal(sxe_http_port(made), 0);
+    assert_int_equal(sxe_http_listen(made, "127.0.0.1:0"), 0);
+    assert_true(sxe_http_port(made) > 0);
+    assert_int_equal(sxe_http_listen(made, "nowhere"), -EINVAL);
+    sxe_http_server_destroy(made);
+}
+
 static void test_header_builder(void **state)
 {
     char buffer[40];
@@ -1149,6 +1168,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_formatted_responses, setup, teardown),
         cmocka_unit_test(test_header_builder),
+        cmocka_unit_test(test_ports_with_and_without_workers),
         cmocka_unit_test(test_percent_decoding),
         cmocka_unit_test(test_misuse_of_headers),
         cmocka_unit_test_setup_teardown(test_large_extra_headers, setup, teardown),
