@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -135,4 +136,17 @@ void sxe_test_run_until(sxe_loop_t *loop, const int *counter, int count)
         assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
         assert_true(sxe_clock_mono_ns() < deadline);
     }
+}
+
+unsigned sxe_test_open_fds(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    unsigned count = 0;
+
+    assert_non_null(dir);
+    while (readdir(dir) != NULL) {
+        count++;
+    }
+    closedir(dir);
+    return count;
 }

@@ -41,6 +41,9 @@ const char *sxe_test_expect_abort(void (*body)(void *arg), void *arg, const char
  */
 bool sxe_test_uring(void);
 
+/* How many descriptors this process has open now (entries of /proc/self/fd, its own included). */
+unsigned sxe_test_open_fds(void);
+
 /* Skips the test on io_uring, printing why: it drives the epoll path's system calls. */
 void sxe_test_skip_on_uring(const char *why);
 

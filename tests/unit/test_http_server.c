@@ -94,6 +94,15 @@ static void send_file(sxe_http_t *http, void *arg)
     assert_int_equal(sxe_http_finish(http), 0);
 }
 
+/* A file the response owns: a duplicate of file_fd, closed by the connection once sent. */
+static void send_owned_file(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_int_equal(sxe_http_start(http, 200, NULL, 1000), 0);
+    assert_int_equal(sxe_http_sendfile(http, dup(file_fd), 0, 1000, true), 0);
+    assert_int_equal(sxe_http_finish(http), 0);
+}
+
 /* A file response that records what each call returned, for a connection that fails under it. */
 static int file_rcs[3];
 
@@ -603,10 +612,11 @@ static void test_large_extra_headers(void **state)
     assert_memory_equal(big + 1307, "\r\n\r\nbig\n", 9);
 }
 
-/* A server not listening yet has no port; with workers, the port is theirs. */
+/* A server not listening yet has no port; with workers, the port and the counters are theirs. */
 static void test_ports_with_and_without_workers(void **state)
 {
     struct sxe_http_server_options workers = {.workers = 2};
+    struct sxe_worker_stats stats;
     sxe_http_server_t *made;
 
     (void)state;
@@ -619,6 +629,8 @@ static void test_ports_with_and_without_workers(void **state)
     assert_int_equal(sxe_http_listen(made, "127.0.0.1:0"), 0);
     assert_true(sxe_http_port(made) > 0);
     assert_int_equal(sxe_http_listen(made, "nowhere"), -EINVAL);
+    assert_int_equal(sxe_http_server_stats(made, 1, &stats), 0);
+    assert_int_equal(stats.requests, 0);
     sxe_http_server_destroy(made);
 }
 
@@ -737,6 +749,28 @@ static void make_file(char content[LARGE_FILE])
         content[i] = (char)('a' + i % 26);
     }
     assert_int_equal(write(file_fd, content, LARGE_FILE), (ssize_t)LARGE_FILE);
+}
+
+/* A file whose descriptor the response owns is closed once sent, and at once for HEAD. */
+static void test_owned_files_are_closed(void **state)
+{
+    char content[LARGE_FILE];
+    bool closed;
+
+    (void)state;
+    make_file(content);
+    assert_int_equal(sxe_http_route(server, "GET", "/owned", false, send_owned_file, NULL), 0);
+    unsigned open_before = sxe_test_open_fds();
+    const char *response = exchange("GET /owned HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "Content-Length: 1000\r\n"));
+    assert_memory_equal(strstr(response, "\r\n\r\n") + 4, content, 1000);
+    response = exchange("HEAD /owned HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "Content-Length: 1000\r\n\r\n"));
+    assert_int_equal(strstr(response, "\r\n\r\n")[4], '\0');
+    pump();
+    assert_int_equal(sxe_test_open_fds(), open_before);
+    close(file_fd);
+    file_fd = -1;
 }
 
 /* Records the flags of every send: a head followed by a file goes with MSG_MORE, nothing else. */
@@ -1168,6 +1202,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_formatted_responses, setup, teardown),
         cmocka_unit_test(test_header_builder),
+        cmocka_unit_test_setup_teardown(test_owned_files_are_closed, setup, teardown),
         cmocka_unit_test(test_ports_with_and_without_workers),
         cmocka_unit_test(test_percent_decoding),
         cmocka_unit_test(test_misuse_of_headers),

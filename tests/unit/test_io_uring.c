@@ -74,19 +74,6 @@ static int wait_ms(sxe_loop_t *loop, uint64_t ms, struct sxe__io_event *events, 
     return sxe__io_uring.wait(loop, loop->now + ms * SXE_NS_PER_MSEC, events, max);
 }
 
-static unsigned open_fds(void)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    unsigned count = 0;
-
-    assert_non_null(dir);
-    while (readdir(dir) != NULL) {
-        count++;
-    }
-    closedir(dir);
-    return count;
-}
-
 static void stream_pair(int fds[2])
 {
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
@@ -614,25 +601,25 @@ static void test_later_setup_failures(void **state)
 {
     (void)state;
     close_loop(open_loop());
-    unsigned fds = open_fds();
+    unsigned fds = sxe_test_open_fds();
     for (unsigned nth = 1; nth <= 5; nth++) {
         sxe_loop_t *loop = bare_loop();
         sxe__sys_fail(SXE_SYS_mmap, nth, 1, ENOMEM);
         assert_int_equal(sxe__io_uring.open(loop), -ENOMEM);
         assert_null(loop->io_state);
-        assert_int_equal(open_fds(), fds);
+        assert_int_equal(sxe_test_open_fds(), fds);
         free(loop);
         sxe__sys_reset();
     }
     sxe_loop_t *loop = bare_loop();
     sxe__sys_fail(SXE_SYS_io_uring_register, 1, 1, EINVAL);
     assert_int_equal(sxe__io_uring.open(loop), -EINVAL);
-    assert_int_equal(open_fds(), fds);
+    assert_int_equal(sxe_test_open_fds(), fds);
     sxe__sys_reset();
     real_setup = sxe__sys.io_uring_setup;
     sxe__sys.io_uring_setup = setup_without_ext_arg;
     assert_int_equal(sxe__io_uring.open(loop), -ENOSYS);
-    assert_int_equal(open_fds(), fds);
+    assert_int_equal(sxe_test_open_fds(), fds);
     sxe__sys_reset();
     free(loop);
     close_loop(open_loop());
