@@ -8,6 +8,7 @@
 
 #include "sxe/clock.h"
 #include "sxe/conn.h"
+#include "sys.h"
 #include "sxe_test.h"
 
 /* Parses text and says what it holds, as "v4 1.2.3.4 80" or "v6 ::1 443", or the error. */
@@ -119,11 +120,42 @@ static void test_a_raw_server_listens_on_text(void **state)
     sxe_loop_destroy(loop);
 }
 
+/* Each system call a listener needs fails in turn: its error comes back, and nothing leaks. */
+static void test_listening_fails_cleanly_at_every_call(void **state)
+{
+    static const struct {
+        enum sxe__sys_call call;
+        int err;
+    } faults[] = {
+        {SXE_SYS_socket, EMFILE},
+        {SXE_SYS_setsockopt, ENOPROTOOPT},
+        {SXE_SYS_bind, EADDRINUSE},
+        {SXE_SYS_listen, EADDRINUSE},
+    };
+    static const struct sxe_conn_handlers handlers = {.on_read = echo};
+    sxe_loop_t *loop;
+    sxe_conn_t *listener;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 8}), 0);
+    unsigned fds = sxe_test_open_fds();
+    for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+        sxe__sys_fail(faults[i].call, 1, 1, faults[i].err);
+        assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL),
+                         -faults[i].err);
+        assert_int_equal(sxe_test_open_fds(), fds);
+        sxe__sys_reset();
+    }
+    assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL), 0);
+    sxe_loop_destroy(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_addresses_as_people_write_them),
         cmocka_unit_test(test_a_raw_server_listens_on_text),
+        cmocka_unit_test(test_listening_fails_cleanly_at_every_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
