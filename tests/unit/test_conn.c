@@ -2116,6 +2116,10 @@ static void test_udp_errors(void **state)
     assert_int_equal(
         sxe_udp_bind(loop, &second, (struct sockaddr *)&address, sizeof(address), &handlers, NULL),
         -EADDRINUSE);
+    sxe__sys_fail(SXE_SYS_socket, 1, 1, EMFILE);
+    assert_int_equal(
+        sxe_udp_bind(loop, &second, (struct sockaddr *)&address, sizeof(address), &handlers, NULL),
+        -EMFILE);
     sxe__sys_fail(SXE_SYS_sendto, 1, 1, EINTR);
     assert_int_equal(sxe_udp_send(udp, "x", 1, (struct sockaddr *)&address, sizeof(address)), 0);
     sxe__sys_fail(SXE_SYS_sendto, 1, 1, EAGAIN);

@@ -385,6 +385,8 @@ static void test_statuses_the_server_answers(void **state)
                   true);
     expect_status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
     expect_status("GET * HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
+    expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                  "HTTP/1.1 400 Bad Request", true); /* a chunk size that is not hex */
     expect_status("GET / HTTP/2.0\r\nHost: x\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported",
                   true);
     expect_status("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n",

@@ -151,6 +151,17 @@ static void test_validate_catches_a_broken_queue(void **state)
     assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
     loop->segments[conn->queue_tail].data = "xyz";
     assert_int_equal(sxe__outq_validate(conn), 0);
+
+    struct sxe__segment *tail_segment = &loop->segments[conn->queue_tail];
+    uint32_t start = tail_segment->start;
+    tail_segment->start = conn->queue_tail; /* a reference that follows no buffer */
+    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    tail_segment->start = start;
+
+    tail_segment->next = conn->queue_head; /* a cycle */
+    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    tail_segment->next = SXE_NONE;
+    assert_int_equal(sxe__outq_validate(conn), 0);
     sxe__outq_drop(conn);
 }
 
