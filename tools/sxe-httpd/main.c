@@ -709,6 +709,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", config.listen,
                 rc == -EINVAL ? "expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT"
                               : sxe_strerror(rc));
+        sxe_http_server_destroy(server);
         return 1;
     }
     SXE_LOG_INFO("serving %s on %s with %u worker %s%s", config.root[0] ? config.root : "/",
