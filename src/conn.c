@@ -107,6 +107,7 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
     }
     struct sxe_conn *conn = &loop->conns[index];
     conn->flags = 0;
+    conn->lists &= (uint8_t)~SXE__LIST_SHUT;
     conn->input_buffer = SXE_NONE;
     conn->input_len = 0;
     conn->queue_head = conn->queue_tail = SXE_NONE;
@@ -364,6 +365,11 @@ static const struct sxe__loop_layer conn_layer = {
     .writing = writing,
 };
 
+static size_t large_size(const struct sxe_loop_options *settings)
+{
+    return (size_t)settings->large_buffers * settings->large_buffer_size;
+}
+
 /* Makes the connection table, the buffers and the segments, sized by the loop's options. */
 static int table_create(sxe_loop_t *loop)
 {
@@ -395,6 +401,18 @@ static int table_create(sxe_loop_t *loop)
     loop->scratch = sxe__sys.mmap(NULL, loop->scratch_size, PROT_READ | PROT_WRITE,
                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     loop->buffer_free = calloc(settings->buffers, sizeof(*loop->buffer_free));
+    if (settings->large_buffers > 0) {
+        loop->large = sxe__sys.mmap(NULL, large_size(settings), PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        loop->large_free = calloc(settings->large_buffers, sizeof(*loop->large_free));
+        if (loop->large == MAP_FAILED || loop->large_free == NULL) {
+            return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < settings->large_buffers; i++) {
+            loop->large_free[i] = settings->buffers + settings->large_buffers - 1 - i;
+        }
+        loop->large_free_count = settings->large_buffers;
+    }
     uint32_t segment_count = settings->buffers + settings->connections;
     loop->segments = calloc(segment_count, sizeof(*loop->segments));
     uint32_t held_count = settings->events * SXE__HELD_PER_EVENT;
@@ -440,14 +458,16 @@ int sxe_loop_create(sxe_loop_t **loop_out, const struct sxe_loop_options *option
     if ((loop = calloc(1, sizeof(*loop))) == NULL) {
         return -ENOMEM;
     }
-    loop->buffers = loop->scratch = MAP_FAILED;
+    loop->buffers = loop->scratch = loop->large = MAP_FAILED;
     loop->ready_head = loop->failed_head = SXE_NONE;
     loop->layer = &conn_layer;
     if ((rc = sxe__loop_open(loop, options)) < 0 || (rc = table_create(loop)) < 0) {
         if (rc == -ENOMEM) {
-            SXE_LOG_ERROR("cannot allocate a loop for %u connections and %u buffers of %u bytes",
+            SXE_LOG_ERROR("cannot allocate a loop for %u connections and %u buffers of %u bytes "
+                          "(%u large of %u)",
                           loop->options.connections, loop->options.buffers,
-                          loop->options.buffer_size);
+                          loop->options.buffer_size, loop->options.large_buffers,
+                          loop->options.large_buffer_size);
         }
         sxe_loop_destroy(loop);
         return rc;
@@ -472,7 +492,11 @@ void sxe_loop_destroy(sxe_loop_t *loop)
     if (loop->scratch != MAP_FAILED) {
         sxe__sys.munmap(loop->scratch, loop->scratch_size);
     }
+    if (loop->large != MAP_FAILED) {
+        sxe__sys.munmap(loop->large, large_size(&loop->options));
+    }
     free(loop->buffer_free);
+    free(loop->large_free);
     free(loop->segments);
     free(loop->held);
     free(loop);
@@ -489,6 +513,7 @@ void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats)
     *stats = loop->stats;
     stats->open = sxe__conn_open_count(loop);
     stats->buffers_in_use = loop->options.buffers - loop->buffers_free;
+    stats->large_buffers_in_use = loop->options.large_buffers - loop->large_free_count;
 }
 
 int sxe_conn_peer(const sxe_conn_t *conn, struct sockaddr *address, socklen_t *address_len)
@@ -597,7 +622,9 @@ static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, ui
                    : BROKEN("free slot %u holds a queue or input", sxe__conn_index(conn));
     }
     if ((conn->input_buffer == SXE_NONE) != (conn->input_len == 0) ||
-        conn->input_len > loop->options.buffer_size) {
+        (conn->input_buffer != SXE_NONE &&
+         (conn->input_buffer >= loop->options.buffers + loop->options.large_buffers ||
+          conn->input_len > sxe__buffer_size(loop, conn->input_buffer)))) {
         return BROKEN("slot %u keeps %u bytes of input in buffer %u", sxe__conn_index(conn),
                       conn->input_len, conn->input_buffer);
     }
@@ -627,7 +654,8 @@ int sxe__conn_validate(const sxe_loop_t *loop)
     if ((rc = sxe__pool_validate((sxe_pool_t *)(uintptr_t)loop->conn_pool)) < 0) {
         return rc;
     }
-    uint8_t *seen = calloc(loop->options.buffers + 1, 1);
+    uint32_t all = loop->options.buffers + loop->options.large_buffers;
+    uint8_t *seen = calloc(all + 1, 1);
     if (seen == NULL) {
         return -ENOMEM; /* GCOVR_EXCL_LINE: a test's allocation of a few KB */
     }
@@ -635,11 +663,17 @@ int sxe__conn_validate(const sxe_loop_t *loop)
         rc = validate_slot(loop, &loop->conns[i], seen, &segments);
     }
     for (uint32_t i = 0; i < loop->buffers_free && rc == 0; i++) {
-        if (!hold_once(seen, loop->buffer_free[i])) {
+        if (loop->buffer_free[i] >= loop->options.buffers ||
+            !hold_once(seen, loop->buffer_free[i])) {
             rc = BROKEN("buffer %u is free and held", loop->buffer_free[i]);
         }
     }
-    for (uint32_t i = 0; i < loop->options.buffers && rc == 0; i++) {
+    for (uint32_t i = 0; i < loop->large_free_count && rc == 0; i++) {
+        if (loop->large_free[i] < loop->options.buffers || !hold_once(seen, loop->large_free[i])) {
+            rc = BROKEN("large buffer %u is free and held, or not large", loop->large_free[i]);
+        }
+    }
+    for (uint32_t i = 0; i < all && rc == 0; i++) {
         if (!seen[i]) {
             rc = BROKEN("buffer %u is neither free nor held", i);
         }

@@ -55,7 +55,12 @@ static bool options_are_valid(const struct sxe_loop_options *options)
     return options->buffer_size >= 64 && options->buffer_size <= (1u << 30) &&
            options->high_water <= options->write_limit &&
            (uint64_t)options->buffers * options->buffer_size <= (1ULL << 40) &&
-           options->events <= (1u << 20) && (unsigned)options->backend <= SXE_BACKEND_AUTO;
+           options->events <= (1u << 20) && (unsigned)options->backend <= SXE_BACKEND_AUTO &&
+           (options->large_buffers == 0 ||
+            (options->large_buffer_size > options->buffer_size &&
+             options->large_buffer_size <= (1u << 30) &&
+             (uint64_t)options->large_buffers * options->large_buffer_size <= (1ULL << 40) &&
+             (uint64_t)options->buffers + options->large_buffers < SXE_NONE));
 }
 
 int sxe__loop_open(sxe_loop_t *loop, const struct sxe_loop_options *options)

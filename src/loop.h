@@ -76,6 +76,8 @@ enum sxe__conn_kind {
 #define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
 #define SXE__LIST_OFFER  0x08u /* on the ready list only to offer kept input: no read */
 #define SXE__LIST_HUP    0x10u /* the peer's end was reported (an edge that will not come again) */
+#define SXE__LIST_SHUT   0x20u /* not a list: sxe_conn_shutdown() was called (overflow() reads on) \
+                                */
 
 /*
  * A queued piece of output: bytes in one of the loop's buffers, a file range (sendfile), or the
@@ -175,6 +177,11 @@ struct sxe_loop {
     char *buffers;         /* options.buffers x options.buffer_size, touched only when used */
     uint32_t *buffer_free; /* stack of free buffer indices */
     uint32_t buffers_free;
+    /* options.large_buffers x options.large_buffer_size, for input only; a large buffer's index
+     * is options.buffers + its place here, so one index names either kind (outq.c). */
+    char *large;
+    uint32_t *large_free; /* stack of free large buffer indices */
+    uint32_t large_free_count;
     char *scratch; /* input lands here first, for connections without a buffer */
     size_t scratch_size;
 

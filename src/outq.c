@@ -22,7 +22,17 @@ static struct sxe_log_module outq_log = SXE_LOG_MODULE_INIT(OUTQ);
 
 char *sxe__buffer_at(sxe_loop_t *loop, uint32_t buffer)
 {
+    if (buffer >= loop->options.buffers) {
+        return loop->large +
+               (size_t)(buffer - loop->options.buffers) * loop->options.large_buffer_size;
+    }
     return loop->buffers + (size_t)buffer * loop->options.buffer_size;
+}
+
+uint32_t sxe__buffer_size(const sxe_loop_t *loop, uint32_t buffer)
+{
+    return buffer >= loop->options.buffers ? loop->options.large_buffer_size
+                                           : loop->options.buffer_size;
 }
 
 uint32_t sxe__buffer_take(sxe_loop_t *loop)
@@ -30,8 +40,17 @@ uint32_t sxe__buffer_take(sxe_loop_t *loop)
     return loop->buffers_free > 0 ? loop->buffer_free[--loop->buffers_free] : SXE_NONE;
 }
 
+uint32_t sxe__buffer_take_large(sxe_loop_t *loop)
+{
+    return loop->large_free_count > 0 ? loop->large_free[--loop->large_free_count] : SXE_NONE;
+}
+
 void sxe__buffer_give(sxe_loop_t *loop, uint32_t buffer)
 {
+    if (buffer >= loop->options.buffers) {
+        loop->large_free[loop->large_free_count++] = buffer;
+        return;
+    }
     loop->buffer_free[loop->buffers_free++] = buffer;
 }
 

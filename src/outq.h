@@ -17,8 +17,16 @@
 
 char *sxe__buffer_at(sxe_loop_t *loop, uint32_t buffer);
 
+/* A buffer's size: buffer_size, or large_buffer_size for a large one. */
+uint32_t sxe__buffer_size(const sxe_loop_t *loop, uint32_t buffer);
+
 /* A free buffer's index, or SXE_NONE when none is free. */
 uint32_t sxe__buffer_take(sxe_loop_t *loop);
+
+/* A free large buffer's index (for input only), or SXE_NONE when none is free. */
+uint32_t sxe__buffer_take_large(sxe_loop_t *loop);
+
+/* Gives back a buffer of either kind. */
 void sxe__buffer_give(sxe_loop_t *loop, uint32_t buffer);
 
 /* Whether the free buffers and segments can take len more copied bytes. */

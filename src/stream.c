@@ -396,6 +396,7 @@ int sxe_conn_shutdown(sxe_conn_t *conn)
     if ((rc = sxe__stream_check_writable(conn)) < 0) {
         return rc;
     }
+    conn->lists |= SXE__LIST_SHUT;
     if (conn->queue_head != SXE_NONE) {
         conn->flags |= SXE__CONN_SHUTDOWN;
         return 0;
@@ -475,6 +476,13 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
         return true;
     }
     size_t kept = len - consumed;
+    if (conn->input_buffer >= loop->options.buffers && conn->input_buffer != SXE_NONE &&
+        kept <= loop->options.buffer_size && loop->buffers_free > 0) {
+        /* The large message is gone: what is left goes back to an ordinary buffer, so the large
+         * one is free for the next. */
+        sxe__buffer_give(loop, conn->input_buffer);
+        conn->input_buffer = sxe__buffer_take(loop);
+    }
     if (conn->input_buffer == SXE_NONE) {
         if ((conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
             loop->stats.no_buffer++;
@@ -491,29 +499,61 @@ static bool deliver(struct sxe_conn *conn, char *data, size_t len)
 }
 
 /*
- * The kept input filled the buffer and on_read took none of it: the message can never fit. With
- * on_overflow the program answers it (a 413, an error line): the input goes, reading stops, and
- * the connection closes once the answer is sent. Without, it closes at once.
+ * The kept input filled the buffer and on_read took none of it, and no larger buffer can take it
+ * (err: EMSGSIZE, none is larger; ENOBUFS, none is free). With on_overflow the program answers it
+ * (a 413, an error line): the input goes, reading stops, and the connection closes once the answer
+ * is sent. Without, it closes at once.
  */
-static void overflow(struct sxe_conn *conn)
+static void overflow(struct sxe_conn *conn, int err)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t generation = conn->generation;
 
     if (conn->handlers->on_overflow == NULL) {
-        SXE_LOG_WARN("a message grew past buffer_size (%u bytes) unconsumed",
-                     loop->options.buffer_size);
+        SXE_LOG_WARN("a message grew past its buffer (%u bytes) unconsumed",
+                     sxe__buffer_size(loop, conn->input_buffer));
         sxe__conn_close_reason(conn, SXE_CLOSE_OVERFLOW, 0);
         return;
     }
     sxe__buffer_give(loop, conn->input_buffer);
     conn->input_buffer = SXE_NONE;
     conn->input_len = 0;
+    errno = err;
     conn->handlers->on_overflow(conn);
-    if (conn->generation == generation && sxe__conn_is_open(conn)) {
+    if (conn->generation == generation && sxe__conn_is_open(conn) &&
+        (conn->lists & SXE__LIST_SHUT) == 0) {
         (void)sxe_conn_pause(conn);
         (void)sxe_conn_close_when_sent(conn);
     }
+}
+
+/*
+ * The kept input filled its buffer and on_read took none of it. A message that outgrew an ordinary
+ * buffer moves, once, to a large one if the loop has one free (sxe_loop_options.large_buffers);
+ * else the connection overflows. @return true if the input has room to grow now.
+ */
+static bool grow(struct sxe_conn *conn)
+{
+    sxe_loop_t *loop = conn->loop;
+    uint32_t large;
+
+    if (conn->input_buffer >= loop->options.buffers || loop->options.large_buffers == 0) {
+        overflow(conn, EMSGSIZE);
+        return false;
+    }
+    if ((large = sxe__buffer_take_large(loop)) == SXE_NONE) {
+        loop->stats.no_large_buffer++;
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN,
+                     "no free large buffer for a message over %u bytes: refusing it; raise %s (%u)",
+                     loop->options.buffer_size, sxe_log_setting("options.large_buffers"),
+                     loop->options.large_buffers);
+        overflow(conn, ENOBUFS);
+        return false;
+    }
+    memcpy(sxe__buffer_at(loop, large), sxe__buffer_at(loop, conn->input_buffer), conn->input_len);
+    sxe__buffer_give(loop, conn->input_buffer);
+    conn->input_buffer = large;
+    return true;
 }
 
 bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got)
@@ -563,10 +603,10 @@ static size_t received(struct sxe_conn *conn, const char *data, size_t len)
             sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
             return taken;
         }
-        if (conn->input_len == size) {
-            overflow(conn);
+        if (conn->input_len == sxe__buffer_size(loop, conn->input_buffer) && !grow(conn)) {
             return taken;
         }
+        size = sxe__buffer_size(loop, conn->input_buffer);
         size_t part = len - taken < size - conn->input_len ? len - taken : size - conn->input_len;
         memcpy(sxe__buffer_at(loop, conn->input_buffer) + conn->input_len, data + taken, part);
         conn->input_len += (uint32_t)part;
@@ -645,7 +685,6 @@ static bool offer_held(struct sxe_conn *conn)
 static void readable(struct sxe_conn *conn, uint32_t events)
 {
     sxe_loop_t *loop = conn->loop;
-    uint32_t size = loop->options.buffer_size;
 
     if (events & SXE__IO_HUP) {
         conn->lists |= SXE__LIST_HUP;
@@ -654,13 +693,16 @@ static void readable(struct sxe_conn *conn, uint32_t events)
 
     for (int reads = 0; reads < READS_PER_TURN; reads++) {
         bool own = conn->input_buffer != SXE_NONE;
-        char *base = own ? sxe__buffer_at(loop, conn->input_buffer) : loop->scratch;
         size_t held = own ? conn->input_len : 0;
+        size_t size = own ? sxe__buffer_size(loop, conn->input_buffer) : loop->options.buffer_size;
 
         if (held == size) {
-            overflow(conn);
-            return;
+            if (!grow(conn)) {
+                return;
+            }
+            size = sxe__buffer_size(loop, conn->input_buffer);
         }
+        char *base = own ? sxe__buffer_at(loop, conn->input_buffer) : loop->scratch;
         ssize_t got = sxe__sys.recv(conn->fd, base + held, size - held, 0);
         if (got > 0) {
             if (!deliver(conn, base, held + (size_t)got) || (conn->flags & SXE__CONN_PAUSED)) {

@@ -47,8 +47,10 @@ struct sxe_conn_handlers {
      * Input arrived. data holds what earlier calls left unconsumed followed by the new bytes.
      * @return How many bytes, from the start, the callback consumed; the rest are kept and
      *         offered again with the next input. The value is ignored if the callback closed the
-     *         connection. Keeping more than buffer_size bytes calls on_overflow, or without it
-     *         closes the connection (SXE_CLOSE_OVERFLOW).
+     *         connection. Keeping more than buffer_size bytes moves the input to a large buffer
+     *         (sxe_loop_options.large_buffers), if the loop has one free; keeping more than the
+     *         largest buffer holds calls on_overflow, or without it closes the connection
+     *         (SXE_CLOSE_OVERFLOW).
      */
     size_t (*on_read)(sxe_conn_t *conn, const char *data, size_t len);
 
@@ -90,11 +92,16 @@ struct sxe_conn_handlers {
     void (*on_fd)(sxe_conn_t *conn, int fd);
 
     /**
-     * The input kept reached buffer_size and on_read consumed none of it: a message larger than
-     * the connection can hold (a line too long, say). The input is dropped and reading stops; the
-     * callback may write a last answer (an HTTP 413, "ERR line too long"), and the connection
-     * then closes once it is sent (on_close says SXE_CLOSE_LOCAL), unless the callback closed it
-     * itself. Without this handler the connection closes at once (SXE_CLOSE_OVERFLOW).
+     * The input kept filled the connection's buffer and on_read consumed none of it: a message
+     * larger than the connection can hold (a line too long, say). errno says which: EMSGSIZE, it
+     * outgrew the largest buffer the loop has (buffer_size, or large_buffer_size); ENOBUFS, it
+     * outgrew buffer_size and every large buffer was in use (a full table: a retry may fit). The
+     * input is dropped and reading stops; the callback may write a last answer (an HTTP 413 or
+     * 503, "ERR line too long"), and the connection then closes once it is sent (on_close says
+     * SXE_CLOSE_LOCAL), unless the callback closed it itself, or shut it down
+     * (sxe_conn_shutdown()): then reading goes on, and on_read may drop what the peer still sends
+     * until it closes (so that a peer still sending does not have the answer reset under it).
+     * Without this handler the connection closes at once (SXE_CLOSE_OVERFLOW).
      */
     void (*on_overflow)(sxe_conn_t *conn);
 };

@@ -77,8 +77,14 @@ typedef void (*sxe_http_handler_t)(sxe_http_t *http, void *arg);
 typedef void (*sxe_http_cancel_t)(sxe_http_t *held, void *arg);
 
 struct sxe_http_server_options {
-    struct sxe_loop_options loop;  /**< For a loop the server makes (connections 10000). */
-    struct sxe_http_limits limits; /**< Zero fields take the defaults; body_bytes is 48 KiB. */
+    struct sxe_loop_options loop; /**< For a loop the server makes (connections 10000). */
+    /**
+     * Zero fields take the parser's defaults (sxe_http_default_limits; body_bytes 1 MiB). A body
+     * of up to 48 KiB waits in the connection's buffer; a larger one grows in one of large_bodies
+     * large buffers shared by the loop's connections, so a 1 MiB limit does not cost a megabyte
+     * per connection.
+     */
+    struct sxe_http_limits limits;
     uint64_t header_timeout; /**< ns for a request, head and body, to arrive: else 408 (10 s). */
     uint64_t idle_timeout;   /**< ns a kept-alive connection may wait for a request (60 s). */
     uint64_t write_timeout;  /**< ns a response may wait for the client to read (30 s). */
@@ -102,6 +108,14 @@ struct sxe_http_server_options {
     uint32_t fiber_stack_size;
     /** The largest body a streamed route (SXE_HTTP_ROUTE_STREAM) takes: else 413 (0: no limit). */
     uint64_t stream_body_bytes;
+    /**
+     * Requests with a body over 48 KiB (and up to limits.body_bytes) that may be arriving or held
+     * at once, per loop (16): each takes a large buffer of about limits.body_bytes, reserved at
+     * start-up and touched only when used. Past that, such a request is answered 503 with
+     * Retry-After (sxe_loop_stats().no_large_buffer counts them). Ignored when options.loop sets
+     * large_buffers itself.
+     */
+    uint32_t large_bodies;
 };
 
 /** Counters of requests held to answer later (sxe_http_defer()). */

@@ -127,9 +127,9 @@ int sxe_log_set_module_level(const char *name, enum sxe_log_level level);
  * Names a library setting in the program's own words, for the library's messages that advise
  * raising it: after sxe_log_name_setting("options.connections", "--connections"), "connection
  * table full (10000): refusing connections; raise --connections ..." in sxe-httpd. Settings named
- * so: options.connections, options.buffers, options.timers, options.deferred,
- * sxe_fibers_options.count, SXE_LISTEN_EVICT_IDLE. Call at start-up, before other threads run;
- * words must outlive the program's logging.
+ * so: options.connections, options.buffers, options.large_buffers, options.timers,
+ * options.deferred, sxe_fibers_options.count, SXE_LISTEN_EVICT_IDLE. Call at start-up, before other
+ * threads run; words must outlive the program's logging.
  * @return 0, or -ENOBUFS past 16 names.
  */
 int sxe_log_name_setting(const char *setting, const char *words);

@@ -75,6 +75,18 @@ struct sxe_loop_options {
     uint64_t write_timeout;   /**< ns queued output may wait for the peer to read (0: none). */
     uint64_t connect_timeout; /**< ns an outgoing connect may take (0: none). */
     enum sxe_backend backend; /**< The event backend (SXE_BACKEND_DEFAULT). */
+    /**
+     * Large buffers (0: none), shared by all connections, for the few messages that outgrow
+     * buffer_size: when a connection's kept input fills its buffer, it moves to a free large
+     * buffer of large_buffer_size bytes, and back to an ordinary one (or none) once on_read has
+     * consumed enough. Reserved at create, touched only when used: a program that takes messages
+     * of a megabyte now and then pays for a few large buffers, not one per connection. When none
+     * is free the connection overflows (on_overflow, with errno ENOBUFS) and no_large_buffer
+     * counts it.
+     */
+    uint32_t large_buffers;
+    uint32_t
+        large_buffer_size; /**< Bytes per large buffer: more than buffer_size, at most 1 GiB. */
 };
 
 /** Loop counters, for monitoring and tests. */
@@ -91,6 +103,8 @@ struct sxe_loop_stats {
     uint64_t datagrams_dropped; /**< UDP datagrams too large for a buffer. */
     uint32_t open;              /**< Connections open now, listeners and UDP sockets included. */
     uint32_t buffers_in_use;    /**< I/O buffers held now. */
+    uint64_t no_large_buffer; /**< Messages that outgrew buffer_size when no large one was free. */
+    uint32_t large_buffers_in_use; /**< Large buffers held now. */
 };
 
 /**

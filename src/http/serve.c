@@ -21,7 +21,6 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 static void apply_limits(struct sxe_http_limits *limits, const struct sxe_http_limits *given)
 {
     *limits = sxe_http_default_limits;
-    limits->body_bytes = DEFAULT_BODY_MAX;
     if (given != NULL) {
         limits->request_line = given->request_line ? given->request_line : limits->request_line;
         limits->header_bytes = given->header_bytes ? given->header_bytes : limits->header_bytes;
@@ -39,8 +38,24 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
     /* The clients, and a few slots more for listeners. */
     uint32_t clients = loop.connections ? loop.connections : 10000;
     loop.connections = clients <= UINT32_MAX - 16 ? clients + 16 : UINT32_MAX; /* no wrap to 15 */
-    /* A request's head and body wait whole in one buffer. */
-    loop.buffer_size = (uint32_t)(limits->header_bytes + limits->body_bytes + 1024);
+    /* A request's head and body wait whole in one buffer: an ordinary one for a body of up to
+     * 48 KiB, a large one, taken from a few shared by all connections, for more. The slack is for
+     * chunked framing, and a next request's first bytes. */
+    uint64_t inline_body =
+        limits->body_bytes < INLINE_BODY_MAX ? limits->body_bytes : INLINE_BODY_MAX;
+    loop.buffer_size = (uint32_t)(limits->header_bytes + inline_body + 1024);
+    if (limits->body_bytes > inline_body && loop.large_buffers == 0) {
+        uint64_t large = limits->header_bytes + limits->body_bytes + limits->body_bytes / 64 + 1024;
+        loop.large_buffers = options->large_bodies ? options->large_bodies : LARGE_BODIES;
+        loop.large_buffer_size =
+            (uint32_t)(large < LARGE_BUFFER_LIMIT ? large : LARGE_BUFFER_LIMIT);
+        /* An answer as large as the largest body may be queued whole (an echo, a transform), in
+         * ordinary buffers; "stop" still comes at the usual mark. */
+        if (loop.write_limit == 0 && loop.large_buffer_size > 4 * loop.buffer_size) {
+            loop.write_limit = loop.large_buffer_size;
+            loop.high_water = loop.high_water ? loop.high_water : 2 * loop.buffer_size;
+        }
+    }
     loop.read_timeout = options->header_timeout ? options->header_timeout : 10 * SXE_NS_PER_SEC;
     loop.idle_timeout = options->idle_timeout ? options->idle_timeout : 60 * SXE_NS_PER_SEC;
     loop.write_timeout = options->write_timeout ? options->write_timeout : 30 * SXE_NS_PER_SEC;
@@ -58,11 +73,12 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
 static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
 {
     server->loop = loop;
-    /* Bodies must fit the loop's buffers along with their heads. */
+    /* Bodies must fit the loop's largest buffers along with their heads. */
     const struct sxe_loop_options *in_force = sxe_loop_options(loop);
-    uint64_t room = in_force->buffer_size > server->limits.header_bytes
-                        ? in_force->buffer_size - server->limits.header_bytes
-                        : 0;
+    uint32_t largest =
+        in_force->large_buffers > 0 ? in_force->large_buffer_size : in_force->buffer_size;
+    uint64_t room =
+        largest > server->limits.header_bytes ? largest - server->limits.header_bytes : 0;
     if (server->limits.body_bytes > room) {
         server->limits.body_bytes = room;
     }

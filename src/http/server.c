@@ -288,11 +288,13 @@ static int stream_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const cha
     bool others;
     const struct route *route = find_route(server, request, &others);
 
+    uint64_t most =
+        route != NULL && route->stream ? server->stream_body_bytes : server->limits.body_bytes;
+    if (!request->chunked && request->content_length > most) {
+        sxe__http_refuse(server, conn, 413, request, NULL);
+        return 1;
+    }
     if (route == NULL || !route->stream) {
-        if (!request->chunked && request->content_length > server->limits.body_bytes) {
-            sxe__http_refuse(server, conn, 413, request, NULL);
-            return 1;
-        }
         return 0;
     }
     if (dispatch(server, conn, request, NULL, 0, true) &&
@@ -343,7 +345,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         if (state->head_len == 0) {
             head = sxe_http_parse_head(
                 &state->parser, at, left,
-                server->has_stream_routes ? &server->stream_limits : &server->limits, request);
+                server->has_stream_routes ? &server->head_limits : &server->limits, request);
             if (head == 0) {
                 break;
             }
@@ -487,6 +489,28 @@ static void on_timeout(sxe_conn_t *conn)
     }
 }
 
+/*
+ * A request outgrew the connection's buffer: its body needed a large buffer (limits.body_bytes
+ * beyond what an ordinary one holds) and every one was taken, a 503 the client may retry; or it
+ * outgrew the largest (chunked framing heavier than the slack, or a head larger than the loop's
+ * buffer), a 413 or 431. The client may still be sending: the answer goes, and the rest is read
+ * and dropped until it closes, so the answer is not reset under it.
+ */
+static void on_overflow(sxe_conn_t *conn)
+{
+    sxe_http_server_t *server = sxe__http_server_of(conn);
+    struct http_conn *state = sxe__http_state(server, conn);
+    int err = errno;
+
+    if (err == ENOBUFS) { /* counted by the loop: sxe_loop_stats().no_large_buffer */
+        sxe__http_refuse(server, conn, 503, NULL, "Retry-After: 1\r\n");
+    } else {
+        sxe__http_refuse(server, conn, state->head_len != 0 ? 413 : 431, NULL, NULL);
+    }
+    state->head_len = 0;
+    state->body_offset = 0;
+}
+
 /* A request held on the connection is cancelled. */
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 {
@@ -503,7 +527,8 @@ const struct sxe_conn_handlers sxe__http_handlers = {.on_connect = on_connect,
                                                      .on_read = on_read,
                                                      .on_eof = on_eof,
                                                      .on_drained = on_drained,
-                                                     .on_timeout = on_timeout};
+                                                     .on_timeout = on_timeout,
+                                                     .on_overflow = on_overflow};
 
 int sxe_http_route_fiber(sxe_http_server_t *server, const char *method, const char *path,
                          bool prefix, sxe_http_handler_t handler, void *arg)
@@ -535,11 +560,13 @@ int sxe_http_route_flags(sxe_http_server_t *server, const char *method, const ch
     route->stream = (flags & SXE_HTTP_ROUTE_STREAM) != 0;
     server->has_fiber_routes |= route->fiber;
     if (route->stream && !server->has_stream_routes) {
-        /* Heads are parsed with the streamed limit (the larger); whole bodies are checked after. */
+        /* Heads are parsed with the larger of the two body limits; each route's is checked after
+         * (stream_at_head), and a streamed body is parsed with its own. */
         server->has_stream_routes = true;
-        server->stream_limits = server->limits;
-        if (server->stream_limits.body_bytes < server->stream_body_bytes) {
-            server->stream_limits.body_bytes = server->stream_body_bytes;
+        server->stream_limits = server->head_limits = server->limits;
+        server->stream_limits.body_bytes = server->stream_body_bytes;
+        if (server->head_limits.body_bytes < server->stream_body_bytes) {
+            server->head_limits.body_bytes = server->stream_body_bytes;
         }
     }
     return 0;

@@ -15,8 +15,12 @@
 #include "sxe/timer.h"
 #include "sxe/workers.h"
 
-#define ROUTES_MAX       64
-#define DEFAULT_BODY_MAX (48 * 1024)
+#define ROUTES_MAX 64
+/* Body bytes a connection's ordinary buffer holds with its head; larger bodies, up to
+ * limits.body_bytes, grow in one of the loop's large buffers (options.large_bodies of them). */
+#define INLINE_BODY_MAX    (48 * 1024)
+#define LARGE_BODIES       16
+#define LARGE_BUFFER_LIMIT (1u << 30)
 
 struct route {
     char method[16]; /* empty: any */
@@ -123,7 +127,8 @@ struct sxe_http_server {
     struct sxe_fibers_options fiber_options;
     bool has_fiber_routes;
     bool has_stream_routes;
-    struct sxe_http_limits stream_limits; /* heads and streamed bodies, with stream routes */
+    struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */
+    struct sxe_http_limits stream_limits; /* streamed bodies: body_bytes is stream_body_bytes */
     uint64_t stream_body_bytes;           /* options.stream_body_bytes, or no limit */
     struct http_conn *conns;
     uint32_t conn_count;

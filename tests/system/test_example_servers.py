@@ -193,6 +193,15 @@ def test_http_api_answers_json_echoes_bodies_and_adds_its_header(server):
     assert (status, x_api, kind, body) == (200, "1", "application/octet-stream", payload)
     status, _, _, _ = call("GET", "/echo")
     assert status == 405
+    # The default body limit, 1 MiB, by length and chunked: whole, in one of the large buffers.
+    mebibyte = bytes(range(251)) * (1048576 // 251) + bytes(1048576 % 251)
+    assert call("POST", "/echo", mebibyte)[3] == mebibyte
+    conn.request("POST", "/echo", body=iter([mebibyte[:700000], mebibyte[700000:]]),
+                 encode_chunked=True)
+    response = conn.getresponse()
+    assert (response.status, response.read()) == (200, mebibyte)
+    status, _, _, _ = call("POST", "/echo", mebibyte + b"!")
+    assert status == 413
     conn.close()
     assert stop(api) == 0
 

@@ -692,6 +692,9 @@ int main(int argc, char **argv)
         .spread = config.spread,
         .listen_flags = config.listen_flags,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC};
+    /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
+     * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
+    options.limits.body_bytes = 48 * 1024;
     if (proxy_count() > 0) { /* each connection may have a request held for its upstream */
         config.proxy.requests = config.connections;
         options.deferred = config.connections;
