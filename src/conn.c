@@ -45,6 +45,17 @@ bool sxe__conn_is_open(const struct sxe_conn *conn)
     return conn->fd >= 0 && (conn->flags & SXE__CONN_CLOSE_PENDING) == 0;
 }
 
+void sxe__conn_offer_later(struct sxe_conn *conn)
+{
+    bool listed = (conn->lists & SXE__LIST_READY) != 0;
+
+    conn->flags |= SXE__CONN_RESUMED;
+    sxe__conn_ready_later(conn);
+    if (!listed) {
+        conn->lists |= SXE__LIST_OFFER;
+    }
+}
+
 void sxe__conn_ready_later(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
@@ -288,8 +299,13 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
     }
     if (conn->handlers->on_timeout != NULL) {
         uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
+        uint32_t generation = conn->generation;
         conn->handlers->on_timeout(conn); /* a last word, such as HTTP's 408 */
         sxe_log_set_id(previous_id);
+        if (conn->generation != generation || !sxe__conn_is_open(conn) ||
+            sxe_pool_time(pool, index) == loop->now) {
+            return; /* closed by the callback, or kept: it touched the connection */
+        }
     }
     sxe__conn_close_reason(conn, SXE_CLOSE_TIMEOUT, 0);
 }
@@ -542,6 +558,27 @@ void sxe_fd_close(int fd)
 const struct sxe_conn_handlers *sxe_conn_handlers(const sxe_conn_t *conn)
 {
     return conn->handlers;
+}
+
+int sxe_conn_set_handlers(sxe_conn_t *conn, const struct sxe_conn_handlers *handlers)
+{
+    if (!SXE_CHECK(conn != NULL && handlers != NULL) || !sxe__conn_is_open(conn)) {
+        return -EINVAL;
+    }
+    conn->handlers = handlers;
+    if (conn->input_len > 0) {
+        /* What the old handlers left is the new ones' to read: offered from the next turn. */
+        sxe__conn_offer_later(conn);
+    }
+    return 0;
+}
+
+int sxe_conn_touch(sxe_conn_t *conn)
+{
+    if (!sxe__conn_is_open(conn)) {
+        return -EINVAL;
+    }
+    return sxe_pool_touch(conn->loop->conn_pool, sxe__conn_index(conn), conn->loop->now);
 }
 
 void *sxe_conn_user(const sxe_conn_t *conn)

@@ -74,11 +74,6 @@ void sxe_conn_unkeep(sxe_conn_t *conn)
         sxe__conn_settle(conn);
         /* Offer the kept input again, from the next turn, as after a pause; without a read: the
          * socket was watched all along, so what arrives brings an event of its own. */
-        bool listed = (conn->lists & SXE__LIST_READY) != 0;
-        conn->flags |= SXE__CONN_RESUMED;
-        sxe__conn_ready_later(conn);
-        if (!listed) {
-            conn->lists |= SXE__LIST_OFFER;
-        }
+        sxe__conn_offer_later(conn);
     }
 }

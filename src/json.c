@@ -7,42 +7,14 @@
 #include <string.h>
 
 #include "sxe/json.h"
+#include "utf8.h"
 
-/*
- * The length of the valid UTF-8 sequence at text (RFC 3629: no overlong forms, no surrogates,
- * nothing past U+10FFFF), or 0 if the bytes there are not one.
- */
-static size_t utf8_sequence(const unsigned char *text, size_t len)
+/* The length of the whole, valid UTF-8 sequence at text, or 0. */
+static size_t whole_sequence(const unsigned char *text, size_t len)
 {
-    unsigned char lead = text[0];
-    size_t need;
-    unsigned char low = 0x80, high = 0xbf; /* the range of the second byte */
+    int used = sxe__utf8_sequence(text, len);
 
-    if (lead < 0x80) {
-        return 1;
-    }
-    if (lead >= 0xc2 && lead <= 0xdf) {
-        need = 2;
-    } else if (lead >= 0xe0 && lead <= 0xef) {
-        need = 3;
-        low = lead == 0xe0 ? 0xa0 : 0x80;
-        high = lead == 0xed ? 0x9f : 0xbf;
-    } else if (lead >= 0xf0 && lead <= 0xf4) {
-        need = 4;
-        low = lead == 0xf0 ? 0x90 : 0x80;
-        high = lead == 0xf4 ? 0x8f : 0xbf;
-    } else {
-        return 0;
-    }
-    if (len < need || text[1] < low || text[1] > high) {
-        return 0;
-    }
-    for (size_t i = 2; i < need; i++) {
-        if ((text[i] & 0xc0) != 0x80) {
-            return 0;
-        }
-    }
-    return need;
+    return used > 0 ? (size_t)used : 0;
 }
 
 ssize_t sxe_json_string(char *out, size_t size, const char *text, size_t len)
@@ -73,7 +45,7 @@ ssize_t sxe_json_string(char *out, size_t size, const char *text, size_t len)
             piece[4] = hex[c >> 4];
             piece[5] = hex[c & 0xf];
             piece_len = is_short ? 2 : 6;
-        } else if ((piece_len = utf8_sequence(in + at, len - at)) > 0) {
+        } else if ((piece_len = whole_sequence(in + at, len - at)) > 0) {
             copy = text + at;
             at += piece_len;
         } else {

@@ -76,8 +76,9 @@ enum sxe__conn_kind {
 #define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
 #define SXE__LIST_OFFER  0x08u /* on the ready list only to offer kept input: no read */
 #define SXE__LIST_HUP    0x10u /* the peer's end was reported (an edge that will not come again) */
-#define SXE__LIST_SHUT   0x20u /* not a list: sxe_conn_shutdown() was called (overflow() reads on) \
-                                */
+#define SXE__LIST_SHUT                                                                             \
+    0x20u /* not a list: sxe_conn_shutdown() was called (overflow() reads on)                      \
+           */
 
 /*
  * A queued piece of output: bytes in one of the loop's buffers, a file range (sendfile), or the
@@ -242,6 +243,8 @@ void sxe__conn_closing_done(struct sxe_conn *conn);
 int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
 void sxe__conn_close_failed(sxe_loop_t *loop);
 void sxe__conn_ready_later(struct sxe_conn *conn);
+/* Offers the kept input again from the next turn, without a read (as after a resume). */
+void sxe__conn_offer_later(struct sxe_conn *conn);
 void sxe__conn_settle(struct sxe_conn *conn);
 bool sxe__conn_is_open(const struct sxe_conn *conn);
 

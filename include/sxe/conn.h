@@ -345,6 +345,21 @@ void sxe_conn_set_user(sxe_conn_t *conn, void *user);
  */
 const struct sxe_conn_handlers *sxe_conn_handlers(const sxe_conn_t *conn);
 
+/**
+ * Hands the connection to other handlers: a protocol switch (HTTP's 101 to WebSocket). Every
+ * event from now on goes to handlers (which must outlive the connection); the input the old ones
+ * left unconsumed is offered to the new on_read from the loop's next turn.
+ * @return 0, or -EINVAL for a closed connection or NULL handlers.
+ */
+int sxe_conn_set_handlers(sxe_conn_t *conn, const struct sxe_conn_handlers *handlers);
+
+/**
+ * Restarts the connection's timeout, as if it had just had activity. Called from on_timeout, it
+ * keeps the connection open: it is not closed when on_timeout returns (a keep-alive ping, say).
+ * @return 0, or -EINVAL for a closed connection.
+ */
+int sxe_conn_touch(sxe_conn_t *conn);
+
 /** The connection's loop. */
 sxe_loop_t *sxe_conn_loop(const sxe_conn_t *conn);
 

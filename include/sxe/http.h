@@ -315,6 +315,19 @@ int sxe_http_body_resume(sxe_http_t *held);
 ssize_t sxe_http_body_read(sxe_http_t *held, void *buf, size_t size);
 
 /**
+ * From a handler, for a request without a body: answers "101 Switching Protocols" with headers
+ * (lines each ending in CRLF, or NULL), and hands the connection to handlers when the handler
+ * returns: the HTTP module forgets it, and what the client sent after the request goes to the new
+ * on_read (sxe_conn_set_handlers()). The new protocol's module checks the request itself (the
+ * WebSocket module does, in sxe/websocket.h). Requests pipelined behind it are the new protocol's
+ * bytes. @return 0; -EINVAL if the request was answered or held, has a body, is not HTTP/1.1, or
+ * headers do not end in CRLF (an assertion in debug builds); or the write's error (the connection
+ * then closes).
+ */
+SXE_MUST_CHECK int sxe_http_upgrade(sxe_http_t *http, const char *headers,
+                                    const struct sxe_conn_handlers *handlers);
+
+/**
  * The connection the request came on. Its user pointer is the program's: the module keeps its
  * own state elsewhere, so sxe_conn_set_user(sxe_http_conn(http), p) holds p for the connection's
  * later requests (keep-alive), and each new connection starts with NULL.

@@ -18,7 +18,9 @@
 #include "sxe/pool.h"
 #include "sxe/timer.h"
 #include "sxe/udp.h"
+#include "sxe/utf8.h"
 #include "sxe/version.h"
+#include "sxe/websocket.h"
 #include "sxe/workers.h"
 
 #endif

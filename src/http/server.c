@@ -386,7 +386,12 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             }
             used += (size_t)head;
             if (sxe_conn_from_id(server->loop, id) == NULL) {
+                server->upgrade_to = NULL; /* switched, and closed by the new protocol */
                 return len;
+            }
+            if (server->upgrade_to != NULL) { /* answered 101: the rest is the new protocol's */
+                sxe__http_switch(server, conn);
+                return used;
             }
             continue;
         }

@@ -127,6 +127,7 @@ struct sxe_http_server {
     struct sxe_fibers_options fiber_options;
     bool has_fiber_routes;
     bool has_stream_routes;
+    const struct sxe_conn_handlers *upgrade_to; /* a handler answered 101 (upgrade.c) */
     struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */
     struct sxe_http_limits stream_limits; /* streamed bodies: body_bytes is stream_body_bytes */
     uint64_t stream_body_bytes;           /* options.stream_body_bytes, or no limit */
@@ -207,6 +208,9 @@ bool sxe__http_run_fiber(sxe_http_server_t *server, sxe_http_t *http, const stru
 int sxe__http_fibers_make(sxe_http_server_t *server);
 
 /* server.c */
+/* upgrade.c: hands the connection whose handler answered 101 to the new protocol's handlers. */
+void sxe__http_switch(sxe_http_server_t *server, sxe_conn_t *conn);
+
 void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
                       const struct sxe_http_request *request, const char *extra_headers);
 size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,

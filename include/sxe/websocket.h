@@ -1,0 +1,219 @@
+/**
+ * @file sxe/websocket.h
+ * @brief WebSocket (RFC 6455) on the HTTP module: the handshake, messages, close, broadcast.
+ *
+ * A chat room is a handshake route, a message callback and a broadcast:
+ *
+ *     static void on_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
+ *     {
+ *         sxe_ws_broadcast(sxe_ws_server_of(ws), 0, type, data, len);
+ *     }
+ *     static const struct sxe_ws_handlers chat = {.on_message = on_message};
+ *     ...
+ *     sxe_http_server_create(&http, NULL, NULL);
+ *     sxe_ws_server_create(&ws, http, &chat, NULL);
+ *     sxe_ws_route(ws, "/chat", NULL);
+ *     sxe_http_listen(http, "127.0.0.1:8080");
+ *     return sxe_http_run(http);
+ *
+ * The handshake (RFC 6455 §4.2): a GET with Upgrade: websocket, Connection: upgrade, a
+ * Sec-WebSocket-Key of 16 bytes in Base64 and Sec-WebSocket-Version: 13 is answered 101 with
+ * Sec-WebSocket-Accept, and the connection leaves the HTTP module for this one. A request that is
+ * not a WebSocket handshake is answered 426 (with Sec-WebSocket-Version: 13), a malformed one 400.
+ * The route may choose a sub-protocol from those the client offers.
+ *
+ * Messages arrive whole: text or binary, in one frame or fragmented, with control frames (ping,
+ * pong, close) between the fragments. A message waits in the connection's buffer and is unmasked
+ * there: a message that fits one frame is handed to on_message where it lies, without a copy; the
+ * fragments of a fragmented one are joined in place. Messages larger than the loop's buffer_size
+ * grow in its large buffers (sxe_loop_options.large_buffers), up to options.message_bytes: past it
+ * the socket is closed with 1009. Text is checked to be UTF-8 as each frame arrives, and a socket
+ * that sends invalid UTF-8 is closed with 1007 at the first frame that has it. A frame that breaks
+ * the protocol (not masked, reserved bits or opcodes, a control frame fragmented or over 125
+ * bytes, a continuation out of place) closes the socket with 1002.
+ *
+ * Closing: either side sends a close frame with a code and a reason, the other answers with one,
+ * and the server closes the TCP connection. sxe_ws_close() starts it; a peer that does not answer
+ * within options.close_timeout is cut off. on_close is called once for every socket that opened,
+ * whichever side closed it and however (1006 when the connection ended without a close frame).
+ *
+ * Sending: sxe_ws_send() to one socket, sxe_ws_broadcast() to every socket of a group, encoding
+ * the frame once and sending it by reference to all. A socket whose peer reads too slowly (more
+ * than options.queue_bytes queued) is closed with 1008, or, with options.drop_when_full, its
+ * messages are dropped and counted until it catches up.
+ *
+ * Keep-alive: a socket silent for the loop's idle_timeout is pinged; if it is still silent after
+ * another idle_timeout, it is closed (1006 to on_close). All memory is fixed when the server is
+ * made: a table of the loop's connections, small per-socket state, and options.broadcasts frames
+ * for broadcasts in flight.
+ *
+ * One loop: the WebSocket server runs on the HTTP server's loop (an HTTP server with workers is
+ * not supported yet: sxe_ws_server_create() refuses it). Callbacks run on the loop's thread, and
+ * every sxe_ws_*() call must be made there.
+ */
+#ifndef SXE_WEBSOCKET_H
+#define SXE_WEBSOCKET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sxe/error.h"
+#include "sxe/http.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** One open WebSocket. Valid from on_open until on_close returns. */
+typedef struct sxe_ws sxe_ws_t;
+
+/** The WebSocket sockets of one loop: their handlers, options, table and groups. */
+typedef struct sxe_ws_server sxe_ws_server_t;
+
+/** A message's type. */
+enum sxe_ws_type {
+    SXE_WS_TEXT = 1,   /**< UTF-8 text (checked). */
+    SXE_WS_BINARY = 2, /**< Bytes. */
+};
+
+/** Close codes (RFC 6455 §7.4.1) that sxe uses or reports. */
+#define SXE_WS_NORMAL       1000 /**< Done. */
+#define SXE_WS_GOING_AWAY   1001 /**< The server stops, or the page goes. */
+#define SXE_WS_PROTOCOL     1002 /**< The peer broke the protocol. */
+#define SXE_WS_NO_STATUS    1005 /**< A close frame without a code (reported, never sent). */
+#define SXE_WS_ABNORMAL     1006 /**< The connection ended without a close frame (reported). */
+#define SXE_WS_INVALID_DATA 1007 /**< Text that is not UTF-8. */
+#define SXE_WS_POLICY       1008 /**< The peer reads too slowly (options.queue_bytes). */
+#define SXE_WS_TOO_BIG      1009 /**< A message over options.message_bytes. */
+#define SXE_WS_SERVER_ERROR 1011 /**< The server could not go on. */
+
+/** What happens on a socket. Every member may be NULL. */
+struct sxe_ws_handlers {
+    /** The handshake was answered 101: the socket is open. */
+    void (*on_open)(sxe_ws_t *ws);
+
+    /**
+     * A whole message. data is valid until the callback returns (it lies in the connection's
+     * buffer); copy what must outlive it. Text is valid UTF-8 and not NUL-terminated.
+     */
+    void (*on_message)(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len);
+
+    /**
+     * The socket closed: code and reason are the peer's close frame's (SXE_WS_NO_STATUS and an
+     * empty reason if it had none), or the code the server closed with (1002, 1007, 1008, 1009,
+     * or the program's sxe_ws_close()), or SXE_WS_ABNORMAL if the connection just ended. Called
+     * once; the handle is gone when it returns. Sends from here fail.
+     */
+    void (*on_close)(sxe_ws_t *ws, int code, const char *reason, size_t reason_len);
+};
+
+/** Options. Zero fields take the defaults shown. */
+struct sxe_ws_options {
+    uint32_t message_bytes;   /**< Largest message taken whole (1 MiB); past it, 1009. */
+    uint32_t queue_bytes;     /**< Most bytes queued to one socket (1 MiB); past it, 1008. */
+    bool drop_when_full;      /**< Past queue_bytes, drop messages (counted) instead of closing. */
+    uint64_t close_timeout;   /**< ns to wait for the peer's close frame (5 s). */
+    bool no_ping;             /**< Do not ping silent sockets: close them at idle_timeout. */
+    uint32_t groups;          /**< Groups for sxe_ws_broadcast() (16); every socket starts in 0. */
+    uint32_t broadcasts;      /**< Broadcast frames that may be in flight at once (64). */
+    uint32_t broadcast_bytes; /**< Largest broadcast message (65536). */
+};
+
+/** Counters. */
+struct sxe_ws_stats {
+    uint64_t opened;          /**< Handshakes answered 101. */
+    uint64_t refused;         /**< Handshakes refused (400, 426). */
+    uint64_t messages_in;     /**< Messages received whole. */
+    uint64_t messages_out;    /**< Messages queued (a broadcast counts once per socket). */
+    uint64_t dropped;         /**< Messages dropped for a slow reader (options.drop_when_full). */
+    uint64_t slow_closed;     /**< Sockets closed with 1008 for a slow reader. */
+    uint64_t protocol_errors; /**< Sockets closed with 1002, 1007 or 1009. */
+    uint64_t pings;           /**< Keep-alive pings sent. */
+    uint32_t open;            /**< Sockets open now. */
+};
+
+/**
+ * Makes a WebSocket server on http's loop: a table of one small state per connection of the
+ * loop, groups, and broadcast frames (options may be NULL). Free it with sxe_ws_server_destroy()
+ * after the HTTP server's loop has stopped, before sxe_http_server_destroy().
+ * @return 0, -EINVAL (http is NULL or has workers, or an option is out of range), or -ENOMEM.
+ */
+SXE_MUST_CHECK int sxe_ws_server_create(sxe_ws_server_t **server, sxe_http_server_t *http,
+                                        const struct sxe_ws_handlers *handlers,
+                                        const struct sxe_ws_options *options);
+
+/** Closes every open socket (1001, without waiting for answers) and frees the server. */
+void sxe_ws_server_destroy(sxe_ws_server_t *server);
+
+/**
+ * Routes GET path on the HTTP server to a handshake. protocols, if not NULL, is the sub-protocols
+ * the route speaks, comma-separated, in order of preference: the first one the client offers is
+ * chosen (a client that offers none of them is still accepted, with none).
+ * @return as sxe_http_route().
+ */
+SXE_MUST_CHECK int sxe_ws_route(sxe_ws_server_t *server, const char *path, const char *protocols);
+
+/**
+ * From an HTTP handler: answers the request's WebSocket handshake with 101 and protocol (NULL
+ * for none; it must be one the client offered), or with 400 or 426 if it is not one. On success
+ * the connection is a WebSocket from now on, and on_open is called before this returns.
+ * @return the socket, or NULL with errno: EPROTO (refused: the request was answered), ENOBUFS,
+ *         EINVAL (not from a handler, or a protocol the client did not offer: answered 500).
+ */
+sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol);
+
+/**
+ * Sends a message: one frame, queued whole (copied). @return 0; -EPIPE if the socket is closing;
+ * -EMSGSIZE past message_bytes; -EILSEQ for text that is not UTF-8 (in debug builds an
+ * assertion); -ENOBUFS if the peer reads too slowly (the socket is closing with 1008, or, with
+ * drop_when_full, the message was dropped).
+ */
+int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t len);
+
+/**
+ * Sends one message to every open socket of group (but except, if not NULL), encoding the frame
+ * once and sending it by reference. Slow readers are handled as by sxe_ws_send().
+ * @return how many sockets it was queued to, or -EMSGSIZE past broadcast_bytes, -EILSEQ, -EINVAL
+ *         for a group out of range, -ENOBUFS when options.broadcasts are all in flight.
+ */
+int sxe_ws_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type type,
+                     const void *data, size_t len, const sxe_ws_t *except);
+
+/** Moves the socket to group (< options.groups). @return 0 or -EINVAL. */
+int sxe_ws_join(sxe_ws_t *ws, uint32_t group);
+
+/**
+ * Starts the close handshake with code (1000-4999, not one reserved for reports) and a reason of
+ * at most 123 bytes: no message is sent or delivered after it. on_close follows when the peer
+ * answers, or after options.close_timeout. @return 0, -EINVAL, or -EPIPE if already closing.
+ */
+int sxe_ws_close(sxe_ws_t *ws, int code, const char *reason);
+
+/** The socket's sub-protocol (an empty string for none). */
+const char *sxe_ws_protocol(const sxe_ws_t *ws);
+
+/** The program's pointer for the socket (NULL at first). */
+void *sxe_ws_user(const sxe_ws_t *ws);
+void sxe_ws_set_user(sxe_ws_t *ws, void *user);
+
+/** The socket's connection (for its peer address, say). */
+sxe_conn_t *sxe_ws_conn(const sxe_ws_t *ws);
+
+/** The server the socket belongs to. */
+sxe_ws_server_t *sxe_ws_server_of(const sxe_ws_t *ws);
+
+/** The server's counters. */
+void sxe_ws_stats(const sxe_ws_server_t *server, struct sxe_ws_stats *stats);
+
+/**
+ * Writes the Sec-WebSocket-Accept value for key (RFC 6455 §4.2.2: Base64 of the SHA-1 of the key
+ * and the protocol's GUID) to out, NUL-terminated. @return 28, or -EINVAL for a NULL key.
+ */
+int sxe_ws_accept_key(const char *key, size_t key_len, char out[29]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

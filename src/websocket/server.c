@@ -1,0 +1,497 @@
+/*
+ * WebSocket sockets on one loop: the table, the handshake routes, reading frames into messages,
+ * and closing. The program's calls (sending, broadcasting, closing) are in send.c.
+ *
+ * Where a message is: in the connection's buffer, as it came, until it is whole. A message of one
+ * frame is unmasked where it lies and handed to on_message from there. The fragments of a longer
+ * one are unmasked and joined at the front of the input, in place; when a read ends in the middle
+ * of such a message, the joined part is moved up to sit just before the bytes not yet parsed, and
+ * on_read consumes what lies before it, so the core's compaction brings it back to the front, where
+ * the next read finds it (as the HTTP module's streamed bodies do). Only fragmented messages pay
+ * for a move.
+ */
+#define SXE_LOG_MODULE ws_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sxe/clock.h"
+#include "sxe/utf8.h"
+#include "websocket/ws.h"
+
+static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
+
+#define NONE UINT32_MAX
+
+static sxe_ws_server_t *server_of(const sxe_conn_t *conn)
+{
+    return (sxe_ws_server_t *)(uintptr_t)sxe_conn_handlers(conn); /* the handlers come first */
+}
+
+static uint32_t index_of(const struct sxe_ws *ws)
+{
+    return (uint32_t)(ws - ws->server->sockets);
+}
+
+/*
+ * Starts the close timer. Without a free timer in the loop, sockets that wait for a close frame
+ * are cut off by the loop's idle timeout instead (on_timeout keeps only open ones).
+ */
+static void arm(sxe_ws_server_t *server, uint64_t delay_ns)
+{
+    if (sxe_timer_start(server->loop, &server->close_timer, delay_ns, 0) < 0) {
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN, "no free timer for WebSocket close timeouts: raise %s",
+                     sxe_log_setting("options.timers"));
+    }
+}
+
+/* Links the socket at the end of the list of those waiting for close_timeout to pass. */
+static void closing_add(struct sxe_ws *ws)
+{
+    sxe_ws_server_t *server = ws->server;
+
+    ws->close_deadline = sxe_loop_now(server->loop) + server->options.close_timeout;
+    ws->closing_next = NONE;
+    ws->closing_prev = server->closing_tail;
+    if (server->closing_tail != NONE) {
+        server->sockets[server->closing_tail].closing_next = index_of(ws);
+    } else {
+        server->closing_head = index_of(ws);
+        arm(server, server->options.close_timeout); /* it was idle: one timer, for the first */
+    }
+    server->closing_tail = index_of(ws);
+}
+
+static void closing_remove(struct sxe_ws *ws)
+{
+    sxe_ws_server_t *server = ws->server;
+
+    if (ws->closing_prev != NONE) {
+        server->sockets[ws->closing_prev].closing_next = ws->closing_next;
+    } else if (server->closing_head == index_of(ws)) {
+        server->closing_head = ws->closing_next;
+    } else {
+        return; /* not on the list */
+    }
+    if (ws->closing_next != NONE) {
+        server->sockets[ws->closing_next].closing_prev = ws->closing_prev;
+    } else {
+        server->closing_tail = ws->closing_prev;
+    }
+    ws->closing_next = ws->closing_prev = NONE;
+}
+
+static void group_unlink(struct sxe_ws *ws)
+{
+    sxe_ws_server_t *server = ws->server;
+
+    if (ws->group_prev != NONE) {
+        server->sockets[ws->group_prev].group_next = ws->group_next;
+    } else {
+        server->group_heads[ws->group] = ws->group_next;
+    }
+    if (ws->group_next != NONE) {
+        server->sockets[ws->group_next].group_prev = ws->group_prev;
+    }
+}
+
+static void group_link(struct sxe_ws *ws, uint32_t group)
+{
+    sxe_ws_server_t *server = ws->server;
+    uint32_t head = server->group_heads[group];
+
+    ws->group = group;
+    ws->group_prev = NONE;
+    ws->group_next = head;
+    if (head != NONE) {
+        server->sockets[head].group_prev = index_of(ws);
+    }
+    server->group_heads[group] = index_of(ws);
+}
+
+void sxe__ws_group_move(struct sxe_ws *ws, uint32_t group)
+{
+    group_unlink(ws);
+    group_link(ws, group);
+}
+
+/* Tells the program the socket closed, once: from then on it is not the program's. */
+static void report_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len)
+{
+    if (ws->state == WS_DONE || ws->state == WS_FREE) {
+        return;
+    }
+    ws->state = WS_DONE;
+    ws->server->stats.open--;
+    group_unlink(ws);
+    if (ws->server->program.on_close != NULL) {
+        ws->server->program.on_close(ws, (int)code, reason != NULL ? reason : "", reason_len);
+    }
+}
+
+/* Queues a close frame with code (0: none) and reason. */
+static void send_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len)
+{
+    uint8_t frame[SXE__WS_HEAD_MAX + 125];
+    size_t head = sxe__ws_frame_encode(frame, true, SXE__WS_CLOSE, code ? 2 + reason_len : 0, NULL);
+
+    if (code != 0) {
+        frame[head] = (uint8_t)(code >> 8);
+        frame[head + 1] = (uint8_t)code;
+        memcpy(frame + head + 2, reason, reason_len);
+        head += 2 + reason_len;
+    }
+    (void)sxe_conn_write(ws->conn, frame, head);
+}
+
+/*
+ * Ends the socket for a reason of ours (1002, 1007, 1008, 1009): a close frame with the code, the
+ * program told, and our side shut; what the peer still sends is read and dropped until it closes
+ * or close_timeout passes, so that it reads our close frame rather than a reset.
+ */
+void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why)
+{
+    SXE_LOG_DEBUG("closing a WebSocket with %u: %s", code, why);
+    if (code != SXE_WS_POLICY) {
+        ws->server->stats.protocol_errors++;
+    }
+    send_close(ws, code, why, strlen(why));
+    report_close(ws, code, why, strlen(why));
+    (void)sxe_conn_shutdown(ws->conn);
+    closing_remove(ws);
+    closing_add(ws);
+}
+
+void sxe__ws_start_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len)
+{
+    send_close(ws, code, reason, reason_len);
+    ws->state = WS_CLOSING;
+    closing_add(ws);
+}
+
+/* A close frame came: answer it (unless we started), tell the program, and end the connection. */
+static void closed_by_peer(struct sxe_ws *ws, const uint8_t *payload, size_t len)
+{
+    unsigned code = len >= 2 ? (unsigned)payload[0] << 8 | payload[1] : SXE_WS_NO_STATUS;
+
+    if (len == 1 || (len >= 2 && !sxe__ws_code_valid(code))) {
+        sxe__ws_fail(ws, SXE_WS_PROTOCOL, "invalid close code");
+        return;
+    }
+    if (len > 2 && !sxe_utf8_valid(payload + 2, len - 2)) {
+        sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "close reason not UTF-8");
+        return;
+    }
+    if (ws->state == WS_OPEN) {
+        send_close(ws, len >= 2 ? code : 0, NULL, 0);
+    }
+    closing_remove(ws);
+    report_close(ws, code, len > 2 ? (const char *)payload + 2 : "", len > 2 ? len - 2 : 0);
+    (void)sxe_conn_close_when_sent(ws->conn); /* the server closes TCP first (RFC 6455 §7.1.1) */
+}
+
+/* A control frame, whole and unmasked. */
+static void control(struct sxe_ws *ws, unsigned opcode, uint8_t *payload, size_t len)
+{
+    if (opcode == SXE__WS_CLOSE) {
+        closed_by_peer(ws, payload, len);
+    } else if (opcode == SXE__WS_PING && ws->state == WS_OPEN) {
+        uint8_t pong[SXE__WS_HEAD_MAX + 125];
+        size_t head = sxe__ws_frame_encode(pong, true, SXE__WS_PONG, len, NULL);
+        memcpy(pong + head, payload, len);
+        (void)sxe_conn_write(ws->conn, pong, head + len);
+    }
+    /* A pong is proof of life, as any frame is (pinged was cleared). */
+}
+
+static void deliver(struct sxe_ws *ws, unsigned type, const uint8_t *data, size_t len)
+{
+    ws->server->stats.messages_in++;
+    if (ws->server->program.on_message != NULL) {
+        ws->server->program.on_message(ws, (enum sxe_ws_type)type, (const char *)data, len);
+    }
+}
+
+/*
+ * Checks a frame's head against the protocol and the socket's state. @return NULL, or why the
+ * socket must close, with *code the close code.
+ */
+static const char *frame_error(const struct sxe_ws *ws, const struct sxe__ws_frame *frame,
+                               unsigned *code)
+{
+    *code = SXE_WS_PROTOCOL;
+    if (!frame->masked) {
+        return "client frames must be masked";
+    }
+    if (frame->rsv != 0) {
+        return "reserved bits set";
+    }
+    if (frame->opcode >= 8) {
+        if (frame->opcode > SXE__WS_PONG) {
+            return "reserved opcode";
+        }
+        return !frame->fin || frame->len > 125 ? "control frames are short and whole" : NULL;
+    }
+    if (frame->opcode > SXE_WS_BINARY) {
+        return "reserved opcode";
+    }
+    if ((frame->opcode == SXE__WS_CONTINUATION) != (ws->message != 0)) {
+        return frame->opcode == SXE__WS_CONTINUATION ? "a continuation of no message"
+                                                     : "a new message inside a fragmented one";
+    }
+    if (ws->assembled + frame->len > ws->server->options.message_bytes) {
+        *code = SXE_WS_TOO_BIG;
+        return "message too big";
+    }
+    return NULL;
+}
+
+/*
+ * A data frame, whole and unmasked, at payload: delivered where it lies if it is a message of its
+ * own, else joined to the message at the front of the input. @return false if the socket failed.
+ */
+static bool data_frame(struct sxe_ws *ws, uint8_t *front, const struct sxe__ws_frame *frame,
+                       uint8_t *payload)
+{
+    bool bad;
+
+    if (frame->fin && frame->opcode != SXE__WS_CONTINUATION) {
+        if (frame->opcode == SXE_WS_TEXT && !sxe_utf8_valid(payload, frame->len)) {
+            sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "text is not UTF-8");
+            return false;
+        }
+        deliver(ws, frame->opcode, payload, frame->len);
+        return true;
+    }
+    if (frame->opcode != SXE__WS_CONTINUATION) {
+        ws->message = frame->opcode;
+    }
+    memmove(front + ws->assembled, payload, frame->len);
+    ws->assembled += (uint32_t)frame->len;
+    if (ws->message == SXE_WS_TEXT) {
+        ws->checked +=
+            (uint32_t)sxe_utf8_check(front + ws->checked, ws->assembled - ws->checked, &bad);
+        if (bad || (frame->fin && ws->checked != ws->assembled)) {
+            sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "text is not UTF-8");
+            return false;
+        }
+    }
+    if (frame->fin) {
+        unsigned type = ws->message;
+        size_t len = ws->assembled;
+        ws->message = 0;
+        ws->assembled = ws->checked = 0;
+        deliver(ws, type, front, len);
+    }
+    return true;
+}
+
+/*
+ * The frames in this input, in order, each handled when it is whole. Longer than 80 lines on
+ * purpose: one pass over the input whose every step (a control frame, a message delivered) may
+ * close the socket, which the pass must see at once.
+ */
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    sxe_ws_server_t *server = server_of(conn);
+    struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
+    uint8_t *bytes = (uint8_t *)(uintptr_t)data;
+    uint64_t id = sxe_conn_id(conn);
+    size_t at = ws->assembled;
+
+    ws->pinged = false;
+    if (ws->state == WS_DONE) {
+        return len; /* closed for the program: what comes is dropped until the peer goes */
+    }
+    while (at < len) {
+        struct sxe__ws_frame frame;
+        unsigned code;
+        int head = sxe__ws_frame_head(bytes + at, len - at, &frame);
+        if (head == 0) {
+            break;
+        }
+        const char *error =
+            head < 0 ? "a length with its top bit set" : frame_error(ws, &frame, &code);
+        if (head < 0 || error != NULL) {
+            sxe__ws_fail(ws, head < 0 ? SXE_WS_PROTOCOL : code, error);
+            return len;
+        }
+        if (frame.len > len - at - (size_t)head) {
+            break; /* the payload is still coming */
+        }
+        uint8_t *payload = bytes + at + head;
+        sxe__ws_unmask(payload, (size_t)frame.len, frame.mask, 0);
+        at += (size_t)head + (size_t)frame.len;
+        if (frame.opcode >= 8) {
+            control(ws, frame.opcode, payload, (size_t)frame.len);
+        } else if (ws->state == WS_OPEN && !data_frame(ws, bytes, &frame, payload)) {
+            return len;
+        }
+        if (sxe_conn_from_id(server->loop, id) == NULL) {
+            return len; /* closed by the program */
+        }
+        if (ws->state == WS_DONE) {
+            return len;
+        }
+    }
+    if (ws->assembled == 0) {
+        return at;
+    }
+    /* A fragmented message is under way: it moves up to just before the bytes still to parse. */
+    memmove(bytes + at - ws->assembled, bytes, ws->assembled);
+    return at - ws->assembled;
+}
+
+/* Silent for a timeout: pinged, and kept; silent again, or not open: closed (by the core). */
+static void on_timeout(sxe_conn_t *conn)
+{
+    sxe_ws_server_t *server = server_of(conn);
+    struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
+    static const uint8_t ping[2] = {0x80 | SXE__WS_PING, 0};
+
+    if (ws->state == WS_OPEN && !server->options.no_ping && !ws->pinged) {
+        ws->pinged = true;
+        server->stats.pings++;
+        (void)sxe_conn_write(conn, ping, sizeof(ping));
+        (void)sxe_conn_touch(conn);
+    }
+}
+
+static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    sxe_ws_server_t *server = server_of(conn);
+    struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
+
+    (void)reason;
+    (void)err;
+    closing_remove(ws);
+    report_close(ws, SXE_WS_ABNORMAL, NULL, 0);
+    ws->state = WS_FREE;
+    ws->conn = NULL;
+    ws->user = NULL;
+}
+
+/* The sockets whose close_timeout has passed are cut off; the timer waits for the next. */
+static void closing_expired(sxe_timer_t *timer, void *arg)
+{
+    sxe_ws_server_t *server = arg;
+    uint64_t now = sxe_loop_now(server->loop);
+
+    (void)timer;
+    while (server->closing_head != NONE) {
+        struct sxe_ws *ws = &server->sockets[server->closing_head];
+        if (ws->close_deadline > now) {
+            arm(server, ws->close_deadline - now);
+            return;
+        }
+        closing_remove(ws);
+        report_close(ws, SXE_WS_ABNORMAL, NULL, 0); /* our close went unanswered */
+        sxe_conn_close(ws->conn);
+    }
+}
+
+int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol)
+{
+    struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
+
+    *ws = (struct sxe_ws){.server = server,
+                          .conn = conn,
+                          .state = WS_OPEN,
+                          .protocol = (uint8_t)protocol,
+                          .closing_next = NONE,
+                          .closing_prev = NONE};
+    group_link(ws, 0);
+    server->stats.opened++;
+    server->stats.open++;
+    if (server->program.on_open != NULL) {
+        server->program.on_open(ws);
+    }
+    return 0;
+}
+
+int sxe_ws_server_create(sxe_ws_server_t **server_out, sxe_http_server_t *http,
+                         const struct sxe_ws_handlers *handlers,
+                         const struct sxe_ws_options *options)
+{
+    static const struct sxe_ws_options defaults;
+    sxe_loop_t *loop = http != NULL ? sxe_http_server_loop(http) : NULL;
+    sxe_ws_server_t *server;
+
+    options = options != NULL ? options : &defaults;
+    if (!SXE_CHECK(server_out != NULL && loop != NULL && handlers != NULL)) {
+        return -EINVAL; /* an HTTP server with workers has no loop of its own */
+    }
+    if ((server = calloc(1, sizeof(*server))) == NULL) {
+        return -ENOMEM;
+    }
+    const struct sxe_loop_options *in_force = sxe_loop_options(loop);
+    uint32_t largest =
+        in_force->large_buffers > 0 ? in_force->large_buffer_size : in_force->buffer_size;
+    server->options = *options;
+    struct sxe_ws_options *set = &server->options;
+    set->message_bytes = set->message_bytes ? set->message_bytes : 1u << 20;
+    if (set->message_bytes > largest - 256) { /* a message, a frame head, a ping behind */
+        set->message_bytes = largest - 256;
+    }
+    set->queue_bytes = set->queue_bytes ? set->queue_bytes : 1u << 20;
+    set->queue_bytes =
+        set->queue_bytes < in_force->write_limit ? set->queue_bytes : in_force->write_limit;
+    set->close_timeout = set->close_timeout ? set->close_timeout : 5 * SXE_NS_PER_SEC;
+    set->groups = set->groups ? set->groups : 16;
+    set->broadcasts = set->broadcasts ? set->broadcasts : 64;
+    set->broadcast_bytes = set->broadcast_bytes ? set->broadcast_bytes : 65536;
+    server->handlers = (struct sxe_conn_handlers){
+        .on_read = on_read, .on_close = on_close, .on_timeout = on_timeout};
+    server->program = *handlers;
+    server->http = http;
+    server->loop = loop;
+    server->socket_count = in_force->connections;
+    server->closing_head = server->closing_tail = NONE;
+    sxe_timer_init(&server->close_timer, closing_expired, server);
+    server->sockets = calloc(server->socket_count, sizeof(*server->sockets));
+    server->group_heads = malloc(set->groups * sizeof(*server->group_heads));
+    server->broadcasts = calloc(set->broadcasts, sizeof(*server->broadcasts));
+    server->broadcast_memory =
+        calloc(set->broadcasts, (size_t)set->broadcast_bytes + SXE__WS_HEAD_MAX);
+    if (server->sockets == NULL || server->group_heads == NULL || server->broadcasts == NULL ||
+        server->broadcast_memory == NULL) {
+        sxe_ws_server_destroy(server);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < set->groups; i++) {
+        server->group_heads[i] = NONE;
+    }
+    for (uint32_t i = 0; i < set->broadcasts; i++) {
+        server->broadcasts[i].frame =
+            server->broadcast_memory + (size_t)i * (set->broadcast_bytes + SXE__WS_HEAD_MAX);
+    }
+    *server_out = server;
+    return 0;
+}
+
+void sxe_ws_server_destroy(sxe_ws_server_t *server)
+{
+    if (server == NULL) {
+        return;
+    }
+    for (uint32_t i = 0; server->sockets != NULL && i < server->socket_count; i++) {
+        struct sxe_ws *ws = &server->sockets[i];
+        if (ws->state != WS_FREE) {
+            if (ws->state == WS_OPEN) {
+                send_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
+            }
+            report_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
+            sxe_conn_close(ws->conn); /* its on_close frees the slot */
+        }
+    }
+    if (server->loop != NULL) {
+        sxe_timer_stop(server->loop, &server->close_timer);
+    }
+    free(server->sockets);
+    free(server->group_heads);
+    free(server->broadcasts);
+    free(server->broadcast_memory);
+    free(server);
+}

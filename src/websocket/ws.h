@@ -1,0 +1,136 @@
+/*
+ * The WebSocket module's own structures and helpers, shared by its files: frame.c (the framing,
+ * RFC 6455 §5), sha1.c (the handshake's digest), handshake.c (the 101), server.c (sockets, their
+ * input, sending, closing). Only the public API is used below this: no core internals.
+ */
+#ifndef SXE_WEBSOCKET_INTERNAL_H
+#define SXE_WEBSOCKET_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sxe/conn.h"
+#include "sxe/http.h"
+#include "sxe/timer.h"
+#include "sxe/websocket.h"
+
+#define SXE__WS_CONTINUATION 0x0
+#define SXE__WS_CLOSE        0x8
+#define SXE__WS_PING         0x9
+#define SXE__WS_PONG         0xa
+
+#define SXE__WS_HEAD_MAX  14 /* 2, 8 bytes of length, 4 of mask */
+#define SXE__WS_PROTOCOLS 16 /* sub-protocol names a server knows */
+#define SXE__WS_ROUTES    16
+
+/* A frame's head (RFC 6455 §5.2). */
+struct sxe__ws_frame {
+    bool fin;
+    uint8_t rsv;    /* the three reserved bits, 0 unless an extension says otherwise */
+    uint8_t opcode; /* 0x0 continuation, 0x1 text, 0x2 binary, 0x8 close, 0x9 ping, 0xa pong */
+    bool masked;
+    uint8_t mask[4];
+    uint64_t len; /* of the payload */
+    size_t head;  /* bytes of the head: 2 to 14 */
+};
+
+/*
+ * Reads a frame's head at data. @return its length (the payload follows), 0 if more bytes are
+ * needed, or -1 if it cannot be one (a 64-bit length with its top bit set).
+ */
+int sxe__ws_frame_head(const uint8_t *data, size_t len, struct sxe__ws_frame *frame);
+
+/* Writes an unmasked frame's head (a server's) to out; mask, if not NULL, masks it (a client's).
+ * @return its length. */
+size_t sxe__ws_frame_encode(uint8_t out[SXE__WS_HEAD_MAX], bool fin, unsigned opcode, uint64_t len,
+                            const uint8_t *mask);
+
+/* XORs len bytes with mask, the first of them being byte offset of the payload. */
+void sxe__ws_unmask(uint8_t *data, size_t len, const uint8_t mask[4], size_t offset);
+
+/* Whether a close code may be sent in a close frame (RFC 6455 §7.4). */
+bool sxe__ws_code_valid(unsigned code);
+
+void sxe__sha1(const void *data, size_t len, uint8_t digest[20]);
+size_t sxe__base64(const void *data, size_t len, char *out);
+bool sxe__ws_key_valid(const char *key, size_t len);
+
+enum ws_state {
+    WS_FREE,
+    WS_OPEN,
+    WS_CLOSING, /* our close frame sent: waiting for the peer's (close_timeout) */
+    WS_DONE,    /* closed for the program (on_close called): the TCP connection ends */
+};
+
+/* One socket, in a table indexed like the loop's connections. */
+struct sxe_ws {
+    sxe_ws_server_t *server;
+    sxe_conn_t *conn;
+    void *user;
+    uint32_t assembled; /* bytes of a fragmented message joined at the front of the input */
+    uint32_t checked;   /* of those, the text checked as UTF-8 */
+    uint32_t group;
+    uint32_t group_prev; /* links in the group's list: table indices, or UINT32_MAX */
+    uint32_t group_next;
+    uint32_t closing_next; /* links in the server's list of sockets waiting for a close frame */
+    uint32_t closing_prev;
+    uint64_t close_deadline;
+    uint8_t state;    /* enum ws_state */
+    uint8_t message;  /* the type of a fragmented message under way, or 0 */
+    uint8_t protocol; /* index into the server's protocol names, or 0xff for none */
+    bool pinged;      /* a keep-alive ping has gone unanswered */
+};
+
+/* A broadcast frame, sent by reference to many sockets: free when refs falls to 0. */
+struct broadcast {
+    uint32_t refs;
+    uint32_t len;
+    uint8_t *frame;
+};
+
+struct route {
+    sxe_ws_server_t *server;
+    char protocols[256];
+};
+
+struct sxe_ws_server {
+    struct sxe_conn_handlers handlers; /* every socket's: how one finds its server */
+    struct sxe_ws_handlers program;    /* the program's */
+    struct sxe_ws_options options;
+    sxe_http_server_t *http;
+    sxe_loop_t *loop;
+    struct sxe_ws *sockets; /* one per connection of the loop */
+    uint32_t socket_count;
+    uint32_t *group_heads;
+    struct broadcast *broadcasts;
+    uint8_t *broadcast_memory;
+    sxe_timer_t close_timer; /* the first socket of the closing list's deadline */
+    uint32_t closing_head, closing_tail;
+    char protocol_names[SXE__WS_PROTOCOLS][32];
+    unsigned protocol_count;
+    struct route routes[SXE__WS_ROUTES];
+    unsigned route_count;
+    struct sxe_ws_stats stats;
+};
+
+/* handshake.c: answers the handshake with 101, or refuses it. @return 0, or -EPROTO if refused. */
+int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const struct sxe_conn_handlers *to);
+
+/* server.c: a handshake answered 101 on conn: the socket opens (on_open). */
+int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol);
+
+/* server.c: ends the socket with a close code of ours (1002, 1007, 1008, 1009) and why. */
+void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why);
+
+/* server.c: moves the socket to another group's list. */
+void sxe__ws_group_move(struct sxe_ws *ws, uint32_t group);
+
+/* server.c: sends our close frame and waits for the peer's (close_timeout). */
+void sxe__ws_start_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len);
+
+/* Whether the request's header fields called name hold token, in their comma lists. */
+bool sxe__ws_has_token(const struct sxe_http_request *request, const char *name, const char *token,
+                       size_t token_len);
+
+#endif
