@@ -566,10 +566,9 @@ int sxe_conn_set_handlers(sxe_conn_t *conn, const struct sxe_conn_handlers *hand
         return -EINVAL;
     }
     conn->handlers = handlers;
-    if (conn->input_len > 0) {
-        /* What the old handlers left is the new ones' to read: offered from the next turn. */
-        sxe__conn_offer_later(conn);
-    }
+    /* What the old handlers leave (known when their on_read returns) is the new ones' to read:
+     * offered from the next turn. */
+    sxe__conn_offer_later(conn);
     return 0;
 }
 

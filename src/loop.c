@@ -173,6 +173,22 @@ static void begin_stop(sxe_loop_t *loop)
     sxe_loop_shutdown(loop, loop->drain_ns);
 }
 
+int sxe_loop_at_stop(sxe_loop_t *loop, void (*hook)(void *arg), void *arg)
+{
+    for (unsigned i = 0; i < SXE__AT_STOP_MAX; i++) {
+        if (hook == NULL && loop->at_stop[i].hook != NULL && loop->at_stop[i].arg == arg) {
+            loop->at_stop[i].hook = NULL;
+            return 0;
+        }
+        if (hook != NULL && loop->at_stop[i].hook == NULL) {
+            loop->at_stop[i].hook = hook;
+            loop->at_stop[i].arg = arg;
+            return 0;
+        }
+    }
+    return hook == NULL ? -ENOENT : -ENOBUFS;
+}
+
 void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns)
 {
     if (loop->stopping || loop->stop) {
@@ -180,6 +196,11 @@ void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns)
     }
     SXE_LOG_INFO("stopping: closing listeners and draining output for up to %llu ms",
                  (unsigned long long)(drain_ns / SXE_NS_PER_MSEC));
+    for (unsigned i = 0; i < SXE__AT_STOP_MAX; i++) {
+        if (loop->at_stop[i].hook != NULL) {
+            loop->at_stop[i].hook(loop->at_stop[i].arg);
+        }
+    }
     loop->layer->close_all(loop, true);
     loop->stopping = true;
     loop->stop_deadline = loop->now + drain_ns;

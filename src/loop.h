@@ -157,6 +157,8 @@ struct sxe__loop_layer {
     uint32_t (*writing)(sxe_loop_t *loop);                    /* how many still have output */
 };
 
+#define SXE__AT_STOP_MAX 8
+
 struct sxe_loop {
     const struct sxe__io_backend *io; /* the event backend (io.h) */
     void *io_state;                   /* the backend's own state */
@@ -202,6 +204,10 @@ struct sxe_loop {
     struct sxe__io_event *events; /* options.events of them, filled by the backend's wait */
     struct sxe_loop_stats stats;
 
+    struct {
+        void (*hook)(void *arg);
+        void *arg;
+    } at_stop[SXE__AT_STOP_MAX];                    /* sxe_loop_at_stop() */
     void (*turn_hook)(sxe_loop_t *loop, void *arg); /* after each turn, or NULL (worker.c) */
     void *turn_arg;
 };

@@ -151,6 +151,14 @@ int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
  */
 void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns);
 
+/**
+ * Adds hook(arg) to the functions called once when the loop begins to stop (sxe_loop_shutdown(),
+ * a stop signal), before its listeners close and its output drains: where a protocol module says
+ * goodbye (WebSocket's close frames with 1001). A NULL hook removes the one added with arg.
+ * @return 0, -ENOBUFS past 8 hooks, or -ENOENT for a removal that finds none.
+ */
+int sxe_loop_at_stop(sxe_loop_t *loop, void (*hook)(void *arg), void *arg);
+
 /** Copies the loop's counters into stats. */
 void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats);
 

@@ -137,7 +137,10 @@ struct sxe_ws_stats {
  * Makes a WebSocket server on http's loop: a table of one small state per connection of the
  * loop, groups, and broadcast frames (options may be NULL). Free it with sxe_ws_server_destroy()
  * after the HTTP server's loop has stopped, before sxe_http_server_destroy().
- * @return 0, -EINVAL (http is NULL or has workers, or an option is out of range), or -ENOMEM.
+ * When the loop begins to stop (a stop signal, sxe_loop_shutdown()), every open socket is sent a
+ * close frame with 1001 and on_close reports 1001; the frames drain with the rest of the output.
+ * @return 0, -EINVAL (http is NULL or has workers), -ENOBUFS (the loop has 8 stop hooks already:
+ *         sxe_loop_at_stop()), or -ENOMEM.
  */
 SXE_MUST_CHECK int sxe_ws_server_create(sxe_ws_server_t **server, sxe_http_server_t *http,
                                         const struct sxe_ws_handlers *handlers,

@@ -50,6 +50,7 @@ static const struct {
     {414, "URI Too Long"},
     {416, "Range Not Satisfiable"},
     {422, "Unprocessable Content"},
+    {426, "Upgrade Required"},
     {429, "Too Many Requests"},
     {431, "Request Header Fields Too Large"},
     {500, "Internal Server Error"},

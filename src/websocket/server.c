@@ -392,6 +392,20 @@ static void closing_expired(sxe_timer_t *timer, void *arg)
     }
 }
 
+/* The loop begins to stop: every open socket is told (1001), and its close frame drains. */
+static void going_away(void *arg)
+{
+    sxe_ws_server_t *server = arg;
+
+    for (uint32_t i = 0; i < server->socket_count; i++) {
+        struct sxe_ws *ws = &server->sockets[i];
+        if (ws->state == WS_OPEN) {
+            send_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
+            report_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
+        }
+    }
+}
+
 int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol)
 {
     struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
@@ -467,6 +481,11 @@ int sxe_ws_server_create(sxe_ws_server_t **server_out, sxe_http_server_t *http,
         server->broadcasts[i].frame =
             server->broadcast_memory + (size_t)i * (set->broadcast_bytes + SXE__WS_HEAD_MAX);
     }
+    int rc = sxe_loop_at_stop(loop, going_away, server);
+    if (rc < 0) {
+        sxe_ws_server_destroy(server);
+        return rc;
+    }
     *server_out = server;
     return 0;
 }
@@ -488,6 +507,7 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server)
     }
     if (server->loop != NULL) {
         sxe_timer_stop(server->loop, &server->close_timer);
+        (void)sxe_loop_at_stop(server->loop, NULL, server);
     }
     free(server->sockets);
     free(server->group_heads);

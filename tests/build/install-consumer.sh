@@ -123,14 +123,16 @@ for example in "$source"/examples/*.c; do
     "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe)
   # Servers get port 0 (any free port) and a SIGTERM after a second, and must stop cleanly.
   port=0
-  case $name in echo | http-* | sse | upload) port=127.0.0.1:0 ;; esac
-  LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 run_and_stop "$scratch/$name-shared" "$port" || {
+  case $name in echo | http-* | sse | upload | ws-*) port=127.0.0.1:0 ;; esac
+  more=()
+  [ "$name" != ws-chat ] || more=("$source/examples/ws-chat.html") # the page it serves
+  LD_LIBRARY_PATH=$libdir SXE_LOG_LEVEL=4 run_and_stop "$scratch/$name-shared" "$port" "${more[@]}" || {
     echo "FAIL: $name built against libsxe.so did not run:"; cat "$log"; exit 1; }
   # Capture first: grep -q would stop reading early, and pipefail would count ldd's SIGPIPE.
   linked=$(LD_LIBRARY_PATH=$libdir ldd "$scratch/$name-shared")
   grep -q "$libdir/libsxe.so" <<<"$linked" || {
     echo "FAIL: $name-shared is not linked to the installed libsxe.so"; exit 1; }
-  SXE_LOG_LEVEL=4 run_and_stop "$scratch/$name-static" "$port" || {
+  SXE_LOG_LEVEL=4 run_and_stop "$scratch/$name-static" "$port" "${more[@]}" || {
     echo "FAIL: $name built against libsxe.a did not run:"; cat "$log"; exit 1; }
   count=$((count + 1))
 done

@@ -1,0 +1,198 @@
+"""examples/ws-chat, the chat room: its page in two headless Chromium windows, and its WebSocket
+with a plain client. Every message reaches everyone with its sender's name; joins and leaves are
+announced."""
+import asyncio
+import http.client
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from conftest import wait_for_port
+
+PAGE = pathlib.Path(__file__).parents[2] / "examples" / "ws-chat.html"
+WAIT = 10  # seconds, for anything the browser or the server should do
+# The browser's list of messages, in order.
+MESSAGES = "return Array.from(document.querySelectorAll('#messages li'), li => li.textContent)"
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=WAIT)
+
+
+@pytest.fixture
+def chat(build_dir):
+    """ws-chat on a free port, serving the page from the source tree: (port, process)."""
+    port = free_port()
+    program = build_dir / "examples" / "ws-chat"
+    assert program.exists(), f"{program} was not built"
+    process = subprocess.Popen([str(program), f"127.0.0.1:{port}", str(PAGE)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, process, "ws-chat")
+        yield port, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def browsers(tmp_path):
+    """Opens headless Chromium sessions, each with a fresh profile, and quits them after."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is missing: install python3-selenium (Debian) for /usr/bin/python3")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail("Chromium is missing: install chromium and chromium-driver (Debian)")
+    opened = []
+
+    def open_browser():
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=800,600",
+                         f"--user-data-dir={tmp_path / f'profile-{len(opened)}'}"):
+            options.add_argument(argument)
+        browser = webdriver.Chrome(service=Service(driver), options=options)
+        browser.set_page_load_timeout(WAIT)
+        opened.append(browser)
+        return browser
+
+    yield open_browser
+    for browser in opened:
+        try:
+            browser.quit()
+        except Exception:  # pylint: disable=broad-except
+            pass  # quit already, by the test
+
+
+def wait_until(browser, condition, what):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, WAIT).until(lambda _: condition(),
+                                              f"{what}; the page shows {page_state(browser)}")
+
+
+def page_state(browser):
+    try:
+        return (browser.find_element("id", "status").text, browser.execute_script(MESSAGES))
+    except Exception as error:  # pylint: disable=broad-except
+        return f"nothing readable ({error})"
+
+
+def load(browser, port):
+    """Loads the page, waits for it to connect, and returns its guest name from its own join."""
+    browser.get(f"http://127.0.0.1:{port}/")
+    wait_until(browser, lambda: browser.find_element("id", "status").text == "connected",
+               "the page did not connect")
+    wait_until(browser, lambda: browser.execute_script(MESSAGES), "the page was not told it joined")
+    first = browser.execute_script(MESSAGES)[0]
+    assert first.startswith("guest-") and first.endswith(" joined"), first
+    return first.removesuffix(" joined")
+
+
+def shows(browser, message):
+    wait_until(browser, lambda: message in browser.execute_script(MESSAGES),
+               f"{message!r} did not appear")
+
+
+def test_two_browsers_chat(chat, browsers, build_dir):
+    from selenium.webdriver.common.keys import Keys
+
+    port, process = chat
+    a, b = browsers(), browsers()
+    name_a = load(a, port)
+    name_b = load(b, port)
+    assert name_a != name_b
+    shows(a, f"{name_b} joined")
+
+    a.find_element("id", "text").send_keys("hello from A", Keys.ENTER)  # Enter sends
+    shows(b, f"{name_a}: hello from A")
+    shows(a, f"{name_a}: hello from A")
+    assert a.find_element("id", "text").get_attribute("value") == ""
+
+    b.find_element("id", "text").send_keys("and from B, h\u00e9h\u00e9 \u2713")
+    b.find_element("id", "send").click()  # so does the button
+    shows(a, f"{name_b}: and from B, h\u00e9h\u00e9 \u2713")
+    shows(b, f"{name_b}: and from B, h\u00e9h\u00e9 \u2713")
+
+    screenshot = build_dir / "ws-chat.png"
+    screenshot.unlink(missing_ok=True)
+    assert b.save_screenshot(str(screenshot))
+    data = screenshot.read_bytes()
+    assert len(data) > 1000 and data.startswith(b"\x89PNG\r\n\x1a\n"), len(data)
+
+    a.quit()
+    shows(b, f"{name_a} left")
+    assert b.execute_script(MESSAGES) == [f"{name_b} joined", f"{name_a}: hello from A",
+                                          f"{name_b}: and from B, h\u00e9h\u00e9 \u2713",
+                                          f"{name_a} left"]
+
+    assert stop(process) == 0, process.stderr.read()
+    wait_until(b, lambda: b.find_element("id", "status").text == "disconnected",
+               "the page did not see the server go")
+
+
+def test_page_and_socket_without_a_browser(chat):
+    import websockets
+
+    port, process = chat
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    conn.request("GET", "/")
+    response = conn.getresponse()
+    body = response.read()
+    assert response.status == 200
+    assert response.getheader("Content-Type") == "text/html; charset=utf-8"
+    assert b'id="messages"' in body and body == PAGE.read_bytes()
+    conn.request("GET", "/chat")  # not a handshake
+    response = conn.getresponse()
+    response.read()
+    assert response.status == 426
+    conn.close()
+
+    async def talk():
+        url = f"ws://127.0.0.1:{port}/chat"
+
+        async def receive(client):
+            return await asyncio.wait_for(client.recv(), WAIT)
+
+        async with websockets.connect(url) as one:
+            assert await receive(one) == "guest-1 joined"
+            async with websockets.connect(url) as two:
+                assert await receive(two) == "guest-2 joined"
+                assert await receive(one) == "guest-2 joined"
+                await one.send("hello, two")
+                for client in (one, two):
+                    assert await receive(client) == "guest-1: hello, two"
+                await two.send(b"binary is not chat")  # ignored: only text is broadcast
+                largest = "\u00e9" * 30000  # 60000 bytes, the most a message may have
+                await two.send(largest)
+                for client in (one, two):
+                    assert await receive(client) == "guest-2: " + largest
+            assert await receive(one) == "guest-2 left"
+
+    asyncio.run(talk())
+    assert stop(process) == 0, process.stderr.read()
+
+
+def test_a_missing_page_is_one_line_and_exit_1(build_dir, tmp_path):
+    missing = tmp_path / "nowhere.html"
+    result = subprocess.run([str(build_dir / "examples" / "ws-chat"), "127.0.0.1:0", str(missing)],
+                            capture_output=True, text=True, timeout=WAIT, check=False)
+    assert result.returncode == 1
+    assert result.stderr == f"ws-chat: cannot read {missing}, a page of less than 64 KiB\n"

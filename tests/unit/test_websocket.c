@@ -1,0 +1,541 @@
+/*
+ * The WebSocket module: SHA-1, Base64 and the accept key against published vectors; frame heads
+ * and masking; then, through real sockets under fake time, the paths a conformance client cannot
+ * reach: the server's own close (answered, and unanswered past close_timeout), keep-alive pings,
+ * broadcast to groups by reference, slow readers (1008, or dropped), frames that came with the
+ * handshake, a fragmented message joined across reads, refusals, counters and invalid use.
+ * (tests/system/test_websocket.py checks RFC 6455 from the wire, with independent peers.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "loop.h"
+#include "sxe/clock.h"
+#include "sxe/websocket.h"
+#include "sxe_test.h"
+#include "sys.h"
+#include "websocket/ws.h"
+
+static sxe_http_server_t *http;
+static sxe_ws_server_t *server;
+static int port;
+
+/* What the program saw. */
+static struct {
+    int opens, messages, closes;
+    int close_code;
+    char close_reason[128];
+    char last[256];
+    size_t last_len;
+    sxe_ws_t *sockets[8];
+    bool close_in_open;
+} seen;
+
+static void on_open(sxe_ws_t *ws)
+{
+    seen.sockets[seen.opens++ % 8] = ws;
+    if (seen.close_in_open) {
+        sxe_conn_close(sxe_ws_conn(ws));
+    }
+}
+
+static void on_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
+{
+    seen.messages++;
+    seen.last_len = len < sizeof(seen.last) ? len : sizeof(seen.last) - 1;
+    memcpy(seen.last, data, seen.last_len);
+    seen.last[seen.last_len] = '\0';
+    if (len > 0 && data[0] == '!') { /* "!..." is not echoed */
+        return;
+    }
+    assert_int_equal(sxe_ws_send(ws, type, data, len), 0);
+}
+
+static void on_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
+{
+    (void)ws;
+    seen.closes++;
+    seen.close_code = code;
+    snprintf(seen.close_reason, sizeof(seen.close_reason), "%.*s", (int)reason_len, reason);
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_TEXT, "x", 1), -EPIPE);
+}
+
+static const struct sxe_ws_handlers handlers = {
+    .on_open = on_open, .on_message = on_message, .on_close = on_close};
+
+static void start(const struct sxe_ws_options *options)
+{
+    struct sxe_http_server_options http_options = {.loop = {.connections = 16},
+                                                   .idle_timeout = SXE_NS_PER_SEC,
+                                                   .limits = {.body_bytes = 300000}};
+
+    memset(&seen, 0, sizeof(seen));
+    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    assert_int_equal(sxe_http_server_create(&http, NULL, &http_options), 0);
+    assert_int_equal(sxe_ws_server_create(&server, http, &handlers, options), 0);
+    assert_int_equal(sxe_ws_route(server, "/ws", "echo,chat"), 0);
+    assert_int_equal(sxe_http_listen(http, "127.0.0.1:0"), 0);
+    port = sxe_http_port(http);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (server != NULL) {
+        assert_int_equal(sxe__conn_validate(sxe_http_server_loop(http)), 0);
+        sxe_ws_server_destroy(server);
+        sxe_http_server_destroy(http);
+        server = NULL;
+    }
+    sxe__sys_reset();
+    return 0;
+}
+
+static void pump(uint64_t advance_ns)
+{
+    sxe_loop_t *loop = sxe_http_server_loop(http);
+
+    sxe__sys_clock_advance(advance_ns);
+    for (int i = 0; i < 3; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+        assert_int_equal(sxe__conn_validate(loop), 0);
+    }
+}
+
+static const char handshake_request[] = "GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+                                        "Connection: Upgrade\r\n"
+                                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                        "Sec-WebSocket-Version: 13\r\n";
+
+/* A masked client frame. @return its length in out. */
+static size_t client_frame(uint8_t *out, bool fin, unsigned opcode, const void *payload, size_t len)
+{
+    static const uint8_t mask[4] = {0x37, 0xfa, 0x21, 0x3d};
+    size_t head = sxe__ws_frame_encode(out, fin, opcode, len, mask);
+    memcpy(out + head, payload, len);
+    sxe__ws_unmask(out + head, len, mask, 0);
+    return head + len;
+}
+
+static void send_frame(int fd, bool fin, unsigned opcode, const void *payload, size_t len)
+{
+    uint8_t *frame = malloc(len + SXE__WS_HEAD_MAX);
+    size_t frame_len = client_frame(frame, fin, opcode, payload, len);
+    assert_int_equal(send(fd, frame, frame_len, MSG_NOSIGNAL), (ssize_t)frame_len);
+    free(frame);
+}
+
+/* Connects, shakes hands (with more bytes behind the request, if given) and reads the 101. */
+static int open_socket(const void *behind, size_t behind_len)
+{
+    char request[1024], answer[1024] = "";
+    int fd = sxe_test_client(port);
+    int len = snprintf(request, sizeof(request), "%sSec-WebSocket-Protocol: chat\r\n\r\n",
+                       handshake_request);
+
+    memcpy(request + len, behind, behind_len);
+    assert_int_equal(send(fd, request, (size_t)len + behind_len, 0), (ssize_t)len + behind_len);
+    for (int turns = 0; strstr(answer, "\r\n\r\n") == NULL && turns < 1000; turns++) {
+        pump(0);
+        ssize_t got = recv(fd, answer + strlen(answer), 1, MSG_DONTWAIT); /* the head alone */
+        assert_true(got != 0);
+    }
+    assert_non_null(strstr(answer, "HTTP/1.1 101 Switching Protocols\r\n"));
+    assert_non_null(strstr(answer, "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
+    assert_non_null(strstr(answer, "Sec-WebSocket-Protocol: chat\r\n"));
+    return fd;
+}
+
+/* Reads one server frame from fd. @return its opcode, or -1 if the connection ended first. */
+static int read_frame(int fd, uint8_t *payload, size_t size, size_t *len)
+{
+    uint8_t buf[70000];
+    size_t have = 0;
+    struct sxe__ws_frame frame;
+    int head;
+
+    for (int turns = 0; turns < 2000; turns++) {
+        head = sxe__ws_frame_head(buf, have, &frame);
+        if (head > 0 && have >= (size_t)head + frame.len) {
+            assert_false(frame.masked); /* servers never mask */
+            assert_true(frame.len <= size);
+            memcpy(payload, buf + head, (size_t)frame.len);
+            *len = (size_t)frame.len;
+            return frame.opcode;
+        }
+        pump(0);
+        ssize_t got = recv(fd, buf + have, 1, MSG_DONTWAIT); /* one byte: never past the frame */
+        if (got == 0) {
+            return -1;
+        }
+        have += got > 0 ? 1 : 0;
+    }
+    fail_msg("no frame came (%zu bytes: %02x %02x)", have, buf[0], buf[1]);
+    return -1;
+}
+
+/* Reads until the server ends the connection (FIN or reset). */
+static void expect_end(int fd)
+{
+    char byte;
+    for (int turns = 0; turns < 2000; turns++) {
+        pump(0);
+        ssize_t got = recv(fd, &byte, 1, MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EAGAIN)) {
+            return;
+        }
+    }
+    fail_msg("the server did not close");
+}
+
+static void test_sha1_base64_and_accept_key(void **state)
+{
+    uint8_t digest[20];
+    char out[64];
+    static char million[1000000];
+
+    (void)state;
+    sxe__sha1("abc", 3, digest);
+    sxe__base64(digest, 20, out);
+    assert_string_equal(out, "qZk+NkcGgWq6PiVxeFDCbJzQ2J0="); /* a9993e36...d89d: FIPS 180 */
+    sxe__sha1("", 0, digest);
+    sxe__base64(digest, 20, out);
+    assert_string_equal(out, "2jmj7l5rSw0yVb/vlWAYkK/YBwk=");
+    const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sxe__sha1(two_blocks, strlen(two_blocks), digest); /* 56 bytes: the padding's second block */
+    assert_int_equal(digest[0], 0x84);
+    assert_int_equal(digest[19], 0xf1);
+    memset(million, 'a', sizeof(million));
+    sxe__sha1(million, sizeof(million), digest);
+    assert_int_equal(digest[0], 0x34); /* 34aa973c...6f */
+    assert_int_equal(digest[19], 0x6f);
+    static const char *const base64[][2] = {{"", ""},
+                                            {"f", "Zg=="},
+                                            {"fo", "Zm8="},
+                                            {"foo", "Zm9v"},
+                                            {"foob", "Zm9vYg=="},
+                                            {"fooba", "Zm9vYmE="},
+                                            {"foobar", "Zm9vYmFy"}}; /* RFC 4648 §10 */
+    for (size_t i = 0; i < sizeof(base64) / sizeof(base64[0]); i++) {
+        sxe__base64(base64[i][0], strlen(base64[i][0]), out);
+        assert_string_equal(out, base64[i][1]);
+    }
+    assert_int_equal(sxe_ws_accept_key("dGhlIHNhbXBsZSBub25jZQ==", 24, out), 28); /* §1.3 */
+    assert_string_equal(out, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    assert_int_equal(sxe_ws_accept_key(NULL, 0, out), -EINVAL);
+    assert_true(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZQ==", 24));
+    assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZR==", 24)); /* stray low bits */
+    assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZQ=", 23));
+    assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25j*Q==", 24));
+}
+
+static void test_frame_heads_and_masks(void **state)
+{
+    static const uint64_t lengths[] = {0, 125, 126, 65535, 65536, 1ULL << 32};
+    static const uint8_t mask[4] = {1, 2, 3, 4};
+    uint8_t head[SXE__WS_HEAD_MAX];
+    struct sxe__ws_frame frame;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
+        size_t len = sxe__ws_frame_encode(head, i % 2 == 0, SXE_WS_BINARY, lengths[i],
+                                          i % 3 == 0 ? mask : NULL);
+        for (size_t cut = 0; cut < len; cut++) {
+            assert_int_equal(sxe__ws_frame_head(head, cut, &frame), 0); /* more is needed */
+        }
+        assert_int_equal(sxe__ws_frame_head(head, len, &frame), (int)len);
+        assert_true(frame.len == lengths[i]);
+        assert_int_equal(frame.fin, i % 2 == 0);
+        assert_int_equal(frame.masked, i % 3 == 0);
+        assert_int_equal(frame.opcode, SXE_WS_BINARY);
+    }
+    memset(head, 0xff, sizeof(head));
+    head[1] = 127; /* a 64-bit length with its top bit set */
+    assert_int_equal(sxe__ws_frame_head(head, 10, &frame), -1);
+
+    uint8_t data[37], copy[37];
+    for (size_t i = 0; i < sizeof(data); i++) {
+        data[i] = copy[i] = (uint8_t)(i * 13);
+    }
+    sxe__ws_unmask(data, 5, mask, 0); /* in two pieces, the second starting mid-key */
+    sxe__ws_unmask(data + 5, sizeof(data) - 5, mask, 5);
+    for (size_t i = 0; i < sizeof(data); i++) {
+        assert_int_equal(data[i], copy[i] ^ mask[i % 4]);
+    }
+    assert_true(sxe__ws_code_valid(1000) && sxe__ws_code_valid(4999) && sxe__ws_code_valid(1014));
+    assert_false(sxe__ws_code_valid(1005) || sxe__ws_code_valid(999) || sxe__ws_code_valid(2000));
+}
+
+/*
+ * Frames sent with the handshake are read after the switch; a fragmented message whose pieces
+ * come in separate reads is joined, with a ping between them answered first; the server's close
+ * is answered and reported with the peer's code.
+ */
+static void test_messages_and_the_servers_close(void **state)
+{
+    uint8_t first[64], payload[256];
+    size_t len;
+
+    (void)state;
+    start(NULL);
+    size_t first_len = client_frame(first, true, SXE_WS_TEXT, "early", 5);
+    int fd = open_socket(first, first_len);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), SXE_WS_TEXT);
+    assert_memory_equal(payload, "early", 5);
+    assert_string_equal(sxe_ws_protocol(seen.sockets[0]), "chat");
+
+    send_frame(fd, false, SXE_WS_TEXT, "h\xc3", 2); /* a UTF-8 sequence cut between pieces */
+    pump(0);
+    send_frame(fd, true, 0x9, "p", 1);
+    pump(0);
+    send_frame(fd, false, 0x0, "\xa9ll", 3);
+    pump(0);
+    send_frame(fd, true, 0x0, "o", 1);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0xa); /* the pong first */
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), SXE_WS_TEXT);
+    assert_int_equal(len, 6);
+    assert_memory_equal(payload, "h\xc3\xa9llo", 6);
+
+    assert_int_equal(sxe_ws_close(seen.sockets[0], 4000, "bye"), 0);
+    assert_int_equal(sxe_ws_close(seen.sockets[0], 4000, "bye"), -EPIPE);
+    assert_int_equal(sxe_ws_send(seen.sockets[0], SXE_WS_TEXT, "late", 4), -EPIPE);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x8);
+    assert_int_equal(len, 5);
+    assert_memory_equal(payload,
+                        "\x0f\xa0"
+                        "bye",
+                        5);
+    send_frame(fd, true, SXE_WS_TEXT, "ignored", 7); /* after our close: not delivered */
+    send_frame(fd, true, 0x8, "\x0f\xa1ok", 4);
+    expect_end(fd);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.close_code, 4001);
+    assert_string_equal(seen.close_reason, "ok");
+    assert_int_equal(seen.messages, 2);
+    close(fd);
+}
+
+/* A close that is never answered is cut off after close_timeout, reported as 1006. */
+static void test_an_unanswered_close_times_out(void **state)
+{
+    uint8_t payload[64];
+    size_t len;
+
+    (void)state;
+    start(&(struct sxe_ws_options){.close_timeout = 400 * SXE_NS_PER_MSEC}); /* under idle's 1 s */
+    int fd = open_socket(NULL, 0);
+    int other = open_socket(NULL, 0);
+    assert_int_equal(sxe_ws_close(seen.sockets[0], SXE_WS_NORMAL, NULL), 0);
+    pump(200 * SXE_NS_PER_MSEC);
+    assert_int_equal(sxe_ws_close(seen.sockets[1], SXE_WS_GOING_AWAY, NULL), 0);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x8);
+    pump(250 * SXE_NS_PER_MSEC); /* only the first's deadline passed */
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    expect_end(fd);
+    pump(200 * SXE_NS_PER_MSEC);
+    assert_int_equal(seen.closes, 2);
+    expect_end(other);
+    close(fd);
+    close(other);
+}
+
+/* A silent socket is pinged at the idle timeout; one that answers stays, one that does not goes. */
+static void test_keep_alive_pings(void **state)
+{
+    uint8_t payload[64];
+    size_t len;
+    struct sxe_ws_stats stats;
+
+    (void)state;
+    start(NULL);
+    int fd = open_socket(NULL, 0);
+    pump(SXE_NS_PER_SEC + 1);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x9);
+    send_frame(fd, true, 0xa, payload, len);
+    pump(0);
+    pump(SXE_NS_PER_SEC + 1);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x9);
+    assert_int_equal(seen.closes, 0);
+    pump(SXE_NS_PER_SEC + 1); /* no answer this time */
+    expect_end(fd);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    sxe_ws_stats(server, &stats);
+    assert_int_equal(stats.pings, 2);
+    assert_int_equal(stats.open, 0);
+    close(fd);
+}
+
+/*
+ * A broadcast reaches every open socket of its group but the one excepted, from one frame that
+ * is free again once sent (one frame in all: the second broadcast needs the first's back).
+ */
+static void test_broadcast_to_groups(void **state)
+{
+    uint8_t payload[64];
+    size_t len;
+    int fds[3];
+    struct sxe_ws_stats stats;
+
+    (void)state;
+    start(&(struct sxe_ws_options){.broadcasts = 1, .groups = 2, .broadcast_bytes = 16});
+    for (int i = 0; i < 3; i++) {
+        fds[i] = open_socket(NULL, 0);
+    }
+    assert_int_equal(sxe_ws_join(seen.sockets[2], 1), 0);
+    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_TEXT, "to all", 6, seen.sockets[1]), 1);
+    pump(0);
+    assert_int_equal(sxe_ws_broadcast(server, 1, SXE_WS_BINARY, "\x01\x02", 2, NULL), 1);
+    assert_int_equal(read_frame(fds[0], payload, sizeof(payload), &len), SXE_WS_TEXT);
+    assert_memory_equal(payload, "to all", 6);
+    assert_int_equal(read_frame(fds[2], payload, sizeof(payload), &len), SXE_WS_BINARY);
+    assert_int_equal(len, 2);
+    assert_int_equal(sxe_ws_broadcast(server, 2, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_TEXT, "seventeen bytes!!", 17, NULL),
+                     -EMSGSIZE);
+    assert_int_equal(sxe_ws_join(seen.sockets[0], 2), -EINVAL);
+    sxe_ws_stats(server, &stats);
+    assert_int_equal(stats.messages_out, 2);
+    for (int i = 0; i < 3; i++) {
+        close(fds[i]);
+    }
+    pump(0);
+    assert_int_equal(seen.closes, 3);
+}
+
+/* A reader too slow for queue_bytes is closed with 1008; with drop_when_full its messages drop. */
+static void test_slow_readers(void **state)
+{
+    static char block[4000];
+    struct sxe_ws_stats stats;
+    int rc = 0;
+
+    (void)state;
+    memset(block, 'b', sizeof(block));
+    for (int drop = 0; drop <= 1; drop++) {
+        start(&(struct sxe_ws_options){.queue_bytes = 64 * 1024, .drop_when_full = drop});
+        int fd = open_socket(NULL, 0);
+        int small = 4096;
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+        for (int i = 0; i < 2000 && (rc = sxe_ws_send(seen.sockets[0], SXE_WS_BINARY, block,
+                                                      sizeof(block))) == 0;
+             i++) {
+            pump(0);
+        }
+        assert_int_equal(rc, -ENOBUFS);
+        sxe_ws_stats(server, &stats);
+        assert_int_equal(drop ? stats.dropped : stats.slow_closed, 1);
+        assert_int_equal(seen.closes, drop ? 0 : 1);
+        if (!drop) {
+            assert_int_equal(seen.close_code, SXE_WS_POLICY);
+        }
+        close(fd);
+        teardown(NULL);
+    }
+}
+
+/* Handshakes that are not: 426 with the version, 400; counted. */
+static void test_refused_handshakes(void **state)
+{
+    static const char *const requests[][2] = {
+        {"GET /ws HTTP/1.1\r\nHost: h\r\n\r\n", "426 Upgrade Required"},
+        {"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n",
+         "400 Bad Request"},
+        {"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n",
+         "426 Upgrade Required"},
+        {"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+         "400 Bad Request"},
+    };
+    struct sxe_ws_stats stats;
+
+    (void)state;
+    start(NULL);
+    for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+        char answer[1024] = "";
+        int fd = sxe_test_client(port);
+        sxe_test_say(fd, requests[i][0]);
+        for (int turns = 0; strstr(answer, "\r\n\r\n") == NULL && turns < 1000; turns++) {
+            pump(0);
+            (void)sxe_test_heard(fd, answer, sizeof(answer));
+        }
+        assert_non_null(strstr(answer, requests[i][1]));
+        if (strstr(requests[i][1], "426") != NULL) {
+            assert_non_null(strstr(answer, "Sec-WebSocket-Version: 13\r\n"));
+        }
+        close(fd);
+    }
+    sxe_ws_stats(server, &stats);
+    assert_int_equal(stats.refused, 4);
+    assert_int_equal(stats.opened, 0);
+}
+
+/* A socket closed by its own on_open: accept says so, and on_close still comes once. */
+static void test_closed_in_on_open(void **state)
+{
+    (void)state;
+    start(NULL);
+    seen.close_in_open = true;
+    int fd = sxe_test_client(port);
+    char request[512];
+    snprintf(request, sizeof(request), "%s\r\n", handshake_request);
+    sxe_test_say(fd, request);
+    expect_end(fd);
+    assert_int_equal(seen.opens, 1);
+    assert_int_equal(seen.closes, 1);
+    close(fd);
+}
+
+static void send_invalid_text(void *arg)
+{
+    (void)sxe_ws_send(arg, SXE_WS_TEXT, "\xff", 1);
+}
+
+/* Invalid use: assertions in debug builds, -EINVAL (or -EILSEQ) in release. */
+static void test_invalid_use(void **state)
+{
+    (void)state;
+    start(NULL);
+    int fd = open_socket(NULL, 0);
+    sxe_ws_t *ws = seen.sockets[0];
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_TEXT, "x", (1u << 20) + 1), -EMSGSIZE);
+    sxe_ws_set_user(ws, &seen);
+    assert_ptr_equal(sxe_ws_user(ws), &seen);
+    assert_ptr_equal(sxe_ws_server_of(ws), server);
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"WebSocket text must be UTF-8", NULL};
+    sxe_test_expect_abort(send_invalid_text, ws, expected);
+#else
+    send_invalid_text(ws);
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_TEXT, "\xff", 1), -EILSEQ);
+    assert_int_equal(sxe_ws_send(ws, 7, "x", 1), -EINVAL);
+    assert_int_equal(sxe_ws_close(ws, 1005, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_create(&server, NULL, &handlers, NULL), -EINVAL);
+#endif
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha1_base64_and_accept_key),
+        cmocka_unit_test(test_frame_heads_and_masks),
+        cmocka_unit_test_teardown(test_messages_and_the_servers_close, teardown),
+        cmocka_unit_test_teardown(test_an_unanswered_close_times_out, teardown),
+        cmocka_unit_test_teardown(test_keep_alive_pings, teardown),
+        cmocka_unit_test_teardown(test_broadcast_to_groups, teardown),
+        cmocka_unit_test_teardown(test_slow_readers, teardown),
+        cmocka_unit_test_teardown(test_refused_handshakes, teardown),
+        cmocka_unit_test_teardown(test_closed_in_on_open, teardown),
+        cmocka_unit_test_teardown(test_invalid_use, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
