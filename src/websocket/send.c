@@ -165,7 +165,9 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
     }
     ws->server->stats.messages_out++;
     if (len <= sizeof(frame) - head) { /* small: one copy, one write */
-        memcpy(frame + head, data, len);
+        if (len > 0) {
+            memcpy(frame + head, data, len);
+        }
         return sxe_conn_write(ws->conn, frame, head + len);
     }
     bool corked = sxe_conn_cork(ws->conn); /* outside on_read: the head and payload leave as one */
@@ -207,7 +209,9 @@ int sxe_ws_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type t
         return -ENOBUFS;
     }
     size_t head = sxe__ws_frame_encode(broadcast->frame, true, type, len, NULL);
-    memcpy(broadcast->frame + head, data, len);
+    if (len > 0) {
+        memcpy(broadcast->frame + head, data, len);
+    }
     broadcast->len = (uint32_t)(head + len);
     broadcast->refs = 1; /* ours, while we go: a send that completes at once releases its own */
     for (uint32_t at = server->group_heads[group]; at != UINT32_MAX;) {

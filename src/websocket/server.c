@@ -1,14 +1,8 @@
 /*
- * WebSocket sockets on one loop: the table, the handshake routes, reading frames into messages,
- * and closing. The program's calls (sending, broadcasting, closing) are in send.c.
- *
- * Where a message is: in the connection's buffer, as it came, until it is whole. A message of one
- * frame is unmasked where it lies and handed to on_message from there. The fragments of a longer
- * one are unmasked and joined at the front of the input, in place; when a read ends in the middle
- * of such a message, the joined part is moved up to sit just before the bytes not yet parsed, and
- * on_read consumes what lies before it, so the core's compaction brings it back to the front, where
- * the next read finds it (as the HTTP module's streamed bodies do). Only fragmented messages pay
- * for a move.
+ * WebSocket sockets on one loop: the table, their input (frames read into messages by reader.c,
+ * where they lie in the connection's buffer), control frames, and closing: the peer's, ours, a
+ * failure's, and the timeout of a close that is not answered. The program's calls (sending,
+ * broadcasting, closing) are in send.c.
  */
 #define SXE_LOG_MODULE ws_log
 #include "sxe/log.h"
@@ -140,7 +134,9 @@ static void send_close(struct sxe_ws *ws, unsigned code, const char *reason, siz
     if (code != 0) {
         frame[head] = (uint8_t)(code >> 8);
         frame[head + 1] = (uint8_t)code;
-        memcpy(frame + head + 2, reason, reason_len);
+        if (reason_len > 0) {
+            memcpy(frame + head + 2, reason, reason_len);
+        }
         head += 2 + reason_len;
     }
     (void)sxe_conn_write(ws->conn, frame, head);
@@ -215,83 +211,8 @@ static void deliver(struct sxe_ws *ws, unsigned type, const uint8_t *data, size_
 }
 
 /*
- * Checks a frame's head against the protocol and the socket's state. @return NULL, or why the
- * socket must close, with *code the close code.
- */
-static const char *frame_error(const struct sxe_ws *ws, const struct sxe__ws_frame *frame,
-                               unsigned *code)
-{
-    *code = SXE_WS_PROTOCOL;
-    if (!frame->masked) {
-        return "client frames must be masked";
-    }
-    if (frame->rsv != 0) {
-        return "reserved bits set";
-    }
-    if (frame->opcode >= 8) {
-        if (frame->opcode > SXE__WS_PONG) {
-            return "reserved opcode";
-        }
-        return !frame->fin || frame->len > 125 ? "control frames are short and whole" : NULL;
-    }
-    if (frame->opcode > SXE_WS_BINARY) {
-        return "reserved opcode";
-    }
-    if ((frame->opcode == SXE__WS_CONTINUATION) != (ws->message != 0)) {
-        return frame->opcode == SXE__WS_CONTINUATION ? "a continuation of no message"
-                                                     : "a new message inside a fragmented one";
-    }
-    if (ws->assembled + frame->len > ws->server->options.message_bytes) {
-        *code = SXE_WS_TOO_BIG;
-        return "message too big";
-    }
-    return NULL;
-}
-
-/*
- * A data frame, whole and unmasked, at payload: delivered where it lies if it is a message of its
- * own, else joined to the message at the front of the input. @return false if the socket failed.
- */
-static bool data_frame(struct sxe_ws *ws, uint8_t *front, const struct sxe__ws_frame *frame,
-                       uint8_t *payload)
-{
-    bool bad;
-
-    if (frame->fin && frame->opcode != SXE__WS_CONTINUATION) {
-        if (frame->opcode == SXE_WS_TEXT && !sxe_utf8_valid(payload, frame->len)) {
-            sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "text is not UTF-8");
-            return false;
-        }
-        deliver(ws, frame->opcode, payload, frame->len);
-        return true;
-    }
-    if (frame->opcode != SXE__WS_CONTINUATION) {
-        ws->message = frame->opcode;
-    }
-    memmove(front + ws->assembled, payload, frame->len);
-    ws->assembled += (uint32_t)frame->len;
-    if (ws->message == SXE_WS_TEXT) {
-        ws->checked +=
-            (uint32_t)sxe_utf8_check(front + ws->checked, ws->assembled - ws->checked, &bad);
-        if (bad || (frame->fin && ws->checked != ws->assembled)) {
-            sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "text is not UTF-8");
-            return false;
-        }
-    }
-    if (frame->fin) {
-        unsigned type = ws->message;
-        size_t len = ws->assembled;
-        ws->message = 0;
-        ws->assembled = ws->checked = 0;
-        deliver(ws, type, front, len);
-    }
-    return true;
-}
-
-/*
- * The frames in this input, in order, each handled when it is whole. Longer than 80 lines on
- * purpose: one pass over the input whose every step (a control frame, a message delivered) may
- * close the socket, which the pass must see at once.
+ * The frames in this input, in order, each handled when it is whole (reader.c); every step (a
+ * control frame, a message delivered) may close the socket, which the pass sees at once.
  */
 static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 {
@@ -299,49 +220,31 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
     uint8_t *bytes = (uint8_t *)(uintptr_t)data;
     uint64_t id = sxe_conn_id(conn);
-    size_t at = ws->assembled;
+    size_t at = ws->reader.assembled;
+    struct sxe__ws_event event;
+    int got;
 
     ws->pinged = false;
     if (ws->state == WS_DONE) {
         return len; /* closed for the program: what comes is dropped until the peer goes */
     }
-    while (at < len) {
-        struct sxe__ws_frame frame;
-        unsigned code;
-        int head = sxe__ws_frame_head(bytes + at, len - at, &frame);
-        if (head == 0) {
-            break;
-        }
-        const char *error =
-            head < 0 ? "a length with its top bit set" : frame_error(ws, &frame, &code);
-        if (head < 0 || error != NULL) {
-            sxe__ws_fail(ws, head < 0 ? SXE_WS_PROTOCOL : code, error);
+    while (at < len &&
+           (got = sxe__ws_read(&ws->reader, bytes, len, &at, server->options.message_bytes,
+                               &event)) != SXE__WS_MORE) {
+        if (got == SXE__WS_ERROR) {
+            sxe__ws_fail(ws, event.code, event.error);
             return len;
         }
-        if (frame.len > len - at - (size_t)head) {
-            break; /* the payload is still coming */
+        if (got == SXE__WS_CONTROL) {
+            control(ws, event.opcode, event.data, event.len);
+        } else if (got == SXE__WS_MESSAGE && ws->state == WS_OPEN) {
+            deliver(ws, event.opcode, event.data, event.len);
         }
-        uint8_t *payload = bytes + at + head;
-        sxe__ws_unmask(payload, (size_t)frame.len, frame.mask, 0);
-        at += (size_t)head + (size_t)frame.len;
-        if (frame.opcode >= 8) {
-            control(ws, frame.opcode, payload, (size_t)frame.len);
-        } else if (ws->state == WS_OPEN && !data_frame(ws, bytes, &frame, payload)) {
-            return len;
-        }
-        if (sxe_conn_from_id(server->loop, id) == NULL) {
-            return len; /* closed by the program */
-        }
-        if (ws->state == WS_DONE) {
-            return len;
+        if (sxe_conn_from_id(server->loop, id) == NULL || ws->state == WS_DONE) {
+            return len; /* closed by the program, or by the peer's close frame */
         }
     }
-    if (ws->assembled == 0) {
-        return at;
-    }
-    /* A fragmented message is under way: it moves up to just before the bytes still to parse. */
-    memmove(bytes + at - ws->assembled, bytes, ws->assembled);
-    return at - ws->assembled;
+    return sxe__ws_read_done(&ws->reader, bytes, at);
 }
 
 /* Silent for a timeout: pinged, and kept; silent again, or not open: closed (by the core). */

@@ -49,6 +49,42 @@ size_t sxe__ws_frame_encode(uint8_t out[SXE__WS_HEAD_MAX], bool fin, unsigned op
 /* XORs len bytes with mask, the first of them being byte offset of the payload. */
 void sxe__ws_unmask(uint8_t *data, size_t len, const uint8_t mask[4], size_t offset);
 
+/* The reading side of a socket: a message under way, joined at the front of the input. */
+struct sxe__ws_reader {
+    uint32_t assembled; /* bytes of a fragmented message joined at the front of the input */
+    uint32_t checked;   /* of those, the text checked as UTF-8 */
+    uint8_t message;    /* the type of a fragmented message under way, or 0 */
+    bool client;        /* reading a server's frames: they must not be masked */
+};
+
+/* What sxe__ws_read() found. */
+enum {
+    SXE__WS_MORE,     /* the next frame is not whole yet */
+    SXE__WS_FRAGMENT, /* a fragment, joined: nothing to hand out */
+    SXE__WS_MESSAGE,  /* a whole message: event's opcode (1, 2), data and len */
+    SXE__WS_CONTROL,  /* a control frame: event's opcode (8, 9, 10), data and len */
+    SXE__WS_ERROR,    /* the peer broke the protocol: event's code and error */
+};
+
+struct sxe__ws_event {
+    unsigned opcode;
+    uint8_t *data;
+    size_t len;
+    unsigned code;
+    const char *error;
+};
+
+/*
+ * Reads the frame at data + *at (len bytes in all, the joined message at the front) and, if it is
+ * whole, moves *at past it. Messages are at most most bytes. @return SXE__WS_*, with event set.
+ */
+int sxe__ws_read(struct sxe__ws_reader *reader, uint8_t *data, size_t len, size_t *at, size_t most,
+                 struct sxe__ws_event *event);
+
+/* After the reads of one input, up to at: the bytes on_read consumes (the joined part is moved up
+ * to be kept). */
+size_t sxe__ws_read_done(const struct sxe__ws_reader *reader, uint8_t *data, size_t at);
+
 /* Whether a close code may be sent in a close frame (RFC 6455 §7.4). */
 bool sxe__ws_code_valid(unsigned code);
 
@@ -68,8 +104,7 @@ struct sxe_ws {
     sxe_ws_server_t *server;
     sxe_conn_t *conn;
     void *user;
-    uint32_t assembled; /* bytes of a fragmented message joined at the front of the input */
-    uint32_t checked;   /* of those, the text checked as UTF-8 */
+    struct sxe__ws_reader reader;
     uint32_t group;
     uint32_t group_prev; /* links in the group's list: table indices, or UINT32_MAX */
     uint32_t group_next;
@@ -77,7 +112,6 @@ struct sxe_ws {
     uint32_t closing_prev;
     uint64_t close_deadline;
     uint8_t state;    /* enum ws_state */
-    uint8_t message;  /* the type of a fragmented message under way, or 0 */
     uint8_t protocol; /* index into the server's protocol names, or 0xff for none */
     bool pinged;      /* a keep-alive ping has gone unanswered */
 };
