@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -59,6 +60,7 @@ struct io_uring_params;
     X(fstat, int, (int fd, struct stat *status), (fd, status), fstat)                              \
     X(ftruncate, int, (int fd, off_t len), (fd, len), ftruncate)                                   \
     X(getpid, pid_t, (void), (), getpid)                                                           \
+    X(getrandom, ssize_t, (void *buf, size_t len, unsigned flags), (buf, len, flags), getrandom)   \
     X(getpeername, int, (int fd, struct sockaddr *address, socklen_t *len), (fd, address, len),    \
       getpeername)                                                                                 \
     X(getsockname, int, (int fd, struct sockaddr *address, socklen_t *len), (fd, address, len),    \

@@ -167,6 +167,32 @@ SXE_MUST_CHECK int sxe_ws_route(sxe_ws_server_t *server, const char *path, const
 sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol);
 
 /**
+ * Makes a set of client sockets on loop (sxe_ws_connect()): the same table, options and handlers
+ * as a server's, without routes. Free it with sxe_ws_server_destroy().
+ * @return as sxe_ws_server_create().
+ */
+SXE_MUST_CHECK int sxe_ws_client_create(sxe_ws_server_t **set, sxe_loop_t *loop,
+                                        const struct sxe_ws_handlers *handlers,
+                                        const struct sxe_ws_options *options);
+
+/**
+ * Opens a WebSocket to address ("IP:PORT", as sxe_address_parse(); also sent as the Host) and
+ * path, offering protocols (comma-separated, or NULL), from source (NULL: any; one of several
+ * 127.0.0.x to pass 28,000 connections). The handshake goes when the connection is up; the
+ * server's 101 is checked (its accept key, a sub-protocol we offered, no extension we did not),
+ * then on_open is called. If the connection or the handshake fails, on_close is called with
+ * SXE_WS_ABNORMAL or SXE_WS_PROTOCOL (and why). Frames a client sends are masked (§5.3), so a
+ * client set cannot broadcast. Sends before on_open fail with -EPIPE.
+ * @param user  the socket's user pointer (sxe_ws_user()), from the start.
+ * @return 0 with *ws, -EINVAL (an address that does not parse, a path that does not start with /
+ *         or holds a space, a request longer than 460 bytes), -ENOBUFS (the table is full, or 8
+ *         different paths, hosts and protocol lists are in use), or -errno from the connect.
+ */
+SXE_MUST_CHECK int sxe_ws_connect(sxe_ws_server_t *set, sxe_ws_t **ws, const char *address,
+                                  const char *path, const char *protocols,
+                                  const struct sockaddr *source, socklen_t source_len, void *user);
+
+/**
  * Sends a message: one frame, queued whole (copied). @return 0; -EPIPE if the socket is closing;
  * -EMSGSIZE past message_bytes; -EILSEQ for text that is not UTF-8 (in debug builds an
  * assertion); -ENOBUFS if the peer reads too slowly (the socket is closing with 1008, or, with
@@ -178,7 +204,8 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
  * Sends one message to every open socket of group (but except, if not NULL), encoding the frame
  * once and sending it by reference. Slow readers are handled as by sxe_ws_send().
  * @return how many sockets it was queued to, or -EMSGSIZE past broadcast_bytes, -EILSEQ, -EINVAL
- *         for a group out of range, -ENOBUFS when options.broadcasts are all in flight.
+ *         for a group out of range or a client set, -ENOBUFS when options.broadcasts are all in
+ *         flight.
  */
 int sxe_ws_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type type,
                      const void *data, size_t len, const sxe_ws_t *except);

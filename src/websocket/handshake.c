@@ -20,13 +20,13 @@ static bool is_space(char c)
     return c == ' ' || c == '\t';
 }
 
-bool sxe__ws_has_token(const struct sxe_http_request *request, const char *name, const char *token,
-                       size_t token_len)
+bool sxe__ws_has_token(const struct sxe_http_header *headers, unsigned count, const char *name,
+                       const char *token, size_t token_len)
 {
     size_t name_len = strlen(name);
 
-    for (unsigned i = 0; i < request->header_count; i++) {
-        const struct sxe_http_header *header = &request->headers[i];
+    for (unsigned i = 0; i < count; i++) {
+        const struct sxe_http_header *header = &headers[i];
         if (header->name_len != name_len || strncasecmp(header->name, name, name_len) != 0) {
             continue;
         }
@@ -83,14 +83,14 @@ int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const struct sxe_c
     const struct sxe_http_header *key = sxe_http_find_header(request, "Sec-WebSocket-Key");
     const struct sxe_http_header *version = sxe_http_find_header(request, "Sec-WebSocket-Version");
 
-    if (!sxe__ws_has_token(request, "Upgrade", "websocket", 9)) {
+    if (!sxe__ws_has_token(request->headers, request->header_count, "Upgrade", "websocket", 9)) {
         return refuse(http, 426, "this is a WebSocket; ask to upgrade to it");
     }
     if (request->method_len != 3 || memcmp(request->method, "GET", 3) != 0 ||
         request->minor_version != 1 || request->has_body) {
         return refuse(http, 400, "a handshake is a GET in HTTP/1.1, without a body");
     }
-    if (!sxe__ws_has_token(request, "Connection", "upgrade", 7)) {
+    if (!sxe__ws_has_token(request->headers, request->header_count, "Connection", "upgrade", 7)) {
         return refuse(http, 400, "Connection must say upgrade");
     }
     if (version == NULL || version->value_len != 2 || memcmp(version->value, "13", 2) != 0) {

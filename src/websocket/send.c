@@ -15,7 +15,7 @@
 static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
 
 /* The index of a sub-protocol's name in the server's table, added if new; 0xff for none. */
-static int protocol_index(sxe_ws_server_t *server, const char *protocol)
+int sxe__ws_protocol_index(sxe_ws_server_t *server, const char *protocol)
 {
     if (protocol == NULL || protocol[0] == '\0') {
         return 0xff;
@@ -44,13 +44,14 @@ sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *p
     }
     const struct sxe_http_request *request = sxe_http_request(http);
     if (protocol != NULL && protocol[0] != '\0' &&
-        !sxe__ws_has_token(request, "Sec-WebSocket-Protocol", protocol, strlen(protocol))) {
+        !sxe__ws_has_token(request->headers, request->header_count, "Sec-WebSocket-Protocol",
+                           protocol, strlen(protocol))) {
         SXE_LOG_ERROR("the sub-protocol %s was not offered by the client", protocol);
         (void)sxe_http_respond(http, 500, "text/plain", "500 Internal Server Error\n", 26);
         errno = EINVAL;
         return NULL;
     }
-    if ((index = protocol_index(server, protocol)) < 0) {
+    if ((index = sxe__ws_protocol_index(server, protocol)) < 0) {
         (void)sxe_http_respond(http, 500, "text/plain", "500 Internal Server Error\n", 26);
         errno = -index;
         return NULL;
@@ -80,7 +81,8 @@ static void handshake(sxe_http_t *http, void *arg)
     for (const char *at = route->protocols; *at != '\0';) {
         size_t len = strcspn(at, ",");
         if (len > 0 && len < sizeof(chosen) &&
-            sxe__ws_has_token(request, "Sec-WebSocket-Protocol", at, len)) {
+            sxe__ws_has_token(request->headers, request->header_count, "Sec-WebSocket-Protocol", at,
+                              len)) {
             memcpy(chosen, at, len);
             chosen[len] = '\0';
             break;
@@ -144,9 +146,57 @@ static int check_message(enum sxe_ws_type type, const void *data, size_t len, si
     return 0;
 }
 
+int sxe__ws_write(struct sxe_ws *ws, unsigned opcode, const void *data, size_t len)
+{
+    uint8_t frame[SXE__WS_HEAD_MAX + 1024], mask[4];
+    const uint8_t *bytes = data;
+    bool client = ws->reader.client;
+    int rc;
+
+    if (client) { /* RFC 6455 §5.3: a client masks every frame with a fresh key */
+        uint64_t random = sxe__ws_random(ws->server);
+        memcpy(mask, &random, 4);
+    }
+    size_t head = sxe__ws_frame_encode(frame, true, opcode, len, client ? mask : NULL);
+    size_t room = sizeof(frame) - head;
+    if (len <= room && !client) { /* small: one copy, one write */
+        if (len > 0) {
+            memcpy(frame + head, bytes, len);
+        }
+        return sxe_conn_write(ws->conn, frame, head + len);
+    }
+    if (!client) {
+        bool corked = sxe_conn_cork(ws->conn); /* outside on_read: head and payload as one */
+        rc = sxe_conn_write(ws->conn, frame, head);
+        rc = rc < 0 ? rc : sxe_conn_write(ws->conn, bytes, len);
+        if (corked) {
+            sxe_conn_uncork(ws->conn);
+        }
+        return rc;
+    }
+    /* A client's payload is masked as it is copied, a stack buffer at a time, behind its head. */
+    bool corked = sxe_conn_cork(ws->conn);
+    size_t at = 0, used = head;
+    rc = 0;
+    do {
+        size_t part = len - at < room ? len - at : room;
+        if (part > 0) {
+            memcpy(frame + used, bytes + at, part);
+            sxe__ws_unmask(frame + used, part, mask, at);
+        }
+        rc = sxe_conn_write(ws->conn, frame, used + part);
+        at += part;
+        used = 0;
+        room = sizeof(frame);
+    } while (rc >= 0 && at < len);
+    if (corked) {
+        sxe_conn_uncork(ws->conn);
+    }
+    return rc;
+}
+
 int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t len)
 {
-    uint8_t frame[SXE__WS_HEAD_MAX + 1024];
     int rc;
 
     if (!SXE_CHECK(ws != NULL && (type == SXE_WS_TEXT || type == SXE_WS_BINARY) &&
@@ -159,24 +209,11 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
     if ((rc = check_message(type, data, len, ws->server->options.message_bytes)) < 0) {
         return rc;
     }
-    size_t head = sxe__ws_frame_encode(frame, true, type, len, NULL);
-    if (!room_for(ws, head + len)) {
+    if (!room_for(ws, SXE__WS_HEAD_MAX + len)) {
         return -ENOBUFS;
     }
     ws->server->stats.messages_out++;
-    if (len <= sizeof(frame) - head) { /* small: one copy, one write */
-        if (len > 0) {
-            memcpy(frame + head, data, len);
-        }
-        return sxe_conn_write(ws->conn, frame, head + len);
-    }
-    bool corked = sxe_conn_cork(ws->conn); /* outside on_read: the head and payload leave as one */
-    rc = sxe_conn_write(ws->conn, frame, head);
-    rc = rc < 0 ? rc : sxe_conn_write(ws->conn, data, len);
-    if (corked) {
-        sxe_conn_uncork(ws->conn);
-    }
-    return rc;
+    return sxe__ws_write(ws, type, data, len);
 }
 
 static void broadcast_release(void *arg)
@@ -194,8 +231,8 @@ int sxe_ws_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type t
 
     if (!SXE_CHECK(server != NULL && (type == SXE_WS_TEXT || type == SXE_WS_BINARY) &&
                    (data != NULL || len == 0)) ||
-        group >= server->options.groups) {
-        return -EINVAL;
+        group >= server->options.groups || server->http == NULL) {
+        return -EINVAL; /* a client set: its frames are masked, each its own */
     }
     if ((rc = check_message(type, data, len, server->options.broadcast_bytes)) < 0) {
         return rc;

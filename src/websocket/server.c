@@ -62,6 +62,9 @@ static void closing_remove(struct sxe_ws *ws)
 {
     sxe_ws_server_t *server = ws->server;
 
+    if (ws->state == WS_CONNECTING) {
+        return; /* its links hold the handshake's key */
+    }
     if (ws->closing_prev != NONE) {
         server->sockets[ws->closing_prev].closing_next = ws->closing_next;
     } else if (server->closing_head == index_of(ws)) {
@@ -117,9 +120,14 @@ static void report_close(struct sxe_ws *ws, unsigned code, const char *reason, s
     if (ws->state == WS_DONE || ws->state == WS_FREE) {
         return;
     }
+    bool was_open = ws->state != WS_CONNECTING;
     ws->state = WS_DONE;
-    ws->server->stats.open--;
-    group_unlink(ws);
+    if (was_open) {
+        ws->server->stats.open--;
+        group_unlink(ws);
+    } else {
+        ws->closing_next = ws->closing_prev = NONE; /* the handshake's key is spent */
+    }
     if (ws->server->program.on_close != NULL) {
         ws->server->program.on_close(ws, (int)code, reason != NULL ? reason : "", reason_len);
     }
@@ -128,18 +136,16 @@ static void report_close(struct sxe_ws *ws, unsigned code, const char *reason, s
 /* Queues a close frame with code (0: none) and reason. */
 static void send_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len)
 {
-    uint8_t frame[SXE__WS_HEAD_MAX + 125];
-    size_t head = sxe__ws_frame_encode(frame, true, SXE__WS_CLOSE, code ? 2 + reason_len : 0, NULL);
+    uint8_t payload[125];
 
     if (code != 0) {
-        frame[head] = (uint8_t)(code >> 8);
-        frame[head + 1] = (uint8_t)code;
+        payload[0] = (uint8_t)(code >> 8);
+        payload[1] = (uint8_t)code;
         if (reason_len > 0) {
-            memcpy(frame + head + 2, reason, reason_len);
+            memcpy(payload + 2, reason, reason_len);
         }
-        head += 2 + reason_len;
     }
-    (void)sxe_conn_write(ws->conn, frame, head);
+    (void)sxe__ws_write(ws, SXE__WS_CLOSE, payload, code != 0 ? 2 + reason_len : 0);
 }
 
 /*
@@ -194,10 +200,7 @@ static void control(struct sxe_ws *ws, unsigned opcode, uint8_t *payload, size_t
     if (opcode == SXE__WS_CLOSE) {
         closed_by_peer(ws, payload, len);
     } else if (opcode == SXE__WS_PING && ws->state == WS_OPEN) {
-        uint8_t pong[SXE__WS_HEAD_MAX + 125];
-        size_t head = sxe__ws_frame_encode(pong, true, SXE__WS_PONG, len, NULL);
-        memcpy(pong + head, payload, len);
-        (void)sxe_conn_write(ws->conn, pong, head + len);
+        (void)sxe__ws_write(ws, SXE__WS_PONG, payload, len);
     }
     /* A pong is proof of life, as any frame is (pinged was cleared). */
 }
@@ -210,24 +213,14 @@ static void deliver(struct sxe_ws *ws, unsigned type, const uint8_t *data, size_
     }
 }
 
-/*
- * The frames in this input, in order, each handled when it is whole (reader.c); every step (a
- * control frame, a message delivered) may close the socket, which the pass sees at once.
- */
-static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *bytes, size_t len)
 {
-    sxe_ws_server_t *server = server_of(conn);
-    struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
-    uint8_t *bytes = (uint8_t *)(uintptr_t)data;
-    uint64_t id = sxe_conn_id(conn);
+    sxe_ws_server_t *server = ws->server;
+    uint64_t id = sxe_conn_id(ws->conn);
     size_t at = ws->reader.assembled;
     struct sxe__ws_event event;
     int got;
 
-    ws->pinged = false;
-    if (ws->state == WS_DONE) {
-        return len; /* closed for the program: what comes is dropped until the peer goes */
-    }
     while (at < len &&
            (got = sxe__ws_read(&ws->reader, bytes, len, &at, server->options.message_bytes,
                                &event)) != SXE__WS_MORE) {
@@ -247,17 +240,44 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     return sxe__ws_read_done(&ws->reader, bytes, at);
 }
 
+/*
+ * The frames in this input, in order, each handled when it is whole (reader.c); every step (a
+ * control frame, a message delivered) may close the socket, which the pass sees at once. A client
+ * reads its server's 101 first.
+ */
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    sxe_ws_server_t *server = server_of(conn);
+    struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
+    uint8_t *bytes = (uint8_t *)(uintptr_t)data;
+
+    ws->pinged = false;
+    if (ws->state == WS_DONE) {
+        return len; /* closed for the program: what comes is dropped until the peer goes */
+    }
+    if (ws->state == WS_CONNECTING) {
+        return sxe__ws_client_read(ws, bytes, len);
+    }
+    return sxe__ws_frames(ws, bytes, len);
+}
+
+static void on_connect(sxe_conn_t *conn)
+{
+    sxe_ws_server_t *server = server_of(conn);
+
+    sxe__ws_client_connected(&server->sockets[sxe_conn_index(conn)]);
+}
+
 /* Silent for a timeout: pinged, and kept; silent again, or not open: closed (by the core). */
 static void on_timeout(sxe_conn_t *conn)
 {
     sxe_ws_server_t *server = server_of(conn);
     struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
-    static const uint8_t ping[2] = {0x80 | SXE__WS_PING, 0};
 
     if (ws->state == WS_OPEN && !server->options.no_ping && !ws->pinged) {
         ws->pinged = true;
         server->stats.pings++;
-        (void)sxe_conn_write(conn, ping, sizeof(ping));
+        (void)sxe__ws_write(ws, SXE__WS_PING, NULL, 0);
         (void)sxe_conn_touch(conn);
     }
 }
@@ -309,22 +329,24 @@ static void going_away(void *arg)
     }
 }
 
+void sxe__ws_opened(struct sxe_ws *ws)
+{
+    ws->state = WS_OPEN;
+    ws->closing_next = ws->closing_prev = NONE; /* the union's nonce is spent */
+    group_link(ws, 0);
+    ws->server->stats.opened++;
+    ws->server->stats.open++;
+    if (ws->server->program.on_open != NULL) {
+        ws->server->program.on_open(ws);
+    }
+}
+
 int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol)
 {
     struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
 
-    *ws = (struct sxe_ws){.server = server,
-                          .conn = conn,
-                          .state = WS_OPEN,
-                          .protocol = (uint8_t)protocol,
-                          .closing_next = NONE,
-                          .closing_prev = NONE};
-    group_link(ws, 0);
-    server->stats.opened++;
-    server->stats.open++;
-    if (server->program.on_open != NULL) {
-        server->program.on_open(ws);
-    }
+    *ws = (struct sxe_ws){.server = server, .conn = conn, .protocol = (uint8_t)protocol};
+    sxe__ws_opened(ws);
     return 0;
 }
 
@@ -332,13 +354,24 @@ int sxe_ws_server_create(sxe_ws_server_t **server_out, sxe_http_server_t *http,
                          const struct sxe_ws_handlers *handlers,
                          const struct sxe_ws_options *options)
 {
-    static const struct sxe_ws_options defaults;
+    /* An HTTP server with workers has no loop of its own. */
     sxe_loop_t *loop = http != NULL ? sxe_http_server_loop(http) : NULL;
+
+    if (!SXE_CHECK(loop != NULL)) {
+        return -EINVAL;
+    }
+    return sxe__ws_make(server_out, loop, http, handlers, options);
+}
+
+int sxe__ws_make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server_t *http,
+                 const struct sxe_ws_handlers *handlers, const struct sxe_ws_options *options)
+{
+    static const struct sxe_ws_options defaults;
     sxe_ws_server_t *server;
 
     options = options != NULL ? options : &defaults;
     if (!SXE_CHECK(server_out != NULL && loop != NULL && handlers != NULL)) {
-        return -EINVAL; /* an HTTP server with workers has no loop of its own */
+        return -EINVAL;
     }
     if ((server = calloc(1, sizeof(*server))) == NULL) {
         return -ENOMEM;
@@ -359,13 +392,16 @@ int sxe_ws_server_create(sxe_ws_server_t **server_out, sxe_http_server_t *http,
     set->groups = set->groups ? set->groups : 16;
     set->broadcasts = set->broadcasts ? set->broadcasts : 64;
     set->broadcast_bytes = set->broadcast_bytes ? set->broadcast_bytes : 65536;
-    server->handlers = (struct sxe_conn_handlers){
-        .on_read = on_read, .on_close = on_close, .on_timeout = on_timeout};
+    server->handlers = (struct sxe_conn_handlers){.on_connect = on_connect,
+                                                  .on_read = on_read,
+                                                  .on_close = on_close,
+                                                  .on_timeout = on_timeout};
     server->program = *handlers;
     server->http = http;
     server->loop = loop;
     server->socket_count = in_force->connections;
     server->closing_head = server->closing_tail = NONE;
+    sxe__ws_seed(server);
     sxe_timer_init(&server->close_timer, closing_expired, server);
     server->sockets = calloc(server->socket_count, sizeof(*server->sockets));
     server->group_heads = malloc(set->groups * sizeof(*server->group_heads));

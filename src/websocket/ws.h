@@ -23,6 +23,7 @@
 #define SXE__WS_HEAD_MAX  14 /* 2, 8 bytes of length, 4 of mask */
 #define SXE__WS_PROTOCOLS 16 /* sub-protocol names a server knows */
 #define SXE__WS_ROUTES    16
+#define SXE__WS_TARGETS   8 /* the requests a client set sends: path, host and protocols */
 
 /* A frame's head (RFC 6455 §5.2). */
 struct sxe__ws_frame {
@@ -94,6 +95,7 @@ bool sxe__ws_key_valid(const char *key, size_t len);
 
 enum ws_state {
     WS_FREE,
+    WS_CONNECTING, /* a client's: its handshake is sent, the server's 101 awaited */
     WS_OPEN,
     WS_CLOSING, /* our close frame sent: waiting for the peer's (close_timeout) */
     WS_DONE,    /* closed for the program (on_close called): the TCP connection ends */
@@ -108,11 +110,17 @@ struct sxe_ws {
     uint32_t group;
     uint32_t group_prev; /* links in the group's list: table indices, or UINT32_MAX */
     uint32_t group_next;
-    uint32_t closing_next; /* links in the server's list of sockets waiting for a close frame */
-    uint32_t closing_prev;
-    uint64_t close_deadline;
+    union {
+        struct {
+            uint32_t closing_next; /* links in the list of sockets waiting for a close frame */
+            uint32_t closing_prev;
+            uint64_t close_deadline;
+        };
+        uint8_t nonce[16]; /* a connecting client's handshake key, before it can be closing */
+    };
     uint8_t state;    /* enum ws_state */
     uint8_t protocol; /* index into the server's protocol names, or 0xff for none */
+    uint8_t target;   /* a client's: index into the set's handshake requests */
     bool pinged;      /* a keep-alive ping has gone unanswered */
 };
 
@@ -145,6 +153,9 @@ struct sxe_ws_server {
     unsigned protocol_count;
     struct route routes[SXE__WS_ROUTES];
     unsigned route_count;
+    char targets[SXE__WS_TARGETS][512]; /* clients' handshake requests, each but for its key */
+    unsigned target_count;
+    uint64_t random; /* clients' masks and keys (client.c) */
     struct sxe_ws_stats stats;
 };
 
@@ -157,14 +168,41 @@ int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol);
 /* server.c: ends the socket with a close code of ours (1002, 1007, 1008, 1009) and why. */
 void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why);
 
+/* send.c: queues a whole frame, masked if the socket is a client's. @return as sxe_conn_write(). */
+int sxe__ws_write(struct sxe_ws *ws, unsigned opcode, const void *data, size_t len);
+
+/* server.c: the frames in len bytes at data, read and handed out. @return the bytes consumed. */
+size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *data, size_t len);
+
+/* server.c: the socket opens: linked in group 0, counted, on_open called. */
+void sxe__ws_opened(struct sxe_ws *ws);
+
+/* client.c: a client's connection is up: its handshake goes out. */
+void sxe__ws_client_connected(struct sxe_ws *ws);
+
+/* client.c: the server's answer to a client's handshake, then frames. @return bytes consumed. */
+size_t sxe__ws_client_read(struct sxe_ws *ws, uint8_t *data, size_t len);
+
+/* send.c: the index of a sub-protocol's name in the set's table, added if new; 0xff for none;
+ * -ENOBUFS when the table is full. */
+int sxe__ws_protocol_index(sxe_ws_server_t *server, const char *protocol);
+
+/* client.c: the next of the set's random numbers (masks, keys), and their seeding. */
+uint64_t sxe__ws_random(sxe_ws_server_t *server);
+void sxe__ws_seed(sxe_ws_server_t *server);
+
+/* server.c: makes a set of sockets on loop, with http for a server's routes (NULL for clients). */
+int sxe__ws_make(sxe_ws_server_t **server, sxe_loop_t *loop, sxe_http_server_t *http,
+                 const struct sxe_ws_handlers *handlers, const struct sxe_ws_options *options);
+
 /* server.c: moves the socket to another group's list. */
 void sxe__ws_group_move(struct sxe_ws *ws, uint32_t group);
 
 /* server.c: sends our close frame and waits for the peer's (close_timeout). */
 void sxe__ws_start_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len);
 
-/* Whether the request's header fields called name hold token, in their comma lists. */
-bool sxe__ws_has_token(const struct sxe_http_request *request, const char *name, const char *token,
-                       size_t token_len);
+/* Whether the header fields called name hold token, in their comma lists. */
+bool sxe__ws_has_token(const struct sxe_http_header *headers, unsigned count, const char *name,
+                       const char *token, size_t token_len);
 
 #endif

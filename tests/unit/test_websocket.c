@@ -7,6 +7,7 @@
  * (tests/system/test_websocket.py checks RFC 6455 from the wire, with independent peers.)
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -529,6 +530,115 @@ static void test_invalid_use(void **state)
     close(fd);
 }
 
+/* What the client set saw. */
+static struct {
+    int opens, closes, messages;
+    int close_code;
+    char close_reason[128];
+    size_t last_len;
+    uint64_t last_sum;
+} client_seen;
+
+static void client_open(sxe_ws_t *ws)
+{
+    client_seen.opens++;
+    assert_string_equal(sxe_ws_protocol(ws), "chat");
+}
+
+static void client_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
+{
+    (void)ws;
+    (void)type;
+    client_seen.messages++;
+    client_seen.last_len = len;
+    client_seen.last_sum = 0;
+    for (size_t i = 0; i < len; i++) {
+        client_seen.last_sum += (uint8_t)data[i] * (i % 7 + 1);
+    }
+}
+
+static void client_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
+{
+    (void)ws;
+    client_seen.closes++;
+    client_seen.close_code = code;
+    snprintf(client_seen.close_reason, sizeof(client_seen.close_reason), "%.*s", (int)reason_len,
+             reason);
+}
+
+static void run_until(const int *counter, int count)
+{
+    for (int turns = 0; *counter < count && turns < 2000; turns++) {
+        pump(0);
+    }
+    assert_int_equal(*counter, count);
+}
+
+/*
+ * sxe's own client against its server, on one loop: the handshake (a sub-protocol chosen from
+ * those offered), messages both ways (the client's masked: the server refuses any other), a large
+ * one masked a piece at a time, the client's close; then a handshake the server refuses, and a
+ * connection refused, each told to on_close.
+ */
+static void test_a_client_of_our_own(void **state)
+{
+    static const struct sxe_ws_handlers client_handlers = {
+        .on_open = client_open, .on_message = client_message, .on_close = client_close};
+    sxe_ws_server_t *clients;
+    sxe_ws_t *ws;
+    char address[32], *big = malloc(100000);
+    uint64_t sum = 0;
+
+    (void)state;
+    start(NULL);
+    memset(&client_seen, 0, sizeof(client_seen));
+    assert_int_equal(
+        sxe_ws_client_create(&clients, sxe_http_server_loop(http), &client_handlers, NULL), 0);
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", "chat, other", NULL, 0, &seen),
+                     0);
+    assert_ptr_equal(sxe_ws_user(ws), &seen);
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_TEXT, "early", 5), -EPIPE);
+    run_until(&client_seen.opens, 1);
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_TEXT, "hi", 2), 0);
+    run_until(&client_seen.messages, 1);
+    assert_int_equal(client_seen.last_len, 2);
+    for (size_t i = 0; i < 100000; i++) {
+        big[i] = (char)(i * 31);
+        sum += (uint8_t)big[i] * (i % 7 + 1);
+    }
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_BINARY, big, 100000), 0);
+    run_until(&client_seen.messages, 2);
+    assert_int_equal(client_seen.last_len, 100000);
+    assert_true(client_seen.last_sum == sum);
+    assert_int_equal(sxe_ws_broadcast(clients, 0, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_close(ws, 4002, "done"), 0);
+    run_until(&client_seen.closes, 1);
+    assert_int_equal(client_seen.close_code, 4002); /* the server answered with ours */
+    run_until(&seen.closes, 1);
+    assert_int_equal(seen.close_code, 4002);
+    assert_string_equal(seen.close_reason, "done");
+
+    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/nowhere", NULL, NULL, 0, NULL), 0);
+    run_until(&client_seen.closes, 2);
+    assert_int_equal(client_seen.close_code, SXE_WS_PROTOCOL);
+    assert_string_equal(client_seen.close_reason, "the server did not switch protocols");
+
+    int closed = socket(AF_INET, SOCK_STREAM, 0); /* a port nobody listens on */
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t any_len = sizeof(any);
+    assert_int_equal(bind(closed, (struct sockaddr *)&any, sizeof(any)), 0);
+    assert_int_equal(getsockname(closed, (struct sockaddr *)&any, &any_len), 0);
+    snprintf(address, sizeof(address), "127.0.0.1:%d", ntohs(any.sin_port));
+    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", NULL, NULL, 0, NULL), 0);
+    run_until(&client_seen.closes, 3);
+    assert_int_equal(client_seen.close_code, SXE_WS_ABNORMAL);
+    close(closed);
+    assert_int_equal(sxe_ws_connect(clients, &ws, "nowhere", "/ws", NULL, NULL, 0, NULL), -EINVAL);
+    sxe_ws_server_destroy(clients);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +652,7 @@ int main(void)
         cmocka_unit_test_teardown(test_refused_handshakes, teardown),
         cmocka_unit_test_teardown(test_closed_in_on_open, teardown),
         cmocka_unit_test_teardown(test_invalid_use, teardown),
+        cmocka_unit_test_teardown(test_a_client_of_our_own, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,210 @@
+/*
+ * WebSocket clients (RFC 6455 §4.1): a set of sockets made on a loop with no HTTP server, each
+ * connected to a server and path, its handshake sent with a fresh key, the server's 101 checked
+ * (status, Upgrade, Connection, the key's proof, a sub-protocol we offered, no extension), then
+ * frames both ways, ours masked.
+ *
+ * Keys and masks come from a 64-bit generator (splitmix64) seeded from the kernel's getrandom once
+ * per set: a mask must not be predictable by whoever chooses the payload (a script in a browser,
+ * against a proxy's cache, §10.3); sxe's clients run the program's code, not a page's.
+ */
+#define SXE_LOG_MODULE ws_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sys.h"
+#include "websocket/ws.h"
+
+static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
+
+uint64_t sxe__ws_random(sxe_ws_server_t *server)
+{
+    uint64_t z = (server->random += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void sxe__ws_seed(sxe_ws_server_t *server)
+{
+    if (sxe__sys.getrandom(&server->random, sizeof(server->random), 0) !=
+        (ssize_t)sizeof(server->random)) {
+        /* No entropy (an old kernel, a seccomp filter): the clock and the address, logged. */
+        SXE_LOG_WARN("getrandom failed; WebSocket client keys and masks are seeded from the clock");
+        server->random = sxe_loop_now(server->loop) ^ (uint64_t)(uintptr_t)server;
+    }
+}
+
+int sxe_ws_client_create(sxe_ws_server_t **set, sxe_loop_t *loop,
+                         const struct sxe_ws_handlers *handlers,
+                         const struct sxe_ws_options *options)
+{
+    return sxe__ws_make(set, loop, NULL, handlers, options);
+}
+
+/* The index of the set's handshake request for path, host and protocols, added if new. */
+static int target_index(sxe_ws_server_t *set, const char *host, const char *path,
+                        const char *protocols)
+{
+    char request[sizeof(set->targets[0])];
+    int len =
+        snprintf(request, sizeof(request),
+                 "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 "Sec-WebSocket-Version: 13\r\n%s%s%s",
+                 path, host, protocols ? "Sec-WebSocket-Protocol: " : "",
+                 protocols ? protocols : "", protocols ? "\r\n" : "");
+    if (len < 0 || (size_t)len + 48 >= sizeof(request)) { /* room for the key's line */
+        return -EINVAL;
+    }
+    for (unsigned i = 0; i < set->target_count; i++) {
+        if (strcmp(set->targets[i], request) == 0) {
+            return (int)i;
+        }
+    }
+    if (set->target_count == SXE__WS_TARGETS) {
+        return -ENOBUFS;
+    }
+    memcpy(set->targets[set->target_count], request, (size_t)len + 1);
+    return (int)set->target_count++;
+}
+
+int sxe_ws_connect(sxe_ws_server_t *set, sxe_ws_t **ws_out, const char *address, const char *path,
+                   const char *protocols, const struct sockaddr *source, socklen_t source_len,
+                   void *user)
+{
+    struct sockaddr_storage to;
+    socklen_t to_len;
+    sxe_conn_t *conn;
+    int rc, target;
+
+    if (!SXE_CHECK(set != NULL && ws_out != NULL && address != NULL && path != NULL &&
+                   path[0] == '/' && strpbrk(path, " \r\n") == NULL &&
+                   (protocols == NULL || strpbrk(protocols, "\r\n") == NULL))) {
+        return -EINVAL;
+    }
+    if ((rc = sxe_address_parse(address, -1, &to, &to_len)) < 0) {
+        return rc;
+    }
+    if ((target = target_index(set, address, path, protocols)) < 0) {
+        return target;
+    }
+    if ((rc = sxe_connect(set->loop, &conn, (struct sockaddr *)&to, to_len, source, source_len,
+                          &set->handlers, NULL)) < 0) {
+        return rc;
+    }
+    struct sxe_ws *ws = &set->sockets[sxe_conn_index(conn)];
+    *ws = (struct sxe_ws){.server = set,
+                          .conn = conn,
+                          .user = user,
+                          .state = WS_CONNECTING,
+                          .protocol = 0xff,
+                          .target = (uint8_t)target,
+                          .reader = {.client = true}};
+    for (int i = 0; i < 16; i += 8) {
+        uint64_t random = sxe__ws_random(set);
+        memcpy(ws->nonce + i, &random, 8);
+    }
+    *ws_out = ws;
+    return 0;
+}
+
+void sxe__ws_client_connected(struct sxe_ws *ws)
+{
+    char key[25], request[sizeof(ws->server->targets[0]) + 64];
+
+    sxe__base64(ws->nonce, sizeof(ws->nonce), key);
+    int len = snprintf(request, sizeof(request), "%sSec-WebSocket-Key: %s\r\n\r\n",
+                       ws->server->targets[ws->target], key);
+    (void)sxe_conn_write(ws->conn, request, (size_t)len);
+}
+
+/* The handshake failed: the program is told (1002, with why), and the connection closes. */
+static size_t refused(struct sxe_ws *ws, const char *why, size_t len)
+{
+    SXE_LOG_DEBUG("a WebSocket handshake failed: %s", why);
+    ws->server->stats.refused++;
+    sxe_conn_t *conn = ws->conn;
+    ws->closing_next = ws->closing_prev = UINT32_MAX; /* the key is spent: on no list */
+    ws->state = WS_DONE;
+    if (ws->server->program.on_close != NULL) {
+        ws->server->program.on_close(ws, SXE_WS_PROTOCOL, why, strlen(why));
+    }
+    sxe_conn_close(conn);
+    return len;
+}
+
+/* Checks the server's answer to the handshake. @return NULL, or why it is not a 101 for us. */
+static const char *check_answer(struct sxe_ws *ws, const struct sxe_http_response *response,
+                                unsigned *protocol)
+{
+    const struct sxe_http_header *accept =
+        sxe_http_response_header(response, "Sec-WebSocket-Accept");
+    const struct sxe_http_header *chosen =
+        sxe_http_response_header(response, "Sec-WebSocket-Protocol");
+    char key[25], expected[29];
+
+    if (response->status != 101) {
+        return "the server did not switch protocols";
+    }
+    if (!sxe__ws_has_token(response->headers, response->header_count, "Upgrade", "websocket", 9) ||
+        !sxe__ws_has_token(response->headers, response->header_count, "Connection", "upgrade", 7)) {
+        return "the 101 is not to websocket";
+    }
+    sxe__base64(ws->nonce, sizeof(ws->nonce), key);
+    (void)sxe_ws_accept_key(key, 24, expected);
+    if (accept == NULL || accept->value_len != 28 || memcmp(accept->value, expected, 28) != 0) {
+        return "Sec-WebSocket-Accept does not prove our key";
+    }
+    if (sxe_http_response_header(response, "Sec-WebSocket-Extensions") != NULL) {
+        return "an extension we did not offer";
+    }
+    *protocol = 0xff;
+    if (chosen != NULL) {
+        const char *offered = strstr(ws->server->targets[ws->target], "Sec-WebSocket-Protocol: ");
+        char name[32];
+        if (offered == NULL || chosen->value_len >= sizeof(name)) {
+            return "a sub-protocol we did not offer";
+        }
+        memcpy(name, chosen->value, chosen->value_len);
+        name[chosen->value_len] = '\0';
+        struct sxe_http_header ours = {.name = "P", .name_len = 1, .value = offered + 24};
+        ours.value_len = strcspn(ours.value, "\r");
+        int index = sxe__ws_protocol_index(ws->server, name);
+        if (!sxe__ws_has_token(&ours, 1, "P", name, chosen->value_len) || index < 0) {
+            return "a sub-protocol we did not offer";
+        }
+        *protocol = (unsigned)index;
+    }
+    return NULL;
+}
+
+size_t sxe__ws_client_read(struct sxe_ws *ws, uint8_t *data, size_t len)
+{
+    static const struct sxe_http_limits limits = {
+        .request_line = 1024, .header_bytes = 8192, .header_count = 32, .body_bytes = 0};
+    struct sxe_http_parser parser;
+    struct sxe_http_response response;
+    unsigned protocol;
+
+    sxe_http_parser_init(&parser); /* the head is parsed again from its start as it grows */
+    int head =
+        sxe_http_parse_response_head(&parser, (const char *)data, len, &limits, false, &response);
+    if (head == 0) {
+        return 0;
+    }
+    const char *why = head < 0 ? "the answer is not HTTP" : check_answer(ws, &response, &protocol);
+    if (why != NULL) {
+        return refused(ws, why, len);
+    }
+    uint64_t id = sxe_conn_id(ws->conn);
+    ws->protocol = (uint8_t)protocol;
+    sxe__ws_opened(ws);
+    if (sxe_conn_from_id(ws->server->loop, id) == NULL || ws->state != WS_OPEN) {
+        return len; /* closed by on_open */
+    }
+    return (size_t)head + sxe__ws_frames(ws, data + head, len - (size_t)head);
+}
