@@ -246,11 +246,48 @@ def test_refused_connections_are_clear(sxe_http):
     (["-i", "127.0.0.1", "-p", "80", "-c", "lots"], "-c CONNECTIONS must be a whole number"),
     (["-i", "127.0.0.1", "-p", "80", "-s", "nowhere"], "-s 'nowhere': not an IPv4 or IPv6"),
     (["-i", "127.0.0.1", "-p", "80", "extra"], "unexpected argument 'extra'"),
+    (["-i", "127.0.0.1", "-p", "80", "--ws", "chat"], "--ws 'chat': a path starts with /"),
+    (["-i", "127.0.0.1", "-p", "80", "--ws", "/", "--ws-size", "-1"], "--ws-size BYTES must be"),
 ])
 def test_usage_errors(sxe_http, args, message):
     result = sxe_http(*args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+@pytest.fixture
+def ws_echo(build_dir):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([str(build_dir / "examples" / "ws-echo"), f"127.0.0.1:{port}"],
+                               stderr=subprocess.DEVNULL)
+    wait_for_port(port, process, "ws-echo")
+    yield port
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=5) == 0
+
+
+def test_websocket_mode_counts_every_echo(sxe_http, ws_echo):
+    """--ws: each connection is a WebSocket (its handshake the connect), each query a message
+    echoed; pipelined and across workers the counts stay exact."""
+    for extra in ([], ["-P", 8, "-w", 2], ["--ws-size", 70000]):
+        result = sxe_http("-i", "127.0.0.1", "-p", ws_echo, "-c", 20, "-n", 50, "--ws", "/",
+                          *extra, "--json")
+        assert result.returncode == 0, result.stderr
+        data = report(result)
+        assert (data["connected"], data["queries"], data["errors"]["total"]) == (20, 1000, 0)
+        assert 0 < data["latency_ms"]["p50"] <= data["latency_ms"]["max"]
+
+
+def test_websocket_mode_says_when_the_handshake_is_refused(sxe_http, ws_echo, hello):
+    """A path the server does not take, or a server that is not a WebSocket, fails the connects
+    with the reason."""
+    for port, path in ((ws_echo, "/elsewhere"), (hello, "/")):
+        result = sxe_http("-i", "127.0.0.1", "-p", port, "-c", 3, "-n", 2, "--ws", path)
+        assert result.returncode == 1
+        assert "connect 3," in result.stdout
+        assert "the first: Protocol error" in result.stdout + result.stderr
 
 
 def test_help(sxe_http):

@@ -30,6 +30,7 @@
 
 #include <sxe/sxe.h>
 
+#include "histogram.h"
 #include "response.h"
 
 #define PIPELINE_MAX     128
@@ -38,16 +39,6 @@
 #define SLOW_CONNECT_NS  SXE_NS_PER_SEC
 #define FDS_RESERVED     32 /* per process: stdio, epoll, pipes, reserve fd */
 #define PORTS_PER_SOURCE 28000
-
-/* Latency histogram: exact below 128 ns, then 64 sub-buckets per power of two (under 1.6%). */
-#define HISTOGRAM_SUB     64
-#define HISTOGRAM_BUCKETS (128 + 57 * HISTOGRAM_SUB)
-
-struct histogram {
-    uint64_t counts[HISTOGRAM_BUCKETS];
-    uint64_t total;
-    uint64_t max;
-};
 
 enum error_kind {
     ERR_CONNECT,
@@ -103,63 +94,20 @@ static struct config {
     bool head;
     char *request;
     size_t request_len;
+    const char *ws_path; /* WebSocket mode: each connection a WebSocket to it (NULL: HTTP) */
+    size_t ws_size;      /* each query a binary message of so many bytes, echoed */
 } config = {.queries = 1,
             .connections = 1,
             .pipeline = 1,
             .timeout_ns = 10 * SXE_NS_PER_SEC,
             .ramp_batch = 1000,
-            .expect_status = 200};
-
-static void histogram_add(struct histogram *histogram, uint64_t value)
-{
-    unsigned bucket;
-
-    if (value < 128) {
-        bucket = (unsigned)value;
-    } else {
-        unsigned shift = 63 - (unsigned)__builtin_clzll(value) - 6;
-        bucket = 128 + (shift - 1) * HISTOGRAM_SUB + (unsigned)((value >> shift) - HISTOGRAM_SUB);
-    }
-    histogram->counts[bucket < HISTOGRAM_BUCKETS ? bucket : HISTOGRAM_BUCKETS - 1]++;
-    histogram->total++;
-    if (value > histogram->max) {
-        histogram->max = value;
-    }
-}
-
-/* The upper edge of a bucket, so a percentile never understates. */
-static uint64_t histogram_bucket_top(unsigned bucket)
-{
-    if (bucket < 128) {
-        return bucket;
-    }
-    unsigned shift = (bucket - 128) / HISTOGRAM_SUB + 1;
-    uint64_t base = (uint64_t)((bucket - 128) % HISTOGRAM_SUB + HISTOGRAM_SUB) << shift;
-    return base + ((uint64_t)1 << shift) - 1;
-}
-
-static uint64_t histogram_percentile(const struct histogram *histogram, double percentile)
-{
-    uint64_t rank = (uint64_t)(percentile / 100.0 * (double)histogram->total + 0.5);
-    uint64_t seen = 0;
-
-    if (histogram->total == 0) {
-        return 0;
-    }
-    rank = rank == 0 ? 1 : rank;
-    for (unsigned bucket = 0; bucket < HISTOGRAM_BUCKETS; bucket++) {
-        seen += histogram->counts[bucket];
-        if (seen >= rank) {
-            uint64_t top = histogram_bucket_top(bucket);
-            return top < histogram->max ? top : histogram->max;
-        }
-    }
-    return histogram->max;
-}
+            .expect_status = 200,
+            .ws_size = 20};
 
 /* One connection of a worker. */
 struct client {
     sxe_conn_t *conn;
+    sxe_ws_t *ws; /* in WebSocket mode */
     uint64_t sent;
     uint64_t done;
     uint64_t connect_start;
@@ -187,6 +135,7 @@ static struct worker {
     char *burst;       /* config.pipeline copies of the request */
     struct progress *progress;
     struct results results;
+    sxe_ws_server_t *ws_set; /* in WebSocket mode */
 } worker;
 
 static bool client_wants_more(const struct client *client)
@@ -199,7 +148,13 @@ static void send_queries(struct client *client, unsigned count)
     if (count == 0) {
         return;
     }
-    if (sxe_conn_write(client->conn, worker.burst, count * config.request_len) < 0) {
+    for (unsigned i = 0; config.ws_path != NULL && i < count; i++) {
+        if (sxe_ws_send(client->ws, SXE_WS_BINARY, worker.burst, config.ws_size) < 0) {
+            return; /* a slow reader's socket closes; on_close counts it */
+        }
+    }
+    if (config.ws_path == NULL &&
+        sxe_conn_write(client->conn, worker.burst, count * config.request_len) < 0) {
         return; /* a failed write closes the connection; on_close counts it */
     }
     uint64_t now = sxe_loop_now(worker.loop);
@@ -231,9 +186,8 @@ static void close_done(struct client *client)
     sxe_conn_close(client->conn);
 }
 
-static void on_connect(sxe_conn_t *conn)
+static void connected(struct client *client)
 {
-    struct client *client = sxe_conn_user(conn);
     uint64_t took = sxe_loop_now(worker.loop) - client->connect_start;
 
     client->connected = true;
@@ -244,6 +198,33 @@ static void on_connect(sxe_conn_t *conn)
     if (took > SLOW_CONNECT_NS) {
         worker.results.slow_connects++;
     }
+}
+
+static void on_connect(sxe_conn_t *conn)
+{
+    connected(sxe_conn_user(conn));
+}
+
+/* A query answered: timed and counted, and the next sent. @return false if the client is done. */
+static bool answered(struct client *client)
+{
+    uint64_t now = sxe_loop_now(worker.loop);
+    histogram_add(&worker.results.latency, now - client->sent_at[client->oldest]);
+    client->oldest = (client->oldest + 1) % PIPELINE_MAX;
+    client->done++;
+    worker.results.queries++;
+    worker.last_response_ns = now;
+    __atomic_store_n(&worker.progress->queries, worker.results.queries, __ATOMIC_RELAXED);
+    if (client_wants_more(client)) {
+        send_queries(client, 1);
+        return true;
+    }
+    if (client->done == client->sent) {
+        finish(client);
+        close_done(client);
+        return false;
+    }
+    return true;
 }
 
 static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
@@ -264,32 +245,19 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             sxe_conn_close(conn);
             return len;
         }
-        uint64_t now = sxe_loop_now(worker.loop);
-        histogram_add(&worker.results.latency, now - client->sent_at[client->oldest]);
-        client->oldest = (client->oldest + 1) % PIPELINE_MAX;
-        client->done++;
-        worker.results.queries++;
-        worker.last_response_ns = now;
-        __atomic_store_n(&worker.progress->queries, worker.results.queries, __ATOMIC_RELAXED);
         if (client->reader.status != config.expect_status) {
             worker.results.errors[ERR_STATUS]++;
         }
         response_reader_init(&client->reader, config.head);
-        if (client_wants_more(client)) {
-            send_queries(client, 1);
-        } else if (client->done == client->sent) {
-            finish(client);
-            close_done(client);
+        if (!answered(client)) {
             return len;
         }
     }
     return used;
 }
 
-static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+static void closed(struct client *client, enum sxe_close_reason reason, int err)
 {
-    struct client *client = sxe_conn_user(conn);
-
     client->conn = NULL;
     if (!client->connected) {
         worker.results.errors[ERR_CONNECT]++;
@@ -321,8 +289,51 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     finish(client);
 }
 
+static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    closed(sxe_conn_user(conn), reason, err);
+}
+
 static const struct sxe_conn_handlers handlers = {
     .on_connect = on_connect, .on_read = on_read, .on_close = on_close};
+
+/* WebSocket mode: the socket opened (the connect is settled), an echo came, the socket closed. */
+static void ws_open(sxe_ws_t *ws)
+{
+    connected(sxe_ws_user(ws));
+}
+
+static void ws_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
+{
+    struct client *client = sxe_ws_user(ws);
+
+    (void)data;
+    if (type != SXE_WS_BINARY || len != config.ws_size || client->done == client->sent) {
+        worker.results.errors[ERR_LENGTH]++; /* not our echo, or an echo of nothing */
+        sxe_conn_close(client->conn);
+        return;
+    }
+    (void)answered(client);
+}
+
+static void ws_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
+{
+    struct client *client = sxe_ws_user(ws);
+
+    (void)reason;
+    (void)reason_len;
+    if (client->connected && client->finished) {
+        client->conn = NULL;
+        return;
+    }
+    if (!client->connected && worker.results.first_connect_errno == 0) {
+        worker.results.first_connect_errno = code == SXE_WS_PROTOCOL ? EPROTO : ECONNREFUSED;
+    }
+    closed(client, code == SXE_WS_ABNORMAL ? SXE_CLOSE_PEER : SXE_CLOSE_ERROR, 0);
+}
+
+static const struct sxe_ws_handlers ws_handlers = {
+    .on_open = ws_open, .on_message = ws_message, .on_close = ws_close};
 
 /* Closes connections whose oldest query has waited longer than the timeout. */
 static void check_timeouts(sxe_timer_t *timer, void *arg)
@@ -359,9 +370,16 @@ static void open_more(void)
 
         response_reader_init(&client->reader, config.head);
         client->connect_start = sxe_clock_mono_ns();
-        int rc = sxe_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
+        int rc;
+        if (config.ws_path != NULL) {
+            rc = sxe_ws_connect(worker.ws_set, &client->ws, config.target_text, config.ws_path,
+                                NULL, source, source ? config.source_len : 0, client);
+            client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
+        } else {
+            rc = sxe_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
                              config.target_len, source, source ? config.source_len : 0, &handlers,
                              client);
+        }
         if (rc < 0) {
             client->conn = NULL;
             worker.results.errors[ERR_CONNECT]++;
@@ -419,7 +437,8 @@ static void run_worker(unsigned index, uint64_t first, uint64_t count, int up, i
     struct sxe_loop_options options = {
         .connections = (uint32_t)count + 4,
         .buffers = (uint32_t)(count / 8 + 64),
-        .buffer_size = RESPONSE_HEAD_MAX,
+        .buffer_size = (uint32_t)(config.ws_size + 1024 > RESPONSE_HEAD_MAX ? config.ws_size + 1024
+                                                                            : RESPONSE_HEAD_MAX),
         .write_limit = (uint32_t)(PIPELINE_MAX * config.request_len + RESPONSE_HEAD_MAX),
         .connect_timeout = config.timeout_ns,
         .timers = 4,
@@ -434,8 +453,11 @@ static void run_worker(unsigned index, uint64_t first, uint64_t count, int up, i
     worker.progress = progress;
     worker.clients = calloc(count, sizeof(*worker.clients));
     worker.burst = malloc(config.pipeline * config.request_len);
+    struct sxe_ws_options ws_options = {.message_bytes = (uint32_t)config.ws_size, .no_ping = true};
     if (worker.clients == NULL || worker.burst == NULL ||
-        sxe_loop_create(&worker.loop, &options) < 0) {
+        sxe_loop_create(&worker.loop, &options) < 0 ||
+        (config.ws_path != NULL &&
+         sxe_ws_client_create(&worker.ws_set, worker.loop, &ws_handlers, &ws_options) < 0)) {
         fprintf(stderr, "sxe-http: worker %u cannot allocate %llu connections\n", index,
                 (unsigned long long)count);
         _exit(3);
@@ -521,6 +543,9 @@ static void usage(FILE *out)
             "  -g               close finished connections with FIN, not reset (leaves\n"
             "                   TIME_WAIT ports behind for a minute)\n"
             "  -v               hex-dump the request before sending\n"
+            "  --ws PATH        WebSocket mode: each connection opens a WebSocket to PATH, and\n"
+            "                   a query is a binary message the server echoes\n"
+            "  --ws-size BYTES  the size of each message in WebSocket mode (20)\n"
             "  --json           print the report as JSON\n"
             "  -h, --help       this text\n"
             "      --version    the versions of sxe-http and of the libsxe it runs on\n"
@@ -609,10 +634,10 @@ static void parse_sources(const char *list)
 
 static void parse_options(int argc, char **argv)
 {
-    static const struct option long_options[] = {{"json", no_argument, NULL, 'J'},
-                                                 {"help", no_argument, NULL, 'h'},
-                                                 {"version", no_argument, NULL, 'V'},
-                                                 {NULL, 0, NULL, 0}};
+    static const struct option long_options[] = {
+        {"json", no_argument, NULL, 'J'},          {"ws", required_argument, NULL, 'W'},
+        {"ws-size", required_argument, NULL, 'Z'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
     const char *ip = NULL, *method = "GET", *path = "/", *body = NULL, *file = NULL;
     char headers[8192] = "";
     size_t headers_len = 0;
@@ -683,6 +708,15 @@ static void parse_options(int argc, char **argv)
         case 'J':
             config.json = true;
             break;
+        case 'W':
+            if (optarg[0] != '/' || strpbrk(optarg, " \r\n") != NULL) {
+                die_usage("--ws '%s': a path starts with / and has no spaces", optarg);
+            }
+            config.ws_path = optarg;
+            break;
+        case 'Z':
+            config.ws_size = parse_count(optarg, "--ws-size BYTES", 0, 16 << 20);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -711,6 +745,13 @@ static void parse_options(int argc, char **argv)
               sizeof(host));
     snprintf(config.target_text, sizeof(config.target_text), is_v6 ? "[%s]:%u" : "%s:%u", host,
              ntohs(is_v6 ? v6->sin6_port : v4->sin_port));
+    if (config.ws_path != NULL) {
+        /* A query is a binary message; request_len bounds what one queues (its frame). */
+        config.request_len = config.ws_size + 14;
+        config.request = malloc(config.request_len);
+        memset(config.request, 'w', config.request_len);
+        return;
+    }
     if (file != NULL) {
         config.request = read_file(file, &config.request_len);
         config.head = strncmp(config.request, "HEAD ", 5) == 0;
