@@ -16,6 +16,7 @@
 #include "sxe/log.h"
 #include "sxe/loop.h"
 #include "sxe/pool.h"
+#include "sxe/random.h"
 #include "sxe/timer.h"
 #include "sxe/udp.h"
 #include "sxe/utf8.h"

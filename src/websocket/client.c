@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sys.h"
+#include "sxe/random.h"
 #include "websocket/ws.h"
 
 static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
@@ -31,8 +31,7 @@ uint64_t sxe__ws_random(sxe_ws_server_t *server)
 
 void sxe__ws_seed(sxe_ws_server_t *server)
 {
-    if (sxe__sys.getrandom(&server->random, sizeof(server->random), 0) !=
-        (ssize_t)sizeof(server->random)) {
+    if (sxe_random_bytes(&server->random, sizeof(server->random)) < 0) {
         /* No entropy (an old kernel, a seccomp filter): the clock and the address, logged. */
         SXE_LOG_WARN("getrandom failed; WebSocket client keys and masks are seeded from the clock");
         server->random = sxe_loop_now(server->loop) ^ (uint64_t)(uintptr_t)server;

@@ -17,6 +17,7 @@
 
 #include "loop.h"
 #include "sxe/clock.h"
+#include "sxe/random.h"
 #include "sxe/websocket.h"
 #include "sxe_test.h"
 #include "sys.h"
@@ -592,6 +593,12 @@ static void test_a_client_of_our_own(void **state)
     (void)state;
     start(NULL);
     memset(&client_seen, 0, sizeof(client_seen));
+    unsigned char bytes[8];
+    sxe__sys_fail(SXE_SYS_getrandom, 1, 1, EINTR); /* interrupted: asked again */
+    assert_int_equal(sxe_random_bytes(bytes, sizeof(bytes)), 0);
+    sxe__sys_fail(SXE_SYS_getrandom, 1, 1, ENOSYS); /* none at all: the set seeds from the clock */
+    assert_int_equal(sxe_random_bytes(bytes, sizeof(bytes)), -ENOSYS);
+    sxe__sys_fail(SXE_SYS_getrandom, 1, 1, ENOSYS);
     assert_int_equal(
         sxe_ws_client_create(&clients, sxe_http_server_loop(http), &client_handlers, NULL), 0);
     snprintf(address, sizeof(address), "127.0.0.1:%d", port);
