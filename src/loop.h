@@ -276,6 +276,11 @@ bool sxe__stream_sent_or_closed(struct sxe_conn *conn, const struct sxe__io_even
  * error (close), or nothing yet. @return true if interrupted: read again.
  */
 bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got);
+/* deliver.c: hands len bytes at data to on_read and keeps what it leaves; false if it closed. */
+bool sxe__stream_deliver(struct sxe_conn *conn, char *data, size_t len);
+/* deliver.c: the kept input filled its buffer unconsumed: a larger one, or an overflow. @return
+ * true if there is room to read on. */
+bool sxe__stream_grow(struct sxe_conn *conn);
 /* The peer shut down: on_eof, or a close without it. */
 void sxe__stream_eof(struct sxe_conn *conn);
 bool sxe__stream_closed_when_sent(struct sxe_conn *conn);

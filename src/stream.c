@@ -429,133 +429,6 @@ int sxe_conn_close_when_sent(sxe_conn_t *conn)
     return 0;
 }
 
-/*
- * Hands len bytes of input (data: the scratch area, a backend's buffer or the connection's own
- * buffer) to on_read, and keeps what it leaves. Returns false if the connection closed meanwhile.
- */
-static bool deliver(struct sxe_conn *conn, char *data, size_t len)
-{
-    sxe_loop_t *loop = conn->loop;
-    uint32_t generation = conn->generation;
-    size_t consumed = len;
-
-    if (conn->handlers->on_read != NULL) {
-        conn->flags |= SXE__CONN_CORKED;
-        consumed = conn->handlers->on_read(conn, data, len);
-    }
-    if (conn->generation != generation || !sxe__conn_is_open(conn)) {
-        return false;
-    }
-    conn->flags &= (uint16_t)~SXE__CONN_CORKED;
-    bool placed = (conn->flags & SXE__CONN_KEPT) != 0; /* sxe_conn_keep() placed the input */
-    conn->flags &= (uint16_t)~SXE__CONN_KEPT;
-    if (consumed > 0 && !placed) {
-        conn->flags |= SXE__CONN_PROGRESS;
-    }
-    if (conn->queue_head != SXE_NONE) {
-        sxe__stream_flush(conn);
-        if (conn->generation != generation || !sxe__conn_is_open(conn)) {
-            return false; /* on_drained closed it */
-        }
-        if (conn->queue_head != SXE_NONE) {
-            conn->flags |= SXE__CONN_NOTIFY_DRAIN;
-        }
-    }
-    if (sxe__stream_closed_when_sent(conn)) {
-        return false;
-    }
-    if (placed) {
-        return true;
-    }
-    if (consumed >= len) {
-        if (conn->input_buffer != SXE_NONE) {
-            sxe__buffer_give(loop, conn->input_buffer);
-            conn->input_buffer = SXE_NONE;
-        }
-        conn->input_len = 0;
-        return true;
-    }
-    size_t kept = len - consumed;
-    if (conn->input_buffer >= loop->options.buffers && conn->input_buffer != SXE_NONE &&
-        kept <= loop->options.buffer_size && loop->buffers_free > 0) {
-        /* The large message is gone: what is left goes back to an ordinary buffer, so the large
-         * one is free for the next. */
-        sxe__buffer_give(loop, conn->input_buffer);
-        conn->input_buffer = sxe__buffer_take(loop);
-    }
-    if (conn->input_buffer == SXE_NONE) {
-        if ((conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
-            loop->stats.no_buffer++;
-            SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                         "no free buffer to keep partial input: closing connections; raise %s (%u)",
-                         sxe_log_setting("options.buffers"), loop->options.buffers);
-            sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
-            return false;
-        }
-    }
-    memmove(sxe__buffer_at(loop, conn->input_buffer), data + consumed, kept);
-    conn->input_len = (uint32_t)kept;
-    return true;
-}
-
-/*
- * The kept input filled the buffer and on_read took none of it, and no larger buffer can take it
- * (err: EMSGSIZE, none is larger; ENOBUFS, none is free). With on_overflow the program answers it
- * (a 413, an error line): the input goes, reading stops, and the connection closes once the answer
- * is sent. Without, it closes at once.
- */
-static void overflow(struct sxe_conn *conn, int err)
-{
-    sxe_loop_t *loop = conn->loop;
-    uint32_t generation = conn->generation;
-
-    if (conn->handlers->on_overflow == NULL) {
-        SXE_LOG_WARN("a message grew past its buffer (%u bytes) unconsumed",
-                     sxe__buffer_size(loop, conn->input_buffer));
-        sxe__conn_close_reason(conn, SXE_CLOSE_OVERFLOW, 0);
-        return;
-    }
-    sxe__buffer_give(loop, conn->input_buffer);
-    conn->input_buffer = SXE_NONE;
-    conn->input_len = 0;
-    errno = err;
-    conn->handlers->on_overflow(conn);
-    if (conn->generation == generation && sxe__conn_is_open(conn) &&
-        (conn->lists & SXE__LIST_SHUT) == 0) {
-        (void)sxe_conn_pause(conn);
-        (void)sxe_conn_close_when_sent(conn);
-    }
-}
-
-/*
- * The kept input filled its buffer and on_read took none of it. A message that outgrew an ordinary
- * buffer moves, once, to a large one if the loop has one free (sxe_loop_options.large_buffers);
- * else the connection overflows. @return true if the input has room to grow now.
- */
-static bool grow(struct sxe_conn *conn)
-{
-    sxe_loop_t *loop = conn->loop;
-    uint32_t large;
-
-    if (conn->input_buffer >= loop->options.buffers || loop->options.large_buffers == 0) {
-        overflow(conn, EMSGSIZE);
-        return false;
-    }
-    if ((large = sxe__buffer_take_large(loop)) == SXE_NONE) {
-        loop->stats.no_large_buffer++;
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN,
-                     "no free large buffer for a message over %u bytes: refusing it; raise %s (%u)",
-                     loop->options.buffer_size, sxe_log_setting("options.large_buffers"),
-                     loop->options.large_buffers);
-        overflow(conn, ENOBUFS);
-        return false;
-    }
-    memcpy(sxe__buffer_at(loop, large), sxe__buffer_at(loop, conn->input_buffer), conn->input_len);
-    sxe__buffer_give(loop, conn->input_buffer);
-    conn->input_buffer = large;
-    return true;
-}
-
 bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got)
 {
     if (got == 0) {
@@ -593,7 +466,7 @@ static size_t received(struct sxe_conn *conn, const char *data, size_t len)
     size_t taken = 0;
 
     if (conn->input_buffer == SXE_NONE && len <= size) {
-        deliver(conn, (char *)(uintptr_t)data, len);
+        sxe__stream_deliver(conn, (char *)(uintptr_t)data, len);
         return len;
     }
     while (taken < len) {
@@ -603,7 +476,8 @@ static size_t received(struct sxe_conn *conn, const char *data, size_t len)
             sxe__conn_close_reason(conn, SXE_CLOSE_NO_BUFFER, 0);
             return taken;
         }
-        if (conn->input_len == sxe__buffer_size(loop, conn->input_buffer) && !grow(conn)) {
+        if (conn->input_len == sxe__buffer_size(loop, conn->input_buffer) &&
+            !sxe__stream_grow(conn)) {
             return taken;
         }
         size = sxe__buffer_size(loop, conn->input_buffer);
@@ -611,7 +485,7 @@ static size_t received(struct sxe_conn *conn, const char *data, size_t len)
         memcpy(sxe__buffer_at(loop, conn->input_buffer) + conn->input_len, data + taken, part);
         conn->input_len += (uint32_t)part;
         taken += part;
-        if (!deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len) ||
+        if (!sxe__stream_deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len) ||
             (conn->flags & SXE__CONN_PAUSED)) {
             break;
         }
@@ -697,7 +571,7 @@ static void readable(struct sxe_conn *conn, uint32_t events)
         size_t size = own ? sxe__buffer_size(loop, conn->input_buffer) : loop->options.buffer_size;
 
         if (held == size) {
-            if (!grow(conn)) {
+            if (!sxe__stream_grow(conn)) {
                 return;
             }
             size = sxe__buffer_size(loop, conn->input_buffer);
@@ -705,7 +579,8 @@ static void readable(struct sxe_conn *conn, uint32_t events)
         char *base = own ? sxe__buffer_at(loop, conn->input_buffer) : loop->scratch;
         ssize_t got = sxe__sys.recv(conn->fd, base + held, size - held, 0);
         if (got > 0) {
-            if (!deliver(conn, base, held + (size_t)got) || (conn->flags & SXE__CONN_PAUSED)) {
+            if (!sxe__stream_deliver(conn, base, held + (size_t)got) ||
+                (conn->flags & SXE__CONN_PAUSED)) {
                 return;
             }
             if ((size_t)got < size - held && (events & SXE__IO_HUP) == 0) {
@@ -735,7 +610,7 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
         /* Offer what was kept while paused before anything newer. */
         conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
         if (conn->input_len > 0 &&
-            !deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len)) {
+            !sxe__stream_deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len)) {
             return;
         }
     }

@@ -622,17 +622,22 @@ def test_every_length_in_turn_on_one_connection(server):
         ws.finish()
 
 
-def test_pipelined_messages_in_one_write(server):
-    """Many messages of all length forms in one write: every echo, in order."""
-    messages = [(TEXT if i % 3 else BINARY, payload_of(length, TEXT if i % 3 else BINARY))
-                for i, length in enumerate([0, 1, 5, 125, 126, 127, 128, 1000, 65535, 65536, 65537,
-                                            200000] * 4 + [16] * 200)]
+def echo_all_at_once(server, messages):
+    """Sends every (opcode, payload) in one write and expects each echo, in order."""
     with server.connect() as ws:
         done = ws.send_in_background(b"".join(frame(op, payload) for op, payload in messages))
         for opcode, payload in messages:
             ws.expect_echo(opcode, payload)
         done()
         ws.finish()
+
+
+def test_pipelined_messages_in_one_write(server):
+    """Many messages of all length forms in one write: every echo, in order."""
+    messages = [(TEXT if i % 3 else BINARY, payload_of(length, TEXT if i % 3 else BINARY))
+                for i, length in enumerate([0, 1, 5, 125, 126, 127, 128, 1000, 65535, 65536, 65537,
+                                            200000] * 4 + [16] * 200)]
+    echo_all_at_once(server, messages)
 
 
 def test_message_split_across_reads_at_every_offset(server):
@@ -1347,12 +1352,7 @@ def test_ten_thousand_small_messages_in_one_write(server):
     """10,000 messages of 16 bytes, text and binary in turn, sent at once: all echoed in order."""
     messages = [(TEXT, b"text %010d!" % i) if i % 2 else
                 (BINARY, struct.pack("!QQ", i, ~i & 0xFFFF)) for i in range(10000)]
-    with server.connect() as ws:
-        done = ws.send_in_background(b"".join(frame(op, payload) for op, payload in messages))
-        for opcode, payload in messages:
-            ws.expect_echo(opcode, payload)
-        done()
-        ws.finish()
+    echo_all_at_once(server, messages)
 
 
 def test_two_thousand_round_trips(server):
