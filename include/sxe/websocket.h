@@ -27,10 +27,12 @@
  * there: a message that fits one frame is handed to on_message where it lies, without a copy; the
  * fragments of a fragmented one are joined in place. Messages larger than the loop's buffer_size
  * grow in its large buffers (sxe_loop_options.large_buffers), up to options.message_bytes: past it
- * the socket is closed with 1009. Text is checked to be UTF-8 as each frame arrives, and a socket
- * that sends invalid UTF-8 is closed with 1007 at the first frame that has it. A frame that breaks
- * the protocol (not masked, reserved bits or opcodes, a control frame fragmented or over 125
- * bytes, a continuation out of place) closes the socket with 1002.
+ * the socket is closed with 1009; when every large buffer is holding another socket's message, with
+ * 1013 (try again later). The HTTP server's options.large_bodies sets how many there are. Text
+ * is checked to be UTF-8 as each frame arrives, and a socket that sends invalid UTF-8 is closed
+ * with 1007 at the first frame that has it. A frame that breaks the protocol (not masked, reserved
+ * bits or opcodes, a control frame fragmented or over 125 bytes, a continuation out of place)
+ * closes the socket with 1002.
  *
  * Closing: either side sends a close frame with a code and a reason, the other answers with one,
  * and the server closes the TCP connection. sxe_ws_close() starts it; a peer that does not answer
@@ -87,6 +89,7 @@ enum sxe_ws_type {
 #define SXE_WS_POLICY       1008 /**< The peer reads too slowly (options.queue_bytes). */
 #define SXE_WS_TOO_BIG      1009 /**< A message over options.message_bytes. */
 #define SXE_WS_SERVER_ERROR 1011 /**< The server could not go on. */
+#define SXE_WS_TRY_AGAIN    1013 /**< No buffer was free for a large message: try again later. */
 
 /** What happens on a socket. Every member may be NULL. */
 struct sxe_ws_handlers {

@@ -213,7 +213,8 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
         return -ENOBUFS;
     }
     ws->server->stats.messages_out++;
-    return sxe__ws_write(ws, type, data, len);
+    rc = sxe__ws_write(ws, type, data, len);
+    return rc > 0 ? 0 : rc; /* SXE_CONN_FULL: queued; the module bounds slow readers itself */
 }
 
 static void broadcast_release(void *arg)

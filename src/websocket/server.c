@@ -261,6 +261,25 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     return sxe__ws_frames(ws, bytes, len);
 }
 
+/*
+ * A message outgrew the connection's buffer and no larger one could take it: every large buffer
+ * was in use (1013, try again later), or the loop has none that large (1009). The core dropped the
+ * input; the socket fails as for a protocol error, our side shut and the rest read and dropped.
+ */
+static void on_overflow(sxe_conn_t *conn)
+{
+    sxe_ws_server_t *server = server_of(conn);
+    struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
+    int err = errno;
+
+    ws->reader = (struct sxe__ws_reader){.client = ws->reader.client}; /* its input is gone */
+    if (ws->state == WS_OPEN || ws->state == WS_CLOSING) {
+        sxe__ws_fail(ws, err == ENOBUFS ? SXE_WS_TRY_AGAIN : SXE_WS_TOO_BIG,
+                     err == ENOBUFS ? "no buffer free for a message this large"
+                                    : "message too big");
+    }
+}
+
 static void on_connect(sxe_conn_t *conn)
 {
     sxe_ws_server_t *server = server_of(conn);
@@ -395,7 +414,8 @@ int sxe__ws_make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server
     server->handlers = (struct sxe_conn_handlers){.on_connect = on_connect,
                                                   .on_read = on_read,
                                                   .on_close = on_close,
-                                                  .on_timeout = on_timeout};
+                                                  .on_timeout = on_timeout,
+                                                  .on_overflow = on_overflow};
     server->program = *handlers;
     server->http = http;
     server->loop = loop;

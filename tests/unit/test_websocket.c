@@ -55,7 +55,10 @@ static void on_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, si
     if (len > 0 && data[0] == '!') { /* "!..." is not echoed */
         return;
     }
-    assert_int_equal(sxe_ws_send(ws, type, data, len), 0);
+    int rc = sxe_ws_send(ws, type, data, len);
+    if (rc != 0) {
+        fail_msg("echo of %zu bytes: %d", len, rc);
+    }
 }
 
 static void on_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
@@ -70,11 +73,14 @@ static void on_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_l
 static const struct sxe_ws_handlers handlers = {
     .on_open = on_open, .on_message = on_message, .on_close = on_close};
 
+static uint32_t large_bodies; /* the HTTP server's large buffers: 0 for its default */
+
 static void start(const struct sxe_ws_options *options)
 {
     struct sxe_http_server_options http_options = {.loop = {.connections = 16},
                                                    .idle_timeout = SXE_NS_PER_SEC,
-                                                   .limits = {.body_bytes = 300000}};
+                                                   .limits = {.body_bytes = 300000},
+                                                   .large_bodies = large_bodies};
 
     memset(&seen, 0, sizeof(seen));
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
@@ -646,6 +652,47 @@ static void test_a_client_of_our_own(void **state)
     free(big);
 }
 
+/*
+ * With one large buffer, a socket whose message outgrows its ordinary buffer while another holds
+ * the large one is closed with 1013 (try again later), told to on_close; the other is served.
+ */
+static void test_a_large_message_with_no_large_buffer_free(void **state)
+{
+    static uint8_t big[150000];
+    uint8_t frame[SXE__WS_HEAD_MAX], payload[64];
+    static const uint8_t mask[4] = {0, 0, 0, 0};
+    size_t len;
+
+    (void)state;
+    large_bodies = 1;
+    start(NULL);
+    large_bodies = 0;
+    int first = open_socket(NULL, 0), second = open_socket(NULL, 0);
+    size_t head = sxe__ws_frame_encode(frame, true, SXE_WS_BINARY, sizeof(big), mask);
+    for (int fd = first; fd >= 0; fd = fd == first ? second : -1) { /* a head, then 100 KB */
+        assert_int_equal(send(fd, frame, head, 0), (ssize_t)head);
+        for (size_t sent = 0; sent < 100000; pump(0)) {
+            ssize_t put = send(fd, big + sent, 100000 - sent, MSG_DONTWAIT);
+            sent += put > 0 ? (size_t)put : 0;
+        }
+        pump(0);
+    }
+    assert_int_equal(read_frame(second, payload, sizeof(payload), &len), 0x8);
+    assert_int_equal(payload[0] << 8 | payload[1], SXE_WS_TRY_AGAIN);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.close_code, SXE_WS_TRY_AGAIN);
+    for (size_t sent = 100000; sent < sizeof(big); pump(0)) { /* the first is served whole */
+        ssize_t put = send(first, big + sent, sizeof(big) - sent, MSG_DONTWAIT);
+        sent += put > 0 ? (size_t)put : 0;
+    }
+    for (int turns = 0; seen.messages == 0 && turns < 2000; turns++) {
+        pump(0);
+    }
+    assert_int_equal(seen.messages, 1);
+    close(first);
+    close(second);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +707,7 @@ int main(void)
         cmocka_unit_test_teardown(test_closed_in_on_open, teardown),
         cmocka_unit_test_teardown(test_invalid_use, teardown),
         cmocka_unit_test_teardown(test_a_client_of_our_own, teardown),
+        cmocka_unit_test_teardown(test_a_large_message_with_no_large_buffer_free, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
