@@ -159,7 +159,9 @@ void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why)
     if (code != SXE_WS_POLICY) {
         ws->server->stats.protocol_errors++;
     }
-    send_close(ws, code, why, strlen(why));
+    if (ws->state == WS_OPEN) { /* one close frame a side: ours may have gone already */
+        send_close(ws, code, why, strlen(why));
+    }
     report_close(ws, code, why, strlen(why));
     (void)sxe_conn_shutdown(ws->conn);
     closing_remove(ws);

@@ -45,7 +45,9 @@ static void test_invalid_text_is_refused_at_its_first_bad_byte(void **state)
         {"\xf5\x80\x80\x80", 0}, /* no such lead */
         {"\xfe", 0},             /* no such byte */
         {"x\xe2\x82y", 1},       /* cut short by an ASCII byte */
-        {"\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5\xed\xa0\x80" "edited", 11},
+        {"\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5\xed\xa0\x80"
+         "edited",
+         11},
     };
 
     (void)state;
