@@ -1,5 +1,6 @@
 /* A WebSocket echo server: every message comes back as it was sent, text as text. Usage:
- * ws-echo [IP:PORT [MESSAGE_BYTES]] (127.0.0.1:8080, 1 MiB); sub-protocols "echo" and "chat". */
+ * ws-echo [IP:PORT [MESSAGE_BYTES]] (127.0.0.1:8080, 1 MiB); sub-protocols "echo" and "chat", and
+ * permessage-deflate for clients that offer it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sxe/sxe.h>
@@ -16,7 +17,8 @@ int main(int argc, char **argv)
      * 64 of them (reserved, touched only when used) let 64 sockets send large messages at once. */
     struct sxe_http_server_options http_options = {.limits = {.body_bytes = most},
                                                    .large_bodies = 64};
-    struct sxe_ws_options options = {.message_bytes = most, .queue_bytes = 2 * most + 1024};
+    struct sxe_ws_options options = {
+        .message_bytes = most, .queue_bytes = 2 * most + 1024, .deflate = true};
     static const struct sxe_ws_handlers handlers = {.on_message = echo};
     sxe_http_server_t *http;
     sxe_ws_server_t *ws;

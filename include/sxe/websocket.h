@@ -121,6 +121,14 @@ struct sxe_ws_options {
     uint32_t groups;          /**< Groups for sxe_ws_broadcast() (16); every socket starts in 0. */
     uint32_t broadcasts;      /**< Broadcast frames that may be in flight at once (64). */
     uint32_t broadcast_bytes; /**< Largest broadcast message (65536). */
+    /**
+     * permessage-deflate (RFC 7692), taken when a client offers it: messages of 32 bytes or more
+     * are sent compressed when that makes them smaller, and compressed ones are inflated before
+     * on_message (up to message_bytes inflated: past it, 1009). Every message stands alone (no
+     * context takeover either way), so one compressor serves every socket: a socket's compression
+     * state is one byte. Broadcasts go uncompressed.
+     */
+    bool deflate;
 };
 
 /** Counters. */

@@ -45,7 +45,7 @@ size_t sxe__ws_frame_encode(uint8_t out[SXE__WS_HEAD_MAX], bool fin, unsigned op
 {
     size_t head = 2;
 
-    out[0] = (uint8_t)((fin ? 0x80 : 0) | (opcode & 0x0f));
+    out[0] = (uint8_t)((fin ? 0x80 : 0) | (opcode & 0x4f)); /* RSV1 may come with the opcode */
     if (len < 126) {
         out[1] = (uint8_t)len;
     } else if (len <= 0xffff) {

@@ -77,7 +77,8 @@ static int refuse(sxe_http_t *http, int status, const char *why)
     return -EPROTO;
 }
 
-int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const struct sxe_conn_handlers *to)
+int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const char *extensions,
+                      const struct sxe_conn_handlers *to)
 {
     const struct sxe_http_request *request = sxe_http_request(http);
     const struct sxe_http_header *key = sxe_http_find_header(request, "Sec-WebSocket-Key");
@@ -100,14 +101,18 @@ int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const struct sxe_c
         fields_called(request, "Sec-WebSocket-Key") != 1) {
         return refuse(http, 400, "Sec-WebSocket-Key must be 16 bytes in Base64");
     }
-    char accept[29], headers[256];
+    char accept[29], headers[512];
     (void)sxe_ws_accept_key(key->value, key->value_len, accept);
     int len = snprintf(headers, sizeof(headers),
                        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n",
                        accept);
     if (protocol != NULL && protocol[0] != '\0') {
-        snprintf(headers + len, sizeof(headers) - (size_t)len, "Sec-WebSocket-Protocol: %s\r\n",
-                 protocol);
+        len += snprintf(headers + len, sizeof(headers) - (size_t)len,
+                        "Sec-WebSocket-Protocol: %s\r\n", protocol);
+    }
+    if (extensions != NULL && extensions[0] != '\0') {
+        snprintf(headers + len, sizeof(headers) - (size_t)len, "Sec-WebSocket-Extensions: %s\r\n",
+                 extensions);
     }
     return sxe_http_upgrade(http, headers, to);
 }

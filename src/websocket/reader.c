@@ -22,8 +22,9 @@ static const char *frame_error(const struct sxe__ws_reader *reader,
     if (frame->masked == reader->client) {
         return reader->client ? "server frames are not masked" : "client frames must be masked";
     }
-    if (frame->rsv != 0) {
-        return "reserved bits set";
+    bool first_data = frame->opcode == SXE_WS_TEXT || frame->opcode == SXE_WS_BINARY;
+    if (frame->rsv != 0 && (frame->rsv != 4 || !reader->deflate || !first_data)) {
+        return "reserved bits set"; /* RSV1 marks a compressed message's first frame alone */
     }
     if (frame->opcode >= 8) {
         if (frame->opcode > SXE__WS_PONG) {
@@ -38,7 +39,8 @@ static const char *frame_error(const struct sxe__ws_reader *reader,
         return frame->opcode == SXE__WS_CONTINUATION ? "a continuation of no message"
                                                      : "a new message inside a fragmented one";
     }
-    if (reader->assembled + frame->len > most) {
+    bool compressed = frame->opcode == SXE__WS_CONTINUATION ? reader->compressed : frame->rsv != 0;
+    if (reader->assembled + frame->len > (compressed ? SXE__WS_DEFLATED_MOST(most) : most)) {
         *code = SXE_WS_TOO_BIG;
         return "message too big";
     }
@@ -59,8 +61,13 @@ static int data_frame(struct sxe__ws_reader *reader, uint8_t *front,
 {
     bool bad;
 
+    if (frame->opcode != SXE__WS_CONTINUATION) {
+        reader->compressed = frame->rsv != 0;
+    }
+    event->compressed = reader->compressed; /* compressed text is checked once inflated */
     if (frame->fin && frame->opcode != SXE__WS_CONTINUATION) {
-        if (frame->opcode == SXE_WS_TEXT && !sxe_utf8_valid(payload, (size_t)frame->len)) {
+        if (frame->opcode == SXE_WS_TEXT && !reader->compressed &&
+            !sxe_utf8_valid(payload, (size_t)frame->len)) {
             return error(event, SXE_WS_INVALID_DATA, "text is not UTF-8");
         }
         event->opcode = frame->opcode;
@@ -73,7 +80,7 @@ static int data_frame(struct sxe__ws_reader *reader, uint8_t *front,
     }
     memmove(front + reader->assembled, payload, (size_t)frame->len);
     reader->assembled += (uint32_t)frame->len;
-    if (reader->message == SXE_WS_TEXT) {
+    if (reader->message == SXE_WS_TEXT && !reader->compressed) {
         reader->checked += (uint32_t)sxe_utf8_check(front + reader->checked,
                                                     reader->assembled - reader->checked, &bad);
         if (bad || (frame->fin && reader->checked != reader->assembled)) {
@@ -97,6 +104,8 @@ int sxe__ws_read(struct sxe__ws_reader *reader, uint8_t *data, size_t len, size_
     struct sxe__ws_frame frame;
     unsigned code;
     int head = sxe__ws_frame_head(data + *at, len - *at, &frame);
+
+    event->compressed = false;
 
     if (head < 0) {
         return error(event, SXE_WS_PROTOCOL, "a length with its top bit set");

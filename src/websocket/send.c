@@ -57,13 +57,17 @@ sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *p
         return NULL;
     }
     sxe_conn_t *conn = sxe_http_conn(http);
-    if ((rc = sxe__ws_handshake(http, protocol, &server->handlers)) < 0) {
+    char extensions[160] = "";
+    int deflate = server->options.deflate
+                      ? sxe__ws_deflate_negotiate(request, extensions, sizeof(extensions))
+                      : 0;
+    if ((rc = sxe__ws_handshake(http, protocol, extensions, &server->handlers)) < 0) {
         server->stats.refused += rc == -EPROTO;
         errno = -rc;
         return NULL;
     }
     uint64_t id = sxe_conn_id(conn);
-    (void)sxe__ws_open(server, conn, (unsigned)index);
+    (void)sxe__ws_open(server, conn, (unsigned)index, (unsigned)deflate);
     if (sxe_conn_from_id(server->loop, id) == NULL) {
         errno = EPIPE; /* closed by on_open */
         return NULL;
@@ -213,7 +217,13 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
         return -ENOBUFS;
     }
     ws->server->stats.messages_out++;
-    rc = sxe__ws_write(ws, type, data, len);
+    size_t deflated_len;
+    const uint8_t *deflated =
+        ws->deflate != 0 && len >= 32
+            ? sxe__ws_deflate(ws->server, ws->deflate, data, len, &deflated_len)
+            : NULL;
+    rc = deflated != NULL ? sxe__ws_write(ws, SXE__WS_RSV1 | type, deflated, deflated_len)
+                          : sxe__ws_write(ws, type, data, len);
     return rc > 0 ? 0 : rc; /* SXE_CONN_FULL: queued; the module bounds slow readers itself */
 }
 

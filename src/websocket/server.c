@@ -207,12 +207,29 @@ static void control(struct sxe_ws *ws, unsigned opcode, uint8_t *payload, size_t
     /* A pong is proof of life, as any frame is (pinged was cleared). */
 }
 
-static void deliver(struct sxe_ws *ws, unsigned type, const uint8_t *data, size_t len)
+/* A whole message to the program, inflated first if it came compressed. @return false if the
+ * socket failed instead. */
+static bool deliver(struct sxe_ws *ws, const struct sxe__ws_event *event)
 {
+    const uint8_t *data = event->data;
+    size_t len = event->len;
+    unsigned code;
+
+    if (event->compressed &&
+        (data = sxe__ws_inflate(ws->server, event->data, event->len, &len, &code)) == NULL) {
+        sxe__ws_fail(ws, code, code == SXE_WS_TOO_BIG ? "message too big" : "not deflate data");
+        return false;
+    }
+    if (event->compressed && event->opcode == SXE_WS_TEXT && !sxe_utf8_valid(data, len)) {
+        sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "text is not UTF-8");
+        return false;
+    }
     ws->server->stats.messages_in++;
     if (ws->server->program.on_message != NULL) {
-        ws->server->program.on_message(ws, (enum sxe_ws_type)type, (const char *)data, len);
+        ws->server->program.on_message(ws, (enum sxe_ws_type)event->opcode, (const char *)data,
+                                       len);
     }
+    return true;
 }
 
 size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *bytes, size_t len)
@@ -232,8 +249,8 @@ size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *bytes, size_t len)
         }
         if (got == SXE__WS_CONTROL) {
             control(ws, event.opcode, event.data, event.len);
-        } else if (got == SXE__WS_MESSAGE && ws->state == WS_OPEN) {
-            deliver(ws, event.opcode, event.data, event.len);
+        } else if (got == SXE__WS_MESSAGE && ws->state == WS_OPEN && !deliver(ws, &event)) {
+            return len; /* it would not inflate: failed */
         }
         if (sxe_conn_from_id(server->loop, id) == NULL || ws->state == WS_DONE) {
             return len; /* closed by the program, or by the peer's close frame */
@@ -362,11 +379,15 @@ void sxe__ws_opened(struct sxe_ws *ws)
     }
 }
 
-int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol)
+int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol, unsigned deflate)
 {
     struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
 
-    *ws = (struct sxe_ws){.server = server, .conn = conn, .protocol = (uint8_t)protocol};
+    *ws = (struct sxe_ws){.server = server,
+                          .conn = conn,
+                          .protocol = (uint8_t)protocol,
+                          .deflate = (uint8_t)deflate,
+                          .reader = {.deflate = deflate != 0}};
     sxe__ws_opened(ws);
     return 0;
 }
@@ -403,8 +424,10 @@ int sxe__ws_make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server
     server->options = *options;
     struct sxe_ws_options *set = &server->options;
     set->message_bytes = set->message_bytes ? set->message_bytes : 1u << 20;
-    if (set->message_bytes > largest - 256) { /* a message, a frame head, a ping behind */
-        set->message_bytes = largest - 256;
+    /* A message (compressed, it may be a little larger), a frame head, a ping behind. */
+    uint64_t room = largest > 512 ? largest - 256 : largest / 2;
+    if (SXE__WS_DEFLATED_MOST((uint64_t)set->message_bytes) > room) {
+        set->message_bytes = room > 64 ? (uint32_t)((room - 64) * 1024 / 1025) : 1;
     }
     set->queue_bytes = set->queue_bytes ? set->queue_bytes : 1u << 20;
     set->queue_bytes =
@@ -442,8 +465,8 @@ int sxe__ws_make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server
         server->broadcasts[i].frame =
             server->broadcast_memory + (size_t)i * (set->broadcast_bytes + SXE__WS_HEAD_MAX);
     }
-    int rc = sxe_loop_at_stop(loop, going_away, server);
-    if (rc < 0) {
+    int rc = set->deflate ? sxe__ws_deflate_create(server) : 0;
+    if (rc < 0 || (rc = sxe_loop_at_stop(loop, going_away, server)) < 0) {
         sxe_ws_server_destroy(server);
         return rc;
     }
@@ -474,5 +497,6 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server)
     free(server->group_heads);
     free(server->broadcasts);
     free(server->broadcast_memory);
+    sxe__ws_deflate_destroy(server);
     free(server);
 }

@@ -19,6 +19,11 @@
 #define SXE__WS_CLOSE        0x8
 #define SXE__WS_PING         0x9
 #define SXE__WS_PONG         0xa
+#define SXE__WS_RSV1         0x40 /* or'ed into an opcode to write: a compressed message */
+
+/* The most a message of most bytes takes deflated: deflate adds a little to what does not
+ * compress (zlib's deflateBound is about 0.03% and 13 bytes); the limit is on the inflated size. */
+#define SXE__WS_DEFLATED_MOST(most) ((most) + ((most) >> 10) + 64)
 
 #define SXE__WS_HEAD_MAX  14 /* 2, 8 bytes of length, 4 of mask */
 #define SXE__WS_PROTOCOLS 16 /* sub-protocol names a server knows */
@@ -56,6 +61,8 @@ struct sxe__ws_reader {
     uint32_t checked;   /* of those, the text checked as UTF-8 */
     uint8_t message;    /* the type of a fragmented message under way, or 0 */
     bool client;        /* reading a server's frames: they must not be masked */
+    bool deflate;       /* permessage-deflate was agreed: RSV1 marks a compressed message */
+    bool compressed;    /* the message under way is compressed (its text is checked inflated) */
 };
 
 /* What sxe__ws_read() found. */
@@ -69,6 +76,7 @@ enum {
 
 struct sxe__ws_event {
     unsigned opcode;
+    bool compressed; /* a message: its bytes are deflated, and its text not yet checked */
     uint8_t *data;
     size_t len;
     unsigned code;
@@ -121,6 +129,7 @@ struct sxe_ws {
     uint8_t state;    /* enum ws_state */
     uint8_t protocol; /* index into the server's protocol names, or 0xff for none */
     uint8_t target;   /* a client's: index into the set's handshake requests */
+    uint8_t deflate;  /* permessage-deflate: the window bits we keep to, or 0 */
     bool pinged;      /* a keep-alive ping has gone unanswered */
 };
 
@@ -155,15 +164,17 @@ struct sxe_ws_server {
     unsigned route_count;
     char targets[SXE__WS_TARGETS][512]; /* clients' handshake requests, each but for its key */
     unsigned target_count;
-    uint64_t random; /* clients' masks and keys (client.c) */
+    uint64_t random;                 /* clients' masks and keys (client.c) */
+    struct sxe__ws_deflate *deflate; /* shared compression (deflate.c), with options.deflate */
     struct sxe_ws_stats stats;
 };
 
 /* handshake.c: answers the handshake with 101, or refuses it. @return 0, or -EPROTO if refused. */
-int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const struct sxe_conn_handlers *to);
+int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const char *extensions,
+                      const struct sxe_conn_handlers *to);
 
 /* server.c: a handshake answered 101 on conn: the socket opens (on_open). */
-int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol);
+int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol, unsigned deflate);
 
 /* server.c: ends the socket with a close code of ours (1002, 1007, 1008, 1009) and why. */
 void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why);
@@ -200,6 +211,26 @@ void sxe__ws_group_move(struct sxe_ws *ws, uint32_t group);
 
 /* server.c: sends our close frame and waits for the peer's (close_timeout). */
 void sxe__ws_start_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len);
+
+/* deflate.c: the shared streams and scratch areas of permessage-deflate. */
+int sxe__ws_deflate_create(sxe_ws_server_t *server);
+void sxe__ws_deflate_destroy(sxe_ws_server_t *server);
+
+/*
+ * deflate.c: the first permessage-deflate offer of the request that can be taken, answered in
+ * answer. @return the window bits we keep to (9 to 15), or 0 for none taken.
+ */
+int sxe__ws_deflate_negotiate(const struct sxe_http_request *request, char *answer, size_t size);
+
+/* deflate.c: a message compressed with a window of bits (the block's tail left off), or NULL
+ * when compressing would not make it smaller. Valid until the next call. */
+const uint8_t *sxe__ws_deflate(sxe_ws_server_t *server, unsigned bits, const void *data, size_t len,
+                               size_t *out_len);
+
+/* deflate.c: a message inflated, or NULL with *code 1009 (past message_bytes) or 1007 (not
+ * deflate). Valid until the next call. */
+const uint8_t *sxe__ws_inflate(sxe_ws_server_t *server, const uint8_t *data, size_t len,
+                               size_t *out_len, unsigned *code);
 
 /* Whether the header fields called name hold token, in their comma lists. */
 bool sxe__ws_has_token(const struct sxe_http_header *headers, unsigned count, const char *name,

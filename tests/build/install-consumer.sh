@@ -120,7 +120,8 @@ for example in "$source"/examples/*.c; do
   "$cc" "${flags[@]}" -o "$scratch/$name-shared" "$example" $(pkg-config --cflags --libs sxe)
   # shellcheck disable=SC2046
   "$cc" "${flags[@]}" -o "$scratch/$name-static" "$example" $(pkg-config --cflags sxe) \
-    "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe)
+    "$libdir/libsxe.a" $(pkg-config --static --libs-only-other sxe) \
+    $(pkg-config --static --libs-only-l sxe | sed 's/-lsxe\b//')
   # Servers get port 0 (any free port) and a SIGTERM after a second, and must stop cleanly.
   port=0
   case $name in echo | http-* | sse | upload | ws-*) port=127.0.0.1:0 ;; esac

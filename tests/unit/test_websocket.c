@@ -693,6 +693,100 @@ static void test_a_large_message_with_no_large_buffer_free(void **state)
     close(second);
 }
 
+/* A request whose only header is Sec-WebSocket-Extensions: value (twice if also is not NULL). */
+static struct sxe_http_request *offering(const char *value, const char *also)
+{
+    static struct sxe_http_request request;
+
+    memset(&request, 0, sizeof(request));
+    for (const char *each = value; each != NULL; each = each == value ? also : NULL) {
+        request.headers[request.header_count++] =
+            (struct sxe_http_header){.name = "Sec-WebSocket-Extensions",
+                                     .name_len = 24,
+                                     .value = each,
+                                     .value_len = strlen(each)};
+    }
+    return &request;
+}
+
+/*
+ * permessage-deflate's negotiation (the first offer that can be taken; both no-context-takeover
+ * parameters answered), and its streams: a message compressed with the window promised inflates
+ * back; a "zip bomb" past message_bytes is 1009; bytes that are not deflate are 1007, and what
+ * follows a final block is not read; a message that would not shrink is sent as it is.
+ */
+static void test_permessage_deflate(void **state)
+{
+    static const char *const offers[][3] = {
+        {"permessage-deflate", NULL, "15"},
+        {"permessage-deflate; client_max_window_bits", NULL, "15"},
+        {"x-other, permessage-deflate; server_max_window_bits=10", NULL, "10"},
+        {"permessage-deflate; server_max_window_bits=\"12\"; client_no_context_takeover", NULL,
+         "12"},
+        {"permessage-deflate; server_max_window_bits=8", "permessage-deflate", "15"},
+        {"permessage-deflate; unknown", NULL, "0"},
+        {"permessage-deflate; server_no_context_takeover; server_no_context_takeover", NULL, "0"},
+        {"permessage-deflate; server_max_window_bits", NULL, "0"},
+        {"permessage-deflate; server_max_window_bits=16", NULL, "0"},
+        {"permessage-deflate; client_no_context_takeover=1", NULL, "0"},
+    };
+    char answer[160];
+    static uint8_t text[100000], frame[120000];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(offers) / sizeof(offers[0]); i++) {
+        answer[0] = '\0';
+        int bits =
+            sxe__ws_deflate_negotiate(offering(offers[i][0], offers[i][1]), answer, sizeof(answer));
+        assert_int_equal(bits, atoi(offers[i][2]));
+        assert_true(bits == 0 || strncmp(answer,
+                                         "permessage-deflate; server_no_context_takeover; "
+                                         "client_no_context_takeover",
+                                         73) == 0);
+        assert_true((strstr(answer, "server_max_window_bits=") != NULL) == (bits > 0 && bits < 15));
+    }
+
+    start(&(struct sxe_ws_options){.deflate = true, .message_bytes = 50000});
+    for (size_t i = 0; i < sizeof(text); i++) {
+        text[i] = (uint8_t)("sxe says hello "[i % 15]);
+    }
+    size_t len, out_len;
+    unsigned code;
+    const uint8_t *deflated = sxe__ws_deflate(server, 10, text, 40000, &len);
+    assert_non_null(deflated);
+    assert_true(len < 1000);
+    memcpy(frame, deflated, len);
+    const uint8_t *inflated = sxe__ws_inflate(server, frame, len, &out_len, &code);
+    assert_non_null(inflated);
+    assert_int_equal(out_len, 40000);
+    assert_memory_equal(inflated, text, 40000);
+    static uint8_t noise[60000]; /* does not compress, and more than the scratch holds */
+    uint32_t seed = 1;
+    for (size_t i = 0; i < sizeof(noise); i++) {
+        seed = seed * 1103515245 + 12345;
+        noise[i] = (uint8_t)(seed >> 16);
+    }
+    assert_null(sxe__ws_deflate(server, 15, noise, sizeof(noise), &len)); /* sent as it is */
+    assert_null(sxe__ws_deflate(server, 15, noise, 30000, &len));         /* fits, but no smaller */
+    assert_null(sxe__ws_deflate(server, 15, "\x01\x02", 2, &len));        /* would not shrink */
+    static const uint8_t zeros[98000]; /* a few hundred bytes compressed, past 50,000 inflated */
+    deflated = sxe__ws_deflate(server, 15, zeros, sizeof(zeros), &len);
+    assert_non_null(deflated);
+    assert_true(len < 1000);
+    memcpy(frame, deflated, len);
+    assert_null(sxe__ws_inflate(server, frame, len, &out_len, &code));
+    assert_int_equal(code, SXE_WS_TOO_BIG);
+    assert_non_null(sxe__ws_inflate(server, frame, 0, &out_len, &code)); /* empty: one message */
+    assert_int_equal(out_len, 0);
+    static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x00};
+    assert_null(sxe__ws_inflate(server, garbage, sizeof(garbage), &out_len, &code));
+    assert_int_equal(code, SXE_WS_INVALID_DATA);
+    static const uint8_t final_then_more[] = {0x03, 0x00, 0x41}; /* an empty final block, and 'A' */
+    assert_non_null(sxe__ws_inflate(server, final_then_more, sizeof(final_then_more), &out_len,
+                                    &code)); /* what follows a final block is not read */
+    assert_int_equal(out_len, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -708,6 +802,7 @@ int main(void)
         cmocka_unit_test_teardown(test_invalid_use, teardown),
         cmocka_unit_test_teardown(test_a_client_of_our_own, teardown),
         cmocka_unit_test_teardown(test_a_large_message_with_no_large_buffer_free, teardown),
+        cmocka_unit_test_teardown(test_permessage_deflate, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

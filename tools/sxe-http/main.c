@@ -434,11 +434,12 @@ static bool read_all(int fd, void *data, size_t len)
 static void run_worker(unsigned index, uint64_t first, uint64_t count, int up, int down,
                        struct progress *progress)
 {
+    /* An echo whole in one buffer, with room for a frame head and a ping behind it. */
+    size_t ws_buffer = config.ws_size + config.ws_size / 512 + 1024;
     struct sxe_loop_options options = {
         .connections = (uint32_t)count + 4,
         .buffers = (uint32_t)(count / 8 + 64),
-        .buffer_size = (uint32_t)(config.ws_size + 1024 > RESPONSE_HEAD_MAX ? config.ws_size + 1024
-                                                                            : RESPONSE_HEAD_MAX),
+        .buffer_size = (uint32_t)(ws_buffer > RESPONSE_HEAD_MAX ? ws_buffer : RESPONSE_HEAD_MAX),
         .write_limit = (uint32_t)(PIPELINE_MAX * config.request_len + RESPONSE_HEAD_MAX),
         .connect_timeout = config.timeout_ns,
         .timers = 4,
