@@ -172,9 +172,10 @@ static const char *check_answer(struct sxe_ws *ws, const struct sxe_http_respons
         name[chosen->value_len] = '\0';
         struct sxe_http_header ours = {.name = "P", .name_len = 1, .value = offered + 24};
         ours.value_len = strcspn(ours.value, "\r");
-        int index = sxe__ws_protocol_index(ws->server, name);
-        if (!sxe__ws_has_token(&ours, 1, "P", name, chosen->value_len) || index < 0) {
-            return "a sub-protocol we did not offer";
+        int index = 0;
+        if (!sxe__ws_has_token(&ours, 1, "P", name, chosen->value_len) ||
+            (index = sxe__ws_protocol_index(ws->server, name)) < 0) {
+            return "a sub-protocol we did not offer"; /* (or more names than the table holds) */
         }
         *protocol = (unsigned)index;
     }

@@ -75,6 +75,15 @@ static const struct sxe_ws_handlers handlers = {
 
 static uint32_t large_bodies; /* the HTTP server's large buffers: 0 for its default */
 
+/* A route of the program's own that accepts with a sub-protocol the client did not offer. */
+static void accept_unoffered(sxe_http_t *request, void *arg)
+{
+    (void)arg;
+    errno = 0;
+    assert_null(sxe_ws_accept(server, request, "bogus"));
+    assert_int_equal(errno, EINVAL);
+}
+
 static void start(const struct sxe_ws_options *options)
 {
     struct sxe_http_server_options http_options = {.loop = {.connections = 16},
@@ -87,6 +96,7 @@ static void start(const struct sxe_ws_options *options)
     assert_int_equal(sxe_http_server_create(&http, NULL, &http_options), 0);
     assert_int_equal(sxe_ws_server_create(&server, http, &handlers, options), 0);
     assert_int_equal(sxe_ws_route(server, "/ws", "echo,chat"), 0);
+    assert_int_equal(sxe_http_route(http, "GET", "/bogus", false, accept_unoffered, NULL), 0);
     assert_int_equal(sxe_http_listen(http, "127.0.0.1:0"), 0);
     port = sxe_http_port(http);
 }
@@ -468,6 +478,9 @@ static void test_refused_handshakes(void **state)
         {"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
          "400 Bad Request"},
+        {"GET /bogus HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+         "500 Internal Server Error"},
     };
     struct sxe_ws_stats stats;
 
@@ -787,6 +800,84 @@ static void test_permessage_deflate(void **state)
     assert_int_equal(out_len, 0);
 }
 
+/*
+ * sxe's client against a scripted server: a 101 that does not prove the key, is not to websocket,
+ * brings an extension or a sub-protocol not offered, or is not HTTP, is refused with the reason;
+ * a good one opens the socket, and frames behind it in the same read are delivered.
+ */
+static void test_a_client_checks_the_servers_answer(void **state)
+{
+    static const struct sxe_ws_handlers client_handlers = {
+        .on_open = client_open, .on_message = client_message, .on_close = client_close};
+    static const char *const answers[][2] = {
+        {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Accept: AAAAAAAAAAAAAAAAAAAAAAAAAAA=\r\n\r\n",
+         "Sec-WebSocket-Accept does not prove our key"},
+        {"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
+         "%s\r\n\r\n",
+         "the 101 is not to websocket"},
+        {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+         "an extension we did not offer"},
+        {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: other\r\n\r\n",
+         "a sub-protocol we did not offer"},
+        {"garbage garbage\r\n\r\n", "the answer is not HTTP"},
+        {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: chat\r\n\r\n\x81\x02hi",
+         NULL},
+    };
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t address_len = sizeof(address);
+    sxe_ws_server_t *clients;
+    sxe_ws_t *ws;
+    char text[64];
+
+    (void)state;
+    start(NULL);
+    memset(&client_seen, 0, sizeof(client_seen));
+    int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    assert_int_equal(bind(listener, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(listen(listener, 8), 0);
+    assert_int_equal(getsockname(listener, (struct sockaddr *)&address, &address_len), 0);
+    snprintf(text, sizeof(text), "127.0.0.1:%d", ntohs(address.sin_port));
+    assert_int_equal(
+        sxe_ws_client_create(&clients, sxe_http_server_loop(http), &client_handlers, NULL), 0);
+    for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {
+        char request[1024] = "", answer[512], proof[29];
+        int peer = -1;
+        assert_int_equal(sxe_ws_connect(clients, &ws, text, "/x", "chat", NULL, 0, NULL), 0);
+        for (int turns = 0; strstr(request, "\r\n\r\n") == NULL && turns < 2000; turns++) {
+            pump(0);
+            peer = peer >= 0 ? peer : accept(listener, NULL, NULL);
+            if (peer >= 0) {
+                (void)sxe_test_heard(peer, request, sizeof(request));
+            }
+        }
+        const char *key = strstr(request, "Sec-WebSocket-Key: ");
+        assert_non_null(key);
+        assert_int_equal(sxe_ws_accept_key(key + 19, 24, proof), 28);
+        const char *slot = strstr(answers[i][0], "%s"); /* where the key's proof goes */
+        int len = slot == NULL
+                      ? snprintf(answer, sizeof(answer), "%s", answers[i][0])
+                      : snprintf(answer, sizeof(answer), "%.*s%s%s", (int)(slot - answers[i][0]),
+                                 answers[i][0], proof, slot + 2);
+        assert_int_equal(send(peer, answer, (size_t)len, 0), len); /* a frame behind, the last */
+        if (answers[i][1] != NULL) {
+            run_until(&client_seen.closes, (int)i + 1);
+            assert_string_equal(client_seen.close_reason, answers[i][1]);
+        } else {
+            run_until(&client_seen.messages, 1);
+            assert_int_equal(client_seen.opens, 1);
+            assert_int_equal(client_seen.last_len, 2);
+        }
+        close(peer);
+    }
+    run_until(&client_seen.closes, 6);
+    sxe_ws_server_destroy(clients);
+    close(listener);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -803,6 +894,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_client_of_our_own, teardown),
         cmocka_unit_test_teardown(test_a_large_message_with_no_large_buffer_free, teardown),
         cmocka_unit_test_teardown(test_permessage_deflate, teardown),
+        cmocka_unit_test_teardown(test_a_client_checks_the_servers_answer, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
