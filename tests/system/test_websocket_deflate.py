@@ -11,7 +11,7 @@ limit (1009), each followed by the server closing TCP.
 
 This is the ground of Autobahn|Testsuite's sections 12 and 13 (permessage-deflate). Autobahn
 itself needs Python 2 (or its Docker image), neither of which is available here, so the cases
-are written from the RFC instead. The raw client, its frame builder and the Server class come
+are written from the RFC instead. The raw client, its frame builder and the two servers come
 from test_websocket.py (the RFC 6455 suite); the client here (DeflateClient) also offers the
 extension, compresses what it sends and decompresses what it gets. Two independent clients,
 websockets (which offers "permessage-deflate; client_max_window_bits" by default) and wsproto
@@ -25,14 +25,15 @@ import zlib
 
 import pytest
 
-from test_websocket import (BINARY, CLOSE, CONT, MiB, NAMES, PING, PONG, TEXT, TIMEOUT,
-                            RawClient, Server, accept_for, close_payload, describe, frame,
+# The same two ws-echo servers as the RFC 6455 suite (module-scoped: this module gets its own).
+from test_websocket import server, small_server  # noqa: F401  (fixtures)
+from test_websocket import (BINARY, CLOSE, CONT, MiB, NAMES, PING, PONG, SMALL_LIMIT, TEXT,
+                            TIMEOUT, RawClient, accept_for, close_payload, describe, frame,
                             handshake, new_key, split_in, text_of)
 
 TAIL = b"\x00\x00\xff\xff"  # RFC 7692 §7.2.1: left off each compressed message
 BASE = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
 OFFER = "permessage-deflate; client_max_window_bits"  # what browsers (and websockets) offer
-SMALL_LIMIT = 65536  # the second server's message limit
 RSV1 = 4             # the rsv argument of frame(): RSV1 is the highest of the three bits
 
 
@@ -221,21 +222,6 @@ def connect(server, offer=OFFER) -> DeflateClient:
     return client
 
 
-@pytest.fixture(scope="module")
-def server(build_dir, tmp_path_factory):
-    """One ws-echo with the default message limit (1 MiB) for most of the module."""
-    echo = Server(build_dir, tmp_path_factory.mktemp("ws-echo-deflate") / "ws-echo.log")
-    yield echo
-    assert echo.stop() == 0, echo.log()
-
-
-@pytest.fixture(scope="module")
-def small_server(build_dir, tmp_path_factory):
-    """ws-echo with a message limit of 64 KiB (its second argument)."""
-    echo = Server(build_dir, tmp_path_factory.mktemp("ws-echo-deflate-small") / "ws-echo.log",
-                  str(SMALL_LIMIT))
-    yield echo
-    assert echo.stop() == 0, echo.log()
 
 
 # --- Negotiation (RFC 7692 §5, §7.1) ------------------------------------------------------------
