@@ -281,6 +281,11 @@ class RawClient:
 
     # Frames in.
 
+    def check_rsv(self, fin, rsv, opcode, payload):
+        """§5.2: no RSV bits without an extension (a client that agrees one says otherwise)."""
+        assert rsv == 0, f"§5.2: RSV bits {rsv:#o} set with no extension, in " + \
+            describe(fin, rsv, opcode, payload)
+
     def read_frame(self):
         """The next frame from the server: (fin, rsv, opcode, payload)."""
         first, second = self.recv_exactly(2)
@@ -294,8 +299,7 @@ class RawClient:
             length = struct.unpack("!Q", self.recv_exactly(8))[0]
             assert 65536 <= length < 1 << 63, f"§5.2: a 64-bit length of {length}"
         payload = self.recv_exactly(length)
-        assert rsv == 0, f"§5.2: RSV bits {rsv:#o} set with no extension, in " + \
-            describe(fin, rsv, opcode, payload)
+        self.check_rsv(fin, rsv, opcode, payload)
         assert opcode in NAMES, f"§5.2: the server sent reserved opcode {opcode:#x}"
         if opcode >= CLOSE:
             assert fin and length <= 125, "§5.5: a control frame fragmented or over 125 bytes"
