@@ -25,6 +25,7 @@ static struct sxe_log_module epoll_log = SXE_LOG_MODULE_INIT(EPOLL);
 
 struct epoll_state {
     int epoll_fd;
+    bool ms_only;                /* the kernel has no epoll_pwait2 (before 5.11): waits in ms */
     uint32_t max;                /* events taken per wait */
     struct epoll_event events[]; /* what the kernel fills */
 };
@@ -102,6 +103,28 @@ static int wait_ms(const sxe_loop_t *loop, uint64_t deadline)
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/*
+ * Waits until deadline to the nanosecond with epoll_pwait2, so a timer or a load generator's
+ * schedule is kept to within the kernel's timer slack, not rounded up to the next millisecond.
+ * A kernel without it (ENOSYS) is asked in milliseconds from then on.
+ */
+static int wait_until(struct epoll_state *state, const sxe_loop_t *loop, uint64_t deadline, int max)
+{
+    if (!state->ms_only) {
+        struct timespec timeout = {0};
+        uint64_t ns = deadline > loop->now ? deadline - loop->now : 0;
+        timeout.tv_sec = (time_t)(ns / SXE_NS_PER_SEC);
+        timeout.tv_nsec = (long)(ns % SXE_NS_PER_SEC);
+        int count = sxe__sys.epoll_pwait2(state->epoll_fd, state->events, max,
+                                          deadline == UINT64_MAX ? NULL : &timeout, NULL);
+        if (count >= 0 || errno != ENOSYS) {
+            return count;
+        }
+        state->ms_only = true;
+    }
+    return sxe__sys.epoll_wait(state->epoll_fd, state->events, max, wait_ms(loop, deadline));
+}
+
 static int epoll_wait_events(sxe_loop_t *loop, uint64_t deadline, struct sxe__io_event *events,
                              int max)
 {
@@ -110,13 +133,13 @@ static int epoll_wait_events(sxe_loop_t *loop, uint64_t deadline, struct sxe__io
     if ((uint32_t)max > state->max) {
         max = (int)state->max;
     }
-    int count = sxe__sys.epoll_wait(state->epoll_fd, state->events, max, wait_ms(loop, deadline));
+    int count = wait_until(state, loop, deadline, max);
     if (count < 0) {
         if (errno == EINTR) {
             return 0;
         }
         int rc = -errno;
-        SXE_LOG_ERROR("epoll_wait failed: %s", sxe_strerror(rc));
+        SXE_LOG_ERROR("waiting for events failed: %s", sxe_strerror(rc));
         return rc;
     }
     for (int i = 0; i < count; i++) {

@@ -53,6 +53,10 @@ struct io_uring_params;
     X(epoll_create1, int, (int flags), (flags), epoll_create1)                                     \
     X(epoll_ctl, int, (int epfd, int op, int fd, struct epoll_event *event),                       \
       (epfd, op, fd, event), epoll_ctl)                                                            \
+    X(epoll_pwait2, int,                                                                           \
+      (int epfd, struct epoll_event *events, int max, const struct timespec *timeout,              \
+       const sigset_t *mask),                                                                      \
+      (epfd, events, max, timeout, mask), epoll_pwait2)                                            \
     X(epoll_wait, int, (int epfd, struct epoll_event *events, int max, int timeout),               \
       (epfd, events, max, timeout), epoll_wait)                                                    \
     X(fcntl, int, (int fd, int command, int arg), (fd, command, arg), sys_fcntl)                   \

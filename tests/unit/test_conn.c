@@ -722,7 +722,7 @@ static void test_connect_timeout(void **state)
     assert_int_equal(sxe_loop_create(&loop, &options), 0);
     /* A connect whose answer never arrives: every wait is interrupted, so the loop never sees
      * the kernel's reply, as if the peer never answered. */
-    sxe__sys_fail(sxe_test_uring() ? SXE_SYS_io_uring_enter : SXE_SYS_epoll_wait, 1, 0, EINTR);
+    sxe__sys_fail(sxe_test_uring() ? SXE_SYS_io_uring_enter : SXE_SYS_epoll_pwait2, 1, 0, EINTR);
     server_address = (struct sockaddr_in){
         .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(9)};
     assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
@@ -1022,31 +1022,94 @@ static void test_a_reused_slot_is_not_read_for_its_old_connection(void **state)
     close(b);
 }
 
-/* epoll_wait EINTR: the turn is empty and the loop goes on. */
+/* The wait is interrupted (EINTR): the turn is empty and the loop goes on. */
 static void test_epoll_wait_eintr(void **state)
 {
     (void)state;
-    sxe_test_skip_on_uring("epoll_wait (io_uring_enter faults: test_io_uring)");
+    sxe_test_skip_on_uring("epoll_pwait2 (io_uring_enter faults: test_io_uring)");
     start_server(NULL, NULL, &server_handlers);
-    sxe__sys_fail(SXE_SYS_epoll_wait, 1, 2, EINTR);
+    sxe__sys_fail(SXE_SYS_epoll_pwait2, 1, 2, EINTR);
     assert_int_equal(sxe_loop_run_once(loop, 0), 0);
     assert_int_equal(sxe_loop_run_once(loop, 0), 0);
     int fd = client();
     send_all(fd, request, sizeof(request) - 1);
     expect_reply(fd, 1);
-    sxe__sys_fail(SXE_SYS_epoll_wait, 1, 1, EBADF);
+    sxe__sys_fail(SXE_SYS_epoll_pwait2, 1, 1, EBADF);
     assert_int_equal(sxe_loop_run_once(loop, 0), -EBADF);
     close(fd);
+}
+
+/* A timer's wait as epoll_pwait2 sees it: whole nanoseconds, not rounded to milliseconds. */
+static struct timespec last_timeout;
+static int last_timeout_null;
+
+static int epoll_pwait2_recording(int epfd, struct epoll_event *events, int max,
+                                  const struct timespec *timeout, const sigset_t *mask)
+{
+    last_timeout_null = timeout == NULL;
+    if (timeout != NULL) {
+        last_timeout = *timeout;
+    }
+    return epoll_pwait2(epfd, events, max, timeout, mask);
+}
+
+static void fire(sxe_timer_t *timer, void *arg)
+{
+    (void)timer;
+    (*(int *)arg)++;
+}
+
+static void test_epoll_waits_to_the_nanosecond(void **state)
+{
+    sxe_timer_t timer;
+    int fired = 0;
+
+    (void)state;
+    sxe_test_skip_on_uring("epoll_pwait2 (io_uring waits with its own timespec)");
+    sxe__sys_clock_fake(SXE_NS_PER_SEC, SXE_NS_PER_SEC);
+    start_server(NULL, NULL, &server_handlers);
+    assert_true(sxe_loop_run_once(loop, 0) >= 0); /* the loop's now is the fake clock's */
+    sxe__sys.epoll_pwait2 = epoll_pwait2_recording;
+    sxe_timer_init(&timer, fire, &fired);
+    assert_int_equal(sxe_timer_start(loop, &timer, 250 * SXE_NS_PER_USEC, 0), 0);
+    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0);
+    assert_false(last_timeout_null);
+    assert_int_equal(last_timeout.tv_sec, 0);
+    assert_int_equal(last_timeout.tv_nsec, 250000); /* exactly, not rounded up to 1 ms */
+    assert_int_equal(fired, 0);                     /* the fake clock has not moved */
+    sxe__sys_clock_advance(250 * SXE_NS_PER_USEC - 1);
+    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0);
+    assert_int_equal(last_timeout.tv_nsec, 1);
+    sxe__sys_clock_advance(1);
+    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0);
+    assert_int_equal(last_timeout.tv_nsec, 0); /* due: a poll */
+    assert_int_equal(fired, 1);
+    assert_true(sxe_loop_run_once(loop, 2 * SXE_NS_PER_SEC + 5) >= 0);
+    assert_int_equal(last_timeout.tv_sec, 2);
+    assert_int_equal(last_timeout.tv_nsec, 5);
+
+    /* No epoll_pwait2 (a kernel before 5.11): epoll_wait in milliseconds, from then on. */
+    sxe__sys_fail(SXE_SYS_epoll_pwait2, 1, 1, ENOSYS);
+    assert_int_equal(sxe_timer_start(loop, &timer, 250 * SXE_NS_PER_USEC, 0), 0);
+    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0); /* waited 1 ms */
+    assert_int_equal(fired, 1);
+    sxe__sys_clock_advance(250 * SXE_NS_PER_USEC);
+    last_timeout_null = -1;
+    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0);
+    assert_int_equal(fired, 2);
+    assert_int_equal(last_timeout_null, -1); /* epoll_pwait2 not asked again */
 }
 
 /* An event for a slot that closed and was reused is dropped, not delivered to the new user. */
 static struct epoll_event stale_event;
 
-static int epoll_wait_stale(int epfd, struct epoll_event *events, int max, int timeout)
+static int epoll_wait_stale(int epfd, struct epoll_event *events, int max,
+                            const struct timespec *timeout, const sigset_t *mask)
 {
     (void)epfd;
     (void)max;
     (void)timeout;
+    (void)mask;
     events[0] = stale_event;
     return 1;
 }
@@ -1071,7 +1134,7 @@ static void test_stale_events_are_dropped(void **state)
     pump_until(connects_reached);
     assert_ptr_equal(seen.last_conn, first); /* the same slot, a new generation */
 
-    sxe__sys.epoll_wait = epoll_wait_stale;
+    sxe__sys.epoll_pwait2 = epoll_wait_stale;
     assert_int_equal(sxe_loop_run_once(loop, 0), 1);
     sxe__sys_reset();
     struct sxe_loop_stats stats;
@@ -2519,6 +2582,7 @@ int main(void)
         cmocka_unit_test_teardown(test_read_faults, teardown),
         cmocka_unit_test_teardown(test_write_faults, teardown),
         cmocka_unit_test_teardown(test_epoll_wait_eintr, teardown),
+        cmocka_unit_test_teardown(test_epoll_waits_to_the_nanosecond, teardown),
         cmocka_unit_test_teardown(test_stale_events_are_dropped, teardown),
         cmocka_unit_test_teardown(test_udp, teardown),
         cmocka_unit_test_teardown(test_unix_stream, teardown),
