@@ -1,0 +1,667 @@
+/*
+ * A sxe-http worker: a child process with its own loop and its share of the connections.
+ *
+ * It opens them in batches, reports, and waits at the barrier until every connection of every
+ * worker is up. Then, closed loop, each connection keeps DEPTH requests outstanding; with -R, the
+ * worker sends on a fixed schedule, the m-th request of the worker due at m / rate seconds after
+ * the barrier, on connection m mod count, whether or not earlier answers have come. Latency is
+ * timed from when a request was due, so a stalled server cannot hide its stall by slowing the
+ * sender (coordinated omission); the time from the actual send is kept beside it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <sxe/sxe.h>
+
+#include "response.h"
+#include "sxe-http.h"
+
+#define NONE UINT32_MAX
+
+/*
+ * -R sends a request this early rather than wake up late for it: waking takes tens of
+ * microseconds, which would count as the server's. Its latency is then timed from the send.
+ */
+#define EARLY_NS (50 * SXE_NS_PER_USEC)
+
+/* One connection of a worker. */
+struct client {
+    sxe_conn_t *conn;
+    sxe_ws_t *ws;   /* in WebSocket mode */
+    uint64_t sent;  /* requests sent */
+    uint64_t done;  /* responses checked */
+    uint64_t owed;  /* -R: requests due, held back by the cap */
+    uint64_t *ring; /* when each request in flight was sent: request k at k & ring_mask */
+    uint64_t connect_start;
+    uint32_t next_owing; /* -R: the list of clients with requests due this turn */
+    bool owing;
+    bool connected;
+    bool finished;
+    bool timed_out;
+    struct response_reader reader;
+};
+
+static struct worker {
+    unsigned index;
+    uint64_t first; /* global index of its first connection */
+    uint64_t count;
+    struct client *clients;
+    uint64_t *rings;
+    uint64_t ring_mask;
+    sxe_loop_t *loop;
+    uint64_t settled; /* connections connected or failed */
+    uint64_t ended;   /* connections finished or closed */
+    uint64_t opened;
+    uint64_t start_ns; /* the barrier */
+    uint64_t last_settled_ns;
+    uint64_t last_response_ns;
+    bool stop_sending; /* duration or count over */
+    char *burst;       /* closed loop, one target: config.pipeline copies of the request */
+    char *scratch;     /* -U: the requests of one write */
+    uint64_t turn;     /* -U: the next target in turn */
+    uint64_t random;   /* -U --random: xorshift state */
+    /* -R: the schedule */
+    double period_ns;    /* between two requests of this worker */
+    uint64_t scheduled;  /* requests come due so far */
+    uint64_t next_due;   /* when the next one comes due */
+    uint32_t owing_head; /* clients with requests due this turn */
+    /* --timeline, --latency-log: the second being counted */
+    bool intervals;
+    uint64_t interval_index;
+    uint64_t interval_queries;
+    uint64_t interval_errors;
+    struct histogram interval;
+    struct histogram_cell *cells;
+    int up;
+    struct progress *progress;
+    struct results results;
+    sxe_ws_server_t *ws_set; /* in WebSocket mode */
+} worker;
+
+/* When request k of a client was due: the worker's m-th request is due at m periods. */
+static uint64_t due_at(const struct client *client, uint64_t k)
+{
+    double m = (double)k * (double)worker.count + (double)(client - worker.clients);
+    return worker.start_ns + (uint64_t)(m * worker.period_ns);
+}
+
+static void send_message(enum message_kind kind, const void *data, size_t len, const void *more,
+                         size_t more_len)
+{
+    struct message_head head = {.kind = kind, .len = (uint32_t)(len + more_len)};
+    write_all(worker.up, &head, sizeof(head));
+    write_all(worker.up, data, len);
+    write_all(worker.up, more, more_len);
+}
+
+static uint64_t errors_so_far(void)
+{
+    uint64_t errors = 0;
+    for (unsigned kind = 0; kind < ERR_KINDS; kind++) {
+        errors += worker.results.errors[kind];
+    }
+    return errors;
+}
+
+/* Sends the second being counted (ending at now, the last perhaps shorter), and starts the next. */
+static void send_interval(uint64_t now)
+{
+    uint64_t begin = worker.start_ns + worker.interval_index * SXE_NS_PER_SEC;
+    struct interval interval = {.index = worker.interval_index,
+                                .ns = now > begin ? now - begin : 0,
+                                .queries = worker.results.queries - worker.interval_queries,
+                                .errors = errors_so_far() - worker.interval_errors,
+                                .max = worker.interval.max};
+    interval.cell_count = histogram_cells(&worker.interval, worker.cells);
+    send_message(MESSAGE_INTERVAL, &interval, sizeof(interval), worker.cells,
+                 interval.cell_count * sizeof(*worker.cells));
+    memset(&worker.interval, 0, sizeof(worker.interval));
+    worker.interval_index++;
+    worker.interval_queries = worker.results.queries;
+    worker.interval_errors = errors_so_far();
+}
+
+/* The next -U target: in turn by weight, or drawn at random by weight. */
+static uint64_t pick_target(void)
+{
+    uint64_t total = config.weight_ends[config.targets - 1];
+    uint64_t draw;
+
+    if (config.random) {
+        worker.random ^= worker.random << 13;
+        worker.random ^= worker.random >> 7;
+        worker.random ^= worker.random << 17;
+        draw = worker.random % total;
+    } else {
+        draw = worker.turn++ % total;
+    }
+    uint64_t low = 0, high = config.targets - 1; /* the first target whose weights end past draw */
+    while (low < high) {
+        uint64_t middle = low + (high - low) / 2;
+        if (config.weight_ends[middle] > draw) {
+            high = middle;
+        } else {
+            low = middle + 1;
+        }
+    }
+    return low;
+}
+
+/* Sends count requests (or WebSocket messages) in one write, and notes when. */
+static void send_queries(struct client *client, unsigned count)
+{
+    if (count == 0) {
+        return;
+    }
+    for (unsigned i = 0; config.ws_path != NULL && i < count; i++) {
+        if (sxe_ws_send(client->ws, SXE_WS_BINARY, config.requests, config.ws_size) < 0) {
+            return; /* a slow reader's socket closes; on_close counts it */
+        }
+    }
+    if (config.ws_path == NULL) {
+        const char *data = worker.burst;
+        size_t len = count * config.request_max;
+        if (worker.burst == NULL) {
+            len = 0;
+            for (unsigned i = 0; i < count; i++) {
+                uint64_t target = config.targets > 1 ? pick_target() : 0;
+                size_t size = config.offsets[target + 1] - config.offsets[target];
+                memcpy(worker.scratch + len, config.requests + config.offsets[target], size);
+                len += size;
+            }
+            data = worker.scratch;
+        }
+        if (sxe_conn_write(client->conn, data, len) < 0) {
+            return; /* a failed write closes the connection; on_close counts it */
+        }
+    }
+    uint64_t now = sxe_loop_now(worker.loop);
+    for (unsigned i = 0; i < count; i++) {
+        client->ring[(client->sent + i) & worker.ring_mask] = now;
+    }
+    client->sent += count;
+    worker.results.sent += count;
+}
+
+/* -R: sends what is owed, as far as the cap allows. */
+static void send_owed(struct client *client)
+{
+    uint64_t room = config.pipeline - (client->sent - client->done);
+    unsigned count = (unsigned)(client->owed < room ? client->owed : room);
+
+    client->owed -= count;
+    send_queries(client, count);
+}
+
+static void finish(struct client *client)
+{
+    if (!client->finished) {
+        client->finished = true;
+        worker.ended++;
+    }
+}
+
+/*
+ * Closes a connection whose work is done. By default with a reset (SO_LINGER 0): a normal close
+ * would leave each of our ports in TIME_WAIT for a minute, and a run of 100,000 connections,
+ * repeated, would find no free port. -g closes with a FIN instead.
+ */
+static void close_done(struct client *client)
+{
+    if (!config.graceful_close) {
+        struct linger linger = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(sxe_conn_fd(client->conn), SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+    }
+    finish(client);
+    sxe_conn_close(client->conn);
+}
+
+static void connected(struct client *client)
+{
+    uint64_t now = sxe_loop_now(worker.loop);
+    uint64_t took = now - client->connect_start;
+
+    client->connected = true;
+    worker.results.connected++;
+    worker.settled++;
+    worker.last_settled_ns = now;
+    worker.progress->open++;
+    if (took > SLOW_CONNECT_NS) {
+        worker.results.slow_connects++;
+        if (worker.results.slow_listed < SLOW_LISTED_MAX) {
+            worker.results.slow[worker.results.slow_listed++] = (struct slow_connect){
+                .connection = worker.first + (uint64_t)(client - worker.clients), .ns = took};
+        }
+    }
+}
+
+static void on_connect(sxe_conn_t *conn)
+{
+    connected(sxe_conn_user(conn));
+}
+
+/* Whether a client has more to send, closed loop. */
+static bool client_wants_more(const struct client *client)
+{
+    return !worker.stop_sending && (config.duration_ns != 0 || client->sent < config.queries);
+}
+
+/* A query answered: timed and counted, and the next sent. @return false if the client is done. */
+static bool answered(struct client *client)
+{
+    uint64_t now = sxe_loop_now(worker.loop);
+    uint64_t sent = client->ring[client->done & worker.ring_mask];
+    uint64_t latency = now - sent;
+
+    if (config.rate > 0) {
+        uint64_t due = due_at(client, client->done); /* or sent, if that was earlier */
+        histogram_add(&worker.results.service, latency);
+        latency = now - (due < sent ? due : sent);
+    }
+    histogram_add(&worker.results.latency, latency);
+    if (worker.intervals) {
+        histogram_add(&worker.interval, latency);
+    }
+    client->done++;
+    worker.results.queries++;
+    worker.last_response_ns = now;
+    __atomic_store_n(&worker.progress->queries, worker.results.queries, __ATOMIC_RELAXED);
+    if (config.rate > 0) {
+        send_owed(client);
+    } else if (client_wants_more(client)) {
+        send_queries(client, 1);
+        return true;
+    }
+    bool all_sent =
+        config.rate > 0 ? worker.stop_sending && client->owed == 0 : !client_wants_more(client);
+    if (all_sent && client->done == client->sent) {
+        close_done(client);
+        return false;
+    }
+    return true;
+}
+
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    struct client *client = sxe_conn_user(conn);
+    size_t used = 0;
+
+    while (used < len) {
+        size_t consumed = 0;
+        enum response_result result =
+            response_read(&client->reader, data + used, len - used, &consumed);
+        used += consumed;
+        if (result == RESPONSE_MORE) {
+            break;
+        }
+        if (result == RESPONSE_BAD_LENGTH || client->done == client->sent) {
+            worker.results.errors[ERR_LENGTH]++; /* broken framing, or a response to nothing */
+            sxe_conn_close(conn);
+            return len;
+        }
+        if (client->reader.status != config.expect_status) {
+            worker.results.errors[ERR_STATUS]++;
+            worker.results.statuses[client->reader.status - STATUS_LOW]++;
+        }
+        response_reader_init(&client->reader, config.head);
+        if (!answered(client)) {
+            return len;
+        }
+    }
+    return used;
+}
+
+static void closed(struct client *client, enum sxe_close_reason reason, int err)
+{
+    client->conn = NULL;
+    if (!client->connected) {
+        worker.results.errors[ERR_CONNECT]++;
+        if (worker.results.first_connect_errno == 0) {
+            worker.results.first_connect_errno = reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err;
+        }
+        worker.settled++;
+        worker.last_settled_ns = sxe_loop_now(worker.loop);
+        finish(client);
+        return;
+    }
+    worker.progress->open--;
+    if (client->finished) {
+        return;
+    }
+    /* Closed before its queries were done: say why, and count what was never sent. */
+    if (client->timed_out) {
+        worker.results.errors[ERR_TIMEOUT]++;
+    } else if (reason == SXE_CLOSE_ERROR && err == EPIPE) {
+        worker.results.errors[ERR_WRITE]++;
+    } else if (reason == SXE_CLOSE_PEER && client->reader.state != 0) {
+        worker.results.errors[ERR_LENGTH]++; /* the server closed in the middle of a response */
+    } else if (reason != SXE_CLOSE_LOCAL) {
+        worker.results.errors[ERR_READ]++;
+    }
+    if (config.duration_ns == 0 && config.queries > client->sent) {
+        worker.results.not_sent += config.queries - client->sent;
+    }
+    finish(client);
+}
+
+static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    closed(sxe_conn_user(conn), reason, err);
+}
+
+static const struct sxe_conn_handlers handlers = {
+    .on_connect = on_connect, .on_read = on_read, .on_close = on_close};
+
+/* WebSocket mode: the socket opened (the connect is settled), an echo came, the socket closed. */
+static void ws_open(sxe_ws_t *ws)
+{
+    connected(sxe_ws_user(ws));
+}
+
+static void ws_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
+{
+    struct client *client = sxe_ws_user(ws);
+
+    (void)data;
+    if (type != SXE_WS_BINARY || len != config.ws_size || client->done == client->sent) {
+        worker.results.errors[ERR_LENGTH]++; /* not our echo, or an echo of nothing */
+        sxe_conn_close(client->conn);
+        return;
+    }
+    (void)answered(client);
+}
+
+static void ws_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
+{
+    struct client *client = sxe_ws_user(ws);
+
+    (void)reason;
+    (void)reason_len;
+    if (client->connected && client->finished) {
+        client->conn = NULL;
+        return;
+    }
+    if (!client->connected && worker.results.first_connect_errno == 0) {
+        worker.results.first_connect_errno = code == SXE_WS_PROTOCOL ? EPROTO : ECONNREFUSED;
+    }
+    closed(client, code == SXE_WS_ABNORMAL ? SXE_CLOSE_PEER : SXE_CLOSE_ERROR, 0);
+}
+
+static const struct sxe_ws_handlers ws_handlers = {
+    .on_open = ws_open, .on_message = ws_message, .on_close = ws_close};
+
+/* Closes connections whose oldest query has waited longer than the timeout. */
+static void check_timeouts(sxe_timer_t *timer, void *arg)
+{
+    uint64_t now = sxe_loop_now(worker.loop);
+
+    (void)timer;
+    (void)arg;
+    for (uint64_t i = 0; i < worker.count; i++) {
+        struct client *client = &worker.clients[i];
+        if (client->conn != NULL && client->connected && client->sent > client->done &&
+            now - client->ring[client->done & worker.ring_mask] > config.timeout_ns) {
+            client->timed_out = true;
+            sxe_conn_close(client->conn);
+        }
+    }
+}
+
+/*
+ * Ramps: keeps at most ramp_batch connects outstanding, so the server's accept queue is not
+ * flooded (a dropped SYN costs a second's retransmission). Called each turn until all are opened.
+ */
+static void open_more(void)
+{
+    for (; worker.opened < worker.count && worker.opened - worker.settled < config.ramp_batch;
+         worker.opened++) {
+        struct client *client = &worker.clients[worker.opened];
+        uint64_t global = worker.first + worker.opened;
+        const struct sockaddr *source =
+            config.source_count > 0
+                ? (const struct sockaddr *)&config.sources[global % config.source_count]
+                : NULL;
+
+        response_reader_init(&client->reader, config.head);
+        client->ring = worker.rings + worker.opened * (worker.ring_mask + 1);
+        client->next_owing = NONE;
+        client->connect_start = sxe_clock_mono_ns();
+        int rc;
+        if (config.ws_path != NULL) {
+            rc = sxe_ws_connect(worker.ws_set, &client->ws, config.target_text, config.ws_path,
+                                NULL, source, source ? config.source_len : 0, client);
+            client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
+        } else {
+            rc = sxe_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
+                             config.target_len, source, source ? config.source_len : 0, &handlers,
+                             client);
+        }
+        if (rc < 0) {
+            client->conn = NULL;
+            worker.results.errors[ERR_CONNECT]++;
+            if (worker.results.first_connect_errno == 0) {
+                worker.results.first_connect_errno = -rc;
+            }
+            worker.settled++;
+            finish(client);
+        }
+    }
+}
+
+/* Stops sending: closes the connections with nothing outstanding; the rest close when answered. */
+static void stop_sending(void)
+{
+    worker.stop_sending = true;
+    for (uint64_t i = 0; i < worker.count; i++) {
+        struct client *client = &worker.clients[i];
+        if (client->conn != NULL && !client->finished && client->done == client->sent &&
+            client->owed == 0) {
+            close_done(client);
+        }
+    }
+}
+
+/* -R: every request due by now goes to its connection's owed count, then each is sent. */
+static void send_due(uint64_t now)
+{
+    uint64_t total = config.duration_ns ? UINT64_MAX : config.queries * worker.count;
+    uint64_t end = config.duration_ns ? worker.start_ns + config.duration_ns : UINT64_MAX;
+
+    if (worker.next_due >= end) {
+        total = worker.scheduled; /* the next would be due after the run */
+    }
+    while (worker.next_due <= now + EARLY_NS && worker.scheduled < total) {
+        struct client *client = &worker.clients[worker.scheduled % worker.count];
+        if (client->conn != NULL && !client->finished) {
+            if (client->sent + client->owed - client->done >= config.pipeline) {
+                worker.results.errors[ERR_CAP]++; /* it waits for an answer, late */
+            }
+            client->owed++;
+            if (!client->owing) {
+                client->owing = true;
+                client->next_owing = worker.owing_head;
+                worker.owing_head = (uint32_t)(client - worker.clients);
+            }
+        }
+        worker.scheduled++;
+        worker.next_due = worker.start_ns + (uint64_t)((double)worker.scheduled * worker.period_ns);
+        if (worker.next_due >= end) {
+            total = worker.scheduled;
+        }
+    }
+    while (worker.owing_head != NONE) {
+        struct client *client = &worker.clients[worker.owing_head];
+        worker.owing_head = client->next_owing;
+        client->owing = false;
+        if (client->conn != NULL) {
+            send_owed(client);
+        }
+    }
+    if (worker.scheduled >= total && !worker.stop_sending) {
+        stop_sending();
+    }
+}
+
+static void allocate(uint64_t count)
+{
+    /* An echo whole in one buffer, with room for a frame head and a ping behind it. */
+    size_t ws_buffer = config.ws_size + config.ws_size / 512 + 1024;
+    struct sxe_loop_options options = {
+        .connections = (uint32_t)count + 4,
+        .buffers = (uint32_t)(count / 8 + 64),
+        .buffer_size = (uint32_t)(ws_buffer > RESPONSE_HEAD_MAX ? ws_buffer : RESPONSE_HEAD_MAX),
+        .write_limit = (uint32_t)(PIPELINE_MAX * config.request_max + RESPONSE_HEAD_MAX),
+        .connect_timeout = config.timeout_ns,
+        .timers = 4,
+    };
+    options.high_water = options.write_limit;
+    struct sxe_ws_options ws_options = {.message_bytes = (uint32_t)config.ws_size, .no_ping = true};
+
+    worker.ring_mask = 1;
+    while (worker.ring_mask < config.pipeline) {
+        worker.ring_mask <<= 1;
+    }
+    worker.rings = calloc(count * worker.ring_mask, sizeof(uint64_t));
+    worker.ring_mask--;
+    worker.clients = calloc(count, sizeof(*worker.clients));
+    worker.scratch = malloc(config.pipeline * config.request_max);
+    worker.burst = config.targets == 1 ? malloc(config.pipeline * config.request_max) : NULL;
+    worker.cells = worker.intervals ? malloc(HISTOGRAM_COUNTS * sizeof(*worker.cells)) : NULL;
+    if (worker.clients == NULL || worker.rings == NULL || worker.scratch == NULL ||
+        (config.targets == 1 && worker.burst == NULL) || (worker.intervals && !worker.cells) ||
+        sxe_loop_create(&worker.loop, &options) < 0 ||
+        (config.ws_path != NULL &&
+         sxe_ws_client_create(&worker.ws_set, worker.loop, &ws_handlers, &ws_options) < 0)) {
+        fprintf(stderr, "sxe-http: worker %u cannot allocate %llu connections\n", worker.index,
+                (unsigned long long)count);
+        _exit(3);
+    }
+    for (unsigned i = 0; worker.burst != NULL && i < config.pipeline; i++) {
+        memcpy(worker.burst + i * config.request_max, config.requests, config.request_max);
+    }
+}
+
+/* Runs the load from the barrier until every connection is done. */
+static void run(void)
+{
+    sxe_timer_t timeouts;
+
+    worker.start_ns = sxe_clock_mono_ns();
+    worker.last_response_ns = worker.start_ns;
+    worker.next_due = worker.start_ns;
+    sxe_timer_init(&timeouts, check_timeouts, NULL);
+    (void)!sxe_timer_start(worker.loop, &timeouts, 100 * SXE_NS_PER_MSEC, 100 * SXE_NS_PER_MSEC);
+    (void)sxe_loop_run_once(worker.loop, 0); /* stamp the loop's now */
+    for (uint64_t i = 0; config.rate == 0 && i < worker.count; i++) {
+        struct client *client = &worker.clients[i];
+        if (client->conn != NULL) {
+            uint64_t want = config.duration_ns ? config.pipeline : config.queries;
+            send_queries(client, (unsigned)(want < config.pipeline ? want : config.pipeline));
+        }
+    }
+    while (worker.ended < worker.count) {
+        uint64_t now = sxe_clock_mono_ns();
+        if (config.duration_ns && !worker.stop_sending &&
+            now - worker.start_ns >= config.duration_ns) {
+            stop_sending();
+        }
+        if (worker.intervals &&
+            now >= worker.start_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC) {
+            send_interval(worker.start_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC);
+        }
+        uint64_t wait = 100 * SXE_NS_PER_MSEC;
+        if (config.rate > 0) {
+            send_due(sxe_loop_now(worker.loop));
+            if (!worker.stop_sending && worker.next_due < now + EARLY_NS + wait) {
+                wait = worker.next_due > now + EARLY_NS ? worker.next_due - now - EARLY_NS : 0;
+            }
+        }
+        if (sxe_loop_run_once(worker.loop, wait) < 0) {
+            _exit(3);
+        }
+    }
+    worker.results.query_ns = worker.last_response_ns - worker.start_ns;
+    if (worker.intervals && (worker.results.queries > worker.interval_queries ||
+                             errors_so_far() > worker.interval_errors)) {
+        send_interval(worker.last_response_ns);
+    }
+}
+
+void run_worker(unsigned index, uint64_t first, uint64_t count, int up, int down,
+                struct progress *progress)
+{
+    char go;
+
+    worker.index = index;
+    worker.first = first;
+    worker.count = count;
+    worker.up = up;
+    worker.progress = progress;
+    worker.owing_head = NONE;
+    worker.random = 0x9e3779b97f4a7c15ULL * (index + 1);
+    worker.turn = first; /* workers start at different targets */
+    worker.intervals = config.timeline || config.latency_log != NULL;
+    if (config.rate > 0) {
+        /* This worker's share of the rate, and wake-ups kept to the microsecond. */
+        worker.period_ns = 1e9 * (double)config.connections / (config.rate * (double)count);
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    }
+    allocate(count);
+
+    uint64_t start = sxe_clock_mono_ns();
+    while (worker.settled < worker.count) {
+        open_more();
+        if (sxe_loop_run_once(worker.loop, 100 * SXE_NS_PER_MSEC) < 0) {
+            _exit(3);
+        }
+    }
+    worker.results.connect_ns = worker.last_settled_ns > start ? worker.last_settled_ns - start : 0;
+    send_message(MESSAGE_CONNECTED, &worker.results, sizeof(worker.results), NULL, 0);
+    if (!read_all(down, &go, 1)) {
+        _exit(0); /* the parent gave up: nothing to run */
+    }
+    /* The barrier is passed: every connection of every worker is up. */
+    run();
+    send_message(MESSAGE_DONE, &worker.results, sizeof(worker.results), NULL, 0);
+    _exit(0);
+}
+
+void write_all(int fd, const void *data, size_t len)
+{
+    const char *bytes = data;
+
+    while (len > 0) {
+        ssize_t written = write(fd, bytes, len);
+        if (written < 0 && errno == EINTR) {
+            continue;
+        }
+        if (written <= 0) {
+            _exit(3);
+        }
+        bytes += written;
+        len -= (size_t)written;
+    }
+}
+
+bool read_all(int fd, void *data, size_t len)
+{
+    char *bytes = data;
+
+    while (len > 0) {
+        ssize_t got = read(fd, bytes, len);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            return false;
+        }
+        bytes += got;
+        len -= (size_t)got;
+    }
+    return true;
+}
