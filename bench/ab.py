@@ -15,20 +15,14 @@ of two builds or two settings.
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
-from benchlib import parse_wrk, tree_cpu_ns, wait_for_port
+from benchlib import free_port, parse_wrk, tree_cpu_ns, wait_for_port
 
 
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def measure(command, args):
@@ -42,7 +36,7 @@ def measure(command, args):
     server = subprocess.Popen(["taskset", "-c", "0", *words], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_for_port(port)
+        wait_for_port(port, server.pid)
         if server.poll() is not None:
             sys.exit(f"ab.py: {command} exited before answering on port {port}")
         load = subprocess.Popen(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",

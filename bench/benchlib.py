@@ -17,15 +17,66 @@ def install(*packages):
                    stdout=subprocess.DEVNULL)
 
 
-def wait_for_port(port, timeout=5.0):
+def free_port():
+    """A loopback port nothing listens on now (the kernel's pick for port 0). Another program may
+    take it before the server does: wait_for_port(port, pid) finds that out."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def listeners(port):
+    """The pids of the processes that hold a socket listening on port (IPv4 or IPv6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(f"socket:[{fields[9]}]")
+        except OSError:
+            pass
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                for fd in os.listdir(f"/proc/{entry}/fd"):
+                    if os.readlink(f"/proc/{entry}/fd/{fd}") in inodes:
+                        pids.add(int(entry))
+                        break
+            except OSError:
+                continue
+    return pids
+
+
+def wait_for_port(port, pid=None, timeout=5.0):
+    """Waits until port accepts connections. With pid, also checks that the listener belongs to
+    that process or its descendants, and fails loudly when another program holds the port (a
+    measurement of someone else's server is worse than none)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                break
         except OSError:
             time.sleep(0.02)
-    raise RuntimeError(f"nothing listens on port {port}")
+    else:
+        raise RuntimeError(f"nothing listens on port {port}")
+    if pid is not None:
+        holders = listeners(port)
+        ours = set(tree(pid))
+        if not holders & ours:
+            names = []
+            for holder in sorted(holders):
+                try:
+                    with open(f"/proc/{holder}/comm") as comm:
+                        names.append(f"{comm.read().strip()} (pid {holder})")
+                except OSError:
+                    names.append(f"pid {holder}")
+            raise RuntimeError(f"port {port} is held by {', '.join(names) or 'another program'}, "
+                               f"not by the server started as pid {pid}: not measuring it")
 
 
 def tree(pid):
@@ -86,8 +137,12 @@ class Server:
     def __init__(self, command, port):
         self.process = subprocess.Popen(["taskset", "-c", "0", *command],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(port)
         self.pid = self.process.pid
+        try:
+            wait_for_port(port, self.pid)
+        except RuntimeError:
+            self.__exit__()
+            raise
 
     def __enter__(self):
         return self

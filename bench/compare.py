@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, install, parse_wrk, tree, tree_cpu_ns, wait_for_port
+from benchlib import ROOT, free_port, install, parse_wrk, tree, tree_cpu_ns, wait_for_port
 
 PEERS = os.path.join(ROOT, "bench", "peers")
 BODY = b"Hello World\n"
@@ -269,7 +269,7 @@ def measure(peer, scenario, port, args, build):
     path = scenario.path or peer.path
     server = start(peer.command(port), 0)
     try:
-        wait_for_port(port, timeout=10)
+        wait_for_port(port, server.pid, timeout=10)
         if scenario.mode == "idle":
             base = tree_memory_kb(server.pid, "VmRSS")
             sockets, errors = hold_idle(port, path, scenario.connections)
@@ -312,8 +312,11 @@ def tables(cells, servers, scenarios):
         if scenario.mode == "idle":
             continue
         for name in servers_in(scenario, servers):
-            m = cells[(scenario.key, name)]
+            m = cells.get((scenario.key, name))
             ref_name = REFERENCE[servers[name].kind]
+            if m is None:
+                lines.append(f"| {scenario.title} | {name} | FAILED |" + " |" * 9)
+                continue
             ref = cells.get((scenario.key, ref_name))
             cpu_ratio = ratio(ref["cpu_us"], m["cpu_us"]) if ref else "n/a"
             rate_ratio = ratio(ref["rate"], m["rate"]) if ref else "n/a"
@@ -330,8 +333,11 @@ def tables(cells, servers, scenarios):
                   "| server | RSS at start MB | RSS with the connections MB | KB per connection "
                   "| errors | compared with | RSS: sxe ÷ this |", "|---|---|---|---|---|---|---|"]
         for name in servers_in(idle[0], servers):
-            m = cells[(idle[0].key, name)]
+            m = cells.get((idle[0].key, name))
             ref_name = REFERENCE[servers[name].kind]
+            if m is None:
+                lines.append(f"| {name} | FAILED |" + " |" * 5)
+                continue
             ref = cells.get((idle[0].key, ref_name))
             rss_ratio = ratio(ref["idle_mb"], m["idle_mb"]) if ref else "n/a"
             if ref and name != ref_name:
@@ -524,14 +530,20 @@ def main():
                                         capture_output=True, text=True, check=True)
                         .stdout.split()], check=True)
 
-    port = 21000
     results = {}
+    failures = []
     started = time.monotonic()
     for round_number in range(args.rounds):
         for scenario in scenarios:
             for name in servers_in(scenario, servers):
-                port = port + 1 if port < 29000 else 21001
-                result = measure(servers[name], scenario, port, args, args.build_dir)
+                try:
+                    result = measure(servers[name], scenario, free_port(), args, args.build_dir)
+                except RuntimeError as error:  # a foreign server on the port, or ours died
+                    failures.append(f"{scenario.key} {name}: {error}")
+                    print(f"[{time.monotonic() - started:5.0f} s] round {round_number + 1} "
+                          f"{scenario.key:16} {name:17} FAILED: {error}", file=sys.stderr,
+                          flush=True)
+                    continue
                 results.setdefault((scenario.key, name), []).append(result)
                 figures = " ".join(f"{k} {v:.2f}" for k, v in result.items())
                 print(f"[{time.monotonic() - started:5.0f} s] round {round_number + 1} "
@@ -540,6 +552,10 @@ def main():
     cells = {key: median_of(runs) for key, runs in results.items()}
     report = tables(cells, servers, scenarios)
     print(report)
+    if failures:
+        print("\ncompare: these measurements failed, and no docs were written:\n  " +
+              "\n  ".join(failures), file=sys.stderr)
+        sys.exit(1)
     if args.docs:
         os.makedirs(os.path.dirname(os.path.abspath(args.docs)), exist_ok=True)
         chart_name = os.path.splitext(os.path.basename(args.docs))[0] + ".png"

@@ -5,7 +5,10 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
+
+import pytest
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -159,3 +162,37 @@ def test_static_floor_serves_its_files(build_dir, tmp_path):
     finally:
         floor.kill()
         floor.wait()
+
+
+def test_a_foreign_server_on_the_port_fails_loudly():
+    """The benchmarks check that the process they started is the one listening: a port held by
+    another program (here, this test) is an error naming the holder, never a measurement."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import benchlib
+
+    with socket.socket() as foreign:
+        foreign.bind(("127.0.0.1", 0))
+        foreign.listen()
+        port = foreign.getsockname()[1]
+        assert os.getpid() in benchlib.listeners(port)
+        innocent = subprocess.Popen(["sleep", "30"])
+        try:
+            with pytest.raises(RuntimeError) as error:
+                benchlib.wait_for_port(port, innocent.pid, timeout=2)
+            assert f"port {port} is held by" in str(error.value)
+            assert f"(pid {os.getpid()})" in str(error.value)
+        finally:
+            innocent.kill()
+            innocent.wait()
+
+    # The same check passes for a server that does listen there, started by us.
+    port = benchlib.free_port()
+    assert benchlib.listeners(port) == set()
+    server = subprocess.Popen([sys.executable, "-c",
+                               "import socket, time; s = socket.socket(); "
+                               f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)"])
+    try:
+        benchlib.wait_for_port(port, server.pid, timeout=5)
+    finally:
+        server.kill()
+        server.wait()
