@@ -1,11 +1,18 @@
 """Shared fixtures for the system tests: they drive the real built programs."""
 import os
 import pathlib
+import resource
+import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
+
+# HdrHistogram's Python reader (hdrh), which scripts/test installs under build/python: it is not
+# packaged by Debian. Imported normally by the tests that need it: missing, they fail.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "build" / "python"))
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +66,42 @@ def read_reply(sock):
         assert chunk, f"closed after {len(body)} of {length} body bytes"
         body += chunk
     return head + b"\r\n\r\n" + body
+
+
+@pytest.fixture
+def sxe_http(build_dir):
+    """Runs tools/sxe-http with the given arguments, optionally under a lower open-file limit."""
+    def run(*args, limit_files=None, timeout=60):
+        preexec = None
+        if limit_files is not None:
+            def preexec():
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit_files, limit_files))
+        return subprocess.run([str(build_dir / "tools" / "sxe-http"), *map(str, args)],
+                              capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
+    return run
+
+
+def _example_server(build_dir, name, address):
+    """Starts examples/NAME on a free loopback port (address(port) its argument); yields the port
+    and stops it with SIGTERM, which it must exit 0 on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([str(build_dir / "examples" / name), address(port)],
+                               stderr=subprocess.DEVNULL)
+    wait_for_port(port, process, name)
+    yield port
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=5) == 0
+
+
+@pytest.fixture
+def hello(build_dir):
+    """examples/hello on a free loopback port."""
+    yield from _example_server(build_dir, "hello", str)
+
+
+@pytest.fixture
+def ws_echo(build_dir):
+    """examples/ws-echo on a free loopback port."""
+    yield from _example_server(build_dir, "ws-echo", lambda port: f"127.0.0.1:{port}")

@@ -1,7 +1,6 @@
 """sxe-http against examples/hello and against fake servers that misbehave on purpose."""
 import json
 import os
-import resource
 import signal
 import socket
 import subprocess
@@ -10,7 +9,6 @@ import time
 
 import pytest
 
-from conftest import wait_for_port
 
 REQUEST_END = b"\r\n\r\n"
 
@@ -64,31 +62,6 @@ class FakeServer:
 
     def close(self):
         self.listener.close()
-
-
-@pytest.fixture
-def sxe_http(build_dir):
-    def run(*args, limit_files=None, timeout=60):
-        preexec = None
-        if limit_files is not None:
-            def preexec():
-                resource.setrlimit(resource.RLIMIT_NOFILE, (limit_files, limit_files))
-        return subprocess.run([str(build_dir / "tools" / "sxe-http"), *map(str, args)],
-                              capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
-    return run
-
-
-@pytest.fixture
-def hello(build_dir):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([str(build_dir / "examples" / "hello"), str(port)],
-                               stderr=subprocess.DEVNULL)
-    wait_for_port(port, process, "hello")
-    yield port
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=5) == 0
 
 
 def report(result):
@@ -253,19 +226,6 @@ def test_usage_errors(sxe_http, args, message):
     result = sxe_http(*args)
     assert result.returncode == 2
     assert message in result.stderr
-
-
-@pytest.fixture
-def ws_echo(build_dir):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([str(build_dir / "examples" / "ws-echo"), f"127.0.0.1:{port}"],
-                               stderr=subprocess.DEVNULL)
-    wait_for_port(port, process, "ws-echo")
-    yield port
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=5) == 0
 
 
 def test_websocket_mode_counts_every_echo(sxe_http, ws_echo):

@@ -134,13 +134,13 @@ static void log_open(void)
     struct tm tm;
     strftime(when, sizeof(when), "%a %b %d %H:%M:%S UTC %Y", gmtime_r(&now.tv_sec, &tm));
     fprintf(gather.log,
-            "#[Logged with sxe-http %s: latency in ns from when each request was due]\n"
+            "#[Logged with sxe-http %s: latency in ns from when each request was %s]\n"
             "#[Histogram log format version 1.3]\n"
             "#[StartTime: %.3f (seconds since epoch), %s]\n"
             "#[BaseTime: %.3f (seconds since epoch)]\n"
             "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\","
             "\"Interval_Compressed_Histogram\"\n",
-            SXE_VERSION, seconds, when, seconds);
+            SXE_VERSION, config.rate > 0 ? "due" : "sent", seconds, when, seconds);
 }
 
 /* Writes out every second that all workers have sent. */
@@ -162,6 +162,7 @@ static void flush_seconds(void)
             exit(3);
         }
         gather.timeline[gather.seconds++] = (struct timeline_entry){
+            .seconds = (double)second->ns / 1e9,
             .queries_per_s = second->ns ? (double)second->queries * 1e9 / (double)second->ns : 0,
             .errors = second->errors,
             .p99_ns = histogram_percentile(&second->latency, 99)};

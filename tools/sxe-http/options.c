@@ -66,7 +66,8 @@ static void usage(FILE *out)
             "                   a query is a binary message the server echoes\n"
             "  --ws-size BYTES  the size of each message in WebSocket mode (20)\n"
             "  --json           print the report as JSON\n"
-            "  --timeline       add each second's rate, errors and p99 to the report\n"
+            "  --timeline       add each second's rate, errors and p99 to the report (the\n"
+            "                   last may be shorter, and says how long it was)\n"
             "  --latency-log FILE  write each second's latency histogram to FILE in\n"
             "                   HdrHistogram's interval log format (ns; max in ms)\n"
             "  -h, --help       this text\n"
@@ -153,7 +154,7 @@ static void add_request(const char *method, const char *path, const char *header
     config.head = strcmp(method, "HEAD") == 0;
 }
 
-/* -U FILE: one 'PATH [WEIGHT]' a line; blank lines and lines from # on are skipped. */
+/* -U FILE: one 'PATH [WEIGHT]' a line; blank lines, and anything from a # on, are skipped. */
 static void add_targets(const char *file, const char *method, const char *headers, const char *body)
 {
     FILE *in = fopen(file, "r");
@@ -170,13 +171,16 @@ static void add_targets(const char *file, const char *method, const char *header
             die_usage("-U %s line %lu: longer than %zu bytes", file, number, sizeof(line) - 2);
         }
         char *save = NULL;
+        char *comment = strchr(line, '#'); /* a request target has no # */
+        if (comment != NULL) {
+            *comment = '\0';
+        }
         char *path = strtok_r(line, " \t\r\n", &save);
         char *weight = path ? strtok_r(NULL, " \t\r\n", &save) : NULL;
-        if (path == NULL || path[0] == '#') {
+        if (path == NULL) {
             continue;
         }
-        if (path[0] != '/' || strtok_r(NULL, " \t\r\n", &save) != NULL ||
-            (weight != NULL && weight[0] == '#')) {
+        if (path[0] != '/' || strtok_r(NULL, " \t\r\n", &save) != NULL) {
             die_usage("-U %s line %lu: want 'PATH [WEIGHT]' with PATH starting with /", file,
                       number);
         }

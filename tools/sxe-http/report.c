@@ -135,9 +135,9 @@ static void report_json(const struct results *total, uint64_t run_ns,
     if (config.timeline) {
         printf(",\n \"timeline\": [");
         for (size_t i = 0; i < seconds; i++) {
-            printf("%s\n  {\"second\": %zu, \"queries_per_s\": %.1f, \"errors\": %llu, "
-                   "\"p99_ms\": %.3f}",
-                   i ? "," : "", i, timeline[i].queries_per_s,
+            printf("%s\n  {\"second\": %zu, \"s\": %.3f, \"queries_per_s\": %.1f, "
+                   "\"errors\": %llu, \"p99_ms\": %.3f}",
+                   i ? "," : "", i, timeline[i].seconds, timeline[i].queries_per_s,
                    (unsigned long long)timeline[i].errors, ms(timeline[i].p99_ns));
         }
         printf("]");
@@ -210,9 +210,10 @@ void report(const struct results *total, uint64_t run_ns, const struct timeline_
         printf(" (expected %d)\n", config.expect_status);
     }
     for (size_t i = 0; config.timeline && i < seconds; i++) {
-        printf("second %zu:%s %.0f per second, %llu errors, p99 %.3f ms\n", i, i < 10 ? " " : "",
+        printf("second %zu:%s %.0f per second, %llu errors, p99 %.3f ms", i, i < 10 ? " " : "",
                timeline[i].queries_per_s, (unsigned long long)timeline[i].errors,
                ms(timeline[i].p99_ns));
+        printf(timeline[i].seconds < 0.9995 ? " (the last %.3f s)\n" : "\n", timeline[i].seconds);
     }
     if (total->slow_connects > 0) {
         printf("warning:     %llu connects took over 1 s: the server's accept queue or the "

@@ -127,6 +127,7 @@ struct interval {
 
 /* One second of the whole run, as --timeline reports it. */
 struct timeline_entry {
+    double seconds; /* its length: 1, but the last may be shorter */
     double queries_per_s;
     uint64_t errors;
     uint64_t p99_ns;

@@ -321,6 +321,7 @@ static void closed(struct client *client, enum sxe_close_reason reason, int err)
     client->conn = NULL;
     if (!client->connected) {
         worker.results.errors[ERR_CONNECT]++;
+        worker.results.not_sent += config.duration_ns == 0 ? config.queries : 0;
         if (worker.results.first_connect_errno == 0) {
             worker.results.first_connect_errno = reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err;
         }
@@ -444,6 +445,7 @@ static void open_more(void)
         if (rc < 0) {
             client->conn = NULL;
             worker.results.errors[ERR_CONNECT]++;
+            worker.results.not_sent += config.duration_ns == 0 ? config.queries : 0;
             if (worker.results.first_connect_errno == 0) {
                 worker.results.first_connect_errno = -rc;
             }
