@@ -59,6 +59,7 @@ struct config {
     bool timeline;           /* --timeline: each second's rate, errors and p99 in the JSON */
     bool random;             /* --random: -U targets drawn at random, not in turn */
     double rate;             /* -R: requests per second over all connections; 0: closed loop */
+    uint64_t tick_ns;        /* -R: what comes due within a tick is sent at once */
     const char *latency_log; /* --latency-log FILE */
     /* The requests: one, or one per -U target, back to back; target i is bytes
      * [offsets[i], offsets[i + 1]) of requests, drawn with weight weight_ends[i] -

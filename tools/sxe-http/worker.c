@@ -23,12 +23,6 @@
 
 #define NONE UINT32_MAX
 
-/*
- * -R sends a request this early rather than wake up late for it: waking takes tens of
- * microseconds, which would count as the server's. Its latency is then timed from the send.
- */
-#define EARLY_NS (50 * SXE_NS_PER_USEC)
-
 /* One connection of a worker. */
 struct client {
     sxe_conn_t *conn;
@@ -69,6 +63,7 @@ static struct worker {
     double period_ns;    /* between two requests of this worker */
     uint64_t scheduled;  /* requests come due so far */
     uint64_t next_due;   /* when the next one comes due */
+    uint64_t next_tick;  /* sending wakes no sooner than this */
     uint32_t owing_head; /* clients with requests due this turn */
     /* --timeline, --latency-log: the second being counted */
     bool intervals;
@@ -468,7 +463,11 @@ static void stop_sending(void)
     }
 }
 
-/* -R: every request due by now goes to its connection's owed count, then each is sent. */
+/*
+ * -R: every request due by the next tick goes to its connection's owed count, then each is sent.
+ * Sending early by up to a tick (1 ms by default, --tick) lets one wake-up send a batch: a
+ * wake-up costs more than a send. A request sent before it was due is timed from its send.
+ */
 static void send_due(uint64_t now)
 {
     uint64_t total = config.duration_ns ? UINT64_MAX : config.queries * worker.count;
@@ -477,7 +476,7 @@ static void send_due(uint64_t now)
     if (worker.next_due >= end) {
         total = worker.scheduled; /* the next would be due after the run */
     }
-    while (worker.next_due <= now + EARLY_NS && worker.scheduled < total) {
+    while (worker.next_due <= now + config.tick_ns && worker.scheduled < total) {
         struct client *client = &worker.clients[worker.scheduled % worker.count];
         if (client->conn != NULL && !client->finished) {
             if (client->sent + client->owed - client->done >= config.pipeline) {
@@ -577,11 +576,14 @@ static void run(void)
             send_interval(worker.start_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC);
         }
         uint64_t wait = 100 * SXE_NS_PER_MSEC;
-        if (config.rate > 0) {
-            send_due(sxe_loop_now(worker.loop));
-            if (!worker.stop_sending && worker.next_due < now + EARLY_NS + wait) {
-                wait = worker.next_due > now + EARLY_NS ? worker.next_due - now - EARLY_NS : 0;
-            }
+        if (config.rate > 0 && now >= worker.next_tick) {
+            send_due(now);
+            worker.next_tick = now + config.tick_ns;
+        }
+        if (config.rate > 0 && !worker.stop_sending) {
+            uint64_t wake = worker.next_due - config.tick_ns;
+            wake = wake > worker.next_tick ? wake : worker.next_tick;
+            wait = wake <= now ? 0 : wake - now < wait ? wake - now : wait;
         }
         if (sxe_loop_run_once(worker.loop, wait) < 0) {
             _exit(3);
