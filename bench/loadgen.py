@@ -14,11 +14,15 @@ Three parts, each interleaved over rounds, medians:
 oha (crates.io) and vegeta (the Go module proxy) are built once into build/bench-tools, for the
 benchmark only; cargo and go must be on PATH.
 
+- wire: at 10,000/s against sxe-httpd, each tool's p50 and p99 beside the round trips that
+  tcpdump saw on loopback in the same run: the difference is what the tool itself adds.
+
 Usage: bench/loadgen.py [--build build/release] [--rounds 3] [--seconds 5] [--quick]
-                        [--only closed|agree|rate]
+                        [--only closed|agree|rate|wire]
 """
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -186,6 +190,75 @@ def open_loop(tool, tools, build, server, rate, seconds, tmp):
             "errors": errors}
 
 
+def wire_latency(pcap, port):
+    """The round trips on the wire, in ms: each request's segment to the segment that ends its
+    response, per connection in order, from a tcpdump capture on loopback (Ethernet framing)."""
+    import struct
+    with open(pcap, "rb") as capture:
+        data = capture.read()
+    link = struct.unpack_from("<I", data, 20)[0]
+    offset = {1: 14, 0: 4, 113: 16, 276: 20}[link]
+    sent, trips, at = {}, [], 24
+    while at + 16 <= len(data):
+        seconds, micros, length, _ = struct.unpack_from("<IIII", data, at)
+        packet = data[at + 16:at + 16 + length]
+        at += 16 + length
+        ip = packet[offset:]
+        if len(ip) < 20 or ip[0] >> 4 != 4:
+            continue
+        tcp = ip[(ip[0] & 15) * 4:]
+        source, destination = struct.unpack_from("!HH", tcp)
+        payload = tcp[(tcp[12] >> 4) * 4:]
+        when = seconds + micros / 1e6
+        if destination == port:
+            sent.setdefault(source, []).extend([when] * payload.count(b"GET "))
+        elif source == port:
+            for _ in range(payload.count(b"HTTP/1.1 ")):
+                if sent.get(destination):
+                    trips.append((when - sent[destination].pop(0)) * 1000)
+    trips.sort()
+    return (trips[len(trips) // 2], trips[int(len(trips) * 0.99)]) if trips else (0.0, 0.0)
+
+
+def part_wire(args, table):
+    """At 10,000/s, each tool's p50 and p99 beside the round trips seen on the wire in the same
+    run: what each tool adds to the server's time is its own overhead."""
+    install("tcpdump")
+    tools = build_tools()
+    every = servers(args.build, args.tmp, args.root)
+    results = {}
+    for round_number in range(args.rounds):
+        for tool in RATE_TOOLS:
+            server = Server(*every["sxe-httpd"])
+            pcap = os.path.join(args.tmp, "wire.pcap")
+            dump = subprocess.Popen(["taskset", "-c", "1", "tcpdump", "-i", "lo", "-s", "256",
+                                     "-B", "65536", "-w", pcap, f"tcp port {server.port}"],
+                                    stderr=subprocess.PIPE, text=True)
+            try:
+                dump.stderr.readline()  # "listening on lo": capturing
+                result = open_loop(tool, tools, args.build, server, LOW_RATE, args.seconds,
+                                   args.tmp)
+            finally:
+                dump.send_signal(2)
+                dropped = dump.communicate(timeout=30)[1]
+                server.stop()
+            if not re.search(r"^0 packets dropped by kernel", dropped, re.MULTILINE):
+                print(f"loadgen: tcpdump dropped packets: {dropped}", file=sys.stderr)
+            result["wire_p50"], result["wire_p99"] = wire_latency(pcap, server.port)
+            results.setdefault(tool, []).append(result)
+            progress(round_number, f"wire {tool} at {LOW_RATE}/s", result)
+    table.append(f"\n### Latency against the wire: sxe-httpd at {LOW_RATE}/s, captured with "
+                 "tcpdump in the same run\n")
+    table.append("| load generator | p50 ms | wire p50 ms | p50 - wire | p99 ms | wire p99 ms "
+                 "| p99 - wire |")
+    table.append("|---|---|---|---|---|---|---|")
+    for tool in RATE_TOOLS:
+        m = medians(results[tool])
+        table.append(f"| {tool} | {m['p50']:.3f} | {m['wire_p50']:.3f} | "
+                     f"{m['p50'] - m['wire_p50']:+.3f} | {m['p99']:.3f} | {m['wire_p99']:.3f} | "
+                     f"{m['p99'] - m['wire_p99']:+.3f} |")
+
+
 def medians(runs):
     out = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     out["errors"] = sum(run["errors"] for run in runs)
@@ -306,7 +379,7 @@ def main():
     os.chmod(args.tmp, 0o755)  # h2o reads the files as nobody
     table = [f"{args.rounds} rounds of {args.seconds} s; medians. Load generator on CPU 1, server "
              f"on CPU 0."]
-    parts = {"closed": part_closed, "agree": part_agree, "rate": part_rate}
+    parts = {"closed": part_closed, "agree": part_agree, "rate": part_rate, "wire": part_wire}
     for name, part in parts.items():
         if args.only in ("", name):
             part(args, table)
