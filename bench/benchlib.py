@@ -17,6 +17,17 @@ def install(*packages):
                    stdout=subprocess.DEVNULL)
 
 
+def peer_config(template, port, tmp, root):
+    """A peer's configuration from bench/peers/template, with {port}, {root} and {tmp} filled in,
+    written into tmp; returns its path."""
+    with open(os.path.join(ROOT, "bench", "peers", template)) as source:
+        text = source.read()
+    path = os.path.join(tmp, f"{port}-{template}")
+    with open(path, "w") as out:
+        out.write(text.replace("{port}", str(port)).replace("{root}", root).replace("{tmp}", tmp))
+    return path
+
+
 def free_port():
     """A loopback port nothing listens on now (the kernel's pick for port 0). Another program may
     take it before the server does: wait_for_port(port, pid) finds that out."""

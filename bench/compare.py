@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, free_port, install, parse_wrk, tree, tree_cpu_ns, wait_for_port
+from benchlib import ROOT, free_port, install, parse_wrk, peer_config, tree, tree_cpu_ns, \
+    wait_for_port
 
 PEERS = os.path.join(ROOT, "bench", "peers")
 BODY = b"Hello World\n"
@@ -50,13 +51,7 @@ class Peer:
 
 def peers(build, tmp, root, libuv_hello):
     def config(template, port):
-        with open(os.path.join(PEERS, template)) as source:
-            text = source.read()
-        path = os.path.join(tmp, f"{port}-{template}")
-        with open(path, "w") as out:
-            out.write(text.replace("{port}", str(port)).replace("{root}", root)
-                      .replace("{tmp}", tmp))
-        return path
+        return peer_config(template, port, tmp, root)
 
     def program(path):
         return os.path.join(build, path)

@@ -31,8 +31,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, arguments, free_port, install, parse_wrk, tree_cpu_ns, wait_for_port, \
-    wrk_command
+from benchlib import ROOT, arguments, free_port, install, parse_wrk, peer_config, tree_cpu_ns, \
+    wait_for_port, wrk_command
 
 OHA = ("oha", "1.16.0")
 VEGETA = ("github.com/tsenart/vegeta/v12", "v12.13.0")
@@ -98,13 +98,7 @@ class Server:
 def servers(build, tmp, root):
     """The servers measured, by name: a command for a port, and the path to request."""
     def config(template, port):
-        with open(os.path.join(ROOT, "bench", "peers", template)) as source:
-            text = source.read()
-        path = os.path.join(tmp, f"{port}-{template}")
-        with open(path, "w") as out:
-            out.write(text.replace("{port}", str(port)).replace("{root}", root)
-                      .replace("{tmp}", tmp))
-        return path
+        return peer_config(template, port, tmp, root)
 
     return {
         "epoll floor": (lambda p: [os.path.join(build, "bench/epoll-floor"), str(p), root],

@@ -222,6 +222,121 @@ static void parse_sources(const char *list)
     free(copy);
 }
 
+/* What the options say that is not in config itself. */
+struct parsed {
+    const char *ip, *method, *path, *body, *file, *targets;
+    bool pipeline_set;
+    char headers[8192];
+    size_t headers_len;
+    long port;
+};
+
+/* One option of getopt_long's, into config or parsed: a case per option, hence its length. */
+static void take_option(int option, struct parsed *parsed)
+{
+    switch (option) {
+    case 'i':
+        parsed->ip = optarg;
+        break;
+    case 'p':
+        parsed->port = (long)parse_count(optarg, "-p PORT", 1, 65535);
+        break;
+    case 'n':
+        config.queries = parse_count(optarg, "-n QUERIES", 1, 1ULL << 40);
+        break;
+    case 'c':
+        config.connections = parse_count(optarg, "-c CONNECTIONS", 1, 10000000);
+        break;
+    case 'd':
+        config.duration_ns = parse_count(optarg, "-d SECONDS", 1, 86400) * SXE_NS_PER_SEC;
+        break;
+    case 'P':
+        config.pipeline = (unsigned)parse_count(optarg, "-P DEPTH", 1, PIPELINE_MAX);
+        parsed->pipeline_set = true;
+        break;
+    case 'R':
+        config.rate = (double)parse_count(optarg, "-R RATE", 1, 100000000);
+        break;
+    case 'U':
+        parsed->targets = optarg;
+        break;
+    case 'X':
+        config.random = true;
+        break;
+    case 'T':
+        config.timeline = true;
+        break;
+    case 'K':
+        config.tick_ns = parse_count(optarg, "--tick USEC", 1, 100000) * SXE_NS_PER_USEC;
+        break;
+    case 'L':
+        config.latency_log = optarg;
+        break;
+    case 'm':
+        parsed->method = optarg;
+        break;
+    case 'u':
+        parsed->path = optarg;
+        break;
+    case 'H':
+        if (parsed->headers_len + strlen(optarg) + 3 > sizeof(parsed->headers)) {
+            die_usage("too many request headers, at '%s'", optarg);
+        }
+        parsed->headers_len +=
+            (size_t)snprintf(parsed->headers + parsed->headers_len,
+                             sizeof(parsed->headers) - parsed->headers_len, "%s\r\n", optarg);
+        break;
+    case 'b':
+        parsed->body = optarg;
+        break;
+    case 'f':
+        parsed->file = optarg;
+        break;
+    case 's':
+        parse_sources(optarg);
+        break;
+    case 'w':
+        config.workers = (unsigned)parse_count(optarg, "-w WORKERS", 1, WORKERS_MAX);
+        break;
+    case 't':
+        config.timeout_ns = parse_count(optarg, "-t SECONDS", 1, 3600) * SXE_NS_PER_SEC;
+        break;
+    case 'r':
+        config.ramp_batch = (unsigned)parse_count(optarg, "-r BATCH", 1, 1000000);
+        break;
+    case 'e':
+        config.expect_status = (int)parse_count(optarg, "-e STATUS", 100, 599);
+        break;
+    case 'v':
+        config.verbose = true;
+        break;
+    case 'g':
+        config.graceful_close = true;
+        break;
+    case 'J':
+        config.json = true;
+        break;
+    case 'W':
+        if (optarg[0] != '/' || strpbrk(optarg, " \r\n") != NULL) {
+            die_usage("--ws '%s': a path starts with / and has no spaces", optarg);
+        }
+        config.ws_path = optarg;
+        break;
+    case 'Z':
+        config.ws_size = parse_count(optarg, "--ws-size BYTES", 0, 16 << 20);
+        break;
+    case 'h':
+        usage(stdout);
+        exit(0);
+    case 'V':
+        printf("sxe-http %s (libsxe %s)\n", SXE_VERSION, sxe_version());
+        exit(0);
+    default:
+        usage(stderr);
+        exit(2);
+    }
+}
+
 void parse_options(int argc, char **argv)
 {
     static const struct option long_options[] = {{"json", no_argument, NULL, 'J'},
@@ -234,125 +349,21 @@ void parse_options(int argc, char **argv)
                                                  {"tick", required_argument, NULL, 'K'},
                                                  {"latency-log", required_argument, NULL, 'L'},
                                                  {NULL, 0, NULL, 0}};
-    const char *ip = NULL, *method = "GET", *path = NULL, *body = NULL, *file = NULL;
-    const char *targets = NULL;
-    bool pipeline_set = false;
-    char headers[8192] = "";
-    size_t headers_len = 0;
-    long port = -1;
+    struct parsed parsed = {.method = "GET", .port = -1};
     int option;
 
     while ((option = getopt_long(argc, argv, "i:p:n:c:d:P:R:m:u:U:H:b:f:s:w:t:r:e:gvh",
                                  long_options, NULL)) != -1) {
-        switch (option) {
-        case 'i':
-            ip = optarg;
-            break;
-        case 'p':
-            port = (long)parse_count(optarg, "-p PORT", 1, 65535);
-            break;
-        case 'n':
-            config.queries = parse_count(optarg, "-n QUERIES", 1, 1ULL << 40);
-            break;
-        case 'c':
-            config.connections = parse_count(optarg, "-c CONNECTIONS", 1, 10000000);
-            break;
-        case 'd':
-            config.duration_ns = parse_count(optarg, "-d SECONDS", 1, 86400) * SXE_NS_PER_SEC;
-            break;
-        case 'P':
-            config.pipeline = (unsigned)parse_count(optarg, "-P DEPTH", 1, PIPELINE_MAX);
-            pipeline_set = true;
-            break;
-        case 'R':
-            config.rate = (double)parse_count(optarg, "-R RATE", 1, 100000000);
-            break;
-        case 'U':
-            targets = optarg;
-            break;
-        case 'X':
-            config.random = true;
-            break;
-        case 'T':
-            config.timeline = true;
-            break;
-        case 'K':
-            config.tick_ns = parse_count(optarg, "--tick USEC", 1, 100000) * SXE_NS_PER_USEC;
-            break;
-        case 'L':
-            config.latency_log = optarg;
-            break;
-        case 'm':
-            method = optarg;
-            break;
-        case 'u':
-            path = optarg;
-            break;
-        case 'H':
-            if (headers_len + strlen(optarg) + 3 > sizeof(headers)) {
-                die_usage("too many request headers, at '%s'", optarg);
-            }
-            headers_len += (size_t)snprintf(headers + headers_len, sizeof(headers) - headers_len,
-                                            "%s\r\n", optarg);
-            break;
-        case 'b':
-            body = optarg;
-            break;
-        case 'f':
-            file = optarg;
-            break;
-        case 's':
-            parse_sources(optarg);
-            break;
-        case 'w':
-            config.workers = (unsigned)parse_count(optarg, "-w WORKERS", 1, WORKERS_MAX);
-            break;
-        case 't':
-            config.timeout_ns = parse_count(optarg, "-t SECONDS", 1, 3600) * SXE_NS_PER_SEC;
-            break;
-        case 'r':
-            config.ramp_batch = (unsigned)parse_count(optarg, "-r BATCH", 1, 1000000);
-            break;
-        case 'e':
-            config.expect_status = (int)parse_count(optarg, "-e STATUS", 100, 599);
-            break;
-        case 'v':
-            config.verbose = true;
-            break;
-        case 'g':
-            config.graceful_close = true;
-            break;
-        case 'J':
-            config.json = true;
-            break;
-        case 'W':
-            if (optarg[0] != '/' || strpbrk(optarg, " \r\n") != NULL) {
-                die_usage("--ws '%s': a path starts with / and has no spaces", optarg);
-            }
-            config.ws_path = optarg;
-            break;
-        case 'Z':
-            config.ws_size = parse_count(optarg, "--ws-size BYTES", 0, 16 << 20);
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        case 'V':
-            printf("sxe-http %s (libsxe %s)\n", SXE_VERSION, sxe_version());
-            exit(0);
-        default:
-            usage(stderr);
-            exit(2);
-        }
+        take_option(option, &parsed);
     }
     if (optind < argc) {
         die_usage("unexpected argument '%s'", argv[optind]);
     }
-    if (ip == NULL || port < 0) {
+    if (parsed.ip == NULL || parsed.port < 0) {
         die_usage("%s", "-i IP and -p PORT are required");
     }
-    if (sxe_address_parse(ip, (int)port, &config.target, &config.target_len) < 0) {
-        die_usage("-i '%s': not an IPv4 or IPv6 address", ip);
+    if (sxe_address_parse(parsed.ip, (int)parsed.port, &config.target, &config.target_len) < 0) {
+        die_usage("-i '%s': not an IPv4 or IPv6 address", parsed.ip);
     }
     char host[INET6_ADDRSTRLEN];
     const struct sockaddr_in *v4 = (const struct sockaddr_in *)&config.target;
@@ -362,14 +373,17 @@ void parse_options(int argc, char **argv)
               sizeof(host));
     snprintf(config.target_text, sizeof(config.target_text), is_v6 ? "[%s]:%u" : "%s:%u", host,
              ntohs(is_v6 ? v6->sin6_port : v4->sin_port));
-    if (config.rate > 0 && !pipeline_set) {
+    if (config.rate > 0 && !parsed.pipeline_set) {
         config.pipeline = RATE_CAP;
     }
-    if (config.random && targets == NULL) {
+    if (config.random && parsed.targets == NULL) {
         die_usage("%s", "--random draws from the paths of -U FILE: give -U");
     }
-    if (targets != NULL && (path != NULL || file != NULL || config.ws_path != NULL)) {
-        die_usage("-U FILE gives the paths: not with %s", path ? "-u" : file ? "-f" : "--ws");
+    if (parsed.targets != NULL &&
+        (parsed.path != NULL || parsed.file != NULL || config.ws_path != NULL)) {
+        die_usage("-U FILE gives the paths: not with %s", parsed.path   ? "-u"
+                                                          : parsed.file ? "-f"
+                                                                        : "--ws");
     }
     if (config.ws_path != NULL) {
         /* A query is a binary message; the request's length bounds what one queues (its frame). */
@@ -377,18 +391,18 @@ void parse_options(int argc, char **argv)
         config.requests = calloc(1, config.request_max);
         return;
     }
-    if (file != NULL) {
+    if (parsed.file != NULL) {
         size_t len;
-        config.requests = read_file(file, &len);
+        config.requests = read_file(parsed.file, &len);
         config.head = strncmp(config.requests, "HEAD ", 5) == 0;
         config.offsets = calloc(2, sizeof(size_t));
         config.weight_ends = calloc(1, sizeof(uint64_t));
         config.offsets[1] = config.request_max = len;
         config.weight_ends[0] = config.targets = 1;
-    } else if (targets != NULL) {
-        add_targets(targets, method, headers, body);
+    } else if (parsed.targets != NULL) {
+        add_targets(parsed.targets, parsed.method, parsed.headers, parsed.body);
     } else {
-        add_request(method, path ? path : "/", headers, body, 1);
+        add_request(parsed.method, parsed.path ? parsed.path : "/", parsed.headers, parsed.body, 1);
     }
     if (config.request_max == 0) {
         die_usage("%s", "the request is empty");
