@@ -218,6 +218,22 @@ def test_symlink_inside_the_root_is_served(httpd):
     assert get(httpd().port, "/inside")[2] == b"Hello World\n"
 
 
+def test_symlink_into_a_sibling_whose_name_starts_with_the_roots_is_refused(httpd, root):
+    """The root is .../www; .../www2 is not under it, though its path starts with the root's. A
+    plain prefix compare would serve it (the mutation that issue 19 found every test let pass)."""
+    sibling = root.parent / (root.name + "2")
+    sibling.mkdir()
+    (sibling / "secret.txt").write_bytes(b"sibling secret\n")
+    (root / "sibling").symlink_to(sibling / "secret.txt")
+    (root / "sibling-dir").symlink_to(sibling)
+    server = httpd()
+    for path in ("/sibling", "/sibling-dir/secret.txt", "/sibling-dir/"):
+        data = exchange(server.port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                        .encode())
+        assert int(data.split()[1]) == 403, data
+        assert b"secret" not in data
+
+
 def test_missing_file_is_404(httpd):
     assert get(httpd().port, "/nothing-here.txt")[0] == 404
 

@@ -1053,6 +1053,14 @@ static int epoll_pwait2_recording(int epfd, struct epoll_event *events, int max,
     return epoll_pwait2(epfd, events, max, timeout, mask);
 }
 
+static int last_timeout_ms;
+
+static int epoll_wait_recording(int epfd, struct epoll_event *events, int max, int timeout)
+{
+    last_timeout_ms = timeout;
+    return epoll_wait(epfd, events, max, timeout);
+}
+
 static void fire(sxe_timer_t *timer, void *arg)
 {
     (void)timer;
@@ -1090,14 +1098,22 @@ static void test_epoll_waits_to_the_nanosecond(void **state)
 
     /* No epoll_pwait2 (a kernel before 5.11): epoll_wait in milliseconds, from then on. */
     sxe__sys_fail(SXE_SYS_epoll_pwait2, 1, 1, ENOSYS);
+    sxe__sys.epoll_wait = epoll_wait_recording;
     assert_int_equal(sxe_timer_start(loop, &timer, 250 * SXE_NS_PER_USEC, 0), 0);
-    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0); /* waited 1 ms */
+    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0);
+    assert_int_equal(last_timeout_ms, 1); /* 250 us, rounded up to 1 ms */
     assert_int_equal(fired, 1);
     sxe__sys_clock_advance(250 * SXE_NS_PER_USEC);
     last_timeout_null = -1;
     assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0);
     assert_int_equal(fired, 2);
     assert_int_equal(last_timeout_null, -1); /* epoll_pwait2 not asked again */
+    assert_int_equal(last_timeout_ms, 0);    /* the timer was due: a poll */
+    /* 1 ms and 1 ns is waited as 2 ms: rounded up, so a timer never wakes the loop early. */
+    assert_int_equal(sxe_timer_start(loop, &timer, SXE_NS_PER_MSEC + 1, 0), 0);
+    assert_true(sxe_loop_run_once(loop, SXE_NS_PER_SEC) >= 0);
+    assert_int_equal(last_timeout_ms, 2);
+    assert_int_equal(fired, 2);
 }
 
 /* An event for a slot that closed and was reused is dropped, not delivered to the new user. */

@@ -1104,6 +1104,15 @@ static void test_expect_100_continue(void **state)
     receive(fd, out, sizeof(out), &closed);
     assert_memory_equal(out, "HTTP/1.1 200 OK", 15);
     assert_non_null(strstr(out, "body=data"));
+    /* The next request on the same connection that expects 100 gets its own. */
+    assert_int_equal(send(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+    receive(fd, out, sizeof(out), &closed);
+    assert_string_equal(out, "HTTP/1.1 100 Continue\r\n\r\n");
+    assert_int_equal(send(fd, "more", 4, 0), 4);
+    receive(fd, out, sizeof(out), &closed);
+    assert_memory_equal(out, "HTTP/1.1 200 OK", 15);
+    assert_non_null(strstr(out, "body=more"));
+    assert_false(closed);
     close(fd);
 }
 
