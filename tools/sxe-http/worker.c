@@ -78,6 +78,20 @@ static struct worker {
     sxe_ws_server_t *ws_set; /* in WebSocket mode */
 } worker;
 
+#if defined(SXE_COVERAGE)
+void __gcov_dump(void); /* libgcov's: writes this process's counters */
+#endif
+
+/* Ends the worker process. _exit skips the flush of coverage counters, so a coverage build
+ * writes them first: the workers' lines count too. */
+static void __attribute__((noreturn)) worker_exit(int status)
+{
+#if defined(SXE_COVERAGE)
+    __gcov_dump();
+#endif
+    _exit(status);
+}
+
 /* When request k of a client was due: the worker's m-th request is due at m periods. */
 static uint64_t due_at(const struct client *client, uint64_t k)
 {
@@ -540,7 +554,7 @@ static void allocate(uint64_t count)
          sxe_ws_client_create(&worker.ws_set, worker.loop, &ws_handlers, &ws_options) < 0)) {
         fprintf(stderr, "sxe-http: worker %u cannot allocate %llu connections\n", worker.index,
                 (unsigned long long)count);
-        _exit(3);
+        worker_exit(3);
     }
     for (unsigned i = 0; worker.burst != NULL && i < config.pipeline; i++) {
         memcpy(worker.burst + i * config.request_max, config.requests, config.request_max);
@@ -586,7 +600,7 @@ static void run(void)
             wait = wake <= now ? 0 : wake - now < wait ? wake - now : wait;
         }
         if (sxe_loop_run_once(worker.loop, wait) < 0) {
-            _exit(3);
+            worker_exit(3);
         }
     }
     worker.results.query_ns = worker.last_response_ns - worker.start_ns;
@@ -621,18 +635,18 @@ void run_worker(unsigned index, uint64_t first, uint64_t count, int up, int down
     while (worker.settled < worker.count) {
         open_more();
         if (sxe_loop_run_once(worker.loop, 100 * SXE_NS_PER_MSEC) < 0) {
-            _exit(3);
+            worker_exit(3);
         }
     }
     worker.results.connect_ns = worker.last_settled_ns > start ? worker.last_settled_ns - start : 0;
     send_message(MESSAGE_CONNECTED, &worker.results, sizeof(worker.results), NULL, 0);
     if (!read_all(down, &go, 1)) {
-        _exit(0); /* the parent gave up: nothing to run */
+        worker_exit(0); /* the parent gave up: nothing to run */
     }
     /* The barrier is passed: every connection of every worker is up. */
     run();
     send_message(MESSAGE_DONE, &worker.results, sizeof(worker.results), NULL, 0);
-    _exit(0);
+    worker_exit(0);
 }
 
 void write_all(int fd, const void *data, size_t len)
@@ -645,7 +659,7 @@ void write_all(int fd, const void *data, size_t len)
             continue;
         }
         if (written <= 0) {
-            _exit(3);
+            worker_exit(3);
         }
         bytes += written;
         len -= (size_t)written;
