@@ -444,6 +444,14 @@ static void test_options_answered_with_what_is_allowed(void **state)
     assert_non_null(strstr(response, "path=/echo query="));
     response = exchange("OPTIONS /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
     assert_memory_equal(response, "HTTP/1.1 404", 12);
+
+    /* The answer is finished: a request behind it on the same connection is answered too. */
+    response = exchange("OPTIONS /post HTTP/1.1\r\nHost: x\r\n\r\n"
+                        "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n",
+                        &closed);
+    const char *second = strstr(response + 1, "HTTP/1.1 200 OK\r\n");
+    assert_non_null(second);
+    assert_non_null(strstr(second, "path=/echo query="));
 }
 
 /* An Upgrade the server does not take is ignored (RFC 9110 §7.8): curl --http2 gets its 200. */

@@ -115,17 +115,23 @@ static struct gather {
     struct timeline_entry *timeline;
     size_t seconds;
     FILE *log;
-    uint64_t start_wall_ms;
 } gather;
 
+/* Opens --latency-log's file before anything is started: a path that cannot be written is a
+ * usage error. */
 static void log_open(void)
 {
-    if (config.latency_log == NULL) {
-        return;
-    }
-    if ((gather.log = fopen(config.latency_log, "w")) == NULL) {
+    if (config.latency_log != NULL && (gather.log = fopen(config.latency_log, "w")) == NULL) {
         fprintf(stderr, "sxe-http: --latency-log %s: %s\n", config.latency_log, strerror(errno));
         exit(2);
+    }
+}
+
+/* Writes the log's head at the barrier: its intervals' times count from now. */
+static void log_start(void)
+{
+    if (gather.log == NULL) {
+        return;
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -336,6 +342,7 @@ int main(int argc, char **argv)
             return 3;
         }
     }
+    log_start();
     for (unsigned i = 0; i < config.workers; i++) {
         write_all(downs[i], "G", 1);
     }

@@ -4,9 +4,10 @@
  * It opens them in batches, reports, and waits at the barrier until every connection of every
  * worker is up. Then, closed loop, each connection keeps DEPTH requests outstanding; with -R, the
  * worker sends on a fixed schedule, the m-th request of the worker due at m / rate seconds after
- * the barrier, on connection m mod count, whether or not earlier answers have come. Latency is
- * timed from when a request was due, so a stalled server cannot hide its stall by slowing the
- * sender (coordinated omission); the time from the actual send is kept beside it.
+ * the barrier, on connection m mod count, whether or not earlier answers have come (what comes
+ * due within a tick goes out at once, early). Latency is timed from when a request was due (or
+ * sent, if earlier), so a stalled server cannot hide its stall by slowing the sender (coordinated
+ * omission); the time from the actual send is kept beside it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
