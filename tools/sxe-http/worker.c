@@ -582,7 +582,9 @@ static void run(void)
     }
     while (worker.ended < worker.count) {
         uint64_t now = sxe_clock_mono_ns();
-        if (config.duration_ns && !worker.stop_sending &&
+        /* With -R the schedule ends the run (send_due): a wake-up a little late must not stop
+         * the last request due before the end from going out. */
+        if (config.duration_ns && config.rate == 0 && !worker.stop_sending &&
             now - worker.start_ns >= config.duration_ns) {
             stop_sending();
         }
