@@ -143,28 +143,39 @@ def wrk_command(port, connections, seconds, extra=(), path="/"):
 
 
 class Server:
-    """A server process pinned to CPU 0, stopped with SIGTERM (then SIGKILL) on exit."""
+    """A server pinned to CPU 0 on a free port, in a process group of its own, checked to be the
+    one listening there; stop() (or leaving a with block) sends SIGTERM, then SIGKILL.
+    command(port) gives its command line; path is what to request of it."""
 
-    def __init__(self, command, port):
-        self.process = subprocess.Popen(["taskset", "-c", "0", *command],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def __init__(self, command, path="/"):
+        self.port = free_port()
+        self.path = path
+        self.process = subprocess.Popen(["taskset", "-c", "0", *command(self.port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
         self.pid = self.process.pid
         try:
-            wait_for_port(port, self.pid)
+            wait_for_port(self.port, self.pid, timeout=10)
         except RuntimeError:
-            self.__exit__()
+            self.stop()
             raise
+
+    def url(self):
+        return f"http://127.0.0.1:{self.port}{self.path}"
+
+    def stop(self):
+        os.killpg(self.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.process.wait()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.stop()
 
 
 def arguments(doc):

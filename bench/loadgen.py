@@ -31,8 +31,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, arguments, free_port, install, parse_wrk, peer_config, tree_cpu_ns, \
-    wait_for_port, wrk_command
+from benchlib import ROOT, Server, arguments, install, parse_wrk, peer_config, tree_cpu_ns, \
+    wrk_command
 
 OHA = ("oha", "1.16.0")
 VEGETA = ("github.com/tsenart/vegeta/v12", "v12.13.0")
@@ -65,34 +65,6 @@ def build_tools():
 def children_cpu_s():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-class Server:
-    """A server on CPU 0 on a free port, checked to be the one listening; stopped on exit."""
-
-    def __init__(self, command, path="/"):
-        self.port = free_port()
-        self.path = path
-        self.process = subprocess.Popen(["taskset", "-c", "0", *command(self.port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
-        self.pid = self.process.pid
-        try:
-            wait_for_port(self.port, self.pid, timeout=10)
-        except RuntimeError:
-            self.stop()
-            raise
-
-    def url(self):
-        return f"http://127.0.0.1:{self.port}{self.path}"
-
-    def stop(self):
-        os.killpg(self.pid, 15)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.pid, 9)
-            self.process.wait()
 
 
 def servers(build, tmp, root):
