@@ -56,7 +56,7 @@ static struct worker {
     uint64_t last_settled_ns;
     uint64_t last_response_ns;
     bool stop_sending; /* duration or count over */
-    char *burst;       /* closed loop, one target: config.pipeline copies of the request */
+    char *burst;       /* one target: config.pipeline copies of the request */
     char *scratch;     /* -U: the requests of one write */
     uint64_t turn;     /* -U: the next target in turn */
     uint64_t random;   /* -U --random: xorshift state */
@@ -93,11 +93,16 @@ static void __attribute__((noreturn)) worker_exit(int status)
     _exit(status);
 }
 
-/* When request k of a client was due: the worker's m-th request is due at m periods. */
+/* -R: when the worker's m-th request is due: m periods after the barrier. */
+static uint64_t due_of(double m)
+{
+    return worker.start_ns + (uint64_t)(m * worker.period_ns);
+}
+
+/* When request k of a client was due: the worker's m-th request goes to client m mod count. */
 static uint64_t due_at(const struct client *client, uint64_t k)
 {
-    double m = (double)k * (double)worker.count + (double)(client - worker.clients);
-    return worker.start_ns + (uint64_t)(m * worker.period_ns);
+    return due_of((double)k * (double)worker.count + (double)(client - worker.clients));
 }
 
 static void send_message(enum message_kind kind, const void *data, size_t len, const void *more,
@@ -109,15 +114,6 @@ static void send_message(enum message_kind kind, const void *data, size_t len, c
     write_all(worker.up, more, more_len);
 }
 
-static uint64_t errors_so_far(void)
-{
-    uint64_t errors = 0;
-    for (unsigned kind = 0; kind < ERR_KINDS; kind++) {
-        errors += worker.results.errors[kind];
-    }
-    return errors;
-}
-
 /* Sends the second being counted (ending at now, the last perhaps shorter), and starts the next. */
 static void send_interval(uint64_t now)
 {
@@ -125,7 +121,7 @@ static void send_interval(uint64_t now)
     struct interval interval = {.index = worker.interval_index,
                                 .ns = now > begin ? now - begin : 0,
                                 .queries = worker.results.queries - worker.interval_queries,
-                                .errors = errors_so_far() - worker.interval_errors,
+                                .errors = results_errors(&worker.results) - worker.interval_errors,
                                 .max = worker.interval.max};
     interval.cell_count = histogram_cells(&worker.interval, worker.cells);
     send_message(MESSAGE_INTERVAL, &interval, sizeof(interval), worker.cells,
@@ -133,7 +129,7 @@ static void send_interval(uint64_t now)
     memset(&worker.interval, 0, sizeof(worker.interval));
     worker.interval_index++;
     worker.interval_queries = worker.results.queries;
-    worker.interval_errors = errors_so_far();
+    worker.interval_errors = results_errors(&worker.results);
 }
 
 /* The next -U target: in turn by weight, or drawn at random by weight. */
@@ -179,7 +175,7 @@ static void send_queries(struct client *client, unsigned count)
         if (worker.burst == NULL) {
             len = 0;
             for (unsigned i = 0; i < count; i++) {
-                uint64_t target = config.targets > 1 ? pick_target() : 0;
+                uint64_t target = pick_target();
                 size_t size = config.offsets[target + 1] - config.offsets[target];
                 memcpy(worker.scratch + len, config.requests + config.offsets[target], size);
                 len += size;
@@ -505,7 +501,7 @@ static void send_due(uint64_t now)
             }
         }
         worker.scheduled++;
-        worker.next_due = worker.start_ns + (uint64_t)((double)worker.scheduled * worker.period_ns);
+        worker.next_due = due_of((double)worker.scheduled);
         if (worker.next_due >= end) {
             total = worker.scheduled;
         }
@@ -545,12 +541,12 @@ static void allocate(uint64_t count)
     worker.rings = calloc(count * worker.ring_mask, sizeof(uint64_t));
     worker.ring_mask--;
     worker.clients = calloc(count, sizeof(*worker.clients));
-    worker.scratch = malloc(config.pipeline * config.request_max);
-    worker.burst = config.targets == 1 ? malloc(config.pipeline * config.request_max) : NULL;
+    /* One target: a burst of copies, written as is; several: each write gathered in scratch. */
+    char **batch = config.targets == 1 ? &worker.burst : &worker.scratch;
+    *batch = config.targets >= 1 ? malloc(config.pipeline * config.request_max) : NULL;
     worker.cells = worker.intervals ? malloc(HISTOGRAM_COUNTS * sizeof(*worker.cells)) : NULL;
-    if (worker.clients == NULL || worker.rings == NULL || worker.scratch == NULL ||
-        (config.targets == 1 && worker.burst == NULL) || (worker.intervals && !worker.cells) ||
-        sxe_loop_create(&worker.loop, &options) < 0 ||
+    if (worker.clients == NULL || worker.rings == NULL || (config.targets >= 1 && *batch == NULL) ||
+        (worker.intervals && !worker.cells) || sxe_loop_create(&worker.loop, &options) < 0 ||
         (config.ws_path != NULL &&
          sxe_ws_client_create(&worker.ws_set, worker.loop, &ws_handlers, &ws_options) < 0)) {
         fprintf(stderr, "sxe-http: worker %u cannot allocate %llu connections\n", worker.index,
@@ -608,7 +604,7 @@ static void run(void)
     }
     worker.results.query_ns = worker.last_response_ns - worker.start_ns;
     if (worker.intervals && (worker.results.queries > worker.interval_queries ||
-                             errors_so_far() > worker.interval_errors)) {
+                             results_errors(&worker.results) > worker.interval_errors)) {
         send_interval(worker.last_response_ns);
     }
 }
