@@ -21,7 +21,6 @@
 #include "sxe/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -29,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "pool.h"
+#include "region.h"
 #include "sys.h"
 
 static struct sxe_log_module pool_log = SXE_LOG_MODULE_INIT(POOL);
@@ -348,13 +347,10 @@ int sxe_pool_create(sxe_pool_t **pool, const struct sxe_pool_options *options)
         return -EINVAL;
     }
     size_t size = sxe_pool_size(options);
-    int sharing = (options->flags & SXE_POOL_SHARED) ? MAP_SHARED : MAP_PRIVATE;
-    void *memory =
-        sxe__sys.mmap(NULL, size, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) {
-        int rc = -errno;
-        SXE_LOG_ERROR("pool %s: cannot map %zu bytes: %s", options->name ? options->name : "", size,
-                      sxe_strerror(rc));
+    int rc;
+    void *memory = sxe__region_map_anonymous("pool", options->name, size,
+                                             (options->flags & SXE_POOL_SHARED) != 0, &rc);
+    if (memory == NULL) {
         return rc;
     }
     *pool = make(memory, options, 0);
@@ -410,67 +406,27 @@ int sxe_pool_attach(sxe_pool_t **pool, const char *path, const struct sxe_pool_o
                     unsigned flags)
 {
     bool create = (flags & SXE_POOL_CREATE) != 0;
-    struct stat status;
-    void *memory = MAP_FAILED;
+    void *memory;
     size_t size;
-    int fd;
     int rc;
 
     if (!SXE_CHECK(pool != NULL && path != NULL && options_are_valid(options) &&
                    (flags & ~SXE_POOL_CREATE) == 0)) {
         return -EINVAL;
     }
-    fd = sxe__sys.open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0600);
-    if (fd < 0) {
-        rc = -errno;
-        SXE_LOG_ERROR("pool file %s: cannot %s it: %s", path, create ? "create" : "open",
-                      sxe_strerror(rc));
+    rc = sxe__region_map_file("pool", path, create, sxe_pool_size(options), sizeof(sxe_pool_t),
+                              &memory, &size);
+    if (rc < 0) {
         return rc;
-    }
-
-    if (create) {
-        size = sxe_pool_size(options);
-        if (sxe__sys.ftruncate(fd, (off_t)size) < 0) {
-            rc = -errno;
-            SXE_LOG_ERROR("pool file %s: cannot size it to %zu bytes: %s", path, size,
-                          sxe_strerror(rc));
-            goto fail;
-        }
-    } else {
-        if (sxe__sys.fstat(fd, &status) < 0) {
-            rc = -errno;
-            SXE_LOG_ERROR("pool file %s: cannot stat it: %s", path, sxe_strerror(rc));
-            goto fail;
-        }
-        size = (size_t)status.st_size;
-        if (size < sizeof(sxe_pool_t)) {
-            SXE_LOG_ERROR("pool file %s is %zu bytes, too small to be a pool", path, size);
-            rc = size == 0 ? -EAGAIN : -EPROTO;
-            goto fail;
-        }
-    }
-
-    memory = sxe__sys.mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (memory == MAP_FAILED) {
-        rc = -errno;
-        SXE_LOG_ERROR("pool file %s: cannot map %zu bytes: %s", path, size, sxe_strerror(rc));
-        goto fail;
     }
     if (create) {
         make(memory, options, SXE_POOL_SHARED);
     } else if ((rc = check_attached(memory, path, size, options)) < 0) {
-        goto fail;
+        sxe__sys.munmap(memory, size);
+        return rc;
     }
-    sxe__sys.close(fd);
     *pool = memory;
     return 0;
-
-fail:
-    if (memory != MAP_FAILED) {
-        sxe__sys.munmap(memory, size);
-    }
-    sxe__sys.close(fd);
-    return rc;
 }
 
 void sxe_pool_detach(sxe_pool_t *pool)

@@ -9,6 +9,7 @@
 #include "sxe/conn.h"
 #include "sxe/error.h"
 #include "sxe/fiber.h"
+#include "sxe/hash.h"
 #include "sxe/http.h"
 #include "sxe/http_client.h"
 #include "sxe/http_parser.h"

@@ -1,0 +1,793 @@
+/*
+ * Hash tables: the hash function, fixed and variable entries checked against a model with the
+ * validator after every change, a full table and a full arena, batched lookups, walks, invalid
+ * use, tables in caller memory and in files (and the system saying no), repair after a process
+ * dies holding a stripe's lock mid-shift, and writers in several processes at once.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "hash_inline.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+static int reset(void **state)
+{
+    (void)state;
+    sxe__sys_reset();
+    sxe_log_set_sink(NULL, NULL);
+    return 0;
+}
+
+struct value {
+    uint64_t a, b;
+};
+
+static sxe_hash_t *make_fixed(uint64_t capacity, unsigned load, unsigned flags)
+{
+    struct sxe_hash_options options = {.name = "fixed",
+                                       .capacity = capacity,
+                                       .key_size = 8,
+                                       .value_size = sizeof(struct value),
+                                       .load_percent = load,
+                                       .seed = 42,
+                                       .flags = flags};
+    sxe_hash_t *hash = NULL;
+
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    return hash;
+}
+
+/* Flipping any one input bit flips about half of the output bits, and the seed matters. */
+static void test_hash_bytes_mixes(void **state)
+{
+    unsigned char data[64];
+    uint64_t flipped_bits = 0, trials = 0;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(data); i++) {
+        data[i] = (unsigned char)(i * 37 + 11);
+    }
+    for (size_t size = 0; size <= sizeof(data); size++) {
+        uint64_t base = sxe_hash_bytes(data, size, 7);
+        assert_int_equal(base, sxe_hash_bytes(data, size, 7));
+        assert_int_not_equal(base, sxe_hash_bytes(data, size, 8));
+        if (size > 0) {
+            assert_int_not_equal(base, sxe_hash_bytes(data, size - 1, 7));
+        }
+        for (size_t bit = 0; bit < size * 8; bit++) {
+            data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+            flipped_bits += (uint64_t)__builtin_popcountll(base ^ sxe_hash_bytes(data, size, 7));
+            data[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+            trials++;
+        }
+    }
+    for (uint64_t word = 1; word < (1ULL << 60); word *= 3) {
+        assert_int_equal(sxe__hash_word(word, 7), sxe_hash_bytes(&word, 8, 7));
+    }
+    double mean = (double)flipped_bits / (double)trials;
+    print_message("a flipped input bit flips %.2f of 64 output bits on average\n", mean);
+    assert_true(mean > 31.0 && mean < 33.0);
+}
+
+static void put_fixed(sxe_hash_t *hash, uint64_t key, uint64_t a, int expected)
+{
+    struct value value = {a, ~a};
+    assert_int_equal(sxe_hash_put(hash, &key, 8, &value, sizeof(value)), expected);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+}
+
+static void test_fixed_entries(void **state)
+{
+    sxe_hash_t *hash = make_fixed(100, 0, 0);
+    struct value got;
+    size_t size = 0;
+    uint64_t key = 5;
+
+    (void)state;
+    assert_null(sxe_hash_find(hash, &key, 8, NULL));
+    assert_int_equal(sxe_hash_get(hash, &key, 8, &got, sizeof(got)), -ENOENT);
+    assert_int_equal(sxe_hash_delete(hash, &key, 8), -ENOENT);
+    put_fixed(hash, 5, 50, 0);
+    put_fixed(hash, 6, 60, 0);
+    put_fixed(hash, 5, 55, 1);
+    const struct value *found = sxe_hash_find(hash, &key, 8, &size);
+    assert_non_null(found);
+    assert_int_equal(size, sizeof(struct value));
+    assert_int_equal(found->a, 55);
+    assert_int_equal(found->b, ~55ULL);
+    assert_int_equal(sxe_hash_get(hash, &key, 8, &got, 8), sizeof(struct value)); /* cut short */
+    assert_int_equal(got.a, 55);
+    assert_int_equal(sxe_hash_count(hash), 2);
+    assert_int_equal(sxe_hash_delete(hash, &key, 8), 0);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    assert_null(sxe_hash_find(hash, &key, 8, NULL));
+    assert_int_equal(sxe_hash_count(hash), 1);
+    sxe_hash_destroy(hash);
+}
+
+/* A table holds exactly its capacity; the next put is refused and counted, and nothing is lost;
+ * a delete makes room again. */
+static void test_full_table_loses_nothing(void **state)
+{
+    sxe_hash_t *hash = make_fixed(64, 95, 0), *locked = make_fixed(2, 0, SXE_HASH_LOCKED);
+    struct sxe_test_capture capture;
+    struct sxe_hash_stats stats;
+
+    (void)state;
+    for (uint64_t key = 0; key < 64; key++) {
+        put_fixed(hash, key, key, 0);
+    }
+    sxe_test_capture_start(&capture);
+    put_fixed(hash, 1000, 1, -ENOBUFS);
+    put_fixed(hash, 1001, 1, -ENOBUFS);
+    sxe_test_capture_stop();
+    assert_int_equal(capture.lines, 1); /* logged once */
+    assert_non_null(strstr(capture.text, "hash fixed is full: 64 entries of 64"));
+    put_fixed(hash, 3, 33, 1); /* a replace needs no room */
+    sxe_hash_stats(hash, &stats);
+    assert_int_equal(stats.count, 64);
+    assert_int_equal(stats.full, 2);
+    for (uint64_t key = 0; key < 64; key++) {
+        const struct value *found = sxe_hash_find(hash, &key, 8, NULL);
+        assert_non_null(found);
+        assert_int_equal(found->a, key == 3 ? 33 : key);
+    }
+    uint64_t key = 10;
+    assert_int_equal(sxe_hash_delete(hash, &key, 8), 0);
+    put_fixed(hash, 1000, 1, 0);
+    sxe_hash_destroy(hash);
+
+    /* A locked table counts its capacity atomically; one put too many is taken back. */
+    put_fixed(locked, 1, 1, 0);
+    put_fixed(locked, 2, 2, 0);
+    sxe_test_capture_start(&capture);
+    put_fixed(locked, 3, 3, -ENOBUFS);
+    sxe_test_capture_stop();
+    assert_int_equal(sxe_hash_count(locked), 2);
+    sxe_hash_destroy(locked);
+}
+
+/*
+ * Random puts and deletes on a small, nearly full table, so chains are long and wrap past the
+ * last slot, checked against an array after every change.
+ */
+static void run_against_model(sxe_hash_t *hash, uint64_t keys, unsigned operations)
+{
+    uint64_t *model = calloc(keys, sizeof(*model)); /* 0: absent, else the value's a */
+    uint64_t present = 0;
+    struct sxe_hash_stats stats;
+
+    sxe_hash_stats(hash, &stats);
+    uint64_t capacity = stats.capacity;
+    srandom(1234);
+    for (unsigned op = 0; op < operations; op++) {
+        uint64_t key = (uint64_t)random() % keys, a = (uint64_t)random() | 1;
+        if (random() % 3 == 0) {
+            int rc = sxe_hash_delete(hash, &key, 8);
+            assert_int_equal(rc, model[key] != 0 ? 0 : -ENOENT);
+            present -= model[key] != 0;
+            model[key] = 0;
+        } else {
+            int expected = model[key] != 0 ? 1 : present < capacity ? 0 : -ENOBUFS;
+            struct value value = {a, ~a};
+            assert_int_equal(sxe_hash_put(hash, &key, 8, &value, sizeof(value)), expected);
+            if (expected >= 0) {
+                present += expected == 0;
+                model[key] = a;
+            }
+        }
+        assert_int_equal(sxe__hash_validate(hash), 0);
+    }
+    for (uint64_t key = 0; key < keys; key++) {
+        const struct value *found = sxe_hash_find(hash, &key, 8, NULL);
+        if (model[key] == 0) {
+            assert_null(found);
+        } else {
+            assert_non_null(found);
+            assert_int_equal(found->a, model[key]);
+        }
+    }
+    assert_int_equal(sxe_hash_count(hash), present);
+    free(model);
+}
+
+static void test_random_operations_against_a_model(void **state)
+{
+    (void)state;
+    sxe_hash_t *hash = make_fixed(40, 95, 0);
+    run_against_model(hash, 60, 20000);
+    sxe_hash_destroy(hash);
+
+    struct sxe_hash_options options = {.name = "striped",
+                                       .capacity = 500,
+                                       .key_size = 8,
+                                       .value_size = sizeof(struct value),
+                                       .stripes = 4,
+                                       .flags = SXE_HASH_LOCKED};
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    run_against_model(hash, 700, 5000);
+    sxe_hash_destroy(hash);
+}
+
+static sxe_hash_t *make_variable(uint64_t capacity, uint64_t arena_bytes)
+{
+    struct sxe_hash_options options = {.name = "words",
+                                       .capacity = capacity,
+                                       .key_size = SXE_HASH_VARIABLE,
+                                       .value_size = SXE_HASH_VARIABLE,
+                                       .arena_bytes = arena_bytes};
+    sxe_hash_t *hash = NULL;
+
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    return hash;
+}
+
+static void put_text(sxe_hash_t *hash, const char *key, const char *value, int expected)
+{
+    assert_int_equal(sxe_hash_put(hash, key, strlen(key), value, strlen(value)), expected);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+}
+
+static void expect_text(sxe_hash_t *hash, const char *key, const char *value)
+{
+    size_t size = 0;
+    const char *found = sxe_hash_find(hash, key, strlen(key), &size);
+    assert_non_null(found);
+    assert_int_equal(size, strlen(value));
+    assert_memory_equal(found, value, size);
+}
+
+static void test_variable_entries(void **state)
+{
+    sxe_hash_t *hash = make_variable(100, 4096);
+    struct sxe_hash_stats stats;
+    char big[5000];
+
+    (void)state;
+    put_text(hash, "apple", "a fruit", 0);
+    put_text(hash, "a", "", 0);
+    put_text(hash, "apple", "a fruit that grows on trees, red or green", 1); /* a larger block */
+    put_text(hash, "apple", "pome", 1);                                      /* a smaller one */
+    put_text(hash, "apple", "pomes", 1);                                     /* the same block */
+    expect_text(hash, "apple", "pomes");
+    expect_text(hash, "a", "");
+    assert_null(sxe_hash_find(hash, "appl", 4, NULL));
+    sxe_hash_stats(hash, &stats);
+    assert_int_equal(stats.arena_used, 16 + 16);
+    assert_int_equal(stats.arena_bytes, 4096);
+
+    /* An entry larger than the arena is refused; nothing changes. */
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    put_text(hash, "big", big, -ENOBUFS);
+    put_text(hash, "apple", big, -ENOBUFS);
+    expect_text(hash, "apple", "pomes");
+
+    /* Fill the arena with 48-byte blocks, then free one and reuse it. */
+    char key[16];
+    int added = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof(key), "k%03d", i);
+        int rc =
+            sxe_hash_put(hash, key, strlen(key), "0123456789012345678901234567890123456789", 40);
+        if (rc == -ENOBUFS) {
+            break;
+        }
+        assert_int_equal(rc, 0);
+        added++;
+    }
+    assert_int_equal(added, (4096 - 32) / 48);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    assert_int_equal(sxe_hash_delete(hash, "k007", 4), 0);
+    put_text(hash, "k999", "0123456789012345678901234567890123456789", 0);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    sxe_hash_destroy(hash);
+}
+
+static void test_find_many(void **state)
+{
+    sxe_hash_t *hash = make_fixed(1000, 0, 0);
+    uint64_t keys[100];
+    const void *key_pointers[100], *values[100];
+    size_t sizes[100];
+
+    (void)state;
+    for (uint64_t i = 0; i < 100; i++) {
+        keys[i] = i * 7;
+        key_pointers[i] = &keys[i];
+        if (i % 3 != 0) {
+            put_fixed(hash, keys[i], i, 0);
+        }
+    }
+    assert_int_equal(sxe_hash_find_many(hash, 100, key_pointers, NULL, values, sizes), 66);
+    for (uint64_t i = 0; i < 100; i++) {
+        if (i % 3 == 0) {
+            assert_null(values[i]);
+            assert_int_equal(sizes[i], 0);
+        } else {
+            assert_non_null(values[i]);
+            assert_int_equal(((const struct value *)values[i])->a, i);
+            assert_int_equal(sizes[i], sizeof(struct value));
+        }
+    }
+    sxe_hash_destroy(hash);
+
+    hash = make_variable(10, 1024);
+    const char *words[] = {"cat", "dog", "emu"};
+    size_t word_sizes[] = {3, 3, 3};
+    put_text(hash, "dog", "barks", 0);
+    assert_int_equal(
+        sxe_hash_find_many(hash, 3, (const void *const *)words, word_sizes, values, NULL), 1);
+    assert_null(values[0]);
+    assert_memory_equal(values[1], "barks", 5);
+    assert_null(values[2]);
+    sxe_hash_destroy(hash);
+}
+
+static void test_next_walks_every_entry(void **state)
+{
+    sxe_hash_t *hash = make_fixed(50, 0, 0);
+    uint64_t cursor = 0, seen = 0, sum = 0;
+    const void *key, *value;
+    size_t key_size, value_size;
+
+    (void)state;
+    for (uint64_t key_number = 1; key_number <= 50; key_number++) {
+        put_fixed(hash, key_number, key_number * 2, 0);
+    }
+    while (sxe_hash_next(hash, &cursor, &key, &key_size, &value, &value_size) == 1) {
+        uint64_t k;
+        memcpy(&k, key, 8);
+        assert_int_equal(key_size, 8);
+        assert_int_equal(value_size, sizeof(struct value));
+        assert_int_equal(((const struct value *)value)->a, k * 2);
+        seen |= 1ULL << (k - 1);
+        sum += k;
+    }
+    assert_int_equal(seen, (1ULL << 50) - 1);
+    assert_int_equal(sum, 50 * 51 / 2);
+    assert_int_equal(sxe_hash_next(hash, &cursor, &key, &key_size, &value, NULL), 0);
+    sxe_hash_destroy(hash);
+}
+
+#ifdef SXE_DEBUG
+static void put_with_wrong_key_size(void *arg)
+{
+    uint64_t key = 1;
+    struct value value = {0, 0};
+    int rc = sxe_hash_put(arg, &key, 4, &value, sizeof(value));
+    (void)rc;
+}
+#endif
+
+static void test_invalid_use(void **state)
+{
+    struct sxe_hash_options options = {.name = "bad", .capacity = 10, .key_size = 8};
+    sxe_hash_t *hash = make_fixed(10, 0, 0);
+    uint64_t key = 1;
+
+    (void)state;
+    assert_int_equal(sxe_hash_size(NULL), 0);
+    options.load_percent = 99;
+    assert_int_equal(sxe_hash_size(&options), 0);
+    options.load_percent = 0;
+    options.key_size = 0;
+    assert_int_equal(sxe_hash_size(&options), 0);
+    options.key_size = SXE_HASH_VARIABLE; /* variable needs an arena */
+    assert_int_equal(sxe_hash_size(&options), 0);
+    options.key_size = 8;
+    options.stripes = 3;
+    options.flags = SXE_HASH_LOCKED;
+    assert_int_equal(sxe_hash_size(&options), 0);
+    options.stripes = 4;
+    assert_int_not_equal(sxe_hash_size(&options), 0);
+#ifdef SXE_DEBUG
+    static const char *const expected[] = {"sxe_hash_put", NULL};
+    sxe_test_expect_abort(put_with_wrong_key_size, hash, expected);
+#else
+    struct value value = {0, 0};
+    assert_int_equal(sxe_hash_put(hash, &key, 4, &value, sizeof(value)), -EINVAL);
+    assert_int_equal(sxe_hash_put(hash, &key, 8, &value, 4), -EINVAL);
+    assert_int_equal(sxe_hash_get(hash, &key, 9, &value, sizeof(value)), -EINVAL);
+    assert_null(sxe_hash_find(hash, &key, 2, NULL));
+    assert_int_equal(sxe_hash_delete(hash, &key, 0), -EINVAL);
+#endif
+    (void)key;
+    sxe_hash_destroy(make_fixed(1, 0, 0));
+    sxe_hash_destroy(hash);
+}
+
+/* A table in the caller's memory, which need not be zeroed. */
+static void test_init_in_caller_memory(void **state)
+{
+    struct sxe_hash_options options = {
+        .name = "mine", .capacity = 30, .key_size = 8, .value_size = sizeof(struct value)};
+    size_t size = sxe_hash_size(&options);
+    void *memory = aligned_alloc(64, size);
+    sxe_hash_t *hash = NULL;
+
+    (void)state;
+    memset(memory, 0xa5, size);
+#ifndef SXE_DEBUG /* a short or misaligned buffer is a programmer error: debug builds assert */
+    assert_int_equal(sxe_hash_init(&hash, memory, size - 64, &options), -EINVAL);
+    assert_int_equal(sxe_hash_init(&hash, (char *)memory + 8, size, &options), -EINVAL);
+#endif
+    assert_int_equal(sxe_hash_init(&hash, memory, size, &options), 0);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    run_against_model(hash, 40, 2000);
+    sxe_hash_fini(hash);
+    free(memory);
+}
+
+static char *temp_path(const char *tag)
+{
+    static char path[128];
+    snprintf(path, sizeof(path), "/dev/shm/sxe-test-hash-%d-%s", (int)getpid(), tag);
+    unlink(path);
+    return path;
+}
+
+/* A file keeps the table across detach and attach; a file of another shape or kind is refused;
+ * and each system call that can fail is made to. */
+static void test_attach_file(void **state)
+{
+    struct sxe_hash_options options = {.name = "filed",
+                                       .capacity = 100,
+                                       .key_size = 8,
+                                       .value_size = sizeof(struct value),
+                                       .stripes = 2};
+    struct sxe_test_capture capture;
+    sxe_hash_t *hash = NULL, *again = NULL;
+    char *path = temp_path("attach");
+    unsigned fds = sxe_test_open_fds();
+    uint64_t key = 9;
+
+    (void)state;
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, SXE_HASH_CREATE), 0);
+    put_fixed(hash, 9, 90, 0);
+    assert_int_equal(sxe_hash_attach(&again, path, &options, 0), 0); /* a second mapping */
+    assert_int_equal(((const struct value *)sxe_hash_find(again, &key, 8, NULL))->a, 90);
+    sxe_hash_detach(again);
+    sxe_hash_detach(hash);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, 0), 0);
+    assert_int_equal(((const struct value *)sxe_hash_find(hash, &key, 8, NULL))->a, 90);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    sxe_hash_detach(hash);
+
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, SXE_HASH_CREATE), -EEXIST);
+    options.capacity = 101;
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, 0), -EMSGSIZE);
+    options.capacity = 100;
+    assert_int_equal(truncate(path, 4096), 0);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, 0), -EMSGSIZE);
+    FILE *file = fopen(path, "w");
+    for (int i = 0; i < 100; i++) {
+        fputs("not a hash table, but long enough to look like the header of one\n", file);
+    }
+    fclose(file);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, 0), -EPROTO);
+    assert_int_equal(truncate(path, 0), 0);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, 0), -EAGAIN);
+    unlink(path);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, 0), -ENOENT);
+    sxe__sys_fail(SXE_SYS_ftruncate, 1, 1, ENOSPC);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, SXE_HASH_CREATE), -ENOSPC);
+    unlink(path);
+    sxe__sys_fail(SXE_SYS_mmap, 1, 1, ENOMEM);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, SXE_HASH_CREATE), -ENOMEM);
+    unlink(path);
+    sxe__sys_fail(SXE_SYS_mmap, 1, 1, ENOMEM);
+    assert_int_equal(sxe_hash_create(&hash, &options), -ENOMEM);
+    /* A file of the right size whose creator has not finished it. */
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, SXE_HASH_CREATE), 0);
+    sxe__sys_fail(SXE_SYS_fstat, 1, 1, EIO);
+    assert_int_equal(sxe_hash_attach(&again, path, &options, 0), -EIO);
+    hash->magic = 0;
+    sxe_hash_detach(hash);
+    assert_int_equal(sxe_hash_attach(&hash, path, &options, 0), -EAGAIN);
+    unlink(path);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "cannot size it"));
+    assert_non_null(strstr(capture.text, "hash filed: cannot map"));
+    assert_non_null(strstr(capture.text, "is not an sxe hash table"));
+    assert_non_null(strstr(capture.text, "cannot stat it: Input/output error"));
+    assert_non_null(strstr(capture.text, "is still being made by its creator"));
+    sxe_hash_detach(NULL);
+    sxe_hash_destroy(NULL);
+    sxe_hash_fini(NULL);
+    assert_int_equal(sxe_test_open_fds(), fds);
+}
+
+static uint64_t tag_of_slot(sxe_hash_t *hash, uint64_t index)
+{
+    uint64_t tag;
+    memcpy(&tag, sxe__hash_slots(hash, 0) + index * hash->slot_size, 8);
+    return tag;
+}
+
+static void set_tag_of_slot(sxe_hash_t *hash, uint64_t index, uint64_t tag)
+{
+    memcpy(sxe__hash_slots(hash, 0) + index * hash->slot_size, &tag, 8);
+}
+
+/* Breaks the table as findings expect, checks the validator names it, then repairs it. */
+static void expect_invalid_then_repair(sxe_hash_t *hash, const char *finding, uint64_t entries)
+{
+    struct sxe_test_capture capture;
+
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe__hash_validate(hash), -EUCLEAN);
+    sxe__hash_repair(hash, 0);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, finding));
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    assert_int_equal(sxe_hash_count(hash), entries);
+}
+
+/* The validator finds each kind of damage, and the repair undoes it. */
+static void test_validate_finds_damage_and_repair_mends_it(void **state)
+{
+    sxe_hash_t *hash = make_fixed(30, 95, 0);
+    uint64_t slots = hash->slots_per_stripe, displaced = UINT64_MAX, empty = UINT64_MAX;
+
+    (void)state;
+    for (uint64_t key = 0; key < 30; key++) {
+        put_fixed(hash, key, key, 0);
+    }
+    for (uint64_t i = 0; i < slots; i++) {
+        uint64_t tag = tag_of_slot(hash, i);
+        if (tag == 0 && empty == UINT64_MAX) {
+            empty = i;
+        } else if (tag != 0 && displaced == UINT64_MAX && sxe__hash_home(hash, tag) != i &&
+                   tag_of_slot(hash, (i + slots - 1) % slots) != 0) {
+            displaced = i;
+        }
+    }
+    assert_true(displaced != UINT64_MAX && empty != UINT64_MAX);
+
+    set_tag_of_slot(hash, displaced, tag_of_slot(hash, displaced) ^ 2);
+    expect_invalid_then_repair(hash, "its tag is not its key's hash", 29);
+
+    struct sxe_test_capture capture;
+    hash->entries++;
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe__hash_validate(hash), -EUCLEAN);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "the table's count differs from its entries"));
+    hash->entries--;
+    sxe__hash_stripe(hash, 0)->count++;
+    hash->entries++;
+    expect_invalid_then_repair(hash, "the stripe's count differs from its entries", 29);
+
+    /* A second copy of an entry in the empty slot ending its chain. */
+    for (uint64_t i = 0; i < slots; i++) {
+        uint64_t tag = tag_of_slot(hash, i), next = (i + 1) % slots;
+        if (tag != 0 && tag_of_slot(hash, next) == 0) {
+            memcpy(sxe__hash_slots(hash, 0) + next * hash->slot_size,
+                   sxe__hash_slots(hash, 0) + i * hash->slot_size, hash->slot_size);
+            break;
+        }
+    }
+    sxe__hash_stripe(hash, 0)->count++;
+    hash->entries++;
+    expect_invalid_then_repair(hash, "its key is also in an earlier slot", 29);
+
+    /* A gap: the slot before a displaced entry, emptied. */
+    for (uint64_t i = 0; i < slots; i++) {
+        uint64_t tag = tag_of_slot(hash, i), before = (i + slots - 1) % slots;
+        if (tag != 0 && sxe__hash_home(hash, tag) != i && tag_of_slot(hash, before) != 0) {
+            set_tag_of_slot(hash, before, 0);
+            break;
+        }
+    }
+    expect_invalid_then_repair(hash, "its chain has a gap before it", 28);
+    sxe_hash_destroy(hash);
+}
+
+/* A variable-size stripe's repair rebuilds its free lists from the live records. */
+static void test_repair_rebuilds_the_arena(void **state)
+{
+    sxe_hash_t *hash = make_variable(50, 4096);
+    struct sxe_hash_stats before, after;
+    char key[16];
+
+    (void)state;
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "key%d", i);
+        put_text(hash, key, i % 2 ? "an odd value, longer than sixteen bytes" : "even", 0);
+    }
+    for (int i = 0; i < 40; i += 3) {
+        snprintf(key, sizeof(key), "key%d", i);
+        assert_int_equal(sxe_hash_delete(hash, key, strlen(key)), 0);
+    }
+    /* A record pointed past the arena is found, and its entry dropped by the repair. */
+    unsigned char *slots = sxe__hash_slots(hash, 0);
+    uint64_t i = 0;
+    while (tag_of_slot(hash, i) == 0) {
+        i++;
+    }
+    uint64_t saved_offset;
+    memcpy(&saved_offset, slots + i * hash->slot_size + 8, 8);
+    uint64_t bad_offset = 1ULL << 40;
+    memcpy(slots + i * hash->slot_size + 8, &bad_offset, 8);
+    assert_int_equal(sxe__hash_validate(hash), -EUCLEAN);
+    memcpy(slots + i * hash->slot_size + 8, &saved_offset, 8);
+
+    sxe_hash_stats(hash, &before);
+    memset(sxe__hash_stripe(hash, 0)->free_heads, 0, sizeof(sxe__hash_stripe(hash, 0)->free_heads));
+    sxe__hash_repair(hash, 0);
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    sxe_hash_stats(hash, &after);
+    assert_int_equal(after.arena_used, before.arena_used);
+    assert_int_equal(after.recoveries, 1);
+    /* The freed blocks are found again: the arena takes as many new records as before. */
+    int added = 0;
+    for (int n = 100; n < 200; n++) {
+        snprintf(key, sizeof(key), "key%d", n);
+        if (sxe_hash_put(hash, key, strlen(key), "an odd value, longer than sixteen bytes", 39) <
+            0) {
+            break;
+        }
+        added++;
+    }
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    assert_true(added >= 14);
+    assert_int_equal(sxe_hash_count(hash), 40 - 14 + (uint64_t)added);
+    sxe_hash_destroy(hash);
+}
+
+/* Copies slot from into slot to of stripe 0, as a shift cut short by a death leaves it. */
+static void copy_slot(sxe_hash_t *hash, uint64_t from, uint64_t to)
+{
+    unsigned char *slots = sxe__hash_slots(hash, 0);
+    memcpy(slots + to * hash->slot_size, slots + from * hash->slot_size, hash->slot_size);
+}
+
+static void die_mid_shift(sxe_hash_t *hash, uint64_t occupied, uint64_t empty)
+{
+    sxe__hash_lock(hash, 0);
+    copy_slot(hash, occupied, empty); /* a second copy of a key */
+    unsigned char *slots = sxe__hash_slots(hash, 0);
+    slots[occupied * hash->slot_size + 8] ^= 0xff; /* a torn body under its old tag */
+    raise(SIGKILL);
+}
+
+/* A process killed holding a stripe's lock, mid-change: the next locker repairs the stripe. */
+static void test_repair_after_death_holding_a_lock(void **state)
+{
+    struct sxe_hash_options options = {.name = "shared",
+                                       .capacity = 20,
+                                       .key_size = 8,
+                                       .value_size = sizeof(struct value),
+                                       .stripes = 1,
+                                       .flags = SXE_HASH_SHARED};
+    struct sxe_test_capture capture;
+    sxe_hash_t *hash = NULL;
+    uint64_t occupied = UINT64_MAX, empty = UINT64_MAX, torn_key = 0;
+    int status;
+
+    (void)state;
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    for (uint64_t key = 1; key <= 12; key++) {
+        put_fixed(hash, key, key, 0);
+    }
+    unsigned char *slots = sxe__hash_slots(hash, 0);
+    for (uint64_t i = 0; i < hash->slots_per_stripe; i++) {
+        uint64_t tag;
+        memcpy(&tag, slots + i * hash->slot_size, 8);
+        if (tag == 0 && empty == UINT64_MAX) {
+            empty = i;
+        } else if (tag != 0 && occupied == UINT64_MAX) {
+            occupied = i;
+            memcpy(&torn_key, slots + i * hash->slot_size + 8, 8);
+        }
+    }
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        die_mid_shift(hash, occupied, empty);
+    }
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    sxe_test_capture_start(&capture);
+    uint64_t new_key = 100;
+    struct value new_value = {100, ~100ULL};
+    assert_int_equal(sxe_hash_put(hash, &new_key, 8, &new_value, sizeof(new_value)), 0);
+    sxe_test_capture_stop();
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    assert_non_null(strstr(capture.text, "a process died holding stripe 0's lock"));
+    assert_non_null(strstr(capture.text, "was torn by the death; dropped"));
+    struct sxe_hash_stats stats;
+    sxe_hash_stats(hash, &stats);
+    assert_int_equal(stats.recoveries, 1);
+    /* The torn slot is gone; the copy of it is the one that stays, whole. */
+    assert_int_equal(sxe_hash_count(hash), 13);
+    for (uint64_t key = 1; key <= 12; key++) {
+        const struct value *found = sxe_hash_find(hash, &key, 8, NULL);
+        assert_non_null(found);
+        assert_int_equal(found->a, key);
+    }
+    (void)torn_key;
+    sxe_hash_destroy(hash);
+}
+
+/* Four processes put and delete their own keys in one shared, striped table at once. */
+static void test_writers_in_several_processes(void **state)
+{
+    struct sxe_hash_options options = {.name = "race",
+                                       .capacity = 4000,
+                                       .key_size = 8,
+                                       .value_size = sizeof(struct value),
+                                       .stripes = 8,
+                                       .flags = SXE_HASH_SHARED};
+    sxe_hash_t *hash = NULL;
+    pid_t children[4];
+    int status;
+
+    (void)state;
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    for (unsigned c = 0; c < 4; c++) {
+        children[c] = fork();
+        assert_true(children[c] >= 0);
+        if (children[c] == 0) {
+            for (unsigned round = 0; round < 20; round++) {
+                for (uint64_t i = 0; i < 500; i++) {
+                    uint64_t key = c * 1000 + i;
+                    struct value value = {round, key};
+                    if (sxe_hash_put(hash, &key, 8, &value, sizeof(value)) < 0 ||
+                        (round % 2 == 1 && i % 2 == 0 && sxe_hash_delete(hash, &key, 8) != 0)) {
+                        _exit(1);
+                    }
+                }
+            }
+            _exit(0);
+        }
+    }
+    for (unsigned c = 0; c < 4; c++) {
+        assert_int_equal(waitpid(children[c], &status, 0), children[c]);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    assert_int_equal(sxe__hash_validate(hash), 0);
+    assert_int_equal(sxe_hash_count(hash), 4 * 250); /* the last round deleted the even keys */
+    for (uint64_t c = 0; c < 4; c++) {
+        for (uint64_t i = 1; i < 500; i += 2) {
+            uint64_t key = c * 1000 + i;
+            struct value got;
+            assert_int_equal(sxe_hash_get(hash, &key, 8, &got, sizeof(got)), sizeof(got));
+            assert_int_equal(got.a, 19);
+            assert_int_equal(got.b, key);
+        }
+    }
+    sxe_hash_destroy(hash);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_hash_bytes_mixes, reset),
+        cmocka_unit_test_teardown(test_fixed_entries, reset),
+        cmocka_unit_test_teardown(test_full_table_loses_nothing, reset),
+        cmocka_unit_test_teardown(test_random_operations_against_a_model, reset),
+        cmocka_unit_test_teardown(test_variable_entries, reset),
+        cmocka_unit_test_teardown(test_find_many, reset),
+        cmocka_unit_test_teardown(test_next_walks_every_entry, reset),
+        cmocka_unit_test_teardown(test_invalid_use, reset),
+        cmocka_unit_test_teardown(test_init_in_caller_memory, reset),
+        cmocka_unit_test_teardown(test_attach_file, reset),
+        cmocka_unit_test_teardown(test_validate_finds_damage_and_repair_mends_it, reset),
+        cmocka_unit_test_teardown(test_repair_rebuilds_the_arena, reset),
+        cmocka_unit_test_teardown(test_repair_after_death_holding_a_lock, reset),
+        cmocka_unit_test_teardown(test_writers_in_several_processes, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
