@@ -1,11 +1,15 @@
 """Shared fixtures for the system tests: they drive the real built programs."""
+import fcntl
 import os
 import pathlib
 import resource
+import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -13,6 +17,24 @@ import pytest
 # HdrHistogram's Python reader (hdrh), which scripts/test installs under build/python: it is not
 # packaged by Debian. Imported normally by the tests that need it: missing, they fail.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "build" / "python"))
+
+
+def _in_ci():
+    """Whether this runs under CI: the environment variable CI set, and not to 0 or false."""
+    value = os.environ.get("CI", "")
+    return value not in ("", "0") and value.lower() != "false"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI a skipped test fails: a skip there would be a test that never ran, with nobody
+    told. A test that needs something of the machine checks for it and fails, saying what."""
+    report = (yield).get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and _in_ci():
+        where = report.longrepr
+        reason = where[2] if isinstance(where, tuple) else where
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI, which must run every test ({reason})"
 
 
 @pytest.fixture(scope="session")
@@ -39,17 +61,65 @@ def run(build_dir):
     return _run
 
 
+def wait_until(predicate, timeout=5.0, what="the condition", interval=0.01):
+    """Polls predicate() until it returns something true, and returns that. The last call
+    starts once timeout seconds have passed (a slow one may end well after); if it is false
+    too, the test fails, naming what it waited for. What a test waits for, it polls for: a
+    fixed sleep is too short on a loaded machine and wastes time on an idle one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = time.monotonic() >= deadline
+        result = predicate()
+        if result:
+            return result
+        assert not last, f"waited {timeout} s for {what}"
+        time.sleep(interval)
+
+
 def wait_for_port(port, process, what="the server"):
     """Waits (5 s at most) until port accepts connections, failing if process has exited."""
-    deadline = time.monotonic() + 5
-    while True:
+    def accepts():
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            return True
         except ConnectionRefusedError:
             assert process.poll() is None, f"{what} exited: {process.returncode}"
-            assert time.monotonic() < deadline, f"{what} did not start"
-            time.sleep(0.02)
+            return False
+
+    wait_until(accepts, 5, f"{what} to start", interval=0.02)
+
+
+def _proc_net_tcp():
+    """The IPv4 TCP sockets of this network namespace: (local, remote, state, rx_queue) each,
+    the addresses as /proc/net/tcp writes them."""
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            yield fields[1], fields[2], fields[3], int(fields[4].split(":")[1], 16)
+
+
+def _as_in_proc(address):
+    host, port = address[:2]
+    return "%08X:%04X" % (struct.unpack("=I", socket.inet_aton(host))[0], port)
+
+
+def unread_by_peer(sock):
+    """How many of the bytes sock has sent over loopback the program at the other end has not
+    read yet: those its kernel has not acknowledged (SIOCOUTQ) and those waiting in its socket
+    (rx_queue in /proc/net/tcp). A test waits for 0 to know the server has read what it sent."""
+    unacknowledged = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+    local, remote = _as_in_proc(sock.getpeername()), _as_in_proc(sock.getsockname())
+    for entry in _proc_net_tcp():
+        if entry[:2] == (local, remote):
+            return unacknowledged + entry[3]
+    raise AssertionError(f"no socket of the server's side for {sock.getsockname()}")
+
+
+def listening_sockets(port):
+    """How many sockets listen on 127.0.0.1:port or on every address (several with SO_REUSEPORT)."""
+    ends = {_as_in_proc(("127.0.0.1", port)), _as_in_proc(("0.0.0.0", port))}
+    return sum(1 for local, _, state, _ in _proc_net_tcp() if state == "0A" and local in ends)
 
 
 def read_reply(sock):
@@ -105,3 +175,37 @@ def hello(build_dir):
 def ws_echo(build_dir):
     """examples/ws-echo on a free loopback port."""
     yield from _example_server(build_dir, "ws-echo", lambda port: f"127.0.0.1:{port}")
+
+
+@pytest.fixture
+def browsers(tmp_path):
+    """Opens headless Chromium sessions, each with a fresh profile, and quits them after."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is missing: install python3-selenium (Debian) for /usr/bin/python3")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.fail("Chromium is missing: install chromium and chromium-driver (Debian)")
+    opened = []
+
+    def open_browser():
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=800,600",
+                         f"--user-data-dir={tmp_path / f'profile-{len(opened)}'}"):
+            options.add_argument(argument)
+        browser = webdriver.Chrome(service=Service(driver), options=options)
+        browser.set_page_load_timeout(10)
+        opened.append(browser)
+        return browser
+
+    yield open_browser
+    for browser in opened:
+        try:
+            browser.quit()
+        except Exception:  # pylint: disable=broad-except
+            pass  # quit already, by the test

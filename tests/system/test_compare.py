@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from conftest import wait_until
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -97,7 +99,9 @@ def test_interrupted_compare_stops_what_it_started(build_dir):
     while not running(re.escape(floor)):
         assert time.monotonic() < deadline and compare.poll() is None, "the server never started"
         time.sleep(0.05)
-    time.sleep(0.5)  # wrk is running now
+    # Interrupted mid-measurement: once wrk runs.
+    wait_until(lambda: running("^wrk -t1 ") or compare.poll() is not None, 30, "wrk to start")
+    assert compare.poll() is None, compare.communicate()[1]
     compare.send_signal(signal.SIGTERM)
     _, err = compare.communicate(timeout=30)
     assert compare.returncode == 130, err

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import read_reply
+from conftest import read_reply, unread_by_peer, wait_until
 
 REPLY = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nHello World\n"
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -71,7 +71,7 @@ def test_hello_serves_keep_alive_and_pipelined_requests(server):
         sock.sendall(REQUEST * 16)
         assert receive_exactly(sock, 16 * len(REPLY)) == REPLY * 16
         sock.sendall(REQUEST[:7])  # a partial request waits for the rest
-        time.sleep(0.05)
+        wait_until(lambda: unread_by_peer(sock) == 0, what="hello to read the partial request")
         sock.sendall(REQUEST[7:])
         assert receive_exactly(sock, len(REPLY)) == REPLY
     assert stop(process) == 0

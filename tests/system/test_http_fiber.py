@@ -6,7 +6,7 @@ import socket
 import subprocess
 import time
 
-from conftest import wait_for_port
+from conftest import unread_by_peer, wait_for_port, wait_until
 
 
 def free_port():
@@ -48,7 +48,7 @@ def test_a_waiting_handler_does_not_hold_up_others(build_dir):
     try:
         slow = socket.create_connection(("127.0.0.1", port))
         slow.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        time.sleep(0.05)
+        wait_until(lambda: unread_by_peer(slow) == 0, what="the slow request to be read")
         fast_started = time.monotonic()
         others = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
         for sock in others:

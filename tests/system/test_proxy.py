@@ -74,7 +74,7 @@ class Upstream:
                         pass
                     return
                 digest = hashlib.sha256() if "/digest" in target else None
-                if "wait=" in target:
+                if "wait=" in target:  # the sleep is the test: an upstream slow to read
                     time.sleep(float(target.partition("wait=")[2]))
                 body, data = self._body(conn, data, named, digest)
                 if digest is not None:
@@ -339,7 +339,8 @@ def test_large_answers_stream_to_a_slow_reader_in_bounded_memory(proxy, upstream
             data += sock.recv(65536)
         head, _, body = data.partition(b"\r\n\r\n")
         received, digest, chunked = bytearray(body), hashlib.sha256(), b"chunked" in head
-        time.sleep(0.5)  # a reader that stalls: the upstream must be held back, not buffered
+        # The sleep is the test: a reader that stalls; the upstream must be held back, not buffered.
+        time.sleep(0.5)
         peak = rss_kb(server.process.pid)
         while True:
             chunk = sock.recv(1 << 20)
@@ -391,7 +392,8 @@ def test_request_bodies_of_any_size_stream_to_a_slow_upstream_in_bounded_memory(
                      .encode())
         sender = threading.Thread(target=send_body, args=(sock, size, chunked))
         sender.start()
-        time.sleep(0.4)  # the upstream reads nothing yet: the client must be held back
+        # The sleep is the test: the upstream reads nothing for 0.5 s; the client must be held back.
+        time.sleep(0.4)
         peak = rss_kb(server.process.pid)
         sender.join(timeout=60)
         assert not sender.is_alive()

@@ -5,10 +5,10 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 
 import pytest
 
+from conftest import listening_sockets, wait_until
 
 REQUEST_END = b"\r\n\r\n"
 
@@ -282,7 +282,7 @@ def test_one_hundred_thousand_connections(sxe_http, build_dir):
     servers = subprocess.Popen([str(build_dir / "examples" / "hello"), str(port), "6"],
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        time.sleep(0.5)
+        wait_until(lambda: listening_sockets(port) == 6, what="the six servers to listen")
         result = sxe_http("-i", "127.0.0.1", "-p", port, "-n", 1, "-c", 100000, "--json",
                           timeout=300)
         data = report(result)

@@ -67,7 +67,8 @@ class LoopServer:
         server.close()
 
     def pause(self):
-        time.sleep(self.stall)  # nothing in the loop runs meanwhile: not a read, not a write
+        # The sleep is the test: a stalled server, nothing in its loop runs, not a read or a write.
+        time.sleep(self.stall)
         self.loop.call_later(1 - self.stall, self.pause)
 
     def close(self):
@@ -285,7 +286,7 @@ class LateServer(FakeServer):
         self.listener.listen(1)  # nothing connects before this: the test has not started sxe-http
 
     def accept(self):
-        time.sleep(1.5)
+        time.sleep(1.5)  # the sleep is the test: past the kernel's fixed 1 s SYN retransmission
         super().accept()
 
 

@@ -3,12 +3,15 @@ escapes, pipelining, slow clients, many connections, logs, start-up errors and a
 import email.utils
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import time
 
 import pytest
+
+from conftest import wait_until
 
 
 def free_port():
@@ -363,7 +366,7 @@ def test_sxe_http_pipelined_against_large_files(httpd, root, build_dir):
 
 
 def test_slow_client_gets_408_and_does_not_hurt_others(build_dir, root):
-    server = Httpd(build_dir, root)
+    server = Httpd(build_dir, root, "--header-timeout", "3")
     try:
         slow = socket.create_connection(("127.0.0.1", server.port))
         slow.sendall(b"GET /hello.txt HTTP/1.1\r\n")
@@ -371,17 +374,17 @@ def test_slow_client_gets_408_and_does_not_hurt_others(build_dir, root):
         # Others are served meanwhile, promptly.
         for _ in range(20):
             assert get(server.port, "/hello.txt")[2] == b"Hello World\n"
-        assert time.monotonic() - started < 5
-        # Trickle bytes: they do not extend the 10 s the head has.
-        slow.settimeout(15)
-        data = b""
+        assert time.monotonic() - started < 1.5
+        # Trickle bytes: they do not extend the 3 s the head has. Had the last piece (at 1 s
+        # after the others at most) started the 3 s again, the 408 would come at 4 s or later.
+        slow.settimeout(10)
         for piece in (b"Ho", b"st", b": x"):
             slow.sendall(piece)
-            time.sleep(1)
+            time.sleep(0.5)  # the sleep is the test: a client that trickles its head
         data = slow.recv(4096)
         elapsed = time.monotonic() - started
         assert data.startswith(b"HTTP/1.1 408 Request Timeout"), data
-        assert 9 < elapsed < 14
+        assert 2.8 < elapsed < 3.8, elapsed
         slow.close()
     finally:
         assert server.stop() == 0
@@ -424,14 +427,26 @@ def test_access_log_is_off_by_default(httpd, root):
     assert server.process.stdout.read() == b""
 
 
-def test_graceful_stop_lets_a_response_finish(httpd):
+def test_graceful_stop_lets_a_response_finish(httpd, root):
+    """The stop comes while a response is under way: more of it than the sockets' buffers hold
+    is still to send (the client's receive buffer is small), and all of it arrives."""
+    big = os.urandom(16 << 20)
+    (root / "big.bin").write_bytes(big)
     server = httpd()
-    sock = socket.create_connection(("127.0.0.1", server.port))
-    sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.2)
-    assert server.stop() == 0
-    assert b"Hello World\n" in sock.recv(4096)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.connect(("127.0.0.1", server.port))
+    sock.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert select.select([sock], [], [], 5)[0], "the response did not begin"
+    server.process.send_signal(signal.SIGTERM)
+    sock.settimeout(10)
+    reply = bytearray()
+    while chunk := sock.recv(1 << 20):
+        reply += chunk
     sock.close()
+    assert reply.startswith(b"HTTP/1.1 200 OK\r\n"), bytes(reply[:200])
+    assert reply.endswith(b"\r\n\r\n" + big), len(reply)
+    assert server.process.wait(timeout=10) == 0
 
 
 def test_start_up_errors(build_dir, root, tmp_path):
@@ -488,16 +503,20 @@ def test_a_full_table_is_explained_in_the_programs_words(httpd):
 
 
 def test_cached_files_follow_changes_within_a_second(httpd, root):
-    server = httpd()
+    server = httpd("--workers", "1")  # one cache: each request asks the one that has the file
     assert get(server.port, "/hello.txt")[2] == b"Hello World\n"
     (root / "hello.txt").write_bytes(b"Changed file\n")
     os.utime(root / "hello.txt", (time.time() + 5, time.time() + 5))
-    time.sleep(1.1)
-    status, headers, body = get(server.port, "/hello.txt")
+
+    def changed():
+        reply = get(server.port, "/hello.txt")
+        return reply if reply[2] != b"Hello World\n" else None
+
+    # The cache checks a file at most once a second: the change is served within 1.1 s.
+    status, headers, body = wait_until(changed, 1.1, "the changed file", interval=0.05)
     assert body == b"Changed file\n" and headers["content-length"] == "13"
     (root / "hello.txt").unlink()
-    time.sleep(1.1)
-    assert get(server.port, "/hello.txt")[0] == 404
+    wait_until(lambda: get(server.port, "/hello.txt")[0] == 404, 1.1, "the 404", interval=0.05)
     big = root / "big.bin"
     big.write_bytes(os.urandom(200000))  # past what is kept in memory: sent with sendfile
     assert get(server.port, "/big.bin")[2] == big.read_bytes()
@@ -513,17 +532,19 @@ def test_a_file_replaced_mid_response_is_sent_whole(httpd, root, name, size, cou
     until its last response is done."""
     old, new = os.urandom(size), os.urandom(size // 2)
     (root / name).write_bytes(old)
-    server = httpd()
+    server = httpd("--workers", "1")  # one cache: each request asks the one that has the file
     # More than the sockets' buffers hold, so that some waits in the server's queue meanwhile.
     with socket.create_connection(("127.0.0.1", server.port)) as slow:
         slow.sendall(f"GET /{name} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * count)
-        time.sleep(0.3)  # the server has queued what the socket would not take
+        # The first response is under way (read nothing of it: the rest queues in the server).
+        assert select.select([slow], [], [], 5)[0], "the first response did not begin"
         replacement = root / (name + ".new")
         replacement.write_bytes(new)
         os.utime(replacement, (time.time() + 5, time.time() + 5))
         os.rename(replacement, root / name)
-        time.sleep(1.1)  # the cache checks a file at most once a second
-        assert get(server.port, f"/{name}")[2] == new
+        # The cache checks a file at most once a second: the new file is served within 1.1 s.
+        wait_until(lambda: get(server.port, f"/{name}")[2] == new, 1.1, "the new file",
+                   interval=0.05)
         slow.settimeout(10)
         rest, bodies = b"", []
         for _ in range(count):

@@ -250,7 +250,7 @@ class RawClient:
         then the rest size bytes at a time."""
         for i in range(min(head, len(data))):
             self.sock.sendall(data[i:i + 1])
-            time.sleep(pause)
+            time.sleep(pause)  # the sleep is the test: a client whose bytes come apart
         for i in range(head, len(data), size):
             self.sock.sendall(data[i:i + size])
 
@@ -651,7 +651,7 @@ def test_message_split_across_reads_at_every_offset(server):
     with server.connect() as ws:
         for cut in range(1, len(data)):
             ws.send(data[:cut])
-            time.sleep(0.002)
+            time.sleep(0.002)  # the sleep is the test: the two writes come apart
             ws.send(data[cut:])
             ws.expect_echo(TEXT, b"x" * 130)
             ws.expect_echo(BINARY, b"y" * 7)
@@ -927,7 +927,7 @@ def test_fragments_in_separate_writes(server, opcode):
     with server.connect() as ws:
         for i, part in enumerate(split(payload, 25)):
             ws.send_frame(opcode if i == 0 else CONT, part, fin=i == 3)
-            time.sleep(0.02)
+            time.sleep(0.02)  # the sleep is the test: fragments that come apart
         ws.expect_echo(opcode, payload)
         ws.finish()
 
@@ -1120,7 +1120,7 @@ def test_utf8_fails_fast_at_the_first_invalid_fragment(server, first, second):
     invalid arrives, without waiting for the rest of the message (never sent here)."""
     with server.connect() as ws:
         ws.send(frame(TEXT, first, fin=False))
-        time.sleep(0.05)
+        time.sleep(0.05)  # the sleep is the test: fragments that come apart
         ws.send(frame(CONT, second, fin=False))
         ws.expect_close(1007)
 
@@ -1139,7 +1139,7 @@ def test_utf8_invalid_in_chops_of_one_frame(server, parts):
     with server.connect() as ws:
         for piece in (data[:cut1], data[cut1:cut2], data[cut2:]):
             ws.send_quietly(piece)
-            time.sleep(0.05)
+            time.sleep(0.05)  # the sleep is the test: chops that come apart
         ws.expect_close(1007)
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import wait_for_port
+from conftest import wait_for_port, wait_until
 from test_sxe_httpd import Httpd, free_port, get, root  # noqa: F401 (root is a fixture)
 
 
@@ -37,14 +37,31 @@ def children(pid, count=None):
         time.sleep(0.02)
 
 
-def report(server):
-    """Asks for the SIGUSR1 report, stops the server, and returns its lines as dicts by worker."""
+REPORT_LINE = re.compile(r"worker (\d+) pid (\d+)[^:]*: (.*)")
+
+
+def report(server, count=2):
+    """Asks for the SIGUSR1 report, waits for its line from each of count workers, stops the
+    server, and returns the lines as dicts by worker."""
+    stderr = server.process.stderr.fileno()
+    seen = bytearray()
+
+    def every_line():
+        try:
+            while chunk := os.read(stderr, 65536):
+                seen.extend(chunk)
+        except BlockingIOError:
+            pass
+        return len(REPORT_LINE.findall(seen.decode(errors="replace"))) >= count
+
+    os.set_blocking(stderr, False)
     server.process.send_signal(signal.SIGUSR1)
-    time.sleep(0.3)
+    wait_until(every_line, 5, f"the SIGUSR1 report of {count} workers")
+    os.set_blocking(stderr, True)
     assert server.stop() == 0
-    log = server.process.stderr.read().decode()
+    log = (bytes(seen) + server.process.stderr.read()).decode()
     workers = {}
-    for match in re.finditer(r"worker (\d+) pid (\d+)[^:]*: (.*)", log):
+    for match in REPORT_LINE.finditer(log):
         fields = match.group(3).split()
         workers[int(match.group(1))] = {fields[i]: int(fields[i + 1])
                                         for i in range(0, len(fields), 2)}
@@ -185,7 +202,7 @@ def test_file_cache_under_worker_threads(build_dir, root, cache):  # noqa: F811
                 versions[f"/f{i}.txt"].append(body)
                 (root / f"f{i}.txt.new").write_bytes(body)
                 os.rename(root / f"f{i}.txt.new", root / f"f{i}.txt")
-            time.sleep(0.3)
+            time.sleep(0.3)  # the sleep is the test: the changes are spread over the clients' run
         for thread in threads:
             thread.join()
         workers, log = report(server)

@@ -4,7 +4,6 @@ announced."""
 import asyncio
 import http.client
 import pathlib
-import shutil
 import signal
 import socket
 import subprocess
@@ -45,40 +44,6 @@ def chat(build_dir):
         if process.poll() is None:
             process.kill()
             process.wait()
-
-
-@pytest.fixture
-def browsers(tmp_path):
-    """Opens headless Chromium sessions, each with a fresh profile, and quits them after."""
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.fail("selenium is missing: install python3-selenium (Debian) for /usr/bin/python3")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if chromium is None or driver is None:
-        pytest.fail("Chromium is missing: install chromium and chromium-driver (Debian)")
-    opened = []
-
-    def open_browser():
-        options = webdriver.ChromeOptions()
-        options.binary_location = chromium
-        for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=800,600",
-                         f"--user-data-dir={tmp_path / f'profile-{len(opened)}'}"):
-            options.add_argument(argument)
-        browser = webdriver.Chrome(service=Service(driver), options=options)
-        browser.set_page_load_timeout(WAIT)
-        opened.append(browser)
-        return browser
-
-    yield open_browser
-    for browser in opened:
-        try:
-            browser.quit()
-        except Exception:  # pylint: disable=broad-except
-            pass  # quit already, by the test
 
 
 def wait_until(browser, condition, what):

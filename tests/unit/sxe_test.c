@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,6 +99,17 @@ void sxe_test_skip_on_uring(const char *why)
         print_message("skipped on io_uring: %s\n", why);
         skip();
     }
+}
+
+void sxe_test_skip_or_fail_in_ci(const char *why)
+{
+    const char *ci = getenv("CI");
+
+    if (ci != NULL && ci[0] != '\0' && strcmp(ci, "0") != 0 && strcasecmp(ci, "false") != 0) {
+        fail_msg("CI must run every test, and this machine cannot run this one: %s", why);
+    }
+    print_message("skipped: %s\n", why);
+    skip();
 }
 
 int sxe_test_client(int port)

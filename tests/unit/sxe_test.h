@@ -47,6 +47,14 @@ unsigned sxe_test_open_fds(void);
 /* Skips the test on io_uring, printing why: it drives the epoll path's system calls. */
 void sxe_test_skip_on_uring(const char *why);
 
+/*
+ * For a test this machine cannot run (why says what it lacks: too few CPUs, a low open-file
+ * limit, no io_uring). It skips the test, printing why; under CI (the environment variable CI set
+ * and not "0" or "false", as .ci/run sets it) it fails it instead, because a skip there would be a
+ * test that never ran with nobody told.
+ */
+void sxe_test_skip_or_fail_in_ci(const char *why);
+
 /* A blocking TCP client connected to 127.0.0.1:port (the test fails if it cannot connect). */
 int sxe_test_client(int port);
 

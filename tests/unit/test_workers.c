@@ -329,7 +329,7 @@ static void test_cpu_steering(void **state)
 
     (void)state;
     if (sxe_workers_cpus() < 2) {
-        skip(); /* GCOVR_EXCL_LINE: CI has two */
+        sxe_test_skip_or_fail_in_ci("fewer than 2 CPUs"); /* GCOVR_EXCL_LINE: CI has two */
     }
     server_start(&server,
                  &(struct sxe_workers_options){.count = 2, .spread = SXE_SPREAD_REUSEPORT_CPU});

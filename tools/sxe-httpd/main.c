@@ -46,7 +46,8 @@ static struct {
     enum sxe_workers_kind kind;
     enum sxe_workers_spread spread;
     unsigned listen_flags;
-    unsigned idle_timeout; /* seconds; 0: the module's 60 */
+    unsigned header_timeout; /* seconds; 0: the module's 10 */
+    unsigned idle_timeout;   /* seconds; 0: the module's 60 */
     int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
     struct proxy_options proxy;
     uint64_t proxy_max_body; /* bytes; 0: no limit */
@@ -464,6 +465,8 @@ static void usage(FILE *out)
             "  --defer-accept        wake a worker only once a request's bytes have come\n"
             "  --evict-idle          when the table is full, close the oldest idle connection\n"
             "                        to make room, instead of refusing the new one\n"
+            "  --header-timeout SECS answer 408 to a request whose head and body have not\n"
+            "                        all come in this long (10)\n"
             "  --idle-timeout SECS   close a kept-alive connection idle this long (60)\n"
             "  --proxy PREFIX=HOST:PORT[,HOST:PORT...]\n"
             "                        forward requests whose path starts with PREFIX to\n"
@@ -538,6 +541,7 @@ static void parse_options(int argc, char **argv)
                                             {"fastopen", no_argument, NULL, 'F'},
                                             {"defer-accept", no_argument, NULL, 'D'},
                                             {"evict-idle", no_argument, NULL, 'E'},
+                                            {"header-timeout", required_argument, NULL, 'H'},
                                             {"idle-timeout", required_argument, NULL, 'I'},
                                             {"proxy", required_argument, NULL, 'P'},
                                             {"balance", required_argument, NULL, 'B'},
@@ -600,6 +604,9 @@ static void parse_options(int argc, char **argv)
             break;
         case 'E':
             config.listen_flags |= SXE_LISTEN_EVICT_IDLE;
+            break;
+        case 'H':
+            config.header_timeout = (unsigned)number(optarg, 1, 86400, "--header-timeout");
             break;
         case 'I':
             config.idle_timeout = (unsigned)number(optarg, 1, 86400, "--idle-timeout");
@@ -691,6 +698,7 @@ int main(int argc, char **argv)
         .worker_kind = config.kind,
         .spread = config.spread,
         .listen_flags = config.listen_flags,
+        .header_timeout = (uint64_t)config.header_timeout * SXE_NS_PER_SEC,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
      * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
