@@ -499,8 +499,12 @@ const void *sxe_hash_find(sxe_hash_t *hash, const void *key, size_t key_size, si
  * buffers, and the lines fetched for a key are still in L1 when it is probed. A power of two. */
 #define FIND_AHEAD 32
 
+/* values and value_sizes are restrict: the answers written through them never alias the table's
+ * header, so its fields stay in registers through the loop instead of being read again after
+ * every answer. */
 size_t sxe_hash_find_many(sxe_hash_t *hash, size_t count, const void *const *keys,
-                          const size_t *key_sizes, const void **values, size_t *value_sizes)
+                          const size_t *key_sizes, const void **restrict values,
+                          size_t *restrict value_sizes)
 {
     if (!SXE_CHECK(hash != NULL && ((keys != NULL && values != NULL) || count == 0) &&
                    (key_sizes != NULL || hash->key_size != SXE_HASH_VARIABLE))) {
