@@ -86,6 +86,7 @@ struct io_uring_params;
       (addr, len, prot, flags, fd, offset), mmap)                                                  \
     X(madvise, int, (void *addr, size_t len, int advice), (addr, len, advice), madvise)            \
     X(mprotect, int, (void *addr, size_t len, int prot), (addr, len, prot), mprotect)              \
+    X(msync, int, (void *addr, size_t len, int flags), (addr, len, flags), msync)                  \
     X(munmap, int, (void *addr, size_t len), (addr, len), munmap)                                  \
     X(open, int, (const char *path, int flags, mode_t mode), (path, flags, mode), sys_open)        \
     X(poll, int, (struct pollfd * fds, nfds_t count, int timeout), (fds, count, timeout), poll)    \

@@ -16,6 +16,7 @@
 #include "sxe/json.h"
 #include "sxe/log.h"
 #include "sxe/loop.h"
+#include "sxe/map.h"
 #include "sxe/pool.h"
 #include "sxe/random.h"
 #include "sxe/timer.h"

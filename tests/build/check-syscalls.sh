@@ -6,7 +6,7 @@
 set -euo pipefail
 
 # Thin libc wrappers of system calls the library could be tempted to call.
-syscalls='accept|accept4|bind|chdir|clock_gettime|close|connect|dup|dup2|dup3|epoll_create|epoll_create1|epoll_ctl|epoll_pwait|epoll_pwait2|epoll_wait|eventfd|fcntl|fork|fstat|fstatat|ftruncate|getpeername|getpid|getrandom|getsockname|getsockopt|gettid|gettimeofday|ioctl|kill|listen|lseek|madvise|memfd_create|mmap|mmap64|mprotect|munmap|open|open64|openat|openat64|pipe|pipe2|poll|pread|pread64|pwrite|pwrite64|read|readv|recv|recvfrom|recvmmsg|recvmsg|sched_getaffinity|send|sendfile|sendfile64|sendmmsg|sendmsg|sendto|setsockopt|shm_open|shm_unlink|shutdown|sigaction|sigaltstack|signalfd|socket|socketpair|stat|syscall|time|timerfd_create|timerfd_settime|unlink|wait|waitpid|write|writev'
+syscalls='accept|accept4|bind|chdir|clock_gettime|close|connect|dup|dup2|dup3|epoll_create|epoll_create1|epoll_ctl|epoll_pwait|epoll_pwait2|epoll_wait|eventfd|fcntl|fork|fstat|fstatat|ftruncate|getpeername|getpid|getrandom|getsockname|getsockopt|gettid|gettimeofday|ioctl|kill|listen|lseek|madvise|memfd_create|mmap|mmap64|mprotect|msync|munmap|open|open64|openat|openat64|pipe|pipe2|poll|pread|pread64|pwrite|pwrite64|read|readv|recv|recvfrom|recvmmsg|recvmsg|sched_getaffinity|send|sendfile|sendfile64|sendmmsg|sendmsg|sendto|setsockopt|shm_open|shm_unlink|shutdown|sigaction|sigaltstack|signalfd|socket|socketpair|stat|syscall|time|timerfd_create|timerfd_settime|unlink|wait|waitpid|write|writev'
 
 IFS=';' read -r -a objects <<<"$1"
 bad=0

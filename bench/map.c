@@ -1,0 +1,670 @@
+/*
+ * sxe_map point reads against LMDB's, on the same keys, and what a writer costs the readers.
+ *
+ * Both stores get the same N keys (8 bytes, big-endian 0..N-1, so LMDB can bulk-load them in
+ * order with MDB_APPEND) and 24-byte values. Then:
+ *   1. random point reads of the same key sequence, a read snapshot (an sxe_map reader, an LMDB
+ *      read transaction) held for each batch of reads: sxe_map_find() one key at a time,
+ *      sxe_map_find_many() (the ratio line), mdb_get();
+ *   2. the reader's latency per lookup, measured over batches of 64 lookups (batch time / 64),
+ *      while the map is idle, while a writer process commits 1% updates back to back, and idle
+ *      again (the updates leave new versions further from their home slots: docs/map.md); the
+ *      writer's time to apply and publish each update (write_begin, sxe_map_put_many() of 256
+ *      keys at a time, commit) and to publish it alone (commit);
+ *   3. the peak RSS.
+ * The reader runs on CPU 0 and the writer on CPU 1.
+ *
+ * Usage: map [-n keys] [-r reads] [-b reads per snapshot] [-s seconds per latency phase]
+ *            [-u update percent] [-L sxe_map's load percent]
+ */
+#define _GNU_SOURCE /* sched_setaffinity */
+#include <errno.h>
+#include <lmdb.h>
+#include <stdbool.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sxe/sxe.h>
+
+#define LATENCY_BATCH   64
+#define LATENCY_SAMPLES (1u << 22)
+#define WRITER_SAMPLES  4096
+#define PUT_CHUNK       256
+
+struct config {
+    uint64_t keys;
+    uint64_t reads;
+    uint64_t snapshot_reads;
+    double seconds;
+    double update_percent;
+    unsigned load_percent; /* sxe_map's; 0: its default */
+};
+
+struct value {
+    uint64_t number, check, spare;
+};
+
+/* What the writer process reports back, in memory shared with it. */
+struct writer_report {
+    uint64_t stop;
+    uint64_t batches;
+    uint64_t failures;
+    uint64_t apply_ns[WRITER_SAMPLES];
+    uint64_t begin_ns[WRITER_SAMPLES];
+    uint64_t publish_ns[WRITER_SAMPLES];
+};
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "map: %s: %s\n", what, rc < 0 ? sxe_strerror(rc) : mdb_strerror(rc));
+    exit(1);
+}
+
+static uint64_t random_next(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1dULL;
+}
+
+/* Key i: big-endian, so memcmp order (LMDB's) is numeric order. */
+static uint64_t key_of(uint64_t i)
+{
+    return __builtin_bswap64(i);
+}
+
+static struct value value_of(uint64_t i, uint64_t version)
+{
+    return (struct value){i, i ^ 0x5555555555555555ULL, version};
+}
+
+static void pin_to_cpu(int cpu)
+{
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+        fprintf(stderr, "map: cannot pin to CPU %d: %s (running unpinned)\n", cpu, strerror(errno));
+    }
+}
+
+static double seconds_since(uint64_t start_ns)
+{
+    return (double)(sxe_clock_mono_ns() - start_ns) / 1e9;
+}
+
+static sxe_map_t *load_map(const struct config *config, unsigned flags, double *seconds)
+{
+    struct sxe_map_options options = {.name = "bench",
+                                      .capacity = config->keys,
+                                      .key_size = 8,
+                                      .value_size = sizeof(struct value),
+                                      .load_percent = config->load_percent,
+                                      .seed = 0x1234567,
+                                      .flags = flags};
+    sxe_map_t *map;
+    int rc;
+
+    if ((rc = sxe_map_create(&map, &options)) < 0) {
+        die("sxe_map_create", rc);
+    }
+    uint64_t start = sxe_clock_mono_ns();
+    if ((rc = sxe_map_write_begin(map)) < 0) {
+        die("sxe_map_write_begin", rc);
+    }
+    for (uint64_t i = 0; i < config->keys; i++) {
+        uint64_t key = key_of(i);
+        struct value value = value_of(i, 0);
+        if ((rc = sxe_map_put(map, &key, sizeof(key), &value, sizeof(value))) != 0) {
+            die("sxe_map_put", rc);
+        }
+    }
+    if ((rc = sxe_map_commit(map)) < 0) {
+        die("sxe_map_commit", rc);
+    }
+    *seconds = seconds_since(start);
+    return map;
+}
+
+static MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi,
+                          double *seconds)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    int rc;
+
+    if ((rc = mdb_env_create(&env)) != 0 ||
+        (rc = mdb_env_set_mapsize(env, config->keys * 128 + (64u << 20))) != 0 ||
+        (rc = mdb_env_open(env, dir, MDB_NOSYNC | MDB_WRITEMAP, 0600)) != 0) {
+        die("mdb_env_open", rc);
+    }
+    uint64_t start = sxe_clock_mono_ns();
+    if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 || (rc = mdb_dbi_open(txn, NULL, 0, dbi))) {
+        die("mdb_txn_begin", rc);
+    }
+    for (uint64_t i = 0; i < config->keys; i++) {
+        uint64_t key = key_of(i);
+        struct value value = value_of(i, 0);
+        MDB_val key_val = {sizeof(key), &key}, data_val = {sizeof(value), &value};
+        if ((rc = mdb_put(txn, *dbi, &key_val, &data_val, MDB_APPEND)) != 0) {
+            die("mdb_put", rc);
+        }
+    }
+    if ((rc = mdb_txn_commit(txn)) != 0) {
+        die("mdb_txn_commit", rc);
+    }
+    *seconds = seconds_since(start);
+    return env;
+}
+
+/* Random reads with sxe_map_find(), one key at a time. @return lookups/s. */
+static double read_map_one_by_one(sxe_map_t *map, const struct config *config)
+{
+    struct sxe_map_reader reader;
+    uint64_t state = 88172645463325252ULL, found = 0, sum = 0;
+    uint64_t start = sxe_clock_mono_ns();
+
+    for (uint64_t done = 0; done < config->reads;) {
+        if (sxe_map_read_begin(map, &reader) < 0) {
+            die("sxe_map_read_begin", -ENOBUFS);
+        }
+        for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads; i++, done++) {
+            uint64_t index = random_next(&state) % config->keys;
+            uint64_t key = key_of(index);
+            const struct value *value = sxe_map_find(&reader, &key, sizeof(key), NULL);
+            if (value != NULL) {
+                found++;
+                sum += value->number;
+            }
+        }
+        sxe_map_read_end(&reader);
+    }
+    double rate = (double)config->reads / seconds_since(start);
+    if (found != config->reads || sum == 0) {
+        fprintf(stderr, "map: sxe_map_find found %llu of %llu\n", (unsigned long long)found,
+                (unsigned long long)config->reads);
+        exit(1);
+    }
+    return rate;
+}
+
+/* Looks up count random keys with one sxe_map_find_many(). @return how many it found. */
+static size_t find_random(const struct sxe_map_reader *reader, uint64_t keys_in_map,
+                          uint64_t *state, size_t count)
+{
+    uint64_t keys[LATENCY_BATCH];
+    const void *key_pointers[LATENCY_BATCH];
+    const void *values[LATENCY_BATCH];
+
+    for (size_t i = 0; i < count; i++) {
+        keys[i] = key_of(random_next(state) % keys_in_map);
+        key_pointers[i] = &keys[i];
+    }
+    return sxe_map_find_many(reader, count, key_pointers, NULL, values, NULL);
+}
+
+/* Random reads with sxe_map_find_many(), 64 keys a call. @return lookups/s. */
+static double read_map_batched(sxe_map_t *map, const struct config *config)
+{
+    struct sxe_map_reader reader;
+    uint64_t state = 88172645463325252ULL, found = 0;
+    uint64_t start = sxe_clock_mono_ns();
+
+    for (uint64_t done = 0; done < config->reads;) {
+        if (sxe_map_read_begin(map, &reader) < 0) {
+            die("sxe_map_read_begin", -ENOBUFS);
+        }
+        for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads;) {
+            uint64_t left = config->reads - done;
+            size_t count = left < LATENCY_BATCH ? (size_t)left : LATENCY_BATCH;
+            found += find_random(&reader, config->keys, &state, count);
+            i += count;
+            done += count;
+        }
+        sxe_map_read_end(&reader);
+    }
+    double rate = (double)config->reads / seconds_since(start);
+    if (found != config->reads) {
+        fprintf(stderr, "map: sxe_map_find_many found %llu of %llu\n", (unsigned long long)found,
+                (unsigned long long)config->reads);
+        exit(1);
+    }
+    return rate;
+}
+
+/* Random reads with mdb_get(), one read transaction per snapshot batch. @return lookups/s. */
+static double read_lmdb(MDB_env *env, MDB_dbi dbi, const struct config *config)
+{
+    uint64_t state = 88172645463325252ULL, found = 0, sum = 0;
+    MDB_txn *txn;
+    int rc;
+
+    if ((rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) != 0) {
+        die("mdb_txn_begin", rc);
+    }
+    mdb_txn_reset(txn);
+    uint64_t start = sxe_clock_mono_ns();
+    for (uint64_t done = 0; done < config->reads;) {
+        if ((rc = mdb_txn_renew(txn)) != 0) {
+            die("mdb_txn_renew", rc);
+        }
+        for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads; i++, done++) {
+            uint64_t key = key_of(random_next(&state) % config->keys);
+            MDB_val key_val = {sizeof(key), &key}, data_val;
+            if (mdb_get(txn, dbi, &key_val, &data_val) == 0) {
+                found++;
+                sum += ((const struct value *)data_val.mv_data)->number;
+            }
+        }
+        mdb_txn_reset(txn);
+    }
+    double rate = (double)config->reads / seconds_since(start);
+    mdb_txn_abort(txn);
+    if (found != config->reads || sum == 0) {
+        fprintf(stderr, "map: mdb_get found %llu of %llu\n", (unsigned long long)found,
+                (unsigned long long)config->reads);
+        exit(1);
+    }
+    return rate;
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The value at fraction of the sorted samples. */
+static uint64_t percentile(uint64_t *samples, uint64_t count, double fraction)
+{
+    if (count == 0) {
+        return 0;
+    }
+    uint64_t at = (uint64_t)(fraction * (double)(count - 1));
+    return samples[at];
+}
+
+/*
+ * Per-lookup latency for seconds: batches of 64 random lookups, each timed and divided by 64;
+ * every 16th batch also ends and begins the snapshot, inside its timing. Prints p50/p99/p99.9.
+ */
+static void measure_latency(sxe_map_t *map, const struct config *config, const char *label,
+                            uint64_t *samples)
+{
+    struct sxe_map_reader reader;
+    uint64_t state = 0x9e3779b97f4a7c15ULL, count = 0;
+    uint64_t end = sxe_clock_mono_ns() + (uint64_t)(config->seconds * 1e9);
+
+    if (sxe_map_read_begin(map, &reader) < 0) {
+        die("sxe_map_read_begin", -ENOBUFS);
+    }
+    while (count < LATENCY_SAMPLES) {
+        uint64_t start = sxe_clock_mono_ns();
+        if (count % 16 == 15) {
+            sxe_map_read_end(&reader);
+            if (sxe_map_read_begin(map, &reader) < 0) {
+                die("sxe_map_read_begin", -ENOBUFS);
+            }
+        }
+        size_t found = find_random(&reader, config->keys, &state, LATENCY_BATCH);
+        uint64_t stop = sxe_clock_mono_ns();
+        if (found != LATENCY_BATCH) {
+            fprintf(stderr, "map: a lookup missed under %s\n", label);
+            exit(1);
+        }
+        samples[count++] = (stop - start) / LATENCY_BATCH;
+        if (stop >= end) {
+            break;
+        }
+    }
+    sxe_map_read_end(&reader);
+    qsort(samples, count, sizeof(*samples), compare_u64);
+    printf("latency %-25s p50 %4llu ns  p99 %4llu ns  p99.9 %5llu ns  (%llu batches of %d)\n",
+           label, (unsigned long long)percentile(samples, count, 0.50),
+           (unsigned long long)percentile(samples, count, 0.99),
+           (unsigned long long)percentile(samples, count, 0.999), (unsigned long long)count,
+           LATENCY_BATCH);
+}
+
+/* Puts count random keys, with the version in their values, with one sxe_map_put_many(). */
+static int put_random(sxe_map_t *map, uint64_t keys_in_map, uint64_t *state, uint64_t version,
+                      size_t count)
+{
+    uint64_t keys[PUT_CHUNK];
+    struct value values[PUT_CHUNK];
+    const void *key_pointers[PUT_CHUNK];
+    const void *value_pointers[PUT_CHUNK];
+    size_t done;
+
+    for (size_t i = 0; i < count; i++) {
+        uint64_t index = random_next(state) % keys_in_map;
+        keys[i] = key_of(index);
+        values[i] = value_of(index, version);
+        key_pointers[i] = &keys[i];
+        value_pointers[i] = &values[i];
+    }
+    return sxe_map_put_many(map, count, key_pointers, NULL, value_pointers, NULL, &done);
+}
+
+/* The writer process: 1% updates, back to back, each timed, until told to stop. */
+static void run_writer(sxe_map_t *map, const struct config *config, struct writer_report *report)
+{
+    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    uint64_t state = 0x2545f4914f6cdd1dULL;
+
+    pin_to_cpu(1);
+    while (!__atomic_load_n(&report->stop, __ATOMIC_RELAXED)) {
+        uint64_t start = sxe_clock_mono_ns();
+        int rc = sxe_map_write_begin(map);
+        uint64_t begun = sxe_clock_mono_ns();
+        uint64_t version = sxe_map_version(map) + 1;
+        for (uint64_t i = 0; i < updates && rc >= 0; i += PUT_CHUNK) {
+            rc = put_random(map, config->keys, &state, version,
+                            updates - i < PUT_CHUNK ? (size_t)(updates - i) : PUT_CHUNK);
+        }
+        if (rc < 0) {
+            sxe_map_abort(map); /* -ENOBUFS: old versions wait for a reader; go again */
+            report->failures++;
+            continue;
+        }
+        uint64_t publish = sxe_clock_mono_ns();
+        if (sxe_map_commit(map) < 0) {
+            _exit(2);
+        }
+        uint64_t stop = sxe_clock_mono_ns();
+        uint64_t at = report->batches % WRITER_SAMPLES;
+        report->apply_ns[at] = stop - start;
+        report->begin_ns[at] = begun - start;
+        report->publish_ns[at] = stop - publish;
+        __atomic_store_n(&report->batches, report->batches + 1, __ATOMIC_RELEASE);
+    }
+    _exit(0);
+}
+
+static void report_writer(struct writer_report *report, const struct config *config)
+{
+    uint64_t count = report->batches < WRITER_SAMPLES ? report->batches : WRITER_SAMPLES;
+    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+
+    qsort(report->apply_ns, count, sizeof(uint64_t), compare_u64);
+    qsort(report->begin_ns, count, sizeof(uint64_t), compare_u64);
+    qsort(report->publish_ns, count, sizeof(uint64_t), compare_u64);
+    printf(
+        "writer: %llu commits of %llu puts (%.3g%%), %llu retried for lack of old-version room\n",
+        (unsigned long long)report->batches, (unsigned long long)updates, config->update_percent,
+        (unsigned long long)report->failures);
+    printf("update applied and published (begin -> commit): median %.3f ms, p99 %.3f ms, max "
+           "%.3f ms\n",
+           (double)percentile(report->apply_ns, count, 0.5) / 1e6,
+           (double)percentile(report->apply_ns, count, 0.99) / 1e6,
+           (double)percentile(report->apply_ns, count, 1.0) / 1e6);
+    printf("of which write_begin (reclaiming the previous update's old versions): median %.3f ms\n",
+           (double)percentile(report->begin_ns, count, 0.5) / 1e6);
+    printf("publish alone (commit): median %.3f us, max %.3f us\n",
+           (double)percentile(report->publish_ns, count, 0.5) / 1e3,
+           (double)percentile(report->publish_ns, count, 1.0) / 1e3);
+}
+
+static void latency_phases(sxe_map_t *map, const struct config *config)
+{
+    uint64_t *samples = malloc(LATENCY_SAMPLES * sizeof(uint64_t));
+    struct writer_report *report =
+        mmap(NULL, sizeof(*report), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int status;
+
+    if (samples == NULL || report == MAP_FAILED) {
+        die("no memory for samples", -ENOMEM);
+    }
+    memset(report, 0, sizeof(*report));
+    measure_latency(map, config, "idle:", samples);
+    pid_t writer = fork();
+    if (writer < 0) {
+        die("fork", -errno);
+    }
+    if (writer == 0) {
+        run_writer(map, config, report);
+    }
+    /* Let the writer get going before the reader measures. */
+    while (__atomic_load_n(&report->batches, __ATOMIC_ACQUIRE) == 0) {
+        usleep(1000);
+    }
+    measure_latency(map, config, "under a 1% writer:", samples);
+    __atomic_store_n(&report->stop, 1, __ATOMIC_RELAXED);
+    waitpid(writer, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "map: the writer failed (status 0x%x)\n", status);
+        exit(1);
+    }
+    report_writer(report, config);
+    /* The same reads on the table as the updates left it: what changed is its layout. */
+    measure_latency(map, config, "idle, after the updates:", samples);
+    free(samples);
+    munmap(report, sizeof(*report));
+}
+
+static void parse(int argc, char **argv, struct config *config)
+{
+    int option;
+
+    while ((option = getopt(argc, argv, "n:r:b:s:u:L:")) != -1) {
+        switch (option) {
+        case 'n':
+            config->keys = strtoull(optarg, NULL, 10);
+            break;
+        case 'r':
+            config->reads = strtoull(optarg, NULL, 10);
+            break;
+        case 'b':
+            config->snapshot_reads = strtoull(optarg, NULL, 10);
+            break;
+        case 's':
+            config->seconds = strtod(optarg, NULL);
+            break;
+        case 'u':
+            config->update_percent = strtod(optarg, NULL);
+            break;
+        case 'L':
+            config->load_percent = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        default:
+            fprintf(stderr,
+                    "usage: map [-n keys] [-r reads] [-b reads per snapshot] "
+                    "[-s seconds per latency phase] [-u update percent] [-L load percent]\n");
+            exit(2);
+        }
+    }
+    if (config->reads == 0) {
+        config->reads = config->keys;
+    }
+    if (config->keys == 0 || config->snapshot_reads == 0) {
+        fprintf(stderr, "map: -n and -b must be positive\n");
+        exit(2);
+    }
+}
+
+/* Removes LMDB's two files and its directory. */
+static void remove_lmdb(const char *dir)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/lock.mdb", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The first line of a sysfs file, or "?". */
+static const char *sysfs_line(const char *path, char *line, size_t size)
+{
+    FILE *file = fopen(path, "r");
+
+    snprintf(line, size, "?");
+    if (file != NULL) {
+        if (fgets(line, (int)size, file) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+        }
+        fclose(file);
+    }
+    return line;
+}
+
+static void print_config(const struct config *config, const char *dir)
+{
+    char anonymous[128], shmem[128];
+
+    printf("config: %llu keys of 8 bytes, values of 24; %llu random reads in snapshots of %llu; "
+           "latency per lookup over batches of %d, %.1f s idle and %.1f s under a writer "
+           "process committing %.3g%% updates; reader on CPU 0, writer on CPU 1; sxe_map load "
+           "%u%%, old_versions capacity/4, anonymous memory, shared (as other processes map it) "
+           "and private; lmdb in %s, MDB_NOSYNC|MDB_WRITEMAP, MDB_APPEND load, one read txn "
+           "(reset/renew) per snapshot; transparent huge pages: anonymous \"%s\", shared "
+           "memory \"%s\"\n",
+           (unsigned long long)config->keys, (unsigned long long)config->reads,
+           (unsigned long long)config->snapshot_reads, LATENCY_BATCH, config->seconds,
+           config->seconds, config->update_percent,
+           config->load_percent != 0 ? config->load_percent : 80, dir,
+           sysfs_line("/sys/kernel/mm/transparent_hugepage/enabled", anonymous, sizeof(anonymous)),
+           sysfs_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled", shmem, sizeof(shmem)));
+    fflush(stdout);
+}
+
+/* Reads a private map, which gets transparent huge pages where the system allows, then frees it. */
+static void read_private_map(const struct config *config, double lmdb_rate)
+{
+    double load;
+    sxe_map_t *map = load_map(config, 0, &load);
+    double rate = read_map_batched(map, config);
+
+    printf("sxe_map private (huge pages where the system gives them): %.0f lookups/s, %.1fx lmdb "
+           "(sxe_map_find_many; loaded in %.2f s)\n",
+           rate, rate / lmdb_rate, load);
+    fflush(stdout);
+    sxe_map_destroy(map);
+}
+
+/*
+ * The floor: what the memory system gives one core for random 64-byte reads over as many bytes as
+ * the map's slots, 32 prefetched ahead as sxe_map_find_many does, with no hashing and no probing:
+ * no lookup of one cache line each can beat it. shared maps memory as a shared map's is (no
+ * huge pages unless shmem allows them); private asks for transparent huge pages.
+ */
+static double memory_floor(uint64_t bytes, uint64_t reads, bool shared)
+{
+    int sharing = shared ? MAP_SHARED : MAP_PRIVATE;
+    unsigned char *memory =
+        mmap(NULL, bytes, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
+    uint64_t lines = bytes / 64, state = 0x9e3779b97f4a7c15ULL, sum = 0;
+    const unsigned char *ring[32];
+
+    if (memory == MAP_FAILED) {
+        die("mmap", -errno);
+    }
+    if (!shared) {
+        madvise(memory, bytes, MADV_HUGEPAGE);
+    }
+    memset(memory, 1, bytes);
+    uint64_t start = sxe_clock_mono_ns();
+    for (uint64_t i = 0; i < reads + 32; i++) {
+        if (i >= 32) {
+            sum += *(const volatile uint64_t *)ring[i % 32];
+        }
+        ring[i % 32] = memory + random_next(&state) % lines * 64;
+        __builtin_prefetch(ring[i % 32]);
+    }
+    double rate = (double)reads / seconds_since(start);
+    munmap(memory, bytes);
+    return sum == 0 ? 0 : rate;
+}
+
+static void print_floors(const struct config *config, sxe_map_t *map, double lmdb_rate,
+                         double map_rate)
+{
+    struct sxe_map_stats stats;
+    sxe_map_stats(map, &stats);
+    uint64_t bytes = stats.slots * 64;
+    double shared = memory_floor(bytes, config->reads, true);
+    double private = memory_floor(bytes, config->reads, false);
+
+    printf("floor, random 64-byte reads of %.0f MB, 32 in flight: shared memory %.0f reads/s "
+           "(%.1fx lmdb; sxe_map reaches %.0f%% of it), private with huge pages %.0f reads/s "
+           "(%.1fx lmdb)\n",
+           (double)bytes / (1 << 20), shared, shared / lmdb_rate, 100 * map_rate / shared, private,
+           private / lmdb_rate);
+    fflush(stdout);
+}
+
+static void print_memory(sxe_map_t *map, MDB_env *env, MDB_dbi dbi)
+{
+    struct sxe_map_stats stats;
+    struct rusage usage;
+    MDB_stat lmdb_stats = {0};
+    MDB_txn *txn;
+    double lmdb_bytes = 0;
+
+    sxe_map_stats(map, &stats);
+    if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
+        if (mdb_stat(txn, dbi, &lmdb_stats) == 0) {
+            lmdb_bytes = (double)lmdb_stats.ms_psize *
+                         (double)(lmdb_stats.ms_branch_pages + lmdb_stats.ms_leaf_pages +
+                                  lmdb_stats.ms_overflow_pages);
+        }
+        mdb_txn_abort(txn);
+    }
+    getrusage(RUSAGE_SELF, &usage);
+    printf("peak RSS: %.0f MB (sxe_map: %llu slots of 64 bytes; lmdb: %.0f MB of pages, depth "
+           "%u)\n",
+           (double)usage.ru_maxrss / 1024, (unsigned long long)stats.slots, lmdb_bytes / (1 << 20),
+           lmdb_stats.ms_depth);
+}
+
+int main(int argc, char **argv)
+{
+    struct config config = {
+        .keys = 30000000, .snapshot_reads = 1000, .seconds = 3, .update_percent = 1};
+    char dir[] = "/tmp/sxe-bench-map-XXXXXX";
+    double map_load, lmdb_load;
+    MDB_dbi dbi;
+
+    parse(argc, argv, &config);
+    if (mkdtemp(dir) == NULL) {
+        die("mkdtemp", -errno);
+    }
+    pin_to_cpu(0);
+    print_config(&config, dir);
+
+    MDB_env *env = load_lmdb(&config, dir, &dbi, &lmdb_load);
+    double lmdb_rate = read_lmdb(env, dbi, &config);
+    printf("lmdb: %.0f lookups/s (loaded in %.2f s)\n", lmdb_rate, lmdb_load);
+    fflush(stdout);
+    read_private_map(&config, lmdb_rate);
+
+    sxe_map_t *map = load_map(&config, SXE_MAP_SHARED, &map_load);
+    double one_rate = read_map_one_by_one(map, &config);
+    double many_rate = read_map_batched(map, &config);
+    printf("sxe_map shared, sxe_map_find one key at a time: %.0f lookups/s, %.1fx lmdb\n", one_rate,
+           one_rate / lmdb_rate);
+    printf("sxe_map: %.0f lookups/s, %.1fx lmdb (shared memory, sxe_map_find_many, 64 keys a "
+           "call; loaded in %.2f s, %.1f M puts/s in one transaction)\n",
+           many_rate, many_rate / lmdb_rate, map_load, (double)config.keys / map_load / 1e6);
+    fflush(stdout);
+    print_floors(&config, map, lmdb_rate, many_rate);
+
+    latency_phases(map, &config);
+    print_memory(map, env, dbi);
+    mdb_env_close(env);
+    remove_lmdb(dir);
+    sxe_map_destroy(map);
+    return 0;
+}

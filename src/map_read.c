@@ -1,0 +1,370 @@
+/*
+ * Map readers: snapshots and lookups. Nothing here takes a lock or writes anything but the
+ * reader's own slot in the reader table.
+ *
+ * A snapshot is a version number s. An entry is visible to it when created <= s and (deleted ==
+ * 0 or deleted > s). The writer never changes an entry that some registered snapshot sees, except
+ * its deleted field, from 0 to a version above every snapshot (or back, on abort), so a visible
+ * entry's key and value stay in place for as long as the reader holds its snapshot.
+ *
+ * A slot can, though, be rewritten while a reader looks at it: a tombstone reused for a new
+ * entry, or an entry reclaimed. The writer sets created to SXE__MAP_WRITING before it changes
+ * anything else in the slot and stores the new version last, so a reader reads created, then the
+ * rest, then created again (a seqlock), and trusts what it read only if created did not move.
+ * A slot whose created is above the snapshot is skipped without a look at the rest.
+ */
+#define SXE_LOG_MODULE sxe__map_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "map.h"
+#include "sys.h"
+
+/* sxe_map_find_many() prefetches this many keys ahead of the one it probes. */
+#define FIND_AHEAD 32
+
+/*
+ * The process id, cached: a reader's owner field holds it, and getpid() on every snapshot would
+ * cost a system call. A fork handler refreshes it in the child.
+ */
+static pid_t process_id;
+static pthread_once_t process_id_once = PTHREAD_ONCE_INIT;
+
+static void refresh_process_id(void)
+{
+    process_id = sxe__sys.getpid();
+}
+
+static void init_process_id(void)
+{
+    refresh_process_id();
+    pthread_atfork(NULL, NULL, refresh_process_id);
+}
+
+pid_t sxe__map_process_id(void)
+{
+    pthread_once(&process_id_once, init_process_id);
+    return process_id;
+}
+
+/* Where each thread starts looking for a free reader slot: where it last found one. */
+static __thread uint32_t reader_hint;
+static __thread bool reader_hint_set;
+
+/* Claims a free reader slot. @return its index, or readers_max if every slot is held. */
+static uint32_t claim_reader_slot(sxe_map_t *map, uint64_t owner)
+{
+    if (!reader_hint_set) {
+        /* Threads start apart, so they do not all race for the first slots. */
+        reader_hint = (uint32_t)(((uintptr_t)&reader_hint * 0x9e3779b97f4a7c15ULL) >> 40);
+        reader_hint_set = true;
+    }
+    for (uint32_t tried = 0; tried < map->readers_max; tried++) {
+        uint32_t index = (reader_hint + tried) % map->readers_max;
+        uint64_t *slot_owner = &map->readers[index].owner;
+        uint64_t free_owner = 0;
+
+        if (__atomic_load_n(slot_owner, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(slot_owner, &free_owner, owner, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED)) {
+            reader_hint = index;
+            return index;
+        }
+    }
+    return map->readers_max;
+}
+
+/*
+ * The snapshot is registered Dekker-style against the writer, which publishes a version, then
+ * (fence) scans the reader table for the oldest version still read. The reader stores the version
+ * it saw, then (fence) reads the published version again: if the writer's scan missed the store,
+ * the reader's second read sees the writer's newer version, and it moves its snapshot to that.
+ * Either way the writer never reclaims what the snapshot sees.
+ */
+int sxe_map_read_begin(sxe_map_t *map, struct sxe_map_reader *reader)
+{
+    if (!SXE_CHECK(map != NULL && reader != NULL)) {
+        return -EINVAL;
+    }
+    uint32_t index = claim_reader_slot(map, (uint64_t)sxe__map_process_id());
+    if (index == map->readers_max) {
+        __atomic_fetch_add(&map->header->readers_full, 1, __ATOMIC_RELAXED);
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
+                     "map %s: all %u reader slots are held; readers get -ENOBUFS (readers_max)",
+                     map->header->name, map->readers_max);
+        return -ENOBUFS;
+    }
+    struct sxe__map_reader_slot *slot = &map->readers[index];
+    uint64_t version = __atomic_load_n(&map->header->published, __ATOMIC_ACQUIRE);
+    for (;;) {
+        __atomic_store_n(&slot->snapshot, version, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        uint64_t published = __atomic_load_n(&map->header->published, __ATOMIC_ACQUIRE);
+        if (published == version) {
+            break;
+        }
+        version = published;
+    }
+    *reader = (struct sxe_map_reader){.map = map, .version = version, .index = index};
+    return 0;
+}
+
+void sxe_map_read_end(struct sxe_map_reader *reader)
+{
+    if (!SXE_CHECK(reader != NULL && reader->map != NULL &&
+                   reader->index < reader->map->readers_max)) {
+        return;
+    }
+    uint64_t *owner = &reader->map->readers[reader->index].owner;
+
+    /* A child of fork() that ends its parent's snapshot would free the parent's slot. */
+    if (!SXE_CHECK(__atomic_load_n(owner, __ATOMIC_RELAXED) == (uint64_t)sxe__map_process_id())) {
+        return;
+    }
+    __atomic_store_n(owner, 0, __ATOMIC_RELEASE);
+    reader->map = NULL;
+}
+
+static inline bool key_equal(const void *a, const void *b, size_t size)
+{
+    if (size == 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        return x == y;
+    }
+    return memcmp(a, b, size) == 0;
+}
+
+/*
+ * The entry's key and value in the arena. The offset and the lengths may be torn or stale if the
+ * slot is being rewritten, so they are checked against the arena's bounds before use (the caller's
+ * seqlock check then discards what was read). @return false if they do not fit.
+ */
+static inline bool entry_in_arena(const sxe_map_t *map, struct sxe__map_slot *slot,
+                                  const unsigned char **key, size_t *key_size,
+                                  const unsigned char **value, size_t *value_size)
+{
+    uint64_t offset = __atomic_load_n(sxe__map_slot_block(slot), __ATOMIC_RELAXED);
+    uint32_t sizes[2];
+
+    if (offset > map->arena_bytes - SXE__MAP_BLOCK_HEAD) {
+        return false;
+    }
+    memcpy(sizes, map->arena + offset, sizeof(sizes));
+    if ((uint64_t)sizes[0] + sizes[1] > map->arena_bytes - SXE__MAP_BLOCK_HEAD - offset) {
+        return false;
+    }
+    *key = map->arena + offset + SXE__MAP_BLOCK_HEAD;
+    *key_size = sizes[0];
+    *value = *key + sizes[0];
+    *value_size = sizes[1];
+    return true;
+}
+
+/* The entry's key and value, where they are. @return false if they cannot be trusted. */
+static inline bool entry_of(const sxe_map_t *map, struct sxe__map_slot *slot,
+                            const unsigned char **key, size_t *key_size,
+                            const unsigned char **value, size_t *value_size)
+{
+    if (map->variable) {
+        return entry_in_arena(map, slot, key, key_size, value, value_size);
+    }
+    *key = (const unsigned char *)(slot + 1);
+    *key_size = map->key_size;
+    *value = *key + map->key_size;
+    *value_size = map->value_size;
+    return true;
+}
+
+enum examined { NOT_HERE, FOUND, END_OF_PROBE };
+
+/*
+ * Looks for key in one slot at snapshot. A slot that shows another tag is skipped without the
+ * seqlock check: a slot that holds an entry the snapshot sees is never rewritten while the
+ * snapshot is held, so a changing slot cannot be hiding it. An empty slot ends the probe: slots
+ * between an entry's home and the entry are never emptied (docs/map.md has the proof).
+ */
+static inline enum examined examine(const sxe_map_t *map, struct sxe__map_slot *slot, uint64_t tag,
+                                    const void *key, size_t key_size, uint64_t snapshot,
+                                    const void **value, size_t *value_size)
+{
+    for (;;) {
+        uint64_t created = __atomic_load_n(&slot->created, __ATOMIC_ACQUIRE);
+        if (created > snapshot) {
+            return NOT_HERE;
+        }
+        uint64_t slot_tag = __atomic_load_n(&slot->tag, __ATOMIC_RELAXED);
+        if (slot_tag != tag) {
+            return slot_tag == SXE__MAP_EMPTY ? END_OF_PROBE : NOT_HERE;
+        }
+        const unsigned char *entry_key, *entry_value;
+        size_t entry_key_size, entry_value_size;
+        bool matches =
+            entry_of(map, slot, &entry_key, &entry_key_size, &entry_value, &entry_value_size) &&
+            entry_key_size == key_size && key_equal(entry_key, key, key_size);
+        uint64_t deleted = __atomic_load_n(&slot->deleted, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&slot->created, __ATOMIC_RELAXED) != created) {
+            continue; /* rewritten while we looked: look again */
+        }
+        if (!matches || (deleted != 0 && deleted <= snapshot)) {
+            return NOT_HERE;
+        }
+        *value = entry_value;
+        *value_size = entry_value_size;
+        return FOUND;
+    }
+}
+
+static inline const void *probe(const sxe_map_t *map, uint64_t hash, uint64_t home, const void *key,
+                                size_t key_size, uint64_t snapshot, size_t *value_size)
+{
+    uint64_t tag = hash | 1;
+    uint64_t index = home;
+    const void *value = NULL;
+    size_t size = 0;
+
+    for (uint64_t step = 0; step < map->slot_count; step++) {
+        enum examined result =
+            examine(map, sxe__map_slot(map, index), tag, key, key_size, snapshot, &value, &size);
+        if (result == FOUND) {
+            if (value_size != NULL) {
+                *value_size = size;
+            }
+            return value;
+        }
+        if (result == END_OF_PROBE) {
+            break;
+        }
+        index = sxe__map_next(map, index);
+    }
+    return NULL;
+}
+
+static inline bool key_size_is_valid(const sxe_map_t *map, size_t key_size)
+{
+    return map->key_size == SXE_MAP_VARIABLE ? key_size >= 1 && key_size <= UINT32_MAX
+                                             : key_size == map->key_size;
+}
+
+const void *sxe_map_find(const struct sxe_map_reader *reader, const void *key, size_t key_size,
+                         size_t *value_size)
+{
+    if (!SXE_CHECK(reader != NULL && reader->map != NULL && key != NULL &&
+                   key_size_is_valid(reader->map, key_size))) {
+        return NULL;
+    }
+    const sxe_map_t *map = reader->map;
+    uint64_t hash = sxe__map_hash(map, key, key_size);
+    return probe(map, hash, sxe__map_home(map, hash | 1), key, key_size, reader->version,
+                 value_size);
+}
+
+int64_t sxe_map_get(const struct sxe_map_reader *reader, const void *key, size_t key_size,
+                    void *value, size_t value_capacity)
+{
+    size_t size;
+
+    if (!SXE_CHECK(value != NULL || value_capacity == 0)) {
+        return -EINVAL;
+    }
+    const void *found = sxe_map_find(reader, key, key_size, &size);
+    if (found == NULL) {
+        return reader != NULL && reader->map != NULL && key != NULL &&
+                       key_size_is_valid(reader->map, key_size)
+                   ? -ENOENT
+                   : -EINVAL;
+    }
+    if (value_capacity > 0) {
+        memcpy(value, found, size < value_capacity ? size : value_capacity);
+    }
+    return (int64_t)size;
+}
+
+/*
+ * Probes keys with a rolling window: each key is hashed and its home slot prefetched FIND_AHEAD
+ * keys before it is probed, so that many cache misses are in flight at any time.
+ */
+size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
+                         const size_t *key_sizes, const void **values, size_t *value_sizes)
+{
+    if (!SXE_CHECK(reader != NULL && reader->map != NULL && (count == 0 || keys != NULL) &&
+                   (count == 0 || values != NULL) &&
+                   (key_sizes != NULL || reader->map->key_size != SXE_MAP_VARIABLE))) {
+        return 0;
+    }
+    const sxe_map_t *map = reader->map;
+    uint64_t hashes[FIND_AHEAD];
+    uint64_t homes[FIND_AHEAD];
+    size_t found = 0;
+
+    for (size_t i = 0; i < count + FIND_AHEAD; i++) {
+        if (i >= FIND_AHEAD) {
+            size_t j = i - FIND_AHEAD;
+            size_t key_size = key_sizes != NULL ? key_sizes[j] : map->key_size;
+            values[j] =
+                key_size_is_valid(map, key_size)
+                    ? probe(map, hashes[j % FIND_AHEAD], homes[j % FIND_AHEAD], keys[j], key_size,
+                            reader->version, value_sizes != NULL ? &value_sizes[j] : NULL)
+                    : NULL;
+            found += values[j] != NULL;
+        }
+        if (i < count) {
+            size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
+            hashes[i % FIND_AHEAD] = sxe__map_hash(map, keys[i], key_size);
+            homes[i % FIND_AHEAD] = sxe__map_home(map, hashes[i % FIND_AHEAD] | 1);
+            /* The home slot and the one after it: a present key is found past its home slot
+             * in about half the lookups at the default load, and that second line would
+             * otherwise be a miss of its own, taken after the first. */
+            const char *slot = (const char *)sxe__map_slot(map, homes[i % FIND_AHEAD]);
+            __builtin_prefetch(slot);
+            __builtin_prefetch(slot + map->slot_size);
+        }
+    }
+    return found;
+}
+
+int sxe_map_next(const struct sxe_map_reader *reader, uint64_t *cursor, const void **key,
+                 size_t *key_size, const void **value, size_t *value_size)
+{
+    if (!SXE_CHECK(reader != NULL && reader->map != NULL && cursor != NULL && key != NULL &&
+                   key_size != NULL && value != NULL)) {
+        return 0;
+    }
+    const sxe_map_t *map = reader->map;
+    uint64_t snapshot = reader->version;
+
+    while (*cursor < map->slot_count) {
+        struct sxe__map_slot *slot = sxe__map_slot(map, (*cursor)++);
+        uint64_t created = __atomic_load_n(&slot->created, __ATOMIC_ACQUIRE);
+        if (created > snapshot ||
+            !sxe__map_is_entry(__atomic_load_n(&slot->tag, __ATOMIC_RELAXED))) {
+            continue;
+        }
+        const unsigned char *entry_key, *entry_value;
+        size_t entry_key_size, entry_value_size;
+        bool readable =
+            entry_of(map, slot, &entry_key, &entry_key_size, &entry_value, &entry_value_size);
+        uint64_t deleted = __atomic_load_n(&slot->deleted, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&slot->created, __ATOMIC_RELAXED) != created) {
+            (*cursor)--; /* rewritten while we looked: look again */
+            continue;
+        }
+        if (!readable || (deleted != 0 && deleted <= snapshot)) {
+            continue;
+        }
+        *key = entry_key;
+        *key_size = entry_key_size;
+        *value = entry_value;
+        if (value_size != NULL) {
+            *value_size = entry_value_size;
+        }
+        return 1;
+    }
+    return 0;
+}
