@@ -17,8 +17,10 @@ Usage: bench/compare [--quick] [--rounds N] [--seconds S] [--servers A,B] [--sce
 """
 import argparse
 import datetime
+import http.client
 import os
 import json
+import random
 import platform
 import resource
 import selectors
@@ -30,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 from benchlib import ROOT, free_port, install, parse_wrk, peer_config, tree, tree_cpu_ns, \
     wait_for_port
@@ -38,7 +41,8 @@ PEERS = os.path.join(ROOT, "bench", "peers")
 BODY = b"Hello World\n"
 
 # Each kind of server has the sxe program that its rows are compared with.
-REFERENCE = {"canned": "sxe hello", "http": "sxe http-hello", "files": "sxe-httpd"}
+REFERENCE = {"canned": "sxe hello", "http": "sxe http-hello", "files": "sxe-httpd",
+             "dictionary": "sxe-dict"}
 
 
 class Peer:
@@ -49,7 +53,7 @@ class Peer:
         self.kind, self.command, self.path, self.packages = kind, command, path, packages
 
 
-def peers(build, tmp, root, libuv_hello):
+def peers(build, tmp, root, libuv_hello, dictionary):
     def config(template, port):
         return peer_config(template, port, tmp, root)
 
@@ -92,6 +96,14 @@ def peers(build, tmp, root, libuv_hello):
                              path="/f12.txt", packages=("nginx-light",)),
         "h2o static": Peer("files", lambda p: ["h2o", "-c", config("h2o.conf", p)],
                            path="/f12.txt", packages=("h2o",)),
+        # The dictionary (apps/dictionary): sxe-dict on one loop, against nginx serving the same
+        # answers from files made beforehand, one per word (prepare_dictionary).
+        "sxe-dict": Peer("dictionary", lambda p: [program("apps/dictionary/sxe-dict"), "-D",
+                                                  dictionary, "-l", f"127.0.0.1:{p}", "-w", "0",
+                                                  "-c", "19000"], path="/d/zygote"),
+        "nginx dictionary files": Peer("dictionary", lambda p: ["nginx", "-p", tmp, "-c",
+                                                                config("nginx.conf", p)],
+                                       path="/d/zygote", packages=("nginx-light",)),
     }
     if not os.path.exists(program("bench/uring-floor")):  # built where liburing-dev is
         print("compare: no bench/uring-floor in this build (liburing-dev): its rows are left out",
@@ -122,7 +134,15 @@ SCENARIOS = [
              mode="close"),
     Scenario("sxe-http-100", "keep-alive, 100 conns, sxe-http load", ALL, 100, load="sxe-http"),
     Scenario("idle-10k", "idle memory, 10,000 conns", ALL, 10000, mode="idle"),
+    # A request mix of random words (sxe-http -U --random), the same for both servers.
+    Scenario("dictionary-100", "dictionary lookups, 100 conns, sxe-http word mix",
+             ("dictionary",), 100, load="sxe-http-mix"),
+    Scenario("dictionary-10k", "dictionary lookups, 10,000 conns, sxe-http word mix",
+             ("dictionary",), 10000, load="sxe-http-mix"),
 ]
+
+# How many words the dictionary's request mix draws from: nginx gets a file for each.
+DICTIONARY_WORDS = 20000
 
 
 # Processes started and not yet stopped, stopped on any exit (Ctrl-C included).
@@ -199,14 +219,15 @@ def run_load(command, seconds):
     return output.decode(errors="replace"), usage.ru_utime + usage.ru_stime
 
 
-def drive(scenario, port, path, seconds, build):
+def drive(scenario, port, path, seconds, build, mix=None):
     """The load for one cell: (requests, rate, p99 ms, errors, load generator CPU seconds)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     before = before.ru_utime + before.ru_stime
-    if scenario.load == "sxe-http":
+    if scenario.load in ("sxe-http", "sxe-http-mix"):
+        target = ["-U", mix, "--random"] if scenario.load == "sxe-http-mix" else ["-u", path]
         output, cpu = run_load([os.path.join(build, "tools/sxe-http"), "-i", "127.0.0.1", "-p",
                                 str(port), "-c", str(scenario.connections), "-d", str(seconds),
-                                "-u", path, "-P", "16" if scenario.mode == "pipelined" else "1",
+                                *target, "-P", "16" if scenario.mode == "pipelined" else "1",
                                 "--json"], seconds)
         report = json.loads(output[output.index("{"):output.rindex("}") + 1])
         result = (report["queries"], report["queries_per_s"], report["latency_ms"]["p99"],
@@ -260,7 +281,7 @@ def hold_idle(port, path, count):
     return sockets, errors
 
 
-def measure(peer, scenario, port, args, build):
+def measure(peer, scenario, port, args, build, mix=None):
     path = scenario.path or peer.path
     server = start(peer.command(port), 0)
     try:
@@ -275,7 +296,8 @@ def measure(peer, scenario, port, args, build):
             return {"base_mb": base / 1024, "idle_mb": held / 1024,
                     "per_conn_kb": (held - base) / scenario.connections, "errors": errors}
         cpu_before, steal_before, started = tree_cpu_ns(server.pid), stolen_ticks(), time.monotonic()
-        requests, rate, p99, errors, load_cpu = drive(scenario, port, path, args.seconds, build)
+        requests, rate, p99, errors, load_cpu = drive(scenario, port, path, args.seconds, build,
+                                                      mix)
         used = tree_cpu_ns(server.pid) - cpu_before
         ticks = os.sysconf("SC_CLK_TCK") * (time.monotonic() - started)
         stolen = max(after - steal_before[cpu] for cpu, after in stolen_ticks().items())
@@ -284,6 +306,49 @@ def measure(peer, scenario, port, args, build):
                 "load_us": load_cpu * 1e6 / max(requests, 1), "stolen": 100 * stolen / ticks}
     finally:
         stop(server)
+
+
+def prepare_dictionary(build, dictionary, root, tmp):
+    """Builds the dictionary's data (Debian's dict-gcide), draws DICTIONARY_WORDS random words,
+    writes each one's answer from sxe-dict into root/d/WORD for nginx, and returns the request
+    mix: a file of /d/WORD paths, percent-encoded, for sxe-http -U."""
+    install("dict-gcide")
+    os.makedirs(dictionary, exist_ok=True)
+    subprocess.run([os.path.join(build, "apps/dictionary/sxe-dict-build"), dictionary],
+                   check=True, stdout=subprocess.DEVNULL)
+    words = []
+    with open(os.path.join(dictionary, "words"), "rb") as data:
+        blob = data.read()
+    count = int.from_bytes(blob[8:12], "little")
+    for i in range(count):
+        offset = int.from_bytes(blob[12 + 4 * i:16 + 4 * i], "little")
+        word = blob[offset:blob.index(b"\0", offset)].decode()
+        if "/" not in word and not word.startswith("."):  # not a file name nginx can serve
+            words.append(word)
+    words = random.Random(1913).sample(words, min(DICTIONARY_WORDS, len(words)))
+    os.makedirs(os.path.join(root, "d"), exist_ok=True)
+    port = free_port()
+    server = start([os.path.join(build, "apps/dictionary/sxe-dict"), "-D", dictionary, "-l",
+                    f"127.0.0.1:{port}", "-w", "0"], 0)
+    mix = os.path.join(tmp, "dictionary-mix.txt")
+    try:
+        wait_for_port(port, server.pid, timeout=10)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        with open(mix, "w") as paths:
+            for word in words:
+                path = "/d/" + urllib.parse.quote(word, safe="")
+                connection.request("GET", path)
+                response = connection.getresponse()
+                body = response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"sxe-dict answered {response.status} for {path}")
+                with open(os.path.join(root, "d", word), "wb") as answer:
+                    answer.write(body)
+                paths.write(path + "\n")
+        connection.close()
+    finally:
+        stop(server)
+    return mix
 
 
 def median_of(runs):
@@ -493,7 +558,8 @@ def main():
     os.chmod(root, 0o755)
 
     libuv_hello = os.path.join(tmp, "libuv-hello")
-    servers = peers(args.build_dir, tmp, root, libuv_hello)
+    dictionary = os.path.join(tmp, "dictionary")
+    servers = peers(args.build_dir, tmp, root, libuv_hello, dictionary)
     if args.servers:
         wanted = [name.strip() for name in args.servers.split(",")]
         unknown = [name for name in wanted if name not in servers]
@@ -525,6 +591,10 @@ def main():
                                         capture_output=True, text=True, check=True)
                         .stdout.split()], check=True)
 
+    mix = None
+    if any(s.load == "sxe-http-mix" for s in scenarios):
+        mix = prepare_dictionary(args.build_dir, dictionary, root, tmp)
+
     results = {}
     failures = []
     started = time.monotonic()
@@ -532,7 +602,8 @@ def main():
         for scenario in scenarios:
             for name in servers_in(scenario, servers):
                 try:
-                    result = measure(servers[name], scenario, free_port(), args, args.build_dir)
+                    result = measure(servers[name], scenario, free_port(), args, args.build_dir,
+                                     mix)
                 except RuntimeError as error:  # a foreign server on the port, or ours died
                     failures.append(f"{scenario.key} {name}: {error}")
                     print(f"[{time.monotonic() - started:5.0f} s] round {round_number + 1} "

@@ -200,3 +200,18 @@ def test_a_foreign_server_on_the_port_fails_loudly():
     finally:
         server.kill()
         server.wait()
+
+
+def test_quick_compare_of_the_dictionary(build_dir):
+    """The dictionary kind: its data is built from dict-gcide, the request mix is made, and
+    sxe-dict answers every word of it (nginx, its peer, is left out: CI need not install it)."""
+    result = subprocess.run(
+        [os.path.join(ROOT, "bench", "compare"), "--quick", "--build-dir", str(build_dir),
+         "--servers", "sxe-dict", "--scenarios", "dictionary-100", "--docs", ""],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    row = [r for r in rows(result.stdout, 12) if r[0].startswith("dictionary lookups")]
+    assert [(r[0], r[1]) for r in row] == [
+        ("dictionary lookups, 100 conns, sxe-http word mix", "sxe-dict")]
+    assert row[0][6] == "0", f"errors in {row}"
+    assert float(row[0][2]) > 0 and float(row[0][3]) > 0, row
