@@ -120,41 +120,55 @@ static int by_double(const void *a, const void *b)
     return left < right ? -1 : left > right;
 }
 
-int main(int argc, char **argv)
+struct config {
+    uint64_t count, lookups;
+    unsigned rounds, load;
+    int cpu;
+};
+
+static void parse(int argc, char **argv, struct config *config)
 {
-    uint64_t count = 30000000, lookups = 30000000;
-    unsigned rounds = 3, load = 0;
-    int cpu = 0, option;
+    int option;
 
     while ((option = getopt(argc, argv, "n:l:r:c:L:")) != -1) {
         switch (option) {
         case 'n':
-            count = strtoull(optarg, NULL, 10);
+            config->count = strtoull(optarg, NULL, 10);
             break;
         case 'l':
-            lookups = strtoull(optarg, NULL, 10);
+            config->lookups = strtoull(optarg, NULL, 10);
             break;
         case 'r':
-            rounds = (unsigned)atoi(optarg);
+            config->rounds = (unsigned)atoi(optarg);
             break;
         case 'c':
-            cpu = atoi(optarg);
+            config->cpu = atoi(optarg);
             break;
         case 'L':
-            load = (unsigned)atoi(optarg);
+            config->load = (unsigned)atoi(optarg);
             break;
         default:
-            fprintf(
-                stderr,
-                "usage: hash [-n records] [-l lookups] [-r rounds] [-c cpu] [-L load-percent]\n");
-            return 2;
+            fprintf(stderr, "usage: hash [-n records] [-l lookups] [-r rounds] [-c cpu] "
+                            "[-L load-percent]\n");
+            exit(2);
         }
     }
-    if (count == 0 || lookups == 0 || rounds == 0 || rounds > ROUNDS_MAX) {
+    if (config->count == 0 || config->lookups == 0 || config->rounds == 0 ||
+        config->rounds > ROUNDS_MAX) {
         fprintf(stderr, "hash: records and lookups must be at least 1, rounds 1 to %d\n",
                 ROUNDS_MAX);
-        return 2;
+        exit(2);
     }
+}
+
+int main(int argc, char **argv)
+{
+    struct config config = {.count = 30000000, .lookups = 30000000, .rounds = 3};
+
+    parse(argc, argv, &config);
+    uint64_t count = config.count, lookups = config.lookups;
+    unsigned rounds = config.rounds, load = config.load;
+    int cpu = config.cpu;
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
     CPU_SET(cpu, &cpus);
