@@ -179,7 +179,10 @@ void sxe_map_detach(sxe_map_t *map);
  * process, holds it), rolls back what a writer that died left unpublished, and reclaims the old
  * versions no reader can see any more. The calling thread is the writer until it commits or
  * aborts, and only it may put and delete.
- * @return 0, or -EINVAL if this handle already has a transaction open.
+ * @return 0, or: -EINVAL if this handle already has a transaction open; -ENOTRECOVERABLE if the
+ *         writer lock was left unusable (a process that inherited a dead writer's lock released it
+ *         without recovering; attach with SXE_MAP_RECOVER to reset it); another -errno from the
+ *         lock. Each error is logged.
  */
 SXE_MUST_CHECK int sxe_map_write_begin(sxe_map_t *map);
 
