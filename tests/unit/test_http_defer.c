@@ -443,7 +443,9 @@ static void test_fiber_routes_wait_as_sequential_code(void **state)
     pump(0);
     pump(5 * SXE_NS_PER_MSEC);
     sxe_test_heard(fd, out, sizeof(out));
-    assert_non_null(strstr(out, "500 Internal Server Error"));
+    assert_non_null(strstr(out, "HTTP/1.1 500 Internal Server Error\r\n"));
+    assert_non_null(strstr(out, "Content-Length: 26\r\n"));
+    assert_non_null(strstr(out, "\r\n\r\n500 Internal Server Error\n")); /* its body, whole */
     close(fd);
     close(busy);
 }
