@@ -684,6 +684,7 @@ static void test_attach_refuses_impossible_shapes(void **state)
     unlink(path);
 }
 
+#ifdef SXE_DEBUG
 static void create_with(void *options)
 {
     sxe_map_t *map = NULL;
@@ -692,6 +693,7 @@ static void create_with(void *options)
         sxe_map_destroy(map); /* not reached: the create asserts */
     }
 }
+#endif
 
 /*
  * Options that make no map, each the only check that stops it: no capacity, entries too big for a
