@@ -363,7 +363,7 @@ unsigned char *sxe__hash_slots(sxe_hash_t *hash, unsigned stripe)
 }
 
 /* Checks a key's size against the table's; a programmer error when it differs. */
-static bool sizes_fit(const sxe_hash_t *hash, size_t key_size)
+static bool key_size_fits(const sxe_hash_t *hash, size_t key_size)
 {
     if (hash->key_size == SXE_HASH_VARIABLE) {
         return key_size >= 1 && key_size <= UINT32_MAX;
@@ -428,7 +428,7 @@ full:
 int sxe_hash_put(sxe_hash_t *hash, const void *key, size_t key_size, const void *value,
                  size_t value_size)
 {
-    if (!SXE_CHECK(hash != NULL && key != NULL && sizes_fit(hash, key_size) &&
+    if (!SXE_CHECK(hash != NULL && key != NULL && key_size_fits(hash, key_size) &&
                    (value != NULL || value_size == 0) &&
                    (hash->value_size == SXE_HASH_VARIABLE ? value_size <= UINT32_MAX
                                                           : value_size == hash->value_size))) {
@@ -456,7 +456,7 @@ int sxe_hash_put(sxe_hash_t *hash, const void *key, size_t key_size, const void 
 int64_t sxe_hash_get(sxe_hash_t *hash, const void *key, size_t key_size, void *value,
                      size_t value_capacity)
 {
-    if (!SXE_CHECK(hash != NULL && key != NULL && sizes_fit(hash, key_size) &&
+    if (!SXE_CHECK(hash != NULL && key != NULL && key_size_fits(hash, key_size) &&
                    (value != NULL || value_capacity == 0))) {
         return -EINVAL;
     }
@@ -477,7 +477,7 @@ int64_t sxe_hash_get(sxe_hash_t *hash, const void *key, size_t key_size, void *v
 
 const void *sxe_hash_find(sxe_hash_t *hash, const void *key, size_t key_size, size_t *value_size)
 {
-    if (!SXE_CHECK(hash != NULL && key != NULL && sizes_fit(hash, key_size))) {
+    if (!SXE_CHECK(hash != NULL && key != NULL && key_size_fits(hash, key_size))) {
         return NULL;
     }
     struct sxe__hash_where where;
@@ -540,7 +540,7 @@ size_t sxe_hash_find_many(sxe_hash_t *hash, size_t count, const void *const *key
 
 int sxe_hash_delete(sxe_hash_t *hash, const void *key, size_t key_size)
 {
-    if (!SXE_CHECK(hash != NULL && key != NULL && sizes_fit(hash, key_size))) {
+    if (!SXE_CHECK(hash != NULL && key != NULL && key_size_fits(hash, key_size))) {
         return -EINVAL;
     }
     struct sxe__hash_where where;

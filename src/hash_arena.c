@@ -61,8 +61,8 @@ static void release(sxe_hash_t *hash, unsigned stripe_index, uint64_t offset, ui
 }
 
 /* Writes the record and points the slot at it; the slot's tag is the caller's to write. */
-static int store(sxe_hash_t *hash, struct sxe__hash_where *where, const void *key, size_t key_size,
-                 const void *value, size_t value_size)
+int sxe__hash_store_record(sxe_hash_t *hash, struct sxe__hash_where *where, const void *key,
+                           size_t key_size, const void *value, size_t value_size)
 {
     struct sxe__hash_record_ref ref = {.key_size = (uint32_t)key_size,
                                        .value_size = (uint32_t)value_size};
@@ -80,12 +80,6 @@ static int store(sxe_hash_t *hash, struct sxe__hash_where *where, const void *ke
     return 0;
 }
 
-int sxe__hash_store_record(sxe_hash_t *hash, struct sxe__hash_where *where, const void *key,
-                           size_t key_size, const void *value, size_t value_size)
-{
-    return store(hash, where, key, key_size, value, value_size);
-}
-
 int sxe__hash_replace_record(sxe_hash_t *hash, struct sxe__hash_where *where, const void *key,
                              size_t key_size, const void *value, size_t value_size)
 {
@@ -101,7 +95,7 @@ int sxe__hash_replace_record(sxe_hash_t *hash, struct sxe__hash_where *where, co
         memcpy(where->slot + 8, &old, sizeof(old));
         return 0;
     }
-    int rc = store(hash, where, key, key_size, value, value_size);
+    int rc = sxe__hash_store_record(hash, where, key, key_size, value, value_size);
     if (rc == 0) {
         release(hash, where->stripe, old.offset, (uint64_t)old.key_size + old.value_size);
     }

@@ -137,9 +137,13 @@ static void drop_torn(sxe_hash_t *hash, unsigned stripe, unsigned char *slots)
             continue;
         }
         size_t key_size;
+        struct sxe__hash_where home = {0};
         bool sane = hash->arena_per_stripe == 0 || sxe__hash_record_is_sane(hash, &where);
-        const void *key = sane ? sxe__hash_key(hash, &where, &key_size) : NULL;
-        if (!sane || (sxe_hash_bytes(key, key_size, hash->seed) | 1) != where.tag) {
+        if (sane) {
+            const void *key = sxe__hash_key(hash, &where, &key_size);
+            sxe__hash_locate(hash, key, key_size, &home);
+        }
+        if (!sane || home.tag != where.tag) {
             SXE_LOG_WARN("hash %s: stripe %u slot %llu was torn by the death; dropped", hash->name,
                          stripe, (unsigned long long)i);
             set_tag(where.slot, 0);

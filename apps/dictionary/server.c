@@ -41,7 +41,8 @@ static void respond_error(sxe_http_t *http, int status, const char *message)
 
 /*
  * The word in the path after the route's prefix, percent-decoded, checked and folded into word.
- * @return its length, or 0 after answering the request with why it cannot be looked up.
+ * @return its length (SIZE_MAX for an empty word, when empty_ok), or 0 after answering the
+ *         request with why it cannot be looked up.
  */
 static size_t requested_word(sxe_http_t *http, char *word, bool empty_ok)
 {
