@@ -23,8 +23,12 @@
 #include "map.h"
 #include "sys.h"
 
-/* sxe_map_find_many() prefetches this many keys ahead of the one it probes. */
-#define FIND_AHEAD 32
+/* sxe_map_find_many() starts FIND_GROUP lookups a pass. Each prefetches FIND_BYTES of slots from
+ * its home (at least one slot), and FIND_FURTHER times as many each time its probe runs past them.
+ */
+#define FIND_GROUP   16
+#define FIND_BYTES   128
+#define FIND_FURTHER 2
 
 /*
  * The process id, cached: a reader's owner field holds it, and getpid() on every snapshot would
@@ -188,9 +192,9 @@ enum examined { NOT_HERE, FOUND, END_OF_PROBE };
  * snapshot is held, so a changing slot cannot be hiding it. An empty slot ends the probe: slots
  * between an entry's home and the entry are never emptied (docs/map.md has the proof).
  */
-static inline enum examined examine(const sxe_map_t *map, struct sxe__map_slot *slot, uint64_t tag,
-                                    const void *key, size_t key_size, uint64_t snapshot,
-                                    const void **value, size_t *value_size)
+static inline __attribute__((always_inline)) enum examined
+examine(const sxe_map_t *map, struct sxe__map_slot *slot, uint64_t tag, const void *key,
+        size_t key_size, uint64_t snapshot, const void **value, size_t *value_size)
 {
     for (;;) {
         uint64_t created = __atomic_load_n(&slot->created, __ATOMIC_ACQUIRE);
@@ -285,9 +289,123 @@ int64_t sxe_map_get(const struct sxe_map_reader *reader, const void *key, size_t
     return (int64_t)size;
 }
 
+/* One lookup of sxe_map_find_many() in flight. */
+struct lookup {
+    size_t key;     /* its index in keys[] */
+    uint64_t tag;   /* hash | 1 */
+    uint64_t index; /* the next slot to examine */
+    uint64_t ready; /* slots from index on whose lines were prefetched */
+    uint64_t steps; /* slots examined */
+};
+
+/* Prefetches the lines of span slots from index on. */
+static inline void prefetch_slots(const sxe_map_t *map, uint64_t index, uint64_t span)
+{
+    const char *slot = (const char *)sxe__map_slot(map, index);
+    const char *end = slot + span * map->slot_size;
+
+    for (; slot < end; slot += 64) {
+        __builtin_prefetch(slot);
+    }
+}
+
+/* Starts the lookup of keys[key] in place: hashes it and prefetches its first span slots. */
+static inline void lookup_start(const sxe_map_t *map, struct lookup *lookup, size_t key,
+                                const void *const *keys, const size_t *key_sizes, uint64_t span)
+{
+    size_t key_size = key_sizes != NULL ? key_sizes[key] : map->key_size;
+
+    lookup->key = key;
+    lookup->tag = sxe__map_hash(map, keys[key], key_size) | 1;
+    lookup->index = sxe__map_home(map, lookup->tag);
+    lookup->steps = 0;
+    lookup->ready = span;
+    prefetch_slots(map, lookup->index, span);
+}
+
 /*
- * Probes keys with a rolling window: each key is hashed and its home slot prefetched FIND_AHEAD
- * keys before it is probed, so that many cache misses are in flight at any time.
+ * Examines the lookup's prefetched slots. If the probe runs on past them, prefetches the next ones
+ * and returns false, so the caller turns to other lookups while they arrive. @return true when the
+ * lookup is done, its value (or NULL) in place.
+ */
+static inline bool lookup_go_on(const struct sxe_map_reader *reader, struct lookup *lookup,
+                                const void *key, size_t key_size, const void **value,
+                                size_t *value_size, uint64_t span)
+{
+    const sxe_map_t *map = reader->map;
+    size_t size = 0;
+
+    for (; lookup->ready > 0; lookup->ready--) {
+        enum examined result = examine(map, sxe__map_slot(map, lookup->index), lookup->tag, key,
+                                       key_size, reader->version, value, &size);
+        if (result == FOUND) {
+            if (value_size != NULL) {
+                *value_size = size;
+            }
+            return true;
+        }
+        if (result == END_OF_PROBE || ++lookup->steps == map->slot_count) {
+            *value = NULL;
+            return true;
+        }
+        lookup->index = sxe__map_next(map, lookup->index);
+    }
+    lookup->ready = FIND_FURTHER * span;
+    prefetch_slots(map, lookup->index, lookup->ready);
+    return false;
+}
+
+/*
+ * Starts the lookups of keys[first] to keys[end - 1] in group, in one tight loop: a prefetch that
+ * misses the TLB holds its place in the reorder buffer until the page walk ends, so only
+ * prefetches issued close together overlap their walks. Keys of an invalid size are answered NULL
+ * without a lookup. @return how many lookups it started.
+ */
+static size_t group_start(const sxe_map_t *map, struct lookup *group, size_t first, size_t end,
+                          const void *const *keys, const size_t *key_sizes, const void **values,
+                          uint64_t span)
+{
+    size_t started = 0;
+
+    for (size_t key = first; key < end; key++) {
+        if (!key_size_is_valid(map, key_sizes != NULL ? key_sizes[key] : map->key_size)) {
+            values[key] = NULL;
+            continue;
+        }
+        lookup_start(map, &group[started++], key, keys, key_sizes, span);
+    }
+    return started;
+}
+
+/*
+ * One pass over the lookups in flight: each examines the slots prefetched for it. One whose probe
+ * runs past them prefetches the next ones and moves to the next pass's list. @return how many
+ * lookups of the pass found their key.
+ */
+static size_t pass(const struct sxe_map_reader *reader, struct lookup *now, size_t count,
+                   struct lookup *later, size_t *later_count, const void *const *keys,
+                   const size_t *key_sizes, const void **values, size_t *value_sizes, uint64_t span)
+{
+    size_t found = 0;
+
+    for (size_t i = 0; i < count; i++) {
+        size_t key = now[i].key;
+        size_t key_size = key_sizes != NULL ? key_sizes[key] : reader->map->key_size;
+        if (lookup_go_on(reader, &now[i], keys[key], key_size, &values[key],
+                         value_sizes != NULL ? &value_sizes[key] : NULL, span)) {
+            found += values[key] != NULL;
+        } else {
+            later[(*later_count)++] = now[i];
+        }
+    }
+    return found;
+}
+
+/*
+ * Pipelined: each pass starts up to FIND_GROUP new lookups, then examines those started in the
+ * pass before, whose slots have had the new lookups' time to arrive. A lookup whose probe runs
+ * past its first slots (about one in six at the default load) waits for the next pass for each
+ * further line rather than stalling, so a long probe costs its own misses, not everyone's.
  */
 size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
                          const size_t *key_sizes, const void **values, size_t *value_sizes)
@@ -298,33 +416,22 @@ size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, cons
         return 0;
     }
     const sxe_map_t *map = reader->map;
-    uint64_t hashes[FIND_AHEAD];
-    uint64_t homes[FIND_AHEAD];
-    size_t found = 0;
+    struct lookup lists[2][2 * FIND_GROUP];
+    size_t sizes[2] = {0, 0}, next = 0, found = 0, now = 0;
+    uint64_t span = map->slot_size >= FIND_BYTES ? 1 : FIND_BYTES / map->slot_size;
 
-    for (size_t i = 0; i < count + FIND_AHEAD; i++) {
-        if (i >= FIND_AHEAD) {
-            size_t j = i - FIND_AHEAD;
-            size_t key_size = key_sizes != NULL ? key_sizes[j] : map->key_size;
-            values[j] =
-                key_size_is_valid(map, key_size)
-                    ? probe(map, hashes[j % FIND_AHEAD], homes[j % FIND_AHEAD], keys[j], key_size,
-                            reader->version, value_sizes != NULL ? &value_sizes[j] : NULL)
-                    : NULL;
-            found += values[j] != NULL;
-        }
-        if (i < count) {
-            size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
-            hashes[i % FIND_AHEAD] = sxe__map_hash(map, keys[i], key_size);
-            homes[i % FIND_AHEAD] = sxe__map_home(map, hashes[i % FIND_AHEAD] | 1);
-            /* The home slot and the one after it: a present key is found past its home slot
-             * in about half the lookups at the default load, and that second line would
-             * otherwise be a miss of its own, taken after the first. */
-            const char *slot = (const char *)sxe__map_slot(map, homes[i % FIND_AHEAD]);
-            __builtin_prefetch(slot);
-            __builtin_prefetch(slot + map->slot_size);
-        }
-    }
+    do {
+        /* The next pass's list holds the new lookups and those of this pass that go on. */
+        size_t room = 2 * FIND_GROUP - sizes[now];
+        size_t end = next + (room < FIND_GROUP ? room : FIND_GROUP);
+        end = end < count ? end : count;
+        sizes[1 - now] = group_start(map, lists[1 - now], next, end, keys, key_sizes, values, span);
+        next = end;
+        found += pass(reader, lists[now], sizes[now], lists[1 - now], &sizes[1 - now], keys,
+                      key_sizes, values, value_sizes, span);
+        sizes[now] = 0;
+        now = 1 - now;
+    } while (sizes[now] > 0 || next < count);
     return found;
 }
 

@@ -1,0 +1,150 @@
+/*
+ * sxe_map_find_many() against sxe_map_find(), key by key: find_many pipelines its lookups (it
+ * starts a group while it finishes the one before, and a lookup whose probe runs long waits for a
+ * later pass), so every batch size around its group sizes, long probes in a crowded table, keys
+ * replaced or deleted after an old snapshot, and keys of invalid sizes are checked against the
+ * one-at-a-time answer.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "map_test.h"
+
+#define KEYS   600
+#define ABSENT 1000000
+
+/* Checks find_many over keys[0..count) against find, key by key. */
+static void check_batch(const struct sxe_map_reader *reader, const uint64_t *keys, size_t count)
+{
+    const void *key_pointers[KEYS + 64] = {NULL}, *values[KEYS + 64];
+    size_t value_sizes[KEYS + 64], expected = 0;
+
+    for (size_t i = 0; i < count; i++) {
+        key_pointers[i] = &keys[i];
+        values[i] = &values; /* must be overwritten, found or not */
+    }
+    for (size_t i = 0; i < count; i++) {
+        expected += sxe_map_find(reader, &keys[i], sizeof(keys[i]), NULL) != NULL;
+    }
+    assert_int_equal(sxe_map_find_many(reader, count, key_pointers, NULL, values, value_sizes),
+                     expected);
+    for (size_t i = 0; i < count; i++) {
+        size_t size = 0;
+        const void *value = sxe_map_find(reader, &keys[i], sizeof(keys[i]), &size);
+        assert_ptr_equal(values[i], value);
+        if (value != NULL) {
+            assert_int_equal(value_sizes[i], size);
+        }
+    }
+}
+
+/* Keys 0..KEYS-1 in a random order, with absent keys mixed in. */
+static void shuffled_keys(uint64_t *keys, size_t count, unsigned seed)
+{
+    srandom(seed);
+    for (size_t i = 0; i < count; i++) {
+        keys[i] = i % 7 == 3 ? ABSENT + i : i % KEYS;
+    }
+    for (size_t i = count; i > 1; i--) {
+        size_t j = (size_t)random() % i;
+        uint64_t swap = keys[i - 1];
+        keys[i - 1] = keys[j];
+        keys[j] = swap;
+    }
+}
+
+static void test_find_many_agrees_with_find(void **state)
+{
+    struct sxe_map_options options = fixed_options(KEYS);
+    struct sxe_map_reader old, now;
+    static const size_t sizes[] = {0, 1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, KEYS + 64};
+    uint64_t keys[KEYS + 64];
+    sxe_map_t *map;
+
+    (void)state;
+    options.load_percent = 95; /* long clusters: probes that run past their first lines */
+    map = make_map(options);
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    for (uint64_t key = 0; key < KEYS; key++) {
+        assert_int_equal(sxe_map_put(map, &key, sizeof(key), &(struct value){key, key, ~key},
+                                     sizeof(struct value)),
+                         0);
+    }
+    commit(map);
+    assert_int_equal(sxe_map_read_begin(map, &old), 0);
+
+    /* A tenth replaced and a tenth deleted after the old snapshot was taken. */
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    for (uint64_t key = 0; key < KEYS; key += 10) {
+        assert_int_equal(put(map, key, key + 1), 1);
+        assert_int_equal(delete (map, key + 5), 0);
+    }
+    commit(map);
+    assert_int_equal(sxe_map_read_begin(map, &now), 0);
+
+    for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        shuffled_keys(keys, sizes[s], s);
+        check_batch(&old, keys, sizes[s]);
+        check_batch(&now, keys, sizes[s]);
+    }
+    struct sxe_map_stats stats;
+    sxe_map_stats(map, &stats);
+    assert_true(stats.slots < KEYS * 2); /* crowded enough for clusters */
+    sxe_map_read_end(&old);
+    sxe_map_read_end(&now);
+    sxe_map_destroy(map);
+}
+
+/* Variable keys: 32-byte slots (several per prefetch), and keys of invalid size answered NULL. */
+static void test_find_many_variable_keys(void **state)
+{
+    sxe_map_t *map = make_map(variable_options(300, 64 * 1024));
+    struct sxe_map_reader reader;
+    char words[300][16];
+    const void *keys[340], *values[340];
+    size_t key_sizes[340], value_sizes[340];
+
+    (void)state;
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    for (unsigned i = 0; i < 300; i++) {
+        snprintf(words[i], sizeof(words[i]), "word%u", i);
+        if (i % 3 != 0) {
+            assert_int_equal(put_text(map, words[i], words[i] + 4), 0);
+        }
+    }
+    commit(map);
+    for (unsigned i = 0; i < 340; i++) {
+        keys[i] = words[i % 300];
+        key_sizes[i] = i % 50 == 7 ? 0 : strlen(words[i % 300]); /* 0: invalid */
+    }
+    assert_int_equal(sxe_map_read_begin(map, &reader), 0);
+    size_t found = sxe_map_find_many(&reader, 340, keys, key_sizes, values, value_sizes);
+    size_t expected = 0;
+    for (unsigned i = 0; i < 340; i++) {
+        if (key_sizes[i] == 0) {
+            assert_null(values[i]);
+            continue;
+        }
+        const char *value = read_text(&reader, words[i % 300]);
+        expected += value != NULL;
+        if (value == NULL) {
+            assert_null(values[i]);
+        } else {
+            assert_int_equal(value_sizes[i], strlen(value));
+            assert_memory_equal(values[i], value, value_sizes[i]);
+        }
+    }
+    assert_int_equal(found, expected);
+    sxe_map_read_end(&reader);
+    sxe_map_destroy(map);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_find_many_agrees_with_find, reset),
+        cmocka_unit_test_teardown(test_find_many_variable_keys, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
