@@ -494,14 +494,85 @@ const void *sxe_hash_find(sxe_hash_t *hash, const void *key, size_t key_size, si
     return value;
 }
 
-/* How far sxe_hash_find_many looks ahead: it hashes and prefetches the slot of key i + AHEAD while
- * it probes key i, so about AHEAD misses are in flight, enough to fill the core's line fill
- * buffers, and the lines fetched for a key are still in L1 when it is probed. A power of two. */
-#define FIND_AHEAD 32
+/* sxe_hash_find_many() starts FIND_GROUP lookups a pass. Each prefetches FIND_BYTES of slots from
+ * its home, and FIND_FURTHER times as many each time its probe runs past them. */
+#define FIND_GROUP   16
+#define FIND_BYTES   128
+#define FIND_FURTHER 2
 
-/* values and value_sizes are restrict: the answers written through them never alias the table's
- * header, so its fields stay in registers through the loop instead of being read again after
- * every answer. */
+/* One lookup of sxe_hash_find_many() in flight. */
+struct lookup {
+    struct sxe__hash_where where;
+    const unsigned char *ready; /* the end of the slots prefetched for it */
+    size_t key;                 /* its index in keys[] */
+};
+
+/* Prefetches the lines of bytes of slots from where->slot on, and notes how far they reach. */
+static inline void prefetch_slots(struct lookup *lookup, size_t bytes)
+{
+    const unsigned char *slot = lookup->where.slot;
+
+    for (size_t offset = 0; offset < bytes; offset += 64) {
+        __builtin_prefetch(slot + offset);
+    }
+    __builtin_prefetch(slot + bytes - 1);
+    lookup->ready = slot + bytes;
+}
+
+/*
+ * Starts the lookups of keys[first] to keys[end - 1] in one tight loop, so that their prefetches'
+ * misses (and page walks, where the table has no huge pages) overlap.
+ */
+static void group_start(const sxe_hash_t *hash, struct lookup *group, size_t first, size_t end,
+                        const void *const *keys, const size_t *key_sizes)
+{
+    for (size_t key = first; key < end; key++) {
+        struct lookup *lookup = &group[key - first];
+        lookup->key = key;
+        sxe__hash_locate(hash, keys[key], key_sizes ? key_sizes[key] : hash->key_size,
+                         &lookup->where);
+        prefetch_slots(lookup, FIND_BYTES);
+    }
+}
+
+/*
+ * Probes the slots prefetched for a lookup. @return 1 if it found its key, 0 if the key is absent,
+ * or -1 if the probe runs past them: the next ones are prefetched, for a later pass.
+ */
+static inline int lookup_go_on(const sxe_hash_t *hash, struct lookup *lookup, const void *key,
+                               size_t key_size)
+{
+    struct sxe__hash_where *where = &lookup->where;
+    unsigned char *end = where->first + hash->slots_per_stripe * hash->slot_size;
+
+    for (;;) {
+        if (where->slot + hash->slot_size > lookup->ready) {
+            prefetch_slots(lookup, FIND_FURTHER * FIND_BYTES);
+            return -1;
+        }
+        uint64_t tag;
+        memcpy(&tag, where->slot, sizeof(tag));
+        if (tag == 0) {
+            return 0;
+        }
+        if (tag == where->tag && sxe__hash_same_key(hash, where, key, key_size)) {
+            return 1;
+        }
+        where->slot += hash->slot_size;
+        if (where->slot == end) {
+            where->slot = where->first;
+            lookup->ready = where->first; /* nothing prefetched from the start of the stripe */
+        }
+    }
+}
+
+/*
+ * Pipelined: each pass starts up to FIND_GROUP new lookups, then probes those started in the pass
+ * before, whose slots have had the new lookups' time to arrive. A probe that runs past its
+ * prefetched slots waits for the next pass rather than stalling on one miss after another.
+ * values and value_sizes are restrict: the answers written through them never alias the table's
+ * header, so its fields stay in registers through the loop.
+ */
 size_t sxe_hash_find_many(sxe_hash_t *hash, size_t count, const void *const *keys,
                           const size_t *key_sizes, const void **restrict values,
                           size_t *restrict value_sizes)
@@ -510,31 +581,36 @@ size_t sxe_hash_find_many(sxe_hash_t *hash, size_t count, const void *const *key
                    (key_sizes != NULL || hash->key_size != SXE_HASH_VARIABLE))) {
         return 0;
     }
-    struct sxe__hash_where ring[FIND_AHEAD];
-    size_t found = 0;
+    struct lookup lists[2][2 * FIND_GROUP];
+    size_t sizes[2] = {0, 0}, next = 0, found = 0, now = 0;
 
-    for (size_t i = 0; i < count + FIND_AHEAD; i++) {
-        if (i >= FIND_AHEAD) {
-            size_t at = i - FIND_AHEAD, key_size = key_sizes ? key_sizes[at] : hash->key_size;
-            struct sxe__hash_where *where = &ring[at % FIND_AHEAD];
-            const void *value = NULL;
-            size_t size = 0;
-            if (sxe__hash_probe(hash, keys[at], key_size, where)) {
-                value = sxe__hash_value(hash, where, &size);
-                found++;
+    do {
+        /* The next pass's list holds the new lookups and those of this pass that go on. */
+        struct lookup *later = lists[1 - now];
+        size_t room = 2 * FIND_GROUP - sizes[now];
+        size_t end = next + (room < FIND_GROUP ? room : FIND_GROUP);
+        end = end < count ? end : count;
+        group_start(hash, later, next, end, keys, key_sizes);
+        sizes[1 - now] = end - next;
+        next = end;
+        for (size_t i = 0; i < sizes[now]; i++) {
+            struct lookup *lookup = &lists[now][i];
+            size_t key = lookup->key, size = 0;
+            int result =
+                lookup_go_on(hash, lookup, keys[key], key_sizes ? key_sizes[key] : hash->key_size);
+            if (result < 0) {
+                later[sizes[1 - now]++] = *lookup;
+                continue;
             }
-            values[at] = value;
+            values[key] = result ? sxe__hash_value(hash, &lookup->where, &size) : NULL;
+            found += (size_t)result;
             if (value_sizes != NULL) {
-                value_sizes[at] = size;
+                value_sizes[key] = size;
             }
         }
-        if (i < count) {
-            struct sxe__hash_where *where = &ring[i % FIND_AHEAD];
-            sxe__hash_locate(hash, keys[i], key_sizes ? key_sizes[i] : hash->key_size, where);
-            __builtin_prefetch(where->slot);
-            __builtin_prefetch(where->slot + 2 * hash->slot_size - 1);
-        }
-    }
+        sizes[now] = 0;
+        now = 1 - now;
+    } while (sizes[now] > 0 || next < count);
     return found;
 }
 

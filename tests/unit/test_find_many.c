@@ -1,18 +1,21 @@
 /*
- * sxe_map_find_many() against sxe_map_find(), key by key: find_many pipelines its lookups (it
- * starts a group while it finishes the one before, and a lookup whose probe runs long waits for a
- * later pass), so every batch size around its group sizes, long probes in a crowded table, keys
- * replaced or deleted after an old snapshot, and keys of invalid sizes are checked against the
- * one-at-a-time answer.
+ * sxe_map_find_many() and sxe_hash_find_many() against their one-at-a-time finds, key by key: both
+ * pipeline their lookups (they start a group while they finish the one before, and a lookup whose
+ * probe runs long waits for a later pass), so every batch size around their group sizes, long
+ * probes in crowded tables (chains that wrap around a hash stripe's end), keys replaced or deleted
+ * after an old snapshot, and keys of invalid sizes are checked against find's answer.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "map_test.h"
+#include "sxe/hash.h"
 
 #define KEYS   600
 #define ABSENT 1000000
+
+static const size_t batch_sizes[] = {0, 1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, KEYS + 64};
 
 /* Checks find_many over keys[0..count) against find, key by key. */
 static void check_batch(const struct sxe_map_reader *reader, const uint64_t *keys, size_t count)
@@ -58,7 +61,6 @@ static void test_find_many_agrees_with_find(void **state)
 {
     struct sxe_map_options options = fixed_options(KEYS);
     struct sxe_map_reader old, now;
-    static const size_t sizes[] = {0, 1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 100, KEYS + 64};
     uint64_t keys[KEYS + 64];
     sxe_map_t *map;
 
@@ -83,10 +85,10 @@ static void test_find_many_agrees_with_find(void **state)
     commit(map);
     assert_int_equal(sxe_map_read_begin(map, &now), 0);
 
-    for (unsigned s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-        shuffled_keys(keys, sizes[s], s);
-        check_batch(&old, keys, sizes[s]);
-        check_batch(&now, keys, sizes[s]);
+    for (unsigned s = 0; s < sizeof(batch_sizes) / sizeof(batch_sizes[0]); s++) {
+        shuffled_keys(keys, batch_sizes[s], s);
+        check_batch(&old, keys, batch_sizes[s]);
+        check_batch(&now, keys, batch_sizes[s]);
     }
     struct sxe_map_stats stats;
     sxe_map_stats(map, &stats);
@@ -140,11 +142,58 @@ static void test_find_many_variable_keys(void **state)
     sxe_map_destroy(map);
 }
 
+/* A crowded hash in four stripes: chains run long and wrap around their stripe's end. */
+static void test_hash_find_many_agrees_with_find(void **state)
+{
+    struct sxe_hash_options options = {.name = "crowded",
+                                       .capacity = KEYS,
+                                       .key_size = 8,
+                                       .value_size = sizeof(struct value),
+                                       .load_percent = 95,
+                                       .stripes = 4,
+                                       .seed = 7,
+                                       .flags = SXE_HASH_LOCKED};
+    uint64_t keys[KEYS + 64];
+    const void *key_pointers[KEYS + 64] = {NULL}, *values[KEYS + 64];
+    size_t value_sizes[KEYS + 64];
+    sxe_hash_t *hash;
+
+    (void)state;
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    for (uint64_t key = 0; key < KEYS; key++) {
+        struct value value = value_of(key);
+        assert_int_equal(sxe_hash_put(hash, &key, sizeof(key), &value, sizeof(value)), 0);
+    }
+    /* The last round: absent keys only, whose probes run to the end of their clusters. */
+    for (unsigned s = 0; s <= sizeof(batch_sizes) / sizeof(batch_sizes[0]); s++) {
+        size_t count = s < sizeof(batch_sizes) / sizeof(batch_sizes[0]) ? batch_sizes[s] : KEYS;
+        size_t expected = 0;
+        shuffled_keys(keys, count, s);
+        for (size_t i = 0; i < count && s == sizeof(batch_sizes) / sizeof(batch_sizes[0]); i++) {
+            keys[i] = ABSENT + i;
+        }
+        for (size_t i = 0; i < count; i++) {
+            key_pointers[i] = &keys[i];
+            values[i] = &values;
+            expected += sxe_hash_find(hash, &keys[i], sizeof(keys[i]), NULL) != NULL;
+        }
+        assert_int_equal(sxe_hash_find_many(hash, count, key_pointers, NULL, values, value_sizes),
+                         expected);
+        for (size_t i = 0; i < count; i++) {
+            const void *value = sxe_hash_find(hash, &keys[i], sizeof(keys[i]), NULL);
+            assert_ptr_equal(values[i], value);
+            assert_int_equal(value_sizes[i], value != NULL ? sizeof(struct value) : 0);
+        }
+    }
+    sxe_hash_destroy(hash);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_find_many_agrees_with_find, reset),
         cmocka_unit_test_teardown(test_find_many_variable_keys, reset),
+        cmocka_unit_test_teardown(test_hash_find_many_agrees_with_find, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
