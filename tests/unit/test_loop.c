@@ -258,6 +258,72 @@ static void test_signal_setup_failures(void **state)
     pthread_sigmask(SIG_UNBLOCK, &signals, NULL);
 }
 
+static unsigned hook_calls[SXE__AT_STOP_MAX + 1];
+
+static void count_stop(void *arg)
+{
+    hook_calls[(uintptr_t)arg]++;
+}
+
+/*
+ * Stop hooks: eight fit and a ninth is refused; removing one that was never added says so; a
+ * removed hook's place takes a new one. Stopping calls each hook once, and stopping again (while
+ * the loop stops, or after) calls none of them again.
+ */
+static void test_stop_hooks(void **state)
+{
+    sxe_loop_t *loop;
+
+    (void)state;
+    memset(hook_calls, 0, sizeof(hook_calls));
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    for (uintptr_t i = 0; i < SXE__AT_STOP_MAX; i++) {
+        assert_int_equal(sxe_loop_at_stop(loop, count_stop, (void *)i), 0);
+    }
+    assert_int_equal(sxe_loop_at_stop(loop, count_stop, (void *)SXE__AT_STOP_MAX), -ENOBUFS);
+    assert_int_equal(sxe_loop_at_stop(loop, NULL, (void *)SXE__AT_STOP_MAX), -ENOENT);
+    assert_int_equal(sxe_loop_at_stop(loop, NULL, (void *)3), 0);
+    assert_int_equal(sxe_loop_at_stop(loop, NULL, (void *)3), -ENOENT);
+    assert_int_equal(sxe_loop_at_stop(loop, count_stop, (void *)SXE__AT_STOP_MAX), 0);
+
+    sxe_loop_shutdown(loop, 0);
+    sxe_loop_shutdown(loop, 0);
+    assert_int_equal(sxe_loop_run(loop), 0);
+    sxe_loop_shutdown(loop, 0);
+    for (unsigned i = 0; i <= SXE__AT_STOP_MAX; i++) {
+        assert_int_equal(hook_calls[i], i == 3 ? 0 : 1);
+    }
+    sxe_loop_destroy(loop);
+}
+
+/*
+ * A wait that fails for good ends sxe_loop_run() with its error, and says so; on io_uring, a
+ * kernel short of memory for the submission (EBUSY) is waited out, with one warning.
+ */
+static void test_a_failed_wait_ends_the_run(void **state)
+{
+    struct sxe_test_capture capture;
+    sxe_loop_t *loop;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    sxe_test_capture_start(&capture);
+    if (sxe_test_uring()) {
+        sxe__sys_fail(SXE_SYS_io_uring_enter, 1, 1, EBUSY);
+        assert_int_equal(sxe_loop_run_once(loop, 0), 0);
+        assert_non_null(strstr(capture.text, "submitting next turn"));
+        sxe__sys_fail(SXE_SYS_io_uring_enter, 1, 1, EBADF);
+    } else {
+        sxe__sys_fail(SXE_SYS_epoll_pwait2, 1, 1, EBADF);
+        sxe__sys_fail(SXE_SYS_epoll_wait, 1, 1, EBADF);
+    }
+    assert_int_equal(sxe_loop_run(loop), -EBADF);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, sxe_test_uring() ? "io_uring_enter: Bad file descriptor"
+                                                          : "waiting for events failed"));
+    sxe_loop_destroy(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +336,8 @@ int main(void)
         cmocka_unit_test_teardown(test_run_on_another_thread, reset),
         cmocka_unit_test_teardown(test_sigpipe_is_ignored_unless_chosen, reset),
         cmocka_unit_test_teardown(test_signal_setup_failures, reset),
+        cmocka_unit_test_teardown(test_stop_hooks, reset),
+        cmocka_unit_test_teardown(test_a_failed_wait_ends_the_run, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -163,6 +163,39 @@ static void test_fake_clock(void **state)
     assert_int_equal(now.tv_sec, 7);
 }
 
+/*
+ * Every entry can be armed: arming puts the fault wrapper in the table, arming it again keeps
+ * that wrapper and what it passes through to (were the wrapper to pass through to itself, the
+ * first call would recurse until the stack ran out), and reset puts the real call back.
+ */
+static void test_every_entry_arms_once_and_resets(void **state)
+{
+    (void)state;
+#define SXE_TEST_ARM(name, ret, params, args, impl)                                                \
+    {                                                                                              \
+        ret(*real) params = sxe__sys.name;                                                         \
+        sxe__sys_count(SXE_SYS_##name);                                                            \
+        ret(*armed) params = sxe__sys.name;                                                        \
+        assert_ptr_not_equal(armed, real);                                                         \
+        sxe__sys_fail(SXE_SYS_##name, 2, 1, EIO);                                                  \
+        assert_ptr_equal(sxe__sys.name, armed);                                                    \
+        sxe__sys_reset();                                                                          \
+        assert_ptr_equal(sxe__sys.name, real);                                                     \
+    }
+    SXE_SYS_CALLS(SXE_TEST_ARM)
+#undef SXE_TEST_ARM
+
+    /* Armed twice, an entry still reaches the real call, and fails only the call asked for. */
+    sxe__sys_count(SXE_SYS_getpid);
+    sxe__sys_fail(SXE_SYS_getpid, 2, 1, EPERM);
+    assert_int_equal(sxe__sys.getpid(), getpid());
+    errno = 0;
+    assert_int_equal(sxe__sys.getpid(), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(sxe__sys.getpid(), getpid());
+    assert_int_equal(sxe__sys_calls(SXE_SYS_getpid), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +205,7 @@ int main(void)
         cmocka_unit_test_teardown(test_replace_entry_and_layer_fault, reset),
         cmocka_unit_test_teardown(test_count_only, reset),
         cmocka_unit_test_teardown(test_fake_clock, reset),
+        cmocka_unit_test_teardown(test_every_entry_arms_once_and_resets, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

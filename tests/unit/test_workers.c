@@ -125,6 +125,18 @@ static int client(int port)
     return fd;
 }
 
+static int client6(int port)
+{
+    struct sockaddr_in6 address = {.sin6_family = AF_INET6,
+                                   .sin6_port = htons((uint16_t)port),
+                                   .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    return fd;
+}
+
 /* Asks which worker serves fd. @return its index, or -1 if none answers. */
 static int ask(int fd)
 {
@@ -467,6 +479,82 @@ static void test_invalid_use(void **state)
     close(holder);
 }
 
+/*
+ * Listening: IPv6 groups share the first socket's port; a failed getsockname or a kernel that
+ * refuses the CPU steering program fails the listen, says why, and leaves no socket open.
+ */
+static void test_listen_ipv6_and_faults(void **state)
+{
+    struct sockaddr_in6 six = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    struct sockaddr_in four = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sxe_workers_options cpu = {.count = 2, .spread = SXE_SPREAD_REUSEPORT_CPU};
+    struct sxe_test_capture capture;
+    unsigned fds = sxe_test_open_fds();
+    sxe_workers_t *set;
+
+    (void)state;
+    assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){.count = 2}), 0);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&six, sizeof(six), NULL), 0);
+    int port = sxe_workers_port(set, 0);
+    assert_true(port > 0);
+    int fd = client6(port);
+    close(fd);
+    sxe_workers_destroy(set);
+
+    assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){.count = 2}), 0);
+    sxe__sys_fail(SXE_SYS_getsockname, 1, 1, ENOBUFS);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&four, sizeof(four), NULL),
+                     -ENOBUFS);
+    sxe__sys_reset();
+    sxe_workers_destroy(set);
+
+    /* The steering program is the last option set: count them on a listen that works. */
+    assert_int_equal(sxe_workers_create(&set, &cpu), 0);
+    sxe__sys_count(SXE_SYS_setsockopt);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&four, sizeof(four), NULL), 0);
+    unsigned last = sxe__sys_calls(SXE_SYS_setsockopt);
+    sxe_workers_destroy(set);
+    assert_int_equal(sxe_workers_create(&set, &cpu), 0);
+    sxe_test_capture_start(&capture);
+    sxe__sys_fail(SXE_SYS_setsockopt, last, 1, EPERM);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&four, sizeof(four), NULL), -EPERM);
+    sxe_test_capture_stop();
+    sxe__sys_reset();
+    assert_non_null(strstr(capture.text, "cannot steer connections by CPU"));
+    assert_int_equal(sxe_workers_port(set, 0), 0);
+    sxe_workers_destroy(set);
+    assert_int_equal(sxe_test_open_fds(), fds);
+}
+
+/*
+ * A worker thread whose loop cannot be made (no memory for its buffers) ends with the reason and
+ * is not restarted: with every worker so, run says -ECHILD, and the supervisor's own calls are
+ * unharmed (it maps nothing once running).
+ */
+static void test_a_worker_without_memory_for_its_loop_ends(void **state)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sxe_test_capture capture;
+    struct behaviour behaviour = {0};
+    sxe_workers_t *set;
+
+    (void)state;
+    assert_int_equal(
+        sxe_workers_create(&set,
+                           &(struct sxe_workers_options){.count = 2, .kind = SXE_WORKERS_THREADS}),
+        0);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&address, sizeof(address), NULL),
+                     0);
+    sxe_test_capture_start(&capture);
+    sxe__sys_fail(SXE_SYS_mmap, 1, 0, ENOMEM);
+    assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -ECHILD);
+    sxe__sys_reset();
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "worker 0: cannot start: Cannot allocate memory"));
+    assert_non_null(strstr(capture.text, "worker 1: cannot start: Cannot allocate memory"));
+    sxe_workers_destroy(set);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -479,6 +567,8 @@ int main(void)
         cmocka_unit_test(test_failed_starts_end_the_set),
         cmocka_unit_test(test_start_faults),
         cmocka_unit_test(test_invalid_use),
+        cmocka_unit_test(test_listen_ipv6_and_faults),
+        cmocka_unit_test(test_a_worker_without_memory_for_its_loop_ends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

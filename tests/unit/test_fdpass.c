@@ -1,0 +1,139 @@
+/*
+ * fd channels (src/fdpass.c): a descriptor sent over a pair made with SXE_LISTEN_RECEIVE_FDS,
+ * a send interrupted by a signal and one the kernel refuses, a hand-off that cannot be sent, and
+ * a descriptor that arrives where nobody takes it. The hand-off that works is in test_conn.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sxe/clock.h"
+#include "sxe/conn.h"
+#include "sxe/loop.h"
+#include "sxe_test.h"
+#include "sys.h"
+
+static sxe_loop_t *loop;
+static int received[4];
+static unsigned received_count;
+
+static void keep_fd(sxe_conn_t *conn, int fd)
+{
+    (void)conn;
+    assert_true(received_count < sizeof(received) / sizeof(received[0]));
+    received[received_count++] = fd;
+}
+
+static const struct sxe_conn_handlers taking = {.on_fd = keep_fd};
+static const struct sxe_conn_handlers not_taking = {0};
+
+static int setup(void **state)
+{
+    (void)state;
+    received_count = 0;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (unsigned i = 0; i < received_count; i++) {
+        close(received[i]);
+    }
+    sxe_loop_destroy(loop);
+    sxe__sys_reset();
+    return 0;
+}
+
+/* Turns the loop a few times, for what was sent to arrive. */
+static void pump(void)
+{
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+static bool same_file(int fd, int other)
+{
+    struct stat one, two;
+
+    assert_int_equal(fstat(fd, &one), 0);
+    assert_int_equal(fstat(other, &two), 0);
+    return one.st_dev == two.st_dev && one.st_ino == two.st_ino;
+}
+
+/* A send interrupted by a signal is sent again; one the kernel refuses returns its error. */
+static void test_send_retries_eintr_and_returns_a_refusal(void **state)
+{
+    sxe_conn_t *sender, *receiver;
+    int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    (void)state;
+    assert_int_equal(sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &taking, NULL),
+                     0);
+    pump();
+    sxe__sys_fail(SXE_SYS_sendmsg, 1, 1, EINTR);
+    assert_int_equal(sxe_conn_send_fd(sender, file), 0);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_sendmsg), 2);
+    pump();
+    assert_int_equal(received_count, 1);
+    assert_true(same_file(received[0], file));
+
+    sxe__sys_fail(SXE_SYS_sendmsg, 1, 1, ENOBUFS);
+    assert_int_equal(sxe_conn_send_fd(sender, file), -ENOBUFS);
+    pump();
+    assert_int_equal(received_count, 1);
+    close(file);
+}
+
+/* A hand-off that cannot be sent leaves the connection open, here, to be served or closed. */
+static void test_a_hand_off_that_fails_keeps_the_connection(void **state)
+{
+    sxe_conn_t *sender, *receiver, *conn, *peer;
+
+    (void)state;
+    assert_int_equal(sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &taking, NULL),
+                     0);
+    assert_int_equal(sxe_conn_pair(loop, &conn, &peer, 0, &not_taking, NULL), 0);
+    pump();
+    int fd = sxe_conn_fd(conn);
+    sxe__sys_fail(SXE_SYS_sendmsg, 1, 1, ETOOMANYREFS);
+    assert_int_equal(sxe_conn_hand_off(conn, sender), -ETOOMANYREFS);
+    assert_int_equal(sxe_conn_fd(conn), fd);
+    assert_int_equal(sxe_conn_write(conn, "still here", 10), 0);
+    pump();
+    assert_int_equal(received_count, 0);
+}
+
+/* A descriptor sent to a connection without on_fd is closed on arrival: nothing leaks. */
+static void test_a_descriptor_nobody_takes_is_closed(void **state)
+{
+    sxe_conn_t *sender, *receiver;
+    int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    (void)state;
+    assert_int_equal(
+        sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &not_taking, NULL), 0);
+    pump();
+    unsigned fds = sxe_test_open_fds();
+    assert_int_equal(sxe_conn_send_fd(sender, file), 0);
+    pump();
+    assert_int_equal(sxe_test_open_fds(), fds);
+    assert_int_equal(received_count, 0);
+    close(file);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_send_retries_eintr_and_returns_a_refusal, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_hand_off_that_fails_keeps_the_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_descriptor_nobody_takes_is_closed, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
