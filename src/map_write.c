@@ -28,8 +28,15 @@
 
 #define NONE UINT64_MAX
 
-/* sxe_map_put_many() prefetches this many keys ahead of the one it puts. */
-#define PUT_AHEAD 16
+/* sxe_map_put_many() walks up to PUT_WINDOW puts' probes into the cache ahead of the put it
+ * applies, PUT_BYTES of slots (at least one) at a time. */
+#define PUT_WINDOW 32
+#define PUT_BYTES  128
+/* Slots a walk prefetches at a time at most: clusters grow long where updates leave tombstones. */
+#define PUT_FURTHEST 64
+
+/* Reclaiming prefetches the slots of up to this many old versions ahead. */
+#define RECLAIM_AHEAD 32
 
 static void recover(sxe_map_t *map, const char *why)
 {
@@ -150,14 +157,33 @@ static uint64_t oldest_snapshot(sxe_map_t *map)
     return oldest;
 }
 
+/*
+ * Prefetches the slots (and the slot after each, which trimming reads) of the ring's entries
+ * from *ahead on, up to RECLAIM_AHEAD past head, in one tight loop so that their misses overlap.
+ */
+static void prefetch_ring(const sxe_map_t *map, uint64_t head, uint64_t *ahead)
+{
+    uint64_t tail = map->header->ring_tail;
+
+    if (*ahead - head > RECLAIM_AHEAD / 2) {
+        return;
+    }
+    for (; *ahead != tail && *ahead - head < RECLAIM_AHEAD; (*ahead)++) {
+        const char *slot = (const char *)sxe__map_slot(map, map->ring[*ahead % map->old_versions]);
+        __builtin_prefetch(slot, 1, 0);
+        __builtin_prefetch(slot + map->slot_size, 1, 0);
+    }
+}
+
 /* Reclaims every old version that no reader can see any more, oldest first. */
 static void reclaim(sxe_map_t *map)
 {
     struct sxe__map_header *header = map->header;
     uint64_t oldest = oldest_snapshot(map);
-    uint64_t reclaimed = 0;
+    uint64_t reclaimed = 0, ahead = header->ring_head;
 
     while (header->ring_head != header->ring_tail) {
+        prefetch_ring(map, header->ring_head, &ahead);
         uint32_t index = map->ring[header->ring_head % map->old_versions];
         if (sxe__map_slot(map, index)->deleted > oldest) {
             break;
@@ -412,10 +438,78 @@ int sxe_map_put(sxe_map_t *map, const void *key, size_t key_size, const void *va
     return put_hashed(map, sxe__map_hash(map, key, key_size), key, key_size, value, value_size);
 }
 
+/* A put of sxe_map_put_many() whose probe is being walked into the cache. */
+struct warming {
+    uint64_t hash;
+    uint64_t index;   /* the next slot to look at */
+    uint64_t ready;   /* slots from index on that are prefetched */
+    uint64_t steps;   /* slots looked at */
+    uint64_t further; /* slots it prefetched last: twice as many each time, up to PUT_FURTHEST */
+    bool free_seen, tag_seen;
+    bool valid; /* its arguments are; an invalid put stops the batch when its turn comes */
+    bool done;  /* its walk is over: it may be applied */
+};
+
+static bool put_is_valid(const sxe_map_t *map, const void *key, size_t key_size, const void *value,
+                         size_t value_size)
+{
+    return key != NULL && (value != NULL || value_size == 0) &&
+           sizes_are_valid(map, key_size, value_size);
+}
+
+static void prefetch_for_write(const sxe_map_t *map, uint64_t index, uint64_t span)
+{
+    const char *slot = (const char *)sxe__map_slot(map, index);
+    const char *end = slot + span * map->slot_size;
+
+    for (; slot < end; slot += 64) {
+        __builtin_prefetch(slot, 1, 0);
+    }
+}
+
 /*
- * Puts with a rolling window: each key is hashed and its home slot (and the line after, where
- * its free slot often is) prefetched PUT_AHEAD keys before its put, so the puts' cache misses
- * overlap.
+ * Walks a put's probe over its prefetched slots, as far as find_for_write() may look: to an empty
+ * slot, or past both a free slot and a slot with the key's tag. Reads tags only; the put itself
+ * walks again, in the cache. If the walk runs past its slots, prefetches the next ones (twice as
+ * many) for a later pass. @return true when the walk is over.
+ */
+static bool warm(const sxe_map_t *map, struct warming *warming)
+{
+    uint64_t tag = warming->hash | 1;
+
+    for (; warming->ready > 0; warming->ready--) {
+        uint64_t slot_tag = sxe__map_slot(map, warming->index)->tag;
+        warming->free_seen |= slot_tag == SXE__MAP_TOMBSTONE;
+        warming->tag_seen |= slot_tag == tag;
+        if (slot_tag == SXE__MAP_EMPTY || (warming->free_seen && warming->tag_seen) ||
+            ++warming->steps == map->slot_count) {
+            return true;
+        }
+        warming->index = sxe__map_next(map, warming->index);
+    }
+    warming->further = warming->further < PUT_FURTHEST ? 2 * warming->further : PUT_FURTHEST;
+    warming->ready = warming->further;
+    prefetch_for_write(map, warming->index, warming->ready);
+    return false;
+}
+
+/* Starts walking put i's probe: hashes its key and prefetches its first slots. */
+static void warm_start(const sxe_map_t *map, struct warming *warming, const void *key,
+                       size_t key_size, bool valid, uint64_t span)
+{
+    *warming = (struct warming){.valid = valid, .done = !valid, .ready = span, .further = span};
+    if (valid) {
+        warming->hash = sxe__map_hash(map, key, key_size);
+        warming->index = sxe__map_home(map, warming->hash | 1);
+        prefetch_for_write(map, warming->index, span);
+    }
+}
+
+/*
+ * Puts in order, with the probes of up to PUT_WINDOW puts ahead walked into the cache meanwhile:
+ * each round walks every probe in flight one prefetch further, applies the puts whose own and
+ * earlier walks are over, and starts new walks in one tight loop, so that their misses overlap.
+ * A long probe makes the puts behind it wait for it, not for each other's misses.
  */
 int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, const size_t *key_sizes,
                      const void *const *values, const size_t *value_sizes, size_t *done)
@@ -426,32 +520,33 @@ int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, cons
                    (value_sizes != NULL || map->value_size != SXE_MAP_VARIABLE))) {
         return -EINVAL;
     }
-    uint64_t hashes[PUT_AHEAD];
+    struct warming window[PUT_WINDOW];
+    uint64_t span = map->slot_size >= PUT_BYTES ? 1 : PUT_BYTES / map->slot_size;
+    size_t started = 0;
 
-    *done = 0;
-    for (size_t i = 0; i < count + PUT_AHEAD; i++) {
-        if (i >= PUT_AHEAD) {
-            size_t j = i - PUT_AHEAD;
-            size_t key_size = key_sizes != NULL ? key_sizes[j] : map->key_size;
-            size_t value_size = value_sizes != NULL ? value_sizes[j] : map->value_size;
-            if (!SXE_CHECK(keys[j] != NULL && (values[j] != NULL || value_size == 0) &&
-                           sizes_are_valid(map, key_size, value_size))) {
+    for (*done = 0; *done < count;) {
+        for (size_t i = *done; i < started; i++) {
+            struct warming *warming = &window[i % PUT_WINDOW];
+            warming->done = warming->done || warm(map, warming);
+        }
+        for (; *done < started && window[*done % PUT_WINDOW].done; (*done)++) {
+            size_t i = *done, key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
+            size_t value_size = value_sizes != NULL ? value_sizes[i] : map->value_size;
+            if (!SXE_CHECK(window[i % PUT_WINDOW].valid)) {
                 return -EINVAL;
             }
-            int rc =
-                put_hashed(map, hashes[j % PUT_AHEAD], keys[j], key_size, values[j], value_size);
+            int rc = put_hashed(map, window[i % PUT_WINDOW].hash, keys[i], key_size, values[i],
+                                value_size);
             if (rc < 0) {
                 return rc;
             }
-            (*done)++;
         }
-        if (i < count) {
-            size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
-            uint64_t home;
-            hashes[i % PUT_AHEAD] = sxe__map_hash(map, keys[i], key_size);
-            home = sxe__map_home(map, hashes[i % PUT_AHEAD] | 1);
-            __builtin_prefetch(sxe__map_slot(map, home), 1, 0);
-            __builtin_prefetch(sxe__map_slot(map, sxe__map_next(map, home)), 1, 0);
+        for (; started < count && started - *done < PUT_WINDOW; started++) {
+            size_t key_size = key_sizes != NULL ? key_sizes[started] : map->key_size;
+            size_t value_size = value_sizes != NULL ? value_sizes[started] : map->value_size;
+            warm_start(map, &window[started % PUT_WINDOW], keys[started], key_size,
+                       put_is_valid(map, keys[started], key_size, values[started], value_size),
+                       span);
         }
     }
     return 0;

@@ -3,7 +3,9 @@
  * pipeline their lookups (they start a group while they finish the one before, and a lookup whose
  * probe runs long waits for a later pass), so every batch size around their group sizes, long
  * probes in crowded tables (chains that wrap around a hash stripe's end), keys replaced or deleted
- * after an old snapshot, and keys of invalid sizes are checked against find's answer.
+ * after an old snapshot, and keys of invalid sizes are checked against find's answer. And
+ * sxe_map_put_many(), which walks the probes of the puts ahead into the cache while it applies
+ * them in order, against sxe_map_put() one at a time.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -188,12 +190,51 @@ static void test_hash_find_many_agrees_with_find(void **state)
     sxe_hash_destroy(hash);
 }
 
+/* The same batch, with keys that come twice and replacements, through put_many and put. */
+static void test_put_many_agrees_with_put(void **state)
+{
+    struct sxe_map_options options = fixed_options(KEYS);
+    uint64_t keys[KEYS];
+    struct value values[KEYS];
+    const void *key_pointers[KEYS], *value_pointers[KEYS];
+    size_t done;
+
+    (void)state;
+    options.load_percent = 95;
+    options.old_versions = KEYS;
+    sxe_map_t *many = make_map(options), *one = make_map(options);
+    for (unsigned round = 0; round < 3; round++) {
+        shuffled_keys(keys, KEYS, round + 100);
+        assert_int_equal(sxe_map_write_begin(many), 0);
+        assert_int_equal(sxe_map_write_begin(one), 0);
+        for (size_t i = 0; i < KEYS; i++) {
+            keys[i] %= KEYS * 3 / 4; /* a quarter come twice, in order */
+            values[i] = value_of(round * KEYS + i);
+            key_pointers[i] = &keys[i];
+            value_pointers[i] = &values[i];
+            assert_true(
+                sxe_map_put(one, &keys[i], sizeof(keys[i]), &values[i], sizeof(values[i])) >= 0);
+        }
+        assert_int_equal(
+            sxe_map_put_many(many, KEYS, key_pointers, NULL, value_pointers, NULL, &done), 0);
+        assert_int_equal(done, KEYS);
+        commit(many);
+        commit(one);
+        for (uint64_t key = 0; key < KEYS; key++) {
+            assert_int_equal(read_now(many, key), read_now(one, key));
+        }
+    }
+    sxe_map_destroy(many);
+    sxe_map_destroy(one);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_find_many_agrees_with_find, reset),
         cmocka_unit_test_teardown(test_find_many_variable_keys, reset),
         cmocka_unit_test_teardown(test_hash_find_many_agrees_with_find, reset),
+        cmocka_unit_test_teardown(test_put_many_agrees_with_put, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
