@@ -117,7 +117,10 @@ def test_open_loop_sees_the_stalls_the_closed_loop_hides(sxe_http):
 
 
 def test_rate_is_kept(sxe_http, hello):
-    data = report(sxe_http("-i", "127.0.0.1", "-p", hello, "-R", 20000, "-d", 10, "-c", 40,
+    # 160 connections with the default 16 outstanding each: a stall of the server of up to 128 ms
+    # (an ASan build beside the rest of the suite) is waited out, not counted as over the cap; 40
+    # connections allowed 32 ms, and CI once saw 91 requests over it.
+    data = report(sxe_http("-i", "127.0.0.1", "-p", hello, "-R", 20000, "-d", 10, "-c", 160,
                            "--json"))
     assert data["sent"] == data["queries"] == 200000  # due at 0, 50 us, ..., 9.99995 s
     assert near(data["queries_per_s"], 20000, 0.01), data
