@@ -605,7 +605,11 @@ static void run(void)
     worker.results.query_ns = worker.last_response_ns - worker.start_ns;
     if (worker.intervals && (worker.results.queries > worker.interval_queries ||
                              results_errors(&worker.results) > worker.interval_errors)) {
-        send_interval(worker.last_response_ns);
+        /* If the last answer came after the second being counted ended (the loop ended before
+         * it looked at the clock again), that second is whole and holds the late answers, as a
+         * late look at the clock during the run would have it: it lasts one second, not more. */
+        uint64_t end = worker.start_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC;
+        send_interval(worker.last_response_ns < end ? worker.last_response_ns : end);
     }
 }
 
