@@ -254,6 +254,30 @@ static void test_on_read_closes_with_kept_input_unconsumed(void **state)
     assert_int_equal(stats.open, 0);
 }
 
+/* A socketpair whose one end on_read adopts once it has closed its own connection. */
+static void give_on_read_a_second_connection(void)
+{
+    int fds[2];
+
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    seen.reuse_fd = fds[0];
+    second_peer = fds[1];
+}
+
+/* The connection on_read adopted, in the old one's slot, hears its own peer and nothing else. */
+static void second_hears_only_its_peer(void)
+{
+    struct sxe_loop_stats stats;
+
+    turn_until(&seen.second_connects, 1);
+    sxe_test_say(second_peer, "new");
+    turn_until(&seen.second_reads, 1);
+    turn();
+    assert_string_equal(seen.second_input, "new");
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.buffers_in_use, 0);
+}
+
 /*
  * on_read closes the connection and adopts a new one, which takes the same slot: the new
  * connection must not inherit the input the old one left, and hears only its own peer.
@@ -261,41 +285,27 @@ static void test_on_read_closes_with_kept_input_unconsumed(void **state)
 static void test_a_new_connection_in_the_slot_gets_none_of_the_old_input(void **state)
 {
     struct sxe_loop_stats stats;
-    int fds[2];
 
     (void)state;
     start();
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    seen.reuse_fd = fds[0];
-    second_peer = fds[1];
+    give_on_read_a_second_connection();
     sxe_test_say(peer, "old input");
     turn_until(&seen.reads, 1);
     assert_non_null(seen.second);
     expect_first_closed(1);
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.open, 1);
-    turn_until(&seen.second_connects, 1);
     assert_int_equal(seen.second_reads, 0);
-    sxe_test_say(second_peer, "new");
-    turn_until(&seen.second_reads, 1);
-    turn();
-    assert_string_equal(seen.second_input, "new");
+    second_hears_only_its_peer();
     assert_int_equal(seen.reads, 1);
-    sxe_loop_stats(loop, &stats);
-    assert_int_equal(stats.buffers_in_use, 0);
 }
 
 /* The same with input the old connection had kept in its own buffer. */
 static void test_a_new_connection_in_the_slot_gets_none_of_the_kept_input(void **state)
 {
-    struct sxe_loop_stats stats;
-    int fds[2];
-
     (void)state;
     start();
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    seen.reuse_fd = fds[0];
-    second_peer = fds[1];
+    give_on_read_a_second_connection();
     seen.keep_reads = 1;
     sxe_test_say(peer, "kept");
     turn_until(&seen.reads, 1);
@@ -304,13 +314,7 @@ static void test_a_new_connection_in_the_slot_gets_none_of_the_kept_input(void *
     turn_until(&seen.reads, 2);
     assert_non_null(seen.second);
     expect_first_closed(2);
-    turn_until(&seen.second_connects, 1);
-    sxe_test_say(second_peer, "new");
-    turn_until(&seen.second_reads, 1);
-    turn();
-    assert_string_equal(seen.second_input, "new");
-    sxe_loop_stats(loop, &stats);
-    assert_int_equal(stats.buffers_in_use, 0);
+    second_hears_only_its_peer();
 }
 
 /* Fills the output queue (so on_drained is asked for) and keeps all of the input. */
