@@ -74,6 +74,13 @@ void sxe_timer_init(sxe_timer_t *timer, sxe_timer_cb_t callback, void *arg)
     *timer = (sxe_timer_t){.callback = callback, .arg = arg, .slot = SXE_NONE};
 }
 
+/* when + ns, or the end of time (UINT64_MAX) if that is past it: a delay of "never" must not wrap
+ * around to a deadline already due. */
+static uint64_t later(uint64_t when, uint64_t ns)
+{
+    return ns > UINT64_MAX - when ? UINT64_MAX : when + ns;
+}
+
 int sxe_timer_start(sxe_loop_t *loop, sxe_timer_t *timer, uint64_t delay_ns, uint64_t period_ns)
 {
     if (!SXE_CHECK(timer->callback != NULL)) {
@@ -87,7 +94,7 @@ int sxe_timer_start(sxe_loop_t *loop, sxe_timer_t *timer, uint64_t delay_ns, uin
                      loop->options.timers, sxe_log_setting("options.timers"));
         return -ENOBUFS;
     }
-    timer->deadline = loop->now + delay_ns;
+    timer->deadline = later(loop->now, delay_ns);
     timer->period = period_ns;
     place(loop, timer, loop->heap_len++);
     sift_up(loop, timer->slot);
@@ -123,8 +130,8 @@ void sxe__timer_run(sxe_loop_t *loop)
 
         heap_remove(loop, timer);
         if (timer->period != 0) {
-            uint64_t next = timer->deadline + timer->period;
-            timer->deadline = next > loop->now ? next : loop->now + timer->period;
+            uint64_t next = later(timer->deadline, timer->period);
+            timer->deadline = next > loop->now ? next : later(loop->now, timer->period);
             place(loop, timer, loop->heap_len++);
             sift_up(loop, timer->slot);
         }

@@ -31,7 +31,8 @@ void sxe_timer_init(sxe_timer_t *timer, sxe_timer_cb_t callback, void *arg);
 
 /**
  * Starts (or restarts) a timer to fire after delay_ns from the loop's now, then every period_ns
- * if that is not 0. The callback may restart or stop this or any timer.
+ * if that is not 0. The callback may restart or stop this or any timer. A delay past the end of
+ * the clock (UINT64_MAX, say) never fires.
  * @return 0, or -ENOBUFS when options.timers timers already run.
  */
 SXE_MUST_CHECK int sxe_timer_start(sxe_loop_t *loop, sxe_timer_t *timer, uint64_t delay_ns,

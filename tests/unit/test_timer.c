@@ -76,6 +76,23 @@ static void test_one_shot_timers_fire_in_order(void **state)
     assert_string_equal(fired, "abc");
 }
 
+/* A delay or period past the end of the clock means never: it does not wrap around to now. */
+static void test_delays_past_the_end_of_time_never_fire(void **state)
+{
+    sxe_timer_t never, once;
+
+    (void)state;
+    sxe_timer_init(&never, record, &labels[0]);
+    sxe_timer_init(&once, record, &labels[1]);
+    assert_int_equal(sxe_timer_start(loop, &never, UINT64_MAX, 0), 0);
+    assert_int_equal(sxe_timer_start(loop, &once, 1 * SXE_NS_PER_MSEC, UINT64_MAX - 1), 0);
+    advance(1 * SXE_NS_PER_MSEC);
+    assert_string_equal(fired, "b");
+    advance(1000 * SXE_NS_PER_SEC);
+    assert_string_equal(fired, "b");
+    assert_true(sxe_timer_active(&never) && sxe_timer_active(&once));
+}
+
 static void test_periodic_timer(void **state)
 {
     sxe_timer_t tick;
@@ -307,6 +324,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_shot_timers_fire_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delays_past_the_end_of_time_never_fire, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_periodic_timer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callbacks_change_timers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_heap, setup, teardown),
