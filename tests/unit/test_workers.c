@@ -30,6 +30,7 @@ struct behaviour {
     unsigned fail;   /* workers whose index is below this fail their start */
     long slow_ms;    /* every worker's start takes this long: connections pile up meanwhile */
     bool fill_first; /* worker 0 fills its table before it listens */
+    bool hang;       /* every worker's start waits for a signal that never comes: never stops */
 };
 
 /* Every request ("?") is answered with the index of the worker that read it. */
@@ -61,6 +62,9 @@ static int start(sxe_worker_t *worker, void *arg)
                                      .tv_nsec = behaviour->slow_ms % 1000 * 1000000},
                   NULL);
     }
+    while (behaviour->hang) {
+        pause();
+    }
     if (behaviour->fill_first && sxe_worker_index(worker) == 0) {
         sxe_conn_t *a, *b;
         int pair[2];
@@ -80,6 +84,7 @@ struct server {
     pid_t pid;
     int port;
     struct behaviour behaviour;
+    int log_fd; /* where the server's log goes, if not 0 (stderr) */
 };
 
 static void server_start(struct server *server, const struct sxe_workers_options *options)
@@ -95,6 +100,9 @@ static void server_start(struct server *server, const struct sxe_workers_options
     assert_true(server->pid >= 0);
     if (server->pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no server behind */
+        if (server->log_fd > 0) {
+            dup2(server->log_fd, STDERR_FILENO);
+        }
         int rc = sxe_workers_run(server->set, start, NULL, &server->behaviour);
         _exit(rc == 0 ? 0 : rc == -ECHILD ? 10 : 11);
     }
@@ -365,6 +373,37 @@ static void test_cpu_steering(void **state)
 }
 
 /* Workers whose start fails end and are not restarted: with none left, run says -ECHILD. */
+/*
+ * A worker that does not stop (its start never returns) is killed once drain_ns and a second of
+ * grace have passed since the stop, the kill is logged, and the run ends.
+ */
+static void test_a_worker_that_does_not_stop_is_killed(void **state)
+{
+    char path[] = "/tmp/sxe-test-workers-log-XXXXXX";
+    struct server server = {.behaviour = {.hang = true}};
+    struct sxe_worker_stats stats;
+    char log[4096] = "";
+
+    (void)state;
+    server.log_fd = mkstemp(path);
+    assert_true(server.log_fd > 0);
+    unlink(path);
+    server_start(&server,
+                 &(struct sxe_workers_options){.count = 1, .drain_ns = 100 * SXE_NS_PER_MSEC});
+    for (int i = 0; i < 500 && (sxe_workers_stats(server.set, 0, &stats), stats.pid == 0); i++) {
+        sleep_ms(10);
+    }
+    assert_true(stats.pid > 0);
+    uint64_t stop = sxe_clock_mono_ns();
+    server_stop(&server);
+    uint64_t took_ms = (sxe_clock_mono_ns() - stop) / SXE_NS_PER_MSEC;
+    assert_true(took_ms >= 1000 && took_ms < 10000); /* 100 ms to drain and 1 s of grace */
+    assert_int_equal(kill((pid_t)stats.pid, 0), -1); /* gone: killed and reaped */
+    assert_true(pread(server.log_fd, log, sizeof(log) - 1, 0) > 0);
+    assert_non_null(strstr(log, "worker 0 did not stop in time: killing it"));
+    close(server.log_fd);
+}
+
 static void test_failed_starts_end_the_set(void **state)
 {
     (void)state;
@@ -563,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_hand_off_passes_over_a_full_worker),
         cmocka_unit_test(test_hand_off_burst_waits_for_room),
         cmocka_unit_test(test_killed_worker_is_restarted),
+        cmocka_unit_test(test_a_worker_that_does_not_stop_is_killed),
         cmocka_unit_test(test_cpu_steering),
         cmocka_unit_test(test_failed_starts_end_the_set),
         cmocka_unit_test(test_start_faults),
