@@ -160,6 +160,28 @@ static inline uint64_t sxe__map_prev(const sxe_map_t *map, uint64_t index)
     return index == 0 ? map->slot_count - 1 : index - 1;
 }
 
+/* How many slots bytes of them hold, at least one: what the batched calls prefetch at a time. */
+static inline uint64_t sxe__map_slots_in(const sxe_map_t *map, uint64_t bytes)
+{
+    return map->slot_size >= bytes ? 1 : bytes / map->slot_size;
+}
+
+/* Prefetches the cache lines of count slots from index on, to read them or (for_write) to write. */
+static inline void sxe__map_prefetch(const sxe_map_t *map, uint64_t index, uint64_t count,
+                                     bool for_write)
+{
+    const char *slot = (const char *)sxe__map_slot(map, index);
+    const char *end = slot + count * map->slot_size;
+
+    for (; slot < end; slot += 64) {
+        if (for_write) {
+            __builtin_prefetch(slot, 1, 0);
+        } else {
+            __builtin_prefetch(slot);
+        }
+    }
+}
+
 static inline bool sxe__map_is_entry(uint64_t tag)
 {
     return (tag & 1) != 0;

@@ -298,17 +298,6 @@ struct lookup {
     uint64_t steps; /* slots examined */
 };
 
-/* Prefetches the lines of span slots from index on. */
-static inline void prefetch_slots(const sxe_map_t *map, uint64_t index, uint64_t span)
-{
-    const char *slot = (const char *)sxe__map_slot(map, index);
-    const char *end = slot + span * map->slot_size;
-
-    for (; slot < end; slot += 64) {
-        __builtin_prefetch(slot);
-    }
-}
-
 /* Starts the lookup of keys[key] in place: hashes it and prefetches its first span slots. */
 static inline void lookup_start(const sxe_map_t *map, struct lookup *lookup, size_t key,
                                 const void *const *keys, const size_t *key_sizes, uint64_t span)
@@ -320,7 +309,7 @@ static inline void lookup_start(const sxe_map_t *map, struct lookup *lookup, siz
     lookup->index = sxe__map_home(map, lookup->tag);
     lookup->steps = 0;
     lookup->ready = span;
-    prefetch_slots(map, lookup->index, span);
+    sxe__map_prefetch(map, lookup->index, span, false);
 }
 
 /*
@@ -351,7 +340,7 @@ static inline bool lookup_go_on(const struct sxe_map_reader *reader, struct look
         lookup->index = sxe__map_next(map, lookup->index);
     }
     lookup->ready = FIND_FURTHER * span;
-    prefetch_slots(map, lookup->index, lookup->ready);
+    sxe__map_prefetch(map, lookup->index, lookup->ready, false);
     return false;
 }
 
@@ -418,7 +407,7 @@ size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, cons
     const sxe_map_t *map = reader->map;
     struct lookup lists[2][2 * FIND_GROUP];
     size_t sizes[2] = {0, 0}, next = 0, found = 0, now = 0;
-    uint64_t span = map->slot_size >= FIND_BYTES ? 1 : FIND_BYTES / map->slot_size;
+    uint64_t span = sxe__map_slots_in(map, FIND_BYTES);
 
     do {
         /* The next pass's list holds the new lookups and those of this pass that go on. */

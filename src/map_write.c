@@ -457,16 +457,6 @@ static bool put_is_valid(const sxe_map_t *map, const void *key, size_t key_size,
            sizes_are_valid(map, key_size, value_size);
 }
 
-static void prefetch_for_write(const sxe_map_t *map, uint64_t index, uint64_t span)
-{
-    const char *slot = (const char *)sxe__map_slot(map, index);
-    const char *end = slot + span * map->slot_size;
-
-    for (; slot < end; slot += 64) {
-        __builtin_prefetch(slot, 1, 0);
-    }
-}
-
 /*
  * Walks a put's probe over its prefetched slots, as far as find_for_write() may look: to an empty
  * slot, or past both a free slot and a slot with the key's tag. Reads tags only; the put itself
@@ -489,7 +479,7 @@ static bool warm(const sxe_map_t *map, struct warming *warming)
     }
     warming->further = warming->further < PUT_FURTHEST ? 2 * warming->further : PUT_FURTHEST;
     warming->ready = warming->further;
-    prefetch_for_write(map, warming->index, warming->ready);
+    sxe__map_prefetch(map, warming->index, warming->ready, true);
     return false;
 }
 
@@ -501,7 +491,7 @@ static void warm_start(const sxe_map_t *map, struct warming *warming, const void
     if (valid) {
         warming->hash = sxe__map_hash(map, key, key_size);
         warming->index = sxe__map_home(map, warming->hash | 1);
-        prefetch_for_write(map, warming->index, span);
+        sxe__map_prefetch(map, warming->index, span, true);
     }
 }
 
@@ -521,7 +511,7 @@ int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, cons
         return -EINVAL;
     }
     struct warming window[PUT_WINDOW];
-    uint64_t span = map->slot_size >= PUT_BYTES ? 1 : PUT_BYTES / map->slot_size;
+    uint64_t span = sxe__map_slots_in(map, PUT_BYTES);
     size_t started = 0;
 
     for (*done = 0; *done < count;) {
