@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,17 +27,25 @@ static void dump_coverage_and_abort(int signal_number)
     raise(signal_number);
 }
 
+/*
+ * Worker threads log at the same time (test_workers): without the lock two lines could be copied
+ * to the same place and one of them lost, which CI once saw as a missing "worker 0" line.
+ */
+static pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void capture_sink(void *ctx, enum sxe_log_level level, const char *line, size_t len)
 {
     struct sxe_test_capture *capture = ctx;
 
     (void)level;
+    pthread_mutex_lock(&capture_lock);
     if (capture->len + len < sizeof(capture->text)) {
         memcpy(capture->text + capture->len, line, len);
         capture->len += len;
         capture->text[capture->len] = '\0';
     }
     capture->lines++;
+    pthread_mutex_unlock(&capture_lock);
 }
 
 void sxe_test_capture_start(struct sxe_test_capture *capture)
