@@ -25,6 +25,13 @@ def _in_ci():
     return value not in ("", "0") and value.lower() != "false"
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "serial: times something (a rate, a deadline, a benchmark) or holds thousands of "
+        "connections or a browser; CTest runs these alone (system/serial), and the rest of the "
+        "suite beside the other backend's and the unit tests")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI a skipped test fails: a skip there would be a test that never ran, with nobody

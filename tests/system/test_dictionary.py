@@ -171,6 +171,7 @@ def test_updates_are_seen_whole(server, build_dir, data):
     assert get(server, f"/d/{words[1]}")[0] == 404
 
 
+@pytest.mark.serial
 def test_the_page_in_a_browser(server, browsers):
     """Typing a word in the page's box shows its definition."""
     from selenium.webdriver.support.ui import WebDriverWait

@@ -6,6 +6,8 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from conftest import unread_by_peer, wait_for_port, wait_until
 
 
@@ -22,6 +24,7 @@ def start(build_dir, port, sleep_ms):
     return process
 
 
+@pytest.mark.serial
 def test_ten_thousand_sleeping_handlers_at_once(build_dir):
     port = free_port()
     process = start(build_dir, port, 100)
@@ -42,6 +45,7 @@ def test_ten_thousand_sleeping_handlers_at_once(build_dir):
         assert process.wait(timeout=10) == 0
 
 
+@pytest.mark.serial
 def test_a_waiting_handler_does_not_hold_up_others(build_dir):
     port = free_port()
     process = start(build_dir, port, 500)

@@ -436,6 +436,7 @@ def test_an_upstream_that_answers_before_the_body_ends_is_heard(proxy, upstreams
     assert echoed(server.port)[1]["token"] == up.token  # and it serves on
 
 
+@pytest.mark.serial
 def test_upstream_faults_get_502_and_504(proxy, upstreams):
     up = upstreams()
     dead = free_port()

@@ -272,6 +272,7 @@ def test_several_source_addresses(sxe_http):
     server.close()
 
 
+@pytest.mark.serial
 def test_one_hundred_thousand_connections(sxe_http, build_dir):
     """Past the 20,000-files-per-process limit and the ~28,000 ports of one source address:
     sxe-http splits the run over worker processes and 127.0.0.x sources by itself. The server

@@ -365,6 +365,7 @@ def test_sxe_http_pipelined_against_large_files(httpd, root, build_dir):
     assert data["errors"]["total"] == 0
 
 
+@pytest.mark.serial
 def test_slow_client_gets_408_and_does_not_hurt_others(build_dir, root):
     server = Httpd(build_dir, root, "--header-timeout", "3")
     try:
@@ -390,6 +391,7 @@ def test_slow_client_gets_408_and_does_not_hurt_others(build_dir, root):
         assert server.stop() == 0
 
 
+@pytest.mark.serial
 def test_ten_thousand_keep_alive_connections(httpd, build_dir):
     server = httpd()
     result = subprocess.run([str(build_dir / "tools" / "sxe-http"), "-i", "127.0.0.1", "-p",
@@ -502,6 +504,7 @@ def test_a_full_table_is_explained_in_the_programs_words(httpd):
     assert "options.connections" not in log
 
 
+@pytest.mark.serial
 def test_cached_files_follow_changes_within_a_second(httpd, root):
     server = httpd("--workers", "1")  # one cache: each request asks the one that has the file
     assert get(server.port, "/hello.txt")[2] == b"Hello World\n"

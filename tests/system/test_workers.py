@@ -122,6 +122,7 @@ def test_killed_worker_is_restarted_and_the_others_serve_on(build_dir, root):  #
     assert sum(w["restarts"] for w in workers.values()) == 1
 
 
+@pytest.mark.serial
 def test_thousands_of_connections_over_two_workers(build_dir, root):  # noqa: F811
     """The CI version of bench/many: more connections than one worker's table holds."""
     server = Httpd(build_dir, root, "--workers", "2", "--connections", "2000", "--spread",

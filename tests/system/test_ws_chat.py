@@ -76,6 +76,7 @@ def shows(browser, message):
                f"{message!r} did not appear")
 
 
+@pytest.mark.serial
 def test_two_browsers_chat(chat, browsers, build_dir):
     from selenium.webdriver.common.keys import Keys
 
