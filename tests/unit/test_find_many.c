@@ -5,7 +5,8 @@
  * probes in crowded tables (chains that wrap around a hash stripe's end), keys replaced or deleted
  * after an old snapshot, and keys of invalid sizes are checked against find's answer. And
  * sxe_map_put_many(), which walks the probes of the puts ahead into the cache while it applies
- * them in order, against sxe_map_put() one at a time.
+ * them in order, against sxe_map_put() one at a time. And sxe_map_next(), the other reader of many
+ * entries, which must stop at the last slot.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -228,6 +229,42 @@ static void test_put_many_agrees_with_put(void **state)
     sxe_map_destroy(one);
 }
 
+/*
+ * A walk of a snapshot returns each entry once and stops at the last slot: what lies just past it
+ * (the ring of old versions) is made to look like a current entry, and is not returned.
+ */
+static void test_walk_stops_at_the_last_slot(void **state)
+{
+    sxe_map_t *map = make_map(fixed_options(64));
+    struct sxe_map_reader reader;
+    uint64_t cursor = 0, seen = 0;
+    const void *key, *value;
+    size_t key_size, value_size;
+
+    (void)state;
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    for (uint64_t number = 0; number < 40; number++) {
+        assert_int_equal(put(map, number, number), 0);
+    }
+    commit(map);
+    struct sxe__map_slot *past = sxe__map_slot(map, map->slot_count);
+    assert_ptr_equal((void *)past, (void *)map->ring); /* the decoy lies in the ring */
+    assert_true(map->slot_size <= map->old_versions * sizeof(*map->ring));
+    *past = (struct sxe__map_slot){.tag = 0x1235, .created = 1, .deleted = 0};
+    assert_int_equal(sxe_map_read_begin(map, &reader), 0);
+    while (sxe_map_next(&reader, &cursor, &key, &key_size, &value, &value_size) == 1) {
+        uint64_t number;
+        memcpy(&number, key, sizeof(number));
+        assert_true(number < 40);
+        seen++;
+    }
+    assert_int_equal(seen, 40);
+    assert_int_equal(cursor, map->slot_count);
+    sxe_map_read_end(&reader);
+    memset(past, 0, sizeof(*past));
+    sxe_map_destroy(map);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +272,7 @@ int main(void)
         cmocka_unit_test_teardown(test_find_many_variable_keys, reset),
         cmocka_unit_test_teardown(test_hash_find_many_agrees_with_find, reset),
         cmocka_unit_test_teardown(test_put_many_agrees_with_put, reset),
+        cmocka_unit_test_teardown(test_walk_stops_at_the_last_slot, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

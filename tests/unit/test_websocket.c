@@ -741,6 +741,8 @@ static void test_permessage_deflate(void **state)
         {"permessage-deflate; server_no_context_takeover; server_no_context_takeover", NULL, "0"},
         {"permessage-deflate; server_max_window_bits", NULL, "0"},
         {"permessage-deflate; server_max_window_bits=16", NULL, "0"},
+        {"permessage-deflate; server_max_window_bits=1/", NULL, "0"}, /* '/' is '0' - 1 */
+        {"permessage-deflate; server_max_window_bits=7", NULL, "0"},
         {"permessage-deflate; client_no_context_takeover=1", NULL, "0"},
     };
     char answer[160];
