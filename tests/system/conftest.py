@@ -27,7 +27,7 @@ def _in_ci():
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "serial: times something (a rate, a deadline, a benchmark) or holds thousands of "
+        "markers", "serial: keeps a rate or a deadline, or holds thousands of "
         "connections or a browser; CTest runs these alone (system/serial), and the rest of the "
         "suite beside the other backend's and the unit tests")
 

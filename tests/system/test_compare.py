@@ -12,9 +12,6 @@ import pytest
 
 from conftest import wait_until
 
-# Every test here times servers or keeps a rate: they run alone (conftest.py, 'serial').
-pytestmark = pytest.mark.serial
-
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
