@@ -507,6 +507,39 @@ def test_a_client_that_leaves_cancels_its_upstream_request(proxy, upstreams, sen
     assert echoed(server.port)[1]["token"] == up.token
 
 
+def test_no_connection_left_for_the_upstream_gets_503(proxy, upstreams):
+    """Clients take every slot of the connection table (the server refuses the ones past it by
+    closing them): a proxied request then finds no slot for an upstream connection, which is the
+    server being full (503), not the upstream failing (502). With two clients gone, it is proxied."""
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--connections", "16")
+    clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(48)]
+
+    def refused():
+        closed = []
+        for sock in clients:
+            try:
+                closed.append(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"")
+            except BlockingIOError:
+                closed.append(False)
+        return closed
+
+    counts = [sum(refused())]
+    while counts[-1] == 0 or len(counts) < 20 or len(set(counts[-20:])) > 1:  # 200 ms unchanged
+        time.sleep(0.01)
+        counts.append(sum(refused()))
+    kept = [sock for sock, closed in zip(clients, refused()) if not closed]
+    raw = b"GET /api/echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+    kept[-1].sendall(raw)
+    assert parse_reply(read_reply(kept[-1]))[0] == 503
+    for sock in clients:
+        sock.close()
+    assert echoed(server.port)[1]["token"] == up.token
+    server.process.terminate()
+    log = server.process.communicate(timeout=10)[1].decode()
+    assert "cannot forward /api/ to" in log and "No buffer space available" in log
+
+
 def test_bad_proxy_options_are_refused(build_dir):
     for args in (["--proxy", "api=127.0.0.1:1"], ["--proxy", "/api/="],
                  ["--balance", "random"], ["--proxy-timeout", "0"], ["--proxy-pipeline", "65"],

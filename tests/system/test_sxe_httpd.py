@@ -257,6 +257,13 @@ def test_conditional_requests(httpd):
                ['If-None-Match: "other"', f"If-Modified-Since: {modified}"])[0] == 200
     status, headers, body = get(server.port, "/hello.txt", [f"If-None-Match: {etag}"])
     assert body == b"" and headers["etag"] == etag
+    # On one kept-alive connection each 304 is a whole response: the requests behind it are
+    # answered, in order.
+    cached = f"GET /hello.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: {etag}\r\n\r\n"
+    data = exchange(server.port, (cached * 2 + "GET /hello.txt HTTP/1.1\r\nHost: x\r\n"
+                                  "Connection: close\r\n\r\n").encode())
+    assert [part[:3] for part in data.split(b"HTTP/1.1 ")[1:]] == [b"304", b"304", b"200"], data
+    assert data.endswith(b"Hello World\n")
 
 
 def test_if_range_gives_a_piece_only_of_the_same_file(httpd):

@@ -594,6 +594,15 @@ static void run_until(const int *counter, int count)
     assert_int_equal(*counter, count);
 }
 
+#ifdef SXE_DEBUG
+static void connect_with_a_line_break(void *clients)
+{
+    sxe_ws_t *ws;
+    int rc = sxe_ws_connect(clients, &ws, "127.0.0.1:9", "/ws", "chat\r\nX: y", NULL, 0, NULL);
+    (void)rc; /* not reached: the assertion aborts first */
+}
+#endif
+
 /*
  * sxe's own client against its server, on one loop: the handshake (a sub-protocol chosen from
  * those offered), messages both ways (the client's masked: the server refuses any other), a large
@@ -661,6 +670,14 @@ static void test_a_client_of_our_own(void **state)
     assert_int_equal(client_seen.close_code, SXE_WS_ABNORMAL);
     close(closed);
     assert_int_equal(sxe_ws_connect(clients, &ws, "nowhere", "/ws", NULL, NULL, 0, NULL), -EINVAL);
+    /* Sub-protocols that would end the handshake's line: invalid use. */
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"strpbrk(protocols, \"\\r\\n\") == NULL", NULL};
+    sxe_test_expect_abort(connect_with_a_line_break, clients, expected);
+#else
+    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", "chat\r\nX: y", NULL, 0, NULL),
+                     -EINVAL);
+#endif
     sxe_ws_server_destroy(clients);
     free(big);
 }
