@@ -249,6 +249,10 @@ def test_forwards_requests_re_framed_with_forwarding_fields(proxy, upstreams):
     assert status == 200 and body == b"" and int(fields["content-length"][0]) > 0
     status, _, body = request(server.port, b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert status == 200 and body == b"<h1>home</h1>\n"  # not a proxied prefix: a file
+    # An HTTP/1.0 request without a Host, in the exchange a request with one used before: the
+    # upstream gets the client's Host (the upstream's address), not the last request's.
+    status, _, body = request(server.port, b"GET /api/old HTTP/1.0\r\n\r\n")
+    assert status == 200 and field(json.loads(body), "Host") == [f"127.0.0.1:{up.port}"], body
 
 
 def test_hop_by_hop_fields_stay_behind_and_forwarding_fields_grow(proxy, upstreams):

@@ -1295,6 +1295,29 @@ static void test_pair_and_half_close(void **state)
     assert_int_equal(sxe_conn_write(a, "x", 1), -EPIPE);
 }
 
+/*
+ * A connection on descriptor 0, as an inetd-style program gets it on its standard input, is
+ * adopted and served like any other.
+ */
+static void test_adopt_descriptor_zero(void **state)
+{
+    int pair[2], saved_stdin = dup(0);
+
+    (void)state;
+    assert_true(saved_stdin > 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+    assert_int_equal(dup2(pair[0], 0), 0);
+    close(pair[0]);
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_conn_adopt(loop, &seen.adopted, 0, &server_handlers, NULL), 0);
+    send_all(pair[1], request, sizeof(request) - 1);
+    expect_reply(pair[1], 1);
+    sxe_conn_close(seen.adopted);
+    close(pair[1]);
+    assert_int_equal(dup2(saved_stdin, 0), 0);
+    close(saved_stdin);
+}
+
 /* Handing a live TCP connection over a Unix socket pair, and serving it on the other side. */
 static sxe_conn_t *receiver;
 
@@ -2629,6 +2652,7 @@ int main(void)
         cmocka_unit_test_teardown(test_udp, teardown),
         cmocka_unit_test_teardown(test_unix_stream, teardown),
         cmocka_unit_test_teardown(test_pair_and_half_close, teardown),
+        cmocka_unit_test_teardown(test_adopt_descriptor_zero, teardown),
         cmocka_unit_test_teardown(test_hand_off, teardown),
         cmocka_unit_test_teardown(test_sendfile, teardown),
         cmocka_unit_test_teardown(test_sendfile_and_close, teardown),

@@ -444,6 +444,16 @@ static void test_walker(void **state)
     sxe_pool_destroy(pool);
 }
 
+/* sxe_pool_init() with options no pool can have (no states), in memory enough for a valid pool. */
+static void init_with_invalid_options(void *memory)
+{
+    struct sxe_pool_options opts = options(10, 0);
+    sxe_pool_t *pool;
+
+    opts.state_count = 0;
+    (void)!sxe_pool_init(&pool, memory, 1 << 16, &opts);
+}
+
 /* A pool in memory the caller owns, made twice in the same memory. */
 static void test_init_in_caller_memory(void **state)
 {
@@ -464,10 +474,19 @@ static void test_init_in_caller_memory(void **state)
     assert_int_equal(sxe_pool_init(&pool, memory, size, &opts), 0);
     assert_int_equal(sxe_pool_count(pool, FREE), 10);
     sxe_pool_fini(pool);
-#ifndef SXE_DEBUG
+    /* Invalid use: assertions in debug builds, -EINVAL in release. */
+    void *roomy = aligned_alloc(64, 1 << 16);
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"assertion failed:", "options_are_valid(options)", NULL};
+    sxe_test_expect_abort(init_with_invalid_options, roomy, expected);
+#else
     assert_int_equal(sxe_pool_init(&pool, memory, size - 1, &opts), -EINVAL);
     assert_int_equal(sxe_pool_init(&pool, (char *)memory + 8, size, &opts), -EINVAL);
+    opts.state_count = 0;
+    assert_int_equal(sxe_pool_init(&pool, roomy, 1 << 16, &opts), -EINVAL);
+    (void)init_with_invalid_options;
 #endif
+    free(roomy);
     free(memory);
 }
 
