@@ -232,7 +232,7 @@ static void test_variable_sizes(void **state)
 
 static void put_sized(sxe_map_t *map, const char *key, size_t value_size)
 {
-    static char value[4096];
+    static char value[16384];
 
     memset(value, key[0], sizeof(value));
     assert_true(sxe_map_put(map, key, strlen(key), value, value_size) >= 0);
@@ -247,6 +247,44 @@ static void delete_and_reclaim(sxe_map_t *map, const char *key)
     commit(map);
     assert_int_equal(sxe_map_write_begin(map), 0);
     commit(map);
+}
+
+/*
+ * Blocks past 4 KiB come in powers of two: a freed 16 KiB block, split for an 8 KiB one when the
+ * top is used up, leaves an 8 KiB block on its free list, which the next 8 KiB put takes.
+ */
+static void test_arena_splits_a_large_block(void **state)
+{
+    sxe_map_t *map = make_map(variable_options(16, 32 * 1024));
+    struct sxe_map_stats stats;
+
+    (void)state;
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    put_sized(map, "h", 10000); /* a 16 KiB block */
+    put_sized(map, "f1", 5000); /* 8 KiB each: the arena is full */
+    put_sized(map, "f2", 5000);
+    commit(map);
+    delete_and_reclaim(map, "h");
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    put_sized(map, "g1", 5000);
+    put_sized(map, "g2", 5000); /* the arena is full again (its -ENOBUFS is logged once a process,
+                                   and test_full_table_old_versions_and_arena checks that line) */
+    commit(map);
+    sxe_map_stats(map, &stats);
+    assert_int_equal(stats.arena_used, 4 * 8192);
+    struct sxe_map_reader reader;
+    assert_int_equal(sxe_map_read_begin(map, &reader), 0);
+    const char *const present[] = {"f1", "f2", "g1", "g2"};
+    for (unsigned i = 0; i < 4; i++) {
+        size_t size;
+        const char *value = sxe_map_find(&reader, present[i], 2, &size);
+        assert_non_null(value);
+        assert_int_equal(size, 5000);
+        assert_int_equal(value[0], present[i][0]);
+        assert_int_equal(value[size - 1], present[i][0]);
+    }
+    sxe_map_read_end(&reader);
+    sxe_map_destroy(map);
 }
 
 /*
@@ -734,6 +772,7 @@ int main(void)
         cmocka_unit_test_teardown(test_variable_sizes, reset),
         cmocka_unit_test_teardown(test_variable_key_fixed_value, reset),
         cmocka_unit_test_teardown(test_arena_reuse_split_and_rebuild, reset),
+        cmocka_unit_test_teardown(test_arena_splits_a_large_block, reset),
         /* First to fill a map: "used up" is logged once per process. */
         cmocka_unit_test_teardown(test_full_table_old_versions_and_arena, reset),
         cmocka_unit_test_teardown(test_put_many, reset),
