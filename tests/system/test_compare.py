@@ -22,16 +22,27 @@ SCENARIOS = ["keep-alive, 100 conns", "keep-alive, 10,000 conns",
 NUMBER = re.compile(r"^\d+(\.\d+)?x?$")
 
 
-def running(pattern):
-    """Processes whose command line (arguments joined by spaces) matches the regex pattern."""
+def marked():
+    """The environment for one bench/compare run, with a mark its every process inherits: the
+    same programs may run in other tests meanwhile (the other backend's suite, say)."""
+    mark = os.urandom(8).hex()
+    return mark, {**os.environ, "SXE_TEST_MARK": mark}
+
+
+def running(pattern, mark):
+    """Processes whose command line (arguments joined by spaces) matches the regex pattern and
+    whose environment holds mark."""
     found = []
     for entry in os.listdir("/proc"):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
                 command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                env = environ.read().split(b"\0")
         except (OSError, ValueError):
             continue
-        if entry.isdigit() and int(entry) != os.getpid() and re.search(pattern, command):
+        if (entry.isdigit() and int(entry) != os.getpid() and re.search(pattern, command) and
+                f"SXE_TEST_MARK={mark}".encode() in env):
             found.append(f"{entry}: {command}")
     return found
 
@@ -48,10 +59,11 @@ def rows(text, columns):
 
 def test_quick_compare_on_two_servers(build_dir, tmp_path):
     docs = tmp_path / "benchmarks.md"
+    mark, env = marked()
     result = subprocess.run(
         [os.path.join(ROOT, "bench", "compare"), "--quick", "--build-dir", str(build_dir),
          "--servers", ",".join(SERVERS), "--docs", str(docs)],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
 
     main = [row for row in rows(result.stdout, 12) if row[0] in SCENARIOS]
@@ -86,28 +98,30 @@ def test_quick_compare_on_two_servers(build_dir, tmp_path):
 
     # Nothing it started is left running.
     pattern = f"{build_dir}/(bench/epoll-floor|examples/hello|tools/sxe-http) |^wrk -t1 "
-    assert not running(pattern), f"still running: {running(pattern)}"
+    assert not running(pattern, mark), f"still running: {running(pattern, mark)}"
 
 
 def test_interrupted_compare_stops_what_it_started(build_dir):
+    mark, env = marked()
     compare = subprocess.Popen(
         [os.path.join(ROOT, "bench", "compare"), "--build-dir", str(build_dir), "--rounds", "3",
          "--seconds", "5", "--servers", "epoll floor", "--scenarios", "keepalive-100",
-         "--docs", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--docs", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     floor = f"{build_dir}/bench/epoll-floor "
     deadline = time.monotonic() + 60
-    while not running(re.escape(floor)):
+    while not running(re.escape(floor), mark):
         assert time.monotonic() < deadline and compare.poll() is None, "the server never started"
         time.sleep(0.05)
     # Interrupted mid-measurement: once wrk runs.
-    wait_until(lambda: running("^wrk -t1 ") or compare.poll() is not None, 30, "wrk to start")
+    wait_until(lambda: running("^wrk -t1 ", mark) or compare.poll() is not None, 30,
+               "wrk to start")
     assert compare.poll() is None, compare.communicate()[1]
     compare.send_signal(signal.SIGTERM)
     _, err = compare.communicate(timeout=30)
     assert compare.returncode == 130, err
     assert "interrupted; every server and load generator stopped" in err
     for pattern in (re.escape(floor), "^wrk -t1 "):
-        assert not running(pattern), running(pattern)
+        assert not running(pattern, mark), running(pattern, mark)
 
 
 def request(sock, path, close=False):
