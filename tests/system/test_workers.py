@@ -68,6 +68,7 @@ def report(server, count=2):
     return workers, log
 
 
+@pytest.mark.serial  # the hand-off's balance between workers is checked within 10%
 @pytest.mark.parametrize("spread", ["reuseport", "cpu", "hand-off"])
 @pytest.mark.parametrize("kind", ["processes", "threads"])
 def test_sxe_httpd_workers_serve_count_and_report(build_dir, root, spread, kind):  # noqa: F811
