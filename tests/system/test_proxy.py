@@ -514,7 +514,7 @@ def test_a_client_that_leaves_cancels_its_upstream_request(proxy, upstreams, sen
 def test_no_connection_left_for_the_upstream_gets_503(proxy, upstreams):
     """Clients take every slot of the connection table (the server refuses the ones past it by
     closing them): a proxied request then finds no slot for an upstream connection, which is the
-    server being full (503), not the upstream failing (502). With two clients gone, it is proxied."""
+    server being full (503), not the upstream failing (502). Once they leave, it proxies again."""
     up = upstreams()
     server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--connections", "16")
     clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(48)]
