@@ -373,6 +373,56 @@ static void test_send(void **state)
     close_loop(loop);
 }
 
+/*
+ * More sends of several pieces in one turn than the arena that holds their headers: the queued
+ * ones are submitted to make room, without waiting for any to complete. Here none could: every
+ * socket's buffer is full and nobody reads, so a wait there would never end. Once the peers read,
+ * every send completes.
+ */
+static void test_a_full_send_arena_is_submitted_without_waiting(void **state)
+{
+    enum { PAIRS = ARENA_MSGS + 8 };
+    static int fds[PAIRS][2];
+    static char junk[4096];
+    char ab[] = "ab", cd[] = "cd";
+    struct iovec two[] = {{.iov_base = ab, .iov_len = 2}, {.iov_base = cd, .iov_len = 2}};
+    struct sxe__io_event events[EVENTS_MAX];
+    int sndbuf = 4096;
+    unsigned sent = 0;
+
+    (void)state;
+    sxe_loop_t *loop = open_loop();
+    for (int i = 0; i < PAIRS; i++) {
+        stream_pair(fds[i]);
+        assert_int_equal(setsockopt(fds[i][0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+        while (send(fds[i][0], junk, sizeof(junk), MSG_DONTWAIT) > 0) {
+        }
+    }
+    for (int i = 0; i < PAIRS; i++) {
+        assert_int_equal(sxe__io_uring.send(loop, fds[i][0], (uint64_t)i + 1, two, 2, MSG_NOSIGNAL),
+                         SXE__IO_PENDING);
+    }
+    uint64_t give_up = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+    while (sent < PAIRS) {
+        assert_true(sxe_clock_mono_ns() < give_up);
+        for (int i = 0; i < PAIRS; i++) {
+            while (recv(fds[i][1], junk, sizeof(junk), MSG_DONTWAIT) > 0) {
+            }
+        }
+        int count = wait_ms(loop, 10, events, EVENTS_MAX);
+        for (int e = 0; e < count; e++) {
+            assert_int_equal(events[e].events, SXE__IO_SENT);
+            assert_int_equal(events[e].result, 4);
+            sent++;
+        }
+    }
+    for (int i = 0; i < PAIRS; i++) {
+        sxe__io_uring.forget(loop, fds[i][0], true);
+        close(fds[i][1]);
+    }
+    close_loop(loop);
+}
+
 static void test_send_to_closed_peer(void **state)
 {
     sxe_loop_t *loop = open_loop();
@@ -756,6 +806,7 @@ int main(void)
         cmocka_unit_test_teardown(test_forget_drops_arrived_data, reset),
         cmocka_unit_test_teardown(test_fd_reuse_after_forget, reset),
         cmocka_unit_test_teardown(test_send, reset),
+        cmocka_unit_test_teardown(test_a_full_send_arena_is_submitted_without_waiting, reset),
         cmocka_unit_test_teardown(test_send_to_closed_peer, reset),
         cmocka_unit_test_teardown(test_tiny_ring_no_starvation, reset),
         cmocka_unit_test_teardown(test_level_in, reset),
