@@ -2,10 +2,13 @@
  * sxe_map point reads against LMDB's, on the same keys, and what a writer costs the readers.
  *
  * Both stores get the same N keys (8 bytes, big-endian 0..N-1, so LMDB can bulk-load them in
- * order with MDB_APPEND) and 24-byte values. Then:
+ * order with MDB_APPEND) and 24-byte values, LMDB in a file and the map in a file beside it, as
+ * processes share a map (sxe_map_attach); a private map and one in anonymous shared memory (as
+ * forked processes share it) are read too, for what huge pages change. Then:
  *   1. random point reads of the same key sequence, a read snapshot (an sxe_map reader, an LMDB
  *      read transaction) held for each batch of reads: sxe_map_find() one key at a time,
- *      sxe_map_find_many() (the ratio line), mdb_get();
+ *      sxe_map_find_many() (the ratio line), mdb_get(); and the floors, random reads of one line
+ *      each, of the map's file and of anonymous memory;
  *   2. the reader's latency per lookup, measured over batches of 64 lookups (batch time / 64),
  *      while the map is idle, while a writer process commits 1% updates back to back, and idle
  *      again (the updates leave new versions further from their home slots: docs/map.md); the
@@ -19,6 +22,7 @@
  */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdbool.h>
 #include <sched.h>
@@ -28,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,7 +109,9 @@ static double seconds_since(uint64_t start_ns)
     return (double)(sxe_clock_mono_ns() - start_ns) / 1e9;
 }
 
-static sxe_map_t *load_map(const struct config *config, unsigned flags, double *seconds)
+/* Makes and fills a map: anonymous (flags: SXE_MAP_SHARED or 0), or in the file at path. */
+static sxe_map_t *load_map(const struct config *config, unsigned flags, const char *path,
+                           double *seconds)
 {
     struct sxe_map_options options = {.name = "bench",
                                       .capacity = config->keys,
@@ -116,8 +123,9 @@ static sxe_map_t *load_map(const struct config *config, unsigned flags, double *
     sxe_map_t *map;
     int rc;
 
-    if ((rc = sxe_map_create(&map, &options)) < 0) {
-        die("sxe_map_create", rc);
+    if ((rc = path != NULL ? sxe_map_attach(&map, path, &options, SXE_MAP_CREATE)
+                           : sxe_map_create(&map, &options)) < 0) {
+        die(path != NULL ? "sxe_map_attach" : "sxe_map_create", rc);
     }
     uint64_t start = sxe_clock_mono_ns();
     if ((rc = sxe_map_write_begin(map)) < 0) {
@@ -416,7 +424,8 @@ static void report_writer(struct writer_report *report, const struct config *con
            (double)percentile(report->publish_ns, count, 1.0) / 1e3);
 }
 
-static void latency_phases(sxe_map_t *map, const struct config *config)
+/* The reader's latency idle, under a writer process, and idle again; the writer's updates. */
+static void latency_phases(sxe_map_t *map, const struct config *config, const char *where)
 {
     uint64_t *samples = malloc(LATENCY_SAMPLES * sizeof(uint64_t));
     struct writer_report *report =
@@ -427,6 +436,7 @@ static void latency_phases(sxe_map_t *map, const struct config *config)
         die("no memory for samples", -ENOMEM);
     }
     memset(report, 0, sizeof(*report));
+    printf("the map in %s, read while a writer process updates it:\n", where);
     measure_latency(map, config, "idle:", samples);
     pid_t writer = fork();
     if (writer < 0) {
@@ -527,8 +537,8 @@ static void print_config(const struct config *config, const char *dir)
     printf("config: %llu keys of 8 bytes, values of 24; %llu random reads in snapshots of %llu; "
            "latency per lookup over batches of %d, %.1f s idle and %.1f s under a writer "
            "process committing %.3g%% updates; reader on CPU 0, writer on CPU 1; sxe_map load "
-           "%u%%, old_versions capacity/4, anonymous memory, shared (as other processes map it) "
-           "and private; lmdb in %s, MDB_NOSYNC|MDB_WRITEMAP, MDB_APPEND load, one read txn "
+           "%u%%, old_versions capacity/4, in a file beside lmdb's (and anonymous, shared and "
+           "private); lmdb in %s, MDB_NOSYNC|MDB_WRITEMAP, MDB_APPEND load, one read txn "
            "(reset/renew) per snapshot; transparent huge pages: anonymous \"%s\", shared "
            "memory \"%s\"\n",
            (unsigned long long)config->keys, (unsigned long long)config->reads,
@@ -544,7 +554,7 @@ static void print_config(const struct config *config, const char *dir)
 static void read_private_map(const struct config *config, double lmdb_rate)
 {
     double load;
-    sxe_map_t *map = load_map(config, 0, &load);
+    sxe_map_t *map = load_map(config, 0, NULL, &load);
     double rate = read_map_batched(map, config);
 
     printf("sxe_map private (huge pages where the system gives them): %.0f lookups/s, %.1fx lmdb "
@@ -555,27 +565,49 @@ static void read_private_map(const struct config *config, double lmdb_rate)
 }
 
 /*
- * The floor: what the memory system gives one core for random 64-byte reads over as many bytes as
- * the map's slots, 32 prefetched ahead as sxe_map_find_many does, with no hashing and no probing:
- * no lookup of one cache line each can beat it. shared maps memory as a shared map's is (no
- * huge pages unless shmem allows them); private asks for transparent huge pages.
+ * Reads a map in anonymous shared memory, as forked processes share it (SXE_MAP_SHARED), with and
+ * without a writer, then frees it: it gets huge pages only where shmem_enabled allows them.
  */
-static double memory_floor(uint64_t bytes, uint64_t reads, bool shared)
+static void read_anonymous_shared_map(const struct config *config, double lmdb_rate)
 {
-    int sharing = shared ? MAP_SHARED : MAP_PRIVATE;
-    unsigned char *memory =
-        mmap(NULL, bytes, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
+    double load;
+    sxe_map_t *map = load_map(config, SXE_MAP_SHARED, NULL, &load);
+    double rate = read_map_batched(map, config);
+
+    printf("sxe_map anonymous shared memory (forked readers): %.0f lookups/s, %.1fx lmdb "
+           "(sxe_map_find_many; loaded in %.2f s)\n",
+           rate, rate / lmdb_rate, load);
+    fflush(stdout);
+    latency_phases(map, config, "anonymous shared memory");
+    sxe_map_destroy(map);
+}
+
+/* How many MB of this process's file mappings are mapped as huge pages (FilePmdMapped). */
+static double file_huge_mb(void)
+{
+    FILE *rollup = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    double kb = 0;
+
+    while (rollup != NULL && fgets(line, sizeof(line), rollup) != NULL) {
+        if (sscanf(line, "FilePmdMapped: %lf kB", &kb) == 1) {
+            break;
+        }
+    }
+    if (rollup != NULL) {
+        fclose(rollup);
+    }
+    return kb / 1024;
+}
+
+/* Random 64-byte reads of memory, 32 prefetched ahead as sxe_map_find_many does. @return reads/s.
+ */
+static double random_reads(const unsigned char *memory, uint64_t bytes, uint64_t reads)
+{
     uint64_t lines = bytes / 64, state = 0x9e3779b97f4a7c15ULL, sum = 0;
     const unsigned char *ring[32];
-
-    if (memory == MAP_FAILED) {
-        die("mmap", -errno);
-    }
-    if (!shared) {
-        madvise(memory, bytes, MADV_HUGEPAGE);
-    }
-    memset(memory, 1, bytes);
     uint64_t start = sxe_clock_mono_ns();
+
     for (uint64_t i = 0; i < reads + 32; i++) {
         if (i >= 32) {
             sum += *(const volatile uint64_t *)ring[i % 32];
@@ -584,24 +616,74 @@ static double memory_floor(uint64_t bytes, uint64_t reads, bool shared)
         __builtin_prefetch(ring[i % 32]);
     }
     double rate = (double)reads / seconds_since(start);
-    munmap(memory, bytes);
     return sum == 0 ? 0 : rate;
 }
 
-static void print_floors(const struct config *config, sxe_map_t *map, double lmdb_rate,
-                         double map_rate)
+/*
+ * The floors: what the memory system gives one core for random 64-byte reads, with no hashing and
+ * no probing, so no lookup of one cache line each can beat them. Anonymous memory of as many bytes
+ * as the map's slots, shared (no huge pages unless shmem allows them) or private (asking for
+ * transparent huge pages).
+ */
+static double anonymous_floor(uint64_t bytes, uint64_t reads, bool shared)
+{
+    int sharing = shared ? MAP_SHARED : MAP_PRIVATE;
+    unsigned char *memory =
+        mmap(NULL, bytes, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
+
+    if (memory == MAP_FAILED) {
+        die("mmap", -errno);
+    }
+    if (!shared) {
+        madvise(memory, bytes, MADV_HUGEPAGE);
+    }
+    memset(memory, 1, bytes);
+    double rate = random_reads(memory, bytes, reads);
+    munmap(memory, bytes);
+    return rate;
+}
+
+/* And the map's own file, mapped again read-only: its pages, as the page cache holds them. */
+static double file_floor(const char *path, uint64_t reads, double *bytes, double *huge_mb)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        die("open the map's file", -errno);
+    }
+    double huge_before = file_huge_mb();
+    unsigned char *memory = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (memory == MAP_FAILED) {
+        die("mmap", -errno);
+    }
+    madvise(memory, (size_t)st.st_size, MADV_HUGEPAGE);
+    double rate = random_reads(memory, (uint64_t)st.st_size, reads);
+    *huge_mb = file_huge_mb() - huge_before;
+    *bytes = (double)st.st_size;
+    munmap(memory, (size_t)st.st_size);
+    close(fd);
+    return rate;
+}
+
+static void print_floors(const struct config *config, sxe_map_t *map, const char *path,
+                         double lmdb_rate, double map_rate)
 {
     struct sxe_map_stats stats;
     sxe_map_stats(map, &stats);
     uint64_t bytes = stats.slots * 64;
-    double shared = memory_floor(bytes, config->reads, true);
-    double private = memory_floor(bytes, config->reads, false);
+    double file_bytes, file_huge;
+    double file = file_floor(path, config->reads, &file_bytes, &file_huge);
+    double shared = anonymous_floor(bytes, config->reads, true);
+    double private = anonymous_floor(bytes, config->reads, false);
 
-    printf("floor, random 64-byte reads of %.0f MB, 32 in flight: shared memory %.0f reads/s "
-           "(%.1fx lmdb; sxe_map reaches %.0f%% of it), private with huge pages %.0f reads/s "
-           "(%.1fx lmdb)\n",
-           (double)bytes / (1 << 20), shared, shared / lmdb_rate, 100 * map_rate / shared, private,
-           private / lmdb_rate);
+    printf(
+        "floor, random 64-byte reads, 32 in flight: the map's file mapped again (%.0f MB, %.0f MB "
+        "of it in huge pages) %.0f reads/s (%.1fx lmdb; sxe_map reaches %.0f%% of it); "
+        "anonymous memory of %.0f MB: shared %.0f reads/s (%.1fx lmdb), private with huge "
+        "pages %.0f reads/s (%.1fx lmdb)\n",
+        file_bytes / (1 << 20), file_huge, file, file / lmdb_rate, 100 * map_rate / file,
+        (double)bytes / (1 << 20), shared, shared / lmdb_rate, private, private / lmdb_rate);
     fflush(stdout);
 }
 
@@ -644,27 +726,38 @@ int main(int argc, char **argv)
     pin_to_cpu(0);
     print_config(&config, dir);
 
+    /* Each file's dirty pages are written out before its reads are timed: no writeback under them.
+     */
     MDB_env *env = load_lmdb(&config, dir, &dbi, &lmdb_load);
+    sync();
     double lmdb_rate = read_lmdb(env, dbi, &config);
     printf("lmdb: %.0f lookups/s (loaded in %.2f s)\n", lmdb_rate, lmdb_load);
     fflush(stdout);
     read_private_map(&config, lmdb_rate);
+    read_anonymous_shared_map(&config, lmdb_rate);
 
-    sxe_map_t *map = load_map(&config, SXE_MAP_SHARED, &map_load);
+    char path[sizeof(dir) + 8];
+    snprintf(path, sizeof(path), "%s/map", dir);
+    double huge_before = file_huge_mb();
+    sxe_map_t *map = load_map(&config, 0, path, &map_load);
+    double huge = file_huge_mb() - huge_before;
+    sync();
     double one_rate = read_map_one_by_one(map, &config);
     double many_rate = read_map_batched(map, &config);
-    printf("sxe_map shared, sxe_map_find one key at a time: %.0f lookups/s, %.1fx lmdb\n", one_rate,
+    printf("sxe_map file, sxe_map_find one key at a time: %.0f lookups/s, %.1fx lmdb\n", one_rate,
            one_rate / lmdb_rate);
-    printf("sxe_map: %.0f lookups/s, %.1fx lmdb (shared memory, sxe_map_find_many, 64 keys a "
+    printf("sxe_map: %.0f lookups/s, %.1fx lmdb (a file beside lmdb's, attached as other "
+           "processes attach it, %.0f MB of it mapped in huge pages; sxe_map_find_many, 64 keys a "
            "call; loaded in %.2f s, %.1f M puts/s in one transaction)\n",
-           many_rate, many_rate / lmdb_rate, map_load, (double)config.keys / map_load / 1e6);
+           many_rate, many_rate / lmdb_rate, huge, map_load, (double)config.keys / map_load / 1e6);
     fflush(stdout);
-    print_floors(&config, map, lmdb_rate, many_rate);
+    print_floors(&config, map, path, lmdb_rate, many_rate);
 
-    latency_phases(map, &config);
+    latency_phases(map, &config, "its file");
     print_memory(map, env, dbi);
     mdb_env_close(env);
+    sxe_map_detach(map);
+    unlink(path);
     remove_lmdb(dir);
-    sxe_map_destroy(map);
     return 0;
 }
