@@ -607,6 +607,7 @@ static long read_body(const char *text, size_t step, char *out, size_t *out_len)
         if (rc < 0) {
             return outcome(rc, &parser);
         }
+        assert_true((size_t)rc <= end - base); /* it consumes only what it was given */
         memcpy(out + *out_len, body.data, body.len);
         *out_len += body.len;
         base += (size_t)rc;
