@@ -103,6 +103,8 @@ static void test_a_raw_server_listens_on_text(void **state)
     assert_int_equal(sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 8}), 0);
     assert_int_equal(sxe_listen_at(loop, &listener, "no-such-host:1", NULL, &handlers, NULL),
                      -EINVAL);
+    /* The port is required: an address without one is refused, not bound to a port of chance. */
+    assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1", NULL, &handlers, NULL), -EINVAL);
     assert_int_equal(sxe_listen_at(loop, &listener, "localhost:0", NULL, &handlers, NULL), 0);
     assert_int_equal(getsockname(sxe_conn_fd(listener), (struct sockaddr *)&bound, &len), 0);
     assert_int_equal(bound.sin_addr.s_addr, htonl(INADDR_LOOPBACK));

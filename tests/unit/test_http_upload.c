@@ -574,6 +574,13 @@ static void test_a_fiber_reading_a_body_hears_its_client_leave(void **state)
     assert_int_equal(stats.held, 0);
 }
 
+#ifdef SXE_DEBUG
+static void stream_unheld(void *http)
+{
+    (void)!sxe_http_body_stream(http, on_piece, NULL);
+}
+#endif
+
 static void misuse(sxe_http_t *http, void *arg)
 {
     char buf[8];
@@ -587,6 +594,9 @@ static void misuse(sxe_http_t *http, void *arg)
     assert_int_equal(sxe_http_body_pause(held), -EINVAL);
     assert_int_equal(sxe_http_respond(held, 204, NULL, NULL, 0), 0);
 #else
+    const char *const expected[] = {"assertion failed:", "sxe__http_is_held(http) && http->stream",
+                                    NULL};
+    sxe_test_expect_abort(stream_unheld, http, expected); /* not held */
     assert_int_equal(sxe_http_respond(http, 204, NULL, NULL, 0), 0);
 #endif
 }
