@@ -342,7 +342,10 @@ def test_large_answers_stream_to_a_slow_reader_in_bounded_memory(proxy, upstream
         while b"\r\n\r\n" not in data:
             data += sock.recv(65536)
         head, _, body = data.partition(b"\r\n\r\n")
-        received, digest, chunked = bytearray(body), hashlib.sha256(), b"chunked" in head
+        received, digest, chunked = bytearray(body), hashlib.sha256(), kind == "chunked"
+        # Re-framed as the upstream framed it: a length it gave, chunks where it sent chunks.
+        framing = b"transfer-encoding: chunked" if chunked else b"content-length: %d" % size
+        assert framing in head.lower() and (not chunked or b"content-length" not in head.lower())
         # The sleep is the test: a reader that stalls; the upstream must be held back, not buffered.
         time.sleep(0.5)
         peak = rss_kb(server.process.pid)

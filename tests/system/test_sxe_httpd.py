@@ -40,13 +40,13 @@ def root(tmp_path):
 
 
 class Httpd:
-    def __init__(self, build_dir, root, *args):
+    def __init__(self, build_dir, root, *args, cwd=None):
         self.port = free_port()
         self.log = root.parent / "access.log"
         self.process = subprocess.Popen(
-            [str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+            [str((build_dir / "tools" / "sxe-httpd").resolve()), "--root", str(root),
              "--listen", f"127.0.0.1:{self.port}", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
         deadline = time.monotonic() + 5
         while True:
             try:
@@ -66,8 +66,8 @@ class Httpd:
 def httpd(build_dir, root):
     servers = []
 
-    def start(*args):
-        server = Httpd(build_dir, root, *args)
+    def start(*args, cwd=None):
+        server = Httpd(build_dir, root, *args, cwd=cwd)
         servers.append(server)
         return server
 
@@ -427,6 +427,15 @@ def test_access_log(httpd, root, fmt):
         assert lines[0].endswith('"http://r/" "tester/1.0"')
     else:
         assert lines[0].endswith(" 200 12")
+
+
+def test_access_log_named_before_the_dash_is_a_file(httpd, root):
+    """Only "-" itself means standard output: a file whose name sorts before it ("+x") is a file."""
+    server = httpd("--access-log", "+access.log", cwd=root.parent)
+    get(server.port, "/hello.txt")
+    assert server.stop() == 0
+    assert '"GET /hello.txt HTTP/1.1" 200 12' in (root.parent / "+access.log").read_text()
+    assert server.process.stdout.read() == b""
 
 
 def test_access_log_is_off_by_default(httpd, root):

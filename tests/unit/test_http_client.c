@@ -668,6 +668,17 @@ static void fetch_with_crlf(void *arg)
     (void)rc;
 }
 
+static void fetch_with_a_spaced_method(void *arg)
+{
+    struct result result;
+
+    (void)arg;
+    int rc = sxe_http_client_fetch(
+        client, &(struct sxe_http_client_request){.method = "GE T", .target = "/a"}, fetched,
+        &result, NULL);
+    (void)rc;
+}
+
 static void test_invalid_requests_are_refused(void **state)
 {
     struct result result;
@@ -678,9 +689,17 @@ static void test_invalid_requests_are_refused(void **state)
 #ifdef SXE_DEBUG
     const char *const expected[] = {"bad_text(request->target)", NULL};
     sxe_test_expect_abort(fetch_with_crlf, NULL, expected);
+    const char *const method[] = {"bad_text(method)", NULL};
+    sxe_test_expect_abort(fetch_with_a_spaced_method, NULL, method);
     (void)result;
 #else
     (void)fetch_with_crlf;
+    (void)fetch_with_a_spaced_method;
+    assert_int_equal(
+        sxe_http_client_fetch(client,
+                              &(struct sxe_http_client_request){.method = "GE T", .target = "/a"},
+                              fetched, &result, NULL),
+        -EINVAL);
     assert_int_equal(sxe_http_client_fetch(
                          client, &(struct sxe_http_client_request){.target = "/a\r\nX: smuggled"},
                          fetched, &result, NULL),
