@@ -369,6 +369,42 @@ static void test_an_unanswered_close_times_out(void **state)
     close(other);
 }
 
+/*
+ * Three closes wait for their answers; the middle one's peer sends a bad frame instead, which ends
+ * that socket at once. The other two are still cut off when close_timeout passes: the middle one
+ * left the list of waiting sockets without breaking it.
+ */
+static void test_a_failure_while_closes_wait_keeps_the_others_waiting(void **state)
+{
+    uint8_t payload[64];
+    size_t len;
+    int fds[3];
+
+    (void)state;
+    start(&(struct sxe_ws_options){.close_timeout = 400 * SXE_NS_PER_MSEC});
+    for (int i = 0; i < 3; i++) {
+        fds[i] = open_socket(NULL, 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sxe_ws_close(seen.sockets[i], SXE_WS_NORMAL, NULL), 0);
+    }
+    pump(0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(read_frame(fds[i], payload, sizeof(payload), &len), 0x8);
+    }
+    send_frame(fds[1], true, 0x3, "x", 1); /* a reserved opcode */
+    pump(0);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.close_code, SXE_WS_PROTOCOL);
+    pump(450 * SXE_NS_PER_MSEC);
+    assert_int_equal(seen.closes, 3);
+    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    for (int i = 0; i < 3; i++) {
+        expect_end(fds[i]);
+        close(fds[i]);
+    }
+}
+
 /* A silent socket is pinged at the idle timeout; one that answers stays, one that does not goes. */
 static void test_keep_alive_pings(void **state)
 {
@@ -904,6 +940,8 @@ int main(void)
         cmocka_unit_test(test_frame_heads_and_masks),
         cmocka_unit_test_teardown(test_messages_and_the_servers_close, teardown),
         cmocka_unit_test_teardown(test_an_unanswered_close_times_out, teardown),
+        cmocka_unit_test_teardown(test_a_failure_while_closes_wait_keeps_the_others_waiting,
+                                  teardown),
         cmocka_unit_test_teardown(test_keep_alive_pings, teardown),
         cmocka_unit_test_teardown(test_broadcast_to_groups, teardown),
         cmocka_unit_test_teardown(test_slow_readers, teardown),
