@@ -237,6 +237,14 @@ def test_symlink_into_a_sibling_whose_name_starts_with_the_roots_is_refused(http
         assert b"secret" not in data
 
 
+def test_a_segment_ending_in_a_dot_is_a_name_not_dot_dot(httpd):
+    """"a." is a directory name like any other, so /docs/a./hello.txt names nothing; were it taken
+    for "..", it would name /hello.txt."""
+    server = httpd()
+    assert get(server.port, "/docs/a./hello.txt")[0] == 404
+    assert get(server.port, "/docs/../hello.txt")[0] == 200
+
+
 def test_missing_file_is_404(httpd):
     assert get(httpd().port, "/nothing-here.txt")[0] == 404
 

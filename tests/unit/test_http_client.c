@@ -72,6 +72,7 @@ static void test_response_heads_are_framed_by_rfc_9112(void **state)
         {"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n", -EPROTO},
         {"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n", -EPROTO},
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunk\r\n\r\n", -EPROTO}, /* a prefix is not it */
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
          -EPROTO},
         {"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO},

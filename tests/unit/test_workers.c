@@ -440,6 +440,7 @@ static void test_start_faults(void **state)
 
     (void)state;
     for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+        unsigned fds = sxe_test_open_fds();
         sxe_workers_t *set;
         assert_int_equal(
             sxe_workers_create(&set,
@@ -451,6 +452,7 @@ static void test_start_faults(void **state)
         assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -faults[i].err);
         sxe__sys_reset();
         sxe_workers_destroy(set);
+        assert_int_equal(sxe_test_open_fds(), fds); /* the set closed every channel it made */
     }
 }
 
