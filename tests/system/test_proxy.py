@@ -531,10 +531,20 @@ def test_no_connection_left_for_the_upstream_gets_503(proxy, upstreams):
                 closed.append(False)
         return closed
 
-    counts = [sum(refused())]
-    while counts[-1] == 0 or len(counts) < 20 or len(set(counts[-20:])) > 1:  # 200 ms unchanged
-        time.sleep(0.01)
-        counts.append(sum(refused()))
+    def settle():
+        counts = [sum(refused())]
+        while counts[-1] == 0 or len(counts) < 20 or len(set(counts[-20:])) > 1:  # 200 ms same
+            time.sleep(0.01)
+            counts.append(sum(refused()))
+
+    settle()
+    # A slot may have come free after the refusals (the start-up probe's close, seen late): one
+    # more client takes it; the table is full once a client that came after settling is refused.
+    while True:
+        clients.append(socket.create_connection(("127.0.0.1", server.port)))
+        settle()
+        if refused()[-1]:
+            break
     kept = [sock for sock, closed in zip(clients, refused()) if not closed]
     raw = b"GET /api/echo HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
     kept[-1].sendall(raw)
