@@ -591,6 +591,17 @@ static void test_validate_finds_damage_and_repair_mends_it(void **state)
     }
     expect_invalid_then_repair(hash, "its chain has a gap before it", 28);
     sxe_hash_destroy(hash);
+
+    /* A locked table's validator lets go of the stripe it found wrong. */
+    hash = make_fixed(30, 95, SXE_HASH_LOCKED);
+    put_fixed(hash, 1, 1, 0);
+    sxe__hash_stripe(hash, 0)->count++;
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe__hash_validate(hash), -EUCLEAN);
+    sxe_test_capture_stop();
+    assert_int_equal(pthread_mutex_trylock(&sxe__hash_stripe(hash, 0)->lock), 0);
+    assert_int_equal(pthread_mutex_unlock(&sxe__hash_stripe(hash, 0)->lock), 0);
+    sxe_hash_destroy(hash);
 }
 
 /* A variable-size stripe's repair rebuilds its free lists from the live records. */

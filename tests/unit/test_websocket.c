@@ -662,9 +662,24 @@ static void test_a_client_of_our_own(void **state)
     assert_int_equal(sxe_random_bytes(bytes, sizeof(bytes)), 0);
     sxe__sys_fail(SXE_SYS_getrandom, 1, 1, ENOSYS); /* none at all: the set seeds from the clock */
     assert_int_equal(sxe_random_bytes(bytes, sizeof(bytes)), -ENOSYS);
+    /* The warning is the WebSocket module's: quiet while that module logs errors only. */
+    struct sxe_test_capture capture;
+    enum sxe_log_level was = sxe_log_get_module_level("WEBSOCKET");
+    assert_int_equal(sxe_log_set_module_level("WEBSOCKET", SXE_LOG_LEVEL_ERROR), 0);
     sxe__sys_fail(SXE_SYS_getrandom, 1, 1, ENOSYS);
+    sxe_test_capture_start(&capture);
     assert_int_equal(
         sxe_ws_client_create(&clients, sxe_http_server_loop(http), &client_handlers, NULL), 0);
+    sxe_test_capture_stop();
+    assert_null(strstr(capture.text, "getrandom failed"));
+    sxe_ws_server_destroy(clients);
+    assert_int_equal(sxe_log_set_module_level("WEBSOCKET", was), 0);
+    sxe__sys_fail(SXE_SYS_getrandom, 1, 1, ENOSYS);
+    sxe_test_capture_start(&capture);
+    assert_int_equal(
+        sxe_ws_client_create(&clients, sxe_http_server_loop(http), &client_handlers, NULL), 0);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "getrandom failed; WebSocket client keys"));
     snprintf(address, sizeof(address), "127.0.0.1:%d", port);
     assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", "chat, other", NULL, 0, &seen),
                      0);
