@@ -126,6 +126,19 @@ def test_serves_files_with_their_metadata(httpd, root):
     assert server.stop() == 0
 
 
+def test_the_start_line_says_how_it_serves(httpd, root):
+    """The INFO line at start names the root, the address and the workers, and says when worker
+    threads share one file cache (their default)."""
+    for args, says in ((["--workers", "2"], "2 worker processes\n"),
+                       (["--workers", "1", "--threads"], "1 worker threads sharing one file cache"),
+                       (["--workers", "1", "--threads", "--cache", "per-worker"],
+                        "1 worker threads\n")):
+        server = httpd(*args)
+        assert server.stop() == 0
+        log = server.process.stderr.read().decode()
+        assert f"serving {root} on 127.0.0.1:{server.port} with {says}" in log, log
+
+
 def test_index_files_and_directories(httpd):
     server = httpd()
     assert get(server.port, "/")[2] == b"<h1>home</h1>\n"

@@ -40,10 +40,31 @@ static void test_huge_pages_are_a_hint(void **state)
     assert_int_equal(munmap(memory, 4096), 0);
 }
 
+/* Its lines are the REGION module's: a refused huge page hint is told at that module's DEBUG. */
+static void test_its_lines_are_the_region_modules(void **state)
+{
+    struct sxe_test_capture capture;
+    enum sxe_log_level was = sxe_log_get_module_level("REGION");
+    size_t large = 4u << 20;
+    int rc = 0;
+
+    (void)state;
+    assert_int_equal(sxe_log_set_module_level("REGION", SXE_LOG_LEVEL_DEBUG), 0);
+    sxe__sys_fail(SXE_SYS_madvise, 1, 0, EINVAL);
+    sxe_test_capture_start(&capture);
+    char *memory = sxe__region_map_anonymous("test", "large", large, false, &rc);
+    sxe_test_capture_stop();
+    assert_non_null(memory);
+    assert_non_null(strstr(capture.text, "no transparent huge pages for 4194304 bytes"));
+    assert_int_equal(munmap(memory, large), 0);
+    assert_int_equal(sxe_log_set_module_level("REGION", was), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_huge_pages_are_a_hint, reset),
+        cmocka_unit_test_teardown(test_its_lines_are_the_region_modules, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -811,6 +811,7 @@ static void test_permessage_deflate(void **state)
         {"permessage-deflate; server_max_window_bits=16", NULL, "0"},
         {"permessage-deflate; server_max_window_bits=1/", NULL, "0"}, /* '/' is '0' - 1 */
         {"permessage-deflate; server_max_window_bits=7", NULL, "0"},
+        {"permessage-deflate; server_max_window_bits=\"105\"", NULL, "0"}, /* not "10" */
         {"permessage-deflate; client_no_context_takeover=1", NULL, "0"},
     };
     char answer[160];
