@@ -30,6 +30,10 @@ def pytest_configure(config):
         "markers", "serial: keeps a rate or a deadline, or holds thousands of "
         "connections or a browser; CTest runs these alone (system/serial), and the rest of the "
         "suite beside the other backend's and the unit tests")
+    config.addinivalue_line(
+        "markers", "one_backend: tests a script's or a tool's own logic (a benchmark's table, a "
+        "rate kept over seconds), which the backend under it does not change; CTest runs it on "
+        "epoll only")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -57,6 +57,7 @@ def rows(text, columns):
     return found[1:]
 
 
+@pytest.mark.one_backend  # the script's table, on epoll: the backends are the other tests'
 @pytest.mark.serial  # a measurement: beside other tests, a cell can come out empty
 def test_quick_compare_on_two_servers(build_dir, tmp_path):
     docs = tmp_path / "benchmarks.md"
@@ -217,6 +218,7 @@ def test_a_foreign_server_on_the_port_fails_loudly():
         server.wait()
 
 
+@pytest.mark.one_backend  # the script's table, on epoll: the backends are the other tests'
 @pytest.mark.serial  # a measurement: beside other tests, a cell can come out empty
 def test_quick_compare_of_the_dictionary(build_dir):
     """The dictionary kind: its data is built from dict-gcide, the request mix is made, and

@@ -89,6 +89,7 @@ def near(value, expected, fraction):
     return abs(value - expected) <= expected * fraction
 
 
+@pytest.mark.one_backend  # seconds of sxe-http's own schedule: once
 def test_open_loop_sees_the_stalls_the_closed_loop_hides(sxe_http):
     """A server that stops for 100 ms once a second and otherwise answers at once. At 1000 a
     second, 100 requests a second come due during the stall and wait up to 100 ms: 10%, so the
@@ -119,6 +120,7 @@ def test_open_loop_sees_the_stalls_the_closed_loop_hides(sxe_http):
     assert "uncorrected_latency_ms" not in closed_loop
 
 
+@pytest.mark.one_backend  # seconds of sxe-http's own schedule: once
 def test_rate_is_kept(sxe_http, hello):
     # 160 connections with the default 16 outstanding each: a stall of the server of up to 128 ms
     # (an ASan build beside the rest of the suite) is waited out, not counted as over the cap; 40
@@ -207,6 +209,7 @@ def test_paths_in_turn_and_at_random(sxe_http, tmp_path):
     server.close()
 
 
+@pytest.mark.one_backend  # seconds of sxe-http's own schedule: once
 def test_timeline(sxe_http, hello):
     """A second of the timeline is sent when it has passed, and the last when the run ends: the
     run's three seconds, and a fourth, a sliver, only if an answer came after the third."""
