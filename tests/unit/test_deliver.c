@@ -8,6 +8,7 @@
  * The connections are adopted ends of socketpairs whose other ends are the test's blocking peers;
  * the connection table and the buffers are validated after every turn.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -359,6 +360,39 @@ static void test_on_drained_closes_after_on_read_left_input(void **state)
     expect_first_closed(1);
 }
 
+/* on_read keeping more than it was given: invalid use (NULL and EINVAL in release builds). */
+static size_t keep_past_the_input(sxe_conn_t *conn, const char *data, size_t len)
+{
+    seen.reads++;
+    errno = 0;
+    assert_null(sxe_conn_keep(conn, data, len, len + 1));
+    assert_int_equal(errno, EINVAL);
+    return len;
+}
+
+static void keep_past_the_input_on_read(void *arg)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = first_on_connect, .on_read = keep_past_the_input, .on_close = first_on_close};
+
+    (void)arg;
+    start_with(&handlers);
+    sxe_test_say(peer, "four");
+    turn_until(&seen.reads, 1);
+}
+
+static void test_keeping_more_than_the_input_is_invalid(void **state)
+{
+    (void)state;
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"assertion failed: ", "consumed <= len", NULL};
+    sxe_test_expect_abort(keep_past_the_input_on_read, NULL, expected);
+#else
+    keep_past_the_input_on_read(NULL);
+    assert_int_equal(seen.reads, 1);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +403,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_new_connection_in_the_slot_gets_none_of_the_kept_input,
                                   teardown),
         cmocka_unit_test_teardown(test_on_drained_closes_after_on_read_left_input, teardown),
+        cmocka_unit_test_teardown(test_keeping_more_than_the_input_is_invalid, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
