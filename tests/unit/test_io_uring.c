@@ -423,6 +423,57 @@ static void test_a_full_send_arena_is_submitted_without_waiting(void **state)
     close_loop(loop);
 }
 
+static int enter_taking_nothing(int fd, unsigned to_submit, unsigned min_complete, unsigned flags,
+                                void *arg, size_t size)
+{
+    (void)fd, (void)to_submit, (void)min_complete, (void)flags, (void)arg, (void)size;
+    return 0; /* the kernel took no SQE, for now */
+}
+
+/*
+ * A full SQ that the kernel takes none of: the next request is refused (a send's -ENOBUFS), not
+ * written over one still queued. Once the kernel takes them, every queued send completes.
+ */
+static void test_a_full_sq_the_kernel_does_not_take_refuses_more(void **state)
+{
+    enum { PAIRS = SQ_ENTRIES / 2 + 1 };
+    static int fds[PAIRS][2];
+    struct sxe__io_event events[EVENTS_MAX];
+    char byte = 'x';
+    struct iovec one = {.iov_base = &byte, .iov_len = 1};
+    unsigned sent = 0;
+
+    (void)state;
+    sxe_loop_t *loop = open_loop();
+    for (int i = 0; i < PAIRS; i++) {
+        stream_pair(fds[i]);
+    }
+    for (unsigned i = 0; i < SQ_ENTRIES; i++) { /* both ends of each pair: one send per fd */
+        assert_int_equal(sxe__io_uring.send(loop, fds[i / 2][i % 2], i + 1, &one, 1, MSG_NOSIGNAL),
+                         SXE__IO_PENDING);
+    }
+    sxe__sys.io_uring_enter = enter_taking_nothing;
+    assert_int_equal(
+        sxe__io_uring.send(loop, fds[PAIRS - 1][0], SQ_ENTRIES + 1, &one, 1, MSG_NOSIGNAL),
+        -ENOBUFS);
+    sxe__sys_reset();
+    uint64_t give_up = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+    while (sent < SQ_ENTRIES) {
+        assert_true(sxe_clock_mono_ns() < give_up);
+        int count = wait_ms(loop, 10, events, EVENTS_MAX);
+        for (int e = 0; e < count; e++) {
+            assert_int_equal(events[e].events, SXE__IO_SENT);
+            assert_int_equal(events[e].result, 1);
+            sent++;
+        }
+    }
+    for (int i = 0; i < PAIRS; i++) {
+        sxe__io_uring.forget(loop, fds[i][0], true);
+        sxe__io_uring.forget(loop, fds[i][1], true);
+    }
+    close_loop(loop);
+}
+
 static void test_send_to_closed_peer(void **state)
 {
     sxe_loop_t *loop = open_loop();
@@ -807,6 +858,7 @@ int main(void)
         cmocka_unit_test_teardown(test_fd_reuse_after_forget, reset),
         cmocka_unit_test_teardown(test_send, reset),
         cmocka_unit_test_teardown(test_a_full_send_arena_is_submitted_without_waiting, reset),
+        cmocka_unit_test_teardown(test_a_full_sq_the_kernel_does_not_take_refuses_more, reset),
         cmocka_unit_test_teardown(test_send_to_closed_peer, reset),
         cmocka_unit_test_teardown(test_tiny_ring_no_starvation, reset),
         cmocka_unit_test_teardown(test_level_in, reset),
