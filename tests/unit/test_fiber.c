@@ -345,12 +345,33 @@ static void test_a_stack_overflow_stops_the_process_with_a_message(void **state)
     assert_non_null(strstr(said, "sxe: a fiber overflowed its stack"));
 }
 
+/* madvise() through the seam, counting MADV_POPULATE_WRITE calls that failed for a reason other
+ * than a kernel without it (EINVAL). */
+static unsigned populate_failures;
+
+static int madvise_counting_failures(void *addr, size_t len, int advice)
+{
+    int rc = madvise(addr, len, advice);
+    if (rc < 0 && advice == MADV_POPULATE_WRITE && errno != EINVAL) {
+        populate_failures++;
+    }
+    return rc;
+}
+
 static void test_pool_creation_faults(void **state)
 {
     sxe_fibers_t *other = NULL;
     struct sxe_fibers_options options = {.count = 8, .stack_size = 5000};
 
     (void)state;
+    /* Each stack is faulted in with one call, on its own pages. */
+    sxe__sys.madvise = madvise_counting_failures;
+    assert_int_equal(sxe_fibers_create(&other, loop, &options), 0);
+    assert_int_equal(populate_failures, 0);
+    sxe_fibers_destroy(other);
+    sxe__sys_reset();
+    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 0);
+
     sxe__sys_fail(SXE_SYS_mmap, 1, 1, ENOMEM);
     assert_int_equal(sxe_fibers_create(&other, loop, &options), -ENOMEM);
     sxe__sys_fail(SXE_SYS_mprotect, 3, 1, ENOMEM); /* past vm.max_map_count */
