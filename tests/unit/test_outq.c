@@ -81,6 +81,16 @@ static void test_copies_share_buffers(void **state)
     sxe__outq_drop(conn);
     assert_int_equal(conn->queued, 0);
     assert_int_equal(loop->buffers_free, 8);
+
+    /* With no buffer free, a partly filled last buffer still takes what fits in it, no more. */
+    static const char fill[64 * 7];
+    sxe__outq_append(conn, bytes, 10);
+    sxe__outq_append(peer, fill, sizeof(fill));
+    assert_int_equal(loop->buffers_free, 0);
+    assert_true(sxe__outq_can_append(conn, 54));
+    assert_false(sxe__outq_can_append(conn, 55));
+    sxe__outq_drop(peer);
+    sxe__outq_drop(conn);
 }
 
 /* Bytes behind a reference go on in the buffer before it; the gather stops at a file range. */
