@@ -469,6 +469,44 @@ static void test_broadcast_to_groups(void **state)
     assert_int_equal(seen.closes, 3);
 }
 
+/*
+ * Two broadcasts queued at once behind a socket that is full, each too big to be copied into its
+ * queue (over 1 KB), so each is sent from its frame: the frames are apart, and both arrive whole.
+ */
+static void test_two_broadcasts_at_once(void **state)
+{
+    static uint8_t block[1000], first[2000], second[2000], payload[sizeof(first)];
+    size_t len;
+    int small = 4096, blocks = 0;
+
+    (void)state;
+    memset(first, '1', sizeof(first));
+    memset(second, '2', sizeof(second));
+    start(&(struct sxe_ws_options){.broadcasts = 2, .broadcast_bytes = sizeof(first)});
+    int fd = open_socket(NULL, 0);
+    sxe_conn_t *conn = sxe_ws_conn(seen.sockets[0]);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+    assert_int_equal(setsockopt(sxe_conn_fd(conn), SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)),
+                     0);
+    while (sxe_conn_queued(conn) == 0) { /* the socket takes no more: the rest is queued */
+        assert_int_equal(sxe_ws_send(seen.sockets[0], SXE_WS_BINARY, block, sizeof(block)), 0);
+        blocks++;
+    }
+    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_BINARY, first, sizeof(first), NULL), 1);
+    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_BINARY, second, sizeof(second), NULL), 1);
+    for (int i = 0; i < blocks; i++) {
+        assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), SXE_WS_BINARY);
+    }
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), SXE_WS_BINARY);
+    assert_int_equal(len, sizeof(first));
+    assert_memory_equal(payload, first, sizeof(first));
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), SXE_WS_BINARY);
+    assert_int_equal(len, sizeof(second));
+    assert_memory_equal(payload, second, sizeof(second));
+    close(fd);
+    pump(0);
+}
+
 /* A reader too slow for queue_bytes is closed with 1008; with drop_when_full its messages drop. */
 static void test_slow_readers(void **state)
 {
@@ -960,6 +998,7 @@ int main(void)
                                   teardown),
         cmocka_unit_test_teardown(test_keep_alive_pings, teardown),
         cmocka_unit_test_teardown(test_broadcast_to_groups, teardown),
+        cmocka_unit_test_teardown(test_two_broadcasts_at_once, teardown),
         cmocka_unit_test_teardown(test_slow_readers, teardown),
         cmocka_unit_test_teardown(test_refused_handshakes, teardown),
         cmocka_unit_test_teardown(test_closed_in_on_open, teardown),
