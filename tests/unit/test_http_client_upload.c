@@ -437,6 +437,16 @@ static void write_too_soon(void *arg)
     (void)sxe_http_call_write(upload->call, "x", 1);
 }
 
+/* Writes 10 bytes where the length leaves 5: an assertion, in a child. */
+static void write_past_the_length(void *arg)
+{
+    struct upload *upload = arg;
+
+    upload->stop_at = 5;
+    sxe_test_run_until(loop, &upload->writables, 1);
+    (void)sxe_http_call_write(upload->call, "0123456789", 10);
+}
+
 static void test_invalid_use_is_refused(void **state)
 {
     struct upload upload = {0};
@@ -451,10 +461,12 @@ static void test_invalid_use_is_refused(void **state)
 #ifdef SXE_DEBUG
     const char *const expected[] = {"call->writable", NULL};
     sxe_test_expect_abort(write_too_soon, &upload, expected);
+    const char *const past[] = {"len <= call->body_left", NULL};
+    sxe_test_expect_abort(write_past_the_length, &upload, past);
     sxe_http_call_cancel(upload.call); /* upload is this function's: no callback may outlive it */
     (void)with_body, (void)no_writable;
 #else
-    (void)write_too_soon;
+    (void)write_too_soon, (void)write_past_the_length;
     assert_int_equal(sxe_http_call_write(upload.call, "x", 1), -EINVAL); /* before on_writable */
     assert_int_equal(sxe_http_client_stream(client, &with_body, &handlers, &upload, NULL), -EINVAL);
     with_body.body = NULL;
