@@ -270,6 +270,7 @@ def test_conditional_requests(httpd):
     assert get(server.port, "/hello.txt", [f'If-None-Match: "other", W/{etag}'])[0] == 304
     assert get(server.port, "/hello.txt", ["If-None-Match: *"])[0] == 304
     assert get(server.port, "/hello.txt", ['If-None-Match: "other"'])[0] == 200
+    assert get(server.port, "/hello.txt", [f"If-None-Match: X/{etag}"])[0] == 200  # only W/ is weak
     assert get(server.port, "/hello.txt", [f"If-Modified-Since: {modified}"])[0] == 304
     assert get(server.port, "/hello.txt",
                ["If-Modified-Since: Mon, 01 Jan 1990 00:00:00 GMT"])[0] == 200

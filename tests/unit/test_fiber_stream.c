@@ -22,6 +22,7 @@ static bool done;
 static size_t sunk; /* bytes the sink server read */
 
 static sxe_timer_t stall_timer;
+static uint64_t written_before_close;
 
 static void end_stall(sxe_timer_t *timer, void *arg)
 {
@@ -205,6 +206,41 @@ static void test_writes_wait_while_the_output_is_backed_up(void **state)
     write_big("sink");
 }
 
+/* To a stalled peer, writes until some output waits in the connection (under its high water, so
+ * the write returns at once), then closes: the rest goes out after the stream is gone. */
+static void close_with_output_waiting(void *arg)
+{
+    static char piece[1000];
+    sxe_fiber_stream_t stream;
+    uint64_t written = 0;
+
+    (void)arg;
+    assert_int_equal(sxe_fiber_connect(&stream, loop, (struct sockaddr *)&address, sizeof(address)),
+                     0);
+    assert_int_equal(sxe_fiber_write(&stream, "stall", 5), 0);
+    while (sxe_conn_queued(stream.conn) == 0) {
+        assert_true(written < 64 * 1024 * 1024);
+        assert_int_equal(sxe_fiber_write(&stream, piece, sizeof(piece)), 0);
+        written += sizeof(piece);
+    }
+    sxe_fiber_close(&stream);
+    written_before_close = written;
+    done = true;
+}
+
+static void test_output_waiting_at_close_goes_out_after_the_stream(void **state)
+{
+    uint64_t deadline = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
+
+    (void)state;
+    assert_int_equal(sxe_fiber_start(fibers, close_with_output_waiting, NULL, NULL), 0);
+    run_until_done();
+    while (sunk < written_before_close && sxe_clock_mono_ns() < deadline) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(sunk, written_before_close);
+}
+
 static void refused(void *arg)
 {
     sxe_fiber_stream_t stream;
@@ -301,6 +337,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_that_stops_reading_gets_the_rest_later, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_output_waiting_at_close_goes_out_after_the_stream,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_writes_to_a_stalled_peer_wait_and_go_on, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_refused_connect_says_so, setup, teardown),

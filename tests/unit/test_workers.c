@@ -580,6 +580,14 @@ static void test_listen_ipv6_and_faults(void **state)
     assert_non_null(strstr(capture.text, "cannot steer connections by CPU"));
     assert_int_equal(sxe_workers_port(set, 0), 0);
     sxe_workers_destroy(set);
+    /* The group's second socket cannot listen: that error, not the steering's success. */
+    assert_int_equal(sxe_workers_create(&set, &cpu), 0);
+    sxe__sys_fail(SXE_SYS_listen, 2, 1, EADDRINUSE);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&four, sizeof(four), NULL),
+                     -EADDRINUSE);
+    sxe__sys_reset();
+    assert_int_equal(sxe_workers_port(set, 0), 0);
+    sxe_workers_destroy(set);
     assert_int_equal(sxe_test_open_fds(), fds);
 }
 
