@@ -366,6 +366,13 @@ static void put_with_wrong_key_size(void *arg)
     int rc = sxe_hash_put(arg, &key, 4, &value, sizeof(value));
     (void)rc;
 }
+
+static void put_without_a_value(void *arg)
+{
+    uint64_t key = 1;
+    int rc = sxe_hash_put(arg, &key, 8, NULL, sizeof(struct value));
+    (void)rc;
+}
 #endif
 
 static void test_invalid_use(void **state)
@@ -392,7 +399,10 @@ static void test_invalid_use(void **state)
 #ifdef SXE_DEBUG
     static const char *const expected[] = {"sxe_hash_put", NULL};
     sxe_test_expect_abort(put_with_wrong_key_size, hash, expected);
+    static const char *const no_value[] = {"value != NULL || value_size == 0", NULL};
+    sxe_test_expect_abort(put_without_a_value, hash, no_value);
 #else
+    assert_int_equal(sxe_hash_put(hash, &key, 8, NULL, sizeof(struct value)), -EINVAL);
     struct value value = {0, 0};
     assert_int_equal(sxe_hash_put(hash, &key, 4, &value, sizeof(value)), -EINVAL);
     assert_int_equal(sxe_hash_put(hash, &key, 8, &value, 4), -EINVAL);

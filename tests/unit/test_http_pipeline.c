@@ -302,7 +302,7 @@ static void test_a_silent_first_call_times_out_and_the_ones_behind_go_again(void
 static struct {
     int heads;
     int done;
-} streamed[2];
+} streamed[5];
 
 static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
 {
@@ -345,6 +345,31 @@ static void test_a_paused_call_behind_holds_its_answer_until_resumed(void **stat
     assert_int_equal(streamed[1].heads, 1);
 }
 
+/* A call that waits for a connection (all four have one each) is paused and resumed before it
+ * has one: its answer comes once one is free. */
+static void test_a_call_waiting_for_a_connection_pauses_and_resumes(void **state)
+{
+    static const struct sxe_http_client_handlers handlers = {.on_head = on_head,
+                                                             .on_done = on_done};
+    struct sxe_http_client_request ok = {.target = "/ok"};
+    sxe_http_call_t *calls[5];
+
+    (void)state;
+    memset(streamed, 0, sizeof(streamed));
+    warm_client(1);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]),
+                         0);
+    }
+    sxe_http_call_pause(calls[4]);
+    sxe_http_call_resume(calls[4]);
+    run_until(1 + 5);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(streamed[i].done, 1);
+        assert_int_equal(streamed[i].heads, 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +384,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_a_silent_first_call_times_out_and_the_ones_behind_go_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_paused_call_behind_holds_its_answer_until_resumed,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_call_waiting_for_a_connection_pauses_and_resumes,
                                         setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

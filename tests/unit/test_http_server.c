@@ -46,6 +46,7 @@ static void echo(sxe_http_t *http, void *arg)
 static void stream(sxe_http_t *http, void *arg)
 {
     (void)arg;
+    assert_int_equal(sxe_http_finish(http), -EINVAL); /* nothing started: nothing to end */
     assert_int_equal(sxe_http_start(http, 200, "X-Stream: yes\r\n", -1), 0);
     assert_int_equal(sxe_http_start(http, 200, NULL, -1), -EALREADY);
     assert_int_equal(sxe_http_send(http, "first,", 6), 0);

@@ -552,6 +552,9 @@ static void test_refused_handshakes(void **state)
         {"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
          "400 Bad Request"},
+        {"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection-X: Upgrade\r\n"
+         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+         "400 Bad Request"}, /* a longer name is not Connection */
         {"GET /bogus HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
          "500 Internal Server Error"},
@@ -575,7 +578,7 @@ static void test_refused_handshakes(void **state)
         close(fd);
     }
     sxe_ws_stats(server, &stats);
-    assert_int_equal(stats.refused, 4);
+    assert_int_equal(stats.refused, 5);
     assert_int_equal(stats.opened, 0);
 }
 
