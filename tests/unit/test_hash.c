@@ -413,6 +413,17 @@ static void test_invalid_use(void **state)
     (void)key;
     sxe_hash_destroy(make_fixed(1, 0, 0));
     sxe_hash_destroy(hash);
+
+    /* A table's shape is told at the HASH module's DEBUG level. */
+    struct sxe_test_capture capture;
+    enum sxe_log_level was = sxe_log_get_module_level("HASH");
+    assert_int_equal(sxe_log_set_module_level("HASH", SXE_LOG_LEVEL_DEBUG), 0);
+    sxe_test_capture_start(&capture);
+    hash = make_fixed(30, 95, 0);
+    sxe_test_capture_stop();
+    assert_int_equal(sxe_log_set_module_level("HASH", was), 0);
+    assert_non_null(strstr(capture.text, "hash fixed: 30 entries in 1 stripes of "));
+    sxe_hash_destroy(hash);
 }
 
 /* A table in the caller's memory, which need not be zeroed. */

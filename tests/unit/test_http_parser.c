@@ -321,6 +321,7 @@ static void test_smuggling_rules(void **state)
         {"GET / HTTP/2.0\r\n\r\n", 505},
         {"GET / HTTP/1.2\r\n\r\n", 505},
         {"GET / HTTP/1.x\r\n\r\n", 400},
+        {"GET / HTTP/A.1\r\n\r\n", 400}, /* not a digit: bad, not an unknown version */
         {"GET / HTTX/1.1\r\n\r\n", 400},
         {"GET  / HTTP/1.1\r\n\r\n", 400},
         {"GET /a b HTTP/1.1\r\n\r\n", 400},

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,8 +150,15 @@ static void test_validate_catches_a_broken_queue(void **state)
     conn->queue_tail = tail;
 
     struct sxe__segment *segment = &loop->segments[conn->queue_head];
+    struct sxe_test_capture capture;
+    char finding[128];
     segment->start = 10; /* past its end */
+    sxe_test_capture_start(&capture);
     assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    sxe_test_capture_stop();
+    snprintf(finding, sizeof(finding), "buffer segment %u spans 10..3 of buffer %u",
+             conn->queue_head, segment->buffer);
+    assert_non_null(strstr(capture.text, finding));
     segment->start = 0;
 
     segment->owns = false; /* handed over to no one */
