@@ -396,6 +396,13 @@ static void test_invalid_use(void **state)
     assert_int_equal(sxe_hash_size(&options), 0);
     options.stripes = 4;
     assert_int_not_equal(sxe_hash_size(&options), 0);
+    options.key_size = SXE_HASH_VARIABLE; /* an arena of 16 bytes a stripe at least */
+    options.arena_bytes = 16 * 4;
+    assert_int_not_equal(sxe_hash_size(&options), 0);
+    options.arena_bytes = 16 * 4 - 1;
+    assert_int_equal(sxe_hash_size(&options), 0);
+    options.key_size = 8;
+    options.arena_bytes = 0;
 #ifdef SXE_DEBUG
     static const char *const expected[] = {"sxe_hash_put", NULL};
     sxe_test_expect_abort(put_with_wrong_key_size, hash, expected);
