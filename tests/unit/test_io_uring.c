@@ -635,6 +635,19 @@ static void test_modify(void **state)
     close_loop(loop);
 }
 
+/* Two sends on one fd at once: the second is invalid use (-EBUSY in release builds). */
+static void send_twice_at_once(void *arg)
+{
+    sxe_loop_t *loop = arg;
+    char x[] = "x";
+    struct iovec one = {.iov_base = x, .iov_len = 1};
+    int fds[2];
+
+    stream_pair(fds);
+    assert_int_equal(sxe__io_uring.send(loop, fds[0], 1, &one, 1, MSG_NOSIGNAL), SXE__IO_PENDING);
+    assert_int_equal(sxe__io_uring.send(loop, fds[0], 1, &one, 1, MSG_NOSIGNAL), -EBUSY);
+}
+
 static void test_fd_past_table(void **state)
 {
     sxe_loop_t *loop = open_loop();
@@ -644,6 +657,12 @@ static void test_fd_past_table(void **state)
     (void)state;
     assert_int_equal(sxe__io_uring.watch(loop, 1 << 20, 1, SXE__IO_IN), -EMFILE);
     assert_int_equal(sxe__io_uring.send(loop, 1 << 20, 1, &one, 1, 0), -EMFILE);
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"OP_BIT(OP_SEND)) == 0", NULL};
+    sxe_test_expect_abort(send_twice_at_once, loop, expected);
+#else
+    send_twice_at_once(loop);
+#endif
     close_loop(loop);
 }
 

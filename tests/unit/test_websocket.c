@@ -847,6 +847,7 @@ static void test_permessage_deflate(void **state)
          "12"},
         {"permessage-deflate; server_max_window_bits=8", "permessage-deflate", "15"},
         {"permessage-deflate; unknown", NULL, "0"},
+        {"permessage-deflatex", NULL, "0"}, /* another extension's name */
         {"permessage-deflate; server_no_context_takeover; server_no_context_takeover", NULL, "0"},
         {"permessage-deflate; server_max_window_bits", NULL, "0"},
         {"permessage-deflate; server_max_window_bits=16", NULL, "0"},
