@@ -474,9 +474,9 @@ int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_sto
     int failed = spawn_all(set);
     while (busy(set)) {
         if ((rc = supervise_once(set)) < 0) {
-            SXE_LOG_ERROR("poll failed: %s; stopping", sxe_strerror(rc)); /* GCOVR_EXCL_LINE */
-            failed = failed ? failed : rc; /* GCOVR_EXCL_LINE: EINTR is the only one expected */
-            begin_stop(set, sxe_clock_mono_ns(), "poll failed"); /* GCOVR_EXCL_LINE */
+            SXE_LOG_ERROR("poll failed: %s; stopping", sxe_strerror(rc));
+            failed = failed ? failed : rc;
+            begin_stop(set, sxe_clock_mono_ns(), "poll failed");
         }
     }
     sxe__close_fd(&set->signal_fd);

@@ -95,12 +95,12 @@ static int worker_open(sxe_worker_t *worker)
         worker->shares[l] = (struct sxe__worker_share){.worker = worker, .listener = l};
         int fd = worker->channels[l][1];
         worker->channels[l][1] = -1; /* the loop owns it now */
-        if (rc == 0 && (rc = sxe__conn_adopt_channel(worker->loop, &channel, fd, &channel_handlers,
-                                                     &worker->shares[l])) == 0) {
+        if (rc < 0) {
+            sxe__sys.close(fd); /* an earlier channel failed: this one is never handed over */
+        } else if ((rc = sxe__conn_adopt_channel(worker->loop, &channel, fd, &channel_handlers,
+                                                 &worker->shares[l])) == 0) {
             worker->own++;
-        } else if (rc < 0 && fd >= 0) {
-            sxe__sys.close(fd); /* GCOVR_EXCL_LINE: the table has room for them, made above */
-        }
+        } /* else the adoption closed fd itself */
     }
     if (rc == 0 && set->options.kind == SXE_WORKERS_PROCESSES) {
         rc = sxe_loop_stop_on_signals(worker->loop, set->options.drain_ns);

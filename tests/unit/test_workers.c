@@ -450,6 +450,8 @@ static void test_start_faults(void **state)
         {SXE_SYS_socketpair, 1, EMFILE, SXE_WORKERS_PROCESSES},
         {SXE_SYS_socketpair, 1, EMFILE, SXE_WORKERS_THREADS},
         {SXE_SYS_signalfd, 1, ENOMEM, SXE_WORKERS_PROCESSES},
+        {SXE_SYS_poll, 1, ENOMEM, SXE_WORKERS_PROCESSES}, /* the supervisor stops the workers */
+        {SXE_SYS_poll, 1, ENOMEM, SXE_WORKERS_THREADS},
     };
     struct behaviour behaviour = {0};
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -620,6 +622,53 @@ static void test_a_worker_without_memory_for_its_loop_ends(void **state)
     sxe_workers_destroy(set);
 }
 
+/* close() through the seam, counting the descriptors closed twice (EBADF). */
+static unsigned closed_twice;
+
+static int close_counting_twice(int fd)
+{
+    int rc = close(fd);
+    if (rc < 0 && errno == EBADF) {
+        __atomic_fetch_add(&closed_twice, 1, __ATOMIC_RELAXED);
+    }
+    return rc;
+}
+
+/*
+ * A worker whose table has room for one channel of three: the second's adoption fails (and closes
+ * it), the third is never handed over and is closed by the worker. Each descriptor is closed once,
+ * none is left open, and the worker ends with the reason.
+ */
+static void test_a_worker_without_room_for_its_channels_ends(void **state)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sxe_test_capture capture;
+    struct behaviour behaviour = {0};
+    unsigned fds = sxe_test_open_fds();
+    sxe_workers_t *set;
+
+    (void)state;
+    assert_int_equal(
+        sxe_workers_create(&set, &(struct sxe_workers_options){.count = 1,
+                                                               .kind = SXE_WORKERS_THREADS,
+                                                               .loop = {.connections = 1}}),
+        0);
+    for (int l = 0; l < 3; l++) {
+        assert_int_equal(
+            sxe_workers_listen(set, (struct sockaddr *)&address, sizeof(address), NULL), l);
+    }
+    closed_twice = 0;
+    sxe__sys.close = close_counting_twice;
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -ECHILD);
+    sxe_test_capture_stop();
+    sxe__sys_reset();
+    assert_non_null(strstr(capture.text, "worker 0: cannot start: No buffer space available"));
+    assert_int_equal(closed_twice, 0);
+    sxe_workers_destroy(set);
+    assert_int_equal(sxe_test_open_fds(), fds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_invalid_use),
         cmocka_unit_test(test_listen_ipv6_and_faults),
         cmocka_unit_test(test_a_worker_without_memory_for_its_loop_ends),
+        cmocka_unit_test(test_a_worker_without_room_for_its_channels_ends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
