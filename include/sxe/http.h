@@ -344,7 +344,13 @@ sxe_conn_t *sxe_http_conn(const sxe_http_t *http);
 SXE_MUST_CHECK int sxe_http_start(sxe_http_t *http, int status, const char *headers,
                                   int64_t content_length);
 
-/** Sends body bytes (chunked if no length was given; nothing for HEAD). @return 0 or -errno. */
+/**
+ * Sends body bytes (chunked if no length was given; nothing for HEAD). Bytes past the
+ * content_length given to sxe_http_start() are refused whole, since the client would read them as
+ * the next response: -EMSGSIZE, logged, and an assertion in debug builds. The same holds for the
+ * calls below that send body bytes.
+ * @return 0, -EMSGSIZE, or -errno.
+ */
 SXE_MUST_CHECK int sxe_http_send(sxe_http_t *http, const void *data, size_t len);
 
 /**
@@ -373,7 +379,11 @@ SXE_MUST_CHECK int sxe_http_send_ref(sxe_http_t *http, const void *data, size_t 
 SXE_MUST_CHECK int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
                                          sxe_conn_release_t release, void *arg);
 
-/** Ends the response. @return 0 or -errno. */
+/**
+ * Ends the response. One that ends short of its content_length is logged and closes the connection
+ * once sent: the close is the only way the client learns the rest is not coming.
+ * @return 0 or -errno.
+ */
 int sxe_http_finish(sxe_http_t *http);
 
 /** Starts, sends and finishes a whole response with a Content-Type and a body. */

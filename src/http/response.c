@@ -206,6 +206,9 @@ static int start(sxe_http_t *http, int status, const char *content_type, const c
     }
     http->chunked = content_length < 0 && http->request->minor_version == 1 && status != 204 &&
                     status != 304 && !http->head_only;
+    /* A HEAD's length describes the body a GET would have: none of it is sent. */
+    http->owed =
+        content_length >= 0 && !http->head_only ? (uint64_t)content_length : SXE__HTTP_NO_LENGTH;
     /* Built with plain copies: this runs for every response, and printf costs several times more.
      */
     const char *reason = sxe_http_reason(status);
@@ -261,6 +264,27 @@ static int body_allowed(const sxe_http_t *http)
     return http->failed != 0 ? http->failed : http->status == 0 || http->finished ? -EINVAL : 0;
 }
 
+/*
+ * Counts len body bytes against the Content-Length the response gave. Bytes past it would be read
+ * by the client as the start of the next response, so they are refused whole.
+ * @return 0, or -EMSGSIZE (an assertion in debug builds).
+ */
+static int owe_less(sxe_http_t *http, size_t len)
+{
+    if (http->owed == SXE__HTTP_NO_LENGTH || http->head_only) {
+        return 0;
+    }
+    if (len > http->owed) {
+        SXE_LOG_ERROR("a response of %d sent %zu bytes with %llu of its Content-Length left",
+                      http->status, len, (unsigned long long)http->owed);
+    }
+    if (!SXE_CHECK(len <= http->owed)) {
+        return -EMSGSIZE;
+    }
+    http->owed -= len;
+    return 0;
+}
+
 /* Body bytes, copied, or with ref the caller's own, released once sent (see sxe_http_send_ref). */
 static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
                      sxe_conn_release_t release, void *arg)
@@ -269,6 +293,7 @@ static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
     int rc = sxe__http_defer_check(http);
 
     rc = rc < 0 ? rc : body_allowed(http);
+    rc = rc < 0 ? rc : owe_less(http, len);
 
     if (rc == 0 && http->chunked && !http->head_only && len > 0) {
         int size_len = snprintf(size, sizeof(size), "%zx\r\n", len);
@@ -319,6 +344,7 @@ static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool cl
     if (rc == 0 && http->chunked) {
         rc = -EINVAL;
     }
+    rc = rc < 0 ? rc : owe_less(http, len);
     if (rc < 0 || http->head_only || len == 0) { /* nothing to send: fd is not kept */
         if (close_when_sent) {
             /* A zero-length range queues nothing, and the connection closes what it owns. */
@@ -386,6 +412,12 @@ int sxe_http_finish(sxe_http_t *http)
         return finished(http, rc);
     }
     sxe__http_count(http->server, http->sent);
+    if (http->owed != SXE__HTTP_NO_LENGTH && http->owed > 0) {
+        /* Short of its Content-Length: the client waits for the rest, and only a close ends it. */
+        SXE_LOG_ERROR("a response of %d ended %llu bytes short of its Content-Length; closing",
+                      http->status, (unsigned long long)http->owed);
+        http->keep_alive = false;
+    }
     if (!http->keep_alive) {
         /* Unless the client asked to close after a request it sent whole, it may still send. */
         sxe__http_close_after_response(http->server, http->conn,

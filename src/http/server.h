@@ -35,6 +35,9 @@ struct route {
 
 struct held;
 
+/* sxe_http.owed of a response without a Content-Length (chunked, or ended by the close). */
+#define SXE__HTTP_NO_LENGTH UINT64_MAX
+
 /* A request being answered: the server's, while its handler runs, or a held one's (defer.c). */
 struct sxe_http {
     sxe_http_server_t *server;
@@ -51,7 +54,8 @@ struct sxe_http {
     bool body_unread; /* a streamed body has not all been read: the response closes */
     int failed;       /* a write of the response failed (-errno): the rest of it is dropped */
     uint64_t sent;    /* bytes of the response queued */
-    void *user;       /* the program's, per request */
+    uint64_t owed; /* body bytes its Content-Length still promises; SXE__HTTP_NO_LENGTH if none */
+    void *user;    /* the program's, per request */
     const struct route *route; /* a held request's, while its fiber runs (fiber.c) */
     uint16_t prefix_len;       /* bytes of the path its route matched (sxe_http_path_rest) */
     uint64_t serial;           /* a held request's: which holding of its slot this is */
