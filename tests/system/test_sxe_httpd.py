@@ -127,12 +127,15 @@ def test_serves_files_with_their_metadata(httpd, root):
 
 
 def test_the_start_line_says_how_it_serves(httpd, root):
-    """The INFO line at start names the root, the address and the workers, and says when worker
-    threads share one file cache (their default)."""
-    for args, says in ((["--workers", "2"], "2 worker processes\n"),
-                       (["--workers", "1", "--threads"], "1 worker threads sharing one file cache"),
+    """The INFO line at start names the root, the address, the workers and each one's capacity
+    (10,000 connections unless --connections says), and says when worker threads share one file
+    cache (their default)."""
+    each = "of up to 10000 connections each"
+    for args, says in ((["--workers", "2"], f"2 worker processes {each}\n"),
+                       (["--workers", "1", "--threads", "--connections", "16"],
+                        "1 worker threads of up to 16 connections each, sharing one file cache"),
                        (["--workers", "1", "--threads", "--cache", "per-worker"],
-                        "1 worker threads\n")):
+                        f"1 worker threads {each}\n")):
         server = httpd(*args)
         assert server.stop() == 0
         log = server.process.stderr.read().decode()

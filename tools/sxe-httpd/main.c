@@ -723,10 +723,10 @@ int main(int argc, char **argv)
         sxe_http_server_destroy(server);
         return 1;
     }
-    SXE_LOG_INFO("serving %s on %s with %u worker %s%s", config.root[0] ? config.root : "/",
-                 config.listen, options.workers,
-                 config.kind == SXE_WORKERS_THREADS ? "threads" : "processes",
-                 config.cache == 1 ? " sharing one file cache" : "");
+    SXE_LOG_INFO("serving %s on %s with %u worker %s of up to %u connections each%s",
+                 config.root[0] ? config.root : "/", config.listen, options.workers,
+                 config.kind == SXE_WORKERS_THREADS ? "threads" : "processes", config.connections,
+                 config.cache == 1 ? ", sharing one file cache" : "");
     rc = sxe_http_run(server);
     sxe_http_server_destroy(server);
     cache_clear();
