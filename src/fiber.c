@@ -279,7 +279,7 @@ static void on_segv(int signal, siginfo_t *info, void *ucontext)
     }
     if (previous_segv.sa_flags & SA_SIGINFO) {
         previous_segv.sa_sigaction(signal, info, ucontext); /* GCOVR_EXCL_LINE: ASan's, say */
-        return;                                             /* GCOVR_EXCL_LINE */
+        return;                                             /* GCOVR_EXCL_LINE: as above */
     }
     /* Put the previous plain handler back, or the default: the faulting instruction runs again,
      * and the fault takes the process down as it would have without sxe. */

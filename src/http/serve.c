@@ -248,7 +248,7 @@ static int worker_start(sxe_worker_t *worker, void *arg)
     }
     if (rc < 0) {
         sxe_http_server_destroy(server); /* GCOVR_EXCL_LINE: the worker's table has room */
-        return rc;                       /* GCOVR_EXCL_LINE */
+        return rc;                       /* GCOVR_EXCL_LINE: as above */
     }
     template->copies[sxe_worker_index(worker)] = server;
     return 0;

@@ -157,15 +157,15 @@ static struct local *local_get(sxe_loop_t *loop)
     struct local *made = calloc(1, sizeof(*made));
     if (made == NULL || (made->exchanges = calloc(options.requests, sizeof(struct exchange))) ==
                             NULL) { /* GCOVR_EXCL_LINE: out of memory at start-up */
-        free(made);                 /* GCOVR_EXCL_LINE */
-        return NULL;                /* GCOVR_EXCL_LINE */
+        free(made);                 /* GCOVR_EXCL_LINE: as above */
+        return NULL;                /* GCOVR_EXCL_LINE: as above */
     }
     made->loop = loop;
     made->peer_count = sxe_loop_options(loop)->connections;
     if ((made->peers = calloc(made->peer_count, sizeof(*made->peers))) == NULL) {
         free(made->exchanges); /* GCOVR_EXCL_LINE: out of memory at start-up */
-        free(made);            /* GCOVR_EXCL_LINE */
-        return NULL;           /* GCOVR_EXCL_LINE */
+        free(made);            /* GCOVR_EXCL_LINE: as above */
+        return NULL;           /* GCOVR_EXCL_LINE: as above */
     }
     local = made;
     return local;
