@@ -271,7 +271,7 @@ static int body_allowed(const sxe_http_t *http)
  */
 static int owe_less(sxe_http_t *http, size_t len)
 {
-    if (http->owed == SXE__HTTP_NO_LENGTH || http->head_only) {
+    if (http->owed == SXE__HTTP_NO_LENGTH) { /* none given, or a HEAD's (start() says so) */
         return 0;
     }
     if (len > http->owed) {
