@@ -38,6 +38,8 @@
 
 #include <sxe/sxe.h>
 
+#include "map_floor.h"
+
 #define LATENCY_BATCH   64
 #define LATENCY_SAMPLES (1u << 22)
 #define WRITER_SAMPLES  4096
@@ -70,16 +72,6 @@ static void die(const char *what, int rc)
 {
     fprintf(stderr, "map: %s: %s\n", what, rc < 0 ? sxe_strerror(rc) : mdb_strerror(rc));
     exit(1);
-}
-
-static uint64_t random_next(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545f4914f6cdd1dULL;
 }
 
 /* Key i: big-endian, so memcmp order (LMDB's) is numeric order. */
@@ -188,7 +180,7 @@ static double read_map_one_by_one(sxe_map_t *map, const struct config *config)
             die("sxe_map_read_begin", -ENOBUFS);
         }
         for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads; i++, done++) {
-            uint64_t index = random_next(&state) % config->keys;
+            uint64_t index = floor_random_next(&state) % config->keys;
             uint64_t key = key_of(index);
             const struct value *value = sxe_map_find(&reader, &key, sizeof(key), NULL);
             if (value != NULL) {
@@ -216,7 +208,7 @@ static size_t find_random(const struct sxe_map_reader *reader, uint64_t keys_in_
     const void *values[LATENCY_BATCH];
 
     for (size_t i = 0; i < count; i++) {
-        keys[i] = key_of(random_next(state) % keys_in_map);
+        keys[i] = key_of(floor_random_next(state) % keys_in_map);
         key_pointers[i] = &keys[i];
     }
     return sxe_map_find_many(reader, count, key_pointers, NULL, values, NULL);
@@ -268,7 +260,7 @@ static double read_lmdb(MDB_env *env, MDB_dbi dbi, const struct config *config)
             die("mdb_txn_renew", rc);
         }
         for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads; i++, done++) {
-            uint64_t key = key_of(random_next(&state) % config->keys);
+            uint64_t key = key_of(floor_random_next(&state) % config->keys);
             MDB_val key_val = {sizeof(key), &key}, data_val;
             if (mdb_get(txn, dbi, &key_val, &data_val) == 0) {
                 found++;
@@ -356,7 +348,7 @@ static int put_random(sxe_map_t *map, uint64_t keys_in_map, uint64_t *state, uin
     size_t done;
 
     for (size_t i = 0; i < count; i++) {
-        uint64_t index = random_next(state) % keys_in_map;
+        uint64_t index = floor_random_next(state) % keys_in_map;
         keys[i] = key_of(index);
         values[i] = value_of(index, version);
         key_pointers[i] = &keys[i];
@@ -400,7 +392,8 @@ static void run_writer(sxe_map_t *map, const struct config *config, struct write
     _exit(0);
 }
 
-static void report_writer(struct writer_report *report, const struct config *config)
+/* Prints the writer's figures. @return its median update time in ns. */
+static uint64_t report_writer(struct writer_report *report, const struct config *config)
 {
     uint64_t count = report->batches < WRITER_SAMPLES ? report->batches : WRITER_SAMPLES;
     uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
@@ -422,10 +415,44 @@ static void report_writer(struct writer_report *report, const struct config *con
     printf("publish alone (commit): median %.3f us, max %.3f us\n",
            (double)percentile(report->publish_ns, count, 0.5) / 1e3,
            (double)percentile(report->publish_ns, count, 1.0) / 1e3);
+    return percentile(report->apply_ns, count, 0.5);
 }
 
-/* The reader's latency idle, under a writer process, and idle again; the writer's updates. */
-static void latency_phases(sxe_map_t *map, const struct config *config, const char *where)
+/*
+ * The floor of both: the reader's latency while a plain writer (map_floor.h) does the least any
+ * update of as many random keys must do, at the map writer's pace, in memory of the same kind.
+ */
+static void plain_writer_phase(sxe_map_t *map, const struct config *config,
+                               const struct floor_memory *memory, uint64_t period_ns,
+                               uint64_t *samples)
+{
+    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    struct floor_writer *plain =
+        mmap(NULL, sizeof(*plain), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+    if (plain == MAP_FAILED) {
+        die("no memory for the plain writer's samples", -ENOMEM);
+    }
+    int pid = floor_writer_start(plain, memory, updates, period_ns);
+    measure_latency(map, config, "under a plain writer:", samples);
+    uint64_t count = floor_writer_stop(plain, pid);
+    printf("plain writer (the floor): %llu updates of %llu random lines, each line read and "
+           "written back twice (put, reclaim), one update per %.3f ms: median %.3f ms (the puts' "
+           "pass alone %.3f ms), p99 %.3f ms\n",
+           (unsigned long long)plain->updates, (unsigned long long)updates,
+           (double)period_ns / 1e6, (double)percentile(plain->update_ns, count, 0.5) / 1e6,
+           (double)percentile(plain->put_ns, count, 0.5) / 1e6,
+           (double)percentile(plain->update_ns, count, 0.99) / 1e6);
+    fflush(stdout);
+    munmap(plain, sizeof(*plain));
+}
+
+/*
+ * The reader's latency idle, under a writer process, idle again, and under a plain writer in
+ * memory (the floor); the writers' updates.
+ */
+static void latency_phases(sxe_map_t *map, const struct config *config, const char *where,
+                           const struct floor_memory *memory)
 {
     uint64_t *samples = malloc(LATENCY_SAMPLES * sizeof(uint64_t));
     struct writer_report *report =
@@ -456,9 +483,10 @@ static void latency_phases(sxe_map_t *map, const struct config *config, const ch
         fprintf(stderr, "map: the writer failed (status 0x%x)\n", status);
         exit(1);
     }
-    report_writer(report, config);
+    uint64_t period_ns = report_writer(report, config);
     /* The same reads on the table as the updates left it: what changed is its layout. */
     measure_latency(map, config, "idle, after the updates:", samples);
+    plain_writer_phase(map, config, memory, period_ns, samples);
     free(samples);
     munmap(report, sizeof(*report));
 }
@@ -578,7 +606,12 @@ static void read_anonymous_shared_map(const struct config *config, double lmdb_r
            "(sxe_map_find_many; loaded in %.2f s)\n",
            rate, rate / lmdb_rate, load);
     fflush(stdout);
-    latency_phases(map, config, "anonymous shared memory");
+    struct sxe_map_stats stats;
+    struct floor_memory memory;
+    sxe_map_stats(map, &stats);
+    floor_map_anonymous(&memory, stats.slots * 64, true);
+    latency_phases(map, config, "anonymous shared memory", &memory);
+    floor_unmap(&memory);
     sxe_map_destroy(map);
 }
 
@@ -600,69 +633,14 @@ static double file_huge_mb(void)
     return kb / 1024;
 }
 
-/* Random 64-byte reads of memory, 32 prefetched ahead as sxe_map_find_many does. @return reads/s.
- */
-static double random_reads(const unsigned char *memory, uint64_t bytes, uint64_t reads)
-{
-    uint64_t lines = bytes / 64, state = 0x9e3779b97f4a7c15ULL, sum = 0;
-    const unsigned char *ring[32];
-    uint64_t start = sxe_clock_mono_ns();
-
-    for (uint64_t i = 0; i < reads + 32; i++) {
-        if (i >= 32) {
-            sum += *(const volatile uint64_t *)ring[i % 32];
-        }
-        ring[i % 32] = memory + random_next(&state) % lines * 64;
-        __builtin_prefetch(ring[i % 32]);
-    }
-    double rate = (double)reads / seconds_since(start);
-    return sum == 0 ? 0 : rate;
-}
-
-/*
- * The floors: what the memory system gives one core for random 64-byte reads, with no hashing and
- * no probing, so no lookup of one cache line each can beat them. Anonymous memory of as many bytes
- * as the map's slots, shared (no huge pages unless shmem allows them) or private (asking for
- * transparent huge pages).
- */
+/* Random reads of memory of the map's size: anonymous, shared or private. */
 static double anonymous_floor(uint64_t bytes, uint64_t reads, bool shared)
 {
-    int sharing = shared ? MAP_SHARED : MAP_PRIVATE;
-    unsigned char *memory =
-        mmap(NULL, bytes, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
+    struct floor_memory memory;
 
-    if (memory == MAP_FAILED) {
-        die("mmap", -errno);
-    }
-    if (!shared) {
-        madvise(memory, bytes, MADV_HUGEPAGE);
-    }
-    memset(memory, 1, bytes);
-    double rate = random_reads(memory, bytes, reads);
-    munmap(memory, bytes);
-    return rate;
-}
-
-/* And the map's own file, mapped again read-only: its pages, as the page cache holds them. */
-static double file_floor(const char *path, uint64_t reads, double *bytes, double *huge_mb)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        die("open the map's file", -errno);
-    }
-    double huge_before = file_huge_mb();
-    unsigned char *memory = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (memory == MAP_FAILED) {
-        die("mmap", -errno);
-    }
-    madvise(memory, (size_t)st.st_size, MADV_HUGEPAGE);
-    double rate = random_reads(memory, (uint64_t)st.st_size, reads);
-    *huge_mb = file_huge_mb() - huge_before;
-    *bytes = (double)st.st_size;
-    munmap(memory, (size_t)st.st_size);
-    close(fd);
+    floor_map_anonymous(&memory, bytes, shared);
+    double rate = floor_random_reads(&memory, reads);
+    floor_unmap(&memory);
     return rate;
 }
 
@@ -670,10 +648,14 @@ static void print_floors(const struct config *config, sxe_map_t *map, const char
                          double lmdb_rate, double map_rate)
 {
     struct sxe_map_stats stats;
+    struct floor_memory file_memory;
     sxe_map_stats(map, &stats);
     uint64_t bytes = stats.slots * 64;
-    double file_bytes, file_huge;
-    double file = file_floor(path, config->reads, &file_bytes, &file_huge);
+    double huge_before = file_huge_mb();
+    floor_map_file(&file_memory, path, false);
+    double file = floor_random_reads(&file_memory, config->reads);
+    double file_huge = file_huge_mb() - huge_before;
+    floor_unmap(&file_memory);
     double shared = anonymous_floor(bytes, config->reads, true);
     double private = anonymous_floor(bytes, config->reads, false);
 
@@ -682,8 +664,9 @@ static void print_floors(const struct config *config, sxe_map_t *map, const char
         "of it in huge pages) %.0f reads/s (%.1fx lmdb; sxe_map reaches %.0f%% of it); "
         "anonymous memory of %.0f MB: shared %.0f reads/s (%.1fx lmdb), private with huge "
         "pages %.0f reads/s (%.1fx lmdb)\n",
-        file_bytes / (1 << 20), file_huge, file, file / lmdb_rate, 100 * map_rate / file,
-        (double)bytes / (1 << 20), shared, shared / lmdb_rate, private, private / lmdb_rate);
+        (double)file_memory.size / (1 << 20), file_huge, file, file / lmdb_rate,
+        100 * map_rate / file, (double)bytes / (1 << 20), shared, shared / lmdb_rate, private,
+        private / lmdb_rate);
     fflush(stdout);
 }
 
@@ -753,7 +736,10 @@ int main(int argc, char **argv)
     fflush(stdout);
     print_floors(&config, map, path, lmdb_rate, many_rate);
 
-    latency_phases(map, &config, "its file");
+    struct floor_memory memory;
+    floor_map_file(&memory, path, true); /* plain updates write back what they read */
+    latency_phases(map, &config, "its file", &memory);
+    floor_unmap(&memory);
     print_memory(map, env, dbi);
     mdb_env_close(env);
     sxe_map_detach(map);

@@ -28,12 +28,10 @@
 
 #define NONE UINT64_MAX
 
-/* sxe_map_put_many() walks up to PUT_WINDOW puts' probes into the cache ahead of the put it
- * applies, PUT_BYTES of slots (at least one) at a time. */
-#define PUT_WINDOW 32
-#define PUT_BYTES  128
-/* Slots a walk prefetches at a time at most: clusters grow long where updates leave tombstones. */
-#define PUT_FURTHEST 64
+/* sxe_map_put_many() prefetches PUT_BYTES of slots (at least one) from the homes of PUT_PASS puts
+ * at a time, a pass ahead of the puts it applies. */
+#define PUT_PASS  16
+#define PUT_BYTES 512
 
 /* Reclaiming prefetches the slots of up to this many old versions ahead. */
 #define RECLAIM_AHEAD 32
@@ -438,18 +436,6 @@ int sxe_map_put(sxe_map_t *map, const void *key, size_t key_size, const void *va
     return put_hashed(map, sxe__map_hash(map, key, key_size), key, key_size, value, value_size);
 }
 
-/* A put of sxe_map_put_many() whose probe is being walked into the cache. */
-struct warming {
-    uint64_t hash;
-    uint64_t index;   /* the next slot to look at */
-    uint64_t ready;   /* slots from index on that are prefetched */
-    uint64_t steps;   /* slots looked at */
-    uint64_t further; /* slots it prefetched last: twice as many each time, up to PUT_FURTHEST */
-    bool free_seen, tag_seen;
-    bool valid; /* its arguments are; an invalid put stops the batch when its turn comes */
-    bool done;  /* its walk is over: it may be applied */
-};
-
 static bool put_is_valid(const sxe_map_t *map, const void *key, size_t key_size, const void *value,
                          size_t value_size)
 {
@@ -457,49 +443,27 @@ static bool put_is_valid(const sxe_map_t *map, const void *key, size_t key_size,
            sizes_are_valid(map, key_size, value_size);
 }
 
-/*
- * Walks a put's probe over its prefetched slots, as far as find_for_write() may look: to an empty
- * slot, or past both a free slot and a slot with the key's tag. Reads tags only; the put itself
- * walks again, in the cache. If the walk runs past its slots, prefetches the next ones (twice as
- * many) for a later pass. @return true when the walk is over.
- */
-static bool warm(const sxe_map_t *map, struct warming *warming)
+/* Starts a pass of sxe_map_put_many(): hashes its valid puts and prefetches their probes' starts. */
+static void start_pass(const sxe_map_t *map, uint64_t *hashes, size_t from, size_t to,
+                       const void *const *keys, const size_t *key_sizes, const void *const *values,
+                       const size_t *value_sizes)
 {
-    uint64_t tag = warming->hash | 1;
+    uint64_t span = sxe__map_slots_in(map, PUT_BYTES);
 
-    for (; warming->ready > 0; warming->ready--) {
-        uint64_t slot_tag = sxe__map_slot(map, warming->index)->tag;
-        warming->free_seen |= slot_tag == SXE__MAP_TOMBSTONE;
-        warming->tag_seen |= slot_tag == tag;
-        if (slot_tag == SXE__MAP_EMPTY || (warming->free_seen && warming->tag_seen) ||
-            ++warming->steps == map->slot_count) {
-            return true;
+    for (size_t i = from; i < to; i++) {
+        size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
+        size_t value_size = value_sizes != NULL ? value_sizes[i] : map->value_size;
+        if (put_is_valid(map, keys[i], key_size, values[i], value_size)) {
+            hashes[i - from] = sxe__map_hash(map, keys[i], key_size);
+            sxe__map_prefetch(map, sxe__map_home(map, hashes[i - from] | 1), span, true);
         }
-        warming->index = sxe__map_next(map, warming->index);
-    }
-    warming->further = warming->further < PUT_FURTHEST ? 2 * warming->further : PUT_FURTHEST;
-    warming->ready = warming->further;
-    sxe__map_prefetch(map, warming->index, warming->ready, true);
-    return false;
-}
-
-/* Starts walking put i's probe: hashes its key and prefetches its first slots. */
-static void warm_start(const sxe_map_t *map, struct warming *warming, const void *key,
-                       size_t key_size, bool valid, uint64_t span)
-{
-    *warming = (struct warming){.valid = valid, .done = !valid, .ready = span, .further = span};
-    if (valid) {
-        warming->hash = sxe__map_hash(map, key, key_size);
-        warming->index = sxe__map_home(map, warming->hash | 1);
-        sxe__map_prefetch(map, warming->index, span, true);
     }
 }
 
 /*
- * Puts in order, with the probes of up to PUT_WINDOW puts ahead walked into the cache meanwhile:
- * each round walks every probe in flight one prefetch further, applies the puts whose own and
- * earlier walks are over, and starts new walks in one tight loop, so that their misses overlap.
- * A long probe makes the puts behind it wait for it, not for each other's misses.
+ * Puts in order, in passes of PUT_PASS: each pass hashes the next PUT_PASS keys and prefetches the
+ * start of their probes in one tight loop, so that their misses and page walks overlap, then
+ * applies the puts of the pass before, whose lines have arrived meanwhile.
  */
 int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, const size_t *key_sizes,
                      const void *const *values, const size_t *value_sizes, size_t *done)
@@ -510,35 +474,28 @@ int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, cons
                    (value_sizes != NULL || map->value_size != SXE_MAP_VARIABLE))) {
         return -EINVAL;
     }
-    struct warming window[PUT_WINDOW];
-    uint64_t span = sxe__map_slots_in(map, PUT_BYTES);
-    size_t started = 0;
+    uint64_t hashes[2][PUT_PASS];
+    size_t applied = 0;
 
-    for (*done = 0; *done < count;) {
-        for (size_t i = *done; i < started; i++) {
-            struct warming *warming = &window[i % PUT_WINDOW];
-            warming->done = warming->done || warm(map, warming);
-        }
-        for (; *done < started && window[*done % PUT_WINDOW].done; (*done)++) {
-            size_t i = *done, key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
+    for (size_t started = 0, pass = 0; applied < count; pass ^= 1) {
+        size_t end = count - started > PUT_PASS ? started + PUT_PASS : count;
+        start_pass(map, hashes[pass], started, end, keys, key_sizes, values, value_sizes);
+        for (size_t i = applied; i < started; i++) {
+            size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
             size_t value_size = value_sizes != NULL ? value_sizes[i] : map->value_size;
-            if (!SXE_CHECK(window[i % PUT_WINDOW].valid)) {
-                return -EINVAL;
-            }
-            int rc = put_hashed(map, window[i % PUT_WINDOW].hash, keys[i], key_size, values[i],
-                                value_size);
+            int rc = SXE_CHECK(put_is_valid(map, keys[i], key_size, values[i], value_size))
+                         ? put_hashed(map, hashes[pass ^ 1][i - applied], keys[i], key_size,
+                                      values[i], value_size)
+                         : -EINVAL;
             if (rc < 0) {
+                *done = i;
                 return rc;
             }
         }
-        for (; started < count && started - *done < PUT_WINDOW; started++) {
-            size_t key_size = key_sizes != NULL ? key_sizes[started] : map->key_size;
-            size_t value_size = value_sizes != NULL ? value_sizes[started] : map->value_size;
-            warm_start(map, &window[started % PUT_WINDOW], keys[started], key_size,
-                       put_is_valid(map, keys[started], key_size, values[started], value_size),
-                       span);
-        }
+        applied = started;
+        started = end;
     }
+    *done = count;
     return 0;
 }
 

@@ -156,6 +156,18 @@ static void test_put_many(void **state)
                      -EINVAL);
     assert_int_equal(done, 1);
     sxe_map_abort(map);
+
+    /* An invalid put in a later pass than the first stops the batch there; those before stay. */
+    sxe_map_destroy(map);
+    map = make_map(fixed_options(40));
+    key_pointers[17] = NULL;
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    assert_int_equal(sxe_map_put_many(map, 30, key_pointers, NULL, value_pointers, NULL, &done),
+                     -EINVAL);
+    assert_int_equal(done, 17);
+    commit(map);
+    assert_int_equal(read_now(map, 16), 16);
+    assert_int_equal(read_now(map, 18), -1);
 #endif
     sxe_map_destroy(map);
 }

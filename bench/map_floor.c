@@ -1,0 +1,189 @@
+/*
+ * bench/map's floors (map_floor.h): random reads, plain updates and a plain writer, over
+ * anonymous memory or a file, with no map at all.
+ */
+#define _GNU_SOURCE /* sched_setaffinity */
+#include "map_floor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sxe/sxe.h>
+
+#define IN_FLIGHT 32
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "map: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+uint64_t floor_random_next(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1dULL;
+}
+
+void floor_map_anonymous(struct floor_memory *memory, uint64_t size, bool shared)
+{
+    int sharing = shared ? MAP_SHARED : MAP_PRIVATE;
+
+    memory->size = size;
+    memory->bytes = mmap(NULL, size, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
+    if (memory->bytes == MAP_FAILED) {
+        fail("mmap");
+    }
+    if (!shared) {
+        madvise(memory->bytes, size, MADV_HUGEPAGE);
+    }
+    memset(memory->bytes, 1, size);
+}
+
+void floor_map_file(struct floor_memory *memory, const char *path, bool writable)
+{
+    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    struct stat st;
+
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        fail("open the map's file");
+    }
+    memory->size = (uint64_t)st.st_size;
+    memory->bytes = mmap(NULL, memory->size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED,
+                         fd, 0);
+    if (memory->bytes == MAP_FAILED) {
+        fail("mmap the map's file");
+    }
+    madvise(memory->bytes, memory->size, MADV_HUGEPAGE);
+    close(fd);
+}
+
+void floor_unmap(struct floor_memory *memory)
+{
+    munmap(memory->bytes, memory->size);
+}
+
+double floor_random_reads(const struct floor_memory *memory, uint64_t reads)
+{
+    uint64_t lines = memory->size / 64, state = 0x9e3779b97f4a7c15ULL, sum = 0;
+    const unsigned char *ring[IN_FLIGHT];
+    uint64_t start = sxe_clock_mono_ns();
+
+    for (uint64_t i = 0; i < reads + IN_FLIGHT; i++) {
+        if (i >= IN_FLIGHT) {
+            sum += *(const volatile uint64_t *)ring[i % IN_FLIGHT];
+        }
+        ring[i % IN_FLIGHT] = memory->bytes + floor_random_next(&state) % lines * 64;
+        __builtin_prefetch(ring[i % IN_FLIGHT]);
+    }
+    double rate = (double)reads / ((double)(sxe_clock_mono_ns() - start) / 1e9);
+    return sum == 0 ? 0 : rate;
+}
+
+/* One pass: count random lines from *state on, each read and written back, 32 ahead. */
+static void read_and_write_back(const struct floor_memory *memory, uint64_t count,
+                                uint64_t *state)
+{
+    uint64_t lines = memory->size / 64;
+    volatile uint64_t *ring[IN_FLIGHT];
+
+    for (uint64_t i = 0; i < count + IN_FLIGHT; i++) {
+        if (i >= IN_FLIGHT) {
+            volatile uint64_t *line = ring[i % IN_FLIGHT];
+            *line = *line; /* the same value: a live map's file stays as it is */
+        }
+        if (i < count) {
+            ring[i % IN_FLIGHT] =
+                (volatile uint64_t *)(memory->bytes + floor_random_next(state) % lines * 64);
+            __builtin_prefetch((const void *)ring[i % IN_FLIGHT], 1, 3);
+        }
+    }
+}
+
+uint64_t floor_update(const struct floor_memory *memory, uint64_t puts, uint64_t *state,
+                      uint64_t *put_ns)
+{
+    uint64_t replay = *state;
+    uint64_t start = sxe_clock_mono_ns();
+
+    read_and_write_back(memory, puts, state);
+    *put_ns = sxe_clock_mono_ns() - start;
+    read_and_write_back(memory, puts, &replay);
+    return sxe_clock_mono_ns() - start;
+}
+
+static void run_writer(struct floor_writer *writer, const struct floor_memory *memory,
+                       uint64_t puts, uint64_t period_ns)
+{
+    uint64_t state = 0x2545f4914f6cdd1dULL;
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(1, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    while (!__atomic_load_n(&writer->stop, __ATOMIC_RELAXED)) {
+        uint64_t start = sxe_clock_mono_ns(), put_ns;
+        uint64_t took = floor_update(memory, puts, &state, &put_ns);
+        uint64_t at = writer->updates % (sizeof(writer->update_ns) / sizeof(uint64_t));
+        writer->update_ns[at] = took;
+        writer->put_ns[at] = put_ns;
+        __atomic_store_n(&writer->updates, writer->updates + 1, __ATOMIC_RELEASE);
+        while (sxe_clock_mono_ns() - start < period_ns &&
+               !__atomic_load_n(&writer->stop, __ATOMIC_RELAXED)) {
+            struct timespec pause = {0, 100000};
+            nanosleep(&pause, NULL);
+        }
+    }
+    _exit(0);
+}
+
+int floor_writer_start(struct floor_writer *writer, const struct floor_memory *memory,
+                       uint64_t puts, uint64_t period_ns)
+{
+    memset(writer, 0, sizeof(*writer));
+    pid_t pid = fork();
+    if (pid < 0) {
+        fail("fork");
+    }
+    if (pid == 0) {
+        run_writer(writer, memory, puts, period_ns);
+    }
+    while (__atomic_load_n(&writer->updates, __ATOMIC_ACQUIRE) == 0) {
+        usleep(1000);
+    }
+    return pid;
+}
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+uint64_t floor_writer_stop(struct floor_writer *writer, int pid)
+{
+    uint64_t capacity = sizeof(writer->update_ns) / sizeof(uint64_t);
+    int status;
+
+    __atomic_store_n(&writer->stop, 1, __ATOMIC_RELAXED);
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "map: the plain writer failed\n");
+        exit(1);
+    }
+    uint64_t count = writer->updates < capacity ? writer->updates : capacity;
+    qsort(writer->update_ns, count, sizeof(uint64_t), compare_u64);
+    qsort(writer->put_ns, count, sizeof(uint64_t), compare_u64);
+    return count;
+}
