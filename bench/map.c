@@ -330,7 +330,7 @@ static void measure_latency(sxe_map_t *map, const struct config *config, const c
     }
     sxe_map_read_end(&reader);
     qsort(samples, count, sizeof(*samples), compare_u64);
-    printf("latency %-25s p50 %4llu ns  p99 %4llu ns  p99.9 %5llu ns  (%llu batches of %d)\n",
+    printf("latency %-28s p50 %4llu ns  p99 %4llu ns  p99.9 %5llu ns  (%llu batches of %d)\n",
            label, (unsigned long long)percentile(samples, count, 0.50),
            (unsigned long long)percentile(samples, count, 0.99),
            (unsigned long long)percentile(samples, count, 0.999), (unsigned long long)count,
@@ -420,7 +420,8 @@ static uint64_t report_writer(struct writer_report *report, const struct config 
 
 /*
  * The floor of both: the reader's latency while a plain writer (map_floor.h) does the least any
- * update of as many random keys must do, at the map writer's pace, in memory of the same kind.
+ * update of as many random keys must do, in memory of the same kind: back to back (period_ns 0) or
+ * at the map writer's pace.
  */
 static void plain_writer_phase(sxe_map_t *map, const struct config *config,
                                const struct floor_memory *memory, uint64_t period_ns,
@@ -434,13 +435,20 @@ static void plain_writer_phase(sxe_map_t *map, const struct config *config,
         die("no memory for the plain writer's samples", -ENOMEM);
     }
     int pid = floor_writer_start(plain, memory, updates, period_ns);
-    measure_latency(map, config, "under a plain writer:", samples);
+    measure_latency(
+        map, config,
+        period_ns == 0 ? "under a plain writer:" : "under a paced plain writer:", samples);
     uint64_t count = floor_writer_stop(plain, pid);
+    char pace[64] = "back to back";
+    if (period_ns != 0) {
+        snprintf(pace, sizeof(pace), "one per %.3f ms, the map writer's pace",
+                 (double)period_ns / 1e6);
+    }
     printf("plain writer (the floor): %llu updates of %llu random lines, each line read and "
-           "written back twice (put, reclaim), one update per %.3f ms: median %.3f ms (the puts' "
-           "pass alone %.3f ms), p99 %.3f ms\n",
-           (unsigned long long)plain->updates, (unsigned long long)updates,
-           (double)period_ns / 1e6, (double)percentile(plain->update_ns, count, 0.5) / 1e6,
+           "written back twice (put, reclaim), %s: median %.3f ms (the puts' pass alone %.3f ms), "
+           "p99 %.3f ms\n",
+           (unsigned long long)plain->updates, (unsigned long long)updates, pace,
+           (double)percentile(plain->update_ns, count, 0.5) / 1e6,
            (double)percentile(plain->put_ns, count, 0.5) / 1e6,
            (double)percentile(plain->update_ns, count, 0.99) / 1e6);
     fflush(stdout);
@@ -465,6 +473,7 @@ static void latency_phases(sxe_map_t *map, const struct config *config, const ch
     memset(report, 0, sizeof(*report));
     printf("the map in %s, read while a writer process updates it:\n", where);
     measure_latency(map, config, "idle:", samples);
+    plain_writer_phase(map, config, memory, 0, samples);
     pid_t writer = fork();
     if (writer < 0) {
         die("fork", -errno);

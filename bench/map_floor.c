@@ -61,8 +61,8 @@ void floor_map_file(struct floor_memory *memory, const char *path, bool writable
         fail("open the map's file");
     }
     memory->size = (uint64_t)st.st_size;
-    memory->bytes = mmap(NULL, memory->size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED,
-                         fd, 0);
+    memory->bytes =
+        mmap(NULL, memory->size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
     if (memory->bytes == MAP_FAILED) {
         fail("mmap the map's file");
     }
@@ -93,8 +93,7 @@ double floor_random_reads(const struct floor_memory *memory, uint64_t reads)
 }
 
 /* One pass: count random lines from *state on, each read and written back, 32 ahead. */
-static void read_and_write_back(const struct floor_memory *memory, uint64_t count,
-                                uint64_t *state)
+static void read_and_write_back(const struct floor_memory *memory, uint64_t count, uint64_t *state)
 {
     uint64_t lines = memory->size / 64;
     volatile uint64_t *ring[IN_FLIGHT];

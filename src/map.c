@@ -24,7 +24,7 @@
 
 struct sxe_log_module sxe__map_log = SXE_LOG_MODULE_INIT(MAP);
 
-#define MAP_VERSION 1u
+#define MAP_VERSION 2u /* 2: the ring's successors */
 #define MAP_ALIGN   64u
 
 #define DEFAULT_LOAD_PERCENT 80u
@@ -103,7 +103,10 @@ static bool shape_of(const struct sxe_map_options *options, struct sxe__map_head
     shape->slots_offset =
         align_up(shape->readers_offset + shape->readers_max * sizeof(struct sxe__map_reader_slot));
     shape->ring_offset = align_up(shape->slots_offset + shape->slot_count * shape->slot_size);
-    shape->journal_offset = align_up(shape->ring_offset + shape->old_versions * sizeof(uint32_t));
+    shape->successors_offset =
+        align_up(shape->ring_offset + shape->old_versions * sizeof(uint32_t));
+    shape->journal_offset =
+        align_up(shape->successors_offset + shape->old_versions * sizeof(uint32_t));
     shape->bitmap_offset = align_up(shape->journal_offset + shape->old_versions * sizeof(uint32_t));
     shape->arena_offset = align_up(shape->bitmap_offset + bitmap_words * sizeof(uint64_t));
     shape->region_size = align_up(shape->arena_offset + shape->arena_bytes);
@@ -189,6 +192,7 @@ static sxe_map_t *handle_of(void *memory, size_t size, bool from_file)
     map->readers = (struct sxe__map_reader_slot *)(base + header->readers_offset);
     map->slots = base + header->slots_offset;
     map->ring = (uint32_t *)(base + header->ring_offset);
+    map->successors = (uint32_t *)(base + header->successors_offset);
     map->journal = (uint32_t *)(base + header->journal_offset);
     map->bitmap = (uint64_t *)(base + header->bitmap_offset);
     map->arena = base + header->arena_offset;
@@ -384,6 +388,7 @@ void sxe_map_stats(const sxe_map_t *map, struct sxe_map_stats *stats)
         .dead_readers = LOAD(dead_readers),
         .full = LOAD(full),
         .readers_full = LOAD(readers_full),
+        .moved_home = LOAD(homecomings),
     };
 }
 

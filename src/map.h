@@ -8,6 +8,8 @@
  *     slots[slot_count]               slot_size bytes each: struct sxe__map_slot, then the key and
  *                                     value (fixed sizes) or an arena offset (variable sizes)
  *     uint32_t ring[old_versions]     slots of replaced or deleted entries, oldest first
+ *     uint32_t successors[old_versions]   for each ring position, the slot of the version that
+ *                                     replaced it, or SXE__MAP_NO_SUCCESSOR: a hint for reclaim
  *     uint32_t journal[old_versions]  slots the open transaction filled, for sxe_map_abort()
  *     uint64_t bitmap[]               one bit per 16 arena bytes: scratch for recovery, validation
  *     arena[arena_bytes]              blocks: uint32_t key size, uint32_t value size, key, value
@@ -30,6 +32,9 @@
 /* Slot tags: 0 ends a probe, TOMBSTONE is free but probes go on; entries' tags are hash | 1. */
 #define SXE__MAP_EMPTY     0u
 #define SXE__MAP_TOMBSTONE 2u
+
+/* A ring entry that a delete retired: no version replaced it. */
+#define SXE__MAP_NO_SUCCESSOR UINT32_MAX
 
 /* created while the writer rewrites a slot: above every snapshot, so readers skip the slot. */
 #define SXE__MAP_WRITING UINT64_MAX
@@ -75,6 +80,7 @@ struct sxe__map_header {
     uint64_t readers_offset;
     uint64_t slots_offset;
     uint64_t ring_offset;
+    uint64_t successors_offset;
     uint64_t journal_offset;
     uint64_t bitmap_offset;
     uint64_t arena_offset;
@@ -97,6 +103,7 @@ struct sxe__map_header {
     uint64_t arena_bump;    /* arena bytes handed out from the top at least once */
     uint64_t arena_used;    /* bytes in blocks that entries own */
     uint64_t tombstones;
+    uint64_t homecomings; /* current versions moved back to their old versions' slots */
     uint64_t free_heads[SXE__MAP_CLASSES];
 
     /* Stats. */
@@ -118,6 +125,7 @@ struct sxe_map {
     struct sxe__map_reader_slot *readers;
     unsigned char *slots;
     uint32_t *ring;
+    uint32_t *successors;
     uint32_t *journal;
     uint64_t *bitmap;
     unsigned char *arena;

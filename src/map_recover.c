@@ -70,6 +70,9 @@ static void recount(sxe_map_t *map)
         }
     }
     qsort_r(map->ring, old, sizeof(*map->ring), by_deleted_version, map);
+    for (uint64_t position = 0; position < old; position++) {
+        map->successors[position] = SXE__MAP_NO_SUCCESSOR; /* no old version goes home after this */
+    }
     header->live = live;
     header->txn_live = live;
     header->tombstones = tombstones;

@@ -108,116 +108,6 @@ void sxe__map_tombstone(sxe_map_t *map, uint64_t index)
     sxe__map_trim(map, index);
 }
 
-static bool reader_is_dead(uint64_t owner)
-{
-    return sxe__sys.kill((pid_t)owner, 0) < 0 && errno == ESRCH;
-}
-
-/*
- * The oldest version any reader may still read: the least of published and every registered
- * snapshot. The fence pairs with the one in sxe_map_read_begin(). Readers whose process has died
- * are cleared on the way; only readers behind published are checked, since the others hold
- * nothing back.
- */
-static uint64_t oldest_snapshot(sxe_map_t *map)
-{
-    struct sxe__map_header *header = map->header;
-    uint64_t published = header->published;
-    uint64_t oldest = published;
-    uint64_t oldest_owner = 0;
-
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    for (uint32_t i = 0; i < map->readers_max; i++) {
-        struct sxe__map_reader_slot *reader = &map->readers[i];
-        uint64_t owner = __atomic_load_n(&reader->owner, __ATOMIC_ACQUIRE);
-        uint64_t snapshot = __atomic_load_n(&reader->snapshot, __ATOMIC_RELAXED);
-
-        if (owner == 0 || snapshot >= published) {
-            continue;
-        }
-        if (reader_is_dead(owner) &&
-            __atomic_compare_exchange_n(&reader->owner, &owner, 0, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED)) {
-            header->dead_readers++;
-            SXE_LOG_WARN("map %s: reader slot %u of process %llu, which died reading version "
-                         "%llu, is free again",
-                         header->name, i, (unsigned long long)owner, (unsigned long long)snapshot);
-            continue;
-        }
-        if (snapshot < oldest) {
-            oldest = snapshot;
-            oldest_owner = owner;
-        }
-    }
-    __atomic_store_n(&header->oldest_reader_pid, oldest_owner, __ATOMIC_RELAXED);
-    __atomic_store_n(&header->oldest_reader_version, oldest_owner != 0 ? oldest : 0,
-                     __ATOMIC_RELAXED);
-    return oldest;
-}
-
-/*
- * Prefetches the slots (and the slot after each, which trimming reads) of the ring's entries
- * from *ahead on, up to RECLAIM_AHEAD past head, in one tight loop so that their misses overlap.
- */
-static void prefetch_ring(const sxe_map_t *map, uint64_t head, uint64_t *ahead)
-{
-    uint64_t tail = map->header->ring_tail;
-
-    if (*ahead - head > RECLAIM_AHEAD / 2) {
-        return;
-    }
-    for (; *ahead != tail && *ahead - head < RECLAIM_AHEAD; (*ahead)++) {
-        const char *slot = (const char *)sxe__map_slot(map, map->ring[*ahead % map->old_versions]);
-        __builtin_prefetch(slot, 1, 0);
-        __builtin_prefetch(slot + map->slot_size, 1, 0);
-    }
-}
-
-/* Reclaims every old version that no reader can see any more, oldest first. */
-static void reclaim(sxe_map_t *map)
-{
-    struct sxe__map_header *header = map->header;
-    uint64_t oldest = oldest_snapshot(map);
-    uint64_t reclaimed = 0, ahead = header->ring_head;
-
-    while (header->ring_head != header->ring_tail) {
-        prefetch_ring(map, header->ring_head, &ahead);
-        uint32_t index = map->ring[header->ring_head % map->old_versions];
-        if (sxe__map_slot(map, index)->deleted > oldest) {
-            break;
-        }
-        sxe__map_tombstone(map, index);
-        __atomic_store_n(&header->ring_head, header->ring_head + 1, __ATOMIC_RELAXED);
-        reclaimed++;
-    }
-    header->reclaimed += reclaimed;
-    __atomic_store_n(&header->held_back, header->ring_tail - header->ring_head, __ATOMIC_RELAXED);
-    SXE_LOG_TRACE("map %s: reclaimed %llu old versions; %llu wait for readers at version %llu",
-                  header->name, (unsigned long long)reclaimed,
-                  (unsigned long long)header->held_back, (unsigned long long)oldest);
-}
-
-int sxe_map_write_begin(sxe_map_t *map)
-{
-    if (!SXE_CHECK(map != NULL && !map->in_write)) {
-        return -EINVAL;
-    }
-    struct sxe__map_header *header = map->header;
-    int rc = sxe__map_lock(map);
-    if (rc < 0) {
-        return rc;
-    }
-    header->writing = 1;
-    header->writer_pid = (uint32_t)sxe__map_process_id();
-    map->in_write = true;
-    map->txn_version = header->published + 1;
-    reclaim(map);
-    header->txn_live = header->live;
-    header->txn_ring_tail = header->ring_tail;
-    header->journal_count = 0;
-    return 0;
-}
-
 static int full(sxe_map_t *map, const char *what)
 {
     struct sxe__map_header *header = map->header;
@@ -350,12 +240,16 @@ static void journal(sxe_map_t *map, uint64_t index)
     header->journal_count++;
 }
 
-/* Marks the current entry at index replaced or deleted by this transaction. */
-static void retire(sxe_map_t *map, uint64_t index)
+/*
+ * Marks the current entry at index replaced or deleted by this transaction, and lists it on the
+ * ring with the slot of the version that replaces it (or SXE__MAP_NO_SUCCESSOR).
+ */
+static void retire(sxe_map_t *map, uint64_t index, uint32_t successor)
 {
     struct sxe__map_header *header = map->header;
 
     map->ring[header->ring_tail % map->old_versions] = (uint32_t)index;
+    map->successors[header->ring_tail % map->old_versions] = successor;
     __atomic_store_n(&header->ring_tail, header->ring_tail + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&sxe__map_slot(map, index)->deleted, map->txn_version, __ATOMIC_RELAXED);
 }
@@ -383,6 +277,169 @@ static int replace_own(sxe_map_t *map, uint64_t index, const void *key, size_t k
     __atomic_store_n(sxe__map_slot_block(slot), block, __ATOMIC_RELAXED);
     sxe__map_arena_free(map, old_block);
     return 1;
+}
+
+/*
+ * Moves a current version back to the slot its old version just left. A put that replaces a key
+ * cannot reuse the key's slot, which readers may still read, so the new version goes to the first
+ * free slot of the probe, often past the old one; left there, every update would move keys further
+ * from home and lengthen every lookup (docs/map.md, "Aging"). So when the old version's slot index
+ * is reclaimed, the current entry in its successor's slot, if its probe passes index, is copied
+ * back into index as a version of this transaction, and the successor's slot is retired in turn.
+ * Readers see the same entry either way, and a pointer into the successor's slot stays valid
+ * until that is reclaimed. The entry need not be the key the ring listed: any entry whose probe
+ * passes index may live there. index cannot have been trimmed: the slot after it is on that probe.
+ * Skipped while the ring is half full, so moves never take the room a transaction needs.
+ */
+static void come_home(sxe_map_t *map, uint64_t index, uint32_t successor)
+{
+    struct sxe__map_header *header = map->header;
+
+    if (successor >= map->slot_count ||
+        header->ring_tail - header->ring_head >= map->old_versions / 2) {
+        return;
+    }
+    struct sxe__map_slot *slot = sxe__map_slot(map, successor);
+    uint64_t tag = slot->tag, home = sxe__map_home(map, tag);
+    if (!sxe__map_is_entry(tag) || slot->deleted != 0 || slot->created > header->published ||
+        (index + map->slot_count - home) % map->slot_count >=
+            (successor + map->slot_count - home) % map->slot_count) {
+        return;
+    }
+    const unsigned char *key;
+    size_t key_size, value_size = map->value_size;
+    uint64_t block = SXE__MAP_NO_BLOCK;
+    key_of(map, slot, &key, &key_size);
+    if (map->variable) {
+        uint32_t sizes[2];
+        memcpy(sizes, map->arena + *sxe__map_slot_block(slot), sizeof(sizes));
+        value_size = sizes[1];
+        if ((block = write_block(map, key, key_size, key + key_size, value_size)) ==
+            SXE__MAP_NO_BLOCK) {
+            return;
+        }
+    }
+    journal(map, index);
+    retire(map, successor, SXE__MAP_NO_SUCCESSOR);
+    fill(map, index, tag, key, key_size, key + key_size, value_size, block);
+    header->homecomings++;
+}
+
+static bool reader_is_dead(uint64_t owner)
+{
+    return sxe__sys.kill((pid_t)owner, 0) < 0 && errno == ESRCH;
+}
+
+/*
+ * The oldest version any reader may still read: the least of published and every registered
+ * snapshot. The fence pairs with the one in sxe_map_read_begin(). Readers whose process has died
+ * are cleared on the way; only readers behind published are checked, since the others hold
+ * nothing back.
+ */
+static uint64_t oldest_snapshot(sxe_map_t *map)
+{
+    struct sxe__map_header *header = map->header;
+    uint64_t published = header->published;
+    uint64_t oldest = published;
+    uint64_t oldest_owner = 0;
+
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (uint32_t i = 0; i < map->readers_max; i++) {
+        struct sxe__map_reader_slot *reader = &map->readers[i];
+        uint64_t owner = __atomic_load_n(&reader->owner, __ATOMIC_ACQUIRE);
+        uint64_t snapshot = __atomic_load_n(&reader->snapshot, __ATOMIC_RELAXED);
+
+        if (owner == 0 || snapshot >= published) {
+            continue;
+        }
+        if (reader_is_dead(owner) &&
+            __atomic_compare_exchange_n(&reader->owner, &owner, 0, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
+            header->dead_readers++;
+            SXE_LOG_WARN("map %s: reader slot %u of process %llu, which died reading version "
+                         "%llu, is free again",
+                         header->name, i, (unsigned long long)owner, (unsigned long long)snapshot);
+            continue;
+        }
+        if (snapshot < oldest) {
+            oldest = snapshot;
+            oldest_owner = owner;
+        }
+    }
+    __atomic_store_n(&header->oldest_reader_pid, oldest_owner, __ATOMIC_RELAXED);
+    __atomic_store_n(&header->oldest_reader_version, oldest_owner != 0 ? oldest : 0,
+                     __ATOMIC_RELAXED);
+    return oldest;
+}
+
+/*
+ * Prefetches the slots (and the slot after each, which trimming reads, and the successor's) of the
+ * ring's entries
+ * from *ahead on, up to RECLAIM_AHEAD past head, in one tight loop so that their misses overlap.
+ */
+static void prefetch_ring(const sxe_map_t *map, uint64_t head, uint64_t *ahead)
+{
+    uint64_t tail = map->header->ring_tail;
+
+    if (*ahead - head > RECLAIM_AHEAD / 2) {
+        return;
+    }
+    for (; *ahead != tail && *ahead - head < RECLAIM_AHEAD; (*ahead)++) {
+        const char *slot = (const char *)sxe__map_slot(map, map->ring[*ahead % map->old_versions]);
+        uint32_t successor = map->successors[*ahead % map->old_versions];
+        __builtin_prefetch(slot, 1, 0);
+        __builtin_prefetch(slot + map->slot_size, 1, 0);
+        if (successor < map->slot_count) {
+            __builtin_prefetch(sxe__map_slot(map, successor), 1, 0);
+        }
+    }
+}
+
+/* Reclaims every old version that no reader can see any more, oldest first. */
+static void reclaim(sxe_map_t *map)
+{
+    struct sxe__map_header *header = map->header;
+    uint64_t oldest = oldest_snapshot(map);
+    uint64_t reclaimed = 0, ahead = header->ring_head;
+
+    while (header->ring_head != header->ring_tail) {
+        prefetch_ring(map, header->ring_head, &ahead);
+        uint32_t index = map->ring[header->ring_head % map->old_versions];
+        uint32_t successor = map->successors[header->ring_head % map->old_versions];
+        if (sxe__map_slot(map, index)->deleted > oldest) {
+            break; /* and every later one, this transaction's moves included */
+        }
+        sxe__map_tombstone(map, index);
+        __atomic_store_n(&header->ring_head, header->ring_head + 1, __ATOMIC_RELAXED);
+        reclaimed++;
+        come_home(map, index, successor);
+    }
+    header->reclaimed += reclaimed;
+    __atomic_store_n(&header->held_back, header->txn_ring_tail - header->ring_head, __ATOMIC_RELAXED);
+    SXE_LOG_TRACE("map %s: reclaimed %llu old versions; %llu wait for readers at version %llu",
+                  header->name, (unsigned long long)reclaimed,
+                  (unsigned long long)header->held_back, (unsigned long long)oldest);
+}
+
+int sxe_map_write_begin(sxe_map_t *map)
+{
+    if (!SXE_CHECK(map != NULL && !map->in_write)) {
+        return -EINVAL;
+    }
+    struct sxe__map_header *header = map->header;
+    int rc = sxe__map_lock(map);
+    if (rc < 0) {
+        return rc;
+    }
+    header->writing = 1;
+    header->writer_pid = (uint32_t)sxe__map_process_id();
+    map->in_write = true;
+    map->txn_version = header->published + 1;
+    header->txn_live = header->live;
+    header->txn_ring_tail = header->ring_tail;
+    header->journal_count = 0;
+    reclaim(map); /* its moves home are part of the transaction: abort undoes them */
+    return 0;
 }
 
 static bool sizes_are_valid(const sxe_map_t *map, size_t key_size, size_t value_size)
@@ -417,7 +474,7 @@ static int put_hashed(sxe_map_t *map, uint64_t hash, const void *key, size_t key
     }
     journal(map, place.free);
     if (place.current != NONE) {
-        retire(map, place.current);
+        retire(map, place.current, (uint32_t)place.free);
     } else {
         header->live++;
     }
@@ -443,7 +500,8 @@ static bool put_is_valid(const sxe_map_t *map, const void *key, size_t key_size,
            sizes_are_valid(map, key_size, value_size);
 }
 
-/* Starts a pass of sxe_map_put_many(): hashes its valid puts and prefetches their probes' starts. */
+/* Starts a pass of sxe_map_put_many(): hashes its valid puts and prefetches their probes' starts.
+ */
 static void start_pass(const sxe_map_t *map, uint64_t *hashes, size_t from, size_t to,
                        const void *const *keys, const size_t *key_sizes, const void *const *values,
                        const size_t *value_sizes)
@@ -517,7 +575,7 @@ int sxe_map_delete(sxe_map_t *map, const void *key, size_t key_size)
     } else if (ring_is_full(map)) {
         return full(map, "old_versions are");
     } else {
-        retire(map, place.current);
+        retire(map, place.current, SXE__MAP_NO_SUCCESSOR);
     }
     map->header->live--;
     return 0;

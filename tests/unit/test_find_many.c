@@ -5,8 +5,8 @@
  * probes in crowded tables (chains that wrap around a hash stripe's end), keys replaced or deleted
  * after an old snapshot, and keys of invalid sizes are checked against find's answer. And
  * sxe_map_put_many(), which prefetches the probes of a pass of puts while it applies the pass
- * before, in order, against sxe_map_put() one at a time. And sxe_map_next(), the other reader of many
- * entries, which must stop at the last slot.
+ * before, in order, against sxe_map_put() one at a time. And sxe_map_next(), the other reader of
+ * many entries, which must stop at the last slot.
  */
 #include <errno.h>
 #include <stdlib.h>

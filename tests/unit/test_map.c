@@ -74,10 +74,12 @@ static void test_put_get_delete_fixed(void **state)
     assert_int_equal(stats.readers, 0);
     assert_int_equal(stats.readers_max, 256);
 
-    /* With no reader, the next transaction reclaims them. */
+    /* With no reader, the next transaction reclaims them; 3's new version may move back into its
+     * old slot, leaving an old version of its own. */
     assert_int_equal(sxe_map_write_begin(map), 0);
     sxe_map_stats(map, &stats);
-    assert_int_equal(stats.pending, 0);
+    assert_true(stats.moved_home <= 1);
+    assert_int_equal(stats.pending, stats.moved_home);
     assert_int_equal(stats.reclaimed, 2);
     assert_int_equal(stats.held_back, 0);
     commit(map);
@@ -206,6 +208,8 @@ static void test_variable_sizes(void **state)
     assert_int_equal(sxe__map_validate(map), 0);
     commit(map);
     assert_int_equal(sxe_map_write_begin(map), 0);
+    commit(map);
+    assert_int_equal(sxe_map_write_begin(map), 0); /* and what the moves home left */
     commit(map);
     sxe_map_stats(map, &stats);
     assert_int_equal(stats.count, 3);

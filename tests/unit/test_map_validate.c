@@ -606,10 +606,14 @@ static unsigned trap_disarm(void)
 static struct trapped_writer {
     sxe_map_t *map;
     const char *key;
+    bool delete_first;
     int begin_rc, put_rc, commit_rc;
 } trapped_writer;
 
-/* Commits key -> "six" (a fixed map: key 1 -> value_of(2)) in a transaction of its own. */
+/*
+ * Commits key -> "six" (a fixed map: key 1 -> value_of(2)) in a transaction of its own; if
+ * delete_first, deletes key first, so the put makes a new entry in the first free slot.
+ */
 static void trapped_commit(void)
 {
     sxe_map_t *map = trapped_writer.map;
@@ -618,6 +622,10 @@ static void trapped_commit(void)
 
     trapped_writer.begin_rc = sxe_map_write_begin(map);
     if (trapped_writer.begin_rc == 0) {
+        if (trapped_writer.delete_first) {
+            assert_int_equal(sxe_map_delete(map, trapped_writer.key, strlen(trapped_writer.key)),
+                             0);
+        }
         trapped_writer.put_rc =
             trapped_writer.key != NULL
                 ? sxe_map_put(map, trapped_writer.key, strlen(trapped_writer.key), "six", 3)
@@ -669,9 +677,11 @@ static sxe_map_t *map_with_old_version(char *key, size_t key_capacity, uint64_t 
 /*
  * The reader's seqlock: the writer reclaims an old version and reuses its slot for a newer one
  * while a reader at version 2 looks at it, between its first read of created and its recheck
- * (the trap fires when the reader reads the slot's arena block). Without the recheck, the reader
- * would take the new version, "six", which its snapshot must not see; with it, it looks again,
- * skips the slot, and finds "two" further on. The walk likewise shows the key once, as "two".
+ * (the trap fires when the reader reads the slot's arena block). The reclaim moves "two" back
+ * into the slot; the writer then deletes the key and puts it again, as "six", which lands in
+ * that slot and its old block. Without the recheck, the reader would take "six", which its
+ * snapshot must not see; with it, it looks again, skips the slot, and finds "two" further on.
+ * The walk likewise shows the key once, as "two".
  */
 static void test_reader_looks_again_at_a_rewritten_slot(void **state)
 {
@@ -686,7 +696,7 @@ static void test_reader_looks_again_at_a_rewritten_slot(void **state)
         const void *steps[] = {old_block};
 
         assert_int_equal(sxe_map_read_begin(map, &reader), 0);
-        trapped_writer = (struct trapped_writer){.map = map, .key = key};
+        trapped_writer = (struct trapped_writer){.map = map, .key = key, .delete_first = true};
         trap_arm(steps, 1, trapped_commit);
         if (use_walk) {
             struct walked walked = walk(&reader, key);
@@ -700,7 +710,7 @@ static void test_reader_looks_again_at_a_rewritten_slot(void **state)
             assert_string_equal(value, "two");
         }
         assert_int_equal(trapped_writer.begin_rc, 0);
-        assert_int_equal(trapped_writer.put_rc, 1);
+        assert_int_equal(trapped_writer.put_rc, 0); /* deleted first: a new entry */
         assert_int_equal(trapped_writer.commit_rc, 0);
 
         /* The slot and its block were indeed rewritten under the reader. */
