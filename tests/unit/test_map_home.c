@@ -247,6 +247,20 @@ static void same_home(sxe_map_t *map, uint64_t *first, uint64_t *second, uint64_
     fail_msg("no two of 64 keys share a home");
 }
 
+/* A map of two keys that share home h: y in h, x in h + 1. */
+static sxe_map_t *two_sharing_a_home(uint64_t *x, uint64_t *y, uint64_t *h)
+{
+    sxe_map_t *map = make_map(fixed_options(16));
+
+    same_home(map, y, x, h);
+    begin(map);
+    assert_int_equal(put(map, *y, 0), 0);
+    assert_int_equal(put(map, *x, 0), 0);
+    commit(map);
+    assert_int_equal(slot_of(map, *x), *h + 1);
+    return map;
+}
+
 /*
  * A successor replaced again is an old version itself and moves nothing; the one that replaced it
  * goes home to the slot it left: key 1 at a, then b, then c; a reader held the first version.
@@ -289,13 +303,7 @@ static void test_a_successor_made_by_this_transaction_stays(void **state)
     uint64_t x, y, h;
 
     (void)state;
-    sxe_map_t *map = make_map(fixed_options(16));
-    same_home(map, &y, &x, &h);
-    begin(map);
-    assert_int_equal(put(map, y, 0), 0);
-    assert_int_equal(put(map, x, 0), 0);
-    commit(map);
-    assert_int_equal(slot_of(map, x), h + 1);
+    sxe_map_t *map = two_sharing_a_home(&x, &y, &h);
     begin(map);
     assert_int_equal(put(map, x, 1), 1);
     assert_int_equal(put(map, y, 1), 1);
@@ -324,12 +332,7 @@ static void test_a_successor_nearer_home_stays(void **state)
     uint64_t x, y, h;
 
     (void)state;
-    sxe_map_t *map = make_map(fixed_options(16));
-    same_home(map, &y, &x, &h);
-    begin(map);
-    assert_int_equal(put(map, y, 0), 0);
-    assert_int_equal(put(map, x, 0), 0);
-    commit(map);
+    sxe_map_t *map = two_sharing_a_home(&x, &y, &h);
     begin(map);
     assert_int_equal(delete (map, y), 0);
     commit(map);
