@@ -373,9 +373,9 @@ static uint64_t oldest_snapshot(sxe_map_t *map)
 }
 
 /*
- * Prefetches the slots (and the slot after each, which trimming reads, and the successor's) of the
- * ring's entries
- * from *ahead on, up to RECLAIM_AHEAD past head, in one tight loop so that their misses overlap.
+ * Prefetches the slots of the ring's entries from *ahead on, up to RECLAIM_AHEAD past head, with
+ * the slot after each (which trimming reads) and each successor's (which may move home), in one
+ * tight loop so that their misses overlap.
  */
 static void prefetch_ring(const sxe_map_t *map, uint64_t head, uint64_t *ahead)
 {
@@ -415,7 +415,8 @@ static void reclaim(sxe_map_t *map)
         come_home(map, index, successor);
     }
     header->reclaimed += reclaimed;
-    __atomic_store_n(&header->held_back, header->txn_ring_tail - header->ring_head, __ATOMIC_RELAXED);
+    __atomic_store_n(&header->held_back, header->txn_ring_tail - header->ring_head,
+                     __ATOMIC_RELAXED);
     SXE_LOG_TRACE("map %s: reclaimed %llu old versions; %llu wait for readers at version %llu",
                   header->name, (unsigned long long)reclaimed,
                   (unsigned long long)header->held_back, (unsigned long long)oldest);

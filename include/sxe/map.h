@@ -180,8 +180,9 @@ void sxe_map_detach(sxe_map_t *map);
 /**
  * Starts a write transaction: takes the writer lock (waiting while another writer, in any
  * process, holds it), rolls back what a writer that died left unpublished, and reclaims the old
- * versions no reader can see any more. The calling thread is the writer until it commits or
- * aborts, and only it may put and delete.
+ * versions no reader can see any more, moving the versions that replaced them back into their
+ * slots (a part of this transaction: stats' moved_home). The calling thread is the writer until
+ * it commits or aborts, and only it may put and delete.
  * @return 0, or: -EINVAL if this handle already has a transaction open; -ENOTRECOVERABLE if the
  *         writer lock was left unusable (a process that inherited a dead writer's lock released it
  *         without recovering; attach with SXE_MAP_RECOVER to reset it); another -errno from the
