@@ -1,0 +1,50 @@
+"""bench/map on a small map: every step reports, for each kind of memory, a full line with
+numbers, and the writers' phases (the map's writer and the plain writer that is its floor) really
+ran. No speed is asserted: bench/map's figures are read in docs/benchmarks.md."""
+import re
+import subprocess
+
+import pytest
+
+
+LATENCY = re.compile(r"^latency (.+?):\s+p50\s+(\d+) ns\s+p99\s+(\d+) ns\s+p99\.9\s+(\d+) ns"
+                     r"\s+\((\d+) batches of 64\)$")
+PHASES = ["idle", "under a plain writer", "under a 1% writer", "idle, after the updates",
+          "under a paced plain writer"]
+
+
+@pytest.mark.one_backend  # a benchmark's own report: no event loop in it
+def test_bench_map_reports_every_step(build_dir):
+    done = subprocess.run([str(build_dir / "bench" / "map"), "-n", "20000", "-s", "0.2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+
+    assert re.search(r"^lmdb: \d+ lookups/s", done.stdout, re.M)
+    assert re.search(r"^sxe_map: \d+ lookups/s, \d+\.\dx lmdb \(a file beside lmdb's", done.stdout,
+                     re.M)
+    assert re.search(r"^sxe_map private .*: \d+ lookups/s, \d+\.\dx lmdb", done.stdout, re.M)
+    assert re.search(r"^floor, random 64-byte reads.*shared \d+ reads/s.*private with huge pages "
+                     r"\d+ reads/s", done.stdout, re.M)
+
+    # Two shared maps (anonymous, then the file), each read in five phases, in this order.
+    phases = [LATENCY.match(line) for line in lines if line.startswith("latency ")]
+    assert [match.group(1) if match else None for match in phases] == \
+        PHASES * 2
+    assert all(int(match.group(5)) > 0 for match in phases)
+
+    writers = [line for line in lines if line.startswith("writer: ")]
+    assert len(writers) == 2
+    for line in writers:
+        commits = int(re.match(r"writer: (\d+) commits of 200 puts", line).group(1))
+        assert commits > 0
+    plain = [line for line in lines if line.startswith("plain writer (the floor): ")]
+    assert len(plain) == 4
+    assert sum("back to back" in line for line in plain) == 2
+    assert sum("the map writer's pace" in line for line in plain) == 2
+    for line in plain:
+        updates = int(re.match(r"plain writer \(the floor\): (\d+) updates of 200 random lines",
+                               line).group(1))
+        assert updates > 0
+    assert len([line for line in lines if line.startswith("update applied and published")]) == 2
+    assert re.search(r"^peak RSS: \d+ MB", done.stdout, re.M)
