@@ -1,6 +1,6 @@
 /*
  * The loop itself: creation and its failures, options, stop, now, and signal setup failures.
- * Connections are tested in test_conn.c, timers in test_timer.c.
+ * Connections are tested in test_conn*.c, timers in test_timer.c.
  */
 #include <errno.h>
 #include <pthread.h>
