@@ -283,13 +283,14 @@ static int replace_own(sxe_map_t *map, uint64_t index, const void *key, size_t k
  * Moves a current version back to the slot its old version just left. A put that replaces a key
  * cannot reuse the key's slot, which readers may still read, so the new version goes to the first
  * free slot of the probe, often past the old one; left there, every update would move keys further
- * from home and lengthen every lookup (docs/map.md, "Aging"). So when the old version's slot index
- * is reclaimed, the current entry in its successor's slot, if its probe passes index, is copied
- * back into index as a version of this transaction, and the successor's slot is retired in turn.
- * Readers see the same entry either way, and a pointer into the successor's slot stays valid
- * until that is reclaimed. The entry need not be the key the ring listed: any entry whose probe
- * passes index may live there. index cannot have been trimmed: the slot after it is on that probe.
- * Skipped while the ring is half full, so moves never take the room a transaction needs.
+ * from home and lengthen every lookup (docs/map.md, "Aging, and moving home"). So when the old
+ * version's slot index is reclaimed, the current entry in its successor's slot, if its probe passes
+ * index, is copied back into index as a version of this transaction, and the successor's slot is
+ * retired in turn. Readers see the same entry either way, and a pointer into the successor's slot
+ * stays valid until that is reclaimed. The entry need not be the key the ring listed: any entry
+ * whose probe passes index may live there. index cannot have been trimmed: the slot after it is on
+ * that probe. Skipped while the ring is half full, so moves never take the room a transaction
+ * needs.
  */
 static void come_home(sxe_map_t *map, uint64_t index, uint32_t successor)
 {

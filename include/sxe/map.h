@@ -138,8 +138,9 @@ struct sxe_map_stats {
     uint64_t full;                  /**< Puts and deletes refused with -ENOBUFS. */
     uint64_t readers_full;          /**< Readers refused with -ENOBUFS. */
     uint64_t moved_home;            /**< Current versions that reclamation moved back into the
-                                         slots their old versions left (docs/map.md, "Aging");
-                                         each leaves an old version, counted in pending. */
+                                         slots their old versions left (docs/map.md, "Aging,
+                                         and moving home"); each leaves an old version, counted
+                                         in pending. */
 };
 
 /**

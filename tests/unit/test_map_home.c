@@ -1,12 +1,12 @@
 /*
- * Moves home (docs/map.md, "Aging"): when a transaction begins and reclaims an old version, the
- * version that replaced it moves back into the slot it left, if its probe passes there. Checked
- * here: the table keeps its first-day layout under steady replacement (without the moves, entries
- * end up about three times further from home); a move is a version like any other, which old
- * snapshots do not see and abort undoes; the slot a move leaves is reclaimed in turn; moves wait
- * while the ring of old versions is half full; variable-size entries get a block of their own, and
- * stay when there is none; successors that are stale (replaced again, made by this transaction,
- * deleted at once), out of range, or nearer home than the old version move nothing.
+ * Moves home (docs/map.md, "Aging, and moving home"): when a transaction begins and reclaims an old
+ * version, the version that replaced it moves back into the slot it left, if its probe passes
+ * there. Checked here: the table keeps its first-day layout under steady replacement (without the
+ * moves, entries end up about three times further from home); a move is a version like any other,
+ * which old snapshots do not see and abort undoes; the slot a move leaves is reclaimed in turn;
+ * moves wait while the ring of old versions is half full; variable-size entries get a block of
+ * their own, and stay when there is none; successors that are stale (replaced again, made by this
+ * transaction, deleted at once), out of range, or nearer home than the old version move nothing.
  */
 #include <errno.h>
 #include <stdlib.h>
