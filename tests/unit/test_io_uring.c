@@ -431,6 +431,32 @@ static int enter_taking_nothing(int fd, unsigned to_submit, unsigned min_complet
 }
 
 /*
+ * Waits until count sends on the pairs have completed, those tagged from one_from on with 1 byte
+ * and the others with 4, then forgets both ends of every pair and closes the loop.
+ */
+static void all_sent(sxe_loop_t *loop, int (*fds)[2], int pairs, unsigned count, uint64_t one_from)
+{
+    struct sxe__io_event events[EVENTS_MAX];
+    uint64_t give_up = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+    unsigned sent = 0;
+
+    while (sent < count) {
+        assert_true(sxe_clock_mono_ns() < give_up);
+        int got = wait_ms(loop, 10, events, EVENTS_MAX);
+        for (int e = 0; e < got; e++) {
+            assert_int_equal(events[e].events, SXE__IO_SENT);
+            assert_int_equal(events[e].result, events[e].tag >= one_from ? 1 : 4);
+            sent++;
+        }
+    }
+    for (int i = 0; i < pairs; i++) {
+        sxe__io_uring.forget(loop, fds[i][0], true);
+        sxe__io_uring.forget(loop, fds[i][1], true);
+    }
+    close_loop(loop);
+}
+
+/*
  * A full SQ that the kernel takes none of: the next request is refused (a send's -ENOBUFS), not
  * written over one still queued. Once the kernel takes them, every queued send completes.
  */
@@ -438,10 +464,8 @@ static void test_a_full_sq_the_kernel_does_not_take_refuses_more(void **state)
 {
     enum { PAIRS = SQ_ENTRIES / 2 + 1 };
     static int fds[PAIRS][2];
-    struct sxe__io_event events[EVENTS_MAX];
     char byte = 'x';
     struct iovec one = {.iov_base = &byte, .iov_len = 1};
-    unsigned sent = 0;
 
     (void)state;
     sxe_loop_t *loop = open_loop();
@@ -457,21 +481,36 @@ static void test_a_full_sq_the_kernel_does_not_take_refuses_more(void **state)
         sxe__io_uring.send(loop, fds[PAIRS - 1][0], SQ_ENTRIES + 1, &one, 1, MSG_NOSIGNAL),
         -ENOBUFS);
     sxe__sys_reset();
-    uint64_t give_up = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
-    while (sent < SQ_ENTRIES) {
-        assert_true(sxe_clock_mono_ns() < give_up);
-        int count = wait_ms(loop, 10, events, EVENTS_MAX);
-        for (int e = 0; e < count; e++) {
-            assert_int_equal(events[e].events, SXE__IO_SENT);
-            assert_int_equal(events[e].result, 1);
-            sent++;
-        }
-    }
+    all_sent(loop, fds, PAIRS, SQ_ENTRIES, 0);
+}
+
+/*
+ * A send of one piece takes no room in the arena of sendmsg headers: with the arena full of
+ * two-piece sends and a kernel that takes nothing, it is still queued, not refused.
+ */
+static void test_a_one_piece_send_needs_no_arena_room(void **state)
+{
+    enum { PAIRS = ARENA_MSGS / 2 + 1 };
+    static int fds[PAIRS][2];
+    char ab[] = "ab", cd[] = "cd", byte = 'x';
+    struct iovec two[] = {{.iov_base = ab, .iov_len = 2}, {.iov_base = cd, .iov_len = 2}};
+    struct iovec one = {.iov_base = &byte, .iov_len = 1};
+
+    (void)state;
+    sxe_loop_t *loop = open_loop();
     for (int i = 0; i < PAIRS; i++) {
-        sxe__io_uring.forget(loop, fds[i][0], true);
-        sxe__io_uring.forget(loop, fds[i][1], true);
+        stream_pair(fds[i]);
     }
-    close_loop(loop);
+    for (unsigned i = 0; i < ARENA_MSGS; i++) { /* both ends of each pair: one send per fd */
+        assert_int_equal(sxe__io_uring.send(loop, fds[i / 2][i % 2], i + 1, two, 2, MSG_NOSIGNAL),
+                         SXE__IO_PENDING);
+    }
+    sxe__sys.io_uring_enter = enter_taking_nothing;
+    assert_int_equal(
+        sxe__io_uring.send(loop, fds[PAIRS - 1][0], ARENA_MSGS + 1, &one, 1, MSG_NOSIGNAL),
+        SXE__IO_PENDING);
+    sxe__sys_reset();
+    all_sent(loop, fds, PAIRS, ARENA_MSGS + 1, ARENA_MSGS + 1);
 }
 
 static void test_send_to_closed_peer(void **state)
@@ -877,6 +916,7 @@ int main(void)
         cmocka_unit_test_teardown(test_fd_reuse_after_forget, reset),
         cmocka_unit_test_teardown(test_send, reset),
         cmocka_unit_test_teardown(test_a_full_send_arena_is_submitted_without_waiting, reset),
+        cmocka_unit_test_teardown(test_a_one_piece_send_needs_no_arena_room, reset),
         cmocka_unit_test_teardown(test_a_full_sq_the_kernel_does_not_take_refuses_more, reset),
         cmocka_unit_test_teardown(test_send_to_closed_peer, reset),
         cmocka_unit_test_teardown(test_tiny_ring_no_starvation, reset),
