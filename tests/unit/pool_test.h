@@ -32,7 +32,7 @@ struct conn {
     uint64_t uses;
 };
 
-static struct sxe_pool_options options(uint32_t count, unsigned flags)
+static inline struct sxe_pool_options options(uint32_t count, unsigned flags)
 {
     return (struct sxe_pool_options){.name = "conns",
                                      .count = count,
