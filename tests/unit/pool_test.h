@@ -42,7 +42,7 @@ static inline struct sxe_pool_options options(uint32_t count, unsigned flags)
                                      .flags = flags};
 }
 
-static sxe_pool_t *make_pool(uint32_t count, unsigned flags)
+static inline sxe_pool_t *make_pool(uint32_t count, unsigned flags)
 {
     struct sxe_pool_options opts = options(count, flags);
     sxe_pool_t *pool = NULL;
