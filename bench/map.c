@@ -10,10 +10,11 @@
  *      sxe_map_find_many() (the ratio line), mdb_get(); and the floors, random reads of one line
  *      each, of the map's file and of anonymous memory;
  *   2. the reader's latency per lookup, measured over batches of 64 lookups (batch time / 64),
- *      while the map is idle, while a writer process commits 1% updates back to back, and idle
- *      again (the updates leave new versions further from their home slots: docs/map.md); the
- *      writer's time to apply and publish each update (write_begin, sxe_map_put_many() of 256
- *      keys at a time, commit) and to publish it alone (commit);
+ *      while the map is idle, under a plain writer (map_floor.h: the same updates' memory traffic
+ *      and nothing else, back to back), while a writer process commits 1% updates back to back,
+ *      idle again (what layout the updates left), and under the plain writer at the map writer's
+ *      pace; the writer's time to apply and publish each update (write_begin, sxe_map_put_many()
+ *      of 256 keys at a time, commit) and to publish it alone (commit), and the plain writer's;
  *   3. the peak RSS.
  * The reader runs on CPU 0 and the writer on CPU 1.
  *
