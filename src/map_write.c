@@ -502,9 +502,15 @@ static bool put_is_valid(const sxe_map_t *map, const void *key, size_t key_size,
            sizes_are_valid(map, key_size, value_size);
 }
 
-/* Starts a pass of sxe_map_put_many(): hashes its valid puts and prefetches their probes' starts.
+/* A put of sxe_map_put_many() whose pass has started: its arguments' check and its key's hash. */
+struct started {
+    uint64_t hash;
+    bool valid; /* an invalid put stops the batch when its turn comes */
+};
+
+/* Starts a pass of sxe_map_put_many(): checks and hashes its puts, prefetches their probes' starts.
  */
-static void start_pass(const sxe_map_t *map, uint64_t *hashes, size_t from, size_t to,
+static void start_pass(const sxe_map_t *map, struct started *pass, size_t from, size_t to,
                        const void *const *keys, const size_t *key_sizes, const void *const *values,
                        const size_t *value_sizes)
 {
@@ -513,9 +519,11 @@ static void start_pass(const sxe_map_t *map, uint64_t *hashes, size_t from, size
     for (size_t i = from; i < to; i++) {
         size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
         size_t value_size = value_sizes != NULL ? value_sizes[i] : map->value_size;
-        if (put_is_valid(map, keys[i], key_size, values[i], value_size)) {
-            hashes[i - from] = sxe__map_hash(map, keys[i], key_size);
-            sxe__map_prefetch(map, sxe__map_home(map, hashes[i - from] | 1), span, true);
+        struct started *put = &pass[i - from];
+        put->valid = put_is_valid(map, keys[i], key_size, values[i], value_size);
+        if (put->valid) {
+            put->hash = sxe__map_hash(map, keys[i], key_size);
+            sxe__map_prefetch(map, sxe__map_home(map, put->hash | 1), span, true);
         }
     }
 }
@@ -534,18 +542,18 @@ int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, cons
                    (value_sizes != NULL || map->value_size != SXE_MAP_VARIABLE))) {
         return -EINVAL;
     }
-    uint64_t hashes[2][PUT_PASS];
+    struct started passes[2][PUT_PASS];
     size_t applied = 0;
 
     for (size_t started = 0, pass = 0; applied < count; pass ^= 1) {
         size_t end = count - started > PUT_PASS ? started + PUT_PASS : count;
-        start_pass(map, hashes[pass], started, end, keys, key_sizes, values, value_sizes);
+        start_pass(map, passes[pass], started, end, keys, key_sizes, values, value_sizes);
         for (size_t i = applied; i < started; i++) {
+            const struct started *put = &passes[pass ^ 1][i - applied];
             size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
             size_t value_size = value_sizes != NULL ? value_sizes[i] : map->value_size;
-            int rc = SXE_CHECK(put_is_valid(map, keys[i], key_size, values[i], value_size))
-                         ? put_hashed(map, hashes[pass ^ 1][i - applied], keys[i], key_size,
-                                      values[i], value_size)
+            int rc = SXE_CHECK(put->valid)
+                         ? put_hashed(map, put->hash, keys[i], key_size, values[i], value_size)
                          : -EINVAL;
             if (rc < 0) {
                 *done = i;
