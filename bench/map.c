@@ -280,12 +280,6 @@ static double read_lmdb(MDB_env *env, MDB_dbi dbi, const struct config *config)
     return rate;
 }
 
-static int compare_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The value at fraction of the sorted samples. */
 static uint64_t percentile(uint64_t *samples, uint64_t count, double fraction)
 {
@@ -330,7 +324,7 @@ static void measure_latency(sxe_map_t *map, const struct config *config, const c
         }
     }
     sxe_map_read_end(&reader);
-    qsort(samples, count, sizeof(*samples), compare_u64);
+    qsort(samples, count, sizeof(*samples), floor_compare_u64);
     printf("latency %-28s p50 %4llu ns  p99 %4llu ns  p99.9 %5llu ns  (%llu batches of %d)\n",
            label, (unsigned long long)percentile(samples, count, 0.50),
            (unsigned long long)percentile(samples, count, 0.99),
@@ -399,9 +393,9 @@ static uint64_t report_writer(struct writer_report *report, const struct config 
     uint64_t count = report->batches < WRITER_SAMPLES ? report->batches : WRITER_SAMPLES;
     uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
 
-    qsort(report->apply_ns, count, sizeof(uint64_t), compare_u64);
-    qsort(report->begin_ns, count, sizeof(uint64_t), compare_u64);
-    qsort(report->publish_ns, count, sizeof(uint64_t), compare_u64);
+    qsort(report->apply_ns, count, sizeof(uint64_t), floor_compare_u64);
+    qsort(report->begin_ns, count, sizeof(uint64_t), floor_compare_u64);
+    qsort(report->publish_ns, count, sizeof(uint64_t), floor_compare_u64);
     printf(
         "writer: %llu commits of %llu puts (%.3g%%), %llu retried for lack of old-version room\n",
         (unsigned long long)report->batches, (unsigned long long)updates, config->update_percent,

@@ -135,7 +135,7 @@ static void run_writer(struct floor_writer *writer, const struct floor_memory *m
     while (!__atomic_load_n(&writer->stop, __ATOMIC_RELAXED)) {
         uint64_t start = sxe_clock_mono_ns(), put_ns;
         uint64_t took = floor_update(memory, puts, &state, &put_ns);
-        uint64_t at = writer->updates % (sizeof(writer->update_ns) / sizeof(uint64_t));
+        uint64_t at = writer->updates % FLOOR_SAMPLES;
         writer->update_ns[at] = took;
         writer->put_ns[at] = put_ns;
         __atomic_store_n(&writer->updates, writer->updates + 1, __ATOMIC_RELEASE);
@@ -165,7 +165,7 @@ int floor_writer_start(struct floor_writer *writer, const struct floor_memory *m
     return pid;
 }
 
-static int compare_u64(const void *a, const void *b)
+int floor_compare_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -173,7 +173,6 @@ static int compare_u64(const void *a, const void *b)
 
 uint64_t floor_writer_stop(struct floor_writer *writer, int pid)
 {
-    uint64_t capacity = sizeof(writer->update_ns) / sizeof(uint64_t);
     int status;
 
     __atomic_store_n(&writer->stop, 1, __ATOMIC_RELAXED);
@@ -181,8 +180,8 @@ uint64_t floor_writer_stop(struct floor_writer *writer, int pid)
         fprintf(stderr, "map: the plain writer failed\n");
         exit(1);
     }
-    uint64_t count = writer->updates < capacity ? writer->updates : capacity;
-    qsort(writer->update_ns, count, sizeof(uint64_t), compare_u64);
-    qsort(writer->put_ns, count, sizeof(uint64_t), compare_u64);
+    uint64_t count = writer->updates < FLOOR_SAMPLES ? writer->updates : FLOOR_SAMPLES;
+    qsort(writer->update_ns, count, sizeof(uint64_t), floor_compare_u64);
+    qsort(writer->put_ns, count, sizeof(uint64_t), floor_compare_u64);
     return count;
 }

@@ -42,12 +42,16 @@ double floor_random_reads(const struct floor_memory *memory, uint64_t reads);
 uint64_t floor_update(const struct floor_memory *memory, uint64_t puts, uint64_t *state,
                       uint64_t *put_ns);
 
-/* What the plain writer reports back, in memory shared with it. */
+/* Orders uint64_t samples, for qsort(). */
+int floor_compare_u64(const void *a, const void *b);
+
+/* What the plain writer reports back, in memory shared with it: its last FLOOR_SAMPLES updates. */
+#define FLOOR_SAMPLES 4096
 struct floor_writer {
     uint64_t stop;
     uint64_t updates;
-    uint64_t update_ns[4096];
-    uint64_t put_ns[4096];
+    uint64_t update_ns[FLOOR_SAMPLES];
+    uint64_t put_ns[FLOOR_SAMPLES];
 };
 
 /*
