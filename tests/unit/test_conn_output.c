@@ -54,6 +54,7 @@ static void test_no_buffer_for_input(void **state)
     pump_until(closes_reached);
     sxe_test_capture_stop();
     assert_int_equal(seen.last_reason, SXE_CLOSE_NO_BUFFER);
+    assert_int_equal(seen.last_err, 0); /* err is for SXE_CLOSE_ERROR only */
     assert_non_null(strstr(capture.text, "no free buffer to keep partial input"));
     send_all(a, "x", 1); /* a completes its three and goes on */
     pump();
@@ -88,6 +89,7 @@ static void test_no_buffer_for_output(void **state)
     want_closes = 1;
     pump_until(closes_reached);
     assert_int_equal(seen.last_reason, SXE_CLOSE_NO_BUFFER);
+    assert_int_equal(seen.last_err, 0); /* err is for SXE_CLOSE_ERROR only */
     struct sxe_loop_stats stats;
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.no_buffer, 1);
@@ -768,6 +770,7 @@ static void test_held_input_is_bounded(void **state)
     want_closes = 1;
     pump_until(closes_reached);
     assert_int_equal(seen.last_reason, SXE_CLOSE_NO_BUFFER);
+    assert_int_equal(seen.last_err, 0); /* err is for SXE_CLOSE_ERROR only */
     sxe_loop_stats(loop, &stats);
     assert_true(stats.no_buffer >= 1);
     assert_int_equal(stats.buffers_in_use, 0);
