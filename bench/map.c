@@ -53,6 +53,7 @@ struct config {
     double seconds;
     double update_percent;
     unsigned load_percent; /* sxe_map's; 0: its default */
+    bool in_place;         /* the map is SXE_MAP_IN_PLACE: read with sxe_map_get_many() */
 };
 
 struct value {
@@ -200,17 +201,24 @@ static double read_map_one_by_one(sxe_map_t *map, const struct config *config)
     return rate;
 }
 
-/* Looks up count random keys with one sxe_map_find_many(). @return how many it found. */
-static size_t find_random(const struct sxe_map_reader *reader, uint64_t keys_in_map,
+/*
+ * Looks up count random keys with one sxe_map_find_many(), or for an in-place map one
+ * sxe_map_get_many() that copies the values out. @return how many it found.
+ */
+static size_t find_random(const struct sxe_map_reader *reader, const struct config *config,
                           uint64_t *state, size_t count)
 {
     uint64_t keys[LATENCY_BATCH];
     const void *key_pointers[LATENCY_BATCH];
     const void *values[LATENCY_BATCH];
+    struct value copies[LATENCY_BATCH];
 
     for (size_t i = 0; i < count; i++) {
-        keys[i] = key_of(floor_random_next(state) % keys_in_map);
+        keys[i] = key_of(floor_random_next(state) % config->keys);
         key_pointers[i] = &keys[i];
+    }
+    if (config->in_place) {
+        return sxe_map_get_many(reader, count, key_pointers, NULL, copies, sizeof(copies[0]), NULL);
     }
     return sxe_map_find_many(reader, count, key_pointers, NULL, values, NULL);
 }
@@ -229,7 +237,7 @@ static double read_map_batched(sxe_map_t *map, const struct config *config)
         for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads;) {
             uint64_t left = config->reads - done;
             size_t count = left < LATENCY_BATCH ? (size_t)left : LATENCY_BATCH;
-            found += find_random(&reader, config->keys, &state, count);
+            found += find_random(&reader, config, &state, count);
             i += count;
             done += count;
         }
@@ -312,7 +320,7 @@ static void measure_latency(sxe_map_t *map, const struct config *config, const c
                 die("sxe_map_read_begin", -ENOBUFS);
             }
         }
-        size_t found = find_random(&reader, config->keys, &state, LATENCY_BATCH);
+        size_t found = find_random(&reader, config, &state, LATENCY_BATCH);
         uint64_t stop = sxe_clock_mono_ns();
         if (found != LATENCY_BATCH) {
             fprintf(stderr, "map: a lookup missed under %s\n", label);
@@ -598,23 +606,32 @@ static void read_private_map(const struct config *config, double lmdb_rate)
 
 /*
  * Reads a map in anonymous shared memory, as forked processes share it (SXE_MAP_SHARED), with and
- * without a writer, then frees it: it gets huge pages only where shmem_enabled allows them.
+ * without a writer, then frees it: it gets huge pages only where shmem_enabled allows them. With
+ * in_place, the map is SXE_MAP_IN_PLACE, and read with sxe_map_get_many().
  */
-static void read_anonymous_shared_map(const struct config *config, double lmdb_rate)
+static void read_anonymous_shared_map(const struct config *shared_config, double lmdb_rate,
+                                      bool in_place)
 {
+    struct config config = *shared_config;
     double load;
-    sxe_map_t *map = load_map(config, SXE_MAP_SHARED, NULL, &load);
-    double rate = read_map_batched(map, config);
 
-    printf("sxe_map anonymous shared memory (forked readers): %.0f lookups/s, %.1fx lmdb "
-           "(sxe_map_find_many; loaded in %.2f s)\n",
-           rate, rate / lmdb_rate, load);
+    config.in_place = in_place;
+    sxe_map_t *map =
+        load_map(&config, SXE_MAP_SHARED | (in_place ? SXE_MAP_IN_PLACE : 0), NULL, &load);
+    double rate = read_map_batched(map, &config);
+
+    printf("sxe_map anonymous shared memory%s (forked readers): %.0f lookups/s, %.1fx lmdb "
+           "(%s; loaded in %.2f s)\n",
+           in_place ? ", in place" : "", rate, rate / lmdb_rate,
+           in_place ? "sxe_map_get_many, copying values out" : "sxe_map_find_many", load);
     fflush(stdout);
     struct sxe_map_stats stats;
     struct floor_memory memory;
     sxe_map_stats(map, &stats);
     floor_map_anonymous(&memory, stats.slots * 64, true);
-    latency_phases(map, config, "anonymous shared memory", &memory);
+    latency_phases(map, &config,
+                   in_place ? "anonymous shared memory, in place" : "anonymous shared memory",
+                   &memory);
     floor_unmap(&memory);
     sxe_map_destroy(map);
 }
@@ -721,7 +738,8 @@ int main(int argc, char **argv)
     printf("lmdb: %.0f lookups/s (loaded in %.2f s)\n", lmdb_rate, lmdb_load);
     fflush(stdout);
     read_private_map(&config, lmdb_rate);
-    read_anonymous_shared_map(&config, lmdb_rate);
+    read_anonymous_shared_map(&config, lmdb_rate, false);
+    read_anonymous_shared_map(&config, lmdb_rate, true);
 
     char path[sizeof(dir) + 8];
     snprintf(path, sizeof(path), "%s/map", dir);

@@ -24,7 +24,7 @@
 
 struct sxe_log_module sxe__map_log = SXE_LOG_MODULE_INIT(MAP);
 
-#define MAP_VERSION 2u /* 2: the ring's successors */
+#define MAP_VERSION 3u /* 2: the ring's successors; 3: SXE_MAP_IN_PLACE's log */
 #define MAP_ALIGN   64u
 
 #define DEFAULT_LOAD_PERCENT 80u
@@ -43,12 +43,13 @@ static bool is_variable(uint32_t key_size, uint32_t value_size)
     return key_size == SXE_MAP_VARIABLE || value_size == SXE_MAP_VARIABLE;
 }
 
-/* A fixed-size slot: the header fields, the key and the value, in one or more whole cache lines
- * (or half of one), so a lookup reads as few lines as it can. A variable-size slot: 32 bytes. */
-static uint32_t slot_size_for(uint32_t key_size, uint32_t value_size)
+/* A fixed-size slot: the header fields (with the undo field in place), the key and the value, in
+ * one or more whole cache lines (or half of one), so a lookup reads as few lines as it can. A
+ * variable-size slot: 32 bytes. */
+static uint32_t slot_size_for(uint32_t entry_offset, uint32_t key_size, uint32_t value_size)
 {
-    uint64_t bytes = sizeof(struct sxe__map_slot) +
-                     (is_variable(key_size, value_size) ? 8 : (uint64_t)key_size + value_size);
+    uint64_t bytes =
+        entry_offset + (is_variable(key_size, value_size) ? 8 : (uint64_t)key_size + value_size);
 
     if (bytes <= 32) {
         return 32;
@@ -66,11 +67,15 @@ static bool shape_of(const struct sxe_map_options *options, struct sxe__map_head
         (options->load_percent != 0 &&
          (options->load_percent < 50 || options->load_percent > 95)) ||
         options->readers_max > SXE_MAP_READERS_MAX ||
-        (options->flags & ~(SXE_MAP_SHARED | SXE_MAP_DURABLE)) != 0 ||
+        (options->flags & ~(SXE_MAP_SHARED | SXE_MAP_DURABLE | SXE_MAP_IN_PLACE)) != 0 ||
         options->capacity > SLOTS_MAX) {
         return false;
     }
     bool variable = is_variable(options->key_size, options->value_size);
+    bool in_place = (options->flags & SXE_MAP_IN_PLACE) != 0;
+    if (in_place && (variable || (options->flags & SXE_MAP_DURABLE) != 0)) {
+        return false; /* values change size; a machine crash could lose a log page (docs/map.md) */
+    }
     if (variable
             ? options->arena_bytes < SXE__MAP_GRANULE || options->arena_bytes > SXE__MAP_ARENA_MAX
             : (uint64_t)options->key_size + options->value_size > SXE_MAP_INLINE_MAX) {
@@ -93,7 +98,11 @@ static bool shape_of(const struct sxe_map_options *options, struct sxe__map_head
     }
     shape->key_size = options->key_size;
     shape->value_size = options->value_size;
-    shape->slot_size = slot_size_for(options->key_size, options->value_size);
+    shape->flags = options->flags & SXE_MAP_IN_PLACE;
+    shape->entry_offset = (uint32_t)(sizeof(struct sxe__map_slot) + (in_place ? 8 : 0));
+    shape->slot_size = slot_size_for(shape->entry_offset, options->key_size, options->value_size);
+    shape->record_size =
+        in_place ? (uint32_t)((sizeof(struct sxe__map_record) + options->value_size + 7) & ~7u) : 0;
     shape->arena_bytes = variable ? options->arena_bytes & ~(uint64_t)(SXE__MAP_GRANULE - 1) : 0;
     shape->readers_max = options->readers_max != 0 ? options->readers_max : DEFAULT_READERS;
     shape->seed = options->seed;
@@ -109,7 +118,8 @@ static bool shape_of(const struct sxe_map_options *options, struct sxe__map_head
         align_up(shape->successors_offset + shape->old_versions * sizeof(uint32_t));
     shape->bitmap_offset = align_up(shape->journal_offset + shape->old_versions * sizeof(uint32_t));
     shape->arena_offset = align_up(shape->bitmap_offset + bitmap_words * sizeof(uint64_t));
-    shape->region_size = align_up(shape->arena_offset + shape->arena_bytes);
+    shape->log_offset = align_up(shape->arena_offset + shape->arena_bytes);
+    shape->region_size = align_up(shape->log_offset + shape->old_versions * shape->record_size);
     return true;
 }
 
@@ -123,7 +133,8 @@ static struct sxe_map_options options_of(const struct sxe__map_header *header)
                                     .arena_bytes = header->arena_bytes,
                                     .load_percent = header->load_percent,
                                     .readers_max = header->readers_max,
-                                    .seed = header->seed};
+                                    .seed = header->seed,
+                                    .flags = header->flags & SXE_MAP_IN_PLACE};
 }
 
 /* Whether two shapes are the same map: every size, offset and the seed. */
@@ -134,7 +145,9 @@ static bool same_shape(const struct sxe__map_header *a, const struct sxe__map_he
            a->key_size == b->key_size && a->value_size == b->value_size &&
            a->arena_bytes == b->arena_bytes && a->readers_max == b->readers_max &&
            a->seed == b->seed && a->slots_offset == b->slots_offset &&
-           a->arena_offset == b->arena_offset && a->region_size == b->region_size;
+           a->arena_offset == b->arena_offset && a->region_size == b->region_size &&
+           a->log_offset == b->log_offset && a->record_size == b->record_size &&
+           a->entry_offset == b->entry_offset && ((a->flags ^ b->flags) & SXE_MAP_IN_PLACE) == 0;
 }
 
 /*
@@ -161,7 +174,7 @@ static void make(void *memory, const struct sxe__map_header *shape, const char *
     *header = *shape;
     header->version = MAP_VERSION;
     header->header_size = sizeof(*header);
-    header->flags = flags;
+    header->flags = flags; /* shape's SXE_MAP_IN_PLACE is among them */
     snprintf(header->name, sizeof(header->name), "%s", name != NULL ? name : "");
     init_lock(&header->lock);
     for (unsigned class = 0; class < SXE__MAP_CLASSES; class ++) {
@@ -196,6 +209,7 @@ static sxe_map_t *handle_of(void *memory, size_t size, bool from_file)
     map->journal = (uint32_t *)(base + header->journal_offset);
     map->bitmap = (uint64_t *)(base + header->bitmap_offset);
     map->arena = base + header->arena_offset;
+    map->log = base + header->log_offset;
     map->slot_count = header->slot_count;
     map->seed = header->seed;
     map->arena_bytes = header->arena_bytes;
@@ -204,6 +218,9 @@ static sxe_map_t *handle_of(void *memory, size_t size, bool from_file)
     map->key_size = header->key_size;
     map->value_size = header->value_size;
     map->readers_max = header->readers_max;
+    map->record_size = header->record_size;
+    map->entry_offset = header->entry_offset;
+    map->in_place = (header->flags & SXE_MAP_IN_PLACE) != 0;
     map->variable = is_variable(header->key_size, header->value_size);
     map->from_file = from_file;
     map->region_size = size;
@@ -372,7 +389,7 @@ void sxe_map_stats(const sxe_map_t *map, struct sxe_map_stats *stats)
         .capacity = header->capacity,
         .slots = header->slot_count,
         .old_versions = header->old_versions,
-        .pending = LOAD(ring_tail) - LOAD(ring_head),
+        .pending = LOAD(ring_tail) - LOAD(ring_head) + LOAD(log_tail) - LOAD(log_head),
         .held_back = LOAD(held_back),
         .tombstones = LOAD(tombstones),
         .arena_used = LOAD(arena_used),

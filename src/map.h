@@ -13,6 +13,11 @@
  *     uint32_t journal[old_versions]  slots the open transaction filled, for sxe_map_abort()
  *     uint64_t bitmap[]               one bit per 16 arena bytes: scratch for recovery, validation
  *     arena[arena_bytes]              blocks: uint32_t key size, uint32_t value size, key, value
+ *     log[old_versions]               SXE_MAP_IN_PLACE only: record_size bytes each, struct
+ *                                     sxe__map_record then the value it kept (map_in_place.c)
+ *
+ * In an SXE_MAP_IN_PLACE map a slot holds, after its three version fields, the log position of its
+ * newest record (its undo field), then the key and the value.
  */
 #ifndef SXE_MAP_INTERNAL_H
 #define SXE_MAP_INTERNAL_H
@@ -39,6 +44,14 @@
 /* created while the writer rewrites a slot: above every snapshot, so readers skip the slot. */
 #define SXE__MAP_WRITING UINT64_MAX
 
+/* An undo field with no record behind it: no older version of the entry is kept. */
+#define SXE__MAP_NO_RECORD UINT64_MAX
+
+/* Set in an undo field by abort or rollback, which put the record's value back in the slot: the
+ * record still describes the history, but the pair (created, undo) never returns to a value a
+ * reader may have seen before (map_in_place.c explains why that matters). */
+#define SXE__MAP_UNDONE (1ULL << 63)
+
 /* Arena blocks: 16-byte multiples up to 4 KiB (256 classes), then powers of two from 8 KiB up to
  * 2^48, the largest arena. */
 #define SXE__MAP_GRANULE    16u
@@ -53,6 +66,20 @@ struct sxe__map_slot {
     uint64_t created; /* the version that made the entry; WRITING while the writer rewrites it */
     uint64_t deleted; /* the version that replaced or deleted it; 0 while it is current */
     /* Then the key and the value, or for variable sizes the block's arena offset (uint64_t). */
+};
+
+/*
+ * A record of the in-place log: the value a put in place replaced, and what a reader needs to
+ * find the version its snapshot sees. Records are written in log order, and versions never go
+ * down along the log, so the oldest are reclaimed first without a look at the slots.
+ */
+struct sxe__map_record {
+    uint64_t position;    /* its log position, stored last; SXE__MAP_NO_RECORD while rewritten */
+    uint64_t version;     /* the transaction that replaced the value */
+    uint64_t old_created; /* the version of the value kept here */
+    uint64_t prev;        /* the slot's undo field before: the record of the version before */
+    uint64_t slot;        /* the slot it came from */
+    /* Then value_size bytes: the value. */
 };
 
 struct sxe__map_reader_slot {
@@ -84,6 +111,9 @@ struct sxe__map_header {
     uint64_t journal_offset;
     uint64_t bitmap_offset;
     uint64_t arena_offset;
+    uint64_t log_offset;
+    uint32_t record_size;  /* 0 unless SXE_MAP_IN_PLACE */
+    uint32_t entry_offset; /* from a slot's start to its key (fixed) or block offset (variable) */
     char name[SXE_MAP_NAME_MAX + 1];
 
     /* Readers load this on every snapshot; the writer stores it once per commit. */
@@ -104,6 +134,9 @@ struct sxe__map_header {
     uint64_t arena_used;    /* bytes in blocks that entries own */
     uint64_t tombstones;
     uint64_t homecomings; /* current versions moved back to their old versions' slots */
+    uint64_t log_head; /* in-place log positions count up; the index is position % old_versions */
+    uint64_t log_tail;
+    uint64_t txn_log_tail; /* log_tail when the transaction began */
     uint64_t free_heads[SXE__MAP_CLASSES];
 
     /* Stats. */
@@ -129,6 +162,7 @@ struct sxe_map {
     uint32_t *journal;
     uint64_t *bitmap;
     unsigned char *arena;
+    unsigned char *log;
     uint64_t slot_count;
     uint64_t seed;
     uint64_t arena_bytes;
@@ -137,10 +171,15 @@ struct sxe_map {
     uint32_t key_size;
     uint32_t value_size;
     uint32_t readers_max;
+    uint32_t record_size;
+    uint32_t entry_offset;
     uint64_t txn_version; /* the open transaction's version: published + 1 */
-    bool variable;        /* entries live in the arena */
-    bool in_write;        /* this handle holds the writer lock */
-    bool from_file;       /* attached, rather than created */
+    uint64_t log_cursor;  /* a log position this handle wrote at, and its record's index: spares */
+    uint64_t log_cursor_index; /* the writer a division per put in place */
+    bool variable;             /* entries live in the arena */
+    bool in_place;             /* SXE_MAP_IN_PLACE: puts replace values in place, readers copy */
+    bool in_write;             /* this handle holds the writer lock */
+    bool from_file;            /* attached, rather than created */
     size_t region_size;
 };
 
@@ -183,7 +222,7 @@ static inline void sxe__map_prefetch(const sxe_map_t *map, uint64_t index, uint6
 
     for (; slot < end; slot += 64) {
         if (for_write) {
-            __builtin_prefetch(slot, 1, 0);
+            __builtin_prefetch(slot, 1, 3);
         } else {
             __builtin_prefetch(slot);
         }
@@ -210,6 +249,36 @@ static inline uint64_t *sxe__map_slot_block(struct sxe__map_slot *slot)
     return (uint64_t *)(slot + 1);
 }
 
+/* The key of a fixed-size slot; its value follows it. */
+static inline unsigned char *sxe__map_slot_key(const sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    return (unsigned char *)slot + map->entry_offset;
+}
+
+/* The undo field of a slot of an SXE_MAP_IN_PLACE map: the log position of its newest record. */
+static inline uint64_t *sxe__map_slot_undo(struct sxe__map_slot *slot)
+{
+    return (uint64_t *)(slot + 1);
+}
+
+/* The record at a log position, wherever the log has wrapped to. */
+static inline struct sxe__map_record *sxe__map_record(const sxe_map_t *map, uint64_t position)
+{
+    return (struct sxe__map_record *)(map->log + (position % map->old_versions) * map->record_size);
+}
+
+/* Whether two keys of size bytes are equal: one compare for the common 8-byte key. */
+static inline bool sxe__map_key_equal(const void *a, const void *b, size_t size)
+{
+    if (size == 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        return x == y;
+    }
+    return memcmp(a, b, size) == 0;
+}
+
 /* Hashes a key with the map's seed: sxe_hash_bytes(), inline for the common 8-byte key. */
 static inline uint64_t sxe__map_hash(const sxe_map_t *map, const void *key, size_t key_size)
 {
@@ -220,6 +289,70 @@ static inline uint64_t sxe__map_hash(const sxe_map_t *map, const void *key, size
     }
     return sxe_hash_bytes(key, key_size, map->seed);
 }
+
+/* Whether a key and a value of these sizes fit the map. */
+static inline bool sxe__map_sizes_are_valid(const sxe_map_t *map, size_t key_size,
+                                            size_t value_size)
+{
+    bool key_ok = map->key_size == SXE_MAP_VARIABLE ? key_size >= 1 && key_size <= UINT32_MAX
+                                                    : key_size == map->key_size;
+    bool value_ok = map->value_size == SXE_MAP_VARIABLE ? value_size <= UINT32_MAX
+                                                        : value_size == map->value_size;
+    return key_ok && value_ok;
+}
+
+/*
+ * Copies a fixed-size value: word by word for the sizes of small values (whole words up to a line),
+ * which the compiler turns into a few moves, rather than a call to memcpy.
+ */
+static inline void sxe__map_copy(void *to, const void *from, size_t size)
+{
+    if (size % 8 == 0 && size <= 64) {
+        for (size_t at = 0; at < size; at += 8) {
+            memcpy((unsigned char *)to + at, (const unsigned char *)from + at, 8);
+        }
+        return;
+    }
+    memcpy(to, from, size);
+}
+
+/* Where a key is in the writer's view, and where a new version of it may go. */
+struct sxe__map_place {
+    uint64_t current; /* the slot of its current version, or UINT64_MAX */
+    uint64_t free;    /* the first free slot of its probe, or UINT64_MAX */
+};
+
+/*
+ * The writer's puts (map_write.c), under its lock. find_for_write walks key's probe to its current
+ * version and (but in place, where a put that replaces needs none) the first free slot. put_at
+ * puts key at the place find_for_write found, or at place.current alone in an SXE_MAP_IN_PLACE
+ * map that has the key: sxe_map_put() of a checked, hashed key, whose result it returns.
+ */
+struct sxe__map_place sxe__map_find_for_write(const sxe_map_t *map, uint64_t hash, const void *key,
+                                              size_t key_size);
+int sxe__map_put_at(sxe_map_t *map, struct sxe__map_place place, uint64_t hash, const void *key,
+                    size_t key_size, const void *value, size_t value_size);
+
+/* Counts and logs (once) a put or delete refused for want of room. @return -ENOBUFS. */
+int sxe__map_full(sxe_map_t *map, const char *what);
+
+/*
+ * The in-place log (map_in_place.c), for SXE_MAP_IN_PLACE maps.
+ * put_in_place: keeps the current value of the entry at index in a record and writes value over
+ *     it, as a version of the open transaction. @return 1, or -ENOBUFS when the log is full.
+ * log_undo: puts back every value that records of version, from txn_log_tail to log_tail, kept,
+ *     newest first: for abort, and for rollback after a writer died.
+ * log_reclaim: drops the records no snapshot at or after oldest needs, oldest first.
+ * log_follow: for a reader whose snapshot is older than a slot's value: copies the value of the
+ *     version that snapshot sees, from the records from position back. @return true if found.
+ * log_validate: checks the log and every slot's undo field.
+ */
+int sxe__map_put_in_place(sxe_map_t *map, uint64_t index, const void *value);
+void sxe__map_log_undo(sxe_map_t *map, uint64_t version);
+void sxe__map_log_reclaim(sxe_map_t *map, uint64_t oldest);
+bool sxe__map_log_follow(const sxe_map_t *map, uint64_t index, uint64_t position, uint64_t snapshot,
+                         void *value, size_t capacity);
+int sxe__map_log_validate(sxe_map_t *map);
 
 /* The log module of the map's files: MAP. */
 extern struct sxe_log_module sxe__map_log;

@@ -132,17 +132,6 @@ void sxe_map_read_end(struct sxe_map_reader *reader)
     reader->map = NULL;
 }
 
-static inline bool key_equal(const void *a, const void *b, size_t size)
-{
-    if (size == 8) {
-        uint64_t x, y;
-        memcpy(&x, a, 8);
-        memcpy(&y, b, 8);
-        return x == y;
-    }
-    return memcmp(a, b, size) == 0;
-}
-
 /*
  * The entry's key and value in the arena. The offset and the lengths may be torn or stale if the
  * slot is being rewritten, so they are checked against the arena's bounds before use (the caller's
@@ -177,7 +166,7 @@ static inline bool entry_of(const sxe_map_t *map, struct sxe__map_slot *slot,
     if (map->variable) {
         return entry_in_arena(map, slot, key, key_size, value, value_size);
     }
-    *key = (const unsigned char *)(slot + 1);
+    *key = sxe__map_slot_key(map, slot);
     *key_size = map->key_size;
     *value = *key + map->key_size;
     *value_size = map->value_size;
@@ -209,7 +198,7 @@ examine(const sxe_map_t *map, struct sxe__map_slot *slot, uint64_t tag, const vo
         size_t entry_key_size, entry_value_size;
         bool matches =
             entry_of(map, slot, &entry_key, &entry_key_size, &entry_value, &entry_value_size) &&
-            entry_key_size == key_size && key_equal(entry_key, key, key_size);
+            entry_key_size == key_size && sxe__map_key_equal(entry_key, key, key_size);
         uint64_t deleted = __atomic_load_n(&slot->deleted, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&slot->created, __ATOMIC_RELAXED) != created) {
@@ -224,29 +213,90 @@ examine(const sxe_map_t *map, struct sxe__map_slot *slot, uint64_t tag, const vo
     }
 }
 
-static inline const void *probe(const sxe_map_t *map, uint64_t hash, uint64_t home, const void *key,
-                                size_t key_size, uint64_t snapshot, size_t *value_size)
+/*
+ * examine() for a reader that copies the value out of an SXE_MAP_IN_PLACE map, where a put writes
+ * a new value over the old one. The copy is made under a sequence check on the pair (created,
+ * undo), which every write of the slot changes and never returns to a value it had
+ * (map_in_place.c); a value newer than the snapshot is found in the log. Nothing is copied for a
+ * key that does not match.
+ */
+static inline __attribute__((always_inline)) enum examined
+examine_copy(const sxe_map_t *map, uint64_t index, uint64_t tag, const void *key, uint64_t snapshot,
+             void *out, size_t capacity)
+{
+    struct sxe__map_slot *slot = sxe__map_slot(map, index);
+    uint64_t *undo_field = sxe__map_slot_undo(slot);
+    const unsigned char *slot_key = sxe__map_slot_key(map, slot);
+    size_t size = capacity < map->value_size ? capacity : map->value_size;
+
+    for (;;) {
+        uint64_t created = __atomic_load_n(&slot->created, __ATOMIC_ACQUIRE);
+        uint64_t slot_tag = __atomic_load_n(&slot->tag, __ATOMIC_RELAXED);
+        if (slot_tag != tag) {
+            return created <= snapshot && slot_tag == SXE__MAP_EMPTY ? END_OF_PROBE : NOT_HERE;
+        }
+        bool matches = sxe__map_key_equal(slot_key, key, map->key_size);
+        uint64_t deleted = __atomic_load_n(&slot->deleted, __ATOMIC_RELAXED);
+        uint64_t undo = __atomic_load_n(undo_field, __ATOMIC_RELAXED);
+        if (matches && created <= snapshot && size > 0) {
+            memcpy(out, slot_key + map->key_size, size);
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&slot->created, __ATOMIC_RELAXED) != created ||
+            __atomic_load_n(undo_field, __ATOMIC_RELAXED) != undo) {
+            continue; /* written while we looked: look again */
+        }
+        if (!matches || (deleted != 0 && deleted <= snapshot)) {
+            return NOT_HERE;
+        }
+        if (created <= snapshot) {
+            return FOUND;
+        }
+        return sxe__map_log_follow(map, index, undo, snapshot, out, capacity) ? FOUND : NOT_HERE;
+    }
+}
+
+/*
+ * Examines the slot at index for key, and copies its value to out when copy is set: under the
+ * sequence check in an SXE_MAP_IN_PLACE map, else from where it stays for the snapshot.
+ */
+static inline __attribute__((always_inline)) enum examined
+examine_at(const sxe_map_t *map, uint64_t index, uint64_t tag, const void *key, size_t key_size,
+           uint64_t snapshot, bool copy, const void **value, size_t *value_size, void *out,
+           size_t capacity)
+{
+    if (copy && map->in_place) {
+        *value_size = map->value_size;
+        return examine_copy(map, index, tag, key, snapshot, out, capacity);
+    }
+    enum examined result =
+        examine(map, sxe__map_slot(map, index), tag, key, key_size, snapshot, value, value_size);
+    if (copy && result == FOUND && capacity > 0) {
+        memcpy(out, *value, *value_size < capacity ? *value_size : capacity);
+    }
+    return result;
+}
+
+/* Probes for key from its home. @return FOUND (value and size set, or copied) or NOT_HERE. */
+static inline __attribute__((always_inline)) enum examined
+probe(const sxe_map_t *map, uint64_t hash, const void *key, size_t key_size, uint64_t snapshot,
+      bool copy, const void **value, size_t *value_size, void *out, size_t capacity)
 {
     uint64_t tag = hash | 1;
-    uint64_t index = home;
-    const void *value = NULL;
-    size_t size = 0;
+    uint64_t index = sxe__map_home(map, tag);
 
     for (uint64_t step = 0; step < map->slot_count; step++) {
-        enum examined result =
-            examine(map, sxe__map_slot(map, index), tag, key, key_size, snapshot, &value, &size);
+        enum examined result = examine_at(map, index, tag, key, key_size, snapshot, copy, value,
+                                          value_size, out, capacity);
         if (result == FOUND) {
-            if (value_size != NULL) {
-                *value_size = size;
-            }
-            return value;
+            return FOUND;
         }
         if (result == END_OF_PROBE) {
             break;
         }
         index = sxe__map_next(map, index);
     }
-    return NULL;
+    return NOT_HERE;
 }
 
 static inline bool key_size_is_valid(const sxe_map_t *map, size_t key_size)
@@ -255,41 +305,51 @@ static inline bool key_size_is_valid(const sxe_map_t *map, size_t key_size)
                                              : key_size == map->key_size;
 }
 
+/* Whether a reader may be handed pointers into its map: not in one whose values change in place. */
+static inline bool hands_out_pointers(const struct sxe_map_reader *reader)
+{
+    return reader->map != NULL && !reader->map->in_place;
+}
+
 const void *sxe_map_find(const struct sxe_map_reader *reader, const void *key, size_t key_size,
                          size_t *value_size)
 {
-    if (!SXE_CHECK(reader != NULL && reader->map != NULL && key != NULL &&
+    if (!SXE_CHECK(reader != NULL && hands_out_pointers(reader) && key != NULL &&
                    key_size_is_valid(reader->map, key_size))) {
         return NULL;
     }
     const sxe_map_t *map = reader->map;
-    uint64_t hash = sxe__map_hash(map, key, key_size);
-    return probe(map, hash, sxe__map_home(map, hash | 1), key, key_size, reader->version,
-                 value_size);
+    const void *value = NULL;
+    size_t size = 0;
+    if (probe(map, sxe__map_hash(map, key, key_size), key, key_size, reader->version, false, &value,
+              &size, NULL, 0) != FOUND) {
+        return NULL;
+    }
+    if (value_size != NULL) {
+        *value_size = size;
+    }
+    return value;
 }
 
 int64_t sxe_map_get(const struct sxe_map_reader *reader, const void *key, size_t key_size,
                     void *value, size_t value_capacity)
 {
-    size_t size;
-
-    if (!SXE_CHECK(value != NULL || value_capacity == 0)) {
+    if (!SXE_CHECK(reader != NULL && reader->map != NULL && key != NULL &&
+                   key_size_is_valid(reader->map, key_size) &&
+                   (value != NULL || value_capacity == 0))) {
         return -EINVAL;
     }
-    const void *found = sxe_map_find(reader, key, key_size, &size);
-    if (found == NULL) {
-        return reader != NULL && reader->map != NULL && key != NULL &&
-                       key_size_is_valid(reader->map, key_size)
-                   ? -ENOENT
-                   : -EINVAL;
-    }
-    if (value_capacity > 0) {
-        memcpy(value, found, size < value_capacity ? size : value_capacity);
+    const sxe_map_t *map = reader->map;
+    const void *found = NULL;
+    size_t size = 0;
+    if (probe(map, sxe__map_hash(map, key, key_size), key, key_size, reader->version, true, &found,
+              &size, value, value_capacity) != FOUND) {
+        return -ENOENT;
     }
     return (int64_t)size;
 }
 
-/* One lookup of sxe_map_find_many() in flight. */
+/* One lookup of sxe_map_find_many() or sxe_map_get_many() in flight. */
 struct lookup {
     size_t key;     /* its index in keys[] */
     uint64_t tag;   /* hash | 1 */
@@ -297,6 +357,31 @@ struct lookup {
     uint64_t ready; /* slots from index on whose lines were prefetched */
     uint64_t steps; /* slots examined */
 };
+
+/* Where the answers of a batch go: pointers and sizes (find), or copies and sizes (get). */
+struct answers {
+    const void **values;
+    size_t *value_sizes;
+    unsigned char *copies; /* key i's value goes to copies + i * capacity */
+    size_t capacity;
+    int64_t *copy_sizes;
+};
+
+/* Answers keys[key]: found with value and size, or not (value NULL, size -ENOENT or -EINVAL). */
+static inline __attribute__((always_inline)) void answer(struct answers *answers, size_t key,
+                                                         bool copy, const void *value, int64_t size)
+{
+    if (copy) {
+        if (answers->copy_sizes != NULL) {
+            answers->copy_sizes[key] = size;
+        }
+        return;
+    }
+    answers->values[key] = value;
+    if (value != NULL && answers->value_sizes != NULL) {
+        answers->value_sizes[key] = (size_t)size;
+    }
+}
 
 /* Starts the lookup of keys[key] in place: hashes it and prefetches its first span slots. */
 static inline void lookup_start(const sxe_map_t *map, struct lookup *lookup, size_t key,
@@ -315,26 +400,29 @@ static inline void lookup_start(const sxe_map_t *map, struct lookup *lookup, siz
 /*
  * Examines the lookup's prefetched slots. If the probe runs on past them, prefetches the next ones
  * and returns false, so the caller turns to other lookups while they arrive. @return true when the
- * lookup is done, its value (or NULL) in place.
+ * lookup is done, and *found whether it found its key (answered).
  */
-static inline bool lookup_go_on(const struct sxe_map_reader *reader, struct lookup *lookup,
-                                const void *key, size_t key_size, const void **value,
-                                size_t *value_size, uint64_t span)
+static inline __attribute__((always_inline)) bool
+lookup_go_on(const struct sxe_map_reader *reader, struct lookup *lookup, const void *key,
+             size_t key_size, struct answers *answers, bool copy, uint64_t span, bool *found)
 {
     const sxe_map_t *map = reader->map;
+    const void *value = NULL;
     size_t size = 0;
+    void *out = copy ? answers->copies + lookup->key * answers->capacity : NULL;
 
     for (; lookup->ready > 0; lookup->ready--) {
-        enum examined result = examine(map, sxe__map_slot(map, lookup->index), lookup->tag, key,
-                                       key_size, reader->version, value, &size);
+        enum examined result =
+            examine_at(map, lookup->index, lookup->tag, key, key_size, reader->version, copy,
+                       &value, &size, out, copy ? answers->capacity : 0);
         if (result == FOUND) {
-            if (value_size != NULL) {
-                *value_size = size;
-            }
+            answer(answers, lookup->key, copy, value, (int64_t)size);
+            *found = true;
             return true;
         }
         if (result == END_OF_PROBE || ++lookup->steps == map->slot_count) {
-            *value = NULL;
+            answer(answers, lookup->key, copy, NULL, -ENOENT);
+            *found = false;
             return true;
         }
         lookup->index = sxe__map_next(map, lookup->index);
@@ -347,18 +435,19 @@ static inline bool lookup_go_on(const struct sxe_map_reader *reader, struct look
 /*
  * Starts the lookups of keys[first] to keys[end - 1] in group, in one tight loop: a prefetch that
  * misses the TLB holds its place in the reorder buffer until the page walk ends, so only
- * prefetches issued close together overlap their walks. Keys of an invalid size are answered NULL
- * without a lookup. @return how many lookups it started.
+ * prefetches issued close together overlap their walks. Keys of an invalid size are answered
+ * (NULL, -EINVAL) without a lookup. @return how many lookups it started.
  */
-static size_t group_start(const sxe_map_t *map, struct lookup *group, size_t first, size_t end,
-                          const void *const *keys, const size_t *key_sizes, const void **values,
-                          uint64_t span)
+static inline __attribute__((always_inline)) size_t
+group_start(const sxe_map_t *map, struct lookup *group, size_t first, size_t end,
+            const void *const *keys, const size_t *key_sizes, struct answers *answers, bool copy,
+            uint64_t span)
 {
     size_t started = 0;
 
     for (size_t key = first; key < end; key++) {
         if (!key_size_is_valid(map, key_sizes != NULL ? key_sizes[key] : map->key_size)) {
-            values[key] = NULL;
+            answer(answers, key, copy, NULL, -EINVAL);
             continue;
         }
         lookup_start(map, &group[started++], key, keys, key_sizes, span);
@@ -371,18 +460,19 @@ static size_t group_start(const sxe_map_t *map, struct lookup *group, size_t fir
  * runs past them prefetches the next ones and moves to the next pass's list. @return how many
  * lookups of the pass found their key.
  */
-static size_t pass(const struct sxe_map_reader *reader, struct lookup *now, size_t count,
-                   struct lookup *later, size_t *later_count, const void *const *keys,
-                   const size_t *key_sizes, const void **values, size_t *value_sizes, uint64_t span)
+static inline __attribute__((always_inline)) size_t
+pass(const struct sxe_map_reader *reader, struct lookup *now, size_t count, struct lookup *later,
+     size_t *later_count, const void *const *keys, const size_t *key_sizes, struct answers *answers,
+     bool copy, uint64_t span)
 {
     size_t found = 0;
 
     for (size_t i = 0; i < count; i++) {
         size_t key = now[i].key;
         size_t key_size = key_sizes != NULL ? key_sizes[key] : reader->map->key_size;
-        if (lookup_go_on(reader, &now[i], keys[key], key_size, &values[key],
-                         value_sizes != NULL ? &value_sizes[key] : NULL, span)) {
-            found += values[key] != NULL;
+        bool key_found = false;
+        if (lookup_go_on(reader, &now[i], keys[key], key_size, answers, copy, span, &key_found)) {
+            found += key_found;
         } else {
             later[(*later_count)++] = now[i];
         }
@@ -394,16 +484,13 @@ static size_t pass(const struct sxe_map_reader *reader, struct lookup *now, size
  * Pipelined: each pass starts up to FIND_GROUP new lookups, then examines those started in the
  * pass before, whose slots have had the new lookups' time to arrive. A lookup whose probe runs
  * past its first slots (about one in six at the default load) waits for the next pass for each
- * further line rather than stalling, so a long probe costs its own misses, not everyone's.
+ * further line rather than stalling, so a long probe costs its own misses, not everyone's. Inlined
+ * into sxe_map_find_many() and sxe_map_get_many(), each with its own copy, a constant.
  */
-size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
-                         const size_t *key_sizes, const void **values, size_t *value_sizes)
+static inline __attribute__((always_inline)) size_t
+look_up_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
+             const size_t *key_sizes, struct answers *answers, bool copy)
 {
-    if (!SXE_CHECK(reader != NULL && reader->map != NULL && (count == 0 || keys != NULL) &&
-                   (count == 0 || values != NULL) &&
-                   (key_sizes != NULL || reader->map->key_size != SXE_MAP_VARIABLE))) {
-        return 0;
-    }
     const sxe_map_t *map = reader->map;
     struct lookup lists[2][2 * FIND_GROUP];
     size_t sizes[2] = {0, 0}, next = 0, found = 0, now = 0;
@@ -414,20 +501,47 @@ size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, cons
         size_t room = 2 * FIND_GROUP - sizes[now];
         size_t end = next + (room < FIND_GROUP ? room : FIND_GROUP);
         end = end < count ? end : count;
-        sizes[1 - now] = group_start(map, lists[1 - now], next, end, keys, key_sizes, values, span);
+        sizes[1 - now] =
+            group_start(map, lists[1 - now], next, end, keys, key_sizes, answers, copy, span);
         next = end;
         found += pass(reader, lists[now], sizes[now], lists[1 - now], &sizes[1 - now], keys,
-                      key_sizes, values, value_sizes, span);
+                      key_sizes, answers, copy, span);
         sizes[now] = 0;
         now = 1 - now;
     } while (sizes[now] > 0 || next < count);
     return found;
 }
 
+size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
+                         const size_t *key_sizes, const void **values, size_t *value_sizes)
+{
+    if (!SXE_CHECK(reader != NULL && hands_out_pointers(reader) && (count == 0 || keys != NULL) &&
+                   (count == 0 || values != NULL) &&
+                   (key_sizes != NULL || reader->map->key_size != SXE_MAP_VARIABLE))) {
+        return 0;
+    }
+    struct answers answers = {.values = values, .value_sizes = value_sizes};
+    return look_up_many(reader, count, keys, key_sizes, &answers, false);
+}
+
+size_t sxe_map_get_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
+                        const size_t *key_sizes, void *values, size_t value_capacity,
+                        int64_t *value_sizes)
+{
+    if (!SXE_CHECK(reader != NULL && reader->map != NULL && (count == 0 || keys != NULL) &&
+                   (count == 0 || values != NULL || value_capacity == 0) &&
+                   (key_sizes != NULL || reader->map->key_size != SXE_MAP_VARIABLE))) {
+        return 0;
+    }
+    struct answers answers = {
+        .copies = values, .capacity = value_capacity, .copy_sizes = value_sizes};
+    return look_up_many(reader, count, keys, key_sizes, &answers, true);
+}
+
 int sxe_map_next(const struct sxe_map_reader *reader, uint64_t *cursor, const void **key,
                  size_t *key_size, const void **value, size_t *value_size)
 {
-    if (!SXE_CHECK(reader != NULL && reader->map != NULL && cursor != NULL && key != NULL &&
+    if (!SXE_CHECK(reader != NULL && hands_out_pointers(reader) && cursor != NULL && key != NULL &&
                    key_size != NULL && value != NULL)) {
         return 0;
     }

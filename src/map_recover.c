@@ -1,8 +1,9 @@
 /*
  * Rolling a map back to its published version after its writer died at an unknown instant (or an
  * abort whose journal overflowed). Nothing the dead writer left is trusted but the slots' own
- * version fields: each slot is put back as it was at the published version, then the counts, the
- * ring of old versions and the arena's free lists are rebuilt from the slots.
+ * version fields (and, for values put in place, the log's records of the unpublished version, from
+ * where the transaction began): each slot is put back as it was at the published version, then the
+ * counts, the ring of old versions and the arena's free lists are rebuilt from the slots.
  *
  * Readers keep reading meanwhile, and safely: the rollback only removes entries created above
  * published, which no snapshot sees, and clears deleted fields above published, which every
@@ -87,6 +88,11 @@ void sxe__map_rollback(sxe_map_t *map)
 {
     uint64_t published = map->header->published;
 
+    /* Values put in place go back first, from the log; the scan then sees them as published. */
+    if (map->in_place) {
+        sxe__map_log_undo(map, published + 1);
+        map->header->txn_log_tail = map->header->log_tail;
+    }
     for (uint64_t index = 0; index < map->slot_count; index++) {
         undo_slot(map, index, published);
     }

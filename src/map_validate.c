@@ -24,7 +24,7 @@ static bool slot_key(const sxe_map_t *map, struct sxe__map_slot *slot, const uns
                      size_t *key_size, size_t *value_size)
 {
     if (!map->variable) {
-        *key = (const unsigned char *)(slot + 1);
+        *key = sxe__map_slot_key(map, slot);
         *key_size = map->key_size;
         *value_size = map->value_size;
         return true;
@@ -229,7 +229,10 @@ static int validate_ring(const sxe_map_t *map, uint64_t *seen)
     return 0;
 }
 
-/* Every entry the open transaction made is in its journal, unless the journal overflowed. */
+/*
+ * Every entry the open transaction made is in its journal (or, put in place, in its records of the
+ * log), unless the journal overflowed.
+ */
 static int validate_journal(const sxe_map_t *map, uint64_t *seen)
 {
     const struct sxe__map_header *header = map->header;
@@ -243,6 +246,14 @@ static int validate_journal(const sxe_map_t *map, uint64_t *seen)
                                     map->journal[i]);
         }
         test_and_set(seen, map->journal[i]);
+    }
+    /* Values this transaction put in place are listed by its records instead. */
+    for (uint64_t position = header->txn_log_tail; map->in_place && position != header->log_tail;
+         position++) {
+        uint64_t index = sxe__map_record(map, position)->slot;
+        if (index < map->slot_count) {
+            test_and_set(seen, index);
+        }
     }
     for (uint64_t index = 0; index < map->slot_count; index++) {
         struct sxe__map_slot *slot = sxe__map_slot(map, index);
@@ -295,6 +306,9 @@ static int validate_locked(sxe_map_t *map)
     free(seen);
     if (rc == 0) {
         rc = validate_readers(map);
+    }
+    if (rc == 0 && map->in_place) {
+        rc = sxe__map_log_validate(map);
     }
     return rc < 0 ? rc : sxe__map_arena_validate(map);
 }

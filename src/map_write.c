@@ -28,11 +28,6 @@
 
 #define NONE UINT64_MAX
 
-/* sxe_map_put_many() prefetches PUT_BYTES of slots (at least one) from the homes of PUT_PASS puts
- * at a time, a pass ahead of the puts it applies. */
-#define PUT_PASS  16
-#define PUT_BYTES 512
-
 /* Reclaiming prefetches the slots of up to this many old versions ahead. */
 #define RECLAIM_AHEAD 32
 
@@ -108,7 +103,7 @@ void sxe__map_tombstone(sxe_map_t *map, uint64_t index)
     sxe__map_trim(map, index);
 }
 
-static int full(sxe_map_t *map, const char *what)
+int sxe__map_full(sxe_map_t *map, const char *what)
 {
     struct sxe__map_header *header = map->header;
 
@@ -119,7 +114,8 @@ static int full(sxe_map_t *map, const char *what)
         "%llu old versions of %llu wait (the oldest reader, process %llu, reads version "
         "%llu), arena %llu of %llu bytes",
         header->name, what, (unsigned long long)header->live, (unsigned long long)header->capacity,
-        (unsigned long long)(header->ring_tail - header->ring_head),
+        (unsigned long long)(header->ring_tail - header->ring_head + header->log_tail -
+                             header->log_head),
         (unsigned long long)header->old_versions, (unsigned long long)header->oldest_reader_pid,
         (unsigned long long)header->oldest_reader_version, (unsigned long long)header->arena_used,
         (unsigned long long)header->arena_bytes);
@@ -142,21 +138,15 @@ static void key_of(const sxe_map_t *map, struct sxe__map_slot *slot, const unsig
         *key = block + SXE__MAP_BLOCK_HEAD;
         *key_size = sizes[0];
     } else {
-        *key = (const unsigned char *)(slot + 1);
+        *key = sxe__map_slot_key(map, slot);
         *key_size = map->key_size;
     }
 }
 
-/* Where a key is in the writer's view, and where a new version of it may go. */
-struct place {
-    uint64_t current; /* the slot of its current version, or NONE */
-    uint64_t free;    /* the first free slot of its probe, or NONE */
-};
-
-static struct place find_for_write(const sxe_map_t *map, uint64_t hash, const void *key,
-                                   size_t key_size)
+struct sxe__map_place sxe__map_find_for_write(const sxe_map_t *map, uint64_t hash, const void *key,
+                                              size_t key_size)
 {
-    struct place place = {.current = NONE, .free = NONE};
+    struct sxe__map_place place = {.current = NONE, .free = NONE};
     uint64_t tag = hash | 1;
     uint64_t index = sxe__map_home(map, hash | 1);
 
@@ -172,12 +162,12 @@ static struct place find_for_write(const sxe_map_t *map, uint64_t hash, const vo
             }
         } else if (slot->tag == tag && slot->deleted == 0) {
             key_of(map, slot, &slot_key, &slot_key_size);
-            if (slot_key_size == key_size && memcmp(slot_key, key, key_size) == 0) {
+            if (slot_key_size == key_size && sxe__map_key_equal(slot_key, key, key_size)) {
                 place.current = index;
             }
         }
-        if (place.current != NONE && place.free != NONE) {
-            break;
+        if (place.current != NONE && (place.free != NONE || map->in_place)) {
+            break; /* in place, a put that replaces needs no free slot */
         }
         index = sxe__map_next(map, index);
     }
@@ -213,16 +203,20 @@ static void fill(sxe_map_t *map, uint64_t index, uint64_t tag, const void *key, 
     struct sxe__map_slot *slot = sxe__map_slot(map, index);
     bool was_tombstone = slot->tag == SXE__MAP_TOMBSTONE;
 
-    __atomic_store_n(&slot->created, SXE__MAP_WRITING, __ATOMIC_RELAXED);
+    if (map->in_place) {
+        /* A reader that sees the slot being written finds no record of a past occupant. */
+        __atomic_store_n(sxe__map_slot_undo(slot), SXE__MAP_NO_RECORD, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&slot->created, SXE__MAP_WRITING, __ATOMIC_RELEASE);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&slot->tag, tag, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->deleted, 0, __ATOMIC_RELAXED);
     if (map->variable) {
         __atomic_store_n(sxe__map_slot_block(slot), block, __ATOMIC_RELAXED);
     } else {
-        memcpy(slot + 1, key, key_size);
+        memcpy(sxe__map_slot_key(map, slot), key, key_size);
         if (value_size > 0) {
-            memcpy((unsigned char *)(slot + 1) + key_size, value, value_size);
+            memcpy(sxe__map_slot_key(map, slot) + key_size, value, value_size);
         }
     }
     map->header->tombstones -= was_tombstone;
@@ -265,13 +259,13 @@ static int replace_own(sxe_map_t *map, uint64_t index, const void *key, size_t k
 
     if (!map->variable) {
         if (value_size > 0) {
-            memcpy((unsigned char *)(slot + 1) + key_size, value, value_size);
+            memcpy(sxe__map_slot_key(map, slot) + key_size, value, value_size);
         }
         return 1;
     }
     uint64_t block = write_block(map, key, key_size, value, value_size);
     if (block == SXE__MAP_NO_BLOCK) {
-        return full(map, "the arena is");
+        return sxe__map_full(map, "the arena is");
     }
     uint64_t old_block = *sxe__map_slot_block(slot);
     __atomic_store_n(sxe__map_slot_block(slot), block, __ATOMIC_RELAXED);
@@ -416,7 +410,12 @@ static void reclaim(sxe_map_t *map)
         come_home(map, index, successor);
     }
     header->reclaimed += reclaimed;
-    __atomic_store_n(&header->held_back, header->txn_ring_tail - header->ring_head,
+    if (map->in_place) {
+        sxe__map_log_reclaim(map, oldest);
+    }
+    __atomic_store_n(&header->held_back,
+                     header->txn_ring_tail - header->ring_head + header->log_tail -
+                         header->log_head,
                      __ATOMIC_RELAXED);
     SXE_LOG_TRACE("map %s: reclaimed %llu old versions; %llu wait for readers at version %llu",
                   header->name, (unsigned long long)reclaimed,
@@ -439,40 +438,33 @@ int sxe_map_write_begin(sxe_map_t *map)
     map->txn_version = header->published + 1;
     header->txn_live = header->live;
     header->txn_ring_tail = header->ring_tail;
+    header->txn_log_tail = header->log_tail;
     header->journal_count = 0;
     reclaim(map); /* its moves home are part of the transaction: abort undoes them */
     return 0;
 }
 
-static bool sizes_are_valid(const sxe_map_t *map, size_t key_size, size_t value_size)
-{
-    bool key_ok = map->key_size == SXE_MAP_VARIABLE ? key_size >= 1 && key_size <= UINT32_MAX
-                                                    : key_size == map->key_size;
-    bool value_ok = map->value_size == SXE_MAP_VARIABLE ? value_size <= UINT32_MAX
-                                                        : value_size == map->value_size;
-    return key_ok && value_ok;
-}
-
-/* sxe_map_put() of a key already hashed, with valid arguments. */
-static int put_hashed(sxe_map_t *map, uint64_t hash, const void *key, size_t key_size,
-                      const void *value, size_t value_size)
+int sxe__map_put_at(sxe_map_t *map, struct sxe__map_place place, uint64_t hash, const void *key,
+                    size_t key_size, const void *value, size_t value_size)
 {
     struct sxe__map_header *header = map->header;
-    struct place place = find_for_write(map, hash, key, key_size);
 
     if (place.current != NONE && sxe__map_slot(map, place.current)->created == map->txn_version) {
         return replace_own(map, place.current, key, key_size, value, value_size);
     }
+    if (place.current != NONE && map->in_place) {
+        return sxe__map_put_in_place(map, place.current, value);
+    }
     if (place.current == NONE ? header->live >= header->capacity : ring_is_full(map)) {
-        return full(map, place.current == NONE ? "capacity is" : "old_versions are");
+        return sxe__map_full(map, place.current == NONE ? "capacity is" : "old_versions are");
     }
     if (SXE_NEVER(place.free == NONE)) {
-        return full(map, "slots are");
+        return sxe__map_full(map, "slots are");
     }
     uint64_t block = SXE__MAP_NO_BLOCK;
     if (map->variable &&
         (block = write_block(map, key, key_size, value, value_size)) == SXE__MAP_NO_BLOCK) {
-        return full(map, "the arena is");
+        return sxe__map_full(map, "the arena is");
     }
     journal(map, place.free);
     if (place.current != NONE) {
@@ -489,93 +481,23 @@ int sxe_map_put(sxe_map_t *map, const void *key, size_t key_size, const void *va
 {
     if (!SXE_CHECK(map != NULL && map->in_write && key != NULL &&
                    (value != NULL || value_size == 0) &&
-                   sizes_are_valid(map, key_size, value_size))) {
+                   sxe__map_sizes_are_valid(map, key_size, value_size))) {
         return -EINVAL;
     }
-    return put_hashed(map, sxe__map_hash(map, key, key_size), key, key_size, value, value_size);
-}
-
-static bool put_is_valid(const sxe_map_t *map, const void *key, size_t key_size, const void *value,
-                         size_t value_size)
-{
-    return key != NULL && (value != NULL || value_size == 0) &&
-           sizes_are_valid(map, key_size, value_size);
-}
-
-/* A put of sxe_map_put_many() whose pass has started: its arguments' check and its key's hash. */
-struct started {
-    uint64_t hash;
-    bool valid; /* an invalid put stops the batch when its turn comes */
-};
-
-/* Starts a pass of sxe_map_put_many(): checks and hashes its puts, prefetches their probes' starts.
- */
-static void start_pass(const sxe_map_t *map, struct started *pass, size_t from, size_t to,
-                       const void *const *keys, const size_t *key_sizes, const void *const *values,
-                       const size_t *value_sizes)
-{
-    uint64_t span = sxe__map_slots_in(map, PUT_BYTES);
-
-    for (size_t i = from; i < to; i++) {
-        size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
-        size_t value_size = value_sizes != NULL ? value_sizes[i] : map->value_size;
-        struct started *put = &pass[i - from];
-        put->valid = put_is_valid(map, keys[i], key_size, values[i], value_size);
-        if (put->valid) {
-            put->hash = sxe__map_hash(map, keys[i], key_size);
-            sxe__map_prefetch(map, sxe__map_home(map, put->hash | 1), span, true);
-        }
-    }
-}
-
-/*
- * Puts in order, in passes of PUT_PASS: each pass hashes the next PUT_PASS keys and prefetches the
- * start of their probes in one tight loop, so that their misses and page walks overlap, then
- * applies the puts of the pass before, whose lines have arrived meanwhile.
- */
-int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, const size_t *key_sizes,
-                     const void *const *values, const size_t *value_sizes, size_t *done)
-{
-    if (!SXE_CHECK(map != NULL && map->in_write && done != NULL &&
-                   (count == 0 || (keys != NULL && values != NULL)) &&
-                   (key_sizes != NULL || map->key_size != SXE_MAP_VARIABLE) &&
-                   (value_sizes != NULL || map->value_size != SXE_MAP_VARIABLE))) {
-        return -EINVAL;
-    }
-    struct started passes[2][PUT_PASS];
-    size_t applied = 0;
-
-    for (size_t started = 0, pass = 0; applied < count; pass ^= 1) {
-        size_t end = count - started > PUT_PASS ? started + PUT_PASS : count;
-        start_pass(map, passes[pass], started, end, keys, key_sizes, values, value_sizes);
-        for (size_t i = applied; i < started; i++) {
-            const struct started *put = &passes[pass ^ 1][i - applied];
-            size_t key_size = key_sizes != NULL ? key_sizes[i] : map->key_size;
-            size_t value_size = value_sizes != NULL ? value_sizes[i] : map->value_size;
-            int rc = SXE_CHECK(put->valid)
-                         ? put_hashed(map, put->hash, keys[i], key_size, values[i], value_size)
-                         : -EINVAL;
-            if (rc < 0) {
-                *done = i;
-                return rc;
-            }
-        }
-        applied = started;
-        started = end;
-    }
-    *done = count;
-    return 0;
+    uint64_t hash = sxe__map_hash(map, key, key_size);
+    return sxe__map_put_at(map, sxe__map_find_for_write(map, hash, key, key_size), hash, key,
+                           key_size, value, value_size);
 }
 
 int sxe_map_delete(sxe_map_t *map, const void *key, size_t key_size)
 {
     if (!SXE_CHECK(map != NULL && map->in_write && key != NULL &&
-                   sizes_are_valid(map, key_size,
-                                   map->value_size == SXE_MAP_VARIABLE ? 0 : map->value_size))) {
+                   sxe__map_sizes_are_valid(
+                       map, key_size, map->value_size == SXE_MAP_VARIABLE ? 0 : map->value_size))) {
         return -EINVAL;
     }
     uint64_t hash = sxe__map_hash(map, key, key_size);
-    struct place place = find_for_write(map, hash, key, key_size);
+    struct sxe__map_place place = sxe__map_find_for_write(map, hash, key, key_size);
 
     if (place.current == NONE) {
         return -ENOENT;
@@ -583,7 +505,7 @@ int sxe_map_delete(sxe_map_t *map, const void *key, size_t key_size)
     if (sxe__map_slot(map, place.current)->created == map->txn_version) {
         sxe__map_tombstone(map, place.current); /* no reader ever saw it */
     } else if (ring_is_full(map)) {
-        return full(map, "old_versions are");
+        return sxe__map_full(map, "old_versions are");
     } else {
         retire(map, place.current, SXE__MAP_NO_SUCCESSOR);
     }
@@ -642,6 +564,9 @@ static void undo(sxe_map_t *map)
 {
     struct sxe__map_header *header = map->header;
 
+    if (map->in_place) {
+        sxe__map_log_undo(map, map->txn_version);
+    }
     for (uint64_t i = header->journal_count; i-- > 0;) {
         uint64_t index = map->journal[i];
         struct sxe__map_slot *slot = sxe__map_slot(map, index);

@@ -76,6 +76,18 @@ typedef struct sxe_map sxe_map_t;
  */
 #define SXE_MAP_RECOVER 0x8u
 
+/**
+ * Options: a put that replaces a key's value writes the new value over the old one, in the key's
+ * slot, after keeping the old one in a log that snapshots still reading it follow. One random
+ * cache line a put, not two or three (docs/map.md, "In place"), for maps updated in large
+ * batches. Readers then copy values out (sxe_map_get(), sxe_map_get_many()): sxe_map_find(),
+ * sxe_map_find_many() and sxe_map_next(), which hand out pointers into the map, are invalid. Keys
+ * and values must have fixed sizes, and SXE_MAP_DURABLE cannot be combined with it: the log keeps
+ * a crash of any process safe, but not of the machine. Up to old_versions replaced values can wait
+ * in the log; beyond that, puts that replace get -ENOBUFS.
+ */
+#define SXE_MAP_IN_PLACE 0x10u
+
 /** The longest map name kept, without its NUL. */
 #define SXE_MAP_NAME_MAX 31
 
@@ -98,7 +110,7 @@ struct sxe_map_options {
     unsigned load_percent; /**< Most slots in use, 50 to 95; 0 means 80. */
     unsigned readers_max;  /**< Reader slots, 1 to SXE_MAP_READERS_MAX; 0 means 256. */
     uint64_t seed;         /**< Seeds the hash, so an attacker cannot aim keys at one chain. */
-    unsigned flags;        /**< SXE_MAP_SHARED, SXE_MAP_DURABLE. */
+    unsigned flags;        /**< SXE_MAP_SHARED, SXE_MAP_DURABLE, SXE_MAP_IN_PLACE. */
 };
 
 /**
@@ -119,7 +131,8 @@ struct sxe_map_stats {
     uint64_t capacity;              /**< Live entries it holds at most. */
     uint64_t slots;                 /**< Slots: (capacity + old_versions) / load. */
     uint64_t old_versions;          /**< Replaced or deleted entries that may wait at most. */
-    uint64_t pending;               /**< Replaced or deleted entries waiting now. */
+    uint64_t pending;               /**< Replaced or deleted entries waiting now (with
+                                         SXE_MAP_IN_PLACE, replaced values in the log too). */
     uint64_t held_back;             /**< Of those, at the last write_begin: kept for a reader. */
     uint64_t tombstones;            /**< Free slots that probes still walk through. */
     uint64_t arena_used;            /**< Arena bytes in entries' blocks. */
@@ -247,18 +260,35 @@ void sxe_map_read_end(struct sxe_map_reader *reader);
  * The value of key in the reader's snapshot, in place (zero-copy), and its size in *value_size
  * when value_size is not NULL. The pointer stays valid until sxe_map_read_end(), whatever the
  * writer does meanwhile. Values are aligned only as the key size leaves them.
- * @return the value, or NULL if key is absent from the snapshot (or the call is invalid).
+ * @return the value, or NULL if key is absent from the snapshot (or the call is invalid, as it is
+ *         on an SXE_MAP_IN_PLACE map).
  */
 const void *sxe_map_find(const struct sxe_map_reader *reader, const void *key, size_t key_size,
                          size_t *value_size);
 
 /**
- * Copies the value of key in the reader's snapshot into value, at most value_capacity bytes.
+ * Copies the value of key in the reader's snapshot into value, at most value_capacity bytes. On
+ * an SXE_MAP_IN_PLACE map it copies under the slot's sequence check, and from the log when the
+ * slot's value is newer than the snapshot: the copy is always the snapshot's, never torn.
  * @return the value's size (more than value_capacity when only a part was copied), -ENOENT, or
  *         -EINVAL.
  */
 SXE_MUST_CHECK int64_t sxe_map_get(const struct sxe_map_reader *reader, const void *key,
                                    size_t key_size, void *value, size_t value_capacity);
+
+/**
+ * sxe_map_get() for count keys at once, pipelined as sxe_map_find_many(). The fastest way to read
+ * many keys of an SXE_MAP_IN_PLACE map.
+ * @param key_sizes   Each key's size, or NULL when every key has the map's fixed key size.
+ * @param values      count places of value_capacity bytes, one after the other: key i's value is
+ *                    copied to values + i * value_capacity (at most value_capacity bytes).
+ * @param value_sizes Filled with each value's size (as sxe_map_get() returns it), or -ENOENT where
+ *                    the key is absent, or -EINVAL for a key of an invalid size; NULL to skip.
+ * @return the number of keys found, or 0 for an invalid call.
+ */
+size_t sxe_map_get_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
+                        const size_t *key_sizes, void *values, size_t value_capacity,
+                        int64_t *value_sizes);
 
 /**
  * sxe_map_find() for count keys at once: hashes them, prefetches their slots, then probes, so the

@@ -7,6 +7,7 @@
 #ifndef SXE_MAP_TEST_H
 #define SXE_MAP_TEST_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,13 +93,23 @@ static inline void commit(sxe_map_t *map)
     assert_int_equal(sxe__map_validate(map), 0);
 }
 
-/* The number stored under key in the reader's snapshot, or -1 if it is absent. */
+/*
+ * The number stored under key in the reader's snapshot, or -1 if it is absent: found in place, or
+ * copied out of an SXE_MAP_IN_PLACE map.
+ */
 static inline int64_t read_number(const struct sxe_map_reader *reader, uint64_t key)
 {
     size_t size = 0;
-    const struct value *value = sxe_map_find(reader, &key, sizeof(key), &size);
+    struct value copy;
+    const struct value *value = &copy;
 
-    if (value == NULL) {
+    if (reader->map->in_place) {
+        int64_t got = sxe_map_get(reader, &key, sizeof(key), &copy, sizeof(copy));
+        if (got == -ENOENT) {
+            return -1;
+        }
+        size = (size_t)got;
+    } else if ((value = sxe_map_find(reader, &key, sizeof(key), &size)) == NULL) {
         return -1;
     }
     assert_int_equal(size, sizeof(struct value));

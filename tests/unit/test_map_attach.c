@@ -129,7 +129,7 @@ static void test_a_header_of_another_size_is_refused(void **state)
     assert_int_equal(sxe_map_attach(&map, path, NULL, 0), -EPROTO);
     sxe_test_capture_stop();
     char expected[160];
-    snprintf(expected, sizeof(expected), "has format version 2 (header %llu bytes)",
+    snprintf(expected, sizeof(expected), "has format version 3 (header %llu bytes)",
              (unsigned long long)size + 8);
     assert_non_null(strstr(capture.text, expected));
     field_put(fd, &header_size, size);

@@ -36,7 +36,8 @@ static uint64_t slot_of(sxe_map_t *map, uint64_t key)
 
     for (uint64_t index = 0; index < map->slot_count; index++) {
         struct sxe__map_slot *slot = sxe__map_slot(map, index);
-        if (slot->tag == tag && slot->deleted == 0 && memcmp(slot + 1, &key, sizeof(key)) == 0) {
+        if (slot->tag == tag && slot->deleted == 0 &&
+            memcmp(sxe__map_slot_key(map, slot), &key, sizeof(key)) == 0) {
             return index;
         }
     }

@@ -558,7 +558,11 @@ static bool stress_check(const struct sxe_map_reader *reader, char *detail, size
         int64_t first = 0;
         for (unsigned i = 0; i < STRESS_KEYS; i++) {
             uint64_t key = stress_key(group, i);
-            const struct value *value = sxe_map_find(reader, &key, sizeof(key), NULL);
+            struct value copy;
+            const struct value *value =
+                !reader->map->in_place ? sxe_map_find(reader, &key, sizeof(key), NULL)
+                : sxe_map_get(reader, &key, sizeof(key), &copy, sizeof(copy)) < 0 ? NULL
+                                                                                  : &copy;
             int64_t seen = value == NULL ? -1 : (int64_t)value->a;
             if (value != NULL && (value->b != value->a || value->c != ~value->a)) {
                 snprintf(detail, size, "torn value under key %llu", (unsigned long long)key);
@@ -631,7 +635,7 @@ static void kill_and_reap(pid_t child)
  * Over 80 lines on purpose: setup, forks, kills, reaps and checks run in the one order the test is
  * about, and helpers would scatter the children's pids and the shared counters between them.
  */
-static void test_stress_readers_and_killed_writers(void **state)
+static void stress(unsigned flags)
 {
     struct sxe_map_options options = fixed_options(STRESS_GROUPS * STRESS_KEYS);
     char *path = temp_path("stress");
@@ -642,7 +646,7 @@ static void test_stress_readers_and_killed_writers(void **state)
     sxe_map_t *map;
     int status;
 
-    (void)state;
+    options.flags = flags;
     options.old_versions = 8 * STRESS_GROUPS * STRESS_KEYS;
     struct stress *shared =
         mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -706,13 +710,26 @@ static void test_stress_readers_and_killed_writers(void **state)
     assert_true(reads > 100);
     assert_true(shared->batches > 10);
     print_message(
-        "stress: %llu snapshots checked by %u readers, %llu batches committed, %u writers "
+        "stress%s: %llu snapshots checked by %u readers, %llu batches committed, %u writers "
         "killed, %llu rollbacks, 0 mixed snapshots\n",
-        (unsigned long long)reads, STRESS_READERS, (unsigned long long)shared->batches, kills,
-        (unsigned long long)stats.recoveries);
+        flags & SXE_MAP_IN_PLACE ? " (in place)" : "", (unsigned long long)reads, STRESS_READERS,
+        (unsigned long long)shared->batches, kills, (unsigned long long)stats.recoveries);
     sxe_map_detach(map);
     munmap(shared, sizeof(*shared));
     unlink(path);
+}
+
+static void test_stress_readers_and_killed_writers(void **state)
+{
+    (void)state;
+    stress(0);
+}
+
+/* The same in an SXE_MAP_IN_PLACE map: readers copy values out, following the log. */
+static void test_stress_in_place(void **state)
+{
+    (void)state;
+    stress(SXE_MAP_IN_PLACE);
 }
 
 int main(void)
@@ -728,6 +745,7 @@ int main(void)
         cmocka_unit_test_teardown(test_file_persistence, reset),
         cmocka_unit_test_teardown(test_unrecoverable_lock, reset),
         cmocka_unit_test_teardown(test_stress_readers_and_killed_writers, reset),
+        cmocka_unit_test_teardown(test_stress_in_place, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

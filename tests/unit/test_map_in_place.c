@@ -1,0 +1,554 @@
+/*
+ * SXE_MAP_IN_PLACE maps (docs/map.md, "In place"): a put that replaces a value writes over it in
+ * its slot after keeping the old one in the log, and readers copy values out, following the log
+ * back to their snapshot's version. Checked here: the slot stays put and old snapshots keep their
+ * values; sxe_map_get_many() on both kinds of map; abort and a dead writer's rollback put values
+ * back (and the UNDONE mark keeps the chain whole); a full log is -ENOBUFS and then wraps; deletes
+ * and re-inserts; a reused slot carries no history; a copy torn by a put is taken again; records
+ * that are not the slot's are refused; invalid use.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "map_test.h"
+#include "map_trap.h"
+
+static struct sxe_map_options in_place_options(uint64_t capacity)
+{
+    struct sxe_map_options options = fixed_options(capacity);
+
+    options.flags = SXE_MAP_IN_PLACE;
+    return options;
+}
+
+/* The slot of key's current version. */
+static uint64_t slot_of(sxe_map_t *map, uint64_t key)
+{
+    uint64_t tag = sxe__map_hash(map, &key, sizeof(key)) | 1;
+
+    for (uint64_t index = 0; index < map->slot_count; index++) {
+        struct sxe__map_slot *slot = sxe__map_slot(map, index);
+        if (slot->tag == tag && slot->deleted == 0 &&
+            memcmp(sxe__map_slot_key(map, slot), &key, sizeof(key)) == 0) {
+            return index;
+        }
+    }
+    fail_msg("no current version of key %llu", (unsigned long long)key);
+    return 0;
+}
+
+static uint64_t undo_of(sxe_map_t *map, uint64_t key)
+{
+    return *sxe__map_slot_undo(sxe__map_slot(map, slot_of(map, key)));
+}
+
+static struct sxe_map_stats stats_of(sxe_map_t *map)
+{
+    struct sxe_map_stats stats;
+
+    sxe_map_stats(map, &stats);
+    return stats;
+}
+
+static void begin(sxe_map_t *map)
+{
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    assert_int_equal(sxe__map_validate(map), 0);
+}
+
+static void read_begin(sxe_map_t *map, struct sxe_map_reader *reader)
+{
+    assert_int_equal(sxe_map_read_begin(map, reader), 0);
+}
+
+/* Commits keys 1 to count, key k -> 10 * k, in a map of its own. */
+static sxe_map_t *map_with(struct sxe_map_options options, uint64_t count)
+{
+    sxe_map_t *map = make_map(options);
+
+    begin(map);
+    for (uint64_t key = 1; key <= count; key++) {
+        assert_int_equal(put(map, key, 10 * key), 0);
+    }
+    commit(map);
+    return map;
+}
+
+/* Replacing a value leaves the entry in its slot; each snapshot keeps the value it saw. */
+static void test_a_put_replaces_in_its_slot(void **state)
+{
+    sxe_map_t *map = map_with(in_place_options(16), 2);
+    uint64_t index = slot_of(map, 1);
+    struct sxe_map_reader first, second;
+
+    (void)state;
+    read_begin(map, &first);
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    assert_int_equal(slot_of(map, 1), index);
+    assert_int_equal(sxe__map_slot(map, index)->created, 2);
+    assert_int_equal(read_number(&first, 1), 10); /* from the log, mid-transaction */
+    assert_int_equal(put(map, 1, 111), 1);        /* its own version: no second record */
+    assert_int_equal(stats_of(map).pending, 1);
+    commit(map);
+    read_begin(map, &second);
+    begin(map);
+    assert_int_equal(put(map, 1, 12), 1);
+    commit(map);
+
+    assert_int_equal(read_number(&first, 1), 10); /* two records back */
+    assert_int_equal(read_number(&second, 1), 111);
+    assert_int_equal(read_now(map, 1), 12);
+    assert_int_equal(read_number(&first, 2), 20);
+    assert_int_equal(slot_of(map, 1), index);
+    struct sxe_map_stats stats = stats_of(map);
+    assert_int_equal(stats.pending, 2);
+    assert_int_equal(stats.moved_home, 0);
+    assert_int_equal(stats.tombstones, 0);
+
+    /* The second reader holds only the newer record back. */
+    sxe_map_read_end(&first);
+    begin(map);
+    assert_int_equal(stats_of(map).pending, 1);
+    sxe_map_abort(map);
+    sxe_map_read_end(&second);
+    begin(map);
+    stats = stats_of(map);
+    assert_int_equal(stats.pending, 0);
+    assert_int_equal(stats.held_back, 0);
+    assert_int_equal(stats.reclaimed, 2);
+    commit(map);
+    sxe_map_destroy(map);
+}
+
+/*
+ * Checks get_many's answers for keys 1 to 6, 99 (absent) and a key of the wrong size: key k holds
+ * 10 * k, or 1000 + k for the even keys when replaced.
+ */
+static void check_get_many(const struct sxe_map_reader *reader, bool replaced)
+{
+    uint64_t keys[8] = {1, 2, 3, 4, 5, 6, 99, 7};
+    const void *pointers[8];
+    size_t key_sizes[8];
+    struct value values[8];
+    int64_t sizes[8];
+
+    for (unsigned i = 0; i < 8; i++) {
+        pointers[i] = &keys[i];
+        key_sizes[i] = i == 7 ? 4 : sizeof(uint64_t);
+    }
+    memset(values, 0xee, sizeof(values));
+    assert_int_equal(sxe_map_get_many(reader, 7, pointers, NULL, values, sizeof(values[0]), sizes),
+                     6);
+    for (unsigned i = 0; i < 6; i++) {
+        uint64_t expected = replaced && keys[i] % 2 == 0 ? 1000 + keys[i] : 10 * keys[i];
+        assert_int_equal(sizes[i], sizeof(struct value));
+        struct value want = value_of(expected);
+        assert_memory_equal(&values[i], &want, sizeof(want));
+    }
+    assert_int_equal(sizes[6], -ENOENT);
+    assert_int_equal(values[6].a, 0xeeeeeeeeeeeeeeeeULL); /* nothing copied for a miss */
+
+    /* Key sizes given, one invalid; a capacity that takes a part of each value. */
+    uint64_t parts[8];
+    assert_int_equal(
+        sxe_map_get_many(reader, 8, pointers, key_sizes, parts, sizeof(parts[0]), sizes), 6);
+    assert_int_equal(sizes[7], -EINVAL);
+    assert_int_equal(sizes[0], sizeof(struct value));
+    assert_int_equal(parts[1], replaced ? 1002 : 20);
+    assert_int_equal(sxe_map_get_many(reader, 7, pointers, NULL, NULL, 0, NULL), 6);
+}
+
+/* sxe_map_get_many() copies each key's value in the snapshot, in an in-place map or not. */
+static void test_get_many(void **state)
+{
+    (void)state;
+    for (unsigned in_place = 0; in_place <= 1; in_place++) {
+        struct sxe_map_options options = in_place ? in_place_options(64) : fixed_options(64);
+        options.old_versions = 64;
+        sxe_map_t *map = map_with(options, 40);
+        struct sxe_map_reader old, now;
+
+        read_begin(map, &old);
+        begin(map);
+        for (uint64_t key = 2; key <= 40; key += 2) {
+            assert_int_equal(put(map, key, 1000 + key), 1);
+        }
+        commit(map);
+        read_begin(map, &now);
+        check_get_many(&old, false);
+        for (uint64_t key = 2; key <= 6; key += 2) {
+            assert_int_equal(read_number(&old, key), 10 * key);
+        }
+        check_get_many(&now, true);
+        struct value one;
+        assert_int_equal(sxe_map_get(&now, &(uint64_t){2}, 8, &one, 8), sizeof(one));
+        assert_int_equal(one.a, 1002);
+        sxe_map_read_end(&old);
+        sxe_map_read_end(&now);
+        sxe_map_destroy(map);
+    }
+}
+
+/*
+ * Abort puts the old values back from the log, and marks the undo fields UNDONE; a later put
+ * chains through the undone record, and old snapshots still find their values.
+ */
+static void test_abort_puts_values_back(void **state)
+{
+    sxe_map_t *map = map_with(in_place_options(16), 3);
+    struct sxe_map_reader reader;
+
+    (void)state;
+    read_begin(map, &reader);
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    assert_int_equal(put(map, 1, 12), 1);
+    assert_int_equal(put(map, 2, 21), 1);
+    assert_int_equal(put(map, 9, 90), 0);
+    uint64_t record = undo_of(map, 1);
+    sxe_map_abort(map);
+    assert_int_equal(sxe__map_validate(map), 0);
+    assert_int_equal(read_now(map, 1), 10);
+    assert_int_equal(read_now(map, 2), 20);
+    assert_int_equal(read_now(map, 9), -1);
+    assert_int_equal(read_number(&reader, 1), 10);
+    assert_int_equal(undo_of(map, 1), record | SXE__MAP_UNDONE);
+    assert_int_equal(sxe__map_slot(map, slot_of(map, 1))->created, 1);
+
+    begin(map);
+    assert_int_equal(put(map, 1, 13), 1);
+    commit(map);
+    assert_int_equal(read_number(&reader, 1), 10);
+    assert_int_equal(read_now(map, 1), 13);
+    assert_int_equal(read_now(map, 2), 20);
+    sxe_map_read_end(&reader);
+    begin(map);
+    assert_int_equal(stats_of(map).pending, 0); /* the undone records too */
+    commit(map);
+    sxe_map_destroy(map);
+}
+
+/* A full log refuses the put with -ENOBUFS and changes nothing; reclaimed, the log wraps. */
+static void test_a_full_log(void **state)
+{
+    struct sxe_map_options options = in_place_options(8);
+    struct sxe_map_reader reader;
+    sxe_map_t *map;
+
+    (void)state;
+    options.old_versions = 2;
+    map = map_with(options, 3);
+    read_begin(map, &reader);
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    assert_int_equal(put(map, 2, 21), 1);
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_FATAL);
+    assert_int_equal(put(map, 3, 31), -ENOBUFS);
+    assert_int_equal(stats_of(map).full, 1);
+    assert_int_equal(read_number(&reader, 3), 30);
+    commit(map);
+    assert_int_equal(read_now(map, 3), 30);
+    assert_int_equal(read_now(map, 1), 11);
+    sxe_map_read_end(&reader);
+
+    /* Each round holds a reader across one commit; positions run past the log's size. */
+    for (uint64_t round = 1; round <= 10; round++) {
+        read_begin(map, &reader);
+        begin(map);
+        assert_int_equal(put(map, 3, 100 + round), 1);
+        assert_int_equal(put(map, 1, 200 + round), 1);
+        commit(map);
+        assert_int_equal(read_number(&reader, 3), round == 1 ? 30 : 100 + round - 1);
+        assert_int_equal(read_now(map, 1), 200 + round);
+        sxe_map_read_end(&reader);
+    }
+    assert_int_equal(map->header->log_tail, 22);
+    sxe_map_destroy(map);
+}
+
+/* A key replaced in place, deleted, then put again in another slot: each snapshot sees its own. */
+static void test_deletes_and_puts_again(void **state)
+{
+    sxe_map_t *map = map_with(in_place_options(16), 1);
+    struct sxe_map_reader readers[4];
+
+    (void)state;
+    read_begin(map, &readers[0]);
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    commit(map);
+    read_begin(map, &readers[1]);
+    begin(map);
+    assert_int_equal(delete (map, 1), 0);
+    commit(map);
+    read_begin(map, &readers[2]);
+    begin(map);
+    assert_int_equal(put(map, 1, 14), 0);
+    commit(map);
+    read_begin(map, &readers[3]);
+    int64_t expected[4] = {10, 11, -1, 14};
+    for (unsigned i = 0; i < 4; i++) {
+        assert_int_equal(read_number(&readers[i], 1), expected[i]);
+        sxe_map_read_end(&readers[i]);
+    }
+    begin(map);
+    assert_int_equal(stats_of(map).pending, 0);
+    commit(map);
+    sxe_map_destroy(map);
+}
+
+/*
+ * A slot filled anew has no history: its undo field names no record, even where the slot's last
+ * occupant left one that is still in the log's memory. A snapshot from before the new entry must
+ * not find the old occupant's value through it.
+ */
+static void test_a_reused_slot_has_no_history(void **state)
+{
+    sxe_map_t *map = map_with(in_place_options(4), 1);
+    struct sxe_map_reader reader;
+
+    (void)state;
+    uint64_t home = slot_of(map, 1);
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1); /* record at position 0 */
+    commit(map);
+    begin(map);
+    assert_int_equal(delete (map, 1), 0);
+    commit(map);
+    read_begin(map, &reader); /* at version 3: key 1 is deleted */
+    begin(map);               /* reclaims the deleted entry and the record */
+    assert_int_equal(map->header->log_head, 1);
+    assert_int_equal(put(map, 1, 14), 0);
+    assert_int_equal(slot_of(map, 1), home);
+    assert_int_equal(undo_of(map, 1), SXE__MAP_NO_RECORD);
+    commit(map);
+    assert_int_equal(read_number(&reader, 1), -1);
+    assert_int_equal(read_now(map, 1), 14);
+    sxe_map_read_end(&reader);
+    sxe_map_destroy(map);
+}
+
+/* A writer process that dies mid-transaction, after puts in place and an insert. */
+static void test_a_dead_writer_is_rolled_back(void **state)
+{
+    struct sxe_map_options options = in_place_options(32);
+    struct sxe_map_reader reader;
+    int status;
+
+    (void)state;
+    options.flags |= SXE_MAP_SHARED;
+    sxe_map_t *map = map_with(options, 8);
+    read_begin(map, &reader);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_FATAL);
+        if (sxe_map_write_begin(map) == 0) {
+            for (uint64_t key = 1; key <= 4; key++) {
+                struct value value = value_of(500 + key);
+                (void)!sxe_map_put(map, &key, sizeof(key), &value, sizeof(value));
+            }
+            (void)!sxe_map_put(map, &(uint64_t){20}, 8, &(struct value){0}, sizeof(struct value));
+        }
+        raise(SIGKILL);
+    }
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(read_number(&reader, 2), 20); /* before the rollback: from the log */
+    assert_int_equal(read_now(map, 3), 30);
+
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_FATAL);
+    begin(map);
+    assert_int_equal(stats_of(map).recoveries, 1);
+    for (uint64_t key = 1; key <= 8; key++) {
+        assert_int_equal(read_now(map, key), 10 * key);
+    }
+    assert_int_equal(read_now(map, 20), -1);
+    assert_int_equal(undo_of(map, 4) & SXE__MAP_UNDONE, SXE__MAP_UNDONE);
+    assert_int_equal(put(map, 4, 44), 1);
+    commit(map);
+    assert_int_equal(read_number(&reader, 4), 40);
+    assert_int_equal(read_now(map, 4), 44);
+    sxe_map_read_end(&reader);
+    sxe_map_destroy(map);
+}
+
+/* An abort whose journal overflowed rolls back by a scan, and puts values back from the log. */
+static void test_a_scanning_abort(void **state)
+{
+    struct sxe_map_options options = in_place_options(16);
+    sxe_map_t *map;
+
+    (void)state;
+    options.old_versions = 2;
+    map = map_with(options, 4);
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    assert_int_equal(put(map, 2, 21), 1);
+    for (uint64_t key = 5; key <= 8; key++) {
+        assert_int_equal(put(map, key, 10 * key), 0);
+    }
+    assert_true(map->header->journal_count > map->old_versions);
+    sxe_map_abort(map);
+    assert_int_equal(sxe__map_validate(map), 0);
+    assert_int_equal(read_now(map, 1), 10);
+    assert_int_equal(read_now(map, 2), 20);
+    assert_int_equal(read_now(map, 5), -1);
+    assert_int_equal(stats_of(map).count, 4);
+    sxe_map_destroy(map);
+}
+
+/* Big values, so a copy takes more than one load and store: a put can tear it. */
+#define BIG_VALUE 2000
+
+static sxe_map_t *trapped_map;
+
+static void trapped_put(void)
+{
+    static unsigned char value[BIG_VALUE];
+    uint64_t key = 1;
+
+    memset(value, 2, sizeof(value));
+    assert_int_equal(sxe_map_write_begin(trapped_map), 0);
+    assert_int_equal(sxe_map_put(trapped_map, &key, sizeof(key), value, sizeof(value)), 1);
+    assert_int_equal(sxe_map_commit(trapped_map), 0);
+}
+
+/*
+ * A put lands while a reader copies the value out: the copy's first part is on one page, the rest
+ * on a trapped one, so the put runs between the two. The copy is torn (old, then new bytes), and
+ * the reader's sequence check takes it again, from the log: the snapshot's value, whole.
+ */
+static void test_a_torn_copy_is_taken_again(void **state)
+{
+    struct sxe_map_options options = {.name = "big",
+                                      .capacity = 4,
+                                      .key_size = 8,
+                                      .value_size = BIG_VALUE,
+                                      .flags = SXE_MAP_IN_PLACE};
+    static unsigned char value[BIG_VALUE];
+    struct sxe_map_reader reader;
+    uint64_t key = 1;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    (void)state;
+    trapped_map = make_map(options);
+    memset(value, 1, sizeof(value));
+    begin(trapped_map);
+    assert_int_equal(sxe_map_put(trapped_map, &key, sizeof(key), value, sizeof(value)), 0);
+    commit(trapped_map);
+    unsigned char *pages =
+        mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(pages != MAP_FAILED);
+    unsigned char *out = pages + page - BIG_VALUE / 2;
+
+    read_begin(trapped_map, &reader);
+    const void *steps[] = {pages + page};
+    trap_arm(steps, 1, trapped_put);
+    assert_int_equal(sxe_map_get(&reader, &key, sizeof(key), out, BIG_VALUE), BIG_VALUE);
+    assert_int_equal(trap_disarm(), 1);
+    assert_memory_equal(out, value, BIG_VALUE);
+    assert_int_equal(sxe__map_slot(trapped_map, slot_of(trapped_map, 1))->created, 2);
+    sxe_map_read_end(&reader);
+    munmap(pages, 2 * page);
+    sxe_map_destroy(trapped_map);
+}
+
+/* A reader that follows a record that is not its slot's, or was reused, takes nothing from it. */
+static void test_a_foreign_record_is_refused(void **state)
+{
+    sxe_map_t *map = map_with(in_place_options(8), 2);
+    struct value out;
+
+    (void)state;
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    commit(map);
+    uint64_t index = slot_of(map, 1), position = undo_of(map, 1);
+    assert_true(sxe__map_log_follow(map, index, position, 1, &out, sizeof(out)));
+    assert_int_equal(out.a, 10);
+    assert_false(sxe__map_log_follow(map, index, position, 0, &out, sizeof(out))); /* too old */
+    assert_false(sxe__map_log_follow(map, slot_of(map, 2), position, 1, &out, sizeof(out)));
+    sxe__map_record(map, position)->position = position + map->old_versions; /* reused */
+    assert_false(sxe__map_log_follow(map, index, position, 1, &out, sizeof(out)));
+    assert_false(sxe__map_log_follow(map, index, SXE__MAP_NO_RECORD, 1, &out, sizeof(out)));
+    sxe__map_record(map, position)->position = position;
+    sxe_map_destroy(map);
+}
+
+static void find_in_place(void *arg)
+{
+    struct sxe_map_reader *reader = arg;
+
+    (void)!sxe_map_find(reader, &(uint64_t){1}, 8, NULL);
+}
+
+/* Invalid use: pointers into an in-place map, and options it cannot have. */
+static void test_invalid_use_in_place(void **state)
+{
+    struct sxe_map_options options = in_place_options(4);
+    sxe_map_t *map = map_with(options, 1), *other = NULL;
+    struct sxe_map_reader reader;
+    char *path = temp_path("in-place");
+
+    (void)state;
+    read_begin(map, &reader);
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"assertion failed:", "hands_out_pointers(reader)", NULL};
+    sxe_test_expect_abort(find_in_place, &reader, expected);
+#else
+    const void *key = &(uint64_t){1}, *value;
+    const void *found[1];
+    uint64_t cursor = 0;
+    size_t size;
+    (void)find_in_place;
+    assert_null(sxe_map_find(&reader, key, 8, NULL));
+    assert_int_equal(sxe_map_find_many(&reader, 1, &key, NULL, found, NULL), 0);
+    assert_int_equal(sxe_map_next(&reader, &cursor, &key, &size, &value, NULL), 0);
+    assert_int_equal(sxe_map_get_many(NULL, 1, &key, NULL, found, 8, NULL), 0);
+    options.key_size = SXE_MAP_VARIABLE;
+    options.arena_bytes = 1024;
+    assert_int_equal(sxe_map_create(&other, &options), -EINVAL);
+    options = in_place_options(4);
+    options.flags |= SXE_MAP_DURABLE;
+    assert_int_equal(sxe_map_create(&other, &options), -EINVAL);
+#endif
+    sxe_map_read_end(&reader);
+
+    /* A file made in place opens in place, by its own shape, and not with other options. */
+    options = in_place_options(4);
+    assert_int_equal(sxe_map_attach(&other, path, &options, SXE_MAP_CREATE), 0);
+    sxe_map_detach(other);
+    options.flags = 0;
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_FATAL);
+    assert_int_equal(sxe_map_attach(&other, path, &options, 0), -EMSGSIZE);
+    assert_int_equal(sxe_map_attach(&other, path, NULL, 0), 0);
+    assert_true(other->in_place);
+    sxe_map_detach(other);
+    unlink(path);
+    sxe_map_destroy(map);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_a_put_replaces_in_its_slot, reset),
+        cmocka_unit_test_teardown(test_get_many, reset),
+        cmocka_unit_test_teardown(test_abort_puts_values_back, reset),
+        cmocka_unit_test_teardown(test_a_full_log, reset),
+        cmocka_unit_test_teardown(test_deletes_and_puts_again, reset),
+        cmocka_unit_test_teardown(test_a_reused_slot_has_no_history, reset),
+        cmocka_unit_test_teardown(test_a_dead_writer_is_rolled_back, reset),
+        cmocka_unit_test_teardown(test_a_scanning_abort, reset),
+        cmocka_unit_test_teardown(test_a_torn_copy_is_taken_again, reset),
+        cmocka_unit_test_teardown(test_a_foreign_record_is_refused, reset),
+        cmocka_unit_test_teardown(test_invalid_use_in_place, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
