@@ -44,8 +44,10 @@ void sxe__map_log_undo(sxe_map_t *map, uint64_t version)
 
     for (uint64_t position = header->log_tail; position-- > header->txn_log_tail;) {
         struct sxe__map_record *record = sxe__map_record(map, position);
-        if (SXE_NEVER(record->position != position || record->version != version ||
-                      record->slot >= map->slot_count)) {
+        if (record->version != version) {
+            continue; /* a writer that died before noting where it began leaves older ones here */
+        }
+        if (SXE_NEVER(record->position != position || record->slot >= map->slot_count)) {
             continue;
         }
         struct sxe__map_slot *slot = sxe__map_slot(map, record->slot);

@@ -432,13 +432,13 @@ int sxe_map_write_begin(sxe_map_t *map)
     if (rc < 0) {
         return rc;
     }
+    header->txn_log_tail = header->log_tail; /* before the marker: recovery undoes from here */
     header->writing = 1;
     header->writer_pid = (uint32_t)sxe__map_process_id();
     map->in_write = true;
     map->txn_version = header->published + 1;
     header->txn_live = header->live;
     header->txn_ring_tail = header->ring_tail;
-    header->txn_log_tail = header->log_tail;
     header->journal_count = 0;
     reclaim(map); /* its moves home are part of the transaction: abort undoes them */
     return 0;

@@ -379,6 +379,29 @@ static void test_a_dead_writer_is_rolled_back(void **state)
     sxe_map_destroy(map);
 }
 
+/*
+ * A writer that dies in sxe_map_write_begin(), its dirty marker set: the log's records from where
+ * the last transaction began are all published, and the rollback leaves their values alone.
+ */
+static void test_the_dirty_marker_after_a_commit(void **state)
+{
+    sxe_map_t *map = map_with(in_place_options(8), 2);
+
+    (void)state;
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    commit(map);
+    assert_true(map->header->txn_log_tail < map->header->log_tail);
+    map->header->writing = 1;
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_FATAL);
+    begin(map);
+    assert_int_equal(stats_of(map).recoveries, 1);
+    assert_int_equal(read_now(map, 1), 11);
+    assert_int_equal(undo_of(map, 1) & SXE__MAP_UNDONE, 0);
+    commit(map);
+    sxe_map_destroy(map);
+}
+
 /* An abort whose journal overflowed rolls back by a scan, and puts values back from the log. */
 static void test_a_scanning_abort(void **state)
 {
@@ -401,6 +424,82 @@ static void test_a_scanning_abort(void **state)
     assert_int_equal(read_now(map, 2), 20);
     assert_int_equal(read_now(map, 5), -1);
     assert_int_equal(stats_of(map).count, 4);
+    sxe_map_destroy(map);
+}
+
+/* Puts keys[i] -> value_of(numbers[i]) with one sxe_map_put_many(). @return its result. */
+static int put_many(sxe_map_t *map, size_t count, const uint64_t *keys, const uint64_t *numbers,
+                    size_t *done)
+{
+    const void *key_pointers[64], *value_pointers[64];
+    struct value values[64];
+
+    assert_true(count <= 64);
+    for (size_t i = 0; i < count; i++) {
+        values[i] = value_of(numbers[i]);
+        key_pointers[i] = &keys[i];
+        value_pointers[i] = &values[i];
+    }
+    int rc = sxe_map_put_many(map, count, key_pointers, NULL, value_pointers, NULL, done);
+    assert_int_equal(sxe__map_validate(map), 0);
+    return rc;
+}
+
+/*
+ * A batch in place: replaces (one key three times, passes apart, and one twice in a row) and
+ * inserts, in order; an old snapshot keeps its values. A batch that fills the log stops at the put
+ * that found it full: those before it are in, those after it are not.
+ */
+static void test_put_many_in_place(void **state)
+{
+    struct sxe_map_options options = in_place_options(128);
+    struct sxe_map_reader reader;
+    uint64_t keys[60], numbers[60];
+    size_t done;
+
+    (void)state;
+    options.old_versions = 64;
+    sxe_map_t *map = map_with(options, 100);
+    read_begin(map, &reader);
+    for (uint64_t i = 0; i < 60; i++) {
+        keys[i] = i % 3 == 2 ? 200 + i : 1 + i; /* every third put inserts */
+        numbers[i] = 5000 + i;
+    }
+    keys[20] = keys[40] = keys[0];
+    keys[6] = keys[4];
+    begin(map);
+    assert_int_equal(put_many(map, 60, keys, numbers, &done), 0);
+    assert_int_equal(done, 60);
+    commit(map);
+    assert_int_equal(read_now(map, 1), 5040); /* keys[0], keys[20], keys[40]: the last */
+    assert_int_equal(read_now(map, 5), 5006); /* keys[4], then keys[6] */
+    assert_int_equal(read_now(map, 4), 5003);
+    assert_int_equal(read_now(map, 202), 5002);
+    assert_int_equal(read_number(&reader, 1), 10);
+    assert_int_equal(read_number(&reader, 202), -1);
+    assert_int_equal(stats_of(map).count, 100 + 19); /* keys[20] was an insert */
+    sxe_map_read_end(&reader);
+
+    /* 64 records of room, a reader holding them: the batch stops at the 65th replace. */
+    read_begin(map, &reader);
+    begin(map);
+    for (uint64_t i = 0; i < 40; i++) {
+        keys[i] = 1 + i;
+        numbers[i] = 7000 + i;
+    }
+    assert_int_equal(put_many(map, 30, keys, numbers, &done), 0);
+    for (uint64_t i = 0; i < 40; i++) {
+        keys[i] = 31 + i;
+        numbers[i] = 7030 + i;
+    }
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_FATAL);
+    assert_int_equal(put_many(map, 40, keys, numbers, &done), -ENOBUFS);
+    assert_int_equal(done, 34);
+    commit(map);
+    assert_int_equal(read_now(map, 64), 7063);
+    assert_int_equal(read_now(map, 65), 650);
+    assert_int_equal(read_number(&reader, 64), 640);
+    sxe_map_read_end(&reader);
     sxe_map_destroy(map);
 }
 
@@ -545,7 +644,9 @@ int main(void)
         cmocka_unit_test_teardown(test_deletes_and_puts_again, reset),
         cmocka_unit_test_teardown(test_a_reused_slot_has_no_history, reset),
         cmocka_unit_test_teardown(test_a_dead_writer_is_rolled_back, reset),
+        cmocka_unit_test_teardown(test_the_dirty_marker_after_a_commit, reset),
         cmocka_unit_test_teardown(test_a_scanning_abort, reset),
+        cmocka_unit_test_teardown(test_put_many_in_place, reset),
         cmocka_unit_test_teardown(test_a_torn_copy_is_taken_again, reset),
         cmocka_unit_test_teardown(test_a_foreign_record_is_refused, reset),
         cmocka_unit_test_teardown(test_invalid_use_in_place, reset),
