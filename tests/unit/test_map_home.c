@@ -29,36 +29,6 @@ static uint64_t distance_from_home(const sxe_map_t *map)
     return sum;
 }
 
-/* The slot of key's current version. */
-static uint64_t slot_of(sxe_map_t *map, uint64_t key)
-{
-    uint64_t tag = sxe__map_hash(map, &key, sizeof(key)) | 1;
-
-    for (uint64_t index = 0; index < map->slot_count; index++) {
-        struct sxe__map_slot *slot = sxe__map_slot(map, index);
-        if (slot->tag == tag && slot->deleted == 0 &&
-            memcmp(sxe__map_slot_key(map, slot), &key, sizeof(key)) == 0) {
-            return index;
-        }
-    }
-    fail_msg("no current version of key %llu", (unsigned long long)key);
-    return 0;
-}
-
-static struct sxe_map_stats stats_of(sxe_map_t *map)
-{
-    struct sxe_map_stats stats;
-
-    sxe_map_stats(map, &stats);
-    return stats;
-}
-
-static void begin(sxe_map_t *map)
-{
-    assert_int_equal(sxe_map_write_begin(map), 0);
-    assert_int_equal(sxe__map_validate(map), 0);
-}
-
 /*
  * 2,000 keys at the default load, then 60 transactions each replacing a random 5% of them: the
  * entries' distance from home stays near the fresh table's, and every key keeps its last value.
