@@ -36,6 +36,11 @@
  * Keys and values have a fixed size given in the options, kept in the slots, or SXE_MAP_VARIABLE:
  * then each entry's key and value are kept together in an arena of arena_bytes beside the slots.
  *
+ * Two modes. By default a put writes the new version beside the old one, so sxe_map_find() can hand
+ * out pointers that stay valid for the whole snapshot. With SXE_MAP_IN_PLACE a put writes over the
+ * old value after keeping it in a log, which makes large batches several times cheaper; readers
+ * then copy values out with sxe_map_get() or sxe_map_get_many().
+ *
  * Invalid API use (a key of the wrong size, a put without a transaction) asserts in debug builds
  * and returns -EINVAL (or NULL) in release builds.
  */

@@ -27,24 +27,28 @@ def test_bench_map_reports_every_step(build_dir):
     assert re.search(r"^floor, random 64-byte reads.*shared \d+ reads/s.*private with huge pages "
                      r"\d+ reads/s", done.stdout, re.M)
 
-    # Two shared maps (anonymous, then the file), each read in five phases, in this order.
+    assert re.search(r"^sxe_map anonymous shared memory, in place \(forked readers\): \d+ "
+                     r"lookups/s, \d+\.\dx lmdb \(sxe_map_get_many", done.stdout, re.M)
+
+    # Three shared maps (anonymous, anonymous in place, then the file), each read in five phases,
+    # in this order.
     phases = [LATENCY.match(line) for line in lines if line.startswith("latency ")]
     assert [match.group(1) if match else None for match in phases] == \
-        PHASES * 2
+        PHASES * 3
     assert all(int(match.group(5)) > 0 for match in phases)
 
     writers = [line for line in lines if line.startswith("writer: ")]
-    assert len(writers) == 2
+    assert len(writers) == 3
     for line in writers:
         commits = int(re.match(r"writer: (\d+) commits of 200 puts", line).group(1))
         assert commits > 0
     plain = [line for line in lines if line.startswith("plain writer (the floor): ")]
-    assert len(plain) == 4
-    assert sum("back to back" in line for line in plain) == 2
-    assert sum("the map writer's pace" in line for line in plain) == 2
+    assert len(plain) == 6
+    assert sum("back to back" in line for line in plain) == 3
+    assert sum("the map writer's pace" in line for line in plain) == 3
     for line in plain:
         updates = int(re.match(r"plain writer \(the floor\): (\d+) updates of 200 random lines",
                                line).group(1))
         assert updates > 0
-    assert len([line for line in lines if line.startswith("update applied and published")]) == 2
+    assert len([line for line in lines if line.startswith("update applied and published")]) == 3
     assert re.search(r"^peak RSS: \d+ MB", done.stdout, re.M)
