@@ -261,8 +261,10 @@ examine_copy(const sxe_map_t *map, uint64_t index, uint64_t tag, const void *key
 }
 
 /*
- * Examines the slot at index for key, and copies its value to out when copy is set: under the
- * sequence check in an SXE_MAP_IN_PLACE map, else from where it stays for the snapshot.
+ * Examines the slot at index for key: in place (value and size set), or, with copy, copying the
+ * value to out: under the sequence check in an SXE_MAP_IN_PLACE map, else from where it stays for
+ * the snapshot. copy is a parameter, not a constant: this is compiled once into probe() and once
+ * into look_up_many(), each shared by the finding and the copying calls.
  */
 static inline __attribute__((always_inline)) enum examined
 examine_at(const sxe_map_t *map, uint64_t index, uint64_t tag, const void *key, size_t key_size,
@@ -282,7 +284,7 @@ examine_at(const sxe_map_t *map, uint64_t index, uint64_t tag, const void *key, 
 }
 
 /* Probes for key from its home. @return FOUND (value and size set, or copied) or NOT_HERE. */
-static inline __attribute__((always_inline)) enum examined
+static __attribute__((noinline)) enum examined
 probe(const sxe_map_t *map, uint64_t hash, const void *key, size_t key_size, uint64_t snapshot,
       bool copy, const void **value, size_t *value_size, void *out, size_t capacity)
 {
@@ -318,13 +320,14 @@ static inline bool hands_out_pointers(const struct sxe_map_reader *reader)
 const void *sxe_map_find(const struct sxe_map_reader *reader, const void *key, size_t key_size,
                          size_t *value_size)
 {
+    size_t size = 0;
+
     if (!SXE_CHECK(reader != NULL && hands_out_pointers(reader) && key != NULL &&
                    key_size_is_valid(reader->map, key_size))) {
         return NULL;
     }
     const sxe_map_t *map = reader->map;
     const void *value = NULL;
-    size_t size = 0;
     if (probe(map, sxe__map_hash(map, key, key_size), key, key_size, reader->version, false, &value,
               &size, NULL, 0) != FOUND) {
         return NULL;
@@ -488,12 +491,13 @@ pass(const struct sxe_map_reader *reader, struct lookup *now, size_t count, stru
  * Pipelined: each pass starts up to FIND_GROUP new lookups, then examines those started in the
  * pass before, whose slots have had the new lookups' time to arrive. A lookup whose probe runs
  * past its first slots (about one in six at the default load) waits for the next pass for each
- * further line rather than stalling, so a long probe costs its own misses, not everyone's. Inlined
- * into sxe_map_find_many() and sxe_map_get_many(), each with its own copy, a constant.
+ * further line rather than stalling, so a long probe costs its own misses, not everyone's. One
+ * function for sxe_map_find_many() and sxe_map_get_many(): copy is a parameter.
  */
-static inline __attribute__((always_inline)) size_t
-look_up_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
-             const size_t *key_sizes, struct answers *answers, bool copy)
+static __attribute__((noinline)) size_t look_up_many(const struct sxe_map_reader *reader,
+                                                     size_t count, const void *const *keys,
+                                                     const size_t *key_sizes,
+                                                     struct answers *answers, bool copy)
 {
     const sxe_map_t *map = reader->map;
     struct lookup lists[2][2 * FIND_GROUP];

@@ -551,6 +551,99 @@ static void test_a_foreign_record_is_refused(void **state)
     sxe_map_destroy(map);
 }
 
+/* Each corruption of the log, and the validator's report of it. */
+static void corrupt_the_tail(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    (void)slot;
+    map->header->log_tail = map->header->log_head + map->old_versions + 1;
+}
+
+static void corrupt_a_position(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    (void)slot;
+    sxe__map_record(map, 1)->position = 99;
+}
+
+static void corrupt_the_order(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    (void)slot;
+    sxe__map_record(map, 1)->version = 1;
+}
+
+static void corrupt_a_record_slot(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    (void)slot;
+    sxe__map_record(map, 1)->slot = map->slot_count;
+}
+
+static void corrupt_the_undo_field(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    *sxe__map_slot_undo(slot) = map->header->log_tail + 5;
+}
+
+static void corrupt_a_link(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    (void)slot;
+    sxe__map_record(map, 1)->prev = 1;
+}
+
+static void corrupt_old_created(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    (void)slot;
+    sxe__map_record(map, 0)->old_created = 5;
+}
+
+static void corrupt_the_undone_mark(sxe_map_t *map, struct sxe__map_slot *slot)
+{
+    (void)map;
+    *sxe__map_slot_undo(slot) |= SXE__MAP_UNDONE;
+}
+
+/*
+ * The validator checks the log: its positions, each record's place, and each entry's chain of
+ * records. The map: key 1 replaced twice while a reader holds version 1, so the log holds its
+ * records 0 (version 2, keeping version 1's value) and 1 (version 3, keeping version 2's, prev 0).
+ */
+static void test_the_validator_checks_the_log(void **state)
+{
+    static const struct {
+        void (*corrupt)(sxe_map_t *map, struct sxe__map_slot *slot);
+        const char *reason;
+    } cases[] = {
+        {corrupt_the_tail, "log positions out of order"},
+        {corrupt_a_position, "log record 1 (position 99, version 3"},
+        {corrupt_the_order, "log record 1 (position 1, version 1"},
+        {corrupt_a_record_slot, "is out of place"},
+        {corrupt_the_undo_field, "does not follow version 3"},
+        {corrupt_a_link, "does not follow version 2"},
+        {corrupt_old_created, "versions 5 -> 2) does not follow version 2"},
+        {corrupt_the_undone_mark, "versions 2 -> 3, undone) does not follow version 3"},
+    };
+    struct sxe_test_capture capture;
+    struct sxe_map_reader reader;
+
+    (void)state;
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_ERROR); /* earlier tests quieten it */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sxe_map_t *map = map_with(in_place_options(8), 2);
+        read_begin(map, &reader);
+        for (uint64_t number = 11; number <= 12; number++) {
+            begin(map);
+            assert_int_equal(put(map, 1, number), 1);
+            commit(map);
+        }
+        cases[i].corrupt(map, sxe__map_slot(map, slot_of(map, 1)));
+        sxe_test_capture_start(&capture);
+        assert_int_equal(sxe__map_validate(map), -EUCLEAN);
+        sxe_test_capture_stop();
+        if (strstr(capture.text, cases[i].reason) == NULL) {
+            fail_msg("case %zu: expected \"%s\" in: %s", i, cases[i].reason, capture.text);
+        }
+        sxe_map_read_end(&reader);
+        sxe_map_destroy(map);
+    }
+}
+
 static void find_in_place(void *arg)
 {
     struct sxe_map_reader *reader = arg;
@@ -619,6 +712,7 @@ int main(void)
         cmocka_unit_test_teardown(test_put_many_in_place, reset),
         cmocka_unit_test_teardown(test_a_torn_copy_is_taken_again, reset),
         cmocka_unit_test_teardown(test_a_foreign_record_is_refused, reset),
+        cmocka_unit_test_teardown(test_the_validator_checks_the_log, reset),
         cmocka_unit_test_teardown(test_invalid_use_in_place, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
