@@ -395,7 +395,10 @@ static void invalid(sxe_http_t *http, void *arg)
     assert_null(sxe_http_defer(http, NULL, NULL));
     assert_int_equal(errno, EINVAL);
     assert_null(sxe_http_defer(twice_first, NULL, NULL)); /* a handle is not a handler's */
+    assert_int_equal(sxe_http_set_drained(NULL, NULL, NULL), -EINVAL);
+    assert_int_equal(sxe_http_set_drained(http, NULL, NULL), -EINVAL); /* not a held handle */
 #endif
+    assert_int_equal(sxe_http_set_drained(twice_first, NULL, NULL), 0);
     assert_int_equal(sxe_http_respond(twice_first, 204, NULL, NULL, 0), 0);
 }
 
