@@ -383,6 +383,12 @@ static void defer_twice(void *arg)
     (void)sxe_http_defer(http, NULL, NULL);
 }
 
+static void set_drained_of_nothing(void *arg)
+{
+    (void)arg;
+    (void)sxe_http_set_drained(NULL, NULL, NULL);
+}
+
 static void invalid(sxe_http_t *http, void *arg)
 {
     (void)arg;
@@ -390,8 +396,11 @@ static void invalid(sxe_http_t *http, void *arg)
 #ifdef SXE_DEBUG
     const char *const expected[] = {"http->held == NULL", NULL};
     sxe_test_expect_abort(defer_twice, http, expected);
+    const char *const no_handle[] = {"assertion failed: held != NULL", NULL};
+    sxe_test_expect_abort(set_drained_of_nothing, NULL, no_handle);
 #else
     (void)defer_twice;
+    (void)set_drained_of_nothing;
     assert_null(sxe_http_defer(http, NULL, NULL));
     assert_int_equal(errno, EINVAL);
     assert_null(sxe_http_defer(twice_first, NULL, NULL)); /* a handle is not a handler's */
