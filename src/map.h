@@ -173,9 +173,9 @@ struct sxe_map {
     uint32_t readers_max;
     uint32_t record_size;
     uint32_t entry_offset;
-    uint64_t txn_version; /* the open transaction's version: published + 1 */
-    uint64_t log_cursor;  /* a log position this handle wrote at, and its record's index: spares */
-    uint64_t log_cursor_index; /* the writer a division per put in place */
+    uint64_t txn_version;      /* the open transaction's version: published + 1 */
+    uint64_t log_cursor;       /* the next log position this handle would write at, */
+    uint64_t log_cursor_index; /* and its record's index: no division per put in place */
     bool variable;             /* entries live in the arena */
     bool in_place;             /* SXE_MAP_IN_PLACE: puts replace values in place, readers copy */
     bool in_write;             /* this handle holds the writer lock */
@@ -337,9 +337,8 @@ int sxe__map_put_at(sxe_map_t *map, struct sxe__map_place place, uint64_t hash, 
 int sxe__map_full(sxe_map_t *map, const char *what);
 
 /*
- * The in-place log (map_in_place.c), for SXE_MAP_IN_PLACE maps.
- * put_in_place: keeps the current value of the entry at index in a record and writes value over
- *     it, as a version of the open transaction. @return 1, or -ENOBUFS when the log is full.
+ * The in-place log (map_in_place.c), for SXE_MAP_IN_PLACE maps; the put itself is inline, in
+ * map_log.h.
  * log_undo: puts back every value that records of version, from txn_log_tail to log_tail, kept,
  *     newest first: for abort, and for rollback after a writer died.
  * log_reclaim: drops the records no snapshot at or after oldest needs, oldest first.
@@ -347,7 +346,6 @@ int sxe__map_full(sxe_map_t *map, const char *what);
  *     version that snapshot sees, from the records from position back. @return true if found.
  * log_validate: checks the log and every slot's undo field.
  */
-int sxe__map_put_in_place(sxe_map_t *map, uint64_t index, const void *value);
 void sxe__map_log_undo(sxe_map_t *map, uint64_t version);
 void sxe__map_log_reclaim(sxe_map_t *map, uint64_t oldest);
 bool sxe__map_log_follow(const sxe_map_t *map, uint64_t index, uint64_t position, uint64_t snapshot,

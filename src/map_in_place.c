@@ -28,11 +28,6 @@
 #include "map.h"
 #include "map_log.h"
 
-int sxe__map_put_in_place(sxe_map_t *map, uint64_t index, const void *value)
-{
-    return sxe__map_log_put(map, index, value);
-}
-
 /*
  * Newest first, so a slot put in place twice (in transactions that aborted) ends with its oldest
  * value. The undo field keeps naming the record until created is back, and is then marked UNDONE

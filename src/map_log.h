@@ -58,9 +58,10 @@ static inline uint64_t sxe__map_log_keep(sxe_map_t *map, uint64_t index, struct 
 }
 
 /*
- * sxe__map_put_in_place(). The undo field names the new record before created marks the slot as
- * being written, so a reader that sees the mark (or the new version) finds the record; the value
- * changes only after the mark.
+ * Keeps the current value of the entry at index in a record and writes value over it, as a version
+ * of the open transaction. @return 1, or -ENOBUFS when the log is full. The undo field names the
+ * new record before created marks the slot as being written, so a reader that sees the mark (or the
+ * new version) finds the record; the value changes only after the mark.
  */
 static inline int sxe__map_log_put(sxe_map_t *map, uint64_t index, const void *value)
 {

@@ -6,7 +6,7 @@
  * that waited for its own line would cost a whole memory latency.
  *
  * In an SXE_MAP_IN_PLACE map a put that replaces stops at its key, mostly within the home slot's
- * first lines, and goes straight to the inline put in place (map_log.h): no call, no division.
+ * first lines, and sxe__map_put_at() writes over it with the inline put in place (map_log.h).
  *
  * Puts that wait for their lines while later ones go first were tried (a pipeline like
  * sxe_map_find_many()'s): about 10% faster at 30 million keys, but a put that waited could then
@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "map.h"
-#include "map_log.h"
 
 /* Puts a pass, and the bytes of slots prefetched from each one's home: in place, a put that
  * replaces stops at its key, which is within the first four slots' lines but for a few percent;
@@ -83,10 +82,6 @@ static int apply(sxe_map_t *map, const struct batch *batch, size_t put, uint64_t
     size_t key_size = key_size_of(map, batch, put);
     struct sxe__map_place place = sxe__map_find_for_write(map, hash, key, key_size);
 
-    if (map->in_place && place.current != UINT64_MAX &&
-        sxe__map_slot(map, place.current)->created != map->txn_version) {
-        return sxe__map_log_put(map, place.current, batch->values[put]);
-    }
     return sxe__map_put_at(map, place, hash, key, key_size, batch->values[put],
                            value_size_of(map, batch, put));
 }

@@ -238,12 +238,8 @@ examine_copy(const sxe_map_t *map, uint64_t index, uint64_t tag, const void *key
         bool matches = sxe__map_key_equal(slot_key, key, map->key_size);
         uint64_t deleted = __atomic_load_n(&slot->deleted, __ATOMIC_RELAXED);
         uint64_t undo = __atomic_load_n(undo_field, __ATOMIC_RELAXED);
-        if (matches && created <= snapshot) {
-            if (size == map->value_size) {
-                sxe__map_copy(out, slot_key + map->key_size, size);
-            } else if (size > 0) {
-                memcpy(out, slot_key + map->key_size, size);
-            }
+        if (matches && created <= snapshot && size > 0) {
+            sxe__map_copy(out, slot_key + map->key_size, size);
         }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&slot->created, __ATOMIC_RELAXED) != created ||

@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 
 #include "map.h"
+#include "map_log.h"
 #include "sys.h"
 
 #define NONE UINT64_MAX
@@ -453,7 +454,7 @@ int sxe__map_put_at(sxe_map_t *map, struct sxe__map_place place, uint64_t hash, 
         return replace_own(map, place.current, key, key_size, value, value_size);
     }
     if (place.current != NONE && map->in_place) {
-        return sxe__map_put_in_place(map, place.current, value);
+        return sxe__map_log_put(map, place.current, value);
     }
     if (place.current == NONE ? header->live >= header->capacity : ring_is_full(map)) {
         return sxe__map_full(map, place.current == NONE ? "capacity is" : "old_versions are");
