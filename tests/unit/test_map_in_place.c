@@ -473,6 +473,81 @@ static void test_put_many_in_place(void **state)
     sxe_map_destroy(map);
 }
 
+/* Where key's probe starts. */
+static uint64_t home_of(sxe_map_t *map, uint64_t key)
+{
+    return sxe__map_home(map, sxe__map_hash(map, &key, sizeof(key)) | 1);
+}
+
+/* Replaces key's value with one sxe_map_put_many() in a transaction of its own. */
+static void put_one_of_many(sxe_map_t *map, uint64_t key, uint64_t number)
+{
+    size_t done;
+
+    begin(map);
+    assert_int_equal(put_many(map, 1, &key, &number, &done), 0);
+    commit(map);
+    assert_int_equal(read_now(map, key), (int64_t)number);
+}
+
+/*
+ * Puts in place that the batch's shortcut (the first entry of the key's tag within the prefetched
+ * window) must leave to the whole probe: a key past its window, in a nearly full table; a key whose
+ * deleted version, which a reader still sees, comes before its current one; keys whose window would
+ * wrap around the table's end. Each lands on the key's current entry.
+ */
+static void test_put_many_in_place_probes(void **state)
+{
+    struct sxe_map_options options = in_place_options(64);
+    struct sxe_map_reader reader;
+    uint64_t far = 0;
+
+    (void)state;
+    options.old_versions = 4;
+    options.load_percent = 95;
+    sxe_map_t *map = map_with(options, 60);
+    for (uint64_t key = 1; key <= 60 && far == 0; key++) {
+        uint64_t distance =
+            (slot_of(map, key) + map->slot_count - home_of(map, key)) % map->slot_count;
+        far = distance >= 4 ? key : 0;
+    }
+    assert_int_not_equal(far, 0);
+    put_one_of_many(map, far, 77);
+
+    /* Key 5's deleted version stays while the reader sees it; its new one goes further on. */
+    uint64_t deleted_at = slot_of(map, 5);
+    read_begin(map, &reader);
+    begin(map);
+    assert_int_equal(delete (map, 5), 0);
+    commit(map);
+    begin(map);
+    assert_int_equal(put(map, 5, 51), 0);
+    commit(map);
+    uint64_t home = home_of(map, 5);
+    assert_true((deleted_at + map->slot_count - home) % map->slot_count <
+                (slot_of(map, 5) + map->slot_count - home) % map->slot_count);
+    put_one_of_many(map, 5, 52);
+    assert_int_equal(read_number(&reader, 5), 50);
+    sxe_map_read_end(&reader);
+    sxe_map_destroy(map);
+
+    /* Keys whose probes start in the table's last three slots. */
+    map = make_map(in_place_options(64));
+    uint64_t ends[3], found = 0;
+    begin(map);
+    for (uint64_t key = 1000; found < 3; key++) {
+        if (home_of(map, key) + 3 >= map->slot_count) {
+            ends[found++] = key;
+            assert_int_equal(put(map, key, key), 0);
+        }
+    }
+    commit(map);
+    for (uint64_t i = 0; i < 3; i++) {
+        put_one_of_many(map, ends[i], 90 + i);
+    }
+    sxe_map_destroy(map);
+}
+
 /* Big values, so a copy takes more than one load and store: a put can tear it. */
 #define BIG_VALUE 2000
 
@@ -710,6 +785,7 @@ int main(void)
         cmocka_unit_test_teardown(test_the_dirty_marker_after_a_commit, reset),
         cmocka_unit_test_teardown(test_a_scanning_abort, reset),
         cmocka_unit_test_teardown(test_put_many_in_place, reset),
+        cmocka_unit_test_teardown(test_put_many_in_place_probes, reset),
         cmocka_unit_test_teardown(test_a_torn_copy_is_taken_again, reset),
         cmocka_unit_test_teardown(test_a_foreign_record_is_refused, reset),
         cmocka_unit_test_teardown(test_the_validator_checks_the_log, reset),
