@@ -15,7 +15,11 @@
  *      idle again (what layout the updates left), and under the plain writer at the map writer's
  *      pace; the writer's time to apply and publish each update (write_begin, sxe_map_put_many()
  *      of 256 keys at a time, commit) and to publish it alone (commit), and the plain writer's;
- *   3. the peak RSS.
+ *      for the two maps in anonymous shared memory, the default and an SXE_MAP_IN_PLACE one;
+ *   3. an SXE_MAP_IN_PLACE map's 1% updates with no reader, interleaved with the floor of an
+ *      update in place (map_floor.h), in anonymous shared memory and in private memory (which
+ *      gets huge pages);
+ *   4. the peak RSS.
  * The reader runs on CPU 0 and the writer on CPU 1.
  *
  * Usage: map [-n keys] [-r reads] [-b reads per snapshot] [-s seconds per latency phase]
@@ -45,6 +49,7 @@
 #define LATENCY_SAMPLES (1u << 22)
 #define WRITER_SAMPLES  4096
 #define PUT_CHUNK       256
+#define ALONE_ROUNDS    15
 
 struct config {
     uint64_t keys;
@@ -360,30 +365,49 @@ static int put_random(sxe_map_t *map, uint64_t keys_in_map, uint64_t *state, uin
     return sxe_map_put_many(map, count, key_pointers, NULL, value_pointers, NULL, &done);
 }
 
+/*
+ * One update of config's percent of the keys: write_begin, sxe_map_put_many() of PUT_CHUNK keys at
+ * a time, commit; *begun and *publish when the puts start and when the commit does. @return 0, or
+ * -ENOBUFS after an abort (old versions wait for a reader).
+ */
+static int update(sxe_map_t *map, const struct config *config, uint64_t *state, uint64_t *begun,
+                  uint64_t *publish)
+{
+    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    int rc = sxe_map_write_begin(map);
+
+    if (rc < 0) {
+        die("sxe_map_write_begin", rc);
+    }
+    *begun = sxe_clock_mono_ns();
+    uint64_t version = sxe_map_version(map) + 1;
+    for (uint64_t i = 0; i < updates && rc >= 0; i += PUT_CHUNK) {
+        rc = put_random(map, config->keys, state, version,
+                        updates - i < PUT_CHUNK ? (size_t)(updates - i) : PUT_CHUNK);
+    }
+    if (rc < 0) {
+        sxe_map_abort(map);
+        return rc;
+    }
+    *publish = sxe_clock_mono_ns();
+    if ((rc = sxe_map_commit(map)) < 0) {
+        die("sxe_map_commit", rc);
+    }
+    return 0;
+}
+
 /* The writer process: 1% updates, back to back, each timed, until told to stop. */
 static void run_writer(sxe_map_t *map, const struct config *config, struct writer_report *report)
 {
-    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
     uint64_t state = 0x2545f4914f6cdd1dULL;
 
     pin_to_cpu(1);
     while (!__atomic_load_n(&report->stop, __ATOMIC_RELAXED)) {
         uint64_t start = sxe_clock_mono_ns();
-        int rc = sxe_map_write_begin(map);
-        uint64_t begun = sxe_clock_mono_ns();
-        uint64_t version = sxe_map_version(map) + 1;
-        for (uint64_t i = 0; i < updates && rc >= 0; i += PUT_CHUNK) {
-            rc = put_random(map, config->keys, &state, version,
-                            updates - i < PUT_CHUNK ? (size_t)(updates - i) : PUT_CHUNK);
-        }
-        if (rc < 0) {
-            sxe_map_abort(map); /* -ENOBUFS: old versions wait for a reader; go again */
-            report->failures++;
+        uint64_t begun, publish;
+        if (update(map, config, &state, &begun, &publish) < 0) {
+            report->failures++; /* go again */
             continue;
-        }
-        uint64_t publish = sxe_clock_mono_ns();
-        if (sxe_map_commit(map) < 0) {
-            _exit(2);
         }
         uint64_t stop = sxe_clock_mono_ns();
         uint64_t at = report->batches % WRITER_SAMPLES;
@@ -393,6 +417,53 @@ static void run_writer(sxe_map_t *map, const struct config *config, struct write
         __atomic_store_n(&report->batches, report->batches + 1, __ATOMIC_RELEASE);
     }
     _exit(0);
+}
+
+/*
+ * An SXE_MAP_IN_PLACE map's 1% updates with no reader, on CPU 1, interleaved round by round with
+ * the floor of an update in place (floor_update_in_place()) in memory of the same kind and size,
+ * after enough updates to go once around the log (its first lap faults its pages in).
+ */
+static void update_alone(sxe_map_t *map, const struct config *config, bool shared,
+                         const char *where)
+{
+    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    uint64_t state = 0x9e3779b97f4a7c15ULL, floor_state = 0x2545f4914f6cdd1dULL;
+    uint64_t map_ns[ALONE_ROUNDS], floor_ns[ALONE_ROUNDS], begun, publish;
+    struct floor_memory memory;
+    struct sxe_map_stats stats;
+
+    sxe_map_stats(map, &stats);
+    uint64_t log_bytes = stats.old_versions * 64;
+    floor_map_anonymous(&memory, stats.slots * 64 + log_bytes, shared);
+    pin_to_cpu(1);
+    for (uint64_t lap = 0; lap <= stats.old_versions / updates; lap++) {
+        if (update(map, config, &state, &begun, &publish) < 0) {
+            die("an update with no reader", -ENOBUFS);
+        }
+        floor_update_in_place(&memory, log_bytes, updates, &floor_state);
+    }
+    for (unsigned round = 0; round < ALONE_ROUNDS; round++) {
+        uint64_t start = sxe_clock_mono_ns();
+        if (update(map, config, &state, &begun, &publish) < 0) {
+            die("an update with no reader", -ENOBUFS);
+        }
+        map_ns[round] = sxe_clock_mono_ns() - start;
+        floor_ns[round] = floor_update_in_place(&memory, log_bytes, updates, &floor_state);
+    }
+    pin_to_cpu(0);
+    floor_unmap(&memory);
+    qsort(map_ns, ALONE_ROUNDS, sizeof(uint64_t), floor_compare_u64);
+    qsort(floor_ns, ALONE_ROUNDS, sizeof(uint64_t), floor_compare_u64);
+    double map_ms = (double)map_ns[ALONE_ROUNDS / 2] / 1e6;
+    double floor_ms = (double)floor_ns[ALONE_ROUNDS / 2] / 1e6;
+    printf("update alone, in place, %s (no reader; writer on CPU 1; %d rounds interleaved with "
+           "the floor): median %.3f ms (min %.3f); floor, an update in place's own memory traffic "
+           "(each put's line read and written back with the 3 after it prefetched, 16 in flight, "
+           "a 64-byte record appended): median %.3f ms (min %.3f); %.2fx the floor\n",
+           where, ALONE_ROUNDS, map_ms, (double)map_ns[0] / 1e6, floor_ms,
+           (double)floor_ns[0] / 1e6, map_ms / floor_ms);
+    fflush(stdout);
 }
 
 /* Prints the writer's figures. @return its median update time in ns. */
@@ -605,6 +676,19 @@ static void read_private_map(const struct config *config, double lmdb_rate)
 }
 
 /*
+ * Updates a private SXE_MAP_IN_PLACE map, whose readers would be threads of one process: it gets
+ * transparent huge pages where the system allows, which shared memory does not here.
+ */
+static void update_private_in_place(const struct config *config)
+{
+    double load;
+    sxe_map_t *map = load_map(config, SXE_MAP_IN_PLACE, NULL, &load);
+
+    update_alone(map, config, false, "private memory, with huge pages where the system gives them");
+    sxe_map_destroy(map);
+}
+
+/*
  * Reads a map in anonymous shared memory, as forked processes share it (SXE_MAP_SHARED), with and
  * without a writer, then frees it: it gets huge pages only where shmem_enabled allows them. With
  * in_place, the map is SXE_MAP_IN_PLACE, and read with sxe_map_get_many().
@@ -633,6 +717,9 @@ static void read_anonymous_shared_map(const struct config *shared_config, double
                    in_place ? "anonymous shared memory, in place" : "anonymous shared memory",
                    &memory);
     floor_unmap(&memory);
+    if (in_place) {
+        update_alone(map, &config, true, "anonymous shared memory");
+    }
     sxe_map_destroy(map);
 }
 
@@ -740,6 +827,7 @@ int main(int argc, char **argv)
     read_private_map(&config, lmdb_rate);
     read_anonymous_shared_map(&config, lmdb_rate, false);
     read_anonymous_shared_map(&config, lmdb_rate, true);
+    update_private_in_place(&config);
 
     char path[sizeof(dir) + 8];
     snprintf(path, sizeof(path), "%s/map", dir);

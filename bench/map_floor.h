@@ -5,6 +5,8 @@
  *   - a plain update: random read-modify-writes of one line each, 32 in flight, once for each put
  *     and once again for the reclaim (no multi-version update whose new version lands in another
  *     line than the old one, which is reclaimed later, can beat it);
+ *   - an update in place: random read-modify-writes of one line each, with the next three lines
+ *     prefetched, 16 in flight, and a record appended to a log for each (SXE_MAP_IN_PLACE's least);
  *   - a plain writer: a process on the other core doing plain updates at the map writer's pace,
  *     for what any writer costs the readers' latency.
  * Plain updates write back the value they read, so they may run over a live map's own file.
@@ -41,6 +43,15 @@ double floor_random_reads(const struct floor_memory *memory, uint64_t reads);
  */
 uint64_t floor_update(const struct floor_memory *memory, uint64_t puts, uint64_t *state,
                       uint64_t *put_ns);
+
+/*
+ * An update in place: puts random lines, each read and written back with the three lines after it
+ * prefetched too, 16 ahead (as sxe_map_put_many() reads a put's probe in place), and a 64-byte
+ * record of what it held appended to a ring in the last log_bytes of memory (the old value a put in
+ * place keeps). No update in place can do less. @return its time in ns.
+ */
+uint64_t floor_update_in_place(const struct floor_memory *memory, uint64_t log_bytes, uint64_t puts,
+                               uint64_t *state);
 
 /* Orders uint64_t samples, for qsort(). */
 int floor_compare_u64(const void *a, const void *b);
