@@ -548,6 +548,65 @@ static void test_put_many_in_place_probes(void **state)
     sxe_map_destroy(map);
 }
 
+/* Whether every page of map's log is in memory. */
+static bool log_is_resident(sxe_map_t *map)
+{
+    uintptr_t page = 4096;
+    uintptr_t from = (uintptr_t)map->log & ~(page - 1);
+    uintptr_t to = (uintptr_t)map->log + map->old_versions * map->record_size;
+    unsigned char pages[64];
+
+    assert_true((to - from + page - 1) / page <= sizeof(pages));
+    assert_int_equal(mincore((void *)from, to - from, pages), 0);
+    for (uintptr_t at = 0; at < (to - from + page - 1) / page; at++) {
+        if ((pages[at] & 1) == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * An in-place map's log is faulted in when the map is made, not record by record while the writer
+ * puts: with MADV_POPULATE_WRITE, or where the kernel lacks it (EINVAL), by touching its pages. A
+ * refusal for want of memory fails sxe_map_create() with -ENOMEM and a clear error. A default map
+ * has no log to fault in.
+ */
+static void test_the_log_is_faulted_in_at_create(void **state)
+{
+    struct sxe_map_options options = in_place_options(256);
+    struct sxe_test_capture capture;
+    sxe_map_t *map = NULL;
+
+    (void)state;
+    options.old_versions = 1000; /* 64,000 bytes of records: 16 pages */
+    sxe__sys_count(SXE_SYS_madvise);
+    map = make_map(options);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_madvise), 1);
+    assert_true(log_is_resident(map));
+    sxe_map_destroy(map);
+
+    sxe__sys_fail(SXE_SYS_madvise, 1, 1, EINVAL);
+    map = make_map(options);
+    assert_true(log_is_resident(map));
+    begin(map);
+    assert_int_equal(put(map, 1, 10), 0);
+    commit(map);
+    assert_int_equal(read_now(map, 1), 10);
+    sxe_map_destroy(map);
+
+    sxe__sys_fail(SXE_SYS_madvise, 1, 1, ENOMEM);
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_ERROR); /* earlier tests quieten it */
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_map_create(&map, &options), -ENOMEM);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "cannot fault in the"));
+
+    sxe__sys_count(SXE_SYS_madvise);
+    sxe_map_destroy(make_map(fixed_options(256)));
+    assert_int_equal(sxe__sys_calls(SXE_SYS_madvise), 0);
+}
+
 /* Big values, so a copy takes more than one load and store: a put can tear it. */
 #define BIG_VALUE 2000
 
@@ -786,6 +845,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_scanning_abort, reset),
         cmocka_unit_test_teardown(test_put_many_in_place, reset),
         cmocka_unit_test_teardown(test_put_many_in_place_probes, reset),
+        cmocka_unit_test_teardown(test_the_log_is_faulted_in_at_create, reset),
         cmocka_unit_test_teardown(test_a_torn_copy_is_taken_again, reset),
         cmocka_unit_test_teardown(test_a_foreign_record_is_refused, reset),
         cmocka_unit_test_teardown(test_the_validator_checks_the_log, reset),
