@@ -43,6 +43,7 @@
 
 #include <sxe/sxe.h>
 
+#include "map_bench.h"
 #include "map_floor.h"
 
 #define LATENCY_BATCH   64
@@ -50,20 +51,6 @@
 #define WRITER_SAMPLES  4096
 #define PUT_CHUNK       256
 #define ALONE_ROUNDS    15
-
-struct config {
-    uint64_t keys;
-    uint64_t reads;
-    uint64_t snapshot_reads;
-    double seconds;
-    double update_percent;
-    unsigned load_percent; /* sxe_map's; 0: its default */
-    bool in_place;         /* the map is SXE_MAP_IN_PLACE: read with sxe_map_get_many() */
-};
-
-struct value {
-    uint64_t number, check, spare;
-};
 
 /* What the writer process reports back, in memory shared with it. */
 struct writer_report {
@@ -75,21 +62,11 @@ struct writer_report {
     uint64_t publish_ns[WRITER_SAMPLES];
 };
 
-static void die(const char *what, int rc)
+/* Ends the program on an sxe error (rc < 0) or an LMDB one. */
+void die(const char *what, int rc)
 {
     fprintf(stderr, "map: %s: %s\n", what, rc < 0 ? sxe_strerror(rc) : mdb_strerror(rc));
     exit(1);
-}
-
-/* Key i: big-endian, so memcmp order (LMDB's) is numeric order. */
-static uint64_t key_of(uint64_t i)
-{
-    return __builtin_bswap64(i);
-}
-
-static struct value value_of(uint64_t i, uint64_t version)
-{
-    return (struct value){i, i ^ 0x5555555555555555ULL, version};
 }
 
 static void pin_to_cpu(int cpu)
@@ -101,11 +78,6 @@ static void pin_to_cpu(int cpu)
     if (sched_setaffinity(0, sizeof(set), &set) < 0) {
         fprintf(stderr, "map: cannot pin to CPU %d: %s (running unpinned)\n", cpu, strerror(errno));
     }
-}
-
-static double seconds_since(uint64_t start_ns)
-{
-    return (double)(sxe_clock_mono_ns() - start_ns) / 1e9;
 }
 
 /* Makes and fills a map: anonymous (flags: SXE_MAP_SHARED or 0), or in the file at path. */
@@ -142,37 +114,6 @@ static sxe_map_t *load_map(const struct config *config, unsigned flags, const ch
     }
     *seconds = seconds_since(start);
     return map;
-}
-
-static MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi,
-                          double *seconds)
-{
-    MDB_env *env;
-    MDB_txn *txn;
-    int rc;
-
-    if ((rc = mdb_env_create(&env)) != 0 ||
-        (rc = mdb_env_set_mapsize(env, config->keys * 128 + (64u << 20))) != 0 ||
-        (rc = mdb_env_open(env, dir, MDB_NOSYNC | MDB_WRITEMAP, 0600)) != 0) {
-        die("mdb_env_open", rc);
-    }
-    uint64_t start = sxe_clock_mono_ns();
-    if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 || (rc = mdb_dbi_open(txn, NULL, 0, dbi))) {
-        die("mdb_txn_begin", rc);
-    }
-    for (uint64_t i = 0; i < config->keys; i++) {
-        uint64_t key = key_of(i);
-        struct value value = value_of(i, 0);
-        MDB_val key_val = {sizeof(key), &key}, data_val = {sizeof(value), &value};
-        if ((rc = mdb_put(txn, *dbi, &key_val, &data_val, MDB_APPEND)) != 0) {
-            die("mdb_put", rc);
-        }
-    }
-    if ((rc = mdb_txn_commit(txn)) != 0) {
-        die("mdb_txn_commit", rc);
-    }
-    *seconds = seconds_since(start);
-    return env;
 }
 
 /* Random reads with sxe_map_find(), one key at a time. @return lookups/s. */
@@ -251,42 +192,6 @@ static double read_map_batched(sxe_map_t *map, const struct config *config)
     double rate = (double)config->reads / seconds_since(start);
     if (found != config->reads) {
         fprintf(stderr, "map: sxe_map_find_many found %llu of %llu\n", (unsigned long long)found,
-                (unsigned long long)config->reads);
-        exit(1);
-    }
-    return rate;
-}
-
-/* Random reads with mdb_get(), one read transaction per snapshot batch. @return lookups/s. */
-static double read_lmdb(MDB_env *env, MDB_dbi dbi, const struct config *config)
-{
-    uint64_t state = 88172645463325252ULL, found = 0, sum = 0;
-    MDB_txn *txn;
-    int rc;
-
-    if ((rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) != 0) {
-        die("mdb_txn_begin", rc);
-    }
-    mdb_txn_reset(txn);
-    uint64_t start = sxe_clock_mono_ns();
-    for (uint64_t done = 0; done < config->reads;) {
-        if ((rc = mdb_txn_renew(txn)) != 0) {
-            die("mdb_txn_renew", rc);
-        }
-        for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads; i++, done++) {
-            uint64_t key = key_of(floor_random_next(&state) % config->keys);
-            MDB_val key_val = {sizeof(key), &key}, data_val;
-            if (mdb_get(txn, dbi, &key_val, &data_val) == 0) {
-                found++;
-                sum += ((const struct value *)data_val.mv_data)->number;
-            }
-        }
-        mdb_txn_reset(txn);
-    }
-    double rate = (double)config->reads / seconds_since(start);
-    mdb_txn_abort(txn);
-    if (found != config->reads || sum == 0) {
-        fprintf(stderr, "map: mdb_get found %llu of %llu\n", (unsigned long long)found,
                 (unsigned long long)config->reads);
         exit(1);
     }
@@ -612,18 +517,6 @@ static void parse(int argc, char **argv, struct config *config)
         fprintf(stderr, "map: -n and -b must be positive\n");
         exit(2);
     }
-}
-
-/* Removes LMDB's two files and its directory. */
-static void remove_lmdb(const char *dir)
-{
-    char path[256];
-
-    snprintf(path, sizeof(path), "%s/data.mdb", dir);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/lock.mdb", dir);
-    unlink(path);
-    rmdir(dir);
 }
 
 /* The first line of a sysfs file, or "?". */

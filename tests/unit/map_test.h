@@ -184,4 +184,30 @@ static inline void begin(sxe_map_t *map)
     assert_int_equal(sxe__map_validate(map), 0);
 }
 
+static inline struct sxe_map_options in_place_options(uint64_t capacity)
+{
+    struct sxe_map_options options = fixed_options(capacity);
+
+    options.flags = SXE_MAP_IN_PLACE;
+    return options;
+}
+
+static inline void read_begin(sxe_map_t *map, struct sxe_map_reader *reader)
+{
+    assert_int_equal(sxe_map_read_begin(map, reader), 0);
+}
+
+/* Commits keys 1 to count, key k -> 10 * k, in a map of its own. */
+static inline sxe_map_t *map_with(struct sxe_map_options options, uint64_t count)
+{
+    sxe_map_t *map = make_map(options);
+
+    begin(map);
+    for (uint64_t key = 1; key <= count; key++) {
+        assert_int_equal(put(map, key, 10 * key), 0);
+    }
+    commit(map);
+    return map;
+}
+
 #endif

@@ -1,0 +1,168 @@
+/*
+ * sxe_map_put_many() in an SXE_MAP_IN_PLACE map: a batch in order, its pass's shortcut (the key's
+ * entry among the slots prefetched) and the puts that take the whole probe instead.
+ */
+#include <errno.h>
+#include <stdint.h>
+
+#include "map_test.h"
+
+/* Puts keys[i] -> value_of(numbers[i]) with one sxe_map_put_many(). @return its result. */
+static int put_many(sxe_map_t *map, size_t count, const uint64_t *keys, const uint64_t *numbers,
+                    size_t *done)
+{
+    const void *key_pointers[64], *value_pointers[64];
+    struct value values[64];
+
+    assert_true(count <= 64);
+    for (size_t i = 0; i < count; i++) {
+        values[i] = value_of(numbers[i]);
+        key_pointers[i] = &keys[i];
+        value_pointers[i] = &values[i];
+    }
+    int rc = sxe_map_put_many(map, count, key_pointers, NULL, value_pointers, NULL, done);
+    assert_int_equal(sxe__map_validate(map), 0);
+    return rc;
+}
+
+/*
+ * A batch in place: replaces (one key three times, passes apart, and one twice in a row) and
+ * inserts, in order; an old snapshot keeps its values. A batch that fills the log stops at the put
+ * that found it full: those before it are in, those after it are not.
+ */
+static void test_put_many_in_place(void **state)
+{
+    struct sxe_map_options options = in_place_options(128);
+    struct sxe_map_reader reader;
+    uint64_t keys[60], numbers[60];
+    size_t done;
+
+    (void)state;
+    options.old_versions = 64;
+    sxe_map_t *map = map_with(options, 100);
+    read_begin(map, &reader);
+    for (uint64_t i = 0; i < 60; i++) {
+        keys[i] = i % 3 == 2 ? 200 + i : 1 + i; /* every third put inserts */
+        numbers[i] = 5000 + i;
+    }
+    keys[20] = keys[40] = keys[0];
+    keys[6] = keys[4];
+    begin(map);
+    assert_int_equal(put_many(map, 60, keys, numbers, &done), 0);
+    assert_int_equal(done, 60);
+    commit(map);
+    assert_int_equal(read_now(map, 1), 5040); /* keys[0], keys[20], keys[40]: the last */
+    assert_int_equal(read_now(map, 5), 5006); /* keys[4], then keys[6] */
+    assert_int_equal(read_now(map, 4), 5003);
+    assert_int_equal(read_now(map, 202), 5002);
+    assert_int_equal(read_number(&reader, 1), 10);
+    assert_int_equal(read_number(&reader, 202), -1);
+    assert_int_equal(stats_of(map).count, 100 + 19); /* keys[20] was an insert */
+    sxe_map_read_end(&reader);
+
+    /* 64 records of room, a reader holding them: the batch stops at the 65th replace. */
+    read_begin(map, &reader);
+    begin(map);
+    for (uint64_t i = 0; i < 40; i++) {
+        keys[i] = 1 + i;
+        numbers[i] = 7000 + i;
+    }
+    assert_int_equal(put_many(map, 30, keys, numbers, &done), 0);
+    for (uint64_t i = 0; i < 40; i++) {
+        keys[i] = 31 + i;
+        numbers[i] = 7030 + i;
+    }
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_FATAL);
+    assert_int_equal(put_many(map, 40, keys, numbers, &done), -ENOBUFS);
+    assert_int_equal(done, 34);
+    commit(map);
+    assert_int_equal(read_now(map, 64), 7063);
+    assert_int_equal(read_now(map, 65), 650);
+    assert_int_equal(read_number(&reader, 64), 640);
+    sxe_map_read_end(&reader);
+    sxe_map_destroy(map);
+}
+
+/* Where key's probe starts. */
+static uint64_t home_of(sxe_map_t *map, uint64_t key)
+{
+    return sxe__map_home(map, sxe__map_hash(map, &key, sizeof(key)) | 1);
+}
+
+/* Replaces key's value with one sxe_map_put_many() in a transaction of its own. */
+static void put_one_of_many(sxe_map_t *map, uint64_t key, uint64_t number)
+{
+    size_t done;
+
+    begin(map);
+    assert_int_equal(put_many(map, 1, &key, &number, &done), 0);
+    commit(map);
+    assert_int_equal(read_now(map, key), (int64_t)number);
+}
+
+/*
+ * Puts in place that the batch's shortcut (the first entry of the key's tag within the prefetched
+ * window) must leave to the whole probe: a key past its window, in a nearly full table; a key whose
+ * deleted version, which a reader still sees, comes before its current one; keys whose window would
+ * wrap around the table's end. Each lands on the key's current entry.
+ */
+static void test_put_many_in_place_probes(void **state)
+{
+    struct sxe_map_options options = in_place_options(64);
+    struct sxe_map_reader reader;
+    uint64_t far = 0;
+
+    (void)state;
+    options.old_versions = 4;
+    options.load_percent = 95;
+    sxe_map_t *map = map_with(options, 60);
+    for (uint64_t key = 1; key <= 60 && far == 0; key++) {
+        uint64_t distance =
+            (slot_of(map, key) + map->slot_count - home_of(map, key)) % map->slot_count;
+        far = distance >= 4 ? key : 0;
+    }
+    assert_int_not_equal(far, 0);
+    put_one_of_many(map, far, 77);
+
+    /* Key 5's deleted version stays while the reader sees it; its new one goes further on. */
+    uint64_t deleted_at = slot_of(map, 5);
+    read_begin(map, &reader);
+    begin(map);
+    assert_int_equal(delete (map, 5), 0);
+    commit(map);
+    begin(map);
+    assert_int_equal(put(map, 5, 51), 0);
+    commit(map);
+    uint64_t home = home_of(map, 5);
+    assert_true((deleted_at + map->slot_count - home) % map->slot_count <
+                (slot_of(map, 5) + map->slot_count - home) % map->slot_count);
+    put_one_of_many(map, 5, 52);
+    assert_int_equal(read_number(&reader, 5), 50);
+    sxe_map_read_end(&reader);
+    sxe_map_destroy(map);
+
+    /* Keys whose probes start in the table's last three slots. */
+    map = make_map(in_place_options(64));
+    uint64_t ends[3], found = 0;
+    begin(map);
+    for (uint64_t key = 1000; found < 3; key++) {
+        if (home_of(map, key) + 3 >= map->slot_count) {
+            ends[found++] = key;
+            assert_int_equal(put(map, key, key), 0);
+        }
+    }
+    commit(map);
+    for (uint64_t i = 0; i < 3; i++) {
+        put_one_of_many(map, ends[i], 90 + i);
+    }
+    sxe_map_destroy(map);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_put_many_in_place, reset),
+        cmocka_unit_test_teardown(test_put_many_in_place_probes, reset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
