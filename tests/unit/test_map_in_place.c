@@ -182,6 +182,7 @@ static void test_abort_puts_values_back(void **state)
 static void test_a_full_log(void **state)
 {
     struct sxe_map_options options = in_place_options(8);
+    struct sxe_test_capture capture;
     struct sxe_map_reader reader;
     sxe_map_t *map;
 
@@ -213,6 +214,19 @@ static void test_a_full_log(void **state)
         sxe_map_read_end(&reader);
     }
     assert_int_equal(map->header->log_tail, 22);
+
+    /* The error counts the records that wait, from the log's head on, not from position 0. */
+    read_begin(map, &reader);
+    begin(map);
+    assert_int_equal(put(map, 3, 300), 1);
+    assert_int_equal(put(map, 1, 301), 1);
+    sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_ERROR);
+    sxe_test_capture_start(&capture);
+    assert_int_equal(put(map, 2, 302), -ENOBUFS);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "2 old versions of 2 wait"));
+    commit(map);
+    sxe_map_read_end(&reader);
     sxe_map_destroy(map);
 }
 
