@@ -89,9 +89,11 @@ static void start_pass(const sxe_map_t *map, const struct batch *batch, struct s
 /*
  * In place, the common put: one that replaces its key's current value, found within the slots
  * prefetched, and not yet replaced in this transaction. The window's tags are compared all at once,
- * without a branch per slot, so a probe's length, which varies from put to put, costs no branch the
- * processor guesses wrong while the lines are still on their way. @return the entry's index, or
- * NONE when the put needs sxe__map_find_for_write()'s whole probe.
+ * without a call or a branch per slot (a probe's length varies from put to put, and its branches
+ * would wait on the lines). @return the entry's index, or NONE when the put needs
+ * sxe__map_find_for_write()'s whole probe: its key past the window or not there, a deleted
+ * version or another key of the same tag first, the entry already put in this transaction, or a
+ * window that would wrap around the table's end.
  */
 static uint64_t find_in_window(const sxe_map_t *map, const struct started *started, const void *key)
 {
@@ -101,7 +103,7 @@ static uint64_t find_in_window(const sxe_map_t *map, const struct started *start
     unsigned empty = 1u << window;
 
     if (started->home + window > map->slot_count) {
-        return NONE; /* a window that wraps around the table's end */
+        return NONE;
     }
     for (unsigned slot = 0; slot < window; slot++) {
         uint64_t slot_tag = sxe__map_slot(map, started->home + slot)->tag;
@@ -121,10 +123,10 @@ static uint64_t find_in_window(const sxe_map_t *map, const struct started *start
 }
 
 /*
- * Finds, in place, the entries of a pass's puts before any of them is applied: no put depends on
- * another's lines, so their waits overlap. Applying puts in place moves no entry and changes no
- * tag, so what is found stays right while the puts before are applied; one of them may have
- * replaced the same key, which apply() sees in the entry's created version.
+ * Finds, in place, the entries of a pass's puts before any of them is applied. Applying puts in
+ * place moves no entry and changes no tag, and an insert only fills a free slot, so what is found
+ * stays right while the puts before it are applied; one of them may have put the same key, which
+ * apply() sees in the entry's created version and leaves to the whole probe.
  */
 static void find_entries(const sxe_map_t *map, const struct batch *batch, struct started *pass,
                          size_t from, size_t to)
