@@ -582,3 +582,37 @@ int sxe_map_next(const struct sxe_map_reader *reader, uint64_t *cursor, const vo
     }
     return 0;
 }
+
+int sxe_map_next_copy(const struct sxe_map_reader *reader, uint64_t *cursor, void *key, void *value,
+                      size_t value_capacity)
+{
+    if (!SXE_CHECK(reader != NULL && !hands_out_pointers(reader) && cursor != NULL && key != NULL &&
+                   value != NULL)) {
+        return -EINVAL;
+    }
+    const sxe_map_t *map = reader->map;
+
+    while (*cursor < map->slot_count) {
+        uint64_t index = (*cursor)++;
+        struct sxe__map_slot *slot = sxe__map_slot(map, index);
+        uint64_t *undo_field = sxe__map_slot_undo(slot);
+        uint64_t created = __atomic_load_n(&slot->created, __ATOMIC_ACQUIRE);
+        uint64_t undo = __atomic_load_n(undo_field, __ATOMIC_RELAXED);
+        uint64_t tag = __atomic_load_n(&slot->tag, __ATOMIC_RELAXED);
+        if (!sxe__map_is_entry(tag)) {
+            continue;
+        }
+        memcpy(key, sxe__map_slot_key(map, slot), map->key_size);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&slot->created, __ATOMIC_RELAXED) != created ||
+            __atomic_load_n(undo_field, __ATOMIC_RELAXED) != undo) {
+            (*cursor)--; /* written while we looked: look again */
+            continue;
+        }
+        /* The key copied is the slot's: its value for the snapshot, if it has one, as get's. */
+        if (examine_copy(map, index, tag, key, reader->version, value, value_capacity) == FOUND) {
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -85,11 +85,11 @@ typedef struct sxe_map sxe_map_t;
  * Options: a put that replaces a key's value writes the new value over the old one, in the key's
  * slot, after keeping the old one in a log that snapshots still reading it follow. One random
  * cache line a put, not two or three (docs/map.md, "In place"), for maps updated in large
- * batches. Readers then copy values out (sxe_map_get(), sxe_map_get_many()): sxe_map_find(),
- * sxe_map_find_many() and sxe_map_next(), which hand out pointers into the map, are invalid. Keys
- * and values must have fixed sizes, and SXE_MAP_DURABLE cannot be combined with it: the log keeps
- * a crash of any process safe, but not of the machine. Up to old_versions replaced values can wait
- * in the log; beyond that, puts that replace get -ENOBUFS.
+ * batches. Readers then copy values out (sxe_map_get(), sxe_map_get_many(), sxe_map_next_copy()):
+ * sxe_map_find(), sxe_map_find_many() and sxe_map_next(), which hand out pointers into the map,
+ * are invalid. Keys and values must have fixed sizes, and SXE_MAP_DURABLE cannot be combined with
+ * it: the log keeps a crash of any process safe, but not of the machine. Up to old_versions
+ * replaced values can wait in the log; beyond that, puts that replace get -ENOBUFS.
  */
 #define SXE_MAP_IN_PLACE 0x10u
 
@@ -313,6 +313,17 @@ size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, cons
  */
 int sxe_map_next(const struct sxe_map_reader *reader, uint64_t *cursor, const void **key,
                  size_t *key_size, const void **value, size_t *value_size);
+
+/**
+ * sxe_map_next() for an SXE_MAP_IN_PLACE map: walks the entries of the reader's snapshot, in no
+ * particular order, copying each one's key (the map's key_size bytes) to key and its value, at
+ * most value_capacity bytes, to value, under the same check as sxe_map_get(): each value is the
+ * snapshot's, never torn. Start with *cursor = 0 and call until it returns 0.
+ * @return 1 with the next entry copied, 0 when there is none, or -EINVAL for an invalid call (on a
+ *         map that is not SXE_MAP_IN_PLACE, where sxe_map_next() walks without copying).
+ */
+SXE_MUST_CHECK int sxe_map_next_copy(const struct sxe_map_reader *reader, uint64_t *cursor,
+                                     void *key, void *value, size_t value_capacity);
 
 /** The last published version: 0 for a map that never committed. */
 uint64_t sxe_map_version(const sxe_map_t *map);

@@ -108,6 +108,61 @@ static void check_get_many(const struct sxe_map_reader *reader, bool replaced)
     assert_int_equal(sxe_map_get_many(reader, 7, pointers, NULL, NULL, 0, NULL), 6);
 }
 
+/* Walks reader's snapshot with sxe_map_next_copy(): numbers[key] = its value's. @return entries. */
+static unsigned walk(const struct sxe_map_reader *reader, int64_t numbers[8])
+{
+    uint64_t cursor = 0, key;
+    struct value value;
+    unsigned entries = 0;
+    int rc;
+
+    for (unsigned key_number = 0; key_number < 8; key_number++) {
+        numbers[key_number] = -1;
+    }
+    while ((rc = sxe_map_next_copy(reader, &cursor, &key, &value, sizeof(value))) == 1) {
+        assert_true(key < 8 && numbers[key] == -1); /* each key once */
+        assert_true(value.b == value.a && value.c == ~value.a);
+        numbers[key] = (int64_t)value.a;
+        entries++;
+    }
+    assert_int_equal(rc, 0);
+    return entries;
+}
+
+/*
+ * sxe_map_next_copy() walks a snapshot of an in-place map: an old snapshot sees a replaced key's
+ * old value (from the log) and a key deleted since, not a key inserted since; a new one the
+ * reverse. A map that hands out pointers is walked with sxe_map_next() instead.
+ */
+static void test_next_copy(void **state)
+{
+    sxe_map_t *map = map_with(in_place_options(16), 5);
+    struct sxe_map_reader old, now;
+    int64_t numbers[8];
+
+    (void)state;
+    read_begin(map, &old);
+    begin(map);
+    assert_int_equal(put(map, 1, 11), 1);
+    assert_int_equal(put(map, 1, 12), 1);
+    assert_int_equal(delete (map, 2), 0);
+    assert_int_equal(put(map, 6, 60), 0);
+    commit(map);
+    read_begin(map, &now);
+    assert_int_equal(walk(&old, numbers), 5);
+    assert_int_equal(numbers[1], 10);
+    assert_int_equal(numbers[2], 20);
+    assert_int_equal(numbers[5], 50);
+    assert_int_equal(numbers[6], -1);
+    assert_int_equal(walk(&now, numbers), 5);
+    assert_int_equal(numbers[1], 12);
+    assert_int_equal(numbers[2], -1);
+    assert_int_equal(numbers[6], 60);
+    sxe_map_read_end(&now);
+    sxe_map_read_end(&old);
+    sxe_map_destroy(map);
+}
+
 /* sxe_map_get_many() copies each key's value in the snapshot, in an in-place map or not. */
 static void test_get_many(void **state)
 {
@@ -622,29 +677,48 @@ static void find_in_place(void *arg)
     (void)!sxe_map_find(reader, &(uint64_t){1}, 8, NULL);
 }
 
-/* Invalid use: pointers into an in-place map, and options it cannot have. */
+/* sxe_map_next_copy() on a map that hands out pointers. */
+static void next_copy_without_copies(void *arg)
+{
+    uint64_t cursor = 0, key;
+    struct value value;
+
+    (void)!sxe_map_next_copy(arg, &cursor, &key, &value, sizeof(value));
+}
+
+/* Invalid use: pointers into an in-place map, copies out of one that is not, and options an
+ * in-place map cannot have. */
 static void test_invalid_use_in_place(void **state)
 {
     struct sxe_map_options options = in_place_options(4);
-    sxe_map_t *map = map_with(options, 1), *other = NULL;
-    struct sxe_map_reader reader;
+    sxe_map_t *map = map_with(options, 1), *other = NULL, *plain = map_with(fixed_options(4), 1);
+    struct sxe_map_reader reader, plain_reader;
     char *path = temp_path("in-place");
 
     (void)state;
     read_begin(map, &reader);
+    read_begin(plain, &plain_reader);
 #ifdef SXE_DEBUG
     const char *const expected[] = {"assertion failed:", "hands_out_pointers(reader)", NULL};
     sxe_test_expect_abort(find_in_place, &reader, expected);
+    const char *const expected_copy[] = {"assertion failed:", "!hands_out_pointers(reader)", NULL};
+    sxe_test_expect_abort(next_copy_without_copies, &plain_reader, expected_copy);
 #else
     const void *key = &(uint64_t){1}, *value;
     const void *found[1];
     uint64_t cursor = 0;
     size_t size;
     (void)find_in_place;
+    (void)next_copy_without_copies;
     assert_null(sxe_map_find(&reader, key, 8, NULL));
     assert_int_equal(sxe_map_find_many(&reader, 1, &key, NULL, found, NULL), 0);
     assert_int_equal(sxe_map_next(&reader, &cursor, &key, &size, &value, NULL), 0);
     assert_int_equal(sxe_map_get_many(NULL, 1, &key, NULL, found, 8, NULL), 0);
+    uint64_t copied_key;
+    struct value copied;
+    assert_int_equal(sxe_map_next_copy(&reader, &cursor, &copied_key, NULL, 0), -EINVAL);
+    assert_int_equal(sxe_map_next_copy(NULL, &cursor, &copied_key, &copied, 8), -EINVAL);
+    assert_int_equal(sxe_map_next_copy(&plain_reader, &cursor, &copied_key, &copied, 8), -EINVAL);
     options.key_size = SXE_MAP_VARIABLE;
     options.arena_bytes = 1024;
     assert_int_equal(sxe_map_create(&other, &options), -EINVAL);
@@ -653,6 +727,8 @@ static void test_invalid_use_in_place(void **state)
     assert_int_equal(sxe_map_create(&other, &options), -EINVAL);
 #endif
     sxe_map_read_end(&reader);
+    sxe_map_read_end(&plain_reader);
+    sxe_map_destroy(plain);
 
     /* A file made in place opens in place, by its own shape, and not with other options. */
     options = in_place_options(4);
@@ -673,6 +749,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_a_put_replaces_in_its_slot, reset),
         cmocka_unit_test_teardown(test_get_many, reset),
+        cmocka_unit_test_teardown(test_next_copy, reset),
         cmocka_unit_test_teardown(test_abort_puts_values_back, reset),
         cmocka_unit_test_teardown(test_a_full_log, reset),
         cmocka_unit_test_teardown(test_deletes_and_puts_again, reset),
