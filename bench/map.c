@@ -62,11 +62,16 @@ struct writer_report {
     uint64_t publish_ns[WRITER_SAMPLES];
 };
 
-/* Ends the program on an sxe error (rc < 0) or an LMDB one. */
 void die(const char *what, int rc)
 {
     fprintf(stderr, "map: %s: %s\n", what, rc < 0 ? sxe_strerror(rc) : mdb_strerror(rc));
     exit(1);
+}
+
+/* The puts of one update: config's percent of the keys. */
+static uint64_t updates_of(const struct config *config)
+{
+    return (uint64_t)((double)config->keys * config->update_percent / 100.0);
 }
 
 static void pin_to_cpu(int cpu)
@@ -278,7 +283,7 @@ static int put_random(sxe_map_t *map, uint64_t keys_in_map, uint64_t *state, uin
 static int update(sxe_map_t *map, const struct config *config, uint64_t *state, uint64_t *begun,
                   uint64_t *publish)
 {
-    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    uint64_t updates = updates_of(config);
     int rc = sxe_map_write_begin(map);
 
     if (rc < 0) {
@@ -332,12 +337,15 @@ static void run_writer(sxe_map_t *map, const struct config *config, struct write
 static void update_alone(sxe_map_t *map, const struct config *config, bool shared,
                          const char *where)
 {
-    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    uint64_t updates = updates_of(config);
     uint64_t state = 0x9e3779b97f4a7c15ULL, floor_state = 0x2545f4914f6cdd1dULL;
     uint64_t map_ns[ALONE_ROUNDS], floor_ns[ALONE_ROUNDS], begun, publish;
     struct floor_memory memory;
     struct sxe_map_stats stats;
 
+    if (updates == 0) {
+        return; /* -u 0: nothing to time */
+    }
     sxe_map_stats(map, &stats);
     uint64_t log_bytes = stats.old_versions * 64;
     floor_map_anonymous(&memory, stats.slots * 64 + log_bytes, shared);
@@ -375,7 +383,7 @@ static void update_alone(sxe_map_t *map, const struct config *config, bool share
 static uint64_t report_writer(struct writer_report *report, const struct config *config)
 {
     uint64_t count = report->batches < WRITER_SAMPLES ? report->batches : WRITER_SAMPLES;
-    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    uint64_t updates = updates_of(config);
 
     qsort(report->apply_ns, count, sizeof(uint64_t), floor_compare_u64);
     qsort(report->begin_ns, count, sizeof(uint64_t), floor_compare_u64);
@@ -406,7 +414,7 @@ static void plain_writer_phase(sxe_map_t *map, const struct config *config,
                                const struct floor_memory *memory, uint64_t period_ns,
                                uint64_t *samples)
 {
-    uint64_t updates = (uint64_t)((double)config->keys * config->update_percent / 100.0);
+    uint64_t updates = updates_of(config);
     struct floor_writer *plain =
         mmap(NULL, sizeof(*plain), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 

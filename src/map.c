@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "map.h"
 #include "region.h"
@@ -239,7 +240,7 @@ static sxe_map_t *handle_of(void *memory, size_t size, bool from_file)
  */
 static int fault_in_log(void *memory, const struct sxe__map_header *shape)
 {
-    size_t page = 4096;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t from = shape->log_offset & ~(page - 1);
     unsigned char *log = (unsigned char *)memory + from;
     size_t size = shape->region_size - from;

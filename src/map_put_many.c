@@ -95,9 +95,9 @@ static void start_pass(const sxe_map_t *map, const struct batch *batch, struct s
  * version or another key of the same tag first, the entry already put in this transaction, or a
  * window that would wrap around the table's end.
  */
-static uint64_t find_in_window(const sxe_map_t *map, const struct started *started, const void *key)
+static uint64_t find_in_window(const sxe_map_t *map, const struct started *started, const void *key,
+                               uint64_t window)
 {
-    uint64_t window = sxe__map_slots_in(map, PUT_BYTES_IN_PLACE); /* slots are lines: 4 at most */
     uint64_t tag = started->hash | 1;
     unsigned match = 0;
     unsigned empty = 1u << window;
@@ -131,10 +131,13 @@ static uint64_t find_in_window(const sxe_map_t *map, const struct started *start
 static void find_entries(const sxe_map_t *map, const struct batch *batch, struct started *pass,
                          size_t from, size_t to)
 {
+    uint64_t window = sxe__map_slots_in(map, PUT_BYTES_IN_PLACE); /* slots are lines: 4 at most */
+
     for (size_t put = from; put < to; put++) {
         struct started *started = &pass[put - from];
-        started->entry =
-            map->in_place && started->valid ? find_in_window(map, started, batch->keys[put]) : NONE;
+        started->entry = map->in_place && started->valid
+                             ? find_in_window(map, started, batch->keys[put], window)
+                             : NONE;
     }
 }
 
