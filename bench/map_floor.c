@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +42,48 @@ uint64_t floor_random_next(uint64_t *state)
     return x * 0x2545f4914f6cdd1dULL;
 }
 
-void floor_map_anonymous(struct floor_memory *memory, uint64_t size, bool shared)
+/*
+ * Shared memory as sxe's regions make it (src/region.c): at an address aligned to 2 MB, each whole
+ * 2 MB of it made a huge page with MADV_COLLAPSE where the kernel does (shmem_enabled "never" gives
+ * none on a fault), so that the floor is read in memory of the same kind as the map's.
+ */
+static unsigned char *map_shared_huge(uint64_t size)
 {
-    int sharing = shared ? MAP_SHARED : MAP_PRIVATE;
-
-    memory->size = size;
-    memory->bytes = mmap(NULL, size, PROT_READ | PROT_WRITE, sharing | MAP_ANONYMOUS, -1, 0);
-    if (memory->bytes == MAP_FAILED) {
+    uint64_t huge = 2u << 20;
+    unsigned char *reserve =
+        mmap(NULL, size + huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserve == MAP_FAILED) {
         fail("mmap");
     }
-    if (!shared) {
+    unsigned char *bytes = (unsigned char *)(((uintptr_t)reserve + huge - 1) & ~(huge - 1));
+    if (mmap(bytes, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) !=
+        bytes) {
+        fail("mmap");
+    }
+    if (bytes > reserve) {
+        munmap(reserve, (size_t)(bytes - reserve));
+    }
+    munmap(bytes + size, (size_t)(reserve + size + huge - (bytes + size)));
+    for (uint64_t at = 0; at + huge <= size; at += huge) {
+        bytes[at] = 0;
+        if (madvise(bytes + at, huge, 25 /* MADV_COLLAPSE */) < 0) {
+            break; /* the rest on 4 KB pages, as the map's would be */
+        }
+    }
+    return bytes;
+}
+
+void floor_map_anonymous(struct floor_memory *memory, uint64_t size, bool shared)
+{
+    memory->size = size;
+    if (shared) {
+        memory->bytes = map_shared_huge(size);
+    } else {
+        memory->bytes =
+            mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (memory->bytes == MAP_FAILED) {
+            fail("mmap");
+        }
         madvise(memory->bytes, size, MADV_HUGEPAGE);
     }
     memset(memory->bytes, 1, size);

@@ -255,6 +255,9 @@ int sxe_hash_create(sxe_hash_t **hash, const struct sxe_hash_options *options)
     if (memory == NULL) {
         return rc;
     }
+    if ((options->flags & SXE_HASH_SHARED) != 0) {
+        sxe__region_back_huge(memory, sxe_hash_size(options));
+    }
     *hash = make(memory, options, true, 0);
     return 0;
 }

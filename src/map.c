@@ -276,6 +276,9 @@ int sxe_map_create(sxe_map_t **map, const struct sxe_map_options *options)
     if (memory == NULL) {
         return rc;
     }
+    if ((options->flags & SXE_MAP_SHARED) != 0) {
+        sxe__region_back_huge(memory, shape.region_size);
+    }
     if ((rc = fault_in_log(memory, &shape)) < 0) {
         sxe__sys.munmap(memory, shape.region_size);
         return rc;

@@ -21,11 +21,19 @@ int sxe__region_map_file(const char *what, const char *path, bool create, size_t
 
 /*
  * Maps size bytes of anonymous memory, MAP_SHARED (for processes forked afterwards) or private,
- * and asks for huge pages when the region is large enough to use them.
+ * and asks for huge pages when the region is large enough to use them (a shared one is then aligned
+ * to a huge page, which sxe__region_back_huge() needs).
  * @return the memory, or NULL with the -errno in *rc after logging it.
  */
 void *sxe__region_map_anonymous(const char *what, const char *name, size_t size, bool shared,
                                 int *rc);
+
+/*
+ * Backs a fresh (still zero) anonymous shared region with huge pages now, where the kernel makes
+ * them (MADV_COLLAPSE): its memory is then all resident, allocated here rather than page by page as
+ * it is first written. A refusal is not an error.
+ */
+void sxe__region_back_huge(void *memory, size_t size);
 
 /* Asks the kernel to back the region with transparent huge pages where it allows; a refusal is
  * not an error (the region works, with more TLB misses). */

@@ -2,10 +2,12 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -170,4 +172,45 @@ unsigned sxe_test_open_fds(void)
     }
     closedir(dir);
     return count;
+}
+
+/* What smaps says of the mapping at memory: the kB of field (e.g. "ShmemPmdMapped:"). */
+long sxe_test_smaps_kb(const void *memory, const char *field)
+{
+    FILE *smaps = fopen("/proc/self/smaps", "r");
+    char line[256];
+    bool inside = false;
+    long kb = -1;
+
+    assert_non_null(smaps);
+    while (fgets(line, sizeof(line), smaps) != NULL) {
+        unsigned long from, to;
+        if (sscanf(line, "%lx-%lx ", &from, &to) == 2 && strchr(line, ':') != NULL &&
+            strstr(line, "kB") == NULL) {
+            inside = (uintptr_t)memory >= from && (uintptr_t)memory < to;
+        } else if (inside && strncmp(line, field, strlen(field)) == 0) {
+            kb = strtol(line + strlen(field), NULL, 10);
+            break;
+        }
+    }
+    fclose(smaps);
+    return kb;
+}
+
+/* Whether this kernel makes huge pages of shared memory on request (MADV_COLLAPSE, Linux 6.1),
+ * asked outside the seam. */
+bool sxe_test_kernel_collapses(void)
+{
+    size_t huge = 2u << 20;
+    unsigned char *reserve =
+        mmap(NULL, 2 * huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    unsigned char *aligned = (unsigned char *)(((uintptr_t)reserve + huge - 1) & ~(huge - 1));
+
+    assert_true(reserve != MAP_FAILED);
+    assert_true(mmap(aligned, huge, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED,
+                     -1, 0) == aligned);
+    aligned[0] = 1;
+    bool collapses = madvise(aligned, huge, 25 /* MADV_COLLAPSE */) == 0;
+    assert_int_equal(munmap(reserve, 2 * huge), 0);
+    return collapses;
 }

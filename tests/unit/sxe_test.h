@@ -68,4 +68,12 @@ ssize_t sxe_test_heard(int fd, char *out, size_t size);
 /* Turns the loop until *counter reaches count; fails the test after 5 s. */
 void sxe_test_run_until(sxe_loop_t *loop, const int *counter, int count);
 
+/* What /proc/self/smaps says of the mapping that holds memory: the kB of field (with its colon,
+ * "ShmemPmdMapped:"), or -1 if it has none. */
+long sxe_test_smaps_kb(const void *memory, const char *field);
+
+/* Whether this kernel makes huge pages of shared memory on request (MADV_COLLAPSE, Linux 6.1),
+ * asked outside the system call seam. */
+bool sxe_test_kernel_collapses(void);
+
 #endif

@@ -1,12 +1,14 @@
 /*
  * A hash table's options (sxe_hash_size()): each limit the header states is refused one at a
  * time, just past it, and accepted at it. sxe_hash_create() and sxe_hash_attach() check the same
- * way, so what passes here is what they take. Tables themselves are tested in test_hash.c.
+ * way, so what passes here is what they take. Tables themselves are tested in test_hash.c; here,
+ * also the memory a shared table is made in.
  */
 #include <stdint.h>
 
 #include "sxe/hash.h"
 #include "sxe_test.h"
+#include "sys.h"
 
 static const struct sxe_hash_options fixed = {
     .name = "limits", .capacity = 10, .key_size = 8, .value_size = 8};
@@ -62,11 +64,37 @@ static void test_each_limit_is_accepted_at_it(void **state)
     assert_int_not_equal(sxe_hash_size(&options), 0);
 }
 
+/* A large shared table asks for a huge page per aligned 2 MB (sxe__region_back_huge()), besides
+ * the advice every large table gets; a private one only for the advice. */
+static void test_a_shared_table_is_backed_by_huge_pages(void **state)
+{
+    struct sxe_hash_options options = fixed;
+    sxe_hash_t *hash;
+
+    (void)state;
+    options.capacity = 200000;
+    options.flags = SXE_HASH_SHARED;
+    size_t chunks = sxe_hash_size(&options) / (2u << 20);
+    assert_true(chunks >= 2);
+    sxe__sys_count(SXE_SYS_madvise);
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_madvise), sxe_test_kernel_collapses() ? 1 + chunks : 2);
+    sxe_hash_destroy(hash);
+
+    options.flags = 0;
+    sxe__sys_count(SXE_SYS_madvise);
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_madvise), 1);
+    sxe_hash_destroy(hash);
+    sxe__sys_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_limit_is_refused_past_it),
         cmocka_unit_test(test_each_limit_is_accepted_at_it),
+        cmocka_unit_test(test_a_shared_table_is_backed_by_huge_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

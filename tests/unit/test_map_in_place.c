@@ -515,6 +515,28 @@ static void trapped_put(void)
     assert_int_equal(sxe_map_commit(trapped_map), 0);
 }
 
+/* A shared map is backed by huge pages at create, where the kernel makes them (not only where
+ * shmem_enabled allows them): a put then walks no page table of 4 KB pages. */
+static void test_a_shared_map_is_backed_by_huge_pages(void **state)
+{
+    struct sxe_map_options options = in_place_options(60000); /* slots of 6 MB */
+
+    (void)state;
+    options.flags |= SXE_MAP_SHARED;
+    sxe_map_t *map = make_map(options);
+    long huge = sxe_test_smaps_kb(map->header, "ShmemPmdMapped:");
+    if (sxe_test_kernel_collapses()) {
+        assert_int_equal(huge, (long)(map->region_size / (2u << 20)) * 2048);
+    } else {
+        assert_int_equal(huge, 0);
+    }
+    begin(map);
+    assert_int_equal(put(map, 1, 10), 0);
+    commit(map);
+    assert_int_equal(read_now(map, 1), 10);
+    sxe_map_destroy(map);
+}
+
 /*
  * A put lands while a reader copies the value out: the copy's first part is on one page, the rest
  * on a trapped one, so the put runs between the two. The copy is torn (old, then new bytes), and
@@ -758,6 +780,7 @@ int main(void)
         cmocka_unit_test_teardown(test_the_dirty_marker_after_a_commit, reset),
         cmocka_unit_test_teardown(test_a_scanning_abort, reset),
         cmocka_unit_test_teardown(test_the_log_is_faulted_in_at_create, reset),
+        cmocka_unit_test_teardown(test_a_shared_map_is_backed_by_huge_pages, reset),
         cmocka_unit_test_teardown(test_a_torn_copy_is_taken_again, reset),
         cmocka_unit_test_teardown(test_a_foreign_record_is_refused, reset),
         cmocka_unit_test_teardown(test_the_validator_checks_the_log, reset),
