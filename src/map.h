@@ -307,6 +307,22 @@ static inline bool sxe__map_sizes_are_valid(const sxe_map_t *map, size_t key_siz
  */
 static inline void sxe__map_copy(void *to, const void *from, size_t size)
 {
+    switch (size) { /* a constant size each: a few moves, no loop */
+    case 8:
+        memcpy(to, from, 8);
+        return;
+    case 16:
+        memcpy(to, from, 16);
+        return;
+    case 24:
+        memcpy(to, from, 24);
+        return;
+    case 32:
+        memcpy(to, from, 32);
+        return;
+    default:
+        break;
+    }
     if (size % 8 == 0 && size <= 64) {
         for (size_t at = 0; at < size; at += 8) {
             memcpy((unsigned char *)to + at, (const unsigned char *)from + at, 8);

@@ -158,11 +158,77 @@ static void test_put_many_in_place_probes(void **state)
     sxe_map_destroy(map);
 }
 
+/* How far key's current entry is from its home. */
+static uint64_t distance_of(sxe_map_t *map, uint64_t key)
+{
+    return (slot_of(map, key) + map->slot_count - home_of(map, key)) % map->slot_count;
+}
+
+/*
+ * Batches in a table at 95% of its slots, checked against a model after each: keys whose window
+ * is full of other keys (their entries in the next two windows, which the batch looks at a pass
+ * later, or further, which take the whole probe, or near the table's end), inserts into the free
+ * slots that deletes left (tombstones inside such windows), and the same key several times in a
+ * batch, passes apart or in a row.
+ */
+static void test_put_many_in_place_beyond(void **state)
+{
+    struct sxe_map_options options = in_place_options(1000);
+    int64_t model[1001];
+    uint64_t keys[64], numbers[64], state_of_rng = 0x9e3779b97f4a7c15ULL;
+    unsigned near = 0, further = 0, at_end = 0;
+    size_t done;
+
+    (void)state;
+    options.old_versions = 256;
+    options.load_percent = 95;
+    sxe_map_t *map = map_with(options, 900);
+    for (uint64_t key = 0; key <= 1000; key++) {
+        model[key] = key >= 1 && key <= 900 ? (int64_t)(10 * key) : -1;
+    }
+    for (uint64_t key = 1; key <= 900; key++) {
+        uint64_t distance = distance_of(map, key);
+        near += distance >= 4 && distance < 12;
+        further += distance >= 12;
+        at_end += distance >= 4 && home_of(map, key) + 12 > map->slot_count;
+    }
+    assert_true(near > 0 && further > 0 && at_end > 0); /* each path is taken below */
+    for (unsigned round = 0; round < 40; round++) {
+        begin(map);
+        for (unsigned i = 0; i < 64; i++) {
+            state_of_rng = state_of_rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            keys[i] = i > 0 && (state_of_rng >> 60) == 0    ? keys[i - 1]  /* the same again */
+                      : i > 20 && (state_of_rng >> 59) == 1 ? keys[i - 17] /* a pass apart */
+                                                            : 1 + (state_of_rng >> 33) % 1000;
+            numbers[i] = 100000 * round + i;
+        }
+        assert_int_equal(put_many(map, 64, keys, numbers, &done), 0);
+        assert_int_equal(done, 64);
+        commit(map);
+        for (unsigned i = 0; i < 64; i++) {
+            model[keys[i]] = (int64_t)numbers[i];
+        }
+        begin(map); /* deletes leave tombstones for the next round's inserts */
+        for (uint64_t key = 1 + round % 7; key <= 1000; key += 37) {
+            if (model[key] >= 0) {
+                assert_int_equal(delete (map, key), 0);
+                model[key] = -1;
+            }
+        }
+        commit(map);
+        for (uint64_t key = 1; key <= 1000; key++) {
+            assert_int_equal(read_now(map, key), model[key]);
+        }
+    }
+    sxe_map_destroy(map);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_put_many_in_place, reset),
         cmocka_unit_test_teardown(test_put_many_in_place_probes, reset),
+        cmocka_unit_test_teardown(test_put_many_in_place_beyond, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
