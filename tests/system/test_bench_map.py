@@ -54,9 +54,13 @@ def test_bench_map_reports_every_step(build_dir):
 
     # The in-place map's updates with no reader, against the floor of an update in place: in
     # anonymous shared memory, then in private memory.
+    # Then the same map's updates back to back, with no floor between them.
     alone = [re.match(r"update alone, in place, (anonymous shared|private) memory.*: median "
-                      r"(\d+\.\d+) ms .*floor, .*: median (\d+\.\d+) ms .*; (\d+\.\d+)x the floor$",
+                      r"(\d+\.\d+) ms .*floor, .*: median (\d+\.\d+) ms .*; (\d+\.\d+)x the floor; "
+                      r"then 15 updates back to back, no floor between: median (\d+\.\d+) ms "
+                      r"\(min \d+\.\d+\)$",
                       line) for line in lines if line.startswith("update alone")]
     assert [match.group(1) if match else None for match in alone] == ["anonymous shared", "private"]
-    assert all(float(match.group(2)) > 0 and float(match.group(3)) > 0 for match in alone)
+    assert all(float(match.group(2)) > 0 and float(match.group(3)) > 0 and
+               float(match.group(5)) > 0 for match in alone)
     assert re.search(r"^peak RSS: \d+ MB", done.stdout, re.M)
