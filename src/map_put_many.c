@@ -30,9 +30,10 @@
 #include "map.h"
 #include "map_log.h"
 
+/* Entries that find_in_window() did not find: for the whole probe, or (in place) past a window
+ * that holds other keys and no free slot. */
 #define NONE   UINT64_MAX
-#define BEYOND (UINT64_MAX - 1) /* in place: the key is not in its window, which has no free slot  \
-                                 */
+#define BEYOND (UINT64_MAX - 1)
 
 /* Puts a pass, and the bytes of slots prefetched from each one's home: in place, a put that
  * replaces stops at its key, which is within the first four slots' lines but for about 7% at a

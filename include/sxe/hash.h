@@ -112,7 +112,10 @@ void sxe_hash_fini(sxe_hash_t *hash);
 
 /**
  * Allocates and makes a table: private, or with SXE_HASH_SHARED, shared with processes forked
- * afterwards. Pages are touched only as entries land on them.
+ * afterwards. A private table's pages are touched only as entries land on them. A shared table of
+ * 2 MB or more is made resident here, in 2 MB huge pages where the kernel makes them
+ * (MADV_COLLAPSE, Linux 6.1; shared memory gets none on a fault unless shmem_enabled allows it),
+ * since its lookups land all over it anyway; the rest stays on 4 KB pages, touched as entries land.
  * @return 0, -EINVAL for invalid options, or -ENOMEM.
  */
 SXE_MUST_CHECK int sxe_hash_create(sxe_hash_t **hash, const struct sxe_hash_options *options);

@@ -164,7 +164,11 @@ struct sxe_map_stats {
 /**
  * Allocates and makes an empty map: private to the process (its threads may share it), or with
  * SXE_MAP_SHARED, shared with processes forked afterwards. All of its memory is reserved here and
- * never grows; pages are touched only as entries land on them.
+ * never grows. A private map's pages are touched only as entries land on them. A shared map of 2 MB
+ * or more is made resident here, in 2 MB huge pages where the kernel makes them (MADV_COLLAPSE,
+ * Linux 6.1; shared memory gets none on a fault unless shmem_enabled allows it), since its
+ * lookups and puts land all over it (docs/map.md, "Limits and trade-offs"). An SXE_MAP_IN_PLACE
+ * map's log is faulted in here too.
  * @return 0, -EINVAL for invalid options, or -ENOMEM.
  */
 SXE_MUST_CHECK int sxe_map_create(sxe_map_t **map, const struct sxe_map_options *options);
