@@ -302,8 +302,9 @@ static inline bool sxe__map_sizes_are_valid(const sxe_map_t *map, size_t key_siz
 }
 
 /*
- * Copies a fixed-size value: word by word for the sizes of small values (whole words up to a line),
- * which the compiler turns into a few moves, rather than a call to memcpy.
+ * Copies a fixed-size value without a call to memcpy: the commonest sizes (one to four words) as
+ * constant copies, a few moves each; other whole words up to a line word by word. Readers check a
+ * copy's version around it, so a copy need not be atomic at any width.
  */
 static inline void sxe__map_copy(void *to, const void *from, size_t size)
 {

@@ -13,7 +13,7 @@
  * probe loop. A put whose window is full of other keys (about 7% at a load of 64%) prefetches the
  * next two windows then, and looks there when its turn comes, a round later; before, it walked on
  * with sxe__map_find_for_write() and waited for each line, which cost a third of a 1% update at 30
- * million keys (docs/benchmarks.md, "In place, session 20"). The rest (inserts, a deleted version
+ * million keys (docs/benchmarks.md, "Session 20"). The rest (inserts, a deleted version
  * or another key of the same tag first, a key put earlier in this transaction, a probe further
  * still) go the whole probe (sxe__map_find_for_write(), sxe__map_put_at()).
  *
