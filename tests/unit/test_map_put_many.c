@@ -276,6 +276,55 @@ static void test_put_many_in_place_other_slots(void **state)
     sxe_map_destroy(map);
 }
 
+/*
+ * Values of each size the copies treat their own way (sxe__map_copy(): one, two and four words as
+ * constant copies, five words word by word, 12 bytes by memcpy), put in place twice: the log keeps
+ * the first, an old snapshot reads it, a new one the second.
+ */
+static void test_put_many_in_place_value_sizes(void **state)
+{
+    static const size_t sizes[] = {8, 16, 32, 40, 12};
+
+    (void)state;
+    for (size_t which = 0; which < sizeof(sizes) / sizeof(sizes[0]); which++) {
+        struct sxe_map_options options = in_place_options(64);
+        unsigned char values[2][10][40], read[40];
+        uint64_t keys[10];
+        const void *key_pointers[10], *value_pointers[10];
+        struct sxe_map_reader old;
+        size_t done, size = sizes[which];
+
+        options.value_size = size;
+        sxe_map_t *map = make_map(options);
+        for (unsigned round = 0; round < 2; round++) {
+            for (unsigned i = 0; i < 10; i++) {
+                keys[i] = 100 + i;
+                memset(values[round][i], (int)(1 + round * 10 + i), size);
+                key_pointers[i] = &keys[i];
+                value_pointers[i] = values[round][i];
+            }
+            if (round == 1) {
+                read_begin(map, &old);
+            }
+            begin(map);
+            assert_int_equal(
+                sxe_map_put_many(map, 10, key_pointers, NULL, value_pointers, NULL, &done), 0);
+            commit(map);
+        }
+        struct sxe_map_reader now;
+        read_begin(map, &now);
+        for (unsigned i = 0; i < 10; i++) {
+            assert_int_equal(sxe_map_get(&old, &keys[i], 8, read, size), (int64_t)size);
+            assert_memory_equal(read, values[0][i], size);
+            assert_int_equal(sxe_map_get(&now, &keys[i], 8, read, size), (int64_t)size);
+            assert_memory_equal(read, values[1][i], size);
+        }
+        sxe_map_read_end(&old);
+        sxe_map_read_end(&now);
+        sxe_map_destroy(map);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +332,7 @@ int main(void)
         cmocka_unit_test_teardown(test_put_many_in_place_probes, reset),
         cmocka_unit_test_teardown(test_put_many_in_place_beyond, reset),
         cmocka_unit_test_teardown(test_put_many_in_place_other_slots, reset),
+        cmocka_unit_test_teardown(test_put_many_in_place_value_sizes, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
