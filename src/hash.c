@@ -250,13 +250,14 @@ int sxe_hash_create(sxe_hash_t **hash, const struct sxe_hash_options *options)
         return -EINVAL;
     }
     int rc;
-    void *memory = sxe__region_map_anonymous("hash", options->name, sxe_hash_size(options),
+    size_t size = sxe_hash_size(options);
+    void *memory = sxe__region_map_anonymous("hash", options->name, size,
                                              (options->flags & SXE_HASH_SHARED) != 0, &rc);
     if (memory == NULL) {
         return rc;
     }
     if ((options->flags & SXE_HASH_SHARED) != 0) {
-        sxe__region_back_huge(memory, sxe_hash_size(options));
+        sxe__region_back_huge(memory, size);
     }
     *hash = make(memory, options, true, 0);
     return 0;

@@ -42,12 +42,16 @@
 #define PUT_BYTES          512
 #define PUT_BYTES_IN_PLACE 256
 
-/* The batch: its arrays, as sxe_map_put_many() got them. */
+/* The batch: its arrays, as sxe_map_put_many() got them, and what the map's shape makes of each
+ * put's probe, worked out once a call. */
 struct batch {
     const void *const *keys;
     const size_t *key_sizes;
     const void *const *values;
     const size_t *value_sizes;
+    uint64_t bytes;  /* prefetched from each put's home */
+    uint64_t window; /* in place: the slots in those bytes, where a put looks for its key first */
+    bool common;     /* in place: windows of 4 slots, 8-byte keys: inlined with constants */
 };
 
 static size_t key_size_of(const sxe_map_t *map, const struct batch *batch, size_t put)
@@ -106,13 +110,10 @@ static inline __attribute__((always_inline)) void start_puts(const sxe_map_t *ma
 static void start_pass(const sxe_map_t *map, const struct batch *batch, struct started *pass,
                        size_t from, size_t to)
 {
-    uint64_t bytes =
-        sxe__map_slots_in(map, map->in_place ? PUT_BYTES_IN_PLACE : PUT_BYTES) * map->slot_size;
-
-    if (bytes == PUT_BYTES_IN_PLACE) {
+    if (batch->bytes == PUT_BYTES_IN_PLACE) {
         start_puts(map, batch, pass, from, to, PUT_BYTES_IN_PLACE);
     } else {
-        start_puts(map, batch, pass, from, to, bytes);
+        start_puts(map, batch, pass, from, to, batch->bytes);
     }
 }
 
@@ -164,8 +165,7 @@ find_in_window(const sxe_map_t *map, uint64_t tag, uint64_t from, const void *ke
 static void find_entries(const sxe_map_t *map, const struct batch *batch, struct started *pass,
                          size_t from, size_t to)
 {
-    uint64_t window = sxe__map_slots_in(map, PUT_BYTES_IN_PLACE); /* slots are lines: 4 at most */
-    bool common = window == 4 && map->key_size == 8;
+    uint64_t window = batch->window;
 
     for (size_t put = from; put < to; put++) {
         struct started *started = &pass[put - from];
@@ -176,7 +176,7 @@ static void find_entries(const sxe_map_t *map, const struct batch *batch, struct
             started->entry = NONE;
             continue;
         }
-        started->entry = common
+        started->entry = batch->common
                              ? find_in_window(map, tag, started->home, key, 4, 8)
                              : find_in_window(map, tag, started->home, key, window, map->key_size);
         if (started->entry == BEYOND && started->home + 3 * window <= map->slot_count) {
@@ -190,14 +190,14 @@ static void find_entries(const sxe_map_t *map, const struct batch *batch, struct
 
 /* In place, the entry of a put whose window was full of other keys: in the next two windows, which
  * find_entries() prefetched a round ago, or NONE. */
-static uint64_t find_beyond(const sxe_map_t *map, const struct started *started, const void *key)
+static uint64_t find_beyond(const sxe_map_t *map, const struct batch *batch,
+                            const struct started *started, const void *key)
 {
-    uint64_t window = sxe__map_slots_in(map, PUT_BYTES_IN_PLACE);
+    uint64_t window = batch->window;
     uint64_t tag = started->hash | 1;
-    uint64_t entry =
-        window == 4 && map->key_size == 8
-            ? find_in_window(map, tag, started->home + 4, key, 8, 8)
-            : find_in_window(map, tag, started->home + window, key, 2 * window, map->key_size);
+    uint64_t entry = batch->common ? find_in_window(map, tag, started->home + 4, key, 8, 8)
+                                   : find_in_window(map, tag, started->home + window, key,
+                                                    2 * window, map->key_size);
 
     return entry == BEYOND ? NONE : entry;
 }
@@ -209,7 +209,8 @@ static int apply(sxe_map_t *map, const struct batch *batch, size_t put,
     const void *key = batch->keys[put];
     size_t key_size = key_size_of(map, batch, put);
     uint64_t hash = started->hash;
-    uint64_t entry = started->entry == BEYOND ? find_beyond(map, started, key) : started->entry;
+    uint64_t entry =
+        started->entry == BEYOND ? find_beyond(map, batch, started, key) : started->entry;
 
     if (entry != NONE && sxe__map_slot(map, entry)->created != map->txn_version) {
         return sxe__map_log_put(map, entry, batch->values[put]);
@@ -229,7 +230,14 @@ int sxe_map_put_many(sxe_map_t *map, size_t count, const void *const *keys, cons
                    (value_sizes != NULL || map->value_size != SXE_MAP_VARIABLE))) {
         return -EINVAL;
     }
-    struct batch batch = {keys, key_sizes, values, value_sizes};
+    uint64_t window = sxe__map_slots_in(map, map->in_place ? PUT_BYTES_IN_PLACE : PUT_BYTES);
+    struct batch batch = {.keys = keys,
+                          .key_sizes = key_sizes,
+                          .values = values,
+                          .value_sizes = value_sizes,
+                          .bytes = window * map->slot_size,
+                          .window = window,
+                          .common = window == 4 && map->key_size == 8};
     struct started passes[3][PUT_PASS];
     size_t applied = 0, looked = 0, started = 0;
 
