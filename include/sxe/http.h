@@ -71,6 +71,15 @@ typedef struct sxe_http sxe_http_t;
 typedef void (*sxe_http_handler_t)(sxe_http_t *http, void *arg);
 
 /**
+ * The log hook (sxe_http_server_options.on_log): called once for every request the server read,
+ * whoever answered it (a handler, a held request's holder, the server itself with 400, 404, 405,
+ * 408, 413 and the like, or nobody), when its response is finished, cut off, or never to come.
+ * sxe_http_status() and sxe_http_body_sent() say what the client got; the request, its path and
+ * its connection are valid until the hook returns. The hook must not answer or hold the request.
+ */
+typedef void (*sxe_http_log_t)(const sxe_http_t *http, void *arg);
+
+/**
  * A held request's connection went away (closed by the client, reset, timed out) before its
  * answer was finished. Called once; when it returns the handle is gone.
  */
@@ -116,6 +125,9 @@ struct sxe_http_server_options {
      * large_buffers itself.
      */
     uint32_t large_bodies;
+    /** Called for every request, once (an access log): see sxe_http_log_t. NULL: none. */
+    sxe_http_log_t on_log;
+    void *log_arg;
 };
 
 /** Counters of requests held to answer later (sxe_http_defer()). */
@@ -236,8 +248,9 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
  * options.response_timeout is answered 503, its connection closes, and it is cancelled so; once
  * its response has started, it may stream for as long as the client reads (server-sent events).
  * @return the handle; NULL, with errno ENOBUFS, when options.deferred requests are held already
- *         (counted: answer now instead, 503 say); NULL with EINVAL if http is not a handler's
- *         request, or its response has started (asserts in debug builds).
+ *         (counted: answer now instead, 503 say); NULL with ENOMEM when a path that had to be
+ *         normalized cannot be copied; NULL with EINVAL if http is not a handler's request, or
+ *         its response has started (asserts in debug builds).
  */
 sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg);
 
@@ -269,7 +282,23 @@ void sxe_http_server_defer_stats(const sxe_http_server_t *server,
 /** The request. */
 const struct sxe_http_request *sxe_http_request(const sxe_http_t *http);
 
-/** The request's path: its target up to any '?', and the query after it (NULL if none). */
+/**
+ * The status of the response (0 before it starts). In the log hook, a request that got no answer
+ * says 499, as nginx's logs do: its connection closed first (the client left, or the handler closed
+ * it).
+ */
+int sxe_http_status(const sxe_http_t *http);
+
+/** The bytes of the response's body queued so far (none for a HEAD): nginx's $body_bytes_sent. */
+uint64_t sxe_http_body_sent(const sxe_http_t *http);
+
+/**
+ * The request's path, the one its route was matched against: its target up to any '?', in normal
+ * form (sxe_http_normalize_path(): "/a/./b//%7Ec/../d" is "/a/b/d"), so no spelling of a path
+ * reaches a route it does not start with. Not NUL-terminated. The server answers 400 itself to a
+ * path that climbs above "/" or holds a malformed escape. And the query after the '?' (NULL if
+ * none), as the client sent it.
+ */
 const char *sxe_http_path(const sxe_http_t *http, size_t *len);
 const char *sxe_http_query(const sxe_http_t *http, size_t *len);
 
@@ -464,6 +493,24 @@ bool sxe_http_query_next(const sxe_http_t *http, size_t *cursor, struct sxe_http
  * malformed escape.
  */
 ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space);
+
+/**
+ * Puts a request path in normal form (RFC 3986 §6.2.2), as routes see it: escapes of unreserved
+ * bytes decoded ("%2e" is "."), other escapes kept with upper-case digits ("%2f" is "%2F", still
+ * not a separator), dot segments resolved, and empty segments ("//") collapsed. The result is still
+ * an encoded path, never longer than in. in and out may be the same buffer.
+ * @return its length (out NUL-terminated); -EINVAL for a path that does not start with '/' or holds
+ *         a malformed escape; -EACCES for one whose ".." climbs above "/"; -ENOBUFS unless size is
+ *         above len.
+ */
+ssize_t sxe_http_normalize_path(const char *in, size_t len, char *out, size_t size);
+
+/**
+ * Percent-encodes len bytes into out (size bytes, NUL-terminated) as a path: every byte but '/'
+ * and the unreserved ones (letters, digits, "-._~"). For a Location or a link built from a decoded
+ * path. @return the encoded length, or -ENOBUFS.
+ */
+ssize_t sxe_http_encode_path(const char *in, size_t len, char *out, size_t size);
 
 /**
  * For a prefix route: the path after the route's prefix (for the route "/users/" and the path

@@ -46,6 +46,8 @@ int sxe__http_defer_init(sxe_http_server_t *server)
 
 static void release(sxe_http_server_t *server, struct held *held)
 {
+    free(held->path);
+    held->path = NULL;
     sxe_timer_stop(server->loop, &held->deadline);
     held->state = HELD_FREE;
     held->next_free = server->held_free;
@@ -78,7 +80,18 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
         return NULL;
     }
     struct held *held = &server->helds[server->held_free];
+    if (http->path == server->path_scratch && http->path != NULL) {
+        /* Normalized into the scratch, which the next request reuses: a copy of its own. Only a
+         * path that was not normal is copied, so this is rare, and a failure is a 503. */
+        if ((held->path = malloc(http->path_len + 1)) == NULL) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        memcpy(held->path, http->path, http->path_len + 1);
+    }
     if (sxe_timer_start(server->loop, &held->deadline, server->response_timeout, 0) < 0) {
+        free(held->path);
+        held->path = NULL;
         server->defer_stats.refused++;
         errno = ENOBUFS; /* the loop's timers are all running */
         return NULL;
@@ -97,6 +110,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     held->http = *http;
     held->http.held = held;
     held->http.request = &held->request;
+    held->http.path = held->path != NULL ? held->path : http->path;
     /* The parse, without the unused part of the header array. */
     const struct sxe_http_request *request = http->request;
     memcpy(&held->request, request, offsetof(struct sxe_http_request, headers));
@@ -110,10 +124,14 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     return &held->http;
 }
 
-/* Moves a pointer into the request's old place to the same byte in its new one. */
-static const char *moved(const char *pointer, const char *from, const char *to)
+/*
+ * Moves a pointer into the request's old place (len bytes at from) to the same byte in its new one.
+ * One that points elsewhere stays: the constant "/" target of an absolute-form request without a
+ * path ("GET http://host"), or NULL.
+ */
+static const char *moved(const char *pointer, const char *from, size_t len, const char *to)
 {
-    return pointer != NULL ? to + (pointer - from) : NULL;
+    return pointer >= from && pointer < from + len ? to + (pointer - from) : pointer;
 }
 
 bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
@@ -135,11 +153,14 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
         cancel(server, held);
         return false;
     }
-    request->method = moved(request->method, at, kept);
-    request->target = moved(request->target, at, kept);
+    request->method = moved(request->method, at, head, kept);
+    request->target = moved(request->target, at, head, kept);
+    if (held->path == NULL) { /* the path lies in the target (or is the constant "/") */
+        held->http.path = moved(held->http.path, at, head, kept);
+    }
     for (unsigned i = 0; i < request->header_count; i++) {
-        request->headers[i].name = moved(request->headers[i].name, at, kept);
-        request->headers[i].value = moved(request->headers[i].value, at, kept);
+        request->headers[i].name = moved(request->headers[i].name, at, head, kept);
+        request->headers[i].value = moved(request->headers[i].value, at, head, kept);
     }
     if (held->streaming) { /* a streamed body: its pieces come as they arrive */
         held->head_len = (uint32_t)head;
@@ -196,6 +217,7 @@ void sxe__http_defer_done(sxe_http_t *http)
 /* Tells the holder (or will, at its next call) that its request is gone. */
 static void cancel(sxe_http_server_t *server, struct held *held)
 {
+    sxe__http_log(&held->http); /* a response cut off, or none: 499 */
     server->defer_stats.cancelled++;
     sxe_timer_stop(server->loop, &held->deadline);
     if (held->on_cancel == NULL) {
@@ -255,6 +277,7 @@ static void on_deadline(sxe_timer_t *timer, void *arg)
     }
     if (held->http.status == 0) {
         held->request.keep_alive = false;
+        held->http.logged = true; /* the log sees the 503's handle instead */
         sxe__http_refuse(server, conn, 503, &held->request, NULL);
     }
     sxe_conn_unkeep(conn);

@@ -127,7 +127,7 @@ int sxe__http_target_form(const struct sxe_http_parser *parser, const char *data
         return -400;
     }
     size_t end = authority;
-    while (end < len && target[end] != '/' && target[end] != '?' && target[end] != '#') {
+    while (end < len && target[end] != '/' && target[end] != '?') {
         end++;
     }
     if ((end < len && target[end] != '/') ||

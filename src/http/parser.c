@@ -67,7 +67,7 @@ static void __attribute__((constructor)) init_classes(void)
         if ((c >= 0x21 && c <= 0x7e) || c >= 0x80 || c == ' ' || c == '\t') {
             class |= VALUE;
         }
-        if (c >= 0x21 && c <= 0x7e) {
+        if (c >= 0x21 && c <= 0x7e && c != '#') { /* a fragment is never sent (RFC 9112 §3.2) */
             class |= TARGET;
         }
         if ((class & VALUE) && c != '"' && c != '\\') {
@@ -101,7 +101,7 @@ static inline size_t skip_scalar(const char *data, size_t from, size_t len, unsi
  * For the classes with the longest runs, field values and request targets: a mask, one bit per
  * byte of the 16 at data, of the bytes that end a run. Bytes are compared unsigned by flipping
  * their top bit and comparing signed. A value run ends at a control byte other than HTAB, or DEL
- * (obs-text, 0x80 and up, is allowed); a target run at anything outside 0x21..0x7e.
+ * (obs-text, 0x80 and up, is allowed); a target run at anything outside 0x21..0x7e, or '#'.
  */
 static inline unsigned stops16(const char *data, unsigned class)
 {
@@ -135,6 +135,7 @@ static inline unsigned stops16(const char *data, unsigned class)
     } else {
         stop = _mm_or_si128(_mm_cmplt_epi8(flipped, _mm_set1_epi8((char)(0x21 ^ 0x80))),
                             _mm_cmpgt_epi8(flipped, _mm_set1_epi8((char)(0x7e ^ 0x80))));
+        stop = _mm_or_si128(stop, _mm_cmpeq_epi8(block, _mm_set1_epi8('#')));
     }
     return (unsigned)_mm_movemask_epi8(stop);
 }

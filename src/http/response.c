@@ -305,6 +305,7 @@ static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
         }
         return rc;
     }
+    http->body_sent += len;
     if (ref) {
         http->sent += len;
         rc = wrote(http, sxe_conn_write_ref(http->conn, data, len, release, arg));
@@ -357,6 +358,7 @@ static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool cl
     }
     sxe__http_set_nodelay(sxe__http_state(http->server, http->conn), http->conn);
     http->sent += len;
+    http->body_sent += len;
     rc = close_when_sent ? sxe_conn_sendfile_and_close(http->conn, fd, offset, len)
                          : sxe_conn_sendfile_ref(http->conn, fd, offset, len, release, arg);
     return wrote(http, rc);
@@ -402,6 +404,9 @@ int sxe_http_finish(sxe_http_t *http)
     if (http->failed != 0) {
         bool first = !http->finished;
         http->finished = true;
+        if (first) {
+            sxe__http_log(http); /* cut off: what was queued is what the client gets */
+        }
         return first ? finished(http, http->failed) : http->failed;
     }
     if (http->status == 0 || http->finished) {
@@ -409,6 +414,7 @@ int sxe_http_finish(sxe_http_t *http)
     }
     http->finished = true;
     if (http->chunked && (rc = put(http, "0\r\n\r\n", 5)) < 0) {
+        sxe__http_log(http);
         return finished(http, rc);
     }
     sxe__http_count(http->server, http->sent);
@@ -423,6 +429,7 @@ int sxe_http_finish(sxe_http_t *http)
         sxe__http_close_after_response(http->server, http->conn,
                                        http->body_unread || http->request->keep_alive);
     }
+    sxe__http_log(http);
     return finished(http, 0);
 }
 
@@ -466,12 +473,25 @@ const struct sxe_http_request *sxe_http_request(const sxe_http_t *http)
     return http->request;
 }
 
+int sxe_http_status(const sxe_http_t *http)
+{
+    return http->status != 0 || !http->logged ? http->status : 499;
+}
+
+uint64_t sxe_http_body_sent(const sxe_http_t *http)
+{
+    return http->body_sent;
+}
+
 const char *sxe_http_path(const sxe_http_t *http, size_t *len)
 {
+    if (http->path != NULL) {
+        *len = http->path_len;
+        return http->path;
+    }
     const char *query = memchr(http->request->target, '?', http->request->target_len);
-
     *len = query ? (size_t)(query - http->request->target) : http->request->target_len;
-    return http->request->target;
+    return http->request->target; /* refused before it was routed: only the log sees it */
 }
 
 const char *sxe_http_query(const sxe_http_t *http, size_t *len)

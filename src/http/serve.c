@@ -85,7 +85,8 @@ static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
     server->conn_count = in_force->connections;
     server->conns = calloc(server->conn_count, sizeof(*server->conns));
     server->scratch = malloc(server->limits.body_bytes + 1);
-    if (server->conns == NULL || server->scratch == NULL) {
+    server->path_scratch = malloc((size_t)server->limits.request_line + 1);
+    if (server->conns == NULL || server->scratch == NULL || server->path_scratch == NULL) {
         return -ENOMEM;
     }
     return sxe__http_defer_init(server);
@@ -108,6 +109,8 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     server->handlers = sxe__http_handlers;
     server->held_capacity = options->deferred;
     server->response_timeout = options->response_timeout;
+    server->on_log = options->on_log;
+    server->log_arg = options->log_arg;
     server->stream_body_bytes =
         options->stream_body_bytes ? options->stream_body_bytes : UINT64_MAX;
     server->fiber_options = (struct sxe_fibers_options){.count = options->fibers,
@@ -165,6 +168,7 @@ void sxe_http_server_destroy(sxe_http_server_t *server)
     sxe_workers_destroy(server->workers);
     free(server->conns);
     free(server->scratch);
+    free(server->path_scratch);
     free(server->helds);
     free(server);
 }
@@ -234,6 +238,7 @@ static int worker_start(sxe_worker_t *worker, void *arg)
     server->worker = worker;
     server->conns = NULL;
     server->scratch = NULL;
+    server->path_scratch = NULL;
     server->helds = NULL;
     server->fibers = NULL;
     server->defer_stats = (struct sxe_http_defer_stats){0};

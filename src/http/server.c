@@ -35,7 +35,8 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
                       const struct sxe_http_request *request, const char *extra_headers)
 {
-    static const struct sxe_http_request unparsed = {.minor_version = 1};
+    static const struct sxe_http_request unparsed = {
+        .method = "", .target = "", .minor_version = 1};
     char body[64];
     int len = snprintf(body, sizeof(body), "%d %s\n", status, sxe_http_reason(status));
     sxe_http_t http = {.server = server,
@@ -75,11 +76,34 @@ static bool route_method_matches(const struct route *route, const struct sxe_htt
     return strcmp(route->method, "GET") == 0 && method_is(request, "HEAD");
 }
 
-/* The request's path: its target up to any '?'. */
-static size_t path_length(const struct sxe_http_request *request)
+/*
+ * The path the request is routed by, and its handler reads: the target's up to any '?',
+ * normalized (path.c), so that no spelling of a path reaches a route it does not start with.
+ * Nearly every path is normal already and is used where it lies; another is written into the
+ * server's scratch for it. "*" (OPTIONS) is itself. @return 0, or 400 for a path that climbs
+ * above the root or holds a malformed escape.
+ */
+static int route_path(sxe_http_server_t *server, const struct sxe_http_request *request,
+                      const char **path, size_t *path_len)
 {
     const char *query = memchr(request->target, '?', request->target_len);
-    return query ? (size_t)(query - request->target) : request->target_len;
+    size_t raw_len = query ? (size_t)(query - request->target) : request->target_len;
+
+    *path = request->target;
+    *path_len = raw_len;
+    if (request->target[0] != '/' || sxe__http_path_is_normal(request->target, raw_len)) {
+        return 0;
+    }
+    ssize_t normal = sxe_http_normalize_path(request->target, raw_len, server->path_scratch,
+                                             (size_t)server->limits.request_line + 1);
+    if (normal < 0) {
+        SXE_LOG_DEBUG("refusing the path %.*s: %s", (int)raw_len, request->target,
+                      normal == -EACCES ? "it climbs above the root" : "a malformed escape");
+        return 400;
+    }
+    *path = server->path_scratch;
+    *path_len = (size_t)normal;
+    return 0;
 }
 
 static bool route_covers(const struct route *route, const char *path, size_t path_len, bool *exact)
@@ -94,9 +118,9 @@ static bool route_covers(const struct route *route, const char *path, size_t pat
  * prefix. *others is set when routes for the path take other methods only (405, or OPTIONS).
  */
 static const struct route *find_route(sxe_http_server_t *server,
-                                      const struct sxe_http_request *request, bool *others)
+                                      const struct sxe_http_request *request, const char *path,
+                                      size_t path_len, bool *others)
 {
-    size_t path_len = path_length(request);
     const struct route *best = NULL;
     bool best_exact = false;
 
@@ -104,7 +128,7 @@ static const struct route *find_route(sxe_http_server_t *server,
     for (unsigned i = 0; i < server->route_count; i++) {
         const struct route *route = &server->routes[i];
         bool exact;
-        if (!route_covers(route, request->target, path_len, &exact)) {
+        if (!route_covers(route, path, path_len, &exact)) {
             continue;
         }
         if (!route_method_matches(route, request)) {
@@ -165,7 +189,8 @@ static void allow_header(sxe_http_server_t *server, const char *path, size_t pat
  * the server) allows; another method gets 405 with the same list, or 404 where nothing routes.
  */
 static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
-                            const struct sxe_http_request *request, bool others)
+                            const struct sxe_http_request *request, const char *path,
+                            size_t path_len, bool others)
 {
     bool asterisk = request->target_len == 1 && request->target[0] == '*';
     char allow[256];
@@ -174,8 +199,7 @@ static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
         sxe__http_refuse(server, conn, 404, request, NULL);
         return;
     }
-    allow_header(server, asterisk ? NULL : request->target, path_length(request), allow,
-                 sizeof(allow));
+    allow_header(server, asterisk ? NULL : path, path_len, allow, sizeof(allow));
     if (!method_is(request, "OPTIONS")) {
         sxe__http_refuse(server, conn, 405, request, allow);
         return;
@@ -196,10 +220,17 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                      const struct sxe_http_request *request, const char *body, size_t body_len,
                      bool streamed)
 {
+    const char *path;
+    size_t path_len;
+    int refused = route_path(server, request, &path, &path_len);
+    if (refused != 0) {
+        sxe__http_refuse(server, conn, refused, request, NULL);
+        return false;
+    }
     bool others;
-    const struct route *route = find_route(server, request, &others);
+    const struct route *route = find_route(server, request, path, path_len, &others);
     if (route == NULL) {
-        answer_unrouted(server, conn, request, others);
+        answer_unrouted(server, conn, request, path, path_len, others);
         return false;
     }
 
@@ -212,6 +243,8 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                          .head_only = method_is(request, "HEAD"),
                          .keep_alive = request->keep_alive,
                          .stream = route->stream,
+                         .path = path,
+                         .path_len = path_len,
                          .prefix_len = (uint16_t)route->path_len,
                          .body_unread = streamed};
     uint64_t id = sxe_conn_id(conn);
@@ -225,6 +258,8 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
     if (sxe_conn_from_id(server->loop, id) == NULL) {
         if (http->held != NULL) {
             sxe__http_defer_drop(server);
+        } else {
+            sxe__http_log(http); /* unless its answer was finished first */
         }
         return false; /* the handler closed the connection */
     }
@@ -285,8 +320,15 @@ static int stream_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const cha
                           const char *at, int head)
 {
     struct sxe_http_request *request = &server->request;
+    const char *path;
+    size_t path_len;
     bool others;
-    const struct route *route = find_route(server, request, &others);
+    int refused = route_path(server, request, &path, &path_len);
+    if (refused != 0) { /* before its body is read: it would be read for nothing */
+        sxe__http_refuse(server, conn, refused, request, NULL);
+        return 1;
+    }
+    const struct route *route = find_route(server, request, path, path_len, &others);
 
     uint64_t most =
         route != NULL && route->stream ? server->stream_body_bytes : server->limits.body_bytes;

@@ -51,16 +51,21 @@ struct sxe_http {
     bool keep_alive; /* the connection carries on after this response */
     bool finished;
     bool stream;      /* from a streamed route (SXE_HTTP_ROUTE_STREAM) */
+    bool logged;      /* the log hook has seen it (sxe__http_log) */
     bool body_unread; /* a streamed body has not all been read: the response closes */
     int failed;       /* a write of the response failed (-errno): the rest of it is dropped */
     uint64_t sent;    /* bytes of the response queued */
+    uint64_t body_sent; /* of them, the body's (sxe_http_body_sent) */
     uint64_t owed; /* body bytes its Content-Length still promises; SXE__HTTP_NO_LENGTH if none */
     void *user;    /* the program's, per request */
     const struct route *route; /* a held request's, while its fiber runs (fiber.c) */
-    uint16_t prefix_len;       /* bytes of the path its route matched (sxe_http_path_rest) */
-    uint64_t serial;           /* a held request's: which holding of its slot this is */
-    struct held *held;         /* the server's: the held request its handler made (sxe_http_defer);
-                                  a held one's: itself */
+    const char *path;          /* normalized (route_path): in the target, or the server's scratch
+                                  (a held one's own copy); NULL: refused before routing */
+    size_t path_len;
+    uint16_t prefix_len; /* bytes of the path its route matched (sxe_http_path_rest) */
+    uint64_t serial;     /* a held request's: which holding of its slot this is */
+    struct held *held;   /* the server's: the held request its handler made (sxe_http_defer);
+                            a held one's: itself */
 };
 
 /* LIVE: held and answerable; CANCELLING: its on_cancel runs; ORPHANED: cancelled without one, and
@@ -86,6 +91,7 @@ struct held {
     bool feeding;     /* pieces are being handed out */
     sxe_http_body_t on_body;
     void *body_arg;
+    char *path;          /* its normalized path, when that is not its target's own bytes */
     sxe_fiber_t *reader; /* a fiber waiting in sxe_http_body_read() */
     char *read_buf;
     size_t read_room;
@@ -126,6 +132,8 @@ struct sxe_http_server {
     uint32_t held_free;
     uint32_t held_untouched; /* slots from here on were never used: free, their pages untouched */
     uint64_t response_timeout;
+    sxe_http_log_t on_log; /* options.on_log */
+    void *log_arg;
     struct sxe_http_defer_stats defer_stats;
     sxe_fibers_t *fibers; /* for fiber routes: made with the first, or each worker's copy */
     struct sxe_fibers_options fiber_options;
@@ -142,7 +150,8 @@ struct sxe_http_server {
     sxe_conn_t *listener;
     struct sxe_http_request request; /* the request being dispatched: one at a time */
     struct sxe_http http;
-    char *scratch; /* chunked bodies are decoded here */
+    char *scratch;      /* chunked bodies are decoded here */
+    char *path_scratch; /* a path being normalized, limits.request_line + 1 bytes */
     uint64_t date_second;
     char date[64];
     size_t date_len;
@@ -171,6 +180,15 @@ extern const struct sxe_conn_handlers sxe__http_handlers;
 /* serve.c: a response of bytes was finished (the worker's counters, or the server's own). */
 void sxe__http_count(sxe_http_server_t *server, uint64_t bytes);
 
+/* response.c: hands the request to the log hook, if there is one and it has not seen it. */
+static inline void sxe__http_log(sxe_http_t *http)
+{
+    if (http->server->on_log != NULL && !http->logged) {
+        http->logged = true;
+        http->server->on_log(http, http->server->log_arg);
+    }
+}
+
 /* Whether http is a held request's handle (defer.c: the handle is its slot's first member). */
 static inline bool sxe__http_is_held(const sxe_http_t *http)
 {
@@ -195,6 +213,9 @@ void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
 void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
 void sxe__http_defer_drop(sxe_http_server_t *server);
+
+/* path.c: whether a path is in its normal form already (sxe_http_normalize_path). */
+bool sxe__http_path_is_normal(const char *path, size_t len);
 
 /* upload.c: streamed bodies. */
 /* Whether the connection's held request is still reading a streamed body. */

@@ -42,6 +42,7 @@ int sxe_http_upgrade(sxe_http_t *http, const char *headers,
     /* The new handlers take the connection's events now (a close from the new protocol's
      * on_open is its); the HTTP module lets go when the handler returns. */
     http->server->upgrade_to = handlers;
+    sxe__http_log(http);
     (void)sxe_conn_set_handlers(http->conn, handlers);
     SXE_LOG_DEBUG("switching protocols for %.*s", (int)http->request->target_len,
                   http->request->target);

@@ -227,9 +227,30 @@ static inline void formatted(sxe_http_t *http, void *arg)
     }
 }
 
+/* What the log hook saw: a line per request, "method target path status body-bytes". */
+static char log_lines[8192];
+static size_t log_used;
+
+static inline void record_log(const sxe_http_t *http, void *arg)
+{
+    const struct sxe_http_request *request = sxe_http_request(http);
+    size_t path_len;
+    const char *path = sxe_http_path(http, &path_len);
+
+    assert_ptr_equal(arg, log_lines);
+    assert_non_null(sxe_http_conn(http)); /* the connection is still there to ask */
+    int len = snprintf(log_lines + log_used, sizeof(log_lines) - log_used,
+                       "%.*s %.*s %.*s %d %llu\n", (int)request->method_len, request->method,
+                       (int)request->target_len, request->target, (int)path_len, path,
+                       sxe_http_status(http), (unsigned long long)sxe_http_body_sent(http));
+    log_used += (size_t)len < sizeof(log_lines) - log_used ? (size_t)len : 0;
+}
+
 static inline int setup(void **state)
 {
-    struct sxe_http_server_options options = {.loop = {.connections = 64},
+    struct sxe_http_server_options options = {.on_log = record_log,
+                                              .log_arg = log_lines,
+                                              .loop = {.connections = 64},
                                               .limits = {.request_line = 256,
                                                          .header_bytes = 1024,
                                                          .header_count = 10,
@@ -239,6 +260,8 @@ static inline int setup(void **state)
     (void)state;
     /* Fake time throughout: it stands still unless a test moves it. */
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    log_used = 0;
+    log_lines[0] = '\0';
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/echo", true, echo, NULL), 0);

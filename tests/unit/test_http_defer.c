@@ -54,13 +54,14 @@ static void answer(sxe_timer_t *timer, void *arg)
     }
     const struct sxe_http_request *request = sxe_http_request(held);
     const struct sxe_http_header *tag = sxe_http_find_header(request, "X-Tag");
-    size_t body_len;
+    size_t body_len, path_len;
     const char *body = sxe_http_body(held, &body_len);
+    const char *path = sxe_http_path(held, &path_len);
     char text[512];
-    int len = snprintf(text, sizeof(text), "later %.*s tag=%.*s user=%s body=%.*s\n",
+    int len = snprintf(text, sizeof(text), "later %.*s tag=%.*s user=%s body=%.*s path=%.*s\n",
                        (int)request->target_len, request->target, tag ? (int)tag->value_len : 0,
                        tag ? tag->value : "", (const char *)sxe_http_user(held), (int)body_len,
-                       body ? body : "");
+                       body ? body : "", (int)path_len, path);
 
     if ((pending->rc = sxe_http_send(held, text, (size_t)len)) == 0) {
         pending->rc = sxe_http_finish(held);
@@ -138,13 +139,29 @@ static void hello(sxe_http_t *http, void *arg)
     sxe_http_respond(http, 200, "text/plain", "hello\n", 6);
 }
 
+/* What the log hook saw: "target status body-bytes" per request. */
+static char log_lines[2048];
+static size_t log_used;
+
+static void record_log(const sxe_http_t *http, void *arg)
+{
+    const struct sxe_http_request *request = sxe_http_request(http);
+
+    (void)arg;
+    int len = snprintf(log_lines + log_used, sizeof(log_lines) - log_used, "%.*s %d %llu\n",
+                       (int)request->target_len, request->target, sxe_http_status(http),
+                       (unsigned long long)sxe_http_body_sent(http));
+    log_used += (size_t)len < sizeof(log_lines) - log_used ? (size_t)len : 0;
+}
+
 static int setup(void **state)
 {
     struct sxe_http_server_options options = {.loop = {.connections = 16},
                                               .deferred = 2,
                                               .response_timeout = SXE_NS_PER_SEC,
                                               .fibers = 1,
-                                              .fiber_stack_size = 32768};
+                                              .fiber_stack_size = 32768,
+                                              .on_log = record_log};
 
     (void)state;
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
@@ -152,6 +169,8 @@ static int setup(void **state)
     pending_count = cancels = 0;
     cancel_rc = 0;
     fiber_rc = 1;
+    log_used = 0;
+    log_lines[0] = '\0';
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/later", true, later, NULL), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/never", true, later, &cancels), 0);
@@ -216,7 +235,7 @@ static void test_answered_later_in_order_with_pipelined_requests(void **state)
     pump(10 * SXE_NS_PER_MSEC);
     pump(0);
     sxe_test_heard(fd, out, sizeof(out));
-    char *first = strstr(out, "later /later/1 tag=one user=u1 body=\n");
+    char *first = strstr(out, "later /later/1 tag=one user=u1 body= path=/later/1\n");
     char *second = strstr(out, "hello\n");
     assert_non_null(first);
     assert_non_null(second);
@@ -236,6 +255,35 @@ static void test_answered_later_in_order_with_pipelined_requests(void **state)
     close(other);
 }
 
+static void test_a_held_request_keeps_its_normal_path(void **state)
+{
+    char out[4096] = "", other_out[1024] = "";
+    int fd = client(), other = client();
+
+    (void)state;
+    /* One path written into the server's scratch, one that is normal where it lies. */
+    sxe_test_say(fd, "GET /x/../later/./a//%62/%2e%2e/c?q HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(other, "GET /later/d HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    /* The scratch is used again meanwhile, by a request answered at once. */
+    int third = client();
+    char third_out[1024] = "";
+    sxe_test_say(third, "GET /./now/. HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_test_heard(third, third_out, sizeof(third_out));
+    assert_non_null(strstr(third_out, "HTTP/1.1 404")); /* "/now/" is not the exact "/now" */
+    pump(10 * SXE_NS_PER_MSEC);
+    pump(0);
+    sxe_test_heard(fd, out, sizeof(out));
+    sxe_test_heard(other, other_out, sizeof(other_out));
+    assert_non_null(strstr(out, "later /x/../later/./a//%62/%2e%2e/c?q tag= user=u1 body= "
+                                "path=/later/a/c\n"));
+    assert_non_null(strstr(other_out, "later /later/d tag= user=u1 body= path=/later/d\n"));
+    close(fd);
+    close(other);
+    close(third);
+}
+
 static void test_bodies_stay_valid_while_held(void **state)
 {
     char out[4096] = "";
@@ -250,8 +298,9 @@ static void test_bodies_stay_valid_while_held(void **state)
     pump(0);
     pump(10 * SXE_NS_PER_MSEC);
     sxe_test_heard(fd, out, sizeof(out));
-    char *first = strstr(out, "later /later/len tag= user=u1 body=hello\n");
-    char *second = strstr(out, "later /later/chunked tag= user=u1 body=abcdefg\n");
+    char *first = strstr(out, "later /later/len tag= user=u1 body=hello path=/later/len\n");
+    char *second =
+        strstr(out, "later /later/chunked tag= user=u1 body=abcdefg path=/later/chunked\n");
     assert_non_null(first);
     assert_non_null(second);
     assert_true(first < second);
@@ -270,6 +319,7 @@ static void test_a_client_that_leaves_cancels_its_held_request_once(void **state
     pump(0);
     assert_int_equal(cancels, 1);
     assert_int_equal(cancel_rc, -ECANCELED); /* answering from the callback is refused */
+    assert_string_equal(log_lines, "/cancel 499 0\n");
     sxe_http_server_defer_stats(server, &stats);
     assert_int_equal(stats.cancelled, 1);
     assert_int_equal(stats.held, 0);
@@ -351,6 +401,7 @@ static void test_a_request_never_answered_gets_503(void **state)
     assert_non_null(strstr(out, "Connection: close"));
     assert_int_equal(got, -1); /* and the connection closed */
     assert_int_equal(cancels, 1);
+    assert_string_equal(log_lines, "/never 503 24\n"); /* once, though it was cancelled too */
     sxe_http_server_defer_stats(server, &stats);
     assert_int_equal(stats.timed_out, 1);
     assert_int_equal(stats.held, 0);
@@ -456,6 +507,7 @@ static void test_fiber_routes_wait_as_sequential_code(void **state)
     pump(5 * SXE_NS_PER_MSEC);
     sxe_test_heard(fd, out, sizeof(out));
     assert_non_null(strstr(out, "HTTP/1.1 500 Internal Server Error\r\n"));
+    assert_string_equal(log_lines, "/fiber 503 24\n/fiber 200 13\n/ 200 6\n/fiber/mute 500 26\n");
     assert_non_null(strstr(out, "Content-Length: 26\r\n"));
     assert_non_null(strstr(out, "\r\n\r\n500 Internal Server Error\n")); /* its body, whole */
     close(fd);
@@ -553,6 +605,7 @@ static void test_a_handler_that_closes_its_held_connection(void **state)
     sxe_http_server_defer_stats(server, &stats);
     assert_int_equal(stats.cancelled, 1);
     assert_int_equal(stats.held, 1); /* until the holder's next call, which it has not made */
+    assert_string_equal(log_lines, "/close 499 0\n");
     close(fd);
 }
 
@@ -606,6 +659,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_buffer_to_hold_a_request_in, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_started_stream_outlives_the_response_timeout, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_a_held_request_keeps_its_normal_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
                                         setup, teardown),

@@ -43,6 +43,9 @@ static const struct {
     /* An absolute-form target's path must be in the caller's bytes: "http://h?q" has none. */
     {"URI / Host terminated by a query string", "reject"},
     {"URI / `host:port` terminated by a query string", "reject"},
+    /* A fragment is never sent (RFC 9112 §3.2: the target has none): '#' is refused with 400, as
+     * nginx refuses a path that climbs above the root, so a server behind does not see it. */
+    {"URI / Fragment in URI", "reject"},
     /* userinfo in an http URI is an error to its recipient (RFC 9110 §4.2.4). */
     {"URI / `host:port` and basic auth", "reject"},
     /* llhttp's test skips the first body through a callback; by RFC 9112 its 123 bytes swallow

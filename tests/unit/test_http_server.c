@@ -376,6 +376,77 @@ static void test_absolute_form_is_routed_by_its_path(void **state)
     assert_non_null(strstr(response, "hello\n"));
 }
 
+static void test_routes_match_the_normal_path(void **state)
+{
+    bool closed;
+    const char *response;
+
+    (void)state;
+    /* However a path is spelled, its route and its handler see it in one form. */
+    response = exchange("GET /x/../echo/a/./b HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "path=/echo/a/b query= body="));
+    response = exchange("GET //echo HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "path=/echo query= body="));
+    response = exchange("GET /%65cho/%2e%2E/echo/z?a=%2e%2e HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "path=/echo/z query=a=%2e%2e body="));
+    response = exchange("GET /echo/%2f/%c3%a9 HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "path=/echo/%2F/%C3%A9 query= body="));
+    /* A prefix spelled around is no prefix: "/api/../post" is "/post", which takes POST only. */
+    expect_status("GET /api/../post HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 405 Method Not Allowed",
+                  false);
+    response = exchange("GET /api/%2E%2E/api/x HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "rest=x "));
+    /* Absolute form too. */
+    response = exchange("GET http://h/a/../echo HTTP/1.1\r\nHost: h\r\n\r\n", &closed);
+    assert_non_null(strstr(response, "path=/echo query= body="));
+    /* Above the root, a malformed escape, a fragment: 400, and the connection closes. */
+    expect_status("GET /echo/../../x HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 Bad Request",
+                  true);
+    expect_status("GET /%2e%2e/echo HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
+    expect_status("GET /echo/%zz HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
+    expect_status("GET /echo#top HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 400 Bad Request", true);
+    expect_status("GET /echo/0123456789abcdef#top HTTP/1.1\r\nHost: x\r\n\r\n",
+                  "HTTP/1.1 400 Bad Request", true); /* past 16 bytes: the vector scan's */
+    expect_status("POST /../echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody",
+                  "HTTP/1.1 400 Bad Request", true);
+}
+
+/* Closes its connection without an answer. */
+static void close_unanswered(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    sxe_conn_close(sxe_http_conn(http));
+}
+
+static void test_every_request_is_logged_once(void **state)
+{
+    bool closed;
+
+    (void)state;
+    assert_int_equal(sxe_http_route(server, "GET", "/hang-up", false, close_unanswered, NULL), 0);
+    exchange("GET /x/../ HTTP/1.1\r\nHost: x\r\n\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\n"
+             "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\nGET /post HTTP/1.1\r\nHost: x\r\n\r\n"
+             "OPTIONS /post HTTP/1.1\r\nHost: x\r\n\r\nGET /silent HTTP/1.1\r\nHost: x\r\n\r\n",
+             &closed);
+    exchange("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    exchange("GET /a/../../b HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    exchange("GET / HTTP/1.1\r\n\r\n", &closed);
+    exchange("G@T / HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    exchange("GET /hang-up HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_true(closed);
+    assert_string_equal(log_lines, "GET /x/../ / 200 6\n"
+                                   "HEAD / / 200 0\n"
+                                   "GET /nowhere /nowhere 404 14\n"
+                                   "GET /post /post 405 23\n"
+                                   "OPTIONS /post /post 200 0\n"
+                                   "GET /silent /silent 500 26\n"
+                                   "GET /stream /stream 200 12\n"
+                                   "GET /a/../../b /a/../../b 400 16\n"
+                                   "GET / / 400 16\n"
+                                   "   400 16\n"
+                                   "GET /hang-up /hang-up 499 0\n");
+}
+
 static void test_slow_request_gets_408(void **state)
 {
     char out[4096];
@@ -422,6 +493,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_an_upgrade_not_taken_is_answered_as_usual, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_absolute_form_is_routed_by_its_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_routes_match_the_normal_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_request_is_logged_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_parameters_and_the_rest_of_the_path, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_formatted_responses, setup, teardown),
