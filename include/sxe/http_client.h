@@ -43,7 +43,9 @@
  * idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE).
  *
  * Errors a call ends with: -ECONNREFUSED and other connect errors; -ETIMEDOUT when the upstream
- * is silent for options.timeout (waiting in the queue included); -ECONNRESET when the connection
+ * is silent for options.timeout (waiting in the queue included; until the final head has come
+ * whole, interim 1xx responses and a head's first bytes do not count as speaking, so the head must
+ * come within timeout of the request); -ECONNRESET when the connection
  * ends before the response does; -EPROTO for a malformed response; -EMSGSIZE for a head past
  * options.limits.header_bytes, or a gathered body past body_bytes; -ECANCELED when the client is
  * destroyed first.
@@ -77,7 +79,7 @@ typedef struct sxe_http_call sxe_http_call_t;
 struct sxe_http_client_options {
     uint32_t connections; /**< Most connections open to the upstream at once (64). */
     uint32_t queue;       /**< Requests that may wait for a connection (256): else -ENOBUFS. */
-    uint64_t timeout;     /**< ns the upstream may be silent before the call fails (30 s). */
+    uint64_t timeout; /**< ns the upstream may be silent before the call fails (30 s): see above. */
     /** Zero fields take the defaults; body_bytes bounds gathered bodies only (1 MiB). */
     struct sxe_http_limits limits;
     const char *host; /**< The Host header (the address given to create when NULL). */

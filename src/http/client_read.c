@@ -166,6 +166,7 @@ static size_t read_response(struct sxe__upstream *up, struct sxe_http_call *call
             if (response.status < 200) {
                 continue;
             }
+            sxe__http_call_rearm(call); /* the head has come: from now on, silence is the body's */
             if (!head_read(up, call, data + at - (size_t)rc, (size_t)rc, &response)) {
                 return len;
             }
@@ -238,7 +239,11 @@ size_t sxe__http_client_on_read(sxe_conn_t *conn, const char *data, size_t len)
             return len;
         }
         up->got_bytes = true;
-        sxe__http_call_rearm(call);
+        if (up->in_body) {
+            /* Body bytes are progress. Until the final head has come whole, nothing is: interim
+             * 1xx heads, or a head a byte at a time, cannot keep a call alive past its timeout. */
+            sxe__http_call_rearm(call);
+        }
         size_t used = read_response(up, call, data + at, len - at, &whole);
         if (up->first != call || up->conn != conn) {
             return len; /* the call ended (failed, or cancelled from a callback) */

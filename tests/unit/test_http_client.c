@@ -203,6 +203,22 @@ static void make_big_response(void)
     big_size = lseek(big_fd, 0, SEEK_END);
 }
 
+/* "/interim": an interim 102 every 10 ms, and never a final answer. */
+static sxe_timer_t interim_timer;
+static uint64_t interim_conn;
+
+static void send_interim(sxe_timer_t *timer, void *arg)
+{
+    sxe_conn_t *conn = sxe_conn_from_id(loop, interim_conn);
+
+    (void)arg;
+    if (conn == NULL) {
+        sxe_timer_stop(loop, timer);
+        return;
+    }
+    (void)sxe_conn_write(conn, "HTTP/1.1 102 Processing\r\n\r\n", 27);
+}
+
 /*
  * The scripted upstream: reads a request head, answers by its target, and for "/once" closes the
  * connection when the next request arrives on it.
@@ -226,6 +242,7 @@ static size_t script(sxe_conn_t *conn, const char *data, size_t len)
         {"/too-big ", "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", false},
         {"/hang ", "", false},
         {"/big ", "", false},
+        {"/interim ", "HTTP/1.1 102 Processing\r\n\r\n", false},
     };
     const char *end = memmem(data, len, "\r\n\r\n", 4);
 
@@ -248,6 +265,13 @@ static size_t script(sxe_conn_t *conn, const char *data, size_t len)
             }
             if (strcmp(replies[i].target, "/once ") == 0) {
                 sxe_conn_set_user(conn, &finished);
+            }
+            if (strcmp(replies[i].target, "/interim ") == 0) {
+                interim_conn = sxe_conn_id(conn);
+                sxe_timer_init(&interim_timer, send_interim, NULL);
+                assert_int_equal(sxe_timer_start(loop, &interim_timer, 10 * SXE_NS_PER_MSEC,
+                                                 10 * SXE_NS_PER_MSEC),
+                                 0);
             }
             if (replies[i].close) {
                 (void)sxe_conn_close_when_sent(conn);
@@ -502,27 +526,34 @@ static void test_upstream_faults_fail_the_call_with_their_reason(void **state)
     fetch(NULL, "/hang", NULL, &result);
     run_until(4);
     assert_int_equal(result.err, -ETIMEDOUT);
-    fetch(NULL, "/too-big", NULL, &result); /* a body past body_bytes */
+    /* Interim answers every 10 ms are no final one: the 50 ms still runs out. */
+    uint64_t started = sxe_clock_mono_ns();
+    fetch(NULL, "/interim", NULL, &result);
     run_until(5);
+    assert_int_equal(result.err, -ETIMEDOUT);
+    assert_true(sxe_clock_mono_ns() - started < SXE_NS_PER_SEC);
+    sxe_timer_stop(loop, &interim_timer);
+    fetch(NULL, "/too-big", NULL, &result); /* a body past body_bytes */
+    run_until(6);
     assert_int_equal(result.err, -EMSGSIZE);
     fetch(NULL, "/to-close", NULL, &result); /* a body that ends with the connection */
-    run_until(6);
+    run_until(7);
     assert_int_equal(result.err, 0);
     assert_int_equal(result.body_len, 9);
     assert_memory_equal(result.body, "all of it", 9);
     fetch(NULL, "/continue", NULL, &result); /* an interim 100 is skipped */
-    run_until(7);
+    run_until(8);
     assert_int_equal(result.err, 0);
     assert_int_equal(result.status, 200);
     assert_memory_equal(result.body, "ok", 2);
     fetch(NULL, "/extra", NULL, &result); /* answered, but the connection is not reused */
-    run_until(8);
+    run_until(9);
     assert_int_equal(result.err, 0);
     struct sxe_http_client_stats stats;
     sxe_http_client_stats(client, &stats);
-    assert_int_equal(stats.failed, 5);
+    assert_int_equal(stats.failed, 6);
     assert_int_equal(stats.requests, 3);
-    run_until(8);
+    run_until(9);
     assert_true(sxe_loop_run_once(loop, 0) >= 0);
     sxe_http_client_stats(client, &stats);
     assert_int_equal(stats.open, 0);
