@@ -489,8 +489,8 @@ bool sxe_http_query_next(const sxe_http_t *http, size_t *cursor, struct sxe_http
 
 /**
  * Percent-decodes len bytes into out (size bytes, NUL-terminated), '+' as a space when
- * plus_is_space (query strings). @return the decoded length, -ENOBUFS, or -EINVAL for a
- * malformed escape.
+ * plus_is_space (query strings). in and out may be the same buffer. @return the decoded length,
+ * -ENOBUFS, or -EINVAL for a malformed escape.
  */
 ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space);
 

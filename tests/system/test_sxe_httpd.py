@@ -192,17 +192,20 @@ def test_absolute_form_targets_are_served_by_their_path(httpd):
     assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"Hello World\n"), data
 
 
-@pytest.mark.parametrize("path", [
-    "/../secret.txt", "/docs/../../secret.txt", "/%2e%2e/secret.txt", "/%2E%2e/secret.txt",
-    "/docs/%2e%2e/%2e%2e/secret.txt", "/escape", "/%00", "/..%2fsecret.txt",
-    "/%", "/%zz",
+@pytest.mark.parametrize("path,expected", [
+    # Above the root, or malformed: the server refuses it before any route (400).
+    ("/../secret.txt", 400), ("/docs/../../secret.txt", 400), ("/%2e%2e/secret.txt", 400),
+    ("/%2E%2e/secret.txt", 400), ("/docs/%2e%2e/%2e%2e/secret.txt", 400), ("/%", 400),
+    ("/%zz", 400),
+    # A link that leads out, an encoded NUL or separator: sxe-httpd refuses it (403).
+    ("/escape", 403), ("/%00", 403), ("/..%2fsecret.txt", 403), ("/a%5c..%5csecret.txt", 403),
 ])
-def test_no_path_escapes(httpd, path):
+def test_no_path_escapes(httpd, path, expected):
     server = httpd()
     data = exchange(server.port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
                     .encode())
     status = int(data.split()[1])
-    assert status in (403, 404), data
+    assert status == expected, data
     assert b"secret" not in data.split(b"\r\n\r\n", 1)[1]
 
 
@@ -213,8 +216,9 @@ def test_no_path_escapes(httpd, path):
     ("/docs/%2E", 200, b"docs index\n"), ("/docs/../hello.txt", 200, b"Hello World\n"),
     ("/docs/%2e%2E/docs/./../hello.txt", 200, b"Hello World\n"),
     ("/a/b/../../hello.txt", 200, b"Hello World\n"), ("/docs/../docs", 301, None),
-    # Only a path that would climb above the root is refused, and encoded separators and NUL.
-    ("/..", 403, None), ("/docs/../..", 403, None), ("/a/../../hello.txt", 403, None),
+    # Only a path that would climb above the root is refused (by the server, before routing:
+    # 400), and encoded separators and NUL (by sxe-httpd: 403).
+    ("/..", 400, None), ("/docs/../..", 400, None), ("/a/../../hello.txt", 400, None),
     ("/docs%2f..%2f..%2fsecret.txt", 403, None), ("/%5c..%5csecret.txt", 403, None),
     ("/docs/index.html%2f.", 403, None), ("/hello.txt%00", 403, None),
     # Dots that do not make a whole "." or ".." segment are names like any other.
@@ -228,9 +232,9 @@ def test_dot_segments_are_resolved_and_only_escapes_refused(httpd, root, path, s
     assert int(data.split()[1]) == status, data
     if body is not None:
         assert data.split(b"\r\n\r\n", 1)[1] == body
-    if status == 403:
+    if status == 403:  # said with the path as routed: its escapes' digits upper case
         assert server.stop() == 0
-        assert f"refused the path {path}: ".encode() in server.process.stderr.read()
+        assert f"refused the path {path}: ".lower().encode() in server.process.stderr.read().lower()
 
 
 def test_symlink_inside_the_root_is_served(httpd):

@@ -28,6 +28,7 @@
 #include <sxe/sxe.h>
 #include <sxe/http.h>
 
+#include "access_log.h"
 #include "cache.h"
 #include "listing.h"
 #include "path.h"
@@ -39,8 +40,6 @@ static struct {
     const char *listen;
     const char *index;
     bool list;
-    FILE *access_log;
-    bool combined;
     uint32_t connections;
     unsigned workers; /* 0 until given: the CPUs */
     enum sxe_workers_kind kind;
@@ -108,54 +107,16 @@ static const char *mime_type(const char *path)
     return "application/octet-stream";
 }
 
-/* Writes an access log line, common or combined format. */
-static void log_access(sxe_http_t *http, int status, uint64_t bytes)
-{
-    if (config.access_log == NULL) {
-        return;
-    }
-    const struct sxe_http_request *request = sxe_http_request(http);
-    struct sockaddr_storage peer;
-    socklen_t peer_len = sizeof(peer);
-    char host[64] = "-", when[64];
-    time_t now = time(NULL);
-    struct tm utc;
-
-    if (sxe_conn_peer(sxe_http_conn(http), (struct sockaddr *)&peer, &peer_len) == 0) {
-        void *address = peer.ss_family == AF_INET6
-                            ? (void *)&((struct sockaddr_in6 *)&peer)->sin6_addr
-                            : (void *)&((struct sockaddr_in *)&peer)->sin_addr;
-        inet_ntop(peer.ss_family, address, host, sizeof(host));
-    }
-    gmtime_r(&now, &utc);
-    strftime(when, sizeof(when), "%d/%b/%Y:%H:%M:%S +0000", &utc);
-    fprintf(config.access_log, "%s - - [%s] \"%.*s %.*s HTTP/1.%d\" %d %" PRIu64, host, when,
-            (int)request->method_len, request->method, (int)request->target_len, request->target,
-            request->minor_version, status, bytes);
-    if (config.combined) {
-        const struct sxe_http_header *referer = sxe_http_find_header(request, "Referer");
-        const struct sxe_http_header *agent = sxe_http_find_header(request, "User-Agent");
-        fprintf(config.access_log, " \"%.*s\" \"%.*s\"", referer ? (int)referer->value_len : 1,
-                referer ? referer->value : "-", agent ? (int)agent->value_len : 1,
-                agent ? agent->value : "-");
-    }
-    fputc('\n', config.access_log);
-}
-
 static void respond(sxe_http_t *http, int status, const char *headers, const char *text)
 {
     char body[128];
     int len = snprintf(body, sizeof(body), "%d %s\n%s", status, sxe_http_reason(status),
                        text ? text : "");
-    char all_headers[512];
 
-    snprintf(all_headers, sizeof(all_headers), "Content-Type: text/plain; charset=utf-8\r\n%s",
-             headers ? headers : "");
-    if (sxe_http_start(http, status, all_headers, len) == 0 &&
-        sxe_http_send(http, body, (size_t)len) == 0) {
-        (void)sxe_http_finish(http);
-    } /* else the client is gone, or cannot take more: the module closes the connection */
-    log_access(http, status, (uint64_t)len);
+    /* A failure means the client is gone, or cannot take more: the module closes the
+     * connection. */
+    (void)sxe_http_respond_with(http, status, "text/plain; charset=utf-8", headers, body,
+                                (size_t)len);
 }
 
 /* Whether resolved (a realpath) lies under the root. */
@@ -267,7 +228,6 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
         return;
     }
     sxe_http_respond(http, 200, "text/html; charset=utf-8", page, len);
-    log_access(http, 200, len);
 }
 
 /* Sends the file, honouring conditional requests and a range; takes the caller's reference. */
@@ -298,7 +258,6 @@ static void serve_file(sxe_http_t *http, struct file *file)
         if (sxe_http_start(http, 304, headers, -1) == 0) {
             (void)sxe_http_finish(http);
         }
-        log_access(http, 304, 0);
         file_unref(file);
         return;
     }
@@ -338,7 +297,29 @@ static void serve_file(sxe_http_t *http, struct file *file)
     if (rc == 0) {
         (void)sxe_http_finish(http);
     }
-    log_access(http, code, length);
+}
+
+/*
+ * A directory asked for without its '/': 301 to it. The Location is built from the resolved path
+ * (re-encoded), never from the client's bytes: it has no empty segment, so it can never start
+ * with "//", which a browser would read as another host. The query goes along, as nginx sends it.
+ */
+static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t len)
+{
+    char location[PATH_MAX * 3 + 64];
+    size_t query_len;
+    const char *query = sxe_http_query(http, &query_len);
+    ssize_t encoded = sxe_http_encode_path(resolved, len, location + 10, sizeof(location) - 10);
+
+    if (encoded < 0 || (size_t)encoded + query_len + 16 > sizeof(location) - 10) {
+        respond(http, 414, NULL, NULL);
+        return;
+    }
+    memcpy(location, "Location: ", 10);
+    int total = 10 + (int)encoded;
+    total += snprintf(location + total, sizeof(location) - (size_t)total, "/%s%.*s\r\n",
+                      query != NULL ? "?" : "", (int)query_len, query != NULL ? query : "");
+    respond(http, 301, location, NULL);
 }
 
 static void serve(sxe_http_t *http, void *arg)
@@ -353,7 +334,7 @@ static void serve(sxe_http_t *http, void *arg)
     long decoded_len = path_resolve(path, path_len, decoded, sizeof(decoded), &why);
     if (decoded_len < 0) {
         SXE_LOG_INFO("refused the path %.*s: %s", (int)path_len, path, why);
-        respond(http, 403, NULL, "the path leaves the root or cannot be decoded\n");
+        respond(http, (int)-decoded_len, NULL, "the path cannot be served\n");
         return;
     }
     uint64_t second = sxe_loop_now(sxe_conn_loop(sxe_http_conn(http))) / SXE_NS_PER_SEC;
@@ -381,9 +362,7 @@ static void serve(sxe_http_t *http, void *arg)
     }
     if (S_ISDIR(status.st_mode)) {
         if (decoded[decoded_len - 1] != '/') {
-            char location[PATH_MAX + 32];
-            snprintf(location, sizeof(location), "Location: %.*s/\r\n", (int)path_len, path);
-            respond(http, 301, location, NULL);
+            redirect_to_directory(http, decoded, (size_t)decoded_len);
             return;
         }
         char index[PATH_MAX + 256];
@@ -441,7 +420,8 @@ static void usage(FILE *out)
             "\n"
             "Serves the files under DIR over HTTP/1.1: sendfile, MIME types by extension, index\n"
             "files, ETag and Last-Modified conditional requests, single byte ranges. Requests\n"
-            "for paths outside DIR (.., %%2e%%2e, symbolic links leading out) get 403.\n"
+            "for paths outside DIR get 400 (.., %%2e%%2e above the root) or 403 (symbolic\n"
+            "links leading out, encoded separators).\n"
             "Stops cleanly on SIGTERM or SIGINT.\n"
             "\n"
             "  --root DIR            the directory to serve (required)\n"
@@ -480,6 +460,8 @@ static void usage(FILE *out)
             "                        (GET, HEAD and other idempotent ones; 1: none) (1)\n"
             "  --proxy-max-body BYTES  a proxied request body longer than this gets 413\n"
             "                        (0: no limit; bodies stream, whatever their size) (0)\n"
+            "  --proxy-underscores   pass on request fields whose names have '_' (dropped by\n"
+            "                        default: CGI upstreams read X_A and X-A as one)\n"
             "  -h, --help            this text\n"
             "      --version         the versions of sxe-httpd and of the libsxe it runs on\n"
             "\n"
@@ -549,10 +531,12 @@ static void parse_options(int argc, char **argv)
                                             {"proxy-connections", required_argument, NULL, 'N'},
                                             {"proxy-pipeline", required_argument, NULL, 'Q'},
                                             {"proxy-max-body", required_argument, NULL, 'M'},
+                                            {"proxy-underscores", no_argument, NULL, 'U'},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
+    bool combined = false;
     int option;
 
     while ((option = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -576,7 +560,7 @@ static void parse_options(int argc, char **argv)
             if (strcmp(optarg, "combined") != 0 && strcmp(optarg, "common") != 0) {
                 die(2, "--log-format must be common or combined, not '%s'", optarg);
             }
-            config.combined = strcmp(optarg, "combined") == 0;
+            combined = strcmp(optarg, "combined") == 0;
             break;
         case 'c':
             config.connections = (uint32_t)number(optarg, 16, 1000000, "--connections");
@@ -636,6 +620,9 @@ static void parse_options(int argc, char **argv)
         case 'Q':
             config.proxy.pipeline = (uint32_t)number(optarg, 1, 64, "--proxy-pipeline");
             break;
+        case 'U':
+            config.proxy.underscores = true;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -672,13 +659,10 @@ static void parse_options(int argc, char **argv)
         config.root_len = 0; /* "/" itself: every resolved path is under it */
         config.root[0] = '\0';
     }
-    if (access_log != NULL) {
-        config.access_log = strcmp(access_log, "-") == 0 ? stdout : fopen(access_log, "a");
-        if (config.access_log == NULL) {
-            fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", access_log, strerror(errno));
-            exit(1);
-        }
-        setvbuf(config.access_log, NULL, _IOLBF, 0); /* whole lines, as they happen */
+    int rc;
+    if (access_log != NULL && (rc = access_log_open(access_log, combined)) < 0) {
+        fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", access_log, sxe_strerror(rc));
+        exit(1);
     }
 }
 
@@ -699,7 +683,8 @@ int main(int argc, char **argv)
         .spread = config.spread,
         .listen_flags = config.listen_flags,
         .header_timeout = (uint64_t)config.header_timeout * SXE_NS_PER_SEC,
-        .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC};
+        .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC,
+        .on_log = access_log_on() ? access_log_write : NULL};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
      * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
     options.limits.body_bytes = 48 * 1024;
@@ -730,8 +715,6 @@ int main(int argc, char **argv)
     rc = sxe_http_run(server);
     sxe_http_server_destroy(server);
     cache_clear();
-    if (config.access_log != NULL) {
-        fflush(config.access_log);
-    }
+    access_log_flush();
     return rc < 0 ? 1 : 0;
 }

@@ -1,10 +1,13 @@
 /*
- * Request paths made file paths: percent-decoded by the library's one decoder, then their dot
- * segments resolved in place. Escapes that would smuggle a separator or a NUL into a name are
- * refused before decoding, since after it they cannot be told from the real ones.
+ * Request paths made file paths: put in the library's normal form (dot segments resolved however
+ * they were written), then percent-decoded by the library's one decoder. Escapes that would smuggle
+ * a separator or a NUL into a name are refused before decoding, since after it they cannot be told
+ * from the real ones; after normalizing, no decoded byte can make a new dot segment, since '.' was
+ * decoded already and '/' may not be.
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/types.h>
@@ -26,70 +29,25 @@ static bool escapes_separator(const char *path, size_t len)
     return false;
 }
 
-/*
- * Resolves the dot segments of path (len bytes, starting with '/') in place: the output is built
- * behind the input, a "/segment" at a time. @return the new length, or -1 for a ".." above the
- * root.
- */
-static long remove_dot_segments(char *path, size_t len)
-{
-    size_t written = 0;
-
-    for (size_t at = 0; at < len;) {
-        size_t end = at + 1;
-        while (end < len && path[end] != '/') {
-            end++;
-        }
-        const char *segment = path + at + 1;
-        size_t segment_len = end - at - 1;
-        bool dot = segment_len == 1 && segment[0] == '.';
-        bool dots = segment_len == 2 && segment[0] == '.' && segment[1] == '.';
-        if (!dot && !dots) {
-            memmove(path + written, path + at, end - at);
-            written += end - at;
-        } else {
-            if (dots) {
-                if (written == 0) {
-                    return -1;
-                }
-                while (path[--written] != '/') { /* drop the segment before it */
-                }
-            }
-            if (end == len) {
-                path[written++] = '/'; /* "/a/." is "/a/", and "/a/.." is "/" */
-            }
-        }
-        at = end;
-    }
-    if (written == 0) {
-        path[written++] = '/';
-    }
-    path[written] = '\0';
-    return (long)written;
-}
-
 long path_resolve(const char *path, size_t len, char *out, size_t size, const char **why)
 {
-    if (len == 0 || path[0] != '/') {
-        *why = "it does not start with '/'";
-        return -1;
-    }
     if (escapes_separator(path, len)) {
         *why = "it holds an encoded NUL or separator";
-        return -1;
+        return -403;
     }
-    ssize_t decoded = sxe_http_decode(path, len, out, size, false);
-    if (decoded < 0) {
-        *why = decoded == -ENOBUFS ? "it is too long" : "a percent escape is malformed";
-        return -1;
+    ssize_t normal = sxe_http_normalize_path(path, len, out, size);
+    if (normal < 0) {
+        *why = normal == -ENOBUFS           ? "it is too long"
+               : normal == -EACCES          ? "its dot segments climb above the root"
+               : len == 0 || path[0] != '/' ? "it does not start with '/'"
+                                            : "a percent escape is malformed";
+        return normal == -ENOBUFS ? -414 : -400;
     }
+    /* Decoded where it lies: decoding never overtakes itself, and every escape is well formed. */
+    ssize_t decoded = sxe_http_decode(out, (size_t)normal, out, size, false);
     if (memchr(out, '\\', (size_t)decoded) != NULL) {
         *why = "it holds a '\\', a separator elsewhere";
-        return -1;
+        return -403;
     }
-    long resolved = remove_dot_segments(out, (size_t)decoded);
-    if (resolved < 0) {
-        *why = "its dot segments climb above the root";
-    }
-    return resolved;
+    return (long)decoded;
 }

@@ -5,11 +5,12 @@
 #include <stddef.h>
 
 /*
- * Decodes the URL path [path, path + len) into out (size bytes, NUL-terminated) and resolves its
- * dot segments (RFC 3986 §5.2.4), however they were written. Refuses a path that does not start
- * with '/', a malformed escape, an encoded NUL or separator ("%00", "%2F", "%5C", and a literal
- * '\'), one too long for out, and a ".." that would climb above the root.
- * @return the resolved length, or -1 with *why saying which rule refused it.
+ * Makes the URL path [path, path + len) a file path in out (size bytes, NUL-terminated): its dot
+ * segments resolved however they were written, empty segments collapsed (the library's normal
+ * form, sxe_http_normalize_path()), then percent-decoded. Refuses a path that does not start with
+ * '/', a malformed escape, and a ".." that would climb above the root (400); an encoded NUL or
+ * separator ("%00", "%2F", "%5C") and a literal '\' (403); one too long for out (414).
+ * @return the file path's length, or minus the status to refuse it with, *why saying which rule.
  */
 long path_resolve(const char *path, size_t len, char *out, size_t size, const char **why);
 

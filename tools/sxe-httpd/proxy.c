@@ -225,7 +225,12 @@ static bool named_by_connection(const struct sxe_http_header *field,
     return false;
 }
 
-/* Whether a request field stays behind: hop-by-hop, framing, or one we write ourselves. */
+/*
+ * Whether a request field stays behind: hop-by-hop, framing, or one we write ourselves; and a name
+ * with '_', unless options.underscores lets it through. CGI, WSGI and PHP upstreams map '-' and
+ * '_' alike (both X-Forwarded-For and X_Forwarded_For are HTTP_X_FORWARDED_FOR), so a client would
+ * set a field the proxy means to write; nginx drops them too (underscores_in_headers off).
+ */
 static bool dropped(const struct sxe_http_header *field, const struct sxe_http_request *request)
 {
     static const char *const names[] = {
@@ -233,6 +238,7 @@ static bool dropped(const struct sxe_http_header *field, const struct sxe_http_r
         "trailer",    "host",       "content-length",   "expect", "x-forwarded-for",   "via"};
 
     return named(field, names, sizeof(names) / sizeof(names[0])) ||
+           (!options.underscores && memchr(field->name, '_', field->name_len) != NULL) ||
            named_by_connection(field, request->headers, request->header_count);
 }
 
@@ -266,17 +272,22 @@ static const char *peer_of(sxe_conn_t *conn)
 
 /*
  * Writes the forwarded request's method, target, Host and header lines into the exchange (inline,
- * or allocated when long). @return false when out of memory.
+ * or allocated when long). The target is the path the prefix was matched against (normal form:
+ * sxe_http_path()), so the upstream resolves what the prefix admitted, and the query as it came;
+ * Host is the authority the request was for (an absolute-form target's, else its Host field).
+ * @return false when out of memory.
  */
 static bool reframe(struct exchange *exchange, struct sxe_http_client_request *out)
 {
     const struct sxe_http_request *request = sxe_http_request(exchange->held);
-    const struct sxe_http_header *host = sxe_http_find_header(request, "Host");
     const struct sxe_http_header *forwarded = sxe_http_find_header(request, "X-Forwarded-For");
     const struct sxe_http_header *via = sxe_http_find_header(request, "Via");
     const char *peer_text = peer_of(sxe_http_conn(exchange->held));
-    size_t need = request->method_len + request->target_len + 128 + strlen(peer_text) +
-                  (host ? host->value_len : 0) + (forwarded ? forwarded->value_len : 0) +
+    size_t path_len, query_len;
+    const char *path = sxe_http_path(exchange->held, &path_len);
+    const char *query = sxe_http_query(exchange->held, &query_len);
+    size_t need = request->method_len + path_len + query_len + 128 + strlen(peer_text) +
+                  request->host_len + (forwarded ? forwarded->value_len : 0) +
                   (via ? via->value_len : 0);
     for (unsigned i = 0; i < request->header_count; i++) {
         need += request->headers[i].name_len + request->headers[i].value_len + 4;
@@ -290,12 +301,16 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     at = put(at, request->method, request->method_len);
     *at++ = '\0';
     out->target = at;
-    at = put(at, request->target, request->target_len);
+    at = put(at, path, path_len);
+    if (query != NULL) {
+        *at++ = '?';
+        at = put(at, query, query_len);
+    }
     *at++ = '\0';
     out->host = NULL;
-    if (host != NULL && host->value_len > 0) {
+    if (request->host_len > 0) {
         out->host = at;
-        at = put(at, host->value, host->value_len);
+        at = put(at, request->host, request->host_len);
         *at++ = '\0';
     }
     out->headers = at;
@@ -541,6 +556,17 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response *respo
     int64_t length =
         response->chunked || response->until_close ? -1 : (int64_t)response->content_length;
 
+    if (response->status > 599) { /* no class of RFC 9110 §15: nothing a client can act on */
+        const struct sxe_http_request *request = sxe_http_request(exchange->held);
+        SXE_LOG_ERROR("upstream for %s answered %.*s with status %d: answering 502",
+                      exchange->proxy->prefix, (int)request->target_len, request->target,
+                      response->status);
+        sxe_http_call_cancel(call);
+        exchange->call = NULL;
+        exchange->upstream->active--;
+        fail(exchange, 502);
+        return;
+    }
     exchange->upstream->down_until = 0;
     char *at = headers, *end = headers + sizeof(headers) - 32;
     for (unsigned i = 0; i < response->header_count; i++) {

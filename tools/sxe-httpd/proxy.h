@@ -17,6 +17,7 @@ struct proxy_options {
     uint64_t fail_timeout; /* ns a failed upstream is skipped for */
     uint32_t pipeline;     /* requests one upstream connection may carry at once (1: none) */
     bool round_robin;      /* else least connections */
+    bool underscores;      /* request fields with '_' in their names are passed on too */
 };
 
 /* Adds "PREFIX=HOST:PORT[,HOST:PORT...]". @return NULL, or what is wrong with it. */

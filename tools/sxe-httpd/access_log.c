@@ -1,0 +1,179 @@
+/*
+ * sxe-httpd's access log: one line per request, whoever answered it (a file, the proxy, or the
+ * server itself with 400, 404, 405, 408, 499 ...), written from the HTTP server's log hook, in
+ * nginx's common or combined format.
+ *
+ * Every byte a client chose (the method, the target, Referer, User-Agent) is escaped as nginx
+ * escapes it: '"', '\' and bytes outside printable ASCII become \xHH. So a field cannot end early
+ * or add a field of its own, and each line reads back as exactly the fields it was written with.
+ *
+ * A line is built whole in a buffer of the thread's, then written with one call: lines of worker
+ * threads never interleave, and with line buffering each is one write(2) to the file.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <sxe/conn.h>
+#include <sxe/http.h>
+
+#include "access_log.h"
+
+static FILE *log_file;
+static char log_path[4096];
+static bool combined;
+
+/* Each field a client chose is cut at its share (escaped, a byte may take four), so the line's
+ * own fields always fit after them. */
+#define TARGET_SHARE   (32 * 1024)
+#define HEADER_SHARE   (8 * 1024)
+#define LINE_MAX_BYTES (TARGET_SHARE + 2 * HEADER_SHARE + 1024)
+
+struct line {
+    char text[LINE_MAX_BYTES];
+    size_t used;
+};
+
+static __thread struct line line; /* not on the stack: the hook may run on a fiber's */
+
+int access_log_open(const char *path, bool combined_format)
+{
+    FILE *file = strcmp(path, "-") == 0 ? stdout : fopen(path, "a");
+
+    if (file == NULL) {
+        return -errno;
+    }
+    setvbuf(file, NULL, _IOLBF, 0); /* whole lines, as they happen */
+    log_file = file;
+    snprintf(log_path, sizeof(log_path), "%s", path);
+    combined = combined_format;
+    return 0;
+}
+
+bool access_log_on(void)
+{
+    return log_file != NULL;
+}
+
+int access_log_reopen(void)
+{
+    if (log_file == NULL || log_file == stdout) {
+        return 0;
+    }
+    /* freopen() takes the file's lock, so a line being written by another thread ends first. */
+    if (freopen(log_path, "a", log_file) == NULL) {
+        return -errno; /* the stream is closed: lines are dropped until a reopen works */
+    }
+    setvbuf(log_file, NULL, _IOLBF, 0);
+    return 0;
+}
+
+void access_log_flush(void)
+{
+    if (log_file != NULL) {
+        fflush(log_file);
+    }
+}
+
+/* Appends what fits of len bytes. */
+static void add(const char *text, size_t len)
+{
+    size_t room = sizeof(line.text) - 1 - line.used; /* the newline always fits */
+    len = len < room ? len : room;
+    memcpy(line.text + line.used, text, len);
+    line.used += len;
+}
+
+static void add_format(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+static void add_format(const char *format, ...)
+{
+    char text[256];
+    va_list args;
+
+    va_start(args, format);
+    int len = vsnprintf(text, sizeof(text), format, args);
+    va_end(args);
+    add(text, len < 0 ? 0 : (size_t)len < sizeof(text) ? (size_t)len : sizeof(text) - 1);
+}
+
+/* Appends a client's bytes, escaped, up to share bytes; "-" for none, as nginx writes it. */
+static void add_escaped(const char *bytes, size_t len, size_t share)
+{
+    static const char digits[] = "0123456789ABCDEF";
+    size_t end = line.used + share;
+
+    if (len == 0) {
+        add("-", 1);
+        return;
+    }
+    for (size_t i = 0; i < len && line.used + 4 <= end; i++) {
+        unsigned char c = (unsigned char)bytes[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            add((const char *)&c, 1);
+        } else {
+            char escaped[4] = {'\\', 'x', digits[c >> 4], digits[c & 15]};
+            add(escaped, sizeof(escaped));
+        }
+    }
+}
+
+/* The peer's address, as text. */
+static void add_peer(sxe_conn_t *conn)
+{
+    struct sockaddr_storage peer;
+    socklen_t peer_len = sizeof(peer);
+    char host[INET6_ADDRSTRLEN] = "-";
+
+    if (sxe_conn_peer(conn, (struct sockaddr *)&peer, &peer_len) == 0) {
+        const void *address = peer.ss_family == AF_INET6
+                                  ? (const void *)&((struct sockaddr_in6 *)&peer)->sin6_addr
+                                  : (const void *)&((struct sockaddr_in *)&peer)->sin_addr;
+        if (inet_ntop(peer.ss_family, address, host, sizeof(host)) == NULL) {
+            host[0] = '-'; /* a Unix socket's peer */
+            host[1] = '\0';
+        }
+    }
+    add(host, strlen(host));
+}
+
+void access_log_write(const sxe_http_t *http, void *arg)
+{
+    const struct sxe_http_request *request = sxe_http_request(http);
+    char when[64];
+    time_t now = time(NULL);
+    struct tm utc;
+
+    (void)arg;
+    if (log_file == NULL) {
+        return;
+    }
+    line.used = 0;
+    add_peer(sxe_http_conn(http));
+    gmtime_r(&now, &utc);
+    add(when, strftime(when, sizeof(when), " - - [%d/%b/%Y:%H:%M:%S +0000] \"", &utc));
+    if (request->method_len == 0) { /* refused before its request line could be read */
+        add("-", 1);
+    } else {
+        add_escaped(request->method, request->method_len, HEADER_SHARE);
+        add(" ", 1);
+        add_escaped(request->target, request->target_len, TARGET_SHARE);
+        add_format(" HTTP/1.%d", request->minor_version);
+    }
+    add_format("\" %d %" PRIu64, sxe_http_status(http), sxe_http_body_sent(http));
+    if (combined) {
+        const struct sxe_http_header *referer = sxe_http_find_header(request, "Referer");
+        const struct sxe_http_header *agent = sxe_http_find_header(request, "User-Agent");
+        add(" \"", 2);
+        add_escaped(referer ? referer->value : "", referer ? referer->value_len : 0, HEADER_SHARE);
+        add("\" \"", 3);
+        add_escaped(agent ? agent->value : "", agent ? agent->value_len : 0, HEADER_SHARE);
+        add("\"", 1);
+    }
+    line.text[line.used++] = '\n';
+    fwrite(line.text, 1, line.used, log_file);
+}

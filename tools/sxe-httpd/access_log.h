@@ -1,0 +1,23 @@
+/* sxe-httpd's access log (access_log.c). */
+#ifndef SXE_HTTPD_ACCESS_LOG_H
+#define SXE_HTTPD_ACCESS_LOG_H
+
+#include <stdbool.h>
+
+#include <sxe/http.h>
+
+/* Opens the log at path ("-": standard output), common or combined format. @return 0 or -errno. */
+int access_log_open(const char *path, bool combined);
+
+/* Whether a log is open. */
+bool access_log_on(void);
+
+/* The HTTP server's log hook (sxe_http_server_options.on_log): one line per request. */
+void access_log_write(const sxe_http_t *http, void *arg);
+
+/* Opens the log's path again (after logrotate moved the file). @return 0 or -errno. */
+int access_log_reopen(void);
+
+void access_log_flush(void);
+
+#endif
