@@ -113,10 +113,21 @@ struct sxe_ws_handlers {
 
 /** Options. Zero fields take the defaults shown. */
 struct sxe_ws_options {
-    uint32_t message_bytes;   /**< Largest message taken whole (1 MiB); past it, 1009. */
-    uint32_t queue_bytes;     /**< Most bytes queued to one socket (1 MiB); past it, 1008. */
-    bool drop_when_full;      /**< Past queue_bytes, drop messages (counted) instead of closing. */
-    uint64_t close_timeout;   /**< ns to wait for the peer's close frame (5 s). */
+    uint32_t message_bytes; /**< Largest message taken whole (1 MiB); past it, 1009. */
+    uint32_t queue_bytes;   /**< Most bytes queued to one socket (1 MiB); past it, 1008. */
+    bool drop_when_full;    /**< Past queue_bytes, drop messages (counted) instead of closing. */
+    uint64_t close_timeout; /**< ns to wait for the peer's close frame (5 s). */
+    /**
+     * ns a message may take to arrive whole from its first byte, fragments and all (30 s); past
+     * it, 1008. Pings and pongs keep an idle socket open, not a message that has stalled.
+     */
+    uint64_t message_timeout;
+    /**
+     * Once a message outgrows the loop's buffer_size (it then holds one of the few large buffers),
+     * the bytes per second it must keep coming at, after its first second (16384); else 1008,
+     * and the buffer is let go at once.
+     */
+    uint32_t message_rate;
     bool no_ping;             /**< Do not ping silent sockets: close them at idle_timeout. */
     uint32_t groups;          /**< Groups for sxe_ws_broadcast() (16); every socket starts in 0. */
     uint32_t broadcasts;      /**< Broadcast frames that may be in flight at once (64). */
@@ -140,6 +151,7 @@ struct sxe_ws_stats {
     uint64_t dropped;         /**< Messages dropped for a slow reader (options.drop_when_full). */
     uint64_t slow_closed;     /**< Sockets closed with 1008 for a slow reader. */
     uint64_t protocol_errors; /**< Sockets closed with 1002, 1007 or 1009. */
+    uint64_t slow_messages;   /**< Sockets closed with 1008: a message too slow to arrive. */
     uint64_t pings;           /**< Keep-alive pings sent. */
     uint32_t open;            /**< Sockets open now. */
 };

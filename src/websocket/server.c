@@ -128,6 +128,7 @@ static void report_close(struct sxe_ws *ws, unsigned code, const char *reason, s
     } else {
         ws->closing_next = ws->closing_prev = NONE; /* the handshake's key is spent */
     }
+    sxe__ws_unwatch(ws);
     if (ws->server->program.on_close != NULL) {
         ws->server->program.on_close(ws, (int)code, reason != NULL ? reason : "", reason_len);
     }
@@ -238,6 +239,7 @@ size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *bytes, size_t len)
     uint64_t id = sxe_conn_id(ws->conn);
     size_t at = ws->reader.assembled;
     struct sxe__ws_event event;
+    bool delivered = false;
     int got;
 
     while (at < len &&
@@ -249,14 +251,19 @@ size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *bytes, size_t len)
         }
         if (got == SXE__WS_CONTROL) {
             control(ws, event.opcode, event.data, event.len);
-        } else if (got == SXE__WS_MESSAGE && ws->state == WS_OPEN && !deliver(ws, &event)) {
-            return len; /* it would not inflate: failed */
+        } else if (got == SXE__WS_MESSAGE && ws->state == WS_OPEN) {
+            if (!deliver(ws, &event)) {
+                return len; /* it would not inflate: failed */
+            }
+            delivered = true;
         }
         if (sxe_conn_from_id(server->loop, id) == NULL || ws->state == WS_DONE) {
             return len; /* closed by the program, or by the peer's close frame */
         }
     }
-    return sxe__ws_read_done(&ws->reader, bytes, at);
+    size_t used = sxe__ws_read_done(&ws->reader, bytes, at);
+    sxe__ws_watch(ws, len - used, delivered);
+    return used;
 }
 
 /*
@@ -329,6 +336,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     (void)err;
     closing_remove(ws);
     report_close(ws, SXE_WS_ABNORMAL, NULL, 0);
+    sxe__ws_unwatch(ws); /* a message may have begun after it closed for the program */
     ws->state = WS_FREE;
     ws->conn = NULL;
     ws->user = NULL;
@@ -433,6 +441,8 @@ int sxe__ws_make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server
     set->queue_bytes =
         set->queue_bytes < in_force->write_limit ? set->queue_bytes : in_force->write_limit;
     set->close_timeout = set->close_timeout ? set->close_timeout : 5 * SXE_NS_PER_SEC;
+    set->message_timeout = set->message_timeout ? set->message_timeout : 30 * SXE_NS_PER_SEC;
+    set->message_rate = set->message_rate ? set->message_rate : 16384;
     set->groups = set->groups ? set->groups : 16;
     set->broadcasts = set->broadcasts ? set->broadcasts : 64;
     set->broadcast_bytes = set->broadcast_bytes ? set->broadcast_bytes : 65536;
@@ -448,13 +458,14 @@ int sxe__ws_make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server
     server->closing_head = server->closing_tail = NONE;
     sxe__ws_seed(server);
     sxe_timer_init(&server->close_timer, closing_expired, server);
+    int rc = sxe__ws_watch_init(server, in_force);
     server->sockets = calloc(server->socket_count, sizeof(*server->sockets));
     server->group_heads = malloc(set->groups * sizeof(*server->group_heads));
     server->broadcasts = calloc(set->broadcasts, sizeof(*server->broadcasts));
     server->broadcast_memory =
         calloc(set->broadcasts, (size_t)set->broadcast_bytes + SXE__WS_HEAD_MAX);
-    if (server->sockets == NULL || server->group_heads == NULL || server->broadcasts == NULL ||
-        server->broadcast_memory == NULL) {
+    if (rc < 0 || server->sockets == NULL || server->group_heads == NULL ||
+        server->broadcasts == NULL || server->broadcast_memory == NULL) {
         sxe_ws_server_destroy(server);
         return -ENOMEM;
     }
@@ -465,7 +476,7 @@ int sxe__ws_make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server
         server->broadcasts[i].frame =
             server->broadcast_memory + (size_t)i * (set->broadcast_bytes + SXE__WS_HEAD_MAX);
     }
-    int rc = set->deflate ? sxe__ws_deflate_create(server) : 0;
+    rc = set->deflate ? sxe__ws_deflate_create(server) : 0;
     if (rc < 0 || (rc = sxe_loop_at_stop(loop, going_away, server)) < 0) {
         sxe_ws_server_destroy(server);
         return rc;
@@ -493,6 +504,7 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server)
         sxe_timer_stop(server->loop, &server->close_timer);
         (void)sxe_loop_at_stop(server->loop, NULL, server);
     }
+    sxe__ws_watch_fini(server);
     free(server->sockets);
     free(server->group_heads);
     free(server->broadcasts);

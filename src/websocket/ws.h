@@ -126,11 +126,24 @@ struct sxe_ws {
         };
         uint8_t nonce[16]; /* a connecting client's handshake key, before it can be closing */
     };
-    uint8_t state;    /* enum ws_state */
-    uint8_t protocol; /* index into the server's protocol names, or 0xff for none */
-    uint8_t target;   /* a client's: index into the set's handshake requests */
-    uint8_t deflate;  /* permessage-deflate: the window bits we keep to, or 0 */
-    bool pinged;      /* a keep-alive ping has gone unanswered */
+    uint8_t state;     /* enum ws_state */
+    uint8_t protocol;  /* index into the server's protocol names, or 0xff for none */
+    uint8_t target;    /* a client's: index into the set's handshake requests */
+    uint8_t deflate;   /* permessage-deflate: the window bits we keep to, or 0 */
+    bool pinged;       /* a keep-alive ping has gone unanswered */
+    bool under_way;    /* a message has begun and not ended: on the server's way list (watch.c) */
+    uint8_t large;     /* its message outgrew an ordinary buffer: its place in large[] + 1, or 0 */
+    uint32_t way_prev; /* links in the way list: table indices, or UINT32_MAX */
+    uint32_t way_next;
+    uint64_t way_since; /* when the message under way began (loop time) */
+};
+
+/* A message in a large buffer, held to options.message_rate (watch.c). */
+struct sxe__ws_large {
+    uint32_t socket; /* its index in the table */
+    uint64_t since;  /* when it outgrew an ordinary buffer */
+    uint64_t start;  /* its bytes then */
+    uint64_t bytes;  /* its bytes now */
 };
 
 /* A broadcast frame, sent by reference to many sockets: free when refs falls to 0. */
@@ -158,6 +171,12 @@ struct sxe_ws_server {
     uint8_t *broadcast_memory;
     sxe_timer_t close_timer; /* the first socket of the closing list's deadline */
     uint32_t closing_head, closing_tail;
+    /* Messages under way (watch.c): a list in the order they began, those in large buffers. */
+    uint32_t way_head, way_tail;
+    sxe_timer_t watch_timer;
+    struct sxe__ws_large *large;
+    uint32_t large_count, large_capacity;
+    uint32_t large_above; /* bytes past which input is in a large buffer: the loop's buffer_size */
     char protocol_names[SXE__WS_PROTOCOLS][32];
     unsigned protocol_count;
     struct route routes[SXE__WS_ROUTES];
@@ -205,6 +224,14 @@ void sxe__ws_seed(sxe_ws_server_t *server);
 /* server.c: makes a set of sockets on loop, with http for a server's routes (NULL for clients). */
 int sxe__ws_make(sxe_ws_server_t **server, sxe_loop_t *loop, sxe_http_server_t *http,
                  const struct sxe_ws_handlers *handlers, const struct sxe_ws_options *options);
+
+/* watch.c: after a read, pending bytes of a message under way are kept (0: none), and whether a
+ * whole message was delivered in it. */
+void sxe__ws_watch(struct sxe_ws *ws, size_t pending, bool delivered);
+/* watch.c: the socket has no message under way any more (it closed). */
+void sxe__ws_unwatch(struct sxe_ws *ws);
+int sxe__ws_watch_init(sxe_ws_server_t *server, const struct sxe_loop_options *loop);
+void sxe__ws_watch_fini(sxe_ws_server_t *server);
 
 /* server.c: moves the socket to another group's list. */
 void sxe__ws_group_move(struct sxe_ws *ws, uint32_t group);
