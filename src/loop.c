@@ -158,19 +158,32 @@ static uint64_t next_deadline(sxe_loop_t *loop, uint64_t deadline)
     return deadline;
 }
 
-static void begin_stop(sxe_loop_t *loop)
+/* The signals that came: SIGHUP to the program's hook, SIGINT or SIGTERM to a clean stop. */
+static void take_signals(sxe_loop_t *loop)
 {
     struct signalfd_siginfo info;
-    int signal_number = 0;
+    int stop_signal = 0;
 
     while (sxe__sys.read(loop->signal_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
-        signal_number = (int)info.ssi_signo;
+        if (info.ssi_signo != SIGHUP) {
+            stop_signal = (int)info.ssi_signo;
+        } else if (loop->on_hangup != NULL) {
+            loop->on_hangup(loop->hangup_arg);
+        } else {
+            SXE_LOG_INFO("SIGHUP: nothing here reopens or reloads on it; ignored");
+        }
     }
-    if (loop->stopping || signal_number == 0) {
+    if (loop->stopping || stop_signal == 0) {
         return;
     }
-    SXE_LOG_INFO("signal %d: stopping", signal_number);
+    SXE_LOG_INFO("signal %d: stopping", stop_signal);
     sxe_loop_shutdown(loop, loop->drain_ns);
+}
+
+void sxe_loop_on_hangup(sxe_loop_t *loop, void (*hook)(void *arg), void *arg)
+{
+    loop->on_hangup = hook;
+    loop->hangup_arg = arg;
 }
 
 int sxe_loop_at_stop(sxe_loop_t *loop, void (*hook)(void *arg), void *arg)
@@ -212,7 +225,7 @@ static void dispatch(sxe_loop_t *loop, int count)
     for (int i = 0; i < count; i++) {
         const struct sxe__io_event *event = &loop->events[i];
         if (event->tag == SXE__SIGNAL_TAG) {
-            begin_stop(loop);
+            take_signals(loop);
             continue;
         }
         struct sxe_conn *conn = &loop->conns[(uint32_t)event->tag];
@@ -281,6 +294,7 @@ int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns)
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
     if ((rc = sxe__sys.pthread_sigmask(SIG_BLOCK, &signals, NULL)) != 0) {
         return -rc; /* GCOVR_EXCL_LINE: fails only for an invalid "how", a constant here. */
     }

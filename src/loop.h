@@ -207,7 +207,9 @@ struct sxe_loop {
     struct {
         void (*hook)(void *arg);
         void *arg;
-    } at_stop[SXE__AT_STOP_MAX];                    /* sxe_loop_at_stop() */
+    } at_stop[SXE__AT_STOP_MAX];  /* sxe_loop_at_stop() */
+    void (*on_hangup)(void *arg); /* sxe_loop_on_hangup() */
+    void *hangup_arg;
     void (*turn_hook)(sxe_loop_t *loop, void *arg); /* after each turn, or NULL (worker.c) */
     void *turn_arg;
 };

@@ -59,7 +59,10 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
         sxe__close_fd(&set->listeners[l].held);
     }
     sxe__sys.sigaction(SIGUSR1, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
-    sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
+    /* SIGHUP stays blocked until the worker's loop reads it: one passed on before would kill. */
+    sigset_t mask = set->old_mask;
+    sigaddset(&mask, SIGHUP);
+    sxe__sys.pthread_sigmask(SIG_SETMASK, &mask, NULL);
     int rc = sxe__worker_main(worker);
     int status = rc == 0 ? 0 : worker->start_failed ? EXIT_START_FAILED : 1;
 #if defined(SXE_COVERAGE)
@@ -207,6 +210,24 @@ static void report(const sxe_workers_t *set)
     }
 }
 
+/* SIGHUP: on to every worker process, whose loop calls the hook; with threads, the hook here. */
+static void hangup(sxe_workers_t *set)
+{
+    if (set->options.kind == SXE_WORKERS_THREADS) {
+        SXE_LOG_INFO("SIGHUP: %s", set->options.on_hangup != NULL ? "passing it on" : "ignored");
+        if (set->options.on_hangup != NULL) {
+            set->options.on_hangup(set->options.hangup_arg);
+        }
+        return;
+    }
+    SXE_LOG_INFO("SIGHUP: passing it on to the worker processes");
+    for (unsigned i = 0; i < set->options.count; i++) {
+        if (set->workers[i].running && set->workers[i].pid > 0) {
+            sxe__sys.kill(set->workers[i].pid, SIGHUP);
+        }
+    }
+}
+
 /* Reads the signals that came. */
 static void take_signals(sxe_workers_t *set, uint64_t now)
 {
@@ -219,6 +240,9 @@ static void take_signals(sxe_workers_t *set, uint64_t now)
             break;
         case SIGUSR1:
             report(set);
+            break;
+        case SIGHUP:
+            hangup(set);
             break;
         default:
             begin_stop(set, now, info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
@@ -428,6 +452,7 @@ static int open_signals(sxe_workers_t *set)
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGCHLD);
     sigaddset(&signals, SIGUSR1);
+    sigaddset(&signals, SIGHUP);
     if ((rc = sxe__sys.pthread_sigmask(SIG_BLOCK, &signals, &set->old_mask)) != 0) {
         return -rc; /* GCOVR_EXCL_LINE: fails only for an invalid "how", a constant here. */
     }

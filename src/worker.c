@@ -104,6 +104,7 @@ static int worker_open(sxe_worker_t *worker)
     }
     if (rc == 0 && set->options.kind == SXE_WORKERS_PROCESSES) {
         rc = sxe_loop_stop_on_signals(worker->loop, set->options.drain_ns);
+        sxe_loop_on_hangup(worker->loop, set->options.on_hangup, set->options.hangup_arg);
     }
     return rc;
 }

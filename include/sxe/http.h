@@ -128,6 +128,13 @@ struct sxe_http_server_options {
     /** Called for every request, once (an access log): see sxe_http_log_t. NULL: none. */
     sxe_http_log_t on_log;
     void *log_arg;
+    /**
+     * On SIGHUP, while sxe_http_run() runs: on_hangup(hangup_arg) once in every process that
+     * serves (the workers' sxe_workers_options.on_hangup, or the server's own loop's,
+     * sxe_loop_on_hangup()); reopen logs there. NULL: SIGHUP is logged and ignored.
+     */
+    void (*on_hangup)(void *arg);
+    void *hangup_arg;
 };
 
 /** Counters of requests held to answer later (sxe_http_defer()). */

@@ -137,11 +137,18 @@ uint64_t sxe_loop_now(const sxe_loop_t *loop);
 
 /**
  * On SIGINT or SIGTERM, stop cleanly: close the listeners, give queued output up to drain_ns to
- * be sent, close every connection (SXE_CLOSE_SHUTDOWN) and return from sxe_loop_run(). Blocks
- * the two signals in the calling thread and reads them from a signalfd.
+ * be sent, close every connection (SXE_CLOSE_SHUTDOWN) and return from sxe_loop_run(). On SIGHUP,
+ * call the hook of sxe_loop_on_hangup(), or log that it is ignored: it never kills the process.
+ * Blocks the three signals in the calling thread and reads them from a signalfd.
  * @return 0 or -errno.
  */
 int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
+
+/**
+ * Calls hook(arg) on the loop's thread for each SIGHUP the loop reads (sxe_loop_stop_on_signals()):
+ * where a program reopens its log files after logrotate moved them. NULL removes it.
+ */
+void sxe_loop_on_hangup(sxe_loop_t *loop, void (*hook)(void *arg), void *arg);
 
 /**
  * Stops as a stop signal does: closes the listeners, gives queued output up to drain_ns to be sent,

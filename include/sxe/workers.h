@@ -41,7 +41,8 @@
  * Stopping. On SIGINT or SIGTERM the supervisor stops accepting, tells every worker to stop (each
  * closes its listeners, gives queued output up to drain_ns to be sent, closes its connections)
  * and returns once all have ended; a process still running drain_ns plus a second later is
- * killed. On SIGUSR1 it writes one line per worker with its statistics to the log.
+ * killed. On SIGUSR1 it writes one line per worker with its statistics to the log; on SIGHUP it
+ * calls options.on_hangup in every process (see there).
  */
 #ifndef SXE_WORKERS_H
 #define SXE_WORKERS_H
@@ -82,6 +83,14 @@ struct sxe_workers_options {
     enum sxe_workers_spread spread; /**< SXE_SPREAD_REUSEPORT. */
     struct sxe_loop_options loop;   /**< Each worker's loop (its connections, buffers...). */
     uint64_t drain_ns;              /**< ns queued output may take to drain on a stop (5 s). */
+    /**
+     * On SIGHUP to the supervisor: called once in every process that serves, on_hangup(hangup_arg)
+     * (a program reopens its logs there). Each worker process gets the signal and calls it on its
+     * loop's thread; with threads, the supervisor calls it once, on its own thread, so it must be
+     * safe beside the workers. NULL: SIGHUP is logged and ignored. It never stops the set.
+     */
+    void (*on_hangup)(void *arg);
+    void *hangup_arg;
 };
 
 /**

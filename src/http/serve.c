@@ -111,6 +111,8 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     server->response_timeout = options->response_timeout;
     server->on_log = options->on_log;
     server->log_arg = options->log_arg;
+    server->on_hangup = options->on_hangup;
+    server->hangup_arg = options->hangup_arg;
     server->stream_body_bytes =
         options->stream_body_bytes ? options->stream_body_bytes : UINT64_MAX;
     server->fiber_options = (struct sxe_fibers_options){.count = options->fibers,
@@ -122,7 +124,9 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
         struct sxe_workers_options workers = {.count = options->workers,
                                               .kind = options->worker_kind,
                                               .spread = options->spread,
-                                              .loop = own_options};
+                                              .loop = own_options,
+                                              .on_hangup = options->on_hangup,
+                                              .hangup_arg = options->hangup_arg};
         if ((rc = sxe_workers_create(&server->workers, &workers)) < 0) {
             free(server);
             return rc;
@@ -283,6 +287,7 @@ int sxe_http_run(sxe_http_server_t *server)
         return rc;
     }
     int rc = sxe_loop_stop_on_signals(server->loop, 5 * SXE_NS_PER_SEC);
+    sxe_loop_on_hangup(server->loop, server->on_hangup, server->hangup_arg);
     return rc < 0 ? rc : sxe_loop_run(server->loop);
 }
 

@@ -50,11 +50,11 @@ struct sxe_http {
     bool chunked;    /* the response is chunked */
     bool keep_alive; /* the connection carries on after this response */
     bool finished;
-    bool stream;      /* from a streamed route (SXE_HTTP_ROUTE_STREAM) */
-    bool logged;      /* the log hook has seen it (sxe__http_log) */
-    bool body_unread; /* a streamed body has not all been read: the response closes */
-    int failed;       /* a write of the response failed (-errno): the rest of it is dropped */
-    uint64_t sent;    /* bytes of the response queued */
+    bool stream;        /* from a streamed route (SXE_HTTP_ROUTE_STREAM) */
+    bool logged;        /* the log hook has seen it (sxe__http_log) */
+    bool body_unread;   /* a streamed body has not all been read: the response closes */
+    int failed;         /* a write of the response failed (-errno): the rest of it is dropped */
+    uint64_t sent;      /* bytes of the response queued */
     uint64_t body_sent; /* of them, the body's (sxe_http_body_sent) */
     uint64_t owed; /* body bytes its Content-Length still promises; SXE__HTTP_NO_LENGTH if none */
     void *user;    /* the program's, per request */
@@ -134,6 +134,8 @@ struct sxe_http_server {
     uint64_t response_timeout;
     sxe_http_log_t on_log; /* options.on_log */
     void *log_arg;
+    void (*on_hangup)(void *arg); /* options.on_hangup, for sxe_http_run() without workers */
+    void *hangup_arg;
     struct sxe_http_defer_stats defer_stats;
     sxe_fibers_t *fibers; /* for fiber routes: made with the first, or each worker's copy */
     struct sxe_fibers_options fiber_options;

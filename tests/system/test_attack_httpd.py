@@ -1,7 +1,9 @@
 """sxe-httpd's own answers attacked: redirects that would send a browser to another host, paths
 too deep to be a file name, and an access log that a client tries to forge or to slip past. Every
 line of the log is parsed back, field by field."""
+import os
 import re
+import signal
 import socket
 
 import pytest
@@ -106,3 +108,47 @@ def test_a_client_that_leaves_before_its_answer_is_logged_499(httpd, root, upstr
     assert server.stop() == 0
     (line,) = read_log(log)
     assert line[1] == "GET /api/hang HTTP/1.1" and line[2] == 499 and line[3] == 0
+
+
+def serving(pid):
+    """The processes that serve: the worker processes, or the process itself with threads."""
+    children = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as listed:
+            children += [int(child) for child in listed.read().split()]
+    return children or [pid]
+
+
+def logs_open(pid):
+    """The paths of the files the process has open whose names end in .log or .log.1."""
+    paths = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            path = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue
+        if ".log" in path:
+            paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("kind", [(), ("--threads",), ("--workers", "1")])
+def test_sighup_reopens_the_log_and_stops_nothing(httpd, root, kind):
+    """kill -HUP (what logrotate's postrotate sends) once took the site down; it now reopens the
+    access log in every worker, which goes on serving."""
+    log = root.parent / "access.log"
+    server = httpd("--access-log", str(log), *kind)
+    assert answer(server.port, "/hello.txt")[0] == 200
+    wait_until(lambda: log.exists() and log.read_text().count("\n") == 1, what="the first line")
+    log.rename(root.parent / "access.log.1")  # logrotate moves it away
+    server.process.send_signal(signal.SIGHUP)
+    rotated = root.parent / "access.log"
+    wait_until(lambda: all(str(rotated) in logs_open(pid) for pid in serving(server.process.pid)),
+               what="every process serving to open the new access.log")
+    for _ in range(4):
+        assert answer(server.port, "/hello.txt")[0] == 200
+    wait_until(lambda: rotated.read_text().count("\n") == 4, what="the lines after the rotation")
+    assert (root.parent / "access.log.1").read_text().count("\n") == 1
+    assert server.process.poll() is None
+    assert server.stop() == 0
+    assert b"SIGHUP: reopened the access log" in server.process.stderr.read()

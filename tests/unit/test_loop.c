@@ -288,6 +288,53 @@ static void test_signal_setup_failures(void **state)
     pthread_sigmask(SIG_UNBLOCK, &signals, NULL);
 }
 
+static unsigned hangups;
+
+static void count_hangup(void *arg)
+{
+    assert_ptr_equal(arg, &hangups);
+    hangups++;
+}
+
+/* SIGHUP calls the program's hook, or is logged; either way the loop runs on. */
+static void test_sighup_calls_the_hook_and_stops_nothing(void **state)
+{
+    struct sxe_test_capture capture;
+    sxe_loop_t *loop;
+
+    (void)state;
+    hangups = 0;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_loop_stop_on_signals(loop, 0), 0);
+    sxe_loop_on_hangup(loop, count_hangup, &hangups);
+    assert_int_equal(raise(SIGHUP), 0); /* blocked: pending until the signalfd is read */
+    assert_true(sxe_loop_run_once(loop, 100 * SXE_NS_PER_MSEC) >= 0);
+    assert_int_equal(hangups, 1);
+    assert_false(loop->stopping);
+    sxe_loop_on_hangup(loop, NULL, NULL);
+    sxe_test_capture_start(&capture);
+    assert_int_equal(raise(SIGHUP), 0);
+    assert_true(sxe_loop_run_once(loop, 100 * SXE_NS_PER_MSEC) >= 0);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "SIGHUP: nothing here reopens or reloads on it; ignored"));
+    assert_int_equal(hangups, 1);
+    assert_false(loop->stopping);
+    assert_int_equal(raise(SIGTERM), 0); /* beside a stop signal, it is still a stop */
+    assert_int_equal(raise(SIGHUP), 0);
+    sxe_loop_on_hangup(loop, count_hangup, &hangups);
+    assert_true(sxe_loop_run_once(loop, 100 * SXE_NS_PER_MSEC) >= 0);
+    assert_int_equal(hangups, 2);
+    assert_true(loop->stopping || loop->stop); /* no output to drain: stopped in the turn */
+    sxe_loop_destroy(loop);
+
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &signals, NULL);
+}
+
 static unsigned hook_calls[SXE__AT_STOP_MAX + 1];
 
 static void count_stop(void *arg)
@@ -366,6 +413,7 @@ int main(void)
         cmocka_unit_test_teardown(test_run_on_another_thread, reset),
         cmocka_unit_test_teardown(test_sigpipe_is_ignored_unless_chosen, reset),
         cmocka_unit_test_teardown(test_signal_setup_failures, reset),
+        cmocka_unit_test_teardown(test_sighup_calls_the_hook_and_stops_nothing, reset),
         cmocka_unit_test_teardown(test_stop_hooks, reset),
         cmocka_unit_test_teardown(test_a_failed_wait_ends_the_run, reset),
     };

@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -420,6 +421,55 @@ static void test_a_worker_that_does_not_stop_is_killed(void **state)
     close(server.log_fd);
 }
 
+static int hangup_pipe[2];
+
+/* The SIGHUP hook, in whichever process runs it: a byte down the pipe. */
+static void mark_hangup(void *arg)
+{
+    assert_int_equal(write(hangup_pipe[1], arg, 1), 1);
+}
+
+/* The marks that came down the pipe within wait_ms. */
+static int hangups_within(long wait_ms)
+{
+    char marks[16];
+    int count = 0;
+
+    for (long waited = 0; waited <= wait_ms; waited += 10, sleep_ms(10)) {
+        ssize_t got = read(hangup_pipe[0], marks, sizeof(marks));
+        count += got > 0 ? (int)got : 0;
+    }
+    return count;
+}
+
+/* SIGHUP to the supervisor: the hook runs once in each worker process (threads: once, in the
+ * supervisor's), and the set serves on until SIGTERM. */
+static void test_sighup_reaches_every_process_and_stops_nothing(void **state)
+{
+    static const enum sxe_workers_kind kinds[] = {SXE_WORKERS_PROCESSES, SXE_WORKERS_THREADS};
+    static char mark[] = "h";
+
+    (void)state;
+    for (unsigned k = 0; k < 2; k++) {
+        struct server server = {0};
+        struct sxe_workers_options options = {
+            .count = 2, .kind = kinds[k], .on_hangup = mark_hangup, .hangup_arg = mark};
+        assert_int_equal(pipe2(hangup_pipe, O_NONBLOCK), 0);
+        server_start(&server, &options);
+        int fd = client(server.port);
+        assert_true(ask(fd) >= 0); /* up: its signals are read */
+        for (int round = 0; round < 2; round++) {
+            assert_int_equal(kill(server.pid, SIGHUP), 0);
+            assert_int_equal(hangups_within(300), kinds[k] == SXE_WORKERS_PROCESSES ? 2 : 1);
+            assert_true(ask(fd) >= 0);
+        }
+        close(fd);
+        assert_int_equal(server_stop(&server), 0);
+        close(hangup_pipe[0]);
+        close(hangup_pipe[1]);
+    }
+}
+
 static void test_failed_starts_end_the_set(void **state)
 {
     (void)state;
@@ -679,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_killed_worker_is_restarted),
         cmocka_unit_test(test_a_worker_that_does_not_stop_is_killed),
         cmocka_unit_test(test_cpu_steering),
+        cmocka_unit_test(test_sighup_reaches_every_process_and_stops_nothing),
         cmocka_unit_test(test_failed_starts_end_the_set),
         cmocka_unit_test(test_start_faults),
         cmocka_unit_test(test_invalid_use),

@@ -465,8 +465,9 @@ static void usage(FILE *out)
             "  -h, --help            this text\n"
             "      --version         the versions of sxe-httpd and of the libsxe it runs on\n"
             "\n"
-            "SIGUSR1 logs one line of counters per worker. A worker process that dies is\n"
-            "restarted; the others serve on.\n");
+            "SIGUSR1 logs one line of counters per worker; SIGHUP reopens the access log\n"
+            "(after logrotate moved it). A worker process that dies is restarted; the others\n"
+            "serve on.\n");
 }
 
 static void __attribute__((format(printf, 2, 3), noreturn)) die(int status, const char *format, ...)
@@ -666,6 +667,23 @@ static void parse_options(int argc, char **argv)
     }
 }
 
+/* SIGHUP, in every process that serves: the access log is opened again at its path, so that
+ * logrotate can move it away without copytruncate. */
+static void reopen_logs(void *arg)
+{
+    (void)arg;
+    if (!access_log_on()) {
+        SXE_LOG_INFO("SIGHUP: no access log to reopen");
+        return;
+    }
+    int rc = access_log_reopen();
+    if (rc < 0) {
+        SXE_LOG_ERROR("SIGHUP: cannot reopen the access log: %s", sxe_strerror(rc));
+    } else {
+        SXE_LOG_INFO("SIGHUP: reopened the access log");
+    }
+}
+
 int main(int argc, char **argv)
 {
     sxe_http_server_t *server;
@@ -684,7 +702,8 @@ int main(int argc, char **argv)
         .listen_flags = config.listen_flags,
         .header_timeout = (uint64_t)config.header_timeout * SXE_NS_PER_SEC,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC,
-        .on_log = access_log_on() ? access_log_write : NULL};
+        .on_log = access_log_on() ? access_log_write : NULL,
+        .on_hangup = reopen_logs};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
      * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
     options.limits.body_bytes = 48 * 1024;
