@@ -351,12 +351,15 @@ int sxe_http_body_resume(sxe_http_t *held);
 ssize_t sxe_http_body_read(sxe_http_t *held, void *buf, size_t size);
 
 /**
- * From a handler, for a request without a body: answers "101 Switching Protocols" with headers
- * (lines each ending in CRLF, or NULL), and hands the connection to handlers when the handler
- * returns: the HTTP module forgets it, and what the client sent after the request goes to the new
- * on_read (sxe_conn_set_handlers()). The new protocol's module checks the request itself (the
- * WebSocket module does, in sxe/websocket.h). Requests pipelined behind it are the new protocol's
- * bytes. @return 0; -EINVAL if the request was answered or held, has a body, is not HTTP/1.1, or
+ * For a request without a body, from its handler or later from its held handle (sxe_http_defer():
+ * a proxy that waits for its upstream's 101): answers "101 Switching Protocols" with headers
+ * (lines each ending in CRLF, or NULL), and hands the connection to handlers: the HTTP module
+ * forgets it, and what the client sent after the request goes to the new on_read
+ * (sxe_conn_set_handlers()), from the next turn. Every event of the connection goes to handlers
+ * from then on. A held handle is gone when this returns (its on_cancel is not called). The new
+ * protocol's module checks the request itself (the WebSocket module does, in sxe/websocket.h).
+ * Requests pipelined behind it are the new protocol's bytes. @return 0; -ECANCELED for a held
+ * request whose client left; -EINVAL if the request was answered, has a body, is not HTTP/1.1, or
  * headers do not end in CRLF (an assertion in debug builds); or the write's error (the connection
  * then closes).
  */

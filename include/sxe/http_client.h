@@ -109,6 +109,13 @@ struct sxe_http_client_request {
      * caller was told it may write.
      */
     bool body_streamed;
+    /**
+     * Asks the upstream to switch protocols: "Connection: upgrade" and "Upgrade: " this value
+     * ("websocket") are sent. Only with sxe_http_client_stream() and an on_upgrade handler, and
+     * without a body; such a request is never pipelined and never sent twice. A 101 answer hands
+     * the connection to on_upgrade; any other is read as usual.
+     */
+    const char *upgrade;
 };
 
 /** body_len of a streamed body whose length is not known: it is sent chunked. */
@@ -137,6 +144,15 @@ struct sxe_http_client_handlers {
      * queued.
      */
     void (*on_writable)(sxe_http_call_t *call, void *arg);
+    /**
+     * For a request with upgrade: the upstream answered 101 (response valid until this returns).
+     * conn has left the client's pool and is the caller's: give it handlers of its own here
+     * (sxe_conn_set_handlers(), sxe_conn_set_user()), or it is closed when this returns. Bytes
+     * the upstream sent after the 101's head go to the new on_read from the next turn. The call
+     * ends here: no other callback of it follows.
+     */
+    void (*on_upgrade)(sxe_http_call_t *call, const struct sxe_http_response *response,
+                       sxe_conn_t *conn, void *arg);
 };
 
 /**
@@ -156,7 +172,8 @@ void sxe_http_client_destroy(sxe_http_client_t *client);
  * loop (never from inside this call).
  * @param call NULL, or set to the call's handle (for sxe_http_call_cancel()).
  * @return 0; -ENOBUFS when the queue is full or no timer is free; -EINVAL for a request without a
- *         target, or with a CR or LF in its method or target.
+ *         target, or with a CR or LF in its method, target, host or upgrade, or an upgrade
+ *         asked of sxe_http_client_fetch() or without on_upgrade.
  */
 SXE_MUST_CHECK int sxe_http_client_fetch(sxe_http_client_t *client,
                                          const struct sxe_http_client_request *request,
@@ -241,6 +258,7 @@ struct sxe_http_client_stats {
     uint64_t retried;   /**< Requests sent again after a pooled connection died under them. */
     uint64_t refused;   /**< Calls refused with -ENOBUFS: the queue was full. */
     uint64_t pipelined; /**< Requests sent behind another on a connection (options.pipeline). */
+    uint64_t upgraded;  /**< Connections handed over after a 101 (request.upgrade). */
     uint32_t open;      /**< Connections open now. */
     uint32_t busy;      /**< Of them, carrying a request now. */
     uint32_t queued;    /**< Calls waiting for a connection now. */

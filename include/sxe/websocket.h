@@ -124,8 +124,8 @@ struct sxe_ws_options {
     uint64_t message_timeout;
     /**
      * Once a message outgrows the loop's buffer_size (it then holds one of the few large buffers),
-     * the bytes per second it must keep coming at, after its first second (16384); else 1008,
-     * and the buffer is let go at once.
+     * the bytes per second it must keep coming at, over every window of a second or two from
+     * then (16384); else 1008, and the buffer is let go at once.
      */
     uint32_t message_rate;
     bool no_ping;             /**< Do not ping silent sockets: close them at idle_timeout. */

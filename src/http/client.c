@@ -233,6 +233,11 @@ int sxe__http_send_request(struct sxe__upstream *up, const struct sxe_http_call 
         rc = rc < 0 ? rc : sxe_conn_write(conn, host, strlen(host));
         rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
     }
+    if (request->upgrade != NULL && rc >= 0) {
+        n = snprintf(line, sizeof(line), "Connection: upgrade\r\nUpgrade: %s\r\n",
+                     request->upgrade);
+        rc = (size_t)n < sizeof(line) ? sxe_conn_write(conn, line, (size_t)n) : -EINVAL;
+    }
     if (request->body_streamed && request->body_len == SXE_HTTP_BODY_UNKNOWN && rc >= 0) {
         rc = sxe_conn_write(conn, "Transfer-Encoding: chunked\r\n", 28);
     } else if (length && rc >= 0) {
@@ -414,7 +419,8 @@ static void call_init(struct sxe_http_call *call, const struct sxe_http_client_r
         call->idempotent |= strcmp(call->request.method, idempotent_methods[i]) == 0;
     }
     call->body_open = call->head_unsent = request->body_streamed;
-    call->idempotent &= !request->body_streamed; /* its body cannot be sent twice */
+    call->idempotent &= !request->body_streamed;  /* its body cannot be sent twice */
+    call->idempotent &= request->upgrade == NULL; /* nothing may follow it on its connection */
     call->writable = call->writable_due = call->wait_drain = call->in_write = false;
     call->body_left = request->body_len;
 }
@@ -433,6 +439,10 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
     if (!SXE_CHECK(
             !bad_text(method) && !bad_text(request->target) &&
             (request->host == NULL || strpbrk(request->host, "\r\n") == NULL) &&
+            (request->upgrade == NULL ||
+             (request->upgrade[0] != '\0' && strpbrk(request->upgrade, "\r\n") == NULL &&
+              kind == SXE__CALL_STREAM && !request->body_streamed && request->body_len == 0 &&
+              ((const struct sxe_http_client_handlers *)callback)->on_upgrade != NULL)) &&
             (request->body_streamed
                  ? request->body == NULL && kind == SXE__CALL_STREAM &&
                        ((const struct sxe_http_client_handlers *)callback)->on_writable != NULL
@@ -537,6 +547,34 @@ void sxe__http_up_release(struct sxe__upstream *up, bool paused)
     dispatch(client);
 }
 
+void sxe__http_up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
+                           const struct sxe_http_response *response)
+{
+    sxe_http_client_t *client = up->client;
+    sxe_conn_t *conn = up->conn;
+
+    /* The slot is free, as after a close; the connection lives on, the caller's. */
+    sxe__http_up_pop(up);
+    client->stats.busy--;
+    client->stats.open--;
+    client->stats.upgraded++;
+    client->batch = client->batch == up ? NULL : client->batch;
+    up->corked = false;
+    up->conn = NULL;
+    up->state = SXE__UP_FREE;
+    sxe_conn_set_user(conn, NULL); /* on_close knows it is not the pool's */
+    sxe_timer_stop(client->loop, &call->timer);
+    uint64_t id = sxe_conn_id(conn);
+    call->handlers->on_upgrade(call, response, conn, call->arg);
+    sxe__http_call_free(call);
+    if (sxe_conn_from_id(client->loop, id) == conn && sxe_conn_handlers(conn) == &up_handlers) {
+        SXE_LOG_WARN("the connection to %s switched for %s %s was not taken; closing it",
+                     client->host, call->request.method, call->request.target);
+        sxe_conn_close(conn);
+    }
+    dispatch(client); /* its slot may take a queued call */
+}
+
 void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int err)
 {
     if (err == -EPROTO) {
@@ -615,6 +653,10 @@ static void requeue_behind(sxe_http_client_t *client, struct sxe_http_call *call
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 {
     struct sxe__upstream *up = sxe_conn_user(conn);
+
+    if (up == NULL) {
+        return; /* switched protocols (101), and its new owner did not take it */
+    }
     sxe_http_client_t *client = up->client;
     struct sxe_http_call *call = up->first;
     bool got_bytes = up->got_bytes;

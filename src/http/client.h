@@ -96,6 +96,10 @@ void sxe__http_call_fail(struct sxe_http_call *call, int err);
 void sxe__http_up_pop(struct sxe__upstream *up);
 /* The connection is free of calls after a whole response: to the pool, or closed. */
 void sxe__http_up_release(struct sxe__upstream *up, bool paused);
+/* The upstream answered 101 to the first call, which asked to upgrade: the connection leaves the
+ * pool for the call's on_upgrade, and the call ends. */
+void sxe__http_up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
+                           const struct sxe_http_response *response);
 /* A protocol failure: the first call fails, the connection closes (never reused). */
 void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int err);
 /* The upstream was heard from: the call's silence counts again from now. */

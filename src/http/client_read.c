@@ -140,10 +140,10 @@ static bool body_read(struct sxe__upstream *up, struct sxe_http_call *call, cons
  * Reads the response of the connection's first call: interim 1xx heads skipped, the head, the body
  * in pieces. @return as on_read: what was read; *whole is set when the response ended, and the call
  * is still the connection's first unless it ended (then the return is len and nothing more is
- * done).
+ * done); *switched when a 101 handed the connection over (then the return is the head's end).
  */
 static size_t read_response(struct sxe__upstream *up, struct sxe_http_call *call, const char *data,
-                            size_t len, bool *whole)
+                            size_t len, bool *whole, bool *switched)
 {
     sxe_http_client_t *client = up->client;
     size_t at = 0;
@@ -158,7 +158,13 @@ static size_t read_response(struct sxe__upstream *up, struct sxe_http_call *call
             if (rc == 0) {
                 return at;
             }
-            if (rc < 0 || response.status == 101) { /* no request of ours asks to switch */
+            if (rc > 0 && response.status == 101 && call->request.upgrade != NULL &&
+                !call->discard) {
+                sxe__http_up_switched(up, call, &response);
+                *switched = true;
+                return at + (size_t)rc; /* what follows is the new protocol's */
+            }
+            if (rc < 0 || response.status == 101) { /* a request of ours that did not ask */
                 sxe__http_up_fail(up, call, rc < 0 ? (int)rc : -EPROTO);
                 return len;
             }
@@ -244,7 +250,11 @@ size_t sxe__http_client_on_read(sxe_conn_t *conn, const char *data, size_t len)
              * 1xx heads, or a head a byte at a time, cannot keep a call alive past its timeout. */
             sxe__http_call_rearm(call);
         }
-        size_t used = read_response(up, call, data + at, len - at, &whole);
+        bool switched = false;
+        size_t used = read_response(up, call, data + at, len - at, &whole, &switched);
+        if (switched) {
+            return at + used; /* the rest is offered to the new handlers */
+        }
         if (up->first != call || up->conn != conn) {
             return len; /* the call ended (failed, or cancelled from a callback) */
         }

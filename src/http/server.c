@@ -371,6 +371,10 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         used = state->skip;
         state->skip = 0;
     }
+    if (state->switch_to != NULL) { /* it was answered 101: the rest is the new protocol's */
+        sxe__http_switch(server, conn);
+        return used;
+    }
     while (used < len && !state->closing) {
         const char *at = data + used;
         size_t left = len - used;
@@ -428,10 +432,9 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             }
             used += (size_t)head;
             if (sxe_conn_from_id(server->loop, id) == NULL) {
-                server->upgrade_to = NULL; /* switched, and closed by the new protocol */
-                return len;
+                return len; /* switched, and closed by the new protocol, or closed by its handler */
             }
-            if (server->upgrade_to != NULL) { /* answered 101: the rest is the new protocol's */
+            if (state->switch_to != NULL) { /* answered 101: the rest is the new protocol's */
                 sxe__http_switch(server, conn);
                 return used;
             }
@@ -499,11 +502,27 @@ static void on_connect(sxe_conn_t *conn)
     *sxe__http_state(server, conn) = (struct http_conn){.id = sxe_conn_id(conn)};
 }
 
+/*
+ * A held request answered 101 whose bytes this module has yet to consume (next turn): the
+ * connection's events are the new protocol's already. @return its handlers, or NULL.
+ */
+static const struct sxe_conn_handlers *switching(sxe_conn_t *conn)
+{
+    return sxe__http_state(sxe__http_server_of(conn), conn)->switch_to;
+}
+
 static void on_drained(sxe_conn_t *conn)
 {
     sxe_http_server_t *server = sxe__http_server_of(conn);
     struct http_conn *state = sxe__http_state(server, conn);
+    const struct sxe_conn_handlers *to = switching(conn);
 
+    if (to != NULL) {
+        if (to->on_drained != NULL) {
+            to->on_drained(conn);
+        }
+        return;
+    }
     state->full = false;
     sxe__http_defer_drained(server, conn); /* a held response streaming out sends more */
     if (state->paused) {
@@ -519,6 +538,10 @@ static void on_eof(sxe_conn_t *conn)
 {
     struct http_conn *state = sxe__http_state(sxe__http_server_of(conn), conn);
 
+    if (state->switch_to != NULL && state->switch_to->on_eof != NULL) {
+        state->switch_to->on_eof(conn);
+        return;
+    }
     state->peer_done = true;
     if (sxe_conn_queued(conn) == 0 || state->held != 0) { /* gone: nobody waits for the answer */
         sxe_conn_close(conn);
@@ -531,6 +554,12 @@ static void on_timeout(sxe_conn_t *conn)
     sxe_http_server_t *server = sxe__http_server_of(conn);
     struct http_conn *state = sxe__http_state(server, conn);
 
+    if (state->switch_to != NULL) {
+        if (state->switch_to->on_timeout != NULL) {
+            state->switch_to->on_timeout(conn);
+        }
+        return;
+    }
     if (!state->closing && (state->head_len != 0 || sxe_http_parser_busy(&state->parser))) {
         sxe__http_refuse(server, conn, 408, NULL, NULL);
     }
@@ -549,6 +578,12 @@ static void on_overflow(sxe_conn_t *conn)
     struct http_conn *state = sxe__http_state(server, conn);
     int err = errno;
 
+    if (state->switch_to != NULL) {
+        if (state->switch_to->on_overflow != NULL) {
+            state->switch_to->on_overflow(conn);
+        }
+        return;
+    }
     if (err == ENOBUFS) { /* counted by the loop: sxe_loop_stats().no_large_buffer */
         sxe__http_refuse(server, conn, 503, NULL, "Retry-After: 1\r\n");
     } else {
@@ -563,9 +598,17 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 {
     sxe_http_server_t *server = sxe__http_server_of(conn);
 
-    (void)reason;
-    (void)err;
-    sxe__http_state(server, conn)->id = 0;
+    struct http_conn *state = sxe__http_state(server, conn);
+    const struct sxe_conn_handlers *to = state->switch_to;
+
+    state->id = 0;
+    state->switch_to = NULL;
+    if (to != NULL) {
+        if (to->on_close != NULL) {
+            to->on_close(conn, reason, err);
+        }
+        return;
+    }
     sxe__http_defer_cancel(server, conn);
 }
 

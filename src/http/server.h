@@ -110,9 +110,12 @@ struct http_conn {
     bool paused;          /* output backed up: reading waits for on_drained */
     bool full;            /* a write said SXE_CONN_FULL: the output is backed up until drained */
     bool waiting;         /* paused while a request is held: more came in behind it */
-    uint32_t held;        /* the request held on it (defer.c): its slot + 1, or 0 */
-    uint32_t skip;        /* bytes of an answered held request, consumed at the next read */
-    uint64_t id;          /* the connection's sxe_conn_id() while open, for destroy; else 0 */
+    /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
+     * consumed; until then its events are theirs. */
+    const struct sxe_conn_handlers *switch_to;
+    uint32_t held; /* the request held on it (defer.c): its slot + 1, or 0 */
+    uint32_t skip; /* bytes of an answered held request, consumed at the next read */
+    uint64_t id;   /* the connection's sxe_conn_id() while open, for destroy; else 0 */
 };
 
 struct sxe_http_server {
@@ -141,7 +144,6 @@ struct sxe_http_server {
     struct sxe_fibers_options fiber_options;
     bool has_fiber_routes;
     bool has_stream_routes;
-    const struct sxe_conn_handlers *upgrade_to; /* a handler answered 101 (upgrade.c) */
     struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */
     struct sxe_http_limits stream_limits; /* streamed bodies: body_bytes is stream_body_bytes */
     uint64_t stream_body_bytes;           /* options.stream_body_bytes, or no limit */
@@ -234,8 +236,8 @@ void sxe__http_upload_cancel(struct held *held);
 bool sxe__http_run_fiber(sxe_http_server_t *server, sxe_http_t *http, const struct route *route);
 int sxe__http_fibers_make(sxe_http_server_t *server);
 
-/* server.c */
-/* upgrade.c: hands the connection whose handler answered 101 to the new protocol's handlers. */
+/* upgrade.c: hands a connection answered 101, its request consumed, to the new protocol's
+ * handlers. */
 void sxe__http_switch(sxe_http_server_t *server, sxe_conn_t *conn);
 
 void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,

@@ -22,38 +22,57 @@ int sxe_http_upgrade(sxe_http_t *http, const char *headers,
     size_t headers_len = headers != NULL ? strlen(headers) : 0;
     int rc;
 
-    if (!SXE_CHECK(http != NULL && handlers != NULL && http == &http->server->http &&
-                   http->status == 0 && !http->request->has_body &&
-                   http->request->minor_version == 1)) {
-        return -EINVAL; /* from a handler that has not answered, of a request without a body */
+    if (!SXE_CHECK(http != NULL && handlers != NULL &&
+                   (http == &http->server->http || sxe__http_is_held(http)) &&
+                   !http->request->has_body && http->request->minor_version == 1)) {
+        return -EINVAL; /* a handler's request or a held one, without a body */
+    }
+    if ((rc = sxe__http_defer_check(http)) < 0) {
+        return rc; /* held, and its client left */
+    }
+    if (!SXE_CHECK(http->status == 0)) {
+        return -EINVAL; /* answered already */
     }
     if (headers_len > 0 && (headers_len < 2 || memcmp(headers + headers_len - 2, "\r\n", 2) != 0)) {
         SXE_ASSERT(!"upgrade headers end with CRLF");
         return -EINVAL;
     }
+    bool held = sxe__http_is_held(http);
+    sxe_conn_t *conn = http->conn;
+    bool corked = held && sxe_conn_cork(conn); /* the head leaves in one send */
     http->status = 101;
     http->finished = true;
-    if ((rc = sxe_conn_write(http->conn, status_line, sizeof(status_line) - 1)) < 0 ||
-        (rc = sxe_conn_write(http->conn, headers ? headers : "", headers_len)) < 0 ||
-        (rc = sxe_conn_write(http->conn, "\r\n", 2)) < 0) {
-        sxe_conn_close(http->conn);
+    if ((rc = sxe_conn_write(conn, status_line, sizeof(status_line) - 1)) < 0 ||
+        (rc = sxe_conn_write(conn, headers ? headers : "", headers_len)) < 0 ||
+        (rc = sxe_conn_write(conn, "\r\n", 2)) < 0) {
+        sxe_conn_close(conn); /* cancels a held request: its holder hears */
         return rc;
     }
-    /* The new handlers take the connection's events now (a close from the new protocol's
-     * on_open is its); the HTTP module lets go when the handler returns. */
-    http->server->upgrade_to = handlers;
-    sxe__http_log(http);
-    (void)sxe_conn_set_handlers(http->conn, handlers);
+    if (corked) {
+        sxe_conn_uncork(conn);
+    }
     SXE_LOG_DEBUG("switching protocols for %.*s", (int)http->request->target_len,
                   http->request->target);
+    sxe__http_log(http);
+    sxe__http_state(http->server, conn)->switch_to = handlers;
+    if (held) {
+        /* The request's bytes lead the connection's kept input: the module's on_read consumes
+         * them next turn, then switches (sxe__http_switch). */
+        sxe__http_defer_done(http);
+    } else {
+        /* The new handlers take the connection's events now (a close from the new protocol's
+         * on_open is its); the HTTP module lets go when the handler returns. */
+        (void)sxe_conn_set_handlers(conn, handlers);
+    }
     return 0;
 }
 
 void sxe__http_switch(sxe_http_server_t *server, sxe_conn_t *conn)
 {
     struct http_conn *state = sxe__http_state(server, conn);
+    const struct sxe_conn_handlers *handlers = state->switch_to;
 
-    server->upgrade_to = NULL;
     sxe__http_set_nodelay(state, conn);
-    *state = (struct http_conn){0}; /* no longer the module's */
+    *state = (struct http_conn){0};              /* no longer the module's */
+    (void)sxe_conn_set_handlers(conn, handlers); /* again, if set already: the rest is offered */
 }

@@ -11,8 +11,9 @@
  *
  * Sockets with a message under way are on a list in the order their messages began, so the
  * deadline is checked at the head only; those in large buffers are in a table no larger than the
- * loop's count of large buffers, and their rate is checked each second. One timer, ticking each
- * second while a message is under way, does both.
+ * loop's count of large buffers, and their rate is checked over windows of one to two seconds (a
+ * burst at the start does not pay for a stall later). One timer, ticking each second while a
+ * message is under way, does both.
  */
 #define SXE_LOG_MODULE ws_log
 #include "sxe/log.h"
@@ -25,9 +26,9 @@
 
 static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
 
-#define NONE     UINT32_MAX
-#define TICK     SXE_NS_PER_SEC
-#define GRACE_NS SXE_NS_PER_SEC /* a large message's first second is not held to the rate */
+#define NONE   UINT32_MAX
+#define TICK   SXE_NS_PER_SEC
+#define WINDOW SXE_NS_PER_SEC /* the rate is checked over a second or more */
 
 static uint32_t index_of(const struct sxe_ws *ws)
 {
@@ -132,12 +133,17 @@ static void tick(sxe_timer_t *timer, void *arg)
         too_slow(&server->sockets[server->way_head], "a message did not arrive in time");
     }
     for (uint32_t i = server->large_count; i-- > 0;) { /* too_slow() moves the last into i */
-        const struct sxe__ws_large *entry = &server->large[i];
-        uint64_t held = now - entry->since;
+        struct sxe__ws_large *entry = &server->large[i];
+        uint64_t window = now - entry->since;
         uint64_t came = entry->bytes > entry->start ? entry->bytes - entry->start : 0;
-        if (held > GRACE_NS &&
-            (double)came < (double)server->options.message_rate * (double)(held - GRACE_NS) / 1e9) {
+        if (window < WINDOW) {
+            continue; /* too short to judge: the next tick will */
+        }
+        if ((double)came < (double)server->options.message_rate * (double)window / 1e9) {
             too_slow(&server->sockets[entry->socket], "a large message came too slowly");
+        } else {
+            entry->since = now; /* the next window starts */
+            entry->start = entry->bytes;
         }
     }
     if (server->way_head == NONE) {

@@ -141,7 +141,7 @@ struct sxe_ws {
 /* A message in a large buffer, held to options.message_rate (watch.c). */
 struct sxe__ws_large {
     uint32_t socket; /* its index in the table */
-    uint64_t since;  /* when it outgrew an ordinary buffer */
+    uint64_t since;  /* when its window began: it outgrew an ordinary buffer, or the last ended */
     uint64_t start;  /* its bytes then */
     uint64_t bytes;  /* its bytes now */
 };

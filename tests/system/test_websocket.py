@@ -428,10 +428,40 @@ class Server:
             return "still running 10 s after SIGTERM"
 
 
-@pytest.fixture(scope="module")
-def server(build_dir, tmp_path_factory):
-    """One ws-echo with the default message limit (1 MiB) for most of the module."""
-    echo = Server(build_dir, tmp_path_factory.mktemp("ws-echo") / "ws-echo.log")
+class Proxied(Server):
+    """ws-echo behind sxe-httpd's proxy (one worker): every check of the module passes through the
+    proxy's upgrade and tunnel, and must come out the same."""
+
+    def __init__(self, build_dir, log_path, *args):
+        super().__init__(build_dir, log_path, *args)
+        program = build_dir / "tools" / "sxe-httpd"
+        upstream = self.port
+        self.port = free_port()
+        root = log_path.parent / "www"
+        root.mkdir()
+        with open(log_path.with_suffix(".proxy.log"), "wb") as log:
+            self.proxy = subprocess.Popen(
+                [str(program), "--root", str(root), "--listen", f"127.0.0.1:{self.port}",
+                 "--workers", "1", "--proxy", f"/=127.0.0.1:{upstream}"],
+                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(self.port, self.proxy, "sxe-httpd")
+        except BaseException:
+            self.proxy.kill()
+            super().stop()
+            raise
+
+    def stop(self):
+        self.proxy.send_signal(signal.SIGTERM)
+        assert self.proxy.wait(timeout=10) == 0
+        return super().stop()
+
+
+@pytest.fixture(scope="module", params=[Server, Proxied], ids=["direct", "proxied"])
+def server(request, build_dir, tmp_path_factory):
+    """One ws-echo with the default message limit (1 MiB) for most of the module: reached
+    directly, and through sxe-httpd's proxy."""
+    echo = request.param(build_dir, tmp_path_factory.mktemp("ws-echo") / "ws-echo.log")
     yield echo
     assert echo.stop() == 0, echo.log()
 

@@ -29,21 +29,30 @@ def stop(process):
     return process.wait(timeout=WAIT)
 
 
-@pytest.fixture
-def chat(build_dir):
-    """ws-chat on a free port, serving the page from the source tree: (port, process)."""
+@pytest.fixture(params=["direct", "proxied"])
+def chat(request, build_dir, tmp_path):
+    """ws-chat on a free port, serving the page from the source tree, reached directly or through
+    sxe-httpd's proxy (the page, and the WebSocket through the proxy's tunnel): (port, process)."""
     port = free_port()
     program = build_dir / "examples" / "ws-chat"
     assert program.exists(), f"{program} was not built"
-    process = subprocess.Popen([str(program), f"127.0.0.1:{port}", str(PAGE)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    processes = [subprocess.Popen([str(program), f"127.0.0.1:{port}", str(PAGE)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
     try:
-        wait_for_port(port, process, "ws-chat")
-        yield port, process
+        wait_for_port(port, processes[0], "ws-chat")
+        if request.param == "proxied":
+            upstream, port = port, free_port()
+            processes.append(subprocess.Popen(
+                [str(build_dir / "tools" / "sxe-httpd"), "--root", str(tmp_path), "--listen",
+                 f"127.0.0.1:{port}", "--workers", "1", "--proxy", f"/=127.0.0.1:{upstream}"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_for_port(port, processes[1], "sxe-httpd")
+        yield port, processes[0]
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def wait_until(browser, condition, what):

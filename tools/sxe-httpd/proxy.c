@@ -37,6 +37,7 @@
 #include <sxe/http_client.h>
 
 #include "proxy.h"
+#include "tunnel.h"
 
 static struct sxe_log_module proxy_log = SXE_LOG_MODULE_INIT(PROXY);
 
@@ -72,6 +73,7 @@ struct exchange {
     bool corked;      /* its head waits for the first body bytes, to leave in one send */
     bool tried_other; /* sent to a second upstream after the first failed */
     bool body_begun;  /* the client's body is being read and forwarded: no retry from here */
+    bool upgrade;     /* the client asks to switch protocols: so does the forwarded request */
     struct sxe_http_client_request request; /* pointing into text, and the held request's body */
     char *text; /* method, target, host and header lines, NUL-separated */
     char inline_text[INLINE_BYTES];
@@ -336,6 +338,13 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     }
     at = put(at, "1.1 sxe-httpd\r\n", 15);
     *at = '\0';
+    const struct sxe_http_header *upgrade = sxe_http_find_header(request, "Upgrade");
+    out->upgrade = NULL;
+    if (exchange->upgrade && upgrade != NULL) { /* the client library writes it, and Connection */
+        out->upgrade = ++at;
+        at = put(at, upgrade->value, upgrade->value_len);
+        *at = '\0';
+    }
     out->body = NULL;
     out->body_streamed = request->has_body; /* read from the client as the upstream takes it */
     out->body_len = !request->has_body ? 0
@@ -374,9 +383,14 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response *respo
 static void on_body(sxe_http_call_t *call, const char *data, size_t len, void *arg);
 static void on_done(sxe_http_call_t *call, int err, void *arg);
 static void on_writable(sxe_http_call_t *call, void *arg);
+static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response *response,
+                       sxe_conn_t *conn, void *arg);
 
-static const struct sxe_http_client_handlers call_handlers = {
-    .on_head = on_head, .on_body = on_body, .on_done = on_done, .on_writable = on_writable};
+static const struct sxe_http_client_handlers call_handlers = {.on_head = on_head,
+                                                              .on_body = on_body,
+                                                              .on_done = on_done,
+                                                              .on_writable = on_writable,
+                                                              .on_upgrade = on_upgrade};
 
 /* Sends the exchange's request to an upstream other than avoid. @return 0 or -errno. */
 static int forward(struct exchange *exchange, const struct upstream *avoid)
@@ -513,6 +527,8 @@ static void handle(sxe_http_t *http, void *arg)
     exchange->call = NULL;
     exchange->upstream = NULL;
     exchange->started = exchange->tried_other = exchange->corked = exchange->body_begun = false;
+    const struct sxe_http_request *request = sxe_http_request(http);
+    exchange->upgrade = request->upgrade && !request->has_body && request->minor_version == 1;
     exchange->text = NULL;
     if ((rc = forward(exchange, NULL)) < 0) {
         SXE_LOG_ERROR("cannot forward %s to %s: %s", exchange->proxy->prefix,
@@ -548,6 +564,71 @@ static bool response_dropped(const struct sxe_http_header *field,
            named_by_connection(field, response->headers, response->header_count);
 }
 
+/*
+ * Writes the response's end-to-end fields and our Via at at, up to end; @return the NUL's place.
+ * A 426 keeps its Upgrade (hop-by-hop, but it names what the client must switch to, RFC 9110
+ * §15.5.22), with the Connection option that goes with it.
+ */
+static char *forwarded_fields(const struct sxe_http_response *response, char *at, const char *end)
+{
+    const struct sxe_http_header *upgrade = sxe_http_response_header(response, "Upgrade");
+
+    if (response->status == 426 && upgrade != NULL &&
+        at + upgrade->value_len + 40 < end) { /* first: nothing else can crowd it out */
+        at = put(at, "Upgrade: ", 9);
+        at = put(at, upgrade->value, upgrade->value_len);
+        at = put(at, "\r\nConnection: upgrade\r\n", 23);
+    }
+    for (unsigned i = 0; i < response->header_count; i++) {
+        const struct sxe_http_header *field = &response->headers[i];
+        if (response_dropped(field, response) ||
+            at + field->name_len + field->value_len + 4 > end) {
+            continue;
+        }
+        at = put(at, field->name, field->name_len);
+        at = put(at, ": ", 2);
+        at = put(at, field->value, field->value_len);
+        at = put(at, "\r\n", 2);
+    }
+    at = put(at, "Via: 1.1 sxe-httpd\r\n", 20);
+    *at = '\0';
+    return at;
+}
+
+/*
+ * The upstream switched protocols (101) for an upgrade the client asked for: the client gets the
+ * 101 with the upstream's fields, and the two connections are joined (tunnel.c).
+ */
+static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response *response,
+                       sxe_conn_t *conn, void *arg)
+{
+    struct exchange *exchange = arg;
+    const struct sxe_http_header *upgrade = sxe_http_response_header(response, "Upgrade");
+    sxe_http_t *held = exchange->held;
+    sxe_conn_t *client = sxe_http_conn(held);
+    char headers[20 * 1024];
+
+    (void)call;
+    exchange->call = NULL; /* ended: the connection is ours now */
+    exchange->upstream->active--;
+    exchange->upstream->down_until = 0;
+    if (upgrade == NULL || upgrade->value_len > 1024 || tunnel_ready(sxe_conn_loop(conn)) < 0) {
+        SXE_LOG_ERROR("upstream for %s switched protocols %s: answering 502",
+                      exchange->proxy->prefix,
+                      upgrade == NULL ? "without saying to what" : "and cannot be joined");
+        fail(exchange, 502); /* the client library closes conn: nobody took it */
+        return;
+    }
+    char *at = forwarded_fields(response, headers, headers + sizeof(headers) - 1100);
+    snprintf(at, (size_t)(headers + sizeof(headers) - at),
+             "Connection: upgrade\r\nUpgrade: %.*s\r\n", (int)upgrade->value_len, upgrade->value);
+    if (sxe_http_upgrade(held, headers, tunnel_handlers()) < 0) {
+        return; /* the client's connection failed and closed: that cancelled the exchange */
+    }
+    exchange_free(exchange);
+    tunnel_open(client, conn);
+}
+
 /* The upstream's head: ours goes out, re-framed, with the end-to-end fields and Via. */
 static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
 {
@@ -568,20 +649,7 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response *respo
         return;
     }
     exchange->upstream->down_until = 0;
-    char *at = headers, *end = headers + sizeof(headers) - 32;
-    for (unsigned i = 0; i < response->header_count; i++) {
-        const struct sxe_http_header *field = &response->headers[i];
-        if (response_dropped(field, response) ||
-            at + field->name_len + field->value_len + 4 > end) {
-            continue;
-        }
-        at = put(at, field->name, field->name_len);
-        at = put(at, ": ", 2);
-        at = put(at, field->value, field->value_len);
-        at = put(at, "\r\n", 2);
-    }
-    at = put(at, "Via: 1.1 sxe-httpd\r\n", 20);
-    *at = '\0';
+    forwarded_fields(response, headers, headers + sizeof(headers) - 32);
     const struct sxe_http_header *declared = sxe_http_response_header(response, "Content-Length");
     if (!response->has_body) { /* HEAD keeps the length it would have had; 204 and 304 none */
         length = declared != NULL && response->status >= 200 && response->status != 204 &&
