@@ -139,6 +139,53 @@ static void hello(sxe_http_t *http, void *arg)
     sxe_http_respond(http, 200, "text/plain", "hello\n", 6);
 }
 
+/* A held request that switches protocols 10 ms later (a proxy waiting for its upstream's 101), to
+ * a raw protocol whose handlers keep what they read. */
+static char raw_read[256];
+static int raw_closes, switch_rc;
+static bool close_at_switch;
+static sxe_http_t *switching;
+static sxe_timer_t switch_timer;
+
+static size_t raw_on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)conn;
+    snprintf(raw_read + strlen(raw_read), sizeof(raw_read) - strlen(raw_read), "%.*s", (int)len,
+             data);
+    return len;
+}
+
+static void raw_on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    (void)conn;
+    (void)reason;
+    (void)err;
+    raw_closes++;
+}
+
+static const struct sxe_conn_handlers raw = {.on_read = raw_on_read, .on_close = raw_on_close};
+
+static void switch_later(sxe_timer_t *timer, void *arg)
+{
+    sxe_conn_t *conn = sxe_http_conn(switching);
+
+    (void)timer;
+    (void)arg;
+    switch_rc = sxe_http_upgrade(switching, "Upgrade: raw\r\nConnection: upgrade\r\n", &raw);
+    if (switch_rc == 0 && close_at_switch) {
+        sxe_conn_close(conn); /* before the module consumed the request: raw's on_close hears */
+    }
+}
+
+static void upgrade_later(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_non_null(switching = sxe_http_defer(http, NULL, NULL));
+    sxe_timer_init(&switch_timer, switch_later, NULL);
+    assert_int_equal(
+        sxe_timer_start(sxe_http_server_loop(server), &switch_timer, 10 * SXE_NS_PER_MSEC, 0), 0);
+}
+
 /* What the log hook saw: "target status body-bytes" per request. */
 static char log_lines[2048];
 static size_t log_used;
@@ -171,6 +218,9 @@ static int setup(void **state)
     fiber_rc = 1;
     log_used = 0;
     log_lines[0] = '\0';
+    raw_read[0] = '\0';
+    raw_closes = switch_rc = 0;
+    close_at_switch = false;
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/later", true, later, NULL), 0);
     assert_int_equal(sxe_http_route(server, NULL, "/never", true, later, &cancels), 0);
@@ -180,6 +230,7 @@ static int setup(void **state)
     assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
     assert_int_equal(sxe_http_route(server, "GET", "/close", false, hold_and_close, NULL), 0);
     assert_int_equal(sxe_http_route_fiber(server, "GET", "/fiber", true, fiber_handler, NULL), 0);
+    assert_int_equal(sxe_http_route(server, "GET", "/switch", false, upgrade_later, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     return 0;
@@ -282,6 +333,67 @@ static void test_a_held_request_keeps_its_normal_path(void **state)
     close(fd);
     close(other);
     close(third);
+}
+
+static const char switch_request[] =
+    "GET /switch HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: raw\r\n\r\n";
+
+static void test_a_held_request_switches_protocols_later(void **state)
+{
+    char out[1024] = "";
+    int fd = client();
+
+    (void)state;
+    sxe_test_say(fd, switch_request);
+    sxe_test_say(fd, "early|"); /* before the 101: the new protocol's, not a request */
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    assert_int_equal(switch_rc, 0);
+    pump(0);
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_memory_equal(out, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: raw\r\n", 48);
+    sxe_test_say(fd, "late");
+    pump(0);
+    assert_string_equal(raw_read, "early|late");
+    assert_string_equal(log_lines, "/switch 101 0\n");
+    struct sxe_http_defer_stats stats;
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+    close(fd);
+    pump(0);
+    assert_int_equal(raw_closes, 1);
+}
+
+static void test_a_switched_connection_closed_at_once_is_the_new_protocols(void **state)
+{
+    char out[1024] = "";
+    int fd = client();
+
+    (void)state;
+    close_at_switch = true;
+    sxe_test_say(fd, switch_request);
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    assert_int_equal(switch_rc, 0);
+    assert_int_equal(raw_closes, 1); /* its on_close, though the module still had the bytes */
+    assert_string_equal(raw_read, "");
+    while (sxe_test_heard(fd, out, sizeof(out)) > 0) {
+    }
+    close(fd);
+}
+
+static void test_a_held_request_whose_client_left_cannot_switch(void **state)
+{
+    int fd = client();
+
+    (void)state;
+    sxe_test_say(fd, switch_request);
+    pump(0);
+    close(fd);
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    assert_int_equal(switch_rc, -ECANCELED);
+    assert_int_equal(raw_closes, 0);
 }
 
 static void test_bodies_stay_valid_while_held(void **state)
@@ -660,6 +772,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_started_stream_outlives_the_response_timeout, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_held_request_keeps_its_normal_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_held_request_switches_protocols_later, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_switched_connection_closed_at_once_is_the_new_protocols, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_held_request_whose_client_left_cannot_switch, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
                                         setup, teardown),
