@@ -62,8 +62,8 @@ static void closing_remove(struct sxe_ws *ws)
 {
     sxe_ws_server_t *server = ws->server;
 
-    if (ws->state == WS_CONNECTING) {
-        return; /* its links hold the handshake's key */
+    if (ws->state == WS_CONNECTING || ws->under_way) {
+        return; /* its links hold the handshake's key, or a message's under way (watch.c) */
     }
     if (ws->closing_prev != NONE) {
         server->sockets[ws->closing_prev].closing_next = ws->closing_next;
@@ -172,6 +172,7 @@ void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why)
 void sxe__ws_start_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len)
 {
     send_close(ws, code, reason, reason_len);
+    sxe__ws_unwatch(ws); /* its links become the closing list's; close_timeout bounds it now */
     ws->state = WS_CLOSING;
     closing_add(ws);
 }

@@ -67,6 +67,7 @@ void sxe__ws_unwatch(struct sxe_ws *ws)
     } else {
         server->way_tail = ws->way_prev;
     }
+    ws->way_next = ws->way_prev = NONE; /* the links are the closing list's again: on none */
 }
 
 static void way_append(sxe_ws_server_t *server, struct sxe_ws *ws, uint64_t now)
@@ -96,8 +97,8 @@ void sxe__ws_watch(struct sxe_ws *ws, size_t pending, bool delivered)
     if (pending == 0 || delivered) { /* none under way, or a new one begun in this input */
         sxe__ws_unwatch(ws);
     }
-    if (pending == 0) {
-        return;
+    if (pending == 0 || ws->state != WS_OPEN) {
+        return; /* closing: close_timeout bounds what still comes (and has the links) */
     }
     if (!ws->under_way) {
         way_append(server, ws, now);

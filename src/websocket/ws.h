@@ -118,24 +118,29 @@ struct sxe_ws {
     uint32_t group;
     uint32_t group_prev; /* links in the group's list: table indices, or UINT32_MAX */
     uint32_t group_next;
+    /* One of three, by the socket's state: a socket is on the closing list only once it is
+     * closing, its messages are watched only while it is open, and a client has a key only while
+     * it connects. Each costs no memory beside the others'. */
     union {
         struct {
             uint32_t closing_next; /* links in the list of sockets waiting for a close frame */
             uint32_t closing_prev;
             uint64_t close_deadline;
         };
+        struct {
+            uint32_t way_next; /* links in the list of messages under way (watch.c) */
+            uint32_t way_prev;
+            uint64_t way_since; /* when the message under way began (loop time) */
+        };
         uint8_t nonce[16]; /* a connecting client's handshake key, before it can be closing */
     };
-    uint8_t state;     /* enum ws_state */
-    uint8_t protocol;  /* index into the server's protocol names, or 0xff for none */
-    uint8_t target;    /* a client's: index into the set's handshake requests */
-    uint8_t deflate;   /* permessage-deflate: the window bits we keep to, or 0 */
-    bool pinged;       /* a keep-alive ping has gone unanswered */
-    bool under_way;    /* a message has begun and not ended: on the server's way list (watch.c) */
-    uint8_t large;     /* its message outgrew an ordinary buffer: its place in large[] + 1, or 0 */
-    uint32_t way_prev; /* links in the way list: table indices, or UINT32_MAX */
-    uint32_t way_next;
-    uint64_t way_since; /* when the message under way began (loop time) */
+    uint8_t state;    /* enum ws_state */
+    uint8_t protocol; /* index into the server's protocol names, or 0xff for none */
+    uint8_t target;   /* a client's: index into the set's handshake requests */
+    uint8_t deflate;  /* permessage-deflate: the window bits we keep to, or 0 */
+    bool pinged;      /* a keep-alive ping has gone unanswered */
+    bool under_way;   /* an open socket's message has begun and not ended: on the way list */
+    uint8_t large;    /* its message outgrew an ordinary buffer: its place in large[] + 1, or 0 */
 };
 
 /* A message in a large buffer, held to options.message_rate (watch.c). */

@@ -197,6 +197,34 @@ static void test_a_large_message_at_its_rate_arrives(void **state)
     close(fd);
 }
 
+/* Sockets leave the watch however they end: the program's close, the peer's going away. The one
+ * left is still closed in time, and the lists stay whole (ASan and the table's checks see to it).
+ */
+static void test_sockets_that_close_with_a_message_under_way(void **state)
+{
+    (void)state;
+    start(&three_seconds);
+    int closed_by_program = open_eager_socket(), gone = open_eager_socket();
+    int left = open_eager_socket();
+    send_frame(closed_by_program, false, SXE_WS_TEXT, "a", 1);
+    send_frame(gone, false, SXE_WS_TEXT, "b", 1);
+    send_frame(left, false, SXE_WS_TEXT, "c", 1);
+    pump(0);
+    assert_int_equal(sxe_ws_close(seen.sockets[0], SXE_WS_NORMAL, "bye"), 0);
+    close(gone);
+    pump(0);
+    assert_int_equal(seen.closes, 1); /* gone's: the program's close waits for its answer */
+    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    pump(SECOND);
+    pump(SECOND);
+    pump(SECOND);
+    pump(SECOND);
+    expect_close(left, SXE_WS_POLICY);
+    assert_int_equal(slow_messages(), 1); /* only the one still open and still under way */
+    close(closed_by_program);
+    close(left);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +235,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_stream_of_whole_messages_is_never_too_slow, teardown),
         cmocka_unit_test_teardown(test_a_large_message_must_keep_its_rate, teardown),
         cmocka_unit_test_teardown(test_a_large_message_at_its_rate_arrives, teardown),
+        cmocka_unit_test_teardown(test_sockets_that_close_with_a_message_under_way, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
