@@ -50,10 +50,8 @@ static size_t requested_word(sxe_http_t *http, char *word, bool empty_ok)
     const char *raw = sxe_http_path_rest(http, &raw_len);
     ssize_t len = sxe_http_decode(raw, raw_len, word, DICTIONARY_WORD_MAX + 1, false);
 
-    if (len == -ENOBUFS) {
+    if (len < 0) { /* -ENOBUFS: the server refused malformed escapes before routing */
         respond_error(http, 414, "the word is longer than 100 bytes");
-    } else if (len < 0) {
-        respond_error(http, 400, "a malformed percent-encoding");
     } else if (len == 0 && !empty_ok) {
         respond_error(http, 400, "no word");
     } else if (memchr(word, '\0', (size_t)len) != NULL || !sxe_utf8_valid(word, (size_t)len)) {

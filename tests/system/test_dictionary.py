@@ -112,12 +112,16 @@ def test_prefix_suggestions(server):
     ("/d/" + "a" * 101, 414, "longer than 100 bytes"),
     ("/d/%ff%fe", 400, "not UTF-8"),
     ("/d/abc%00", 400, "not UTF-8"),
-    ("/d/%zz", 400, "malformed percent-encoding"),
     ("/d/", 400, "no word"),
 ])
 def test_bad_input_gets_a_clear_error(server, path, status, error):
     got, _, answer = get(server, path)
     assert got == status and error in answer["error"], answer
+
+
+def test_a_malformed_escape_is_refused_before_the_dictionary(server):
+    """The HTTP server refuses a path it cannot put in normal form before any route sees it."""
+    assert get(server, "/d/%zz")[:3:2] == (400, b"400 Bad Request\n")
 
 
 def test_the_page_and_keep_alive(server):
