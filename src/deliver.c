@@ -115,13 +115,19 @@ static void overflow(struct sxe_conn *conn, int err)
 /*
  * The kept input filled its buffer and on_read took none of it. A message that outgrew an ordinary
  * buffer moves, once, to a large one if the loop has one free (sxe_loop_options.large_buffers);
- * else the connection overflows. @return true if the input has room to grow now.
+ * else the connection overflows. Input the program kept (sxe_conn_keep()) neither moves nor
+ * overflows: the program holds pointers into it, so reading just waits until it lets go, and the
+ * peer is held back by TCP. @return true if the input has room to grow now.
  */
 bool sxe__stream_grow(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t large;
 
+    if (sxe_pool_state(loop->conn_pool, sxe__conn_index(conn)) == SXE__CONN_HELD) {
+        conn->lists |= SXE__LIST_UNREAD; /* sxe_conn_unkeep() offers the input, and reads on */
+        return false;
+    }
     if (conn->input_buffer >= loop->options.buffers || loop->options.large_buffers == 0) {
         overflow(conn, EMSGSIZE);
         return false;

@@ -73,7 +73,12 @@ void sxe_conn_unkeep(sxe_conn_t *conn)
                            conn->input_len > 0 ? SXE__CONN_READING : SXE__CONN_IDLE, loop->now);
         sxe__conn_settle(conn);
         /* Offer the kept input again, from the next turn, as after a pause; without a read: the
-         * socket was watched all along, so what arrives brings an event of its own. */
+         * socket was watched all along, so what arrives brings an event of its own. Unless
+         * reading stopped because the kept input filled its buffer: then read on after it. */
         sxe__conn_offer_later(conn);
+        if (conn->lists & SXE__LIST_UNREAD) {
+            conn->lists &= (uint8_t)~SXE__LIST_UNREAD;
+            sxe__conn_ready_later(conn);
+        }
     }
 }

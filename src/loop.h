@@ -76,6 +76,8 @@ enum sxe__conn_kind {
 #define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
 #define SXE__LIST_OFFER  0x08u /* on the ready list only to offer kept input: no read */
 #define SXE__LIST_HUP    0x10u /* the peer's end was reported (an edge that will not come again) */
+#define SXE__LIST_UNREAD                                                                           \
+    0x40u /* reading stopped with input left in the socket (kept input is full) */
 #define SXE__LIST_SHUT                                                                             \
     0x20u /* not a list: sxe_conn_shutdown() was called (overflow() reads on)                      \
            */

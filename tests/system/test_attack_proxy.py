@@ -76,6 +76,10 @@ class Hostile:
         elif target.endswith("/split-head"):
             for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Split: yes\r\n\r\nok":
                 conn.sendall(bytes([byte]))
+        elif "/slow" in target:  # the sleep is the test: a request held for a second
+            time.sleep(1)
+            body = target.encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         elif target.endswith("/bare-lf"):
             conn.sendall(b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok")
         else:
@@ -197,6 +201,34 @@ def test_smuggling_through_the_proxy_is_refused_before_the_upstream(proxy, hosti
     data = exchange(server.port, raw)
     assert data.split(b" ")[1] in (b"400", b"501"), data
     assert all("smuggled" not in head for head in up.heads) and len(up.heads) == 0
+
+
+def test_a_held_request_keeps_its_bytes_while_its_buffer_is_full(proxy, hostile, root):
+    """A proxied request waits for its upstream with its connection's buffer full behind it
+    (66,560 bytes: the request and pipelined bytes). Reading waits: nothing overflows, no 431 is
+    sent, and the buffer is not given to another connection while the request still points into
+    it (it once was: the held request was then logged with another client's headers)."""
+    up = hostile()
+    log = root.parent / "access.log"
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--access-log", str(log))
+    first = b"GET /api/slow/" + b"T" * 400 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as held:
+        held.sendall(first + b"Z" * (66560 - len(first)))
+        time.sleep(0.2)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as other:
+            other.sendall(b"GET /api/victim HTTP/1.1\r\nHost: x\r\nCookie: session=VICTIM\r\n"
+                          b"Connection: close\r\n\r\n")
+            assert other.recv(65536).endswith(b"/api/victim")
+        answer = b""
+        while chunk := held.recv(65536):
+            answer += chunk
+    # Its own answer, then a 414 for the pipelined bytes (a request line too long): no 431.
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer
+    assert b"T" * 400 + b"HTTP/1.1 414 URI Too Long\r\n" in answer, answer
+    assert server.stop() == 0
+    lines = log.read_text().splitlines()
+    assert any(f'"GET /api/slow/{"T" * 400} HTTP/1.1" 200' in line for line in lines), lines
+    assert not any("VICTIM" in line for line in lines)
 
 
 # Upstreams

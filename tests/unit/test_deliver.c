@@ -360,6 +360,72 @@ static void test_on_drained_closes_after_on_read_left_input(void **state)
     expect_first_closed(1);
 }
 
+/* Keeps all its input until the test lets it go; then consumes everything, counting it. */
+static struct {
+    sxe_conn_t *conn;
+    const char *kept; /* where the kept input is: it must not move */
+    bool let_go;
+    size_t consumed;
+    int overflows;
+} keeper;
+
+static size_t keep_until_let_go(sxe_conn_t *conn, const char *data, size_t len)
+{
+    keeper.conn = conn;
+    if (keeper.let_go) {
+        keeper.consumed += len;
+        return len;
+    }
+    if (keeper.kept == NULL) {
+        assert_non_null(keeper.kept = sxe_conn_keep(conn, data, len, 0));
+    } else {
+        assert_ptr_equal(data, keeper.kept); /* more, after the same kept bytes */
+    }
+    return 0;
+}
+
+static void count_overflow(sxe_conn_t *conn)
+{
+    (void)conn;
+    keeper.overflows++;
+}
+
+/*
+ * Kept input that fills its buffer neither overflows nor moves: reading waits, the peer is held
+ * back by TCP, and what it sent comes once the input is let go. (A held HTTP request's pointers
+ * once pointed into a buffer an overflow had given back.)
+ */
+static void test_kept_input_that_fills_its_buffer_waits(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = first_on_connect,
+                                                      .on_read = keep_until_let_go,
+                                                      .on_close = first_on_close,
+                                                      .on_overflow = count_overflow};
+    char block[3000];
+
+    (void)state;
+    memset(&keeper, 0, sizeof(keeper));
+    start_with(&handlers);
+    memset(block, 'a', 1024);
+    memset(block + 1024, 'b', sizeof(block) - 1024);
+    assert_int_equal(send(peer, block, 100, 0), 100);
+    turn();
+    assert_non_null(keeper.kept);
+    assert_int_equal(send(peer, block + 100, sizeof(block) - 100, 0), (ssize_t)sizeof(block) - 100);
+    turn();
+    turn();
+    assert_int_equal(keeper.overflows, 0);
+    assert_int_equal(seen.closes, 0);
+    assert_memory_equal(keeper.kept, block, 1024); /* the buffer is full, and still its own */
+    keeper.let_go = true;
+    sxe_conn_unkeep(keeper.conn);
+    for (int i = 0; i < 100 && keeper.consumed < sizeof(block); i++) {
+        turn();
+    }
+    assert_int_equal(keeper.consumed, sizeof(block));
+    assert_int_equal(seen.closes, 0);
+}
+
 /* on_read keeping more than it was given: invalid use (NULL and EINVAL in release builds). */
 static size_t keep_past_the_input(sxe_conn_t *conn, const char *data, size_t len)
 {
@@ -404,6 +470,7 @@ int main(void)
                                   teardown),
         cmocka_unit_test_teardown(test_on_drained_closes_after_on_read_left_input, teardown),
         cmocka_unit_test_teardown(test_keeping_more_than_the_input_is_invalid, teardown),
+        cmocka_unit_test_teardown(test_kept_input_that_fills_its_buffer_waits, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
