@@ -486,8 +486,8 @@ static size_t received(struct sxe_conn *conn, const char *data, size_t len)
         conn->input_len += (uint32_t)part;
         taken += part;
         if (!sxe__stream_deliver(conn, sxe__buffer_at(loop, conn->input_buffer), conn->input_len) ||
-            (conn->flags & SXE__CONN_PAUSED)) {
-            break;
+            (conn->flags & (SXE__CONN_PAUSED | SXE__CONN_RESUMED))) {
+            break; /* resumed: kept input is offered first, from the next turn */
         }
     }
     return taken;
@@ -583,6 +583,12 @@ static void readable(struct sxe_conn *conn, uint32_t events)
                 (conn->flags & SXE__CONN_PAUSED)) {
                 return;
             }
+            if (conn->flags & SXE__CONN_RESUMED) {
+                /* Kept input is to be offered first (new handlers take what the old left): it
+                 * comes next turn, and the reading after it, the end of the stream too. */
+                sxe__conn_ready_later(conn);
+                return;
+            }
             if ((size_t)got < size - held && (events & SXE__IO_HUP) == 0) {
                 return;
             }
@@ -642,8 +648,9 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
             hold(conn, event->data + taken, (size_t)event->result - taken);
         }
     } else if (event->result == 0 &&
-               ((conn->flags & SXE__CONN_PAUSED) || conn->held_head != SXE_NONE)) {
-        conn->flags |= SXE__CONN_EOF_PENDING; /* after the input held before it */
+               ((conn->flags & (SXE__CONN_PAUSED | SXE__CONN_RESUMED)) ||
+                conn->held_head != SXE_NONE)) {
+        conn->flags |= SXE__CONN_EOF_PENDING; /* after the input held or kept before it */
     } else if (event->result == 0) {
         sxe__stream_eof(conn);
     } else {

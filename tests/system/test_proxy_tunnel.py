@@ -21,8 +21,9 @@ UPGRADE = (b"GET /up/%s HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: r
 
 class Switching:
     """An upstream that answers upgrade requests by path: /echo (101, then echoes; on the
-    proxy's FIN it says "bye" and closes), /flood?N (101, then N bytes, then the close), /silent
-    (101, then nothing), /no-field (101 without Upgrade), /refuse (200, no switch)."""
+    proxy's FIN it says "bye" and closes), /flood?N (101, then N bytes, then the close),
+    /say-and-go (101 and 4 bytes in one send, then the close), /silent (101, then nothing),
+    /no-field (101 without Upgrade), /refuse (200, no switch)."""
 
     def __init__(self):
         self.sock = socket.socket()
@@ -65,6 +66,8 @@ class Switching:
                 while left > 0:
                     conn.sendall(block[:min(left, len(block))])
                     left -= len(block)
+            elif path.endswith("/say-and-go"):
+                conn.sendall(switched + b"said")  # and the close at once
             elif path.endswith("/silent"):
                 conn.sendall(switched)
                 conn.recv(1)
@@ -126,6 +129,18 @@ def test_an_upgrade_joins_the_client_and_the_upstream(proxy, switching):
     assert "X-Sent: along\r\n" in up_head and "X-Forwarded-For: 127.0.0.1\r\n" in up_head
     assert server.stop() == 0
     assert b'"GET /up/echo HTTP/1.1" 101 0' in server.process.stdout.read()
+
+
+def test_bytes_with_the_101_arrive_before_the_upstreams_close(proxy, switching):
+    """The 101, its protocol's first bytes and the close, all at once: the bytes are the new
+    handlers' first, and the end of the stream comes after them (it once overtook them, and the
+    client's side was shut before they were written)."""
+    server = proxy("--proxy", f"/up/=127.0.0.1:{switching.port}")
+    for _ in range(20):
+        sock, _ = opened(server.port, "say-and-go")
+        with sock:
+            assert read_exactly(sock, 4) == b"said"
+            assert sock.recv(1) == b""
 
 
 def test_a_client_that_closes_closes_the_upstream(proxy, switching):
