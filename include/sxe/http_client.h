@@ -31,12 +31,15 @@
  * One request per connection at a time, unless options.pipeline asks for more. Then the requests
  * made in one turn of the loop share a connection, up to pipeline of them, and leave in one send
  * when the turn's events are handled; the upstream answers them in order, and the answers come
- * back in few reads. Fewer packets each way: less CPU at both ends. Only idempotent requests are
+ * back in few reads. Fewer packets each way: less CPU at both ends. Only GETs without a body are
  * pipelined, only on a kept-alive connection taken from the pool, and only while every call on the
- * connection is idempotent. The calls behind the one being answered were not started: if the
+ * connection is one. The calls behind the one being answered were not started: if the
  * connection ends under them (or its answer says Connection: close), they are sent again, once.
  * A slow answer delays the ones behind it (head-of-line blocking): pipeline to an upstream that
- * answers quickly and in order, as an HTTP/1.1 server must.
+ * answers quickly and in order, as an HTTP/1.1 server must, and that frames its answers right: a
+ * body sent after an answer that has none (a 204's, a 304's) would be read as the next call's
+ * answer, which may be another client's. HEAD is never pipelined: a body after its answer is the
+ * commonest such upstream bug.
  *
  * A request sent on a pooled connection that the server had closed meanwhile (it closes, or
  * resets, before a byte of the answer) is sent again once on a new connection if its method is

@@ -149,7 +149,7 @@ static void up_push(struct sxe__upstream *up, struct sxe_http_call *call)
     call->up_next = NULL;
     *(up->last != NULL ? &up->last->up_next : &up->first) = call;
     up->last = call;
-    up->idempotent_only = (up->calls == 0 || up->idempotent_only) && call->idempotent;
+    up->gets_only = (up->calls == 0 || up->gets_only) && call->plain_get;
     up->calls++;
 }
 
@@ -258,14 +258,14 @@ int sxe__http_send_request(struct sxe__upstream *up, const struct sxe_http_call 
 }
 
 /*
- * With pipelining, corks a connection that took an idempotent request, so the turn's next ones
+ * With pipelining, corks a connection that took a plain GET, so the turn's next ones
  * join it and all leave in one send when the turn ends.
  */
 static void batch_start(struct sxe__upstream *up)
 {
     sxe_http_client_t *client = up->client;
 
-    if (client->options.pipeline == 1 || !up->reused || !up->idempotent_only ||
+    if (client->options.pipeline == 1 || !up->reused || !up->gets_only ||
         (!sxe_timer_active(&client->flush) &&
          sxe_timer_start(client->loop, &client->flush, 0, 0) < 0) ||
         !sxe_conn_cork(up->conn)) {
@@ -328,7 +328,7 @@ static bool may_join(const sxe_http_client_t *client, const struct sxe_http_call
 {
     const struct sxe__upstream *up = client->batch;
 
-    return up != NULL && up->corked && up->idempotent_only && call->idempotent &&
+    return up != NULL && up->corked && up->gets_only && call->plain_get &&
            up->calls < client->options.pipeline;
 }
 
@@ -421,6 +421,8 @@ static void call_init(struct sxe_http_call *call, const struct sxe_http_client_r
     call->body_open = call->head_unsent = request->body_streamed;
     call->idempotent &= !request->body_streamed;  /* its body cannot be sent twice */
     call->idempotent &= request->upgrade == NULL; /* nothing may follow it on its connection */
+    call->plain_get =
+        call->idempotent && request->body_len == 0 && strcmp(call->request.method, "GET") == 0;
     call->writable = call->writable_due = call->wait_drain = call->in_write = false;
     call->body_left = request->body_len;
 }

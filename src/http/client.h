@@ -28,15 +28,15 @@ struct sxe__upstream {
     uint32_t calls;
     struct sxe_http_parser parser;
     enum sxe__up_state state;
-    bool reused;          /* it has carried a whole response */
-    bool got_bytes;       /* of the first call's response */
-    bool in_body;         /* the first call's head has been read */
-    bool until_close;     /* ... and its body runs to the close */
-    bool keep_alive;      /* ... and the connection may carry the next request */
-    bool idempotent_only; /* every call on it is: more may be pipelined behind them */
-    bool corked;          /* gathering this turn's requests, sent when the turn ends */
-    bool flush_listed;    /* on the client's list of connections to uncork */
-    char *store;          /* the first call's gathered response: head, then body */
+    bool reused;       /* it has carried a whole response */
+    bool got_bytes;    /* of the first call's response */
+    bool in_body;      /* the first call's head has been read */
+    bool until_close;  /* ... and its body runs to the close */
+    bool keep_alive;   /* ... and the connection may carry the next request */
+    bool gets_only;    /* every call on it is a plain GET: more may be pipelined behind them */
+    bool corked;       /* gathering this turn's requests, sent when the turn ends */
+    bool flush_listed; /* on the client's list of connections to uncork */
+    char *store;       /* the first call's gathered response: head, then body */
     size_t store_len, store_size;
     uint32_t head_len;
     uint32_t next_idle;
@@ -58,7 +58,8 @@ struct sxe_http_call {
     sxe_timer_t timer;
     struct sxe__upstream *store_of; /* during done: the connection whose store holds the response */
     bool in_use, queued, head_request, idempotent, retried, paused;
-    bool discard; /* cancelled behind another: its answer is read and dropped, unheard */
+    bool plain_get; /* a GET without a body or an upgrade: it may be pipelined */
+    bool discard;   /* cancelled behind another: its answer is read and dropped, unheard */
     /* A streamed request body (client_write.c): */
     bool body_open;     /* not ended yet */
     bool head_unsent;   /* the head waits for the body's first bytes, to leave with them */

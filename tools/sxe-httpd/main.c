@@ -457,7 +457,7 @@ static void usage(FILE *out)
             "  --proxy-timeout SECS  an upstream silent this long gets 504 (30)\n"
             "  --proxy-connections N the most connections to each upstream, per worker (256)\n"
             "  --proxy-pipeline N    send up to N requests at once on an upstream connection\n"
-            "                        (GET, HEAD and other idempotent ones; 1: none) (1)\n"
+            "                        (GETs; only to upstreams that frame answers right) (1)\n"
             "  --proxy-max-body BYTES  a proxied request body longer than this gets 413\n"
             "                        (0: no limit; bodies stream, whatever their size) (0)\n"
             "  --proxy-underscores   pass on request fields whose names have '_' (dropped by\n"
