@@ -204,8 +204,11 @@ static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
         sxe__http_refuse(server, conn, 405, request, allow);
         return;
     }
-    sxe_http_t http = {
-        .server = server, .conn = conn, .request = request, .keep_alive = request->keep_alive};
+    sxe_http_t http = {.server = server,
+                       .conn = conn,
+                       .request = request,
+                       .keep_alive = request->keep_alive,
+                       .body_unread = request->has_body}; /* answered at its head */
     if (sxe_http_start(&http, 200, allow, 0) == 0) {
         (void)sxe_http_finish(&http);
     }
@@ -312,12 +315,14 @@ void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
 }
 
 /*
- * A request with a body, on a server with streamed routes: runs a streamed route's handler at the
- * head, or answers 413 for a body too large for a whole one. @return 0 to go on reading the body
- * whole; 1 when answered at once, or refused (the connection closes); -1 when held and kept.
+ * A request with a body, at its head: one that no route takes (404, 405, or an OPTIONS) is
+ * answered now, as is one whose body is too large (413); a streamed route's handler runs now. The
+ * body of a request answered at its head is never kept: it would hold a buffer, a large one
+ * perhaps, for nothing, until the header timeout. @return 0 to go on reading the body whole; 1
+ * when answered at once, or refused (the connection closes); -1 when held and kept.
  */
-static int stream_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
-                          const char *at, int head)
+static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
+                         const char *at, int head)
 {
     struct sxe_http_request *request = &server->request;
     const char *path;
@@ -329,14 +334,18 @@ static int stream_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const cha
         return 1;
     }
     const struct route *route = find_route(server, request, path, path_len, &others);
-
+    if (route == NULL) { /* its body will not be read: the connection closes after the answer */
+        request->keep_alive = false;
+        answer_unrouted(server, conn, request, path, path_len, others);
+        return 1;
+    }
     uint64_t most =
         route != NULL && route->stream ? server->stream_body_bytes : server->limits.body_bytes;
     if (!request->chunked && request->content_length > most) {
         sxe__http_refuse(server, conn, 413, request, NULL);
         return 1;
     }
-    if (route == NULL || !route->stream) {
+    if (!route->stream) {
         return 0;
     }
     if (dispatch(server, conn, request, NULL, 0, true) &&
@@ -413,8 +422,8 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             sxe__http_refuse(server, conn, 501, request, NULL); /* no tunnels here */
             break;
         }
-        if (state->head_len == 0 && request->has_body && server->has_stream_routes) {
-            int streamed = stream_at_head(server, conn, data, len, at, head);
+        if (state->head_len == 0 && request->has_body) {
+            int streamed = route_at_head(server, conn, data, len, at, head);
             if (streamed < 0) {
                 return 0; /* held, its input kept: the return is not used */
             }

@@ -411,6 +411,19 @@ static void test_routes_match_the_normal_path(void **state)
                   "HTTP/1.1 400 Bad Request", true);
 }
 
+/* A body no route takes is answered at its head, before it comes (it would hold a buffer, a large
+ * one perhaps, for nothing), and the connection closes after the answer. */
+static void test_a_body_nobody_takes_is_answered_at_its_head(void **state)
+{
+    (void)state;
+    expect_status("POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n",
+                  "HTTP/1.1 404 Not Found", true);
+    expect_status("PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\nabc",
+                  "HTTP/1.1 405 Method Not Allowed", true);
+    expect_status("OPTIONS /post HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  "HTTP/1.1 200 OK", true);
+}
+
 /* Closes its connection without an answer. */
 static void close_unanswered(sxe_http_t *http, void *arg)
 {
@@ -495,6 +508,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_absolute_form_is_routed_by_its_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_routes_match_the_normal_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_request_is_logged_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_body_nobody_takes_is_answered_at_its_head, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_query_parameters_and_the_rest_of_the_path, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_formatted_responses, setup, teardown),
