@@ -124,7 +124,7 @@ struct sxe_ws_options {
     uint64_t message_timeout;
     /**
      * Once a message outgrows the loop's buffer_size (it then holds one of the few large buffers),
-     * the bytes per second it must keep coming at, over every window of a second or two from
+     * the bytes per second it must keep coming at, over every window of three to four seconds from
      * then (16384); else 1008, and the buffer is let go at once.
      */
     uint32_t message_rate;

@@ -11,7 +11,7 @@
  *
  * Sockets with a message under way are on a list in the order their messages began, so the
  * deadline is checked at the head only; those in large buffers are in a table no larger than the
- * loop's count of large buffers, and their rate is checked over windows of one to two seconds (a
+ * loop's count of large buffers, and their rate is checked over windows of three to four seconds (a
  * burst at the start does not pay for a stall later). One timer, ticking each second while a
  * message is under way, does both.
  */
@@ -26,9 +26,11 @@
 
 static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
 
-#define NONE   UINT32_MAX
-#define TICK   SXE_NS_PER_SEC
-#define WINDOW SXE_NS_PER_SEC /* the rate is checked over a second or more */
+#define NONE UINT32_MAX
+#define TICK SXE_NS_PER_SEC
+/* The rate is judged over three seconds or more: a pause that long, after what the window held
+ * (a retransmission backing off on a lossy link), is not taken for a stall. */
+#define WINDOW (3 * SXE_NS_PER_SEC)
 
 static uint32_t index_of(const struct sxe_ws *ws)
 {

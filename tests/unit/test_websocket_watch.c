@@ -163,11 +163,11 @@ static void test_a_large_message_must_keep_its_rate(void **state)
     send_all(fd, big, 100000); /* past the ordinary buffer: a large one holds it */
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.large_buffers_in_use, 1);
-    for (int i = 0; i < 4; i++) { /* then 1 KB a half second: 2 KB/s, under the 50 KB/s asked */
+    for (int i = 0; i < 8; i++) { /* then 1 KB a half second: 2 KB/s, under the 50 KB/s asked */
         pump(SECOND / 2);
         send_all(fd, big + 100000 + 1000 * i, 1000);
     }
-    expect_close(fd, SXE_WS_POLICY);
+    expect_close(fd, SXE_WS_POLICY); /* judged over its first three seconds and more */
     assert_int_equal(slow_messages(), 1);
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.large_buffers_in_use, 0); /* let go for the next */
@@ -193,6 +193,32 @@ static void test_a_large_message_at_its_rate_arrives(void **state)
     pump(0);
     assert_int_equal(seen.messages, 1);
     assert_int_equal(seen.last_len, 255);
+    assert_int_equal(seen.closes, 0);
+    close(fd);
+}
+
+/* A pause of two and a half seconds between two bursts is not a stall: the rate is judged over
+ * three seconds and more. */
+static void test_a_pause_between_bursts_is_not_a_stall(void **state)
+{
+    static const struct sxe_ws_options options = {.message_rate = 20000};
+    static uint8_t big[250000];
+    uint8_t frame[SXE__WS_HEAD_MAX];
+    static const uint8_t mask[4] = {0, 0, 0, 0};
+
+    (void)state;
+    start(&options);
+    int fd = open_eager_socket();
+    big[0] = '!';
+    size_t head = sxe__ws_frame_encode(frame, true, SXE_WS_BINARY, sizeof(big), mask);
+    assert_int_equal(send(fd, frame, head, 0), (ssize_t)head);
+    send_all(fd, big, 100000);
+    pump(SECOND / 2);
+    pump(SECOND);
+    pump(SECOND); /* 2.5 s without a byte */
+    send_all(fd, big + 100000, sizeof(big) - 100000);
+    pump(0);
+    assert_int_equal(seen.messages, 1);
     assert_int_equal(seen.closes, 0);
     close(fd);
 }
@@ -236,6 +262,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_large_message_must_keep_its_rate, teardown),
         cmocka_unit_test_teardown(test_a_large_message_at_its_rate_arrives, teardown),
         cmocka_unit_test_teardown(test_sockets_that_close_with_a_message_under_way, teardown),
+        cmocka_unit_test_teardown(test_a_pause_between_bursts_is_not_a_stall, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
