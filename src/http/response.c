@@ -424,12 +424,12 @@ int sxe_http_finish(sxe_http_t *http)
                       http->status, (unsigned long long)http->owed);
         http->keep_alive = false;
     }
+    sxe__http_log(http); /* before a close can begin: the log may ask for the peer's address */
     if (!http->keep_alive) {
         /* Unless the client asked to close after a request it sent whole, it may still send. */
         sxe__http_close_after_response(http->server, http->conn,
                                        http->body_unread || http->request->keep_alive);
     }
-    sxe__http_log(http);
     return finished(http, 0);
 }
 

@@ -93,7 +93,7 @@ def test_every_request_is_logged_once_and_nothing_forges_a_field(httpd, root, up
     assert lines[4][5] == r"caf\xC3\xA9\x09\x80x"
     assert lines[6][1] == r"GET /a\x22b HTTP/1.1"
     assert lines[8][1] == "-"  # no request line to show
-    assert all(line[0] == "127.0.0.1" for line in lines)
+    assert all(line[0] == "127.0.0.1" for line in lines), lines
 
 
 def test_a_client_that_leaves_before_its_answer_is_logged_499(httpd, root, upstreams):
@@ -130,6 +130,44 @@ def logs_open(pid):
         if ".log" in path:
             paths.append(path)
     return paths
+
+
+def said(server, text, heard=None):
+    """Waits (5 s at most) until the server's log (its standard error, read without blocking)
+    has said text; returns what it said so far, added to heard."""
+    stream = server.process.stderr
+    os.set_blocking(stream.fileno(), False)
+    heard = [heard or b""]
+
+    def more():
+        heard[0] += stream.read() or b""
+        return text in heard[0]
+
+    wait_until(more, what=f"the server to say {text!r}")
+    return heard[0]
+
+
+def test_a_reopen_that_fails_keeps_the_old_file(httpd, tmp_path):
+    """SIGHUP when the log's path cannot be opened: an error is logged, and lines go on to the
+    file that was open; the next SIGHUP that can open it moves them there."""
+    where = tmp_path / "logs"
+    where.mkdir()
+    server = httpd("--access-log", str(where / "access.log"), "--workers", "1")
+    assert answer(server.port, "/hello.txt")[0] == 200
+    where.rename(tmp_path / "logs.old")
+    (tmp_path / "logs").write_text("a file where the directory was")
+    server.process.send_signal(signal.SIGHUP)
+    heard = said(server, b"SIGHUP: cannot reopen the access log: Not a directory")
+    old = tmp_path / "logs.old" / "access.log"
+    assert answer(server.port, "/hello.txt")[0] == 200
+    wait_until(lambda: old.read_text().count("\n") == 2, what="the line in the old file")
+    (tmp_path / "logs").unlink()
+    (tmp_path / "logs").mkdir()
+    server.process.send_signal(signal.SIGHUP)
+    said(server, b"SIGHUP: reopened the access log", heard)
+    assert answer(server.port, "/hello.txt")[0] == 200
+    wait_until(lambda: (where / "access.log").read_text().count("\n") == 1, what="the new line")
+    assert server.stop() == 0
 
 
 @pytest.mark.parametrize("kind", [(), ("--threads",), ("--workers", "1")])

@@ -169,6 +169,16 @@ def test_an_absolute_form_target_names_the_host_the_upstream_sees(proxy, upstrea
     assert field(echo, "Host") == ["wanted.test:8080"] and echo["target"] == "/api/echo"
 
 
+def test_an_h2c_upgrade_goes_on_as_a_plain_request(proxy, upstreams):
+    """HTTP/2 is not relayed blind: an upgrade to h2c reaches the upstream without Upgrade, as
+    nginx sends it, and is answered over HTTP/1.1."""
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+    _, echo = echoed(server.port, extra="Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                                         "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n")
+    assert field(echo, "Upgrade") == [] and field(echo, "HTTP2-Settings") == []
+
+
 def test_fields_with_underscores_are_dropped_unless_asked(proxy, upstreams):
     """X_Forwarded_For would reach a CGI upstream as HTTP_X_FORWARDED_FOR, the proxy's own."""
     up = upstreams()

@@ -12,11 +12,13 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sxe/conn.h>
 #include <sxe/http.h>
@@ -64,12 +66,19 @@ int access_log_reopen(void)
     if (log_file == NULL || log_file == stdout) {
         return 0;
     }
-    /* freopen() takes the file's lock, so a line being written by another thread ends first. */
-    if (freopen(log_path, "a", log_file) == NULL) {
-        return -errno; /* the stream is closed: lines are dropped until a reopen works */
+    /* The path is opened anew and put in the place of the stream's descriptor: the stream stays
+     * valid whatever happens (one that failed to open keeps the old file), and with the stream's
+     * lock held no thread's line is split between the two. */
+    int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return -errno;
     }
-    setvbuf(log_file, NULL, _IOLBF, 0);
-    return 0;
+    flockfile(log_file);
+    fflush(log_file);
+    int rc = dup2(fd, fileno(log_file)) < 0 ? -errno : 0;
+    funlockfile(log_file);
+    close(fd);
+    return rc;
 }
 
 void access_log_flush(void)

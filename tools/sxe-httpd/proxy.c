@@ -244,6 +244,23 @@ static bool dropped(const struct sxe_http_header *field, const struct sxe_http_r
            named_by_connection(field, request->headers, request->header_count);
 }
 
+/*
+ * Whether an upgrade asks for h2c: it is not relayed (the request goes on as a plain one, as nginx
+ * sends it). Its HTTP2-Settings field is hop-by-hop, so an upstream would refuse the upgrade
+ * anyway, and HTTP/2 between a client and an upstream is not this proxy's to pass blind.
+ */
+static bool asks_for_h2c(const struct sxe_http_request *request)
+{
+    const struct sxe_http_header *upgrade = sxe_http_find_header(request, "Upgrade");
+
+    for (size_t at = 0; upgrade != NULL && at + 3 <= upgrade->value_len; at++) {
+        if (strncasecmp(upgrade->value + at, "h2c", 3) == 0) {
+            return true;
+        }
+    }
+    return upgrade == NULL;
+}
+
 /* Appends to the exchange's text; the caller sized it. */
 static char *put(char *at, const char *text, size_t len)
 {
@@ -528,7 +545,8 @@ static void handle(sxe_http_t *http, void *arg)
     exchange->upstream = NULL;
     exchange->started = exchange->tried_other = exchange->corked = exchange->body_begun = false;
     const struct sxe_http_request *request = sxe_http_request(http);
-    exchange->upgrade = request->upgrade && !request->has_body && request->minor_version == 1;
+    exchange->upgrade = request->upgrade && !request->has_body && request->minor_version == 1 &&
+                        !asks_for_h2c(request);
     exchange->text = NULL;
     if ((rc = forward(exchange, NULL)) < 0) {
         SXE_LOG_ERROR("cannot forward %s to %s: %s", exchange->proxy->prefix,
