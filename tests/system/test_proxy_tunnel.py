@@ -22,7 +22,8 @@ UPGRADE = (b"GET /up/%s HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: r
 class Switching:
     """An upstream that answers upgrade requests by path: /echo (101, then echoes; on the
     proxy's FIN it says "bye" and closes), /flood?N (101, then N bytes, then the close),
-    /say-and-go (101 and 4 bytes in one send, then the close), /silent (101, then nothing),
+    /say-and-go (101 and 4 bytes in one send, then the close), /sink (101, then it reads and
+    never writes), /silent (101, then nothing),
     /no-field (101 without Upgrade), /refuse (200, no switch)."""
 
     def __init__(self):
@@ -31,6 +32,7 @@ class Switching:
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.heads = []
+        self.sunk = 0  # bytes /sink took
         self.ended = threading.Event()  # a tunnel's upstream side saw the proxy close or FIN
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -68,6 +70,11 @@ class Switching:
                     left -= len(block)
             elif path.endswith("/say-and-go"):
                 conn.sendall(switched + b"said")  # and the close at once
+            elif path.endswith("/sink"):  # takes everything, says nothing
+                conn.sendall(switched)
+                while chunk := conn.recv(65536):
+                    self.sunk += len(chunk)
+                self.ended.set()
             elif path.endswith("/silent"):
                 conn.sendall(switched)
                 conn.recv(1)
@@ -189,6 +196,20 @@ def test_a_tunnel_silent_both_ways_is_closed_and_traffic_keeps_it(proxy, switchi
         assert time.monotonic() - started < 5
         busy.sendall(b"still")
         assert read_exactly(busy, 5) == b"still"
+
+
+def test_traffic_one_way_keeps_the_silent_side_open(proxy, switching):
+    """Bytes only from the client for 3 s, with --idle-timeout 1: the upstream's side hears
+    nothing of its own all that time, yet stays open, since the tunnel is not silent."""
+    server = proxy("--proxy", f"/up/=127.0.0.1:{switching.port}", "--idle-timeout", "1")
+    sock, _ = opened(server.port, "sink")
+    with sock:
+        for _ in range(8):
+            sock.sendall(b"one way|")
+            time.sleep(0.4)
+        wait_until(lambda: switching.sunk == 64, what="every byte to reach the upstream")
+        assert not switching.ended.is_set()
+    assert switching.ended.wait(5)  # and the client's close still reaches it
 
 
 def test_an_upstream_that_does_not_switch_is_answered_as_usual(proxy, switching):

@@ -199,6 +199,7 @@ def test_absolute_form_targets_are_served_by_their_path(httpd):
     ("/%zz", 400),
     # A link that leads out, an encoded NUL or separator: sxe-httpd refuses it (403).
     ("/escape", 403), ("/%00", 403), ("/..%2fsecret.txt", 403), ("/a%5c..%5csecret.txt", 403),
+    ("/a\\..\\secret.txt", 403),
 ])
 def test_no_path_escapes(httpd, path, expected):
     server = httpd()

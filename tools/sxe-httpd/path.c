@@ -1,9 +1,9 @@
 /*
- * Request paths made file paths: put in the library's normal form (dot segments resolved however
- * they were written), then percent-decoded by the library's one decoder. Escapes that would smuggle
- * a separator or a NUL into a name are refused before decoding, since after it they cannot be told
- * from the real ones; after normalizing, no decoded byte can make a new dot segment, since '.' was
- * decoded already and '/' may not be.
+ * Request paths made file paths. The path comes in the library's normal form (sxe_http_path():
+ * dot segments resolved however they were written), and is percent-decoded by the library's one
+ * decoder. Escapes that would smuggle a separator or a NUL into a name are refused before
+ * decoding, since after it they cannot be told from the real ones; and no decoded byte can make a
+ * new dot segment, since '.' was decoded already and '/' may not be.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -35,16 +35,11 @@ long path_resolve(const char *path, size_t len, char *out, size_t size, const ch
         *why = "it holds an encoded NUL or separator";
         return -403;
     }
-    ssize_t normal = sxe_http_normalize_path(path, len, out, size);
-    if (normal < 0) {
-        *why = normal == -ENOBUFS           ? "it is too long"
-               : normal == -EACCES          ? "its dot segments climb above the root"
-               : len == 0 || path[0] != '/' ? "it does not start with '/'"
-                                            : "a percent escape is malformed";
-        return normal == -ENOBUFS ? -414 : -400;
+    ssize_t decoded = sxe_http_decode(path, len, out, size, false);
+    if (decoded < 0) { /* -ENOBUFS: a normal path's escapes are all well formed */
+        *why = "it is too long";
+        return -414;
     }
-    /* Decoded where it lies: decoding never overtakes itself, and every escape is well formed. */
-    ssize_t decoded = sxe_http_decode(out, (size_t)normal, out, size, false);
     if (memchr(out, '\\', (size_t)decoded) != NULL) {
         *why = "it holds a '\\', a separator elsewhere";
         return -403;
