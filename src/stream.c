@@ -647,9 +647,8 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
             sxe__conn_is_open(conn)) {
             hold(conn, event->data + taken, (size_t)event->result - taken);
         }
-    } else if (event->result == 0 &&
-               ((conn->flags & (SXE__CONN_PAUSED | SXE__CONN_RESUMED)) ||
-                conn->held_head != SXE_NONE)) {
+    } else if (event->result == 0 && ((conn->flags & (SXE__CONN_PAUSED | SXE__CONN_RESUMED)) ||
+                                      conn->held_head != SXE_NONE)) {
         conn->flags |= SXE__CONN_EOF_PENDING; /* after the input held or kept before it */
     } else if (event->result == 0) {
         sxe__stream_eof(conn);
