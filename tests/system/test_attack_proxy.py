@@ -5,53 +5,35 @@ that contradicts itself, answers before the request is read, bodies a byte at a 
 was asked). Each case names what must happen; the upstreams are scripted sockets over loopback."""
 import json
 import socket
-import threading
 import time
 
 import pytest
 
+from scripted import Scripted, made
 from test_proxy import echoed, field, proxy, request, upstreams  # noqa: F401 (fixtures)
 from test_sxe_httpd import exchange, httpd, root  # noqa: F401 (fixtures)
 
 
-class Hostile:
+class Hostile(Scripted):
     """An upstream that misbehaves on purpose, by path; it records every request head it read."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
         self.heads = []
-        self.running = True
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while self.running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn):
+    def serve(self, conn, number):
         data = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, data = data.partition(b"\r\n\r\n")
-                self.heads.append(head.decode("latin-1"))
-                target = head.split(b" ")[1].decode()
-                if not self._answer(conn, target):
+        while True:
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
                     return
-        except OSError:
-            pass
-        finally:
-            conn.close()
+                data += chunk
+            head, _, data = data.partition(b"\r\n\r\n")
+            self.heads.append(head.decode("latin-1"))
+            target = head.split(b" ")[1].decode()
+            if not self._answer(conn, target):
+                return
 
     @staticmethod
     def _answer(conn, target):
@@ -87,22 +69,10 @@ class Hostile:
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         return True
 
-    def stop(self):
-        self.running = False
-        self.sock.close()
-
-
 @pytest.fixture
 def hostile():
-    made = []
-
-    def make():
-        made.append(Hostile())
-        return made[-1]
-
-    yield make
-    for upstream in made:
-        upstream.stop()
+    with made(Hostile) as make:
+        yield make
 
 
 def until_closed(port, raw, timeout=5.0):

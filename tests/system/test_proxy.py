@@ -13,10 +13,11 @@ import time
 import pytest
 
 from conftest import read_reply
+from scripted import Scripted, made
 from test_sxe_httpd import exchange, free_port, httpd, root  # noqa: F401 (fixtures)
 
 
-class Upstream:
+class Upstream(Scripted):
     """A scripted HTTP/1.1 upstream: keep-alive, one thread per connection. Paths:
     /big?n=N (N bytes by Content-Length), /chunked?n=N, /hang, /bad (Content-Length with
     Transfer-Encoding), /cut (100 bytes promised, 10 sent, then the close), /digest (the
@@ -28,69 +29,47 @@ class Upstream:
     def __init__(self, name="up"):
         self.name = name
         self.token = os.urandom(4).hex()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(512)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
         self.closed = 0
         self.most_heads = 0  # the most request heads one read brought
-        self.lock = threading.Lock()
-        self.running = True
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while self.running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-                number = self.connections
-            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+    def served(self, number):
+        with self.lock:
+            self.closed += 1
 
-    def _serve(self, conn, number):
+    def serve(self, conn, number):
         data = b""
-        try:
-            while True:
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
-                    self.most_heads = max(self.most_heads, data.count(b"\r\n\r\n"))
-                head, _, data = data.partition(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, target, _ = lines[0].split(" ")
-                fields = [line.split(": ", 1) for line in lines[1:]]
-                named = dict((k.lower(), v) for k, v in fields)
-                if target.endswith("/early"):
-                    conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n"
-                                 b"Content-Length: 5\r\n\r\nearly")
-                    conn.shutdown(socket.SHUT_WR)
-                    while conn.recv(65536):  # the rest is read and dropped, then the close
-                        pass
+        while True:
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
                     return
-                digest = hashlib.sha256() if "/digest" in target else None
-                if "wait=" in target:  # the sleep is the test: an upstream slow to read
-                    time.sleep(float(target.partition("wait=")[2]))
-                body, data = self._body(conn, data, named, digest)
-                if digest is not None:
-                    body = json.dumps({"length": body, "sha256": digest.hexdigest(),
-                                       "framing": named.get("transfer-encoding",
-                                                            named.get("content-length"))})
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
-                                 % len(body) + body.encode())
-                elif not self._answer(conn, number, method, target, fields, body):
-                    return
-        except OSError:
-            pass
-        finally:
-            conn.close()
-            with self.lock:
-                self.closed += 1
+                data += chunk
+                self.most_heads = max(self.most_heads, data.count(b"\r\n\r\n"))
+            head, _, data = data.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = lines[0].split(" ")
+            fields = [line.split(": ", 1) for line in lines[1:]]
+            named = dict((k.lower(), v) for k, v in fields)
+            if target.endswith("/early"):
+                conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n"
+                             b"Content-Length: 5\r\n\r\nearly")
+                conn.shutdown(socket.SHUT_WR)
+                while conn.recv(65536):  # the rest is read and dropped, then the close
+                    pass
+                return
+            digest = hashlib.sha256() if "/digest" in target else None
+            if "wait=" in target:  # the sleep is the test: an upstream slow to read
+                time.sleep(float(target.partition("wait=")[2]))
+            body, data = self._body(conn, data, named, digest)
+            if digest is not None:
+                body = json.dumps({"length": body, "sha256": digest.hexdigest(),
+                                   "framing": named.get("transfer-encoding",
+                                                        named.get("content-length"))})
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+                             % len(body) + body.encode())
+            elif not self._answer(conn, number, method, target, fields, body):
+                return
 
     @staticmethod
     def _body(conn, data, named, digest):
@@ -170,22 +149,10 @@ class Upstream:
                          b"Content-Length: %d\r\n\r\n" % len(echo) + (b"" if method == "HEAD" else echo))
         return True
 
-    def stop(self):
-        self.running = False
-        self.sock.close()
-
-
 @pytest.fixture
 def upstreams():
-    made = []
-
-    def make(name="up"):
-        made.append(Upstream(name))
-        return made[-1]
-
-    yield make
-    for upstream in made:
-        upstream.stop()
+    with made(Upstream) as make:
+        yield make
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import wait_until
+from scripted import Scripted, made
 from test_proxy import proxy  # noqa: F401 (fixture)
 from test_sxe_httpd import httpd, root  # noqa: F401 (fixtures)
 
@@ -19,82 +20,65 @@ UPGRADE = (b"GET /up/%s HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: r
            b"X-Sent: along\r\n\r\n")
 
 
-class Switching:
+class Switching(Scripted):
     """An upstream that answers upgrade requests by path: /echo (101, then echoes; on the
     proxy's FIN it says "bye" and closes), /flood?N (101, then N bytes, then the close),
     /say-and-go (101 and 4 bytes in one send, then the close), /sink (101, then it reads and
-    never writes), /silent (101, then nothing),
-    /no-field (101 without Upgrade), /refuse (200, no switch)."""
+    never writes), /silent (101, then nothing), /no-field (101 without Upgrade), /refuse (200,
+    no switch)."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
         self.heads = []
         self.sunk = 0  # bytes /sink took
         self.ended = threading.Event()  # a tunnel's upstream side saw the proxy close or FIN
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
+    def serve(self, conn, number):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn):
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, rest = data.partition(b"\r\n\r\n")
-            self.heads.append(head.decode("latin-1"))
-            path = head.split(b" ")[1].decode()
-            switched = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" \
-                       b"Upgrade: raw-test\r\nX-Answer: yes\r\n\r\n"
-            if path.endswith("/refuse"):
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nrefused")
-            elif path.endswith("/no-field"):
-                conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n")
-            elif "/flood" in path:
-                conn.sendall(switched)
-                block = bytes(range(256)) * 256
-                left = int(path.partition("?")[2])
-                while left > 0:
-                    conn.sendall(block[:min(left, len(block))])
-                    left -= len(block)
-            elif path.endswith("/say-and-go"):
-                conn.sendall(switched + b"said")  # and the close at once
-            elif path.endswith("/sink"):  # takes everything, says nothing
-                conn.sendall(switched)
-                while chunk := conn.recv(65536):
-                    self.sunk += len(chunk)
-                self.ended.set()
-            elif path.endswith("/silent"):
-                conn.sendall(switched)
-                conn.recv(1)
-                self.ended.set()
-            else:
-                conn.sendall(switched + rest)  # what came behind the request is echoed too
-                while chunk := conn.recv(65536):
-                    conn.sendall(chunk)
-                self.ended.set()
-                conn.sendall(b"bye")
-
-    def stop(self):
-        self.sock.close()
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        self.heads.append(head.decode("latin-1"))
+        path = head.split(b" ")[1].decode()
+        switched = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" \
+                   b"Upgrade: raw-test\r\nX-Answer: yes\r\n\r\n"
+        if path.endswith("/refuse"):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nrefused")
+        elif path.endswith("/no-field"):
+            conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n")
+        elif "/flood" in path:
+            conn.sendall(switched)
+            block = bytes(range(256)) * 256
+            left = int(path.partition("?")[2])
+            while left > 0:
+                conn.sendall(block[:min(left, len(block))])
+                left -= len(block)
+        elif path.endswith("/say-and-go"):
+            conn.sendall(switched + b"said")  # and the close at once
+        elif path.endswith("/sink"):  # takes everything, says nothing
+            conn.sendall(switched)
+            while chunk := conn.recv(65536):
+                self.sunk += len(chunk)
+            self.ended.set()
+        elif path.endswith("/silent"):
+            conn.sendall(switched)
+            conn.recv(1)
+            self.ended.set()
+        else:
+            conn.sendall(switched + rest)  # what came behind the request is echoed too
+            while chunk := conn.recv(65536):
+                conn.sendall(chunk)
+            self.ended.set()
+            conn.sendall(b"bye")
 
 
 @pytest.fixture
 def switching():
-    upstream = Switching()
-    yield upstream
-    upstream.stop()
+    with made(Switching) as make:
+        yield make()
 
 
 def opened(port, path, behind=b""):

@@ -146,20 +146,30 @@ static void send_all(int fd, const uint8_t *data, size_t len)
     }
 }
 
+/* The payload of a binary message of len bytes not echoed ('!' first), after its head is sent:
+ * the caller sends the payload as it likes. */
+static const uint8_t *large_message_begun(int fd, size_t len)
+{
+    static uint8_t payload[250000];
+    static const uint8_t mask[4] = {0, 0, 0, 0};
+    uint8_t frame[SXE__WS_HEAD_MAX];
+
+    assert_true(len <= sizeof(payload));
+    payload[0] = '!';
+    size_t head = sxe__ws_frame_encode(frame, true, SXE_WS_BINARY, len, mask);
+    assert_int_equal(send(fd, frame, head, 0), (ssize_t)head);
+    return payload;
+}
+
 static void test_a_large_message_must_keep_its_rate(void **state)
 {
-    static uint8_t big[200000];
-    uint8_t frame[SXE__WS_HEAD_MAX];
-    static const uint8_t mask[4] = {0, 0, 0, 0};
     struct sxe_loop_stats stats;
 
     (void)state;
     start(&three_seconds);
     sxe_loop_t *loop = sxe_http_server_loop(http);
     int fd = open_eager_socket();
-    big[0] = '!';
-    size_t head = sxe__ws_frame_encode(frame, true, SXE_WS_BINARY, sizeof(big), mask);
-    assert_int_equal(send(fd, frame, head, 0), (ssize_t)head);
+    const uint8_t *big = large_message_begun(fd, 200000);
     send_all(fd, big, 100000); /* past the ordinary buffer: a large one holds it */
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.large_buffers_in_use, 1);
@@ -176,17 +186,11 @@ static void test_a_large_message_must_keep_its_rate(void **state)
 
 static void test_a_large_message_at_its_rate_arrives(void **state)
 {
-    static uint8_t big[200000];
-    uint8_t frame[SXE__WS_HEAD_MAX];
-    static const uint8_t mask[4] = {0, 0, 0, 0};
-
     (void)state;
     start(&three_seconds);
     int fd = open_eager_socket();
-    big[0] = '!';
-    size_t head = sxe__ws_frame_encode(frame, true, SXE_WS_BINARY, sizeof(big), mask);
-    assert_int_equal(send(fd, frame, head, 0), (ssize_t)head);
-    for (size_t at = 0; at < sizeof(big); at += 40000) { /* 80 KB/s: over the 50 KB/s asked */
+    const uint8_t *big = large_message_begun(fd, 200000);
+    for (size_t at = 0; at < 200000; at += 40000) { /* 80 KB/s: over the 50 KB/s asked */
         send_all(fd, big + at, 40000);
         pump(SECOND / 2);
     }
@@ -202,21 +206,16 @@ static void test_a_large_message_at_its_rate_arrives(void **state)
 static void test_a_pause_between_bursts_is_not_a_stall(void **state)
 {
     static const struct sxe_ws_options options = {.message_rate = 20000};
-    static uint8_t big[250000];
-    uint8_t frame[SXE__WS_HEAD_MAX];
-    static const uint8_t mask[4] = {0, 0, 0, 0};
 
     (void)state;
     start(&options);
     int fd = open_eager_socket();
-    big[0] = '!';
-    size_t head = sxe__ws_frame_encode(frame, true, SXE_WS_BINARY, sizeof(big), mask);
-    assert_int_equal(send(fd, frame, head, 0), (ssize_t)head);
+    const uint8_t *big = large_message_begun(fd, 250000);
     send_all(fd, big, 100000);
     pump(SECOND / 2);
     pump(SECOND);
     pump(SECOND); /* 2.5 s without a byte */
-    send_all(fd, big + 100000, sizeof(big) - 100000);
+    send_all(fd, big + 100000, 250000 - 100000);
     pump(0);
     assert_int_equal(seen.messages, 1);
     assert_int_equal(seen.closes, 0);
