@@ -94,7 +94,7 @@ def test_classic_text_report(sxe_http, hello):
     assert lines[3].startswith("run:")
     assert "p50" in lines[4] and "p99.9" in lines[4] and "max" in lines[4]
     assert lines[5] == ("errors:      connect 0, read 0, write 0, timeout 0, bad status 0, "
-                        "bad length 0")
+                        "bad length 0, bad body 0")
 
 
 def test_pipelining_and_workers_keep_exact_counts(sxe_http, hello):
@@ -152,6 +152,31 @@ def test_bad_status_is_counted(sxe_http):
     data = report(result)
     assert data["errors"]["bad_status"] == 10
     assert data["queries"] == 10
+    server.close()
+
+
+def test_bodies_of_the_wrong_length_or_bytes_are_counted(sxe_http, tmp_path):
+    """--body-length: every body's length, chunked framing left out; --body FILE: its length
+    for every body, its bytes for every 64th (a server that answers with the wrong bytes of the
+    right length is caught there). HEAD's answers have none."""
+    replies = iter([b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhe\r\n"
+                    b"3\r\nllo\r\n0\r\n\r\n"] * 1000)
+    server = FakeServer(lambda request: next(replies))
+    expected, other = tmp_path / "hello", tmp_path / "jello"
+    expected.write_bytes(b"hello")
+    other.write_bytes(b"jello")
+    for args, bad in ((["--body-length", 5], 0), (["--body-length", 4], 100),
+                      (["--body", expected], 0), (["--body", other], 2)):
+        result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 100, *args, "--json")
+        assert result.returncode == (1 if bad else 0), result.stdout
+        data = report(result)
+        assert data["queries"] == 100 and data["errors"]["bad_body"] == bad, data["errors"]
+    server.close()
+    server = FakeServer(lambda request: b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+    result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 10, "-m", "HEAD",
+                      "--body-length", 5, "--json")
+    assert report(result)["errors"]["total"] == 0
     server.close()
 
 
@@ -221,6 +246,8 @@ def test_refused_connections_are_clear(sxe_http):
     (["-i", "127.0.0.1", "-p", "80", "extra"], "unexpected argument 'extra'"),
     (["-i", "127.0.0.1", "-p", "80", "--ws", "chat"], "--ws 'chat': a path starts with /"),
     (["-i", "127.0.0.1", "-p", "80", "--ws", "/", "--ws-size", "-1"], "--ws-size BYTES must be"),
+    (["-i", "127.0.0.1", "-p", "80", "--body-length", "x"], "--body-length BYTES must be"),
+    (["-i", "127.0.0.1", "-p", "80", "--body", "/nowhere"], "cannot read the body file '/no"),
 ])
 def test_usage_errors(sxe_http, args, message):
     result = sxe_http(*args)

@@ -229,7 +229,7 @@ def test_timeline(sxe_http, hello):
                          text.stdout, re.MULTILINE)
     assert [number for number, _ in seconds[:2]] == ["0", "1"], text.stdout
     assert all(near(int(rate), 2000, 0.05) for _, rate in seconds[:2]), text.stdout
-    assert re.search(r"^errors: .* bad length 0, cap 0$", text.stdout, re.MULTILINE)
+    assert re.search(r"^errors: .* bad length 0, cap 0, bad body 0$", text.stdout, re.MULTILINE)
 
 
 def test_cap_on_outstanding_requests(sxe_http):

@@ -13,6 +13,7 @@
 
 #include <sxe/sxe.h>
 
+#include "response.h"
 #include "sxe-http.h"
 
 struct config config = {.queries = 1,
@@ -21,6 +22,7 @@ struct config config = {.queries = 1,
                         .timeout_ns = 10 * SXE_NS_PER_SEC,
                         .ramp_batch = 1000,
                         .expect_status = 200,
+                        .expect_length = -1,
                         .tick_ns = 1000 * SXE_NS_PER_USEC,
                         .ws_size = 20};
 
@@ -62,6 +64,9 @@ static void usage(FILE *out)
             "  -t SECONDS       response and connect timeout (10)\n"
             "  -r BATCH         connects outstanding at once while ramping, per worker (1000)\n"
             "  -e STATUS        the status every response must have (200)\n"
+            "  --body-length BYTES  the length every response's body must have\n"
+            "  --body FILE      every response's body must be FILE's bytes: its length is\n"
+            "                   checked for each, its bytes for every 64th\n"
             "  -g               close finished connections with FIN, not reset (leaves\n"
             "                   TIME_WAIT ports behind for a minute)\n"
             "  -v               hex-dump the request before sending; list slow connects\n"
@@ -105,7 +110,8 @@ static uint64_t parse_count(const char *text, const char *what, uint64_t min, ui
     return value;
 }
 
-static char *read_file(const char *path, size_t *len)
+/* A whole file (what it is, for the error). */
+static char *read_file(const char *path, size_t *len, const char *what)
 {
     FILE *file = fopen(path, "rb");
     char *data = NULL;
@@ -114,11 +120,23 @@ static char *read_file(const char *path, size_t *len)
     if (file == NULL || fseek(file, 0, SEEK_END) != 0 || (size = ftell(file)) < 0 ||
         fseek(file, 0, SEEK_SET) != 0 || (data = malloc((size_t)size + 1)) == NULL ||
         fread(data, 1, (size_t)size, file) != (size_t)size) {
-        die_usage("cannot read the request file '%s'", path);
+        die_usage("cannot read %s '%s'", what, path);
     }
     fclose(file);
     *len = (size_t)size;
     return data;
+}
+
+/* --body FILE: every response's body must be the file's bytes. */
+static void expect_body(const char *path)
+{
+    size_t len;
+    char *body = read_file(path, &len, "the body file");
+
+    config.expect_length = (int64_t)len;
+    config.expect_hash = response_hash(RESPONSE_HASH_START, body, len);
+    config.expect_hash_set = true;
+    free(body);
 }
 
 /* Appends "METHOD PATH HTTP/1.1\r\nHost: ...\r\n<headers><Content-Length>\r\n<body>" to
@@ -307,6 +325,12 @@ static void take_option(int option, struct parsed *parsed)
     case 'e':
         config.expect_status = (int)parse_count(optarg, "-e STATUS", 100, 599);
         break;
+    case 'Y':
+        config.expect_length = (int64_t)parse_count(optarg, "--body-length BYTES", 0, 1ULL << 40);
+        break;
+    case 'B':
+        expect_body(optarg);
+        break;
     case 'v':
         config.verbose = true;
         break;
@@ -342,6 +366,8 @@ void parse_options(int argc, char **argv)
     static const struct option long_options[] = {{"json", no_argument, NULL, 'J'},
                                                  {"ws", required_argument, NULL, 'W'},
                                                  {"ws-size", required_argument, NULL, 'Z'},
+                                                 {"body-length", required_argument, NULL, 'Y'},
+                                                 {"body", required_argument, NULL, 'B'},
                                                  {"help", no_argument, NULL, 'h'},
                                                  {"version", no_argument, NULL, 'V'},
                                                  {"random", no_argument, NULL, 'X'},
@@ -393,7 +419,7 @@ void parse_options(int argc, char **argv)
     }
     if (parsed.file != NULL) {
         size_t len;
-        config.requests = read_file(parsed.file, &len);
+        config.requests = read_file(parsed.file, &len, "the request file");
         config.head = strncmp(config.requests, "HEAD ", 5) == 0;
         config.offsets = calloc(2, sizeof(size_t));
         config.weight_ends = calloc(1, sizeof(uint64_t));

@@ -10,9 +10,9 @@
 #include "sxe-http.h"
 
 const char *const error_names[ERR_KINDS] = {"connect",    "read",       "write", "timeout",
-                                            "bad status", "bad length", "cap"};
+                                            "bad status", "bad length", "cap",   "bad body"};
 const char *const error_keys[ERR_KINDS] = {"connect",    "read",       "write", "timeout",
-                                           "bad_status", "bad_length", "cap"};
+                                           "bad_status", "bad_length", "cap",   "bad_body"};
 
 static const double percentiles[] = {50, 90, 99, 99.9, 99.99, 99.999};
 #define PERCENTILES (sizeof(percentiles) / sizeof(percentiles[0]))
@@ -194,11 +194,14 @@ void report(const struct results *total, uint64_t run_ns, const struct timeline_
         text_latency("             from the send,", &total->service);
     }
     printf("errors:     ");
-    unsigned kinds = config.rate > 0 ? ERR_KINDS : ERR_CAP; /* no cap in a closed loop */
-    for (unsigned kind = 0; kind < kinds; kind++) {
-        printf(" %s %llu%s", error_names[kind], (unsigned long long)total->errors[kind],
-               kind + 1 < kinds ? "," : "\n");
+    for (unsigned kind = 0; kind < ERR_KINDS; kind++) {
+        if (kind == ERR_CAP && config.rate == 0) {
+            continue; /* no cap in a closed loop */
+        }
+        printf("%s %s %llu", kind > 0 ? "," : "", error_names[kind],
+               (unsigned long long)total->errors[kind]);
     }
+    printf("\n");
     if (total->errors[ERR_STATUS] > 0) {
         printf("statuses:   ");
         for (unsigned status = 0; status < STATUS_SPAN; status++) {

@@ -6,9 +6,29 @@
 
 enum { HEAD, BODY, CHUNK_SIZE, CHUNK_DATA, CHUNK_END, TRAILERS };
 
-void response_reader_init(struct response_reader *reader, bool head_request)
+void response_reader_init(struct response_reader *reader, bool head_request, bool hashing)
 {
-    *reader = (struct response_reader){.state = HEAD, .head_request = head_request};
+    *reader = (struct response_reader){.state = HEAD,
+                                       .head_request = head_request,
+                                       .hashing = hashing,
+                                       .hash = RESPONSE_HASH_START};
+}
+
+uint64_t response_hash(uint64_t hash, const char *data, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        hash = (hash ^ (unsigned char)data[i]) * 1099511628211ULL;
+    }
+    return hash;
+}
+
+/* len bytes of the body, at data: counted, and hashed when the reader samples this one. */
+static void body_bytes(struct response_reader *reader, const char *data, size_t len)
+{
+    reader->body_len += len;
+    if (reader->hashing) {
+        reader->hash = response_hash(reader->hash, data, len);
+    }
 }
 
 /* A header's value, if line (without CRLF) is that header; NULL otherwise. */
@@ -162,6 +182,7 @@ enum response_result response_read(struct response_reader *reader, const char *d
         }
         case BODY: {
             size_t part = left < reader->body_left ? left : (size_t)reader->body_left;
+            body_bytes(reader, at, part);
             used += part;
             reader->body_left -= part;
             if (reader->body_left > 0) {
@@ -195,6 +216,7 @@ enum response_result response_read(struct response_reader *reader, const char *d
         }
         case CHUNK_DATA: {
             size_t part = left < reader->body_left ? left : (size_t)reader->body_left;
+            body_bytes(reader, at, part);
             used += part;
             reader->body_left -= part;
             if (reader->body_left > 0) {

@@ -22,12 +22,20 @@ struct response_reader {
     bool head_request;  /* the request was HEAD: no body follows */
     bool close_after;   /* the response said Connection: close */
     uint64_t body_left; /* bytes left of the body or of the current chunk */
+    uint64_t body_len;  /* bytes of the body read so far (chunked framing left out) */
+    bool hashing;       /* hash the body's bytes (a sample checked against --body) */
+    uint64_t hash;      /* FNV-1a of the body's bytes so far, when hashing */
 };
+
+/* FNV-1a of len bytes, continued from hash (start with RESPONSE_HASH_START). */
+#define RESPONSE_HASH_START 14695981039346656037ULL
+uint64_t response_hash(uint64_t hash, const char *data, size_t len);
 
 /* The most bytes a response head may take. */
 #define RESPONSE_HEAD_MAX 16384
 
-void response_reader_init(struct response_reader *reader, bool head_request);
+/* Makes the reader ready for a response; with hashing, its body's bytes are hashed. */
+void response_reader_init(struct response_reader *reader, bool head_request, bool hashing);
 
 /*
  * Reads from data[0..len). Sets *consumed to the bytes used (the caller drops them, keeps the

@@ -31,7 +31,8 @@ enum error_kind {
     ERR_TIMEOUT,
     ERR_STATUS,
     ERR_LENGTH,
-    ERR_CAP, /* with -R: a request came due while its connection had the cap outstanding */
+    ERR_CAP,  /* with -R: a request came due while its connection had the cap outstanding */
+    ERR_BODY, /* a body of another length than --body-length, or --body's bytes (a sample) */
     ERR_KINDS
 };
 extern const char *const error_names[ERR_KINDS];
@@ -52,6 +53,9 @@ struct config {
     uint64_t timeout_ns;
     unsigned ramp_batch;
     int expect_status;
+    int64_t expect_length; /* --body-length, or --body's size: each body's; -1 for any */
+    bool expect_hash_set;  /* --body: a sample of the bodies is hashed and compared */
+    uint64_t expect_hash;  /* --body's bytes' FNV-1a */
     bool verbose;
     bool json;
     bool graceful_close;

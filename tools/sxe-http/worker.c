@@ -292,6 +292,23 @@ static bool answered(struct client *client)
     return true;
 }
 
+/* Whether the connection's response number index (from 0) is one whose body is hashed (--body):
+ * every 64th, so that checking costs the load next to nothing. */
+static bool sampled(uint64_t index)
+{
+    return config.expect_hash_set && index % 64 == 0;
+}
+
+/* Whether a response's body is what --body-length or --body says it must be (HEAD's: none). */
+static bool body_as_expected(const struct response_reader *reader)
+{
+    if (config.head) {
+        return reader->body_len == 0;
+    }
+    return (config.expect_length < 0 || reader->body_len == (uint64_t)config.expect_length) &&
+           (!reader->hashing || reader->hash == config.expect_hash);
+}
+
 static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 {
     struct client *client = sxe_conn_user(conn);
@@ -313,8 +330,10 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         if (client->reader.status != config.expect_status) {
             worker.results.errors[ERR_STATUS]++;
             worker.results.statuses[client->reader.status - STATUS_LOW]++;
+        } else if (!body_as_expected(&client->reader)) {
+            worker.results.errors[ERR_BODY]++;
         }
-        response_reader_init(&client->reader, config.head);
+        response_reader_init(&client->reader, config.head, sampled(client->done + 1));
         if (!answered(client)) {
             return len;
         }
@@ -434,7 +453,7 @@ static void open_more(void)
                 ? (const struct sockaddr *)&config.sources[global % config.source_count]
                 : NULL;
 
-        response_reader_init(&client->reader, config.head);
+        response_reader_init(&client->reader, config.head, sampled(0));
         client->ring = worker.rings + worker.opened * (worker.ring_mask + 1);
         client->next_owing = NONE;
         client->connect_start = sxe_clock_mono_ns();
