@@ -96,12 +96,36 @@ void sxe__conn_settle(struct sxe_conn *conn)
     sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), from, to, loop->now);
 }
 
+/*
+ * The connection a new one may take the place of: the oldest idle one that a peer opened. One the
+ * program opened itself (an upstream waiting for its answer, say) is never evicted: it is the
+ * program's work, not a client's idleness. The look is bounded: past EVICT_LOOK idle connections
+ * of the program's own, none is evicted. @return its index, or SXE_POOL_NONE.
+ */
+#define EVICT_LOOK 64
+
+static uint32_t evictable(sxe_loop_t *loop)
+{
+    struct sxe_pool_walker walker;
+    uint32_t index;
+
+    sxe_pool_walker_init(&walker, loop->conn_pool, SXE__CONN_IDLE);
+    for (unsigned looked = 0;
+         looked < EVICT_LOOK && (index = sxe_pool_walker_next(&walker)) != SXE_POOL_NONE;
+         looked++) {
+        if ((loop->conns[index].lists & SXE__LIST_OUTBOUND) == 0) {
+            return index;
+        }
+    }
+    return SXE_POOL_NONE;
+}
+
 struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
 {
     uint32_t index = sxe_pool_set_oldest_state(loop->conn_pool, SXE__CONN_FREE, state, loop->now);
 
     if (index == SXE_POOL_NONE && evict) {
-        uint32_t victim = sxe_pool_oldest(loop->conn_pool, SXE__CONN_IDLE, NULL);
+        uint32_t victim = evictable(loop);
         if (victim != SXE_POOL_NONE) {
             loop->stats.evicted++;
             sxe__conn_close_reason(&loop->conns[victim], SXE_CLOSE_EVICTED, 0);
@@ -118,7 +142,7 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
     }
     struct sxe_conn *conn = &loop->conns[index];
     conn->flags = 0;
-    conn->lists &= (uint8_t)~SXE__LIST_SHUT;
+    conn->lists &= (uint8_t) ~(SXE__LIST_SHUT | SXE__LIST_OUTBOUND | SXE__LIST_UNREAD);
     conn->input_buffer = SXE_NONE;
     conn->input_len = 0;
     conn->queue_head = conn->queue_tail = SXE_NONE;

@@ -31,6 +31,8 @@ void sxe_conn_uncork(sxe_conn_t *conn)
         if (conn->queue_head != SXE_NONE) {
             conn->flags |= SXE__CONN_NOTIFY_DRAIN;
         }
+        /* Outside its own events, nothing else dates it: a connection that sends is not idle. */
+        sxe__conn_settle(conn);
     }
     sxe__stream_closed_when_sent(conn);
 }

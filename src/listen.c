@@ -346,7 +346,10 @@ int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *
         return rc;
     }
     /* Even a connect that completed at once reports through on_connect, from the loop. */
-    return add_connecting(loop, conn_out, fd, 0, handlers, user, false);
+    if ((rc = add_connecting(loop, conn_out, fd, 0, handlers, user, false)) == 0) {
+        (*conn_out)->lists |= SXE__LIST_OUTBOUND; /* the program's own: an upstream, say */
+    }
+    return rc;
 }
 
 /*

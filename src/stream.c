@@ -156,16 +156,27 @@ static int write_result(struct sxe_conn *conn)
  */
 static int send_now(struct sxe_conn *conn, const char **bytes, size_t *len)
 {
+    size_t wanted = *len;
+
     while (*len > 0) {
         ssize_t sent = sxe__sys.send(conn->fd, *bytes, *len, MSG_NOSIGNAL);
         if (sent < 0) {
             if (errno == EINTR) {
                 continue;
             }
-            return errno == EAGAIN ? 0 : sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, errno);
+            if (errno != EAGAIN) {
+                return sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, errno);
+            }
+            break;
         }
         *bytes += sent;
         *len -= (size_t)sent;
+    }
+    if (*len < wanted) {
+        /* Bytes went out: the connection is busy, not idle, whatever it reads. A connection that
+         * only sends (an upload to an upstream, a tunnel's quiet side) would otherwise be timed
+         * out, or evicted, by the age of its last read. */
+        sxe__conn_settle(conn);
     }
     return 0;
 }

@@ -3,6 +3,7 @@ climb out of a proxied prefix, smuggle a second request or a field the proxy wri
 upstreams that answer out of the rules (statuses with no class, interim answers forever, framing
 that contradicts itself, answers before the request is read, bodies a byte at a time, more than
 was asked). Each case names what must happen; the upstreams are scripted sockets over loopback."""
+import hashlib
 import json
 import socket
 import time
@@ -209,6 +210,27 @@ def test_a_held_request_keeps_its_bytes_while_its_buffer_is_full(proxy, hostile,
     lines = log.read_text().splitlines()
     assert any(f'"GET /api/slow/{"T" * 400} HTTP/1.1" 200' in line for line in lines), lines
     assert not any("VICTIM" in line for line in lines)
+
+
+def test_an_upload_slower_than_the_idle_timeout_still_arrives(proxy, upstreams):
+    """A body that keeps coming for longer than --idle-timeout: the upstream's connection only
+    sends meanwhile, and once was closed for idle by the age of its last read (504)."""
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--idle-timeout", "2")
+    body = bytes(range(256)) * 16  # 4 KB, 512 B a half second: 4 s
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"POST /api/digest HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        for at in range(0, len(body), 512):
+            time.sleep(0.5)
+            sock.sendall(body[at:at + 512])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer
+    digest = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert digest["length"] == len(body)
+    assert digest["sha256"] == hashlib.sha256(body).hexdigest()
 
 
 # Upstreams

@@ -338,6 +338,47 @@ static void test_full_table_evicts_oldest_idle(void **state)
     close(third);
 }
 
+/*
+ * A connection the program opened itself is never evicted, though it is the oldest idle one: an
+ * upstream waiting for its answer looks idle, and is the program's work, not a client's idleness.
+ */
+static void test_the_programs_own_connections_are_not_evicted(void **state)
+{
+    struct sxe_loop_options options = {.connections = 3};
+    struct sxe_listen_options listen_options = {.flags = SXE_LISTEN_EVICT_IDLE};
+    struct sockaddr_in elsewhere = {.sin_family = AF_INET,
+                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(elsewhere);
+    sxe_conn_t *outbound;
+
+    (void)state;
+    start_server(&options, &listen_options, &server_handlers);
+    int upstream = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(upstream, (struct sockaddr *)&elsewhere, sizeof(elsewhere)), 0);
+    assert_int_equal(listen(upstream, 4), 0);
+    assert_int_equal(getsockname(upstream, (struct sockaddr *)&elsewhere, &len), 0);
+    assert_int_equal(sxe_connect(loop, &outbound, (struct sockaddr *)&elsewhere, sizeof(elsewhere),
+                                 NULL, 0, &server_handlers, NULL),
+                     0);
+    uint64_t outbound_id = sxe_conn_id(outbound);
+    want_connects = 1;
+    pump_until(connects_reached); /* the oldest idle connection, and the program's */
+    int peer = client();
+    want_connects = 2;
+    pump_until(connects_reached); /* the table is full */
+    int third = client();
+    want_connects = 3;
+    pump_until(connects_reached);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_EVICTED);
+    expect_closed(peer); /* the client's, younger, went */
+    assert_non_null(sxe_conn_from_id(loop, outbound_id));
+    send_all(third, request, sizeof(request) - 1);
+    expect_reply(third, 1);
+    close(peer);
+    close(third);
+    close(upstream);
+}
+
 /* Idle and read timeouts fire under fake time; nothing sleeps. */
 static void test_timeouts_under_fake_time(void **state)
 {
@@ -492,6 +533,7 @@ int main(void)
         cmocka_unit_test_teardown(test_write_limit, teardown),
         cmocka_unit_test_teardown(test_full_table, teardown),
         cmocka_unit_test_teardown(test_full_table_evicts_oldest_idle, teardown),
+        cmocka_unit_test_teardown(test_the_programs_own_connections_are_not_evicted, teardown),
         cmocka_unit_test_teardown(test_timeouts_under_fake_time, teardown),
         cmocka_unit_test_teardown(test_connect, teardown),
         cmocka_unit_test_teardown(test_connect_timeout, teardown),
