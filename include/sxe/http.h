@@ -118,6 +118,14 @@ struct sxe_http_server_options {
     /** The largest body a streamed route (SXE_HTTP_ROUTE_STREAM) takes: else 413 (0: no limit). */
     uint64_t stream_body_bytes;
     /**
+     * The bytes per second a streamed body must keep coming at, judged over every window of three
+     * seconds or more while its reader takes it (4096); else 408 and the connection closes. A
+     * client that trickles a byte every few seconds would otherwise hold its request (and a
+     * proxy's upstream connection) for as long as it liked. A whole body is bounded by
+     * header_timeout instead.
+     */
+    uint32_t body_rate;
+    /**
      * Requests with a body over 48 KiB (and up to limits.body_bytes) that may be arriving or held
      * at once, per loop (16): each takes a large buffer of about limits.body_bytes, reserved at
      * start-up and touched only when used. Past that, such a request is answered 503 with

@@ -102,6 +102,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     held->arg = arg;
     held->on_drained = NULL;
     held->streaming = http->body_unread;
+    held->rate_restart = true;
     held->body_paused = false;
     held->feeding = false;
     held->on_body = NULL;

@@ -113,6 +113,7 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     server->log_arg = options->log_arg;
     server->on_hangup = options->on_hangup;
     server->hangup_arg = options->hangup_arg;
+    server->body_rate = options->body_rate ? options->body_rate : 4096;
     server->stream_body_bytes =
         options->stream_body_bytes ? options->stream_body_bytes : UINT64_MAX;
     server->fiber_options = (struct sxe_fibers_options){.count = options->fibers,

@@ -86,9 +86,12 @@ struct held {
     enum held_state state;
     /* A streamed body (upload.c): its head's bytes lead the connection's kept input. */
     uint32_t head_len;
-    bool streaming;   /* the body is still arriving */
-    bool body_paused; /* sxe_http_body_pause() */
-    bool feeding;     /* pieces are being handed out */
+    bool streaming;      /* the body is still arriving */
+    bool body_paused;    /* sxe_http_body_pause() */
+    bool feeding;        /* pieces are being handed out */
+    bool rate_restart;   /* the body's rate is judged afresh from its next bytes (upload.c) */
+    uint64_t rate_since; /* when the window the body's rate is judged over began */
+    uint64_t rate_bytes; /* the body's bytes since then */
     sxe_http_body_t on_body;
     void *body_arg;
     char *path;          /* its normalized path, when that is not its target's own bytes */
@@ -147,6 +150,7 @@ struct sxe_http_server {
     struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */
     struct sxe_http_limits stream_limits; /* streamed bodies: body_bytes is stream_body_bytes */
     uint64_t stream_body_bytes;           /* options.stream_body_bytes, or no limit */
+    uint32_t body_rate;                   /* options.body_rate: a streamed body's least */
     struct http_conn *conns;
     uint32_t conn_count;
     struct route routes[ROUTES_MAX];

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "http/server.h"
+#include "sxe/clock.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
@@ -66,6 +67,36 @@ bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *
 }
 
 /*
+ * Whether the body comes too slowly: judged over windows of BODY_WINDOW or more, while the body is
+ * wanted (a window restarts when its reader stops taking it). A client that trickles a byte every
+ * few seconds would otherwise hold its request, and a proxy's upstream connection, for as long as
+ * it likes: each byte restarts the held request's deadline.
+ */
+#define BODY_WINDOW (3 * SXE_NS_PER_SEC)
+
+static bool too_slow(sxe_http_server_t *server, struct held *held, size_t bytes)
+{
+    uint64_t now = sxe_loop_now(server->loop);
+
+    if (held->rate_restart) {
+        held->rate_restart = false;
+        held->rate_since = now;
+        held->rate_bytes = 0;
+    }
+    held->rate_bytes += bytes;
+    uint64_t window = now - held->rate_since;
+    if (window < BODY_WINDOW) {
+        return false;
+    }
+    if ((double)held->rate_bytes < (double)server->body_rate * (double)window / 1e9) {
+        return true;
+    }
+    held->rate_since = now;
+    held->rate_bytes = 0;
+    return false;
+}
+
+/*
  * Longer than 80 lines on purpose: one pass over the kept input, handing out pieces while someone
  * takes them, and each hand-off may answer, cancel or close, which the pass must see at once.
  */
@@ -90,6 +121,13 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
             return len;
         }
         at += (size_t)taken;
+        if (!piece.done && too_slow(server, held, (size_t)taken)) {
+            held->feeding = false;
+            SXE_LOG_INFO("a streamed body for %.*s came at under %u bytes a second: answering 408",
+                         (int)held->request.target_len, held->request.target, server->body_rate);
+            malformed(server, conn, held, 408);
+            return len;
+        }
         if (piece.len == 0 && !piece.done) {
             continue; /* framing only */
         }
@@ -121,6 +159,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
     if (live && at < len) {
         /* Body bytes nobody takes yet (the client waits, held back by TCP), or a next request
          * behind the body (it waits for the answer). */
+        held->rate_restart = true; /* the client is not the slow one now */
         state->waiting = true;
         (void)sxe_conn_pause(conn);
     }
@@ -234,6 +273,7 @@ static int set_paused(sxe_http_t *http, bool paused)
         return rc;
     }
     held->body_paused = paused;
+    held->rate_restart = true; /* held back by its reader: the window so far does not count */
     if (!paused) {
         offer(http->server, held);
     }

@@ -216,8 +216,9 @@ def test_an_upload_slower_than_the_idle_timeout_still_arrives(proxy, upstreams):
     """A body that keeps coming for longer than --idle-timeout: the upstream's connection only
     sends meanwhile, and once was closed for idle by the age of its last read (504)."""
     up = upstreams()
-    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--idle-timeout", "2")
-    body = bytes(range(256)) * 16  # 4 KB, 512 B a half second: 4 s
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--idle-timeout", "2",
+                   "--body-rate", "512")
+    body = bytes(range(256)) * 16  # 4 KB, 512 B a half second: 4 s (under the default least rate)
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(b"POST /api/digest HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body))
@@ -231,6 +232,40 @@ def test_an_upload_slower_than_the_idle_timeout_still_arrives(proxy, upstreams):
     digest = json.loads(answer.partition(b"\r\n\r\n")[2])
     assert digest["length"] == len(body)
     assert digest["sha256"] == hashlib.sha256(body).hexdigest()
+
+
+def test_bodies_that_trickle_do_not_hold_the_upstream(proxy, upstreams):
+    """Four clients trickle a body a byte a second to a prefix with four upstream connections:
+    each gets 408 within seconds (the least rate of a streamed body), and the connections serve
+    an honest client again."""
+    up = upstreams()
+    server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--proxy-connections", "4")
+    slow = []
+    for _ in range(4):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(b"POST /api/digest HTTP/1.1\r\nHost: h\r\nContent-Length: 1000000\r\n\r\nx")
+        slow.append(sock)
+    started = time.monotonic()
+    answers = [b""] * 4
+    while not all(answers) and time.monotonic() - started < 15:
+        time.sleep(1)
+        for i, sock in enumerate(slow):
+            try:
+                sock.send(b"x")
+            except OSError:
+                pass
+            sock.setblocking(False)
+            try:
+                answers[i] += sock.recv(65536)
+            except BlockingIOError:
+                pass
+            sock.setblocking(True)
+    assert all(answer.startswith(b"HTTP/1.1 408 ") for answer in answers), answers
+    assert time.monotonic() - started < 8
+    for sock in slow:
+        sock.close()
+    _, echo = echoed(server.port)
+    assert echo["token"] == up.token
 
 
 # Upstreams

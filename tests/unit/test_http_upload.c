@@ -526,6 +526,35 @@ static void test_a_body_that_stops_coming_times_out(void **state)
     close(fd);
 }
 
+/* A body that trickles, 10 bytes every half second: each piece restarts the deadline, but past
+ * three seconds under the least rate (4096 bytes a second) it is answered 408. */
+static void test_a_body_that_trickles_is_too_slow(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+    size_t at = 0;
+
+    (void)state;
+    sxe_test_say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+    pump(0);
+    for (int i = 0; i < 6; i++) { /* 2.5 s: judged only over three seconds or more */
+        at = send_body(fd, at, at + 10);
+        pump(0);
+        pump(SXE_NS_PER_SEC / 2);
+    }
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    for (int i = 0; i < 3 && out[0] == '\0'; i++) {
+        at = send_body(fd, at, at + 10);
+        pump(0);
+        pump(SXE_NS_PER_SEC / 2);
+        sxe_test_heard(fd, out, sizeof(out));
+    }
+    assert_non_null(strstr(out, "HTTP/1.1 408 Request Timeout"));
+    assert_int_equal(up.cancels, 1);
+    close(fd);
+}
+
 static void test_a_fiber_reads_a_body_as_sequential_code(void **state)
 {
     char out[4096] = "", head[128];
@@ -662,6 +691,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bodies_past_their_limits_get_413, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_client_that_leaves_mid_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_body_that_stops_coming_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_body_that_trickles_is_too_slow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_reads_a_body_as_sequential_code, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_reading_a_body_hears_its_client_leave, setup,

@@ -47,6 +47,7 @@ static struct {
     unsigned listen_flags;
     unsigned header_timeout; /* seconds; 0: the module's 10 */
     unsigned idle_timeout;   /* seconds; 0: the module's 60 */
+    unsigned body_rate;      /* bytes a second; 0: the module's 4096 */
     int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
     struct proxy_options proxy;
     uint64_t proxy_max_body; /* bytes; 0: no limit */
@@ -448,6 +449,8 @@ static void usage(FILE *out)
             "  --header-timeout SECS answer 408 to a request whose head and body have not\n"
             "                        all come in this long (10)\n"
             "  --idle-timeout SECS   close a kept-alive connection idle this long (60)\n"
+            "  --body-rate BYTES     answer 408 to a proxied body that comes at under this\n"
+            "                        many bytes a second, over three seconds or more (4096)\n"
             "  --proxy PREFIX=HOST:PORT[,HOST:PORT...]\n"
             "                        forward requests whose path starts with PREFIX to\n"
             "                        these upstreams, over kept-alive connections (repeatable;\n"
@@ -526,6 +529,7 @@ static void parse_options(int argc, char **argv)
                                             {"evict-idle", no_argument, NULL, 'E'},
                                             {"header-timeout", required_argument, NULL, 'H'},
                                             {"idle-timeout", required_argument, NULL, 'I'},
+                                            {"body-rate", required_argument, NULL, 'R'},
                                             {"proxy", required_argument, NULL, 'P'},
                                             {"balance", required_argument, NULL, 'B'},
                                             {"proxy-timeout", required_argument, NULL, 'O'},
@@ -595,6 +599,9 @@ static void parse_options(int argc, char **argv)
             break;
         case 'I':
             config.idle_timeout = (unsigned)number(optarg, 1, 86400, "--idle-timeout");
+            break;
+        case 'R':
+            config.body_rate = (unsigned)number(optarg, 1, 1u << 30, "--body-rate");
             break;
         case 'P': {
             const char *wrong = proxy_add(optarg);
@@ -702,6 +709,7 @@ int main(int argc, char **argv)
         .listen_flags = config.listen_flags,
         .header_timeout = (uint64_t)config.header_timeout * SXE_NS_PER_SEC,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC,
+        .body_rate = config.body_rate,
         .on_log = access_log_on() ? access_log_write : NULL,
         .on_hangup = reopen_logs};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
