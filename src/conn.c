@@ -695,6 +695,13 @@ static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, ui
     if ((rc = sxe__outq_validate(conn)) < 0) {
         return rc;
     }
+    for (uint32_t at = conn->held_head; at != SXE_NONE; at = loop->held[at].next) {
+        uint32_t buffer = loop->held[at].buffer;
+        if (buffer != SXE_NONE && (buffer >= loop->options.buffers || !hold_once(seen, buffer))) {
+            return BROKEN("buffer %u is held twice, or is not one (held input of %u)", buffer,
+                          sxe__conn_index(conn));
+        }
+    }
     for (uint32_t at = conn->queue_head; at != SXE_NONE; at = loop->segments[at].next) {
         const struct sxe__segment *segment = &loop->segments[at];
         (*segments)++;

@@ -149,7 +149,8 @@ _Static_assert(sizeof(struct sxe_conn) == 80, "a connection's slot is 80 bytes: 
 struct sxe__held {
     const char *data;
     uint32_t len;
-    uint32_t next; /* the connection's next held piece, or the free list's next */
+    uint32_t next;   /* the connection's next held piece, or the free list's next */
+    uint32_t buffer; /* the loop's I/O buffer it was copied into, or SXE_NONE: the backend's */
 };
 
 /* What the loop asks of the connection layer above it; set by sxe_loop_create. */
@@ -296,17 +297,20 @@ int sxe__stream_check_writable(const struct sxe_conn *conn);
 
 /*
  * inq.c: input a completion backend received for a connection that cannot take it yet (paused, or
- * its output backed up), held in the backend's buffers, in order.
+ * its output backed up), held in order: in the backend's buffers, or copied into the loop's I/O
+ * buffers once the backend has none to spare.
  */
 #define SXE__HELD_PER_EVENT 4   /* held pieces the loop has room for, per event of a turn */
 #define SXE__HELD_PER_CONN  256 /* held pieces one connection may have: more is an overflow */
 /* Holds len bytes at data (a RECV event's): @return false if there is no room left. */
 bool sxe__inq_hold(struct sxe_conn *conn, const char *data, size_t len);
-/* Takes the oldest held piece off; the caller offers it, then gives it back. */
-bool sxe__inq_take(struct sxe_conn *conn, const char **data, size_t *len);
-/* Puts the rest of the piece just taken back at the head, still held. */
-void sxe__inq_put_back(struct sxe_conn *conn, const char *data, size_t len);
-/* Gives every held piece back to the backend. */
+/* Takes the oldest held piece off; the caller offers it, then releases it. */
+bool sxe__inq_take(struct sxe_conn *conn, struct sxe__held *piece);
+/* Puts what is left of the piece just taken, past its first taken bytes, back at the head. */
+void sxe__inq_put_back(struct sxe_conn *conn, const struct sxe__held *piece, size_t taken);
+/* Gives a piece's buffer back (to the backend, or the loop's I/O buffers). */
+void sxe__inq_release(sxe_loop_t *loop, const struct sxe__held *piece);
+/* Releases every held piece. */
 void sxe__inq_drop(struct sxe_conn *conn);
 
 /* listen.c: a listening socket made apart from any loop (for workers), and attaching one. */

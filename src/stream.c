@@ -537,21 +537,20 @@ static bool offer_held(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t generation = conn->generation;
-    const char *data;
-    size_t len;
+    struct sxe__held piece;
 
     while ((conn->flags & SXE__CONN_PAUSED) == 0 && conn->queued < loop->options.high_water &&
-           sxe__inq_take(conn, &data, &len)) {
-        size_t taken = received(conn, data, len);
+           sxe__inq_take(conn, &piece)) {
+        size_t taken = received(conn, piece.data, piece.len);
         if (conn->generation != generation || !sxe__conn_is_open(conn)) {
-            loop->io->release(loop, data);
+            sxe__inq_release(loop, &piece);
             return false;
         }
-        if (taken < len) {
-            sxe__inq_put_back(conn, data + taken, len - taken); /* paused inside the piece */
+        if (taken < piece.len) {
+            sxe__inq_put_back(conn, &piece, taken); /* paused inside the piece */
             break;
         }
-        loop->io->release(loop, data);
+        sxe__inq_release(loop, &piece);
     }
     if (conn->held_head == SXE_NONE && (conn->flags & SXE__CONN_HOLDING) &&
         (conn->flags & SXE__CONN_PAUSED) == 0) {

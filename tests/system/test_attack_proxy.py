@@ -6,6 +6,7 @@ was asked). Each case names what must happen; the upstreams are scripted sockets
 import hashlib
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -269,6 +270,72 @@ def test_bodies_that_trickle_do_not_hold_the_upstream(proxy, upstreams):
 
 
 # Upstreams
+
+
+class SlowReader(Scripted):
+    """An upstream that reads each request's body 64 KiB at a time, 10 ms apart, then answers with
+    how many bytes it read: the proxy must pause its clients meanwhile."""
+
+    def serve(self, conn, number):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        got = len(body)
+        while got < length and (chunk := conn.recv(65536)):
+            got += len(chunk)
+            time.sleep(0.01)
+        answer = b"got %d" % got
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
+
+
+def test_clients_that_do_not_read_leave_room_for_uploads(proxy, root):
+    """300 clients ask for a large file, never read it, and send a few bytes behind their request;
+    then three clients upload 2 MiB each to an upstream that reads slowly. On io_uring the few
+    bytes each of the 300 were held in the backend's buffers, every uploader that had to pause
+    found none left, and all three were reset."""
+    (root / "large.bin").write_bytes(b"L" * (8 << 20))
+    with made(SlowReader) as make:
+        up = make()
+        server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}")
+        idle = []
+        try:
+            for _ in range(300):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.connect(("127.0.0.1", server.port))
+                sock.sendall(b"GET /large.bin HTTP/1.1\r\nHost: h\r\n\r\n")
+                idle.append(sock)
+            time.sleep(1)  # their answers back up
+            for sock in idle:
+                sock.sendall(b"G" * 100)
+            time.sleep(0.5)
+            body = bytes(range(256)) * (8 << 10)
+            answers = [None] * 3
+
+            def upload(i):
+                raw = (b"POST /api/up HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+                       b"Content-Length: %d\r\n\r\n" % len(body)) + body
+                try:
+                    answers[i] = exchange(server.port, raw, 30)
+                except OSError as error:
+                    answers[i] = repr(error).encode()
+
+            uploads = [threading.Thread(target=upload, args=(i,)) for i in range(3)]
+            for thread in uploads:
+                thread.start()
+            for thread in uploads:
+                thread.join()
+        finally:
+            for sock in idle:
+                sock.close()
+    for answer in answers:
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"got %d" % len(body)), \
+            answer[:200]
 
 
 def test_a_status_with_no_class_is_a_bad_gateway(proxy, hostile):

@@ -1,7 +1,7 @@
 /*
  * Output and input under pressure: no buffer for input or output, large bursts, shutdown and
- * close with output queued, writes by reference, pause and resume, and a paused or backed-up
- * connection that must lose nothing. Harness: conn_test.h.
+ * close with output queued, writes by reference, pause and resume. Input a paused or backed-up
+ * connection cannot take yet: test_conn_held.c. Harness: conn_test.h.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -630,161 +630,6 @@ static void test_close_while_a_send_is_pending(void **state)
 }
 
 /*
- * A burst larger than the connection's buffer while its output is backed up, echoed: nothing is
- * lost or reordered. On io_uring a turn can bring the whole burst at once; what the connection
- * cannot take yet is held in the backend's buffers (inq.c) and offered as the output drains.
- */
-static unsigned echo_failures;
-
-static size_t echo_back(sxe_conn_t *conn, const char *data, size_t len)
-{
-    if (sxe_conn_write(conn, data, len) < 0) {
-        echo_failures++;
-    }
-    return len;
-}
-
-static void test_burst_while_output_is_backed_up(void **state)
-{
-    static const struct sxe_conn_handlers handlers = {
-        .on_connect = on_connect, .on_read = echo_back, .on_close = on_close};
-    static char out[256 * 1024], in[sizeof(out)];
-    size_t sent = 0, got = 0;
-
-    (void)state;
-    echo_failures = 0;
-    for (size_t i = 0; i < sizeof(out); i++) {
-        out[i] = (char)(i * 7 + i / 251);
-    }
-    start_server(&(struct sxe_loop_options){.buffer_size = 4096}, NULL, &handlers);
-    int fd = client();
-    uint64_t give_up = sxe_clock_mono_ns() + 5 * SXE_NS_PER_SEC;
-    while (got < sizeof(in)) {
-        assert_true(sxe_clock_mono_ns() < give_up);
-        ssize_t n = sent < sizeof(out) ? send(fd, out + sent, sizeof(out) - sent, MSG_DONTWAIT) : 0;
-        sent += n > 0 ? (size_t)n : 0;
-        pump();
-        n = recv(fd, in + got, sizeof(in) - got, MSG_DONTWAIT);
-        got += n > 0 ? (size_t)n : 0;
-    }
-    assert_memory_equal(in, out, sizeof(out));
-    assert_int_equal(echo_failures, 0);
-    assert_int_equal(seen.closes, 0);
-    close(fd);
-}
-
-/* Paused, then sent far more than the buffer holds: it all comes, in order, after resuming. */
-static size_t record_and_pause(sxe_conn_t *conn, const char *data, size_t len)
-{
-    record_input(conn, data, len);
-    assert_int_equal(sxe_conn_pause(conn), 0);
-    return len;
-}
-
-static void test_paused_connection_loses_nothing(void **state)
-{
-    static const struct sxe_conn_handlers handlers = {
-        .on_connect = on_connect, .on_read = record_and_pause, .on_close = on_close};
-    char bytes[6000];
-
-    (void)state;
-    for (size_t i = 0; i < sizeof(bytes); i++) {
-        bytes[i] = (char)('a' + i % 23);
-    }
-    start_server(&(struct sxe_loop_options){.buffer_size = 1024}, NULL, &handlers);
-    int fd = client();
-    want_connects = 1;
-    pump_until(connects_reached);
-    send_all(fd, bytes, 10);
-    for (int i = 0; i < 20 && seen.input_len < 10; i++) {
-        pump();
-    }
-    assert_int_equal(seen.input_len, 10);
-    send_all(fd, bytes + 10, sizeof(bytes) - 10); /* six times the buffer, while paused */
-    pump();
-    pump();
-    assert_int_equal(seen.input_len, 10);
-    for (int i = 0; i < 200 && seen.input_len < sizeof(bytes); i++) {
-        assert_int_equal(sxe_conn_resume(seen.last_conn), 0);
-        pump();
-    }
-    assert_int_equal(seen.input_len, sizeof(bytes));
-    assert_memory_equal(seen.input, bytes, sizeof(bytes));
-    assert_int_equal(seen.closes, 0);
-    close(fd);
-}
-
-/*
- * A peer that floods a paused connection: the bytes wait in the socket on both backends (io_uring
- * stops receiving for it), nothing is held for it, and nothing closes.
- */
-static void test_a_flood_to_a_paused_connection_waits_in_the_socket(void **state)
-{
-    static const struct sxe_conn_handlers handlers = {
-        .on_connect = on_connect, .on_read = record_and_pause, .on_close = on_close};
-    static char flood[1 << 20];
-    struct sxe_loop_stats stats;
-
-    (void)state;
-    start_server(NULL, NULL, &handlers);
-    int fd = client();
-    send_all(fd, "x", 1);
-    for (int i = 0; i < 20 && seen.input_len < 1; i++) {
-        pump();
-    }
-    for (int i = 0; i < 20; i++) {
-        (void)!send(fd, flood, sizeof(flood), MSG_DONTWAIT | MSG_NOSIGNAL);
-        pump();
-    }
-    sxe_loop_stats(loop, &stats);
-    assert_int_equal(seen.closes, 0);
-    assert_int_equal(seen.input_len, 1);
-    assert_int_equal(stats.buffers_in_use, 0);
-    close(fd);
-}
-
-/*
- * io_uring: what arrived in the same turn as a pause is held, up to a bound (at most half the
- * backend's buffers): past it the connection is closed (SXE_CLOSE_NO_BUFFER, counted), so one
- * connection cannot leave the others without buffers. Here the ring has 8 buffers of 64 bytes.
- */
-static void test_held_input_is_bounded(void **state)
-{
-    static const struct sxe_conn_handlers handlers = {
-        .on_connect = on_connect, .on_read = record_and_pause, .on_close = on_close};
-    static char burst[2000];
-    struct sxe_loop_stats stats;
-
-    (void)state;
-    if (!sxe_test_uring()) {
-        print_message("skipped on epoll: it holds nothing, its bytes wait in the socket\n");
-        skip();
-    }
-    sxe__io_uring_set_buffers(8, 64);
-    start_server(NULL, NULL, &handlers);
-    sxe__io_uring_set_buffers(0, 0);
-    int fd = client();
-    want_connects = 1;
-    pump_until(connects_reached);
-    send_all(fd, burst, sizeof(burst)); /* many pieces in one turn; the first one pauses */
-    want_closes = 1;
-    pump_until(closes_reached);
-    assert_int_equal(seen.last_reason, SXE_CLOSE_NO_BUFFER);
-    assert_int_equal(seen.last_err, 0); /* err is for SXE_CLOSE_ERROR only */
-    sxe_loop_stats(loop, &stats);
-    assert_true(stats.no_buffer >= 1);
-    assert_int_equal(stats.buffers_in_use, 0);
-    int other = client();
-    send_all(other, "y", 1);
-    for (int i = 0; i < 20 && seen.input_len < 65; i++) {
-        pump();
-    }
-    assert_true(seen.input_len > 64); /* the other connection is still read */
-    close(fd);
-    close(other);
-}
-
-/*
  * The peer's end of stream arrives while the connection's output is at high_water: on_eof still
  * comes (it used to wait, on io_uring, for an event that never came).
  */
@@ -833,11 +678,6 @@ int main(void)
         cmocka_unit_test_teardown(test_write_ref, teardown),
         cmocka_unit_test_teardown(test_pause_and_resume, teardown),
         cmocka_unit_test_teardown(test_close_while_a_send_is_pending, teardown),
-        cmocka_unit_test_teardown(test_burst_while_output_is_backed_up, teardown),
-        cmocka_unit_test_teardown(test_paused_connection_loses_nothing, teardown),
-        cmocka_unit_test_teardown(test_a_flood_to_a_paused_connection_waits_in_the_socket,
-                                  teardown),
-        cmocka_unit_test_teardown(test_held_input_is_bounded, teardown),
         cmocka_unit_test_teardown(test_end_of_stream_behind_a_full_queue, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
