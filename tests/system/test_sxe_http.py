@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -110,6 +111,40 @@ def test_duration_mode(sxe_http, hello):
     assert data["queries"] > 100
     assert data["errors"]["total"] == 0
     assert 0.9 < data["run_s"] < 5
+
+
+def test_a_warm_up_is_not_counted_but_its_errors_are(build_dir):
+    """--warmup 1 at 1000 requests a second, then a window of -d 1: about 1000 answers counted,
+    not 2000; the first 50 answers, 404s during the warm-up, still count as errors; stderr says
+    when the window starts and ends, a second apart, as a tool sampling the server reads it."""
+    answered = []
+
+    def respond(request):
+        answered.append(request)
+        if len(answered) <= 50:
+            return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+        return OK
+
+    server = FakeServer(respond)
+    try:
+        process = subprocess.Popen([str(build_dir / "tools" / "sxe-http"), "-i", "127.0.0.1",
+                                    "-p", str(server.port), "-c", "2", "-R", "1000", "-d", "1",
+                                    "--warmup", "1", "--json"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        marks = []
+        for line in process.stderr:
+            if line.startswith("sxe-http: measur"):
+                marks.append((line.strip(), time.monotonic()))
+        data = report(subprocess.CompletedProcess([], process.wait(timeout=30),
+                                                  process.stdout.read(), ""))
+    finally:
+        server.close()
+    assert [mark for mark, _ in marks] == ["sxe-http: measuring", "sxe-http: measured"]
+    assert 0.8 < marks[1][1] - marks[0][1] < 1.5
+    assert data["warmup_s"] == 1 and data["duration_s"] == 1
+    assert 900 <= data["queries"] <= 1100, data["queries"]
+    assert len(answered) >= 1900
+    assert data["errors"]["bad_status"] == 50 and data["bad_statuses"] == {"404": 50}
 
 
 def test_verbose_hex_dumps_the_request(sxe_http, hello):
@@ -248,6 +283,7 @@ def test_refused_connections_are_clear(sxe_http):
     (["-i", "127.0.0.1", "-p", "80", "--ws", "/", "--ws-size", "-1"], "--ws-size BYTES must be"),
     (["-i", "127.0.0.1", "-p", "80", "--body-length", "x"], "--body-length BYTES must be"),
     (["-i", "127.0.0.1", "-p", "80", "--body", "/nowhere"], "cannot read the body file '/no"),
+    (["-i", "127.0.0.1", "-p", "80", "--warmup", "1"], "--warmup comes before a measured window"),
 ])
 def test_usage_errors(sxe_http, args, message):
     result = sxe_http(*args)

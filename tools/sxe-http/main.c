@@ -115,6 +115,8 @@ static struct gather {
     struct timeline_entry *timeline;
     size_t seconds;
     FILE *log;
+    uint64_t marks[2]; /* --warmup: when the measured window starts and ends */
+    unsigned marked;   /* how many of them were told */
 } gather;
 
 /* Opens --latency-log's file before anything is started: a path that cannot be written is a
@@ -253,6 +255,26 @@ static void show_progress(const struct progress *progress, uint64_t start)
             (unsigned long long)open);
 }
 
+/*
+ * --warmup: tells stderr when the measured window starts and ends, as the workers count it (each
+ * from the go, within a scheduling delay of this clock). @return ms until the next, or 1000.
+ */
+static int tell_marks(void)
+{
+    static const char *const said[] = {"sxe-http: measuring", "sxe-http: measured"};
+    uint64_t now = sxe_clock_mono_ns();
+
+    while (config.marks && gather.marked < 2 && now >= gather.marks[gather.marked]) {
+        fprintf(stderr, "%s\n", said[gather.marked++]);
+        fflush(stderr);
+    }
+    if (!config.marks || gather.marked == 2) {
+        return 1000;
+    }
+    uint64_t ms = (gather.marks[gather.marked] - now + SXE_NS_PER_MSEC - 1) / SXE_NS_PER_MSEC;
+    return ms < 1000 ? (int)ms : 1000;
+}
+
 /* Gathers every worker's seconds and results, with a progress line each second on long runs. */
 static void gather_results(const int *ups, const struct progress *progress, uint64_t start,
                            struct results *total)
@@ -265,7 +287,7 @@ static void gather_results(const int *ups, const struct progress *progress, uint
         for (unsigned i = 0; i < config.workers; i++) {
             polls[i] = (struct pollfd){.fd = gather.ended[i] ? -1 : ups[i], .events = POLLIN};
         }
-        int ready = poll(polls, config.workers, 1000);
+        int ready = poll(polls, config.workers, tell_marks());
         for (unsigned i = 0; ready > 0 && i < config.workers; i++) {
             enum message_kind kind;
             if (gather.ended[i] || !(polls[i].revents & (POLLIN | POLLHUP))) {
@@ -287,6 +309,7 @@ static void gather_results(const int *ups, const struct progress *progress, uint
             last_progress = sxe_clock_mono_ns();
         }
     }
+    (void)tell_marks(); /* the window's end, if the last answers came after it */
 }
 
 int main(int argc, char **argv)
@@ -346,6 +369,8 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < config.workers; i++) {
         write_all(downs[i], "G", 1);
     }
+    gather.marks[0] = sxe_clock_mono_ns() + config.warmup_ns;
+    gather.marks[1] = gather.marks[0] + config.duration_ns;
     gather_results(ups, progress, start, &total);
     for (unsigned i = 0; i < config.workers; i++) {
         waitpid(pids[i], NULL, 0);

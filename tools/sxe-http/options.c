@@ -78,6 +78,10 @@ static void usage(FILE *out)
             "                   last may be shorter, and says how long it was)\n"
             "  --latency-log FILE  write each second's latency histogram to FILE in\n"
             "                   HdrHistogram's interval log format (ns; max in ms)\n"
+            "  --warmup SECONDS with -d: load for SECONDS before the measured window and\n"
+            "                   count only its errors; say on stderr when the window\n"
+            "                   starts and ends ('sxe-http: measuring', 'sxe-http:\n"
+            "                   measured'), for a tool that samples the server meanwhile\n"
             "  -h, --help       this text\n"
             "      --version    the versions of sxe-http and of the libsxe it runs on\n"
             "\n"
@@ -290,6 +294,10 @@ static void take_option(int option, struct parsed *parsed)
     case 'L':
         config.latency_log = optarg;
         break;
+    case 'M':
+        config.warmup_ns = parse_count(optarg, "--warmup SECONDS", 0, 3600) * SXE_NS_PER_SEC;
+        config.marks = true;
+        break;
     case 'm':
         parsed->method = optarg;
         break;
@@ -374,6 +382,7 @@ void parse_options(int argc, char **argv)
                                                  {"timeline", no_argument, NULL, 'T'},
                                                  {"tick", required_argument, NULL, 'K'},
                                                  {"latency-log", required_argument, NULL, 'L'},
+                                                 {"warmup", required_argument, NULL, 'M'},
                                                  {NULL, 0, NULL, 0}};
     struct parsed parsed = {.method = "GET", .port = -1};
     int option;
@@ -401,6 +410,9 @@ void parse_options(int argc, char **argv)
              ntohs(is_v6 ? v6->sin6_port : v4->sin_port));
     if (config.rate > 0 && !parsed.pipeline_set) {
         config.pipeline = RATE_CAP;
+    }
+    if (config.marks && config.duration_ns == 0) {
+        die_usage("%s", "--warmup comes before a measured window of -d SECONDS: give -d");
     }
     if (config.random && parsed.targets == NULL) {
         die_usage("%s", "--random draws from the paths of -U FILE: give -U");

@@ -91,11 +91,13 @@ static void report_json(const struct results *total, uint64_t run_ns,
     const char *error = connect_error(total, line, sizeof(line));
 
     printf("{\"target\": \"%s\", \"connections\": %llu, \"queries_per_connection\": %llu, "
-           "\"duration_s\": %llu, \"pipeline\": %u, \"workers\": %u, \"rate\": %.0f,\n",
+           "\"duration_s\": %llu, \"warmup_s\": %llu, \"pipeline\": %u, \"workers\": %u, "
+           "\"rate\": %.0f,\n",
            config.target_text, (unsigned long long)config.connections,
            (unsigned long long)(config.duration_ns ? 0 : config.queries),
-           (unsigned long long)(config.duration_ns / SXE_NS_PER_SEC), config.pipeline,
-           config.workers, config.rate);
+           (unsigned long long)(config.duration_ns / SXE_NS_PER_SEC),
+           (unsigned long long)(config.warmup_ns / SXE_NS_PER_SEC), config.pipeline, config.workers,
+           config.rate);
     printf(" \"connected\": %llu, \"connect_s\": %.6f, \"connects_per_s\": %.1f, "
            "\"slow_connects\": %llu, \"slow_connects_listed\": [",
            (unsigned long long)total->connected, (double)total->connect_ns / 1e9,
@@ -171,6 +173,10 @@ void report(const struct results *total, uint64_t run_ns, const struct timeline_
            config.duration_ns ? "seconds" : "queries", config.target_text,
            config.rate > 0 ? "at most outstanding" : "pipeline", config.pipeline, config.workers,
            config.workers == 1 ? "" : "s");
+    if (config.marks) {
+        printf("warm-up:     %llu s before, not counted but for its errors\n",
+               (unsigned long long)(config.warmup_ns / SXE_NS_PER_SEC));
+    }
     printf("connections: %llu in %.3f s, %.0f per second; %llu slower than 1 s; %llu failed\n",
            (unsigned long long)total->connected, (double)total->connect_ns / 1e9,
            per_second(total->connected, total->connect_ns),

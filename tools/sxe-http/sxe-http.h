@@ -50,6 +50,8 @@ struct config {
     unsigned pipeline; /* closed loop: the depth; with -R: the cap on outstanding requests */
     unsigned workers;
     uint64_t duration_ns; /* 0: count mode */
+    uint64_t warmup_ns;   /* --warmup: load before the measured window, not counted */
+    bool marks;           /* --warmup given: the window's start and end are told on stderr */
     uint64_t timeout_ns;
     unsigned ramp_batch;
     int expect_status;

@@ -52,7 +52,9 @@ static struct worker {
     uint64_t settled; /* connections connected or failed */
     uint64_t ended;   /* connections finished or closed */
     uint64_t opened;
-    uint64_t start_ns; /* the barrier */
+    uint64_t start_ns;  /* the barrier */
+    uint64_t window_ns; /* the measured window's start: the barrier, or --warmup after it */
+    bool counting;      /* the window has started: answers are counted */
     uint64_t last_settled_ns;
     uint64_t last_response_ns;
     bool stop_sending; /* duration or count over */
@@ -117,7 +119,7 @@ static void send_message(enum message_kind kind, const void *data, size_t len, c
 /* Sends the second being counted (ending at now, the last perhaps shorter), and starts the next. */
 static void send_interval(uint64_t now)
 {
-    uint64_t begin = worker.start_ns + worker.interval_index * SXE_NS_PER_SEC;
+    uint64_t begin = worker.window_ns + worker.interval_index * SXE_NS_PER_SEC;
     struct interval interval = {.index = worker.interval_index,
                                 .ns = now > begin ? now - begin : 0,
                                 .queries = worker.results.queries - worker.interval_queries,
@@ -501,7 +503,7 @@ static void stop_sending(void)
 static void send_due(uint64_t now)
 {
     uint64_t total = config.duration_ns ? UINT64_MAX : config.queries * worker.count;
-    uint64_t end = config.duration_ns ? worker.start_ns + config.duration_ns : UINT64_MAX;
+    uint64_t end = config.duration_ns ? worker.window_ns + config.duration_ns : UINT64_MAX;
 
     if (worker.next_due >= end) {
         total = worker.scheduled; /* the next would be due after the run */
@@ -577,12 +579,40 @@ static void allocate(uint64_t count)
     }
 }
 
+/*
+ * --warmup is over: what was answered so far is not counted (its errors are: a server that fails
+ * while warming up has failed), and the window's seconds start.
+ */
+static void start_window(void)
+{
+    worker.counting = true;
+    worker.results.sent = 0;
+    worker.results.queries = 0;
+    memset(&worker.results.latency, 0, sizeof(worker.results.latency));
+    memset(&worker.results.service, 0, sizeof(worker.results.service));
+    memset(&worker.interval, 0, sizeof(worker.interval));
+    worker.interval_queries = 0;
+    worker.interval_errors = results_errors(&worker.results);
+    worker.last_response_ns = worker.window_ns;
+    __atomic_store_n(&worker.progress->queries, 0, __ATOMIC_RELAXED);
+}
+
+/* How long the loop may wait: until the window starts, else at most 100 ms. */
+static uint64_t wait_at_most(uint64_t now)
+{
+    uint64_t wait = 100 * SXE_NS_PER_MSEC;
+
+    return !worker.counting && worker.window_ns - now < wait ? worker.window_ns - now : wait;
+}
+
 /* Runs the load from the barrier until every connection is done. */
 static void run(void)
 {
     sxe_timer_t timeouts;
 
     worker.start_ns = sxe_clock_mono_ns();
+    worker.window_ns = worker.start_ns + config.warmup_ns;
+    worker.counting = config.warmup_ns == 0;
     worker.last_response_ns = worker.start_ns;
     worker.next_due = worker.start_ns;
     sxe_timer_init(&timeouts, check_timeouts, NULL);
@@ -597,17 +627,20 @@ static void run(void)
     }
     while (worker.ended < worker.count) {
         uint64_t now = sxe_clock_mono_ns();
+        if (!worker.counting && now >= worker.window_ns) {
+            start_window();
+        }
         /* With -R the schedule ends the run (send_due): a wake-up a little late must not stop
          * the last request due before the end from going out. */
         if (config.duration_ns && config.rate == 0 && !worker.stop_sending &&
-            now - worker.start_ns >= config.duration_ns) {
+            now >= worker.window_ns + config.duration_ns) {
             stop_sending();
         }
-        if (worker.intervals &&
-            now >= worker.start_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC) {
-            send_interval(worker.start_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC);
+        if (worker.intervals && worker.counting &&
+            now >= worker.window_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC) {
+            send_interval(worker.window_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC);
         }
-        uint64_t wait = 100 * SXE_NS_PER_MSEC;
+        uint64_t wait = wait_at_most(now);
         if (config.rate > 0 && now >= worker.next_tick) {
             send_due(now);
             worker.next_tick = now + config.tick_ns;
@@ -621,13 +654,14 @@ static void run(void)
             worker_exit(3);
         }
     }
-    worker.results.query_ns = worker.last_response_ns - worker.start_ns;
+    worker.results.query_ns =
+        worker.last_response_ns > worker.window_ns ? worker.last_response_ns - worker.window_ns : 0;
     if (worker.intervals && (worker.results.queries > worker.interval_queries ||
                              results_errors(&worker.results) > worker.interval_errors)) {
         /* If the last answer came after the second being counted ended (the loop ended before
          * it looked at the clock again), that second is whole and holds the late answers, as a
          * late look at the clock during the run would have it: it lasts one second, not more. */
-        uint64_t end = worker.start_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC;
+        uint64_t end = worker.window_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC;
         send_interval(worker.last_response_ns < end ? worker.last_response_ns : end);
     }
 }
