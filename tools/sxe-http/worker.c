@@ -259,10 +259,9 @@ static bool client_wants_more(const struct client *client)
     return !worker.stop_sending && (config.duration_ns != 0 || client->sent < config.queries);
 }
 
-/* A query answered: timed and counted, and the next sent. @return false if the client is done. */
-static bool answered(struct client *client)
+/* Times and counts an answer that came at now. */
+static void count_answer(const struct client *client, uint64_t now)
 {
-    uint64_t now = sxe_loop_now(worker.loop);
     uint64_t sent = client->ring[client->done & worker.ring_mask];
     uint64_t latency = now - sent;
 
@@ -275,10 +274,22 @@ static bool answered(struct client *client)
     if (worker.intervals) {
         histogram_add(&worker.interval, latency);
     }
-    client->done++;
     worker.results.queries++;
     worker.last_response_ns = now;
     __atomic_store_n(&worker.progress->queries, worker.results.queries, __ATOMIC_RELAXED);
+}
+
+/* A query answered: timed and counted, and the next sent. @return false if the client is done. */
+static bool answered(struct client *client)
+{
+    uint64_t now = sxe_loop_now(worker.loop);
+
+    /* --warmup: a window's answers are those that come within it, as its CPU time is sampled at
+     * its ends; those in flight at its end are checked, not counted. */
+    if (!config.marks || now <= worker.window_ns + config.duration_ns) {
+        count_answer(client, now);
+    }
+    client->done++;
     if (config.rate > 0) {
         send_owed(client);
     } else if (client_wants_more(client)) {
