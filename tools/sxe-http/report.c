@@ -26,6 +26,7 @@ void results_add(struct results *total, const struct results *part)
     total->queries += part->queries;
     total->not_sent += part->not_sent;
     total->query_ns = part->query_ns > total->query_ns ? part->query_ns : total->query_ns;
+    total->cpu_ns += part->cpu_ns;
     for (unsigned kind = 0; kind < ERR_KINDS; kind++) {
         total->errors[kind] += part->errors[kind];
     }
@@ -108,10 +109,10 @@ static void report_json(const struct results *total, uint64_t run_ns,
                (unsigned long long)total->slow[i].connection, (double)total->slow[i].ns / 1e9);
     }
     printf("],\n \"sent\": %llu, \"queries\": %llu, \"query_s\": %.6f, \"queries_per_s\": %.1f, "
-           "\"not_sent\": %llu, \"run_s\": %.6f,\n",
+           "\"not_sent\": %llu, \"run_s\": %.6f, \"cpu_s\": %.6f,\n",
            (unsigned long long)total->sent, (unsigned long long)total->queries,
            (double)total->query_ns / 1e9, per_second(total->queries, total->query_ns),
-           (unsigned long long)total->not_sent, (double)run_ns / 1e9);
+           (unsigned long long)total->not_sent, (double)run_ns / 1e9, (double)total->cpu_ns / 1e9);
     json_latency("latency_ms", &total->latency);
     if (config.rate > 0) {
         json_latency("uncorrected_latency_ms", &total->service);

@@ -95,6 +95,7 @@ struct results {
     uint64_t queries;    /* responses received and checked */
     uint64_t not_sent;   /* queries never sent: their connection ended first */
     uint64_t query_ns;   /* from the barrier to the last response */
+    uint64_t cpu_ns;     /* the CPU time the worker took from the window's start to its end */
     uint64_t errors[ERR_KINDS];
     uint64_t statuses[STATUS_SPAN]; /* the unexpected statuses that came, by code */
     int first_connect_errno;

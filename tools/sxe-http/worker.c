@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sxe/sxe.h>
@@ -55,6 +56,7 @@ static struct worker {
     uint64_t start_ns;  /* the barrier */
     uint64_t window_ns; /* the measured window's start: the barrier, or --warmup after it */
     bool counting;      /* the window has started: answers are counted */
+    uint64_t cpu_start; /* the worker's CPU time when the window started */
     uint64_t last_settled_ns;
     uint64_t last_response_ns;
     bool stop_sending; /* duration or count over */
@@ -93,6 +95,15 @@ static void __attribute__((noreturn)) worker_exit(int status)
     __gcov_dump();
 #endif
     _exit(status);
+}
+
+/* The CPU time this worker process has taken, in ns. */
+static uint64_t cpu_now(void)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return (uint64_t)now.tv_sec * SXE_NS_PER_SEC + (uint64_t)now.tv_nsec;
 }
 
 /* -R: when the worker's m-th request is due: m periods after the barrier. */
@@ -497,6 +508,7 @@ static void open_more(void)
 static void stop_sending(void)
 {
     worker.stop_sending = true;
+    worker.results.cpu_ns = cpu_now() - worker.cpu_start;
     for (uint64_t i = 0; i < worker.count; i++) {
         struct client *client = &worker.clients[i];
         if (client->conn != NULL && !client->finished && client->done == client->sent &&
@@ -596,6 +608,7 @@ static void allocate(uint64_t count)
  */
 static void start_window(void)
 {
+    worker.cpu_start = cpu_now();
     worker.counting = true;
     worker.results.sent = 0;
     worker.results.queries = 0;
@@ -624,6 +637,7 @@ static void run(void)
     worker.start_ns = sxe_clock_mono_ns();
     worker.window_ns = worker.start_ns + config.warmup_ns;
     worker.counting = config.warmup_ns == 0;
+    worker.cpu_start = cpu_now();
     worker.last_response_ns = worker.start_ns;
     worker.next_due = worker.start_ns;
     sxe_timer_init(&timeouts, check_timeouts, NULL);
@@ -664,6 +678,9 @@ static void run(void)
         if (sxe_loop_run_once(worker.loop, wait) < 0) {
             worker_exit(3);
         }
+    }
+    if (!worker.stop_sending) { /* -n: each connection stopped by itself */
+        worker.results.cpu_ns = cpu_now() - worker.cpu_start;
     }
     worker.results.query_ns =
         worker.last_response_ns > worker.window_ns ? worker.last_response_ns - worker.window_ns : 0;
