@@ -15,10 +15,11 @@ class Scenario:
     depth, or mode "idle" (connections held open after one request each, for memory)."""
 
     def __init__(self, key, title, specs, connections=100, path="/f12.txt", body="f12.txt",
-                 pipeline=1, mode="keep-alive", paths=None):
+                 pipeline=1, mode="keep-alive", paths=None, rate=None):
         self.key, self.title, self.specs, self.connections = key, title, specs, connections
         self.path, self.body, self.pipeline, self.mode = path, body, pipeline, mode
         self.paths = paths
+        self.rate = rate  # requests/s on a fixed schedule (a function of the server's name)
 
 
 class Cells:
@@ -81,9 +82,11 @@ def measure(ctx, spec, scenario):
         window = server.load(ctx.build, connections=scenario.connections,
                              seconds=ctx.args.seconds, warmup=ctx.args.warmup,
                              path=scenario.path, pipeline=scenario.pipeline, body_file=body_file,
-                             targets=scenario.paths)
+                             targets=scenario.paths,
+                             rate=scenario.rate(spec.name) if scenario.rate else None)
         figures = {"rate": window.rate, "cpu_us": window.server_us(),
                    "p50": window.latency("p50"), "p99": window.latency("p99"),
+                   "p999": window.latency("p99.9"),
                    "rss_mb": server.memory_kb("VmHWM") / 1024, "load_us": window.load_us()}
     if window.errors:
         return {k: None for k in figures}, f"{window.errors} errors ({window.describe_errors()})"
