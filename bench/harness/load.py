@@ -68,7 +68,7 @@ def sxe_http(build, port, server_pids, *, connections, seconds, warmup=1, path="
                "-t", str(timeout), "--json"]
     if pipeline > 1 or not rate:  # with -R, its default: at most 16 outstanding a connection
         command += ["-P", str(pipeline)]
-    command += ["-U", targets, "--random"] if targets else ["-u", path]
+    command += ["-U", targets, "--random"] if targets else ["-u", path] if path else []
     if rate:
         command += ["-R", str(int(rate))]
     if body_length is not None:
