@@ -20,68 +20,9 @@
 
 #include <sxe/sxe.h>
 
-#include "response.h"
-#include "sxe-http.h"
+#include "worker.h"
 
-#define NONE UINT32_MAX
-
-/* One connection of a worker. */
-struct client {
-    sxe_conn_t *conn;
-    sxe_ws_t *ws;   /* in WebSocket mode */
-    uint64_t sent;  /* requests sent */
-    uint64_t done;  /* responses checked */
-    uint64_t owed;  /* -R: requests due, held back by the cap */
-    uint64_t *ring; /* when each request in flight was sent: request k at k & ring_mask */
-    uint64_t connect_start;
-    uint32_t next_owing; /* -R: the list of clients with requests due this turn */
-    bool owing;
-    bool connected;
-    bool finished;
-    bool timed_out;
-    struct response_reader reader;
-};
-
-static struct worker {
-    unsigned index;
-    uint64_t first; /* global index of its first connection */
-    uint64_t count;
-    struct client *clients;
-    uint64_t *rings;
-    uint64_t ring_mask;
-    sxe_loop_t *loop;
-    uint64_t settled; /* connections connected or failed */
-    uint64_t ended;   /* connections finished or closed */
-    uint64_t opened;
-    uint64_t start_ns;  /* the barrier */
-    uint64_t window_ns; /* the measured window's start: the barrier, or --warmup after it */
-    bool counting;      /* the window has started: answers are counted */
-    uint64_t cpu_start; /* the worker's CPU time when the window started */
-    uint64_t last_settled_ns;
-    uint64_t last_response_ns;
-    bool stop_sending; /* duration or count over */
-    char *burst;       /* one target: config.pipeline copies of the request */
-    char *scratch;     /* -U: the requests of one write */
-    uint64_t turn;     /* -U: the next target in turn */
-    uint64_t random;   /* -U --random: xorshift state */
-    /* -R: the schedule */
-    double period_ns;    /* between two requests of this worker */
-    uint64_t scheduled;  /* requests come due so far */
-    uint64_t next_due;   /* when the next one comes due */
-    uint64_t next_tick;  /* sending wakes no sooner than this */
-    uint32_t owing_head; /* clients with requests due this turn */
-    /* --timeline, --latency-log: the second being counted */
-    bool intervals;
-    uint64_t interval_index;
-    uint64_t interval_queries;
-    uint64_t interval_errors;
-    struct histogram interval;
-    struct histogram_cell *cells;
-    int up;
-    struct progress *progress;
-    struct results results;
-    sxe_ws_server_t *ws_set; /* in WebSocket mode */
-} worker;
+struct worker worker;
 
 #if defined(SXE_COVERAGE)
 void __gcov_dump(void); /* libgcov's: writes this process's counters */
@@ -89,7 +30,7 @@ void __gcov_dump(void); /* libgcov's: writes this process's counters */
 
 /* Ends the worker process. _exit skips the flush of coverage counters, so a coverage build
  * writes them first: the workers' lines count too. */
-static void __attribute__((noreturn)) worker_exit(int status)
+void __attribute__((noreturn)) worker_exit(int status)
 {
 #if defined(SXE_COVERAGE)
     __gcov_dump();
@@ -98,7 +39,7 @@ static void __attribute__((noreturn)) worker_exit(int status)
 }
 
 /* The CPU time this worker process has taken, in ns. */
-static uint64_t cpu_now(void)
+uint64_t cpu_now(void)
 {
     struct timespec now;
 
@@ -113,7 +54,7 @@ static uint64_t due_of(double m)
 }
 
 /* When request k of a client was due: the worker's m-th request goes to client m mod count. */
-static uint64_t due_at(const struct client *client, uint64_t k)
+uint64_t due_at(const struct client *client, uint64_t k)
 {
     return due_of((double)k * (double)worker.count + (double)(client - worker.clients));
 }
@@ -172,7 +113,7 @@ static uint64_t pick_target(void)
 }
 
 /* Sends count requests (or WebSocket messages) in one write, and notes when. */
-static void send_queries(struct client *client, unsigned count)
+void send_queries(struct client *client, unsigned count)
 {
     if (count == 0) {
         return;
@@ -208,7 +149,7 @@ static void send_queries(struct client *client, unsigned count)
 }
 
 /* -R: sends what is owed, as far as the cap allows. */
-static void send_owed(struct client *client)
+void send_owed(struct client *client)
 {
     uint64_t room = config.pipeline - (client->sent - client->done);
     unsigned count = (unsigned)(client->owed < room ? client->owed : room);
@@ -217,295 +158,8 @@ static void send_owed(struct client *client)
     send_queries(client, count);
 }
 
-static void finish(struct client *client)
-{
-    if (!client->finished) {
-        client->finished = true;
-        worker.ended++;
-    }
-}
-
-/*
- * Closes a connection whose work is done. By default with a reset (SO_LINGER 0): a normal close
- * would leave each of our ports in TIME_WAIT for a minute, and a run of 100,000 connections,
- * repeated, would find no free port. -g closes with a FIN instead.
- */
-static void close_done(struct client *client)
-{
-    if (!config.graceful_close) {
-        struct linger linger = {.l_onoff = 1, .l_linger = 0};
-        setsockopt(sxe_conn_fd(client->conn), SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
-    }
-    finish(client);
-    sxe_conn_close(client->conn);
-}
-
-static void connected(struct client *client)
-{
-    uint64_t now = sxe_loop_now(worker.loop);
-    uint64_t took = now - client->connect_start;
-
-    client->connected = true;
-    worker.results.connected++;
-    worker.settled++;
-    worker.last_settled_ns = now;
-    worker.progress->open++;
-    if (took > SLOW_CONNECT_NS) {
-        worker.results.slow_connects++;
-        if (worker.results.slow_listed < SLOW_LISTED_MAX) {
-            worker.results.slow[worker.results.slow_listed++] = (struct slow_connect){
-                .connection = worker.first + (uint64_t)(client - worker.clients), .ns = took};
-        }
-    }
-}
-
-static void on_connect(sxe_conn_t *conn)
-{
-    connected(sxe_conn_user(conn));
-}
-
-/* Whether a client has more to send, closed loop. */
-static bool client_wants_more(const struct client *client)
-{
-    return !worker.stop_sending && (config.duration_ns != 0 || client->sent < config.queries);
-}
-
-/* Times and counts an answer that came at now. */
-static void count_answer(const struct client *client, uint64_t now)
-{
-    uint64_t sent = client->ring[client->done & worker.ring_mask];
-    uint64_t latency = now - sent;
-
-    if (config.rate > 0) {
-        uint64_t due = due_at(client, client->done); /* or sent, if that was earlier */
-        histogram_add(&worker.results.service, latency);
-        latency = now - (due < sent ? due : sent);
-    }
-    histogram_add(&worker.results.latency, latency);
-    if (worker.intervals) {
-        histogram_add(&worker.interval, latency);
-    }
-    worker.results.queries++;
-    worker.last_response_ns = now;
-    __atomic_store_n(&worker.progress->queries, worker.results.queries, __ATOMIC_RELAXED);
-}
-
-/* A query answered: timed and counted, and the next sent. @return false if the client is done. */
-static bool answered(struct client *client)
-{
-    uint64_t now = sxe_loop_now(worker.loop);
-
-    /* --warmup: a window's answers are those that come within it, as its CPU time is sampled at
-     * its ends; those in flight at its end are checked, not counted. */
-    if (!config.marks || now <= worker.window_ns + config.duration_ns) {
-        count_answer(client, now);
-    }
-    client->done++;
-    if (config.rate > 0) {
-        send_owed(client);
-    } else if (client_wants_more(client)) {
-        send_queries(client, 1);
-        return true;
-    }
-    bool all_sent =
-        config.rate > 0 ? worker.stop_sending && client->owed == 0 : !client_wants_more(client);
-    if (all_sent && client->done == client->sent) {
-        close_done(client);
-        return false;
-    }
-    return true;
-}
-
-/* Whether the connection's response number index (from 0) is one whose body is hashed (--body):
- * every 64th, so that checking costs the load next to nothing. */
-static bool sampled(uint64_t index)
-{
-    return config.expect_hash_set && index % 64 == 0;
-}
-
-/* Whether a response's body is what --body-length or --body says it must be (HEAD's: none). */
-static bool body_as_expected(const struct response_reader *reader)
-{
-    if (config.head) {
-        return reader->body_len == 0;
-    }
-    return (config.expect_length < 0 || reader->body_len == (uint64_t)config.expect_length) &&
-           (!reader->hashing || reader->hash == config.expect_hash);
-}
-
-static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
-{
-    struct client *client = sxe_conn_user(conn);
-    size_t used = 0;
-
-    while (used < len) {
-        size_t consumed = 0;
-        enum response_result result =
-            response_read(&client->reader, data + used, len - used, &consumed);
-        used += consumed;
-        if (result == RESPONSE_MORE) {
-            break;
-        }
-        if (result == RESPONSE_BAD_LENGTH || client->done == client->sent) {
-            worker.results.errors[ERR_LENGTH]++; /* broken framing, or a response to nothing */
-            sxe_conn_close(conn);
-            return len;
-        }
-        if (client->reader.status != config.expect_status) {
-            worker.results.errors[ERR_STATUS]++;
-            worker.results.statuses[client->reader.status - STATUS_LOW]++;
-        } else if (!body_as_expected(&client->reader)) {
-            worker.results.errors[ERR_BODY]++;
-        }
-        response_reader_init(&client->reader, config.head, sampled(client->done + 1));
-        if (!answered(client)) {
-            return len;
-        }
-    }
-    return used;
-}
-
-static void closed(struct client *client, enum sxe_close_reason reason, int err)
-{
-    client->conn = NULL;
-    if (!client->connected) {
-        worker.results.errors[ERR_CONNECT]++;
-        worker.results.not_sent += config.duration_ns == 0 ? config.queries : 0;
-        if (worker.results.first_connect_errno == 0) {
-            worker.results.first_connect_errno = reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err;
-        }
-        worker.settled++;
-        worker.last_settled_ns = sxe_loop_now(worker.loop);
-        finish(client);
-        return;
-    }
-    worker.progress->open--;
-    if (client->finished) {
-        return;
-    }
-    /* Closed before its queries were done: say why, and count what was never sent. */
-    if (client->timed_out) {
-        worker.results.errors[ERR_TIMEOUT]++;
-    } else if (reason == SXE_CLOSE_ERROR && err == EPIPE) {
-        worker.results.errors[ERR_WRITE]++;
-    } else if (reason == SXE_CLOSE_PEER && client->reader.state != 0) {
-        worker.results.errors[ERR_LENGTH]++; /* the server closed in the middle of a response */
-    } else if (reason != SXE_CLOSE_LOCAL) {
-        worker.results.errors[ERR_READ]++;
-    }
-    if (config.duration_ns == 0 && config.queries > client->sent) {
-        worker.results.not_sent += config.queries - client->sent;
-    }
-    finish(client);
-}
-
-static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
-{
-    closed(sxe_conn_user(conn), reason, err);
-}
-
-static const struct sxe_conn_handlers handlers = {
-    .on_connect = on_connect, .on_read = on_read, .on_close = on_close};
-
-/* WebSocket mode: the socket opened (the connect is settled), an echo came, the socket closed. */
-static void ws_open(sxe_ws_t *ws)
-{
-    connected(sxe_ws_user(ws));
-}
-
-static void ws_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
-{
-    struct client *client = sxe_ws_user(ws);
-
-    (void)data;
-    if (type != SXE_WS_BINARY || len != config.ws_size || client->done == client->sent) {
-        worker.results.errors[ERR_LENGTH]++; /* not our echo, or an echo of nothing */
-        sxe_conn_close(client->conn);
-        return;
-    }
-    (void)answered(client);
-}
-
-static void ws_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
-{
-    struct client *client = sxe_ws_user(ws);
-
-    (void)reason;
-    (void)reason_len;
-    if (client->connected && client->finished) {
-        client->conn = NULL;
-        return;
-    }
-    if (!client->connected && worker.results.first_connect_errno == 0) {
-        worker.results.first_connect_errno = code == SXE_WS_PROTOCOL ? EPROTO : ECONNREFUSED;
-    }
-    closed(client, code == SXE_WS_ABNORMAL ? SXE_CLOSE_PEER : SXE_CLOSE_ERROR, 0);
-}
-
-static const struct sxe_ws_handlers ws_handlers = {
-    .on_open = ws_open, .on_message = ws_message, .on_close = ws_close};
-
-/* Closes connections whose oldest query has waited longer than the timeout. */
-static void check_timeouts(sxe_timer_t *timer, void *arg)
-{
-    uint64_t now = sxe_loop_now(worker.loop);
-
-    (void)timer;
-    (void)arg;
-    for (uint64_t i = 0; i < worker.count; i++) {
-        struct client *client = &worker.clients[i];
-        if (client->conn != NULL && client->connected && client->sent > client->done &&
-            now - client->ring[client->done & worker.ring_mask] > config.timeout_ns) {
-            client->timed_out = true;
-            sxe_conn_close(client->conn);
-        }
-    }
-}
-
-/*
- * Ramps: keeps at most ramp_batch connects outstanding, so the server's accept queue is not
- * flooded (a dropped SYN costs a second's retransmission). Called each turn until all are opened.
- */
-static void open_more(void)
-{
-    for (; worker.opened < worker.count && worker.opened - worker.settled < config.ramp_batch;
-         worker.opened++) {
-        struct client *client = &worker.clients[worker.opened];
-        uint64_t global = worker.first + worker.opened;
-        const struct sockaddr *source =
-            config.source_count > 0
-                ? (const struct sockaddr *)&config.sources[global % config.source_count]
-                : NULL;
-
-        response_reader_init(&client->reader, config.head, sampled(0));
-        client->ring = worker.rings + worker.opened * (worker.ring_mask + 1);
-        client->next_owing = NONE;
-        client->connect_start = sxe_clock_mono_ns();
-        int rc;
-        if (config.ws_path != NULL) {
-            rc = sxe_ws_connect(worker.ws_set, &client->ws, config.target_text, config.ws_path,
-                                NULL, source, source ? config.source_len : 0, client);
-            client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
-        } else {
-            rc = sxe_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
-                             config.target_len, source, source ? config.source_len : 0, &handlers,
-                             client);
-        }
-        if (rc < 0) {
-            client->conn = NULL;
-            worker.results.errors[ERR_CONNECT]++;
-            worker.results.not_sent += config.duration_ns == 0 ? config.queries : 0;
-            if (worker.results.first_connect_errno == 0) {
-                worker.results.first_connect_errno = -rc;
-            }
-            worker.settled++;
-            finish(client);
-        }
-    }
-}
-
 /* Stops sending: closes the connections with nothing outstanding; the rest close when answered. */
-static void stop_sending(void)
+void stop_sending(void)
 {
     worker.stop_sending = true;
     worker.results.cpu_ns = cpu_now() - worker.cpu_start;
@@ -592,7 +246,7 @@ static void allocate(uint64_t count)
     if (worker.clients == NULL || worker.rings == NULL || (config.targets >= 1 && *batch == NULL) ||
         (worker.intervals && !worker.cells) || sxe_loop_create(&worker.loop, &options) < 0 ||
         (config.ws_path != NULL &&
-         sxe_ws_client_create(&worker.ws_set, worker.loop, &ws_handlers, &ws_options) < 0)) {
+         sxe_ws_client_create(&worker.ws_set, worker.loop, &client_ws_handlers, &ws_options) < 0)) {
         fprintf(stderr, "sxe-http: worker %u cannot allocate %llu connections\n", worker.index,
                 (unsigned long long)count);
         worker_exit(3);
