@@ -13,15 +13,21 @@
 #include <sxe/sxe.h>
 
 #include "map_floor.h"
+#include "map_pages.h"
 
 struct config {
     uint64_t keys;
-    uint64_t reads;
+    uint64_t reads; /* per row and round */
     uint64_t snapshot_reads;
     double seconds;
     double update_percent;
     unsigned load_percent; /* sxe_map's; 0: its default */
-    bool in_place;         /* the map is SXE_MAP_IN_PLACE: read with sxe_map_get_many() */
+    unsigned rounds;
+    bool in_place;   /* the map is SXE_MAP_IN_PLACE: read with sxe_map_get_many() */
+    bool json;       /* --json: one JSON document on stdout, everything else on stderr */
+    bool reads_only; /* --reads-only: the comparison's rounds, not the writer's phases */
+    bool quick;      /* --quick: smaller defaults, for a run of a minute or two */
+    const char *dir; /* where the files go */
 };
 
 /* Keys a batched lookup (sxe_map_find_many) asks for in one call, and a latency sample's lookups.
@@ -70,8 +76,11 @@ size_t find_random(const struct sxe_map_reader *reader, const struct config *con
 /* Random reads with sxe_map_find_many(), 64 keys a call. @return lookups/s. */
 double read_map_batched(sxe_map_t *map, const struct config *config);
 
-/* Reads a private map, which gets transparent huge pages where the system allows, then frees it. */
-void read_private_map(const struct config *config, double lmdb_rate);
+/*
+ * Reads a private map batched, which gets transparent huge pages where the system allows, and its
+ * floor, then frees it.
+ */
+void read_private_map(const struct config *config);
 
 /* Updates a private SXE_MAP_IN_PLACE map alone, against its floor, then frees it. */
 void update_private_in_place(const struct config *config);
@@ -80,7 +89,7 @@ void update_private_in_place(const struct config *config);
  * Reads a map in anonymous shared memory, as forked processes share it, with and without a
  * writer, then frees it; with in_place, an SXE_MAP_IN_PLACE one, also updated alone.
  */
-void read_anonymous_shared_map(const struct config *shared_config, double lmdb_rate, bool in_place);
+void read_anonymous_shared_map(const struct config *shared_config, bool in_place);
 
 /*
  * The reader's latency idle, under a writer process, idle again, and under a plain writer in
@@ -89,8 +98,37 @@ void read_anonymous_shared_map(const struct config *shared_config, double lmdb_r
 void latency_phases(sxe_map_t *map, const struct config *config, const char *where,
                     const struct floor_memory *memory);
 
-/* Makes LMDB's environment in dir and loads config's keys in order. *seconds: the load's time. */
-MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi, double *seconds);
+/* What the comparison's rows read: the map in its file, LMDB, and the map's file mapped again. */
+struct read_sides {
+    sxe_map_t *map;
+    struct bench_mapping map_mapping;
+    MDB_env *env;
+    MDB_dbi dbi;
+    struct bench_mapping lmdb_mapping;
+    struct floor_memory floor;
+    struct bench_mapping floor_mapping;
+};
+
+/* The headline pair's rows (map_report.h's), and whether each side got the huge pages asked for. */
+struct read_outcome {
+    int headline_sxe;
+    int headline_lmdb;
+    int headline_ratio; /* the pair's ratio, round by round */
+    bool sxe_huge;
+    bool lmdb_huge;
+    char why[400];
+};
+
+/* The comparison's rounds (map_rounds.c): every row once a round, rounds interleaved. */
+void read_rounds(const struct config *config, const struct read_sides *sides,
+                 struct read_outcome *outcome);
+
+/*
+ * Makes LMDB's environment in dir, asks for huge pages on its map, and loads config's keys in
+ * order. *seconds: the load's time; *mapping: its map, and the bytes of it that hold pages.
+ */
+MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi, double *seconds,
+                   struct bench_mapping *mapping);
 
 /* Random reads with mdb_get(), one read transaction per snapshot batch. @return lookups/s. */
 double read_lmdb(MDB_env *env, MDB_dbi dbi, const struct config *config);

@@ -7,6 +7,7 @@
 
 #include "map_bench.h"
 #include "map_floor.h"
+#include "map_report.h"
 
 /* Makes and fills a map: anonymous (flags: SXE_MAP_SHARED or 0), or in the file at path. */
 sxe_map_t *load_map(const struct config *config, unsigned flags, const char *path, double *seconds)
@@ -34,6 +35,10 @@ sxe_map_t *load_map(const struct config *config, unsigned flags, const char *pat
         struct value value = value_of(i, 0);
         if ((rc = sxe_map_put(map, &key, sizeof(key), &value, sizeof(value))) != 0) {
             die("sxe_map_put", rc);
+        }
+        if (i % 65536 == 0 && progress_due()) {
+            progress("loading sxe_map: %.1f of %.1f million keys", (double)i / 1e6,
+                     (double)config->keys / 1e6);
         }
     }
     if ((rc = sxe_map_commit(map)) < 0) {

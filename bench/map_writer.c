@@ -16,6 +16,7 @@
 
 #include "map_bench.h"
 #include "map_floor.h"
+#include "map_report.h"
 
 #define LATENCY_SAMPLES (1u << 22)
 #define WRITER_SAMPLES  4096
@@ -48,15 +49,17 @@ static uint64_t percentile(uint64_t *samples, uint64_t count, double fraction)
 
 /*
  * Per-lookup latency for seconds: batches of 64 random lookups, each timed and divided by 64;
- * every 16th batch also ends and begins the snapshot, inside its timing. Prints p50/p99/p99.9.
+ * every 16th batch also ends and begins the snapshot, inside its timing. Prints and reports
+ * p50/p99/p99.9 as "latency pN, where, label".
  */
-static void measure_latency(sxe_map_t *map, const struct config *config, const char *label,
-                            uint64_t *samples)
+static void measure_latency(sxe_map_t *map, const struct config *config, const char *where,
+                            const char *label, uint64_t *samples)
 {
     struct sxe_map_reader reader;
     uint64_t state = 0x9e3779b97f4a7c15ULL, count = 0;
     uint64_t end = sxe_clock_mono_ns() + (uint64_t)(config->seconds * 1e9);
 
+    progress("%s: latency %s (%.1f s)", where, label, config->seconds);
     if (sxe_map_read_begin(map, &reader) < 0) {
         die("sxe_map_read_begin", -ENOBUFS);
     }
@@ -81,11 +84,23 @@ static void measure_latency(sxe_map_t *map, const struct config *config, const c
     }
     sxe_map_read_end(&reader);
     qsort(samples, count, sizeof(*samples), floor_compare_u64);
+    char labelled[64], name[112];
+    snprintf(labelled, sizeof(labelled), "%s:", label);
     printf("latency %-28s p50 %4llu ns  p99 %4llu ns  p99.9 %5llu ns  (%llu batches of %d)\n",
-           label, (unsigned long long)percentile(samples, count, 0.50),
+           labelled, (unsigned long long)percentile(samples, count, 0.50),
            (unsigned long long)percentile(samples, count, 0.99),
            (unsigned long long)percentile(samples, count, 0.999), (unsigned long long)count,
            LATENCY_BATCH);
+    static const struct {
+        const char *name;
+        double fraction;
+    } percentiles[] = {{"p50", 0.50}, {"p99", 0.99}, {"p99.9", 0.999}};
+    for (size_t i = 0; i < sizeof(percentiles) / sizeof(percentiles[0]); i++) {
+        snprintf(name, sizeof(name), "latency %s, %s, %s", percentiles[i].name, where, label);
+        report_once(name, "ns", false, (double)percentile(samples, count, percentiles[i].fraction),
+                    "per lookup, over %llu batches of %d (batch time / %d), measured once",
+                    (unsigned long long)count, LATENCY_BATCH, LATENCY_BATCH);
+    }
 }
 
 /* Puts count random keys, with the version in their values, with one sxe_map_put_many(). */
@@ -182,6 +197,7 @@ static void update_alone(sxe_map_t *map, const struct config *config, bool share
     if (updates == 0) {
         return; /* -u 0: nothing to time */
     }
+    progress("%s: updates in place alone, against their floor", where);
     sxe_map_stats(map, &stats);
     uint64_t log_bytes = stats.old_versions * 64;
     floor_map_anonymous(&memory, stats.slots * 64 + log_bytes, shared);
@@ -223,10 +239,22 @@ static void update_alone(sxe_map_t *map, const struct config *config, bool share
            (double)floor_ns[0] / 1e6, map_ms / floor_ms, ALONE_ROUNDS,
            (double)back_to_back_ns[ALONE_ROUNDS / 2] / 1e6, (double)back_to_back_ns[0] / 1e6);
     fflush(stdout);
+    char name[112];
+    snprintf(name, sizeof(name), "update alone, in place, %s", where);
+    report_once(name, "ms", false, map_ms,
+                "median of %d updates of %llu puts, each followed by the floor's; no reader",
+                ALONE_ROUNDS, (unsigned long long)updates);
+    snprintf(name, sizeof(name), "floor: an update in place's memory traffic, %s", where);
+    report_once(name, "ms", false, floor_ms, "median of %d, interleaved with the map's updates",
+                ALONE_ROUNDS);
+    snprintf(name, sizeof(name), "update alone, in place, back to back, %s", where);
+    report_once(name, "ms", false, (double)back_to_back_ns[ALONE_ROUNDS / 2] / 1e6,
+                "median of %d updates back to back, no floor between", ALONE_ROUNDS);
 }
 
-/* Prints the writer's figures. @return its median update time in ns. */
-static uint64_t report_writer(struct writer_report *report, const struct config *config)
+/* Prints and reports the writer's figures. @return its median update time in ns. */
+static uint64_t report_writer(struct writer_report *report, const struct config *config,
+                              const char *where)
 {
     uint64_t count = report->batches < WRITER_SAMPLES ? report->batches : WRITER_SAMPLES;
     uint64_t updates = updates_of(config);
@@ -248,6 +276,17 @@ static uint64_t report_writer(struct writer_report *report, const struct config 
     printf("publish alone (commit): median %.3f us, max %.3f us\n",
            (double)percentile(report->publish_ns, count, 0.5) / 1e3,
            (double)percentile(report->publish_ns, count, 1.0) / 1e3);
+    char name[112];
+    snprintf(name, sizeof(name), "writer: update applied and published, %s", where);
+    report_once(name, "ms", false, (double)percentile(report->apply_ns, count, 0.5) / 1e6,
+                "median of %llu commits of %llu puts (begin -> commit), with a reader",
+                (unsigned long long)report->batches, (unsigned long long)updates);
+    snprintf(name, sizeof(name), "writer: of which write_begin, %s", where);
+    report_once(name, "ms", false, (double)percentile(report->begin_ns, count, 0.5) / 1e6,
+                "median: reclaiming the previous update's old versions");
+    snprintf(name, sizeof(name), "writer: publish alone (commit), %s", where);
+    report_once(name, "us", false, (double)percentile(report->publish_ns, count, 0.5) / 1e3,
+                "median");
     return percentile(report->apply_ns, count, 0.5);
 }
 
@@ -256,7 +295,7 @@ static uint64_t report_writer(struct writer_report *report, const struct config 
  * update of as many random keys must do, in memory of the same kind: back to back (period_ns 0) or
  * at the map writer's pace.
  */
-static void plain_writer_phase(sxe_map_t *map, const struct config *config,
+static void plain_writer_phase(sxe_map_t *map, const struct config *config, const char *where,
                                const struct floor_memory *memory, uint64_t period_ns,
                                uint64_t *samples)
 {
@@ -268,9 +307,9 @@ static void plain_writer_phase(sxe_map_t *map, const struct config *config,
         die("no memory for the plain writer's samples", -ENOMEM);
     }
     int pid = floor_writer_start(plain, memory, updates, period_ns);
-    measure_latency(
-        map, config,
-        period_ns == 0 ? "under a plain writer:" : "under a paced plain writer:", samples);
+    measure_latency(map, config, where,
+                    period_ns == 0 ? "under a plain writer" : "under a paced plain writer",
+                    samples);
     uint64_t count = floor_writer_stop(plain, pid);
     char pace[64] = "back to back";
     if (period_ns != 0) {
@@ -285,6 +324,13 @@ static void plain_writer_phase(sxe_map_t *map, const struct config *config,
            (double)percentile(plain->put_ns, count, 0.5) / 1e6,
            (double)percentile(plain->update_ns, count, 0.99) / 1e6);
     fflush(stdout);
+    char name[112];
+    snprintf(name, sizeof(name), "plain writer (the floor), %s, %s", where,
+             period_ns == 0 ? "back to back" : "paced");
+    report_once(name, "ms", false, (double)percentile(plain->update_ns, count, 0.5) / 1e6,
+                "median of %llu updates of %llu random lines, each read and written back twice, "
+                "%s",
+                (unsigned long long)plain->updates, (unsigned long long)updates, pace);
     munmap(plain, sizeof(*plain));
 }
 
@@ -305,8 +351,8 @@ void latency_phases(sxe_map_t *map, const struct config *config, const char *whe
     }
     memset(report, 0, sizeof(*report));
     printf("the map in %s, read while a writer process updates it:\n", where);
-    measure_latency(map, config, "idle:", samples);
-    plain_writer_phase(map, config, memory, 0, samples);
+    measure_latency(map, config, where, "idle", samples);
+    plain_writer_phase(map, config, where, memory, 0, samples);
     pid_t writer = fork();
     if (writer < 0) {
         die("fork", -errno);
@@ -318,74 +364,114 @@ void latency_phases(sxe_map_t *map, const struct config *config, const char *whe
     while (__atomic_load_n(&report->batches, __ATOMIC_ACQUIRE) == 0) {
         usleep(1000);
     }
-    measure_latency(map, config, "under a 1% writer:", samples);
+    measure_latency(map, config, where, "under a 1% writer", samples);
     __atomic_store_n(&report->stop, 1, __ATOMIC_RELAXED);
     waitpid(writer, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "map: the writer failed (status 0x%x)\n", status);
         exit(1);
     }
-    uint64_t period_ns = report_writer(report, config);
+    uint64_t period_ns = report_writer(report, config, where);
     /* The same reads on the table as the updates left it: what changed is its layout. */
-    measure_latency(map, config, "idle, after the updates:", samples);
-    plain_writer_phase(map, config, memory, period_ns, samples);
+    measure_latency(map, config, where, "idle, after the updates", samples);
+    plain_writer_phase(map, config, where, memory, period_ns, samples);
     free(samples);
     munmap(report, sizeof(*report));
 }
-/* Reads a private map, which gets transparent huge pages where the system allows, then frees it. */
-void read_private_map(const struct config *config, double lmdb_rate)
+/*
+ * Random 64-byte reads of anonymous memory of a map's size (shared, or private with huge pages
+ * where the system gives them): the floor the map is read against, printed and reported.
+ */
+static void anonymous_floor(const struct config *config, sxe_map_t *map, bool shared,
+                            const char *where)
 {
-    double load;
-    sxe_map_t *map = load_map(config, 0, NULL, &load);
-    double rate = read_map_batched(map, config);
+    struct sxe_map_stats stats;
+    struct floor_memory memory;
+    char name[112];
 
-    printf("sxe_map private (huge pages where the system gives them): %.0f lookups/s, %.1fx lmdb "
-           "(sxe_map_find_many; loaded in %.2f s)\n",
-           rate, rate / lmdb_rate, load);
+    sxe_map_stats(map, &stats);
+    floor_map_anonymous(&memory, stats.slots * 64, shared);
+    double rate = floor_random_reads(&memory, config->reads);
+    floor_unmap(&memory);
+    printf("floor: random 64-byte reads, 32 in flight, of anonymous %s memory of the map's size "
+           "(%.0f MB): %.0f reads/s\n",
+           shared ? "shared" : "private", (double)memory.size / (1 << 20), rate);
+    snprintf(name, sizeof(name), "floor: random 64-byte reads, %s", where);
+    report_once(name, "reads/s", true, rate,
+                "anonymous memory of the map's size, 32 reads in flight, measured once");
+}
+
+/* Reads a map batched (find_random()), prints and reports the rate. */
+static void read_batched_once(sxe_map_t *map, const struct config *config, const char *where,
+                              double load)
+{
+    char name[112];
+
+    progress("%s: %llu reads, batched", where, (unsigned long long)config->reads);
+    double rate = read_map_batched(map, config);
+    printf("sxe_map %s: %.0f lookups/s (batched: %s, %d keys a call; loaded in %.2f s)\n", where,
+           rate, config->in_place ? "sxe_map_get_many, copying values out" : "sxe_map_find_many",
+           LATENCY_BATCH, load);
     fflush(stdout);
+    snprintf(name, sizeof(name), "sxe_map %s, batched", where);
+    report_once(name, "lookups/s", true, rate,
+                "%s, %d keys a call, a reader per %llu lookups, measured once",
+                config->in_place ? "sxe_map_get_many" : "sxe_map_find_many", LATENCY_BATCH,
+                (unsigned long long)config->snapshot_reads);
+}
+
+void read_private_map(const struct config *config)
+{
+    const char *where = "private memory (huge pages where the system gives them)";
+    double load;
+
+    progress("loading sxe_map in %s: %llu keys", where, (unsigned long long)config->keys);
+    sxe_map_t *map = load_map(config, 0, NULL, &load);
+    read_batched_once(map, config, where, load);
+    anonymous_floor(config, map, false, where);
     sxe_map_destroy(map);
 }
 
 /*
  * Updates a private SXE_MAP_IN_PLACE map, whose readers would be threads of one process: it gets
- * transparent huge pages where the system allows, which shared memory does not here.
+ * transparent huge pages where the system allows.
  */
 void update_private_in_place(const struct config *config)
 {
+    const char *where = "private memory (huge pages where the system gives them)";
     double load;
-    sxe_map_t *map = load_map(config, SXE_MAP_IN_PLACE, NULL, &load);
 
-    update_alone(map, config, false, "private memory, with huge pages where the system gives them");
+    progress("loading sxe_map in place in %s: %llu keys", where, (unsigned long long)config->keys);
+    sxe_map_t *map = load_map(config, SXE_MAP_IN_PLACE, NULL, &load);
+    update_alone(map, config, false, where);
     sxe_map_destroy(map);
 }
 
 /*
  * Reads a map in anonymous shared memory, as forked processes share it (SXE_MAP_SHARED), with and
- * without a writer, then frees it: it gets huge pages only where shmem_enabled allows them. With
- * in_place, the map is SXE_MAP_IN_PLACE, and read with sxe_map_get_many().
+ * without a writer, then frees it: it gets huge pages where shmem_enabled allows them or
+ * MADV_COLLAPSE makes them (src/region.c). With in_place, the map is SXE_MAP_IN_PLACE, read with
+ * sxe_map_get_many(), and also updated alone.
  */
-void read_anonymous_shared_map(const struct config *shared_config, double lmdb_rate, bool in_place)
+void read_anonymous_shared_map(const struct config *shared_config, bool in_place)
 {
+    const char *where = in_place ? "anonymous shared memory, in place" : "anonymous shared memory";
     struct config config = *shared_config;
+    struct sxe_map_stats stats;
+    struct floor_memory memory;
     double load;
 
     config.in_place = in_place;
+    progress("loading sxe_map in %s: %llu keys", where, (unsigned long long)config.keys);
     sxe_map_t *map =
         load_map(&config, SXE_MAP_SHARED | (in_place ? SXE_MAP_IN_PLACE : 0), NULL, &load);
-    double rate = read_map_batched(map, &config);
-
-    printf("sxe_map anonymous shared memory%s (forked readers): %.0f lookups/s, %.1fx lmdb "
-           "(%s; loaded in %.2f s)\n",
-           in_place ? ", in place" : "", rate, rate / lmdb_rate,
-           in_place ? "sxe_map_get_many, copying values out" : "sxe_map_find_many", load);
-    fflush(stdout);
-    struct sxe_map_stats stats;
-    struct floor_memory memory;
+    read_batched_once(map, &config, where, load);
+    if (!in_place) {
+        anonymous_floor(&config, map, true, where);
+    }
     sxe_map_stats(map, &stats);
     floor_map_anonymous(&memory, stats.slots * 64, true);
-    latency_phases(map, &config,
-                   in_place ? "anonymous shared memory, in place" : "anonymous shared memory",
-                   &memory);
+    latency_phases(map, &config, where, &memory);
     floor_unmap(&memory);
     if (in_place) {
         update_alone(map, &config, true, "anonymous shared memory");
