@@ -237,9 +237,9 @@ static void print_comparison(const struct read_outcome *outcome)
            sxe->name, lmdb->name, report_median(outcome->headline_ratio),
            report_min(outcome->headline_ratio), report_max(outcome->headline_ratio), sxe_rate,
            lmdb_rate, outcome->why);
-    if (!outcome->lmdb_huge) {
-        printf("  lmdb could not get huge pages on this machine: its rows \"huge pages\" are "
-               "not like for like, and the pair without huge pages is the headline\n");
+    if (!outcome->lmdb_huge || !outcome->sxe_huge) {
+        printf("  so the rows \"huge pages\" are not like for like here, and the pair without "
+               "huge pages is the headline\n");
     }
     fflush(stdout);
 }

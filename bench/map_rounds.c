@@ -209,9 +209,11 @@ static void choose_headline(struct read_outcome *outcome)
     outcome->headline_sxe = row_of(READ_FIND, false);
     outcome->headline_lmdb = row_of(READ_GET, false);
     snprintf(outcome->why, sizeof(outcome->why),
-             "%s could not get huge pages here (asked for them, at the least sxe_map got %.0f of "
-             "%.0f MB resident in huge pages, lmdb %.0f of %.0f MB): the pair without huge pages",
-             !outcome->lmdb_huge ? (!outcome->sxe_huge ? "neither side" : "lmdb") : "sxe_map",
+             "%s here (asked for them, at the least sxe_map got %.0f of %.0f MB resident in huge "
+             "pages, lmdb %.0f of %.0f MB): the pair without huge pages",
+             !outcome->lmdb_huge ? (!outcome->sxe_huge ? "neither side got huge pages"
+                                                       : "lmdb did not get huge pages")
+                                 : "sxe_map did not get huge pages",
              sxe_huge, sxe_resident, lmdb_huge, lmdb_resident);
 }
 
