@@ -92,6 +92,7 @@ double read_lmdb(MDB_env *env, MDB_dbi dbi, const struct config *config)
             }
         }
         mdb_txn_reset(txn);
+        progress_reads(done, config->reads);
     }
     double rate = (double)config->reads / seconds_since(start);
     mdb_txn_abort(txn);

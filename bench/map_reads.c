@@ -69,6 +69,7 @@ double read_map_one_by_one(sxe_map_t *map, const struct config *config)
             }
         }
         sxe_map_read_end(&reader);
+        progress_reads(done, config->reads);
     }
     double rate = (double)config->reads / seconds_since(start);
     if (found != config->reads || sum == 0) {
@@ -120,6 +121,7 @@ double read_map_batched(sxe_map_t *map, const struct config *config)
             done += count;
         }
         sxe_map_read_end(&reader);
+        progress_reads(done, config->reads);
     }
     double rate = (double)config->reads / seconds_since(start);
     if (found != config->reads) {
