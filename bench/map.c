@@ -1,33 +1,72 @@
 /*
- * sxe_map point reads against LMDB's, on the same keys, and what a writer costs the readers.
+ * sxe_map's point reads against LMDB's, like for like, and what a writer costs sxe_map's readers.
  *
  * Both stores get the same N keys (8 bytes, big-endian 0..N-1, so LMDB can bulk-load them in
- * order with MDB_APPEND) and 24-byte values, LMDB in a file and the map in a file beside it, as
- * processes share a map (sxe_map_attach); a private map and one in anonymous shared memory (as
- * forked processes share it) are read too, for what huge pages change. Then:
- *   1. random point reads of the same key sequence, a read snapshot (an sxe_map reader, an LMDB
- *      read transaction) held for each batch of reads: sxe_map_find() one key at a time,
- *      sxe_map_find_many() (the ratio line), mdb_get(); and the floors, random reads of one line
- *      each, of the map's file and of anonymous memory;
- *   2. the reader's latency per lookup, measured over batches of 64 lookups (batch time / 64),
- *      while the map is idle, under a plain writer (map_floor.h: the same updates' memory traffic
- *      and nothing else, back to back), while a writer process commits 1% updates back to back,
- *      idle again (what layout the updates left), and under the plain writer at the map writer's
- *      pace; the writer's time to apply and publish each update (write_begin, sxe_map_put_many()
- *      of 256 keys at a time, commit) and to publish it alone (commit), and the plain writer's;
- *      for the two maps in anonymous shared memory, the default and an SXE_MAP_IN_PLACE one;
- *   3. an SXE_MAP_IN_PLACE map's 1% updates with no reader, interleaved with the floor of an
- *      update in place (map_floor.h), in anonymous shared memory and in private memory (which
- *      gets huge pages);
- *   4. the peak RSS.
- * The reader runs on CPU 0 and the writer on CPU 1.
+ * order with MDB_APPEND) and 24-byte values, each in a file in the same directory: the map as
+ * processes share it (sxe_map_attach), LMDB with MDB_NOSYNC|MDB_WRITEMAP. Both files are written
+ * through mappings that ask for huge pages (the map asks itself; LMDB's map is advised after
+ * mdb_env_open(), before the load) and then synced. Then:
+ *   1. the comparison (map_rounds.c), in rounds: every row once a round, odd rounds in the order
+ *      below and even ones in reverse, so drift hits both sides alike. Each row reads the same
+ *      random key sequence, a snapshot (an sxe_map reader; an LMDB read txn, reset and renewed)
+ *      per -b reads, with its side's data mapped in 4 KB pages ("no huge pages") or asked for in
+ *      2 MB ones ("huge pages"), page tables made before the timing (map_pages.h), and what the
+ *      kernel gave counted from /proc/self/smaps after it:
+ *        sxe_map_find() and mdb_get(), one key at a time, without and with huge pages: the
+ *        headline is the pair with huge pages where both sides got them, otherwise the pair
+ *        without; sxe_map_find_many(), 64 keys a call, without and with (batched: LMDB has no
+ *        such call, so it is not the comparison); the floor, random reads of one line each of
+ *        the map's file mapped again, without and with; and each pair's ratio, round by round;
+ *   2. unless --reads-only, the writer's phases, each once (map_writer.c): the map read batched
+ *      in private memory and in anonymous shared memory (as forked processes share it), with
+ *      their floors; the reader's latency per lookup over batches of 64 lookups while the map is
+ *      idle, under a plain writer (map_floor.h: the same updates' memory traffic and nothing
+ *      else), while a writer process commits 1% updates back to back, idle again, and under the
+ *      plain writer at the map writer's pace, with the writers' times, in anonymous shared
+ *      memory (zero-copy and SXE_MAP_IN_PLACE) and in the map's file; an SXE_MAP_IN_PLACE map's
+ *      1% updates with no reader against the floor of an update in place, in anonymous shared
+ *      and private memory;
+ *   3. the peak RSS.
+ * The reader runs on CPU 0 and writers on CPU 1. Progress lines go to stderr, one a row, a phase,
+ * or two seconds of a load.
  *
- * Usage: map [-n keys] [-r reads] [-b reads per snapshot] [-s seconds per latency phase]
- *            [-u update percent] [-L sxe_map's load percent]
+ * Usage: map [-n keys] [-r reads per row] [-b reads per snapshot] [-R rounds]
+ *            [-s seconds per latency phase] [-u update percent] [-L sxe_map's load percent]
+ *            [-d directory] [--quick] [--json] [--reads-only]
+ *   -n  keys, default 20 million: the map is then 2 GB (slots of 64 bytes at its 80% load, with
+ *       room for its old versions) and LMDB 0.8 GB of pages, far beyond this box's caches (4 MB of
+ *       L2 a core, 260 MB of L3) and beyond what 4 KB pages' TLB entries reach, as a store big
+ *       enough to need either would be; and small enough that the whole run takes 3-6 minutes.
+ *   -r  random reads a row and round, default 4 million (a row of mdb_get() takes seconds).
+ *   -b  reads per snapshot, default 1000.   -R  rounds, default 5.
+ *   -s  seconds a latency phase, default 2.   -u  update percent, default 1.
+ *   -d  where the two files go, default /tmp (a file system that keeps large folios gives both
+ *       files huge pages; tmpfs under shmem_enabled "never" gives neither).
+ *   --quick: defaults of 4 million keys, 1 million reads and 0.5 s phases, for a run of a minute
+ *       or two (-n and the others still apply).
+ *   --reads-only: the comparison's rounds alone, without the writer's phases.
+ *   --json: stdout carries one JSON document, written at the end; the human-readable lines go to
+ *       stderr with the progress lines. Its schema:
+ *         {"keys": N, "reads_per_row": R, "snapshot_reads": B, "rounds": K,
+ *          "rows": [{"name": "sxe_map_find, huge pages", "unit": "lookups/s" | "reads/s" | "x",
+ *                    "better": "higher", "rounds": [v1, ..., vK], "note": "..."}, ...],
+ *          "once": [{the same fields, "rounds": [v]} for each figure of the writer's phases,
+ *                   measured once: units "lookups/s", "reads/s", "ns", "ms", "us"],
+ *          "headline": {"sxe": row name, "lmdb": row name, "ratio": row name, "why": "..."},
+ *          "huge_pages": {"thp_enabled": "...", "shmem_enabled": "...",
+ *                         "lmdb_got_huge_pages": bool, "sxe_got_huge_pages": bool,
+ *                         "by_row": {row name: {"resident_mb": [per round],
+ *                                               "huge_mb": [per round]}, ...}},
+ *          "peak_rss_mb": M}
+ *       "rows" holds every row of the rounds, the ratio rows ("ratio: ...", derived round by
+ *       round from two rows of the same round) among them; a side "got huge pages" when at least
+ *       90% of what its huge-pages row had resident was in huge pages, in every round.
  */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
 #include <lmdb.h>
 #include <stdbool.h>
 #include <sched.h>
@@ -45,22 +84,7 @@
 
 #include "map_bench.h"
 #include "map_floor.h"
-
-#define LATENCY_BATCH   64
-#define LATENCY_SAMPLES (1u << 22)
-#define WRITER_SAMPLES  4096
-#define PUT_CHUNK       256
-#define ALONE_ROUNDS    15
-
-/* What the writer process reports back, in memory shared with it. */
-struct writer_report {
-    uint64_t stop;
-    uint64_t batches;
-    uint64_t failures;
-    uint64_t apply_ns[WRITER_SAMPLES];
-    uint64_t begin_ns[WRITER_SAMPLES];
-    uint64_t publish_ns[WRITER_SAMPLES];
-};
+#include "map_report.h"
 
 void die(const char *what, int rc)
 {
@@ -68,13 +92,7 @@ void die(const char *what, int rc)
     exit(1);
 }
 
-/* The puts of one update: config's percent of the keys. */
-static uint64_t updates_of(const struct config *config)
-{
-    return (uint64_t)((double)config->keys * config->update_percent / 100.0);
-}
-
-static void pin_to_cpu(int cpu)
+void pin_to_cpu(int cpu)
 {
     cpu_set_t set;
 
@@ -85,426 +103,25 @@ static void pin_to_cpu(int cpu)
     }
 }
 
-/* Makes and fills a map: anonymous (flags: SXE_MAP_SHARED or 0), or in the file at path. */
-static sxe_map_t *load_map(const struct config *config, unsigned flags, const char *path,
-                           double *seconds)
+static void usage(void)
 {
-    struct sxe_map_options options = {.name = "bench",
-                                      .capacity = config->keys,
-                                      .key_size = 8,
-                                      .value_size = sizeof(struct value),
-                                      .load_percent = config->load_percent,
-                                      .seed = 0x1234567,
-                                      .flags = flags};
-    sxe_map_t *map;
-    int rc;
-
-    if ((rc = path != NULL ? sxe_map_attach(&map, path, &options, SXE_MAP_CREATE)
-                           : sxe_map_create(&map, &options)) < 0) {
-        die(path != NULL ? "sxe_map_attach" : "sxe_map_create", rc);
-    }
-    uint64_t start = sxe_clock_mono_ns();
-    if ((rc = sxe_map_write_begin(map)) < 0) {
-        die("sxe_map_write_begin", rc);
-    }
-    for (uint64_t i = 0; i < config->keys; i++) {
-        uint64_t key = key_of(i);
-        struct value value = value_of(i, 0);
-        if ((rc = sxe_map_put(map, &key, sizeof(key), &value, sizeof(value))) != 0) {
-            die("sxe_map_put", rc);
-        }
-    }
-    if ((rc = sxe_map_commit(map)) < 0) {
-        die("sxe_map_commit", rc);
-    }
-    *seconds = seconds_since(start);
-    return map;
+    fprintf(stderr, "usage: map [-n keys] [-r reads per row] [-b reads per snapshot] [-R rounds] "
+                    "[-s seconds per latency phase] [-u update percent] [-L load percent] "
+                    "[-d directory] [--quick] [--json] [--reads-only]\n");
+    exit(2);
 }
 
-/* Random reads with sxe_map_find(), one key at a time. @return lookups/s. */
-static double read_map_one_by_one(sxe_map_t *map, const struct config *config)
-{
-    struct sxe_map_reader reader;
-    uint64_t state = 88172645463325252ULL, found = 0, sum = 0;
-    uint64_t start = sxe_clock_mono_ns();
-
-    for (uint64_t done = 0; done < config->reads;) {
-        if (sxe_map_read_begin(map, &reader) < 0) {
-            die("sxe_map_read_begin", -ENOBUFS);
-        }
-        for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads; i++, done++) {
-            uint64_t index = floor_random_next(&state) % config->keys;
-            uint64_t key = key_of(index);
-            const struct value *value = sxe_map_find(&reader, &key, sizeof(key), NULL);
-            if (value != NULL) {
-                found++;
-                sum += value->number;
-            }
-        }
-        sxe_map_read_end(&reader);
-    }
-    double rate = (double)config->reads / seconds_since(start);
-    if (found != config->reads || sum == 0) {
-        fprintf(stderr, "map: sxe_map_find found %llu of %llu\n", (unsigned long long)found,
-                (unsigned long long)config->reads);
-        exit(1);
-    }
-    return rate;
-}
-
-/*
- * Looks up count random keys with one sxe_map_find_many(), or for an in-place map one
- * sxe_map_get_many() that copies the values out. @return how many it found.
- */
-static size_t find_random(const struct sxe_map_reader *reader, const struct config *config,
-                          uint64_t *state, size_t count)
-{
-    uint64_t keys[LATENCY_BATCH];
-    const void *key_pointers[LATENCY_BATCH];
-    const void *values[LATENCY_BATCH];
-    struct value copies[LATENCY_BATCH];
-
-    for (size_t i = 0; i < count; i++) {
-        keys[i] = key_of(floor_random_next(state) % config->keys);
-        key_pointers[i] = &keys[i];
-    }
-    if (config->in_place) {
-        return sxe_map_get_many(reader, count, key_pointers, NULL, copies, sizeof(copies[0]), NULL);
-    }
-    return sxe_map_find_many(reader, count, key_pointers, NULL, values, NULL);
-}
-
-/* Random reads with sxe_map_find_many(), 64 keys a call. @return lookups/s. */
-static double read_map_batched(sxe_map_t *map, const struct config *config)
-{
-    struct sxe_map_reader reader;
-    uint64_t state = 88172645463325252ULL, found = 0;
-    uint64_t start = sxe_clock_mono_ns();
-
-    for (uint64_t done = 0; done < config->reads;) {
-        if (sxe_map_read_begin(map, &reader) < 0) {
-            die("sxe_map_read_begin", -ENOBUFS);
-        }
-        for (uint64_t i = 0; i < config->snapshot_reads && done < config->reads;) {
-            uint64_t left = config->reads - done;
-            size_t count = left < LATENCY_BATCH ? (size_t)left : LATENCY_BATCH;
-            found += find_random(&reader, config, &state, count);
-            i += count;
-            done += count;
-        }
-        sxe_map_read_end(&reader);
-    }
-    double rate = (double)config->reads / seconds_since(start);
-    if (found != config->reads) {
-        fprintf(stderr, "map: sxe_map_find_many found %llu of %llu\n", (unsigned long long)found,
-                (unsigned long long)config->reads);
-        exit(1);
-    }
-    return rate;
-}
-
-/* The value at fraction of the sorted samples. */
-static uint64_t percentile(uint64_t *samples, uint64_t count, double fraction)
-{
-    if (count == 0) {
-        return 0;
-    }
-    uint64_t at = (uint64_t)(fraction * (double)(count - 1));
-    return samples[at];
-}
-
-/*
- * Per-lookup latency for seconds: batches of 64 random lookups, each timed and divided by 64;
- * every 16th batch also ends and begins the snapshot, inside its timing. Prints p50/p99/p99.9.
- */
-static void measure_latency(sxe_map_t *map, const struct config *config, const char *label,
-                            uint64_t *samples)
-{
-    struct sxe_map_reader reader;
-    uint64_t state = 0x9e3779b97f4a7c15ULL, count = 0;
-    uint64_t end = sxe_clock_mono_ns() + (uint64_t)(config->seconds * 1e9);
-
-    if (sxe_map_read_begin(map, &reader) < 0) {
-        die("sxe_map_read_begin", -ENOBUFS);
-    }
-    while (count < LATENCY_SAMPLES) {
-        uint64_t start = sxe_clock_mono_ns();
-        if (count % 16 == 15) {
-            sxe_map_read_end(&reader);
-            if (sxe_map_read_begin(map, &reader) < 0) {
-                die("sxe_map_read_begin", -ENOBUFS);
-            }
-        }
-        size_t found = find_random(&reader, config, &state, LATENCY_BATCH);
-        uint64_t stop = sxe_clock_mono_ns();
-        if (found != LATENCY_BATCH) {
-            fprintf(stderr, "map: a lookup missed under %s\n", label);
-            exit(1);
-        }
-        samples[count++] = (stop - start) / LATENCY_BATCH;
-        if (stop >= end) {
-            break;
-        }
-    }
-    sxe_map_read_end(&reader);
-    qsort(samples, count, sizeof(*samples), floor_compare_u64);
-    printf("latency %-28s p50 %4llu ns  p99 %4llu ns  p99.9 %5llu ns  (%llu batches of %d)\n",
-           label, (unsigned long long)percentile(samples, count, 0.50),
-           (unsigned long long)percentile(samples, count, 0.99),
-           (unsigned long long)percentile(samples, count, 0.999), (unsigned long long)count,
-           LATENCY_BATCH);
-}
-
-/* Puts count random keys, with the version in their values, with one sxe_map_put_many(). */
-static int put_random(sxe_map_t *map, uint64_t keys_in_map, uint64_t *state, uint64_t version,
-                      size_t count)
-{
-    uint64_t keys[PUT_CHUNK];
-    struct value values[PUT_CHUNK];
-    const void *key_pointers[PUT_CHUNK];
-    const void *value_pointers[PUT_CHUNK];
-    size_t done;
-
-    for (size_t i = 0; i < count; i++) {
-        uint64_t index = floor_random_next(state) % keys_in_map;
-        keys[i] = key_of(index);
-        values[i] = value_of(index, version);
-        key_pointers[i] = &keys[i];
-        value_pointers[i] = &values[i];
-    }
-    return sxe_map_put_many(map, count, key_pointers, NULL, value_pointers, NULL, &done);
-}
-
-/*
- * One update of config's percent of the keys: write_begin, sxe_map_put_many() of PUT_CHUNK keys at
- * a time, commit; *begun and *publish when the puts start and when the commit does. @return 0, or
- * -ENOBUFS after an abort (old versions wait for a reader).
- */
-static int update(sxe_map_t *map, const struct config *config, uint64_t *state, uint64_t *begun,
-                  uint64_t *publish)
-{
-    uint64_t updates = updates_of(config);
-    int rc = sxe_map_write_begin(map);
-
-    if (rc < 0) {
-        die("sxe_map_write_begin", rc);
-    }
-    *begun = sxe_clock_mono_ns();
-    uint64_t version = sxe_map_version(map) + 1;
-    for (uint64_t i = 0; i < updates && rc >= 0; i += PUT_CHUNK) {
-        rc = put_random(map, config->keys, state, version,
-                        updates - i < PUT_CHUNK ? (size_t)(updates - i) : PUT_CHUNK);
-    }
-    if (rc < 0) {
-        sxe_map_abort(map);
-        return rc;
-    }
-    *publish = sxe_clock_mono_ns();
-    if ((rc = sxe_map_commit(map)) < 0) {
-        die("sxe_map_commit", rc);
-    }
-    return 0;
-}
-
-/* The writer process: 1% updates, back to back, each timed, until told to stop. */
-static void run_writer(sxe_map_t *map, const struct config *config, struct writer_report *report)
-{
-    uint64_t state = 0x2545f4914f6cdd1dULL;
-
-    pin_to_cpu(1);
-    while (!__atomic_load_n(&report->stop, __ATOMIC_RELAXED)) {
-        uint64_t start = sxe_clock_mono_ns();
-        uint64_t begun, publish;
-        if (update(map, config, &state, &begun, &publish) < 0) {
-            report->failures++; /* go again */
-            continue;
-        }
-        uint64_t stop = sxe_clock_mono_ns();
-        uint64_t at = report->batches % WRITER_SAMPLES;
-        report->apply_ns[at] = stop - start;
-        report->begin_ns[at] = begun - start;
-        report->publish_ns[at] = stop - publish;
-        __atomic_store_n(&report->batches, report->batches + 1, __ATOMIC_RELEASE);
-    }
-    _exit(0);
-}
-
-/*
- * An SXE_MAP_IN_PLACE map's 1% updates with no reader, on CPU 1, interleaved round by round with
- * the floor of an update in place (floor_update_in_place()) in memory of the same kind and size,
- * after enough updates to go once around the log (its first lap faults its pages in); then as many
- * back to back, as a writer runs, where the floor's traffic does not evict the map's lines and
- * page-walk entries between them.
- */
-static void update_alone(sxe_map_t *map, const struct config *config, bool shared,
-                         const char *where)
-{
-    uint64_t updates = updates_of(config);
-    uint64_t state = 0x9e3779b97f4a7c15ULL, floor_state = 0x2545f4914f6cdd1dULL;
-    uint64_t map_ns[ALONE_ROUNDS], floor_ns[ALONE_ROUNDS], back_to_back_ns[ALONE_ROUNDS];
-    uint64_t begun, publish;
-    struct floor_memory memory;
-    struct sxe_map_stats stats;
-
-    if (updates == 0) {
-        return; /* -u 0: nothing to time */
-    }
-    sxe_map_stats(map, &stats);
-    uint64_t log_bytes = stats.old_versions * 64;
-    floor_map_anonymous(&memory, stats.slots * 64 + log_bytes, shared);
-    pin_to_cpu(1);
-    for (uint64_t lap = 0; lap <= stats.old_versions / updates; lap++) {
-        if (update(map, config, &state, &begun, &publish) < 0) {
-            die("an update with no reader", -ENOBUFS);
-        }
-        floor_update_in_place(&memory, log_bytes, updates, &floor_state);
-    }
-    for (unsigned round = 0; round < ALONE_ROUNDS; round++) {
-        uint64_t start = sxe_clock_mono_ns();
-        if (update(map, config, &state, &begun, &publish) < 0) {
-            die("an update with no reader", -ENOBUFS);
-        }
-        map_ns[round] = sxe_clock_mono_ns() - start;
-        floor_ns[round] = floor_update_in_place(&memory, log_bytes, updates, &floor_state);
-    }
-    floor_unmap(&memory);
-    for (unsigned round = 0; round < ALONE_ROUNDS; round++) { /* as a writer runs: no floor */
-        uint64_t start = sxe_clock_mono_ns();
-        if (update(map, config, &state, &begun, &publish) < 0) {
-            die("an update with no reader", -ENOBUFS);
-        }
-        back_to_back_ns[round] = sxe_clock_mono_ns() - start;
-    }
-    pin_to_cpu(0);
-    qsort(back_to_back_ns, ALONE_ROUNDS, sizeof(uint64_t), floor_compare_u64);
-    qsort(map_ns, ALONE_ROUNDS, sizeof(uint64_t), floor_compare_u64);
-    qsort(floor_ns, ALONE_ROUNDS, sizeof(uint64_t), floor_compare_u64);
-    double map_ms = (double)map_ns[ALONE_ROUNDS / 2] / 1e6;
-    double floor_ms = (double)floor_ns[ALONE_ROUNDS / 2] / 1e6;
-    printf("update alone, in place, %s (no reader; writer on CPU 1; %d rounds interleaved with "
-           "the floor): median %.3f ms (min %.3f); floor, an update in place's own memory traffic "
-           "(each put's line read and written back with the 3 after it prefetched, 16 in flight, "
-           "a 64-byte record appended): median %.3f ms (min %.3f); %.2fx the floor; then %d "
-           "updates back to back, no floor between: median %.3f ms (min %.3f)\n",
-           where, ALONE_ROUNDS, map_ms, (double)map_ns[0] / 1e6, floor_ms,
-           (double)floor_ns[0] / 1e6, map_ms / floor_ms, ALONE_ROUNDS,
-           (double)back_to_back_ns[ALONE_ROUNDS / 2] / 1e6, (double)back_to_back_ns[0] / 1e6);
-    fflush(stdout);
-}
-
-/* Prints the writer's figures. @return its median update time in ns. */
-static uint64_t report_writer(struct writer_report *report, const struct config *config)
-{
-    uint64_t count = report->batches < WRITER_SAMPLES ? report->batches : WRITER_SAMPLES;
-    uint64_t updates = updates_of(config);
-
-    qsort(report->apply_ns, count, sizeof(uint64_t), floor_compare_u64);
-    qsort(report->begin_ns, count, sizeof(uint64_t), floor_compare_u64);
-    qsort(report->publish_ns, count, sizeof(uint64_t), floor_compare_u64);
-    printf(
-        "writer: %llu commits of %llu puts (%.3g%%), %llu retried for lack of old-version room\n",
-        (unsigned long long)report->batches, (unsigned long long)updates, config->update_percent,
-        (unsigned long long)report->failures);
-    printf("update applied and published (begin -> commit): median %.3f ms, p99 %.3f ms, max "
-           "%.3f ms\n",
-           (double)percentile(report->apply_ns, count, 0.5) / 1e6,
-           (double)percentile(report->apply_ns, count, 0.99) / 1e6,
-           (double)percentile(report->apply_ns, count, 1.0) / 1e6);
-    printf("of which write_begin (reclaiming the previous update's old versions): median %.3f ms\n",
-           (double)percentile(report->begin_ns, count, 0.5) / 1e6);
-    printf("publish alone (commit): median %.3f us, max %.3f us\n",
-           (double)percentile(report->publish_ns, count, 0.5) / 1e3,
-           (double)percentile(report->publish_ns, count, 1.0) / 1e3);
-    return percentile(report->apply_ns, count, 0.5);
-}
-
-/*
- * The floor of both: the reader's latency while a plain writer (map_floor.h) does the least any
- * update of as many random keys must do, in memory of the same kind: back to back (period_ns 0) or
- * at the map writer's pace.
- */
-static void plain_writer_phase(sxe_map_t *map, const struct config *config,
-                               const struct floor_memory *memory, uint64_t period_ns,
-                               uint64_t *samples)
-{
-    uint64_t updates = updates_of(config);
-    struct floor_writer *plain =
-        mmap(NULL, sizeof(*plain), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-    if (plain == MAP_FAILED) {
-        die("no memory for the plain writer's samples", -ENOMEM);
-    }
-    int pid = floor_writer_start(plain, memory, updates, period_ns);
-    measure_latency(
-        map, config,
-        period_ns == 0 ? "under a plain writer:" : "under a paced plain writer:", samples);
-    uint64_t count = floor_writer_stop(plain, pid);
-    char pace[64] = "back to back";
-    if (period_ns != 0) {
-        snprintf(pace, sizeof(pace), "one per %.3f ms, the map writer's pace",
-                 (double)period_ns / 1e6);
-    }
-    printf("plain writer (the floor): %llu updates of %llu random lines, each line read and "
-           "written back twice (put, reclaim), %s: median %.3f ms (the puts' pass alone %.3f ms), "
-           "p99 %.3f ms\n",
-           (unsigned long long)plain->updates, (unsigned long long)updates, pace,
-           (double)percentile(plain->update_ns, count, 0.5) / 1e6,
-           (double)percentile(plain->put_ns, count, 0.5) / 1e6,
-           (double)percentile(plain->update_ns, count, 0.99) / 1e6);
-    fflush(stdout);
-    munmap(plain, sizeof(*plain));
-}
-
-/*
- * The reader's latency idle, under a writer process, idle again, and under a plain writer in
- * memory (the floor); the writers' updates.
- */
-static void latency_phases(sxe_map_t *map, const struct config *config, const char *where,
-                           const struct floor_memory *memory)
-{
-    uint64_t *samples = malloc(LATENCY_SAMPLES * sizeof(uint64_t));
-    struct writer_report *report =
-        mmap(NULL, sizeof(*report), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int status;
-
-    if (samples == NULL || report == MAP_FAILED) {
-        die("no memory for samples", -ENOMEM);
-    }
-    memset(report, 0, sizeof(*report));
-    printf("the map in %s, read while a writer process updates it:\n", where);
-    measure_latency(map, config, "idle:", samples);
-    plain_writer_phase(map, config, memory, 0, samples);
-    pid_t writer = fork();
-    if (writer < 0) {
-        die("fork", -errno);
-    }
-    if (writer == 0) {
-        run_writer(map, config, report);
-    }
-    /* Let the writer get going before the reader measures. */
-    while (__atomic_load_n(&report->batches, __ATOMIC_ACQUIRE) == 0) {
-        usleep(1000);
-    }
-    measure_latency(map, config, "under a 1% writer:", samples);
-    __atomic_store_n(&report->stop, 1, __ATOMIC_RELAXED);
-    waitpid(writer, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "map: the writer failed (status 0x%x)\n", status);
-        exit(1);
-    }
-    uint64_t period_ns = report_writer(report, config);
-    /* The same reads on the table as the updates left it: what changed is its layout. */
-    measure_latency(map, config, "idle, after the updates:", samples);
-    plain_writer_phase(map, config, memory, period_ns, samples);
-    free(samples);
-    munmap(report, sizeof(*report));
-}
-
+/* Options left at 0 take their defaults, --quick's smaller ones where it is given. */
 static void parse(int argc, char **argv, struct config *config)
 {
+    static const struct option long_options[] = {{"json", no_argument, NULL, 'j'},
+                                                 {"quick", no_argument, NULL, 'q'},
+                                                 {"reads-only", no_argument, NULL, 'o'},
+                                                 {"rounds", required_argument, NULL, 'R'},
+                                                 {NULL, 0, NULL, 0}};
     int option;
 
-    while ((option = getopt(argc, argv, "n:r:b:s:u:L:")) != -1) {
+    while ((option = getopt_long(argc, argv, "n:r:b:R:s:u:L:d:", long_options, NULL)) != -1) {
         switch (option) {
         case 'n':
             config->keys = strtoull(optarg, NULL, 10);
@@ -515,6 +132,9 @@ static void parse(int argc, char **argv, struct config *config)
         case 'b':
             config->snapshot_reads = strtoull(optarg, NULL, 10);
             break;
+        case 'R':
+            config->rounds = (unsigned)strtoul(optarg, NULL, 10);
+            break;
         case 's':
             config->seconds = strtod(optarg, NULL);
             break;
@@ -524,20 +144,104 @@ static void parse(int argc, char **argv, struct config *config)
         case 'L':
             config->load_percent = (unsigned)strtoul(optarg, NULL, 10);
             break;
+        case 'd':
+            config->dir = optarg;
+            break;
+        case 'j':
+            config->json = true;
+            break;
+        case 'q':
+            config->quick = true;
+            break;
+        case 'o':
+            config->reads_only = true;
+            break;
         default:
-            fprintf(stderr,
-                    "usage: map [-n keys] [-r reads] [-b reads per snapshot] "
-                    "[-s seconds per latency phase] [-u update percent] [-L load percent]\n");
-            exit(2);
+            usage();
         }
     }
-    if (config->reads == 0) {
-        config->reads = config->keys;
+    if (optind != argc) {
+        usage();
     }
-    if (config->keys == 0 || config->snapshot_reads == 0) {
-        fprintf(stderr, "map: -n and -b must be positive\n");
+    config->keys = config->keys != 0 ? config->keys : config->quick ? 4000000 : 20000000;
+    config->reads = config->reads != 0 ? config->reads : config->quick ? 1000000 : 4000000;
+    config->seconds = config->seconds > 0 ? config->seconds : config->quick ? 0.5 : 2;
+    config->rounds = config->rounds != 0 ? config->rounds : 5;
+    if (config->snapshot_reads == 0 || config->rounds > REPORT_ROUNDS_MAX) {
+        fprintf(stderr, "map: -b must be positive and -R at most %d\n", REPORT_ROUNDS_MAX);
         exit(2);
     }
+}
+
+static void print_config(const struct config *config, const char *dir, const char *thp,
+                         const char *shmem)
+{
+    printf("config: %llu keys of 8 bytes, values of 24; %u rounds, each of every read row once "
+           "(odd rounds in order, even ones in reverse); %llu random reads a row, the same key "
+           "sequence for every row, a snapshot (an sxe_map reader, an lmdb read txn reset and "
+           "renewed) per %llu; each side's data mapped in 4 KB pages for the rows \"no huge "
+           "pages\" and asked for 2 MB ones (MADV_HUGEPAGE) for the rows \"huge pages\", page "
+           "tables made before the timing; sxe_map load %u%%, old_versions capacity/4, in a file "
+           "beside lmdb's in %s; lmdb MDB_NOSYNC|MDB_WRITEMAP, MDB_APPEND load; reader on CPU 0; "
+           "transparent huge pages: anonymous \"%s\", shared memory \"%s\"\n",
+           (unsigned long long)config->keys, config->rounds, (unsigned long long)config->reads,
+           (unsigned long long)config->snapshot_reads,
+           config->load_percent != 0 ? config->load_percent : 80, dir, thp, shmem);
+    if (!config->reads_only) {
+        printf("config, the writer's phases (after the rounds, each once): latency per lookup "
+               "over batches of %d, %.1f s a phase; a writer process on CPU 1 committing %.3g%% "
+               "updates; the map in its file, in anonymous shared memory (zero-copy and in "
+               "place), and private\n",
+               LATENCY_BATCH, config->seconds, config->update_percent);
+    }
+    fflush(stdout);
+}
+
+/* Loads both sides, writes their files out (no writeback under the timed reads), maps the floor. */
+static void load_sides(const struct config *config, const char *dir, const char *path,
+                       struct read_sides *sides)
+{
+    double lmdb_load, map_load;
+
+    progress("loading lmdb: %llu keys", (unsigned long long)config->keys);
+    sides->env = load_lmdb(config, dir, &sides->dbi, &lmdb_load, &sides->lmdb_mapping);
+    progress("loading sxe_map in its file: %llu keys", (unsigned long long)config->keys);
+    sides->map = load_map(config, 0, path, &map_load);
+    if (mapping_find(&sides->map_mapping, path, NULL) < 0) {
+        die("no mapping of the map's file in /proc/self/maps", -ENOENT);
+    }
+    progress("writing both files out (sync)");
+    sync();
+    floor_map_file(&sides->floor, path, false);
+    sides->floor_mapping =
+        (struct bench_mapping){sides->floor.bytes, sides->floor.size, sides->floor.size};
+    printf("loaded: lmdb in %.2f s (%.0f MB of its map in use), sxe_map in %.2f s (%.1f M puts/s "
+           "in one transaction; a file of %.0f MB)\n",
+           lmdb_load, (double)sides->lmdb_mapping.used / (1 << 20), map_load,
+           (double)config->keys / map_load / 1e6, (double)sides->map_mapping.used / (1 << 20));
+    fflush(stdout);
+}
+
+static void print_comparison(const struct read_outcome *outcome)
+{
+    const struct report_row *sxe = report_get(outcome->headline_sxe);
+    const struct report_row *lmdb = report_get(outcome->headline_lmdb);
+    double sxe_rate = report_median(outcome->headline_sxe);
+    double lmdb_rate = report_median(outcome->headline_lmdb);
+
+    printf("each row: median [least-most], then round by round; pages as counted after the last "
+           "round's reads (the JSON has every round's)\n");
+    report_print_rounds(stdout);
+    printf("headline, single-key lookups: %s against %s: %.2fx, the median of the rounds' "
+           "ratios [%.2fx-%.2fx] (medians: %.0f and %.0f lookups/s)\n  why this pair: %s\n",
+           sxe->name, lmdb->name, report_median(outcome->headline_ratio),
+           report_min(outcome->headline_ratio), report_max(outcome->headline_ratio), sxe_rate,
+           lmdb_rate, outcome->why);
+    if (!outcome->lmdb_huge || !outcome->sxe_huge) {
+        printf("  so the rows \"huge pages\" are not like for like here, and the pair without "
+               "huge pages is the headline\n");
+    }
+    fflush(stdout);
 }
 
 /* The first line of a sysfs file, or "?". */
@@ -555,219 +259,115 @@ static const char *sysfs_line(const char *path, char *line, size_t size)
     return line;
 }
 
-static void print_config(const struct config *config, const char *dir)
+/* MB of LMDB's pages, and its tree's depth. */
+static double lmdb_pages_mb(MDB_env *env, MDB_dbi dbi, unsigned *depth)
 {
-    char anonymous[128], shmem[128];
-
-    printf("config: %llu keys of 8 bytes, values of 24; %llu random reads in snapshots of %llu; "
-           "latency per lookup over batches of %d, %.1f s idle and %.1f s under a writer "
-           "process committing %.3g%% updates; reader on CPU 0, writer on CPU 1; sxe_map load "
-           "%u%%, old_versions capacity/4, in a file beside lmdb's (and anonymous, shared and "
-           "private); lmdb in %s, MDB_NOSYNC|MDB_WRITEMAP, MDB_APPEND load, one read txn "
-           "(reset/renew) per snapshot; transparent huge pages: anonymous \"%s\", shared "
-           "memory \"%s\"\n",
-           (unsigned long long)config->keys, (unsigned long long)config->reads,
-           (unsigned long long)config->snapshot_reads, LATENCY_BATCH, config->seconds,
-           config->seconds, config->update_percent,
-           config->load_percent != 0 ? config->load_percent : 80, dir,
-           sysfs_line("/sys/kernel/mm/transparent_hugepage/enabled", anonymous, sizeof(anonymous)),
-           sysfs_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled", shmem, sizeof(shmem)));
-    fflush(stdout);
-}
-
-/* Reads a private map, which gets transparent huge pages where the system allows, then frees it. */
-static void read_private_map(const struct config *config, double lmdb_rate)
-{
-    double load;
-    sxe_map_t *map = load_map(config, 0, NULL, &load);
-    double rate = read_map_batched(map, config);
-
-    printf("sxe_map private (huge pages where the system gives them): %.0f lookups/s, %.1fx lmdb "
-           "(sxe_map_find_many; loaded in %.2f s)\n",
-           rate, rate / lmdb_rate, load);
-    fflush(stdout);
-    sxe_map_destroy(map);
-}
-
-/*
- * Updates a private SXE_MAP_IN_PLACE map, whose readers would be threads of one process: it gets
- * transparent huge pages where the system allows, which shared memory does not here.
- */
-static void update_private_in_place(const struct config *config)
-{
-    double load;
-    sxe_map_t *map = load_map(config, SXE_MAP_IN_PLACE, NULL, &load);
-
-    update_alone(map, config, false, "private memory, with huge pages where the system gives them");
-    sxe_map_destroy(map);
-}
-
-/*
- * Reads a map in anonymous shared memory, as forked processes share it (SXE_MAP_SHARED), with and
- * without a writer, then frees it: it gets huge pages only where shmem_enabled allows them. With
- * in_place, the map is SXE_MAP_IN_PLACE, and read with sxe_map_get_many().
- */
-static void read_anonymous_shared_map(const struct config *shared_config, double lmdb_rate,
-                                      bool in_place)
-{
-    struct config config = *shared_config;
-    double load;
-
-    config.in_place = in_place;
-    sxe_map_t *map =
-        load_map(&config, SXE_MAP_SHARED | (in_place ? SXE_MAP_IN_PLACE : 0), NULL, &load);
-    double rate = read_map_batched(map, &config);
-
-    printf("sxe_map anonymous shared memory%s (forked readers): %.0f lookups/s, %.1fx lmdb "
-           "(%s; loaded in %.2f s)\n",
-           in_place ? ", in place" : "", rate, rate / lmdb_rate,
-           in_place ? "sxe_map_get_many, copying values out" : "sxe_map_find_many", load);
-    fflush(stdout);
-    struct sxe_map_stats stats;
-    struct floor_memory memory;
-    sxe_map_stats(map, &stats);
-    floor_map_anonymous(&memory, stats.slots * 64, true);
-    latency_phases(map, &config,
-                   in_place ? "anonymous shared memory, in place" : "anonymous shared memory",
-                   &memory);
-    floor_unmap(&memory);
-    if (in_place) {
-        update_alone(map, &config, true, "anonymous shared memory");
-    }
-    sxe_map_destroy(map);
-}
-
-/* How many MB of this process's file mappings are mapped as huge pages (FilePmdMapped). */
-static double file_huge_mb(void)
-{
-    FILE *rollup = fopen("/proc/self/smaps_rollup", "r");
-    char line[256];
-    double kb = 0;
-
-    while (rollup != NULL && fgets(line, sizeof(line), rollup) != NULL) {
-        if (sscanf(line, "FilePmdMapped: %lf kB", &kb) == 1) {
-            break;
-        }
-    }
-    if (rollup != NULL) {
-        fclose(rollup);
-    }
-    return kb / 1024;
-}
-
-/* Random reads of memory of the map's size: anonymous, shared or private. */
-static double anonymous_floor(uint64_t bytes, uint64_t reads, bool shared)
-{
-    struct floor_memory memory;
-
-    floor_map_anonymous(&memory, bytes, shared);
-    double rate = floor_random_reads(&memory, reads);
-    floor_unmap(&memory);
-    return rate;
-}
-
-static void print_floors(const struct config *config, sxe_map_t *map, const char *path,
-                         double lmdb_rate, double map_rate)
-{
-    struct sxe_map_stats stats;
-    struct floor_memory file_memory;
-    sxe_map_stats(map, &stats);
-    uint64_t bytes = stats.slots * 64;
-    double huge_before = file_huge_mb();
-    floor_map_file(&file_memory, path, false);
-    double file = floor_random_reads(&file_memory, config->reads);
-    double file_huge = file_huge_mb() - huge_before;
-    floor_unmap(&file_memory);
-    double shared = anonymous_floor(bytes, config->reads, true);
-    double private = anonymous_floor(bytes, config->reads, false);
-
-    printf(
-        "floor, random 64-byte reads, 32 in flight: the map's file mapped again (%.0f MB, %.0f MB "
-        "of it in huge pages) %.0f reads/s (%.1fx lmdb; sxe_map reaches %.0f%% of it); "
-        "anonymous memory of %.0f MB: shared %.0f reads/s (%.1fx lmdb), private with huge "
-        "pages %.0f reads/s (%.1fx lmdb)\n",
-        (double)file_memory.size / (1 << 20), file_huge, file, file / lmdb_rate,
-        100 * map_rate / file, (double)bytes / (1 << 20), shared, shared / lmdb_rate, private,
-        private / lmdb_rate);
-    fflush(stdout);
-}
-
-static void print_memory(sxe_map_t *map, MDB_env *env, MDB_dbi dbi)
-{
-    struct sxe_map_stats stats;
-    struct rusage usage;
-    MDB_stat lmdb_stats = {0};
+    MDB_stat stats = {0};
     MDB_txn *txn;
-    double lmdb_bytes = 0;
+    double bytes = 0;
 
-    sxe_map_stats(map, &stats);
     if (mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) == 0) {
-        if (mdb_stat(txn, dbi, &lmdb_stats) == 0) {
-            lmdb_bytes = (double)lmdb_stats.ms_psize *
-                         (double)(lmdb_stats.ms_branch_pages + lmdb_stats.ms_leaf_pages +
-                                  lmdb_stats.ms_overflow_pages);
+        if (mdb_stat(txn, dbi, &stats) == 0) {
+            bytes = (double)stats.ms_psize *
+                    (double)(stats.ms_branch_pages + stats.ms_leaf_pages + stats.ms_overflow_pages);
         }
         mdb_txn_abort(txn);
     }
-    getrusage(RUSAGE_SELF, &usage);
-    printf("peak RSS: %.0f MB (sxe_map: %llu slots of 64 bytes; lmdb: %.0f MB of pages, depth "
-           "%u)\n",
-           (double)usage.ru_maxrss / 1024, (unsigned long long)stats.slots, lmdb_bytes / (1 << 20),
-           lmdb_stats.ms_depth);
+    *depth = stats.ms_depth;
+    return bytes / (1 << 20);
+}
+
+/*
+ * With --json, stdout carries the JSON document alone: the human-readable lines go to stderr,
+ * beside the progress lines, by pointing stdout's descriptor there. @return where the JSON goes.
+ */
+static FILE *json_output(void)
+{
+    int fd = dup(STDOUT_FILENO);
+    FILE *json = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+    fflush(stdout);
+    if (json == NULL || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        die("cannot keep stdout for the JSON", -errno);
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* its lines in order with the progress lines */
+    return json;
+}
+
+/*
+ * The writer's phases, each once, after the rounds: the other kinds of memory (private, anonymous
+ * shared, in place), then readers of the map in its file under its writer.
+ */
+static void writer_phases(const struct config *config, struct read_sides *sides, const char *path)
+{
+    struct floor_memory memory;
+
+    read_private_map(config);
+    read_anonymous_shared_map(config, false);
+    read_anonymous_shared_map(config, true);
+    update_private_in_place(config);
+    mapping_prepare(&sides->map_mapping, true); /* as sxe_map maps it */
+    floor_map_file(&memory, path, true);        /* plain updates write back what they read */
+    latency_phases(sides->map, config, "its file", &memory);
+    floor_unmap(&memory);
 }
 
 int main(int argc, char **argv)
 {
-    struct config config = {
-        .keys = 30000000, .snapshot_reads = 1000, .seconds = 3, .update_percent = 1};
-    char dir[] = "/tmp/sxe-bench-map-XXXXXX";
-    double map_load, lmdb_load;
-    MDB_dbi dbi;
+    struct config config = {.snapshot_reads = 1000, .update_percent = 1, .dir = "/tmp"};
+    struct read_sides sides;
+    struct read_outcome outcome;
+    struct rusage usage;
+    char thp[128], shmem[128], dir[PATH_MAX], path[PATH_MAX + 8];
+    unsigned depth;
 
     parse(argc, argv, &config);
+    FILE *json = config.json ? json_output() : NULL;
+    snprintf(dir, sizeof(dir), "%s/sxe-bench-map-XXXXXX", config.dir);
     if (mkdtemp(dir) == NULL) {
         die("mkdtemp", -errno);
     }
-    pin_to_cpu(0);
-    print_config(&config, dir);
-
-    /* Each file's dirty pages are written out before its reads are timed: no writeback under them.
-     */
-    MDB_env *env = load_lmdb(&config, dir, &dbi, &lmdb_load);
-    sync();
-    double lmdb_rate = read_lmdb(env, dbi, &config);
-    printf("lmdb: %.0f lookups/s (loaded in %.2f s)\n", lmdb_rate, lmdb_load);
-    fflush(stdout);
-    read_private_map(&config, lmdb_rate);
-    read_anonymous_shared_map(&config, lmdb_rate, false);
-    read_anonymous_shared_map(&config, lmdb_rate, true);
-    update_private_in_place(&config);
-
-    char path[sizeof(dir) + 8];
     snprintf(path, sizeof(path), "%s/map", dir);
-    double huge_before = file_huge_mb();
-    sxe_map_t *map = load_map(&config, 0, path, &map_load);
-    double huge = file_huge_mb() - huge_before;
-    sync();
-    double one_rate = read_map_one_by_one(map, &config);
-    double many_rate = read_map_batched(map, &config);
-    printf("sxe_map file, sxe_map_find one key at a time: %.0f lookups/s, %.1fx lmdb\n", one_rate,
-           one_rate / lmdb_rate);
-    printf("sxe_map: %.0f lookups/s, %.1fx lmdb (a file beside lmdb's, attached as other "
-           "processes attach it, %.0f MB of it mapped in huge pages; sxe_map_find_many, 64 keys a "
-           "call; loaded in %.2f s, %.1f M puts/s in one transaction)\n",
-           many_rate, many_rate / lmdb_rate, huge, map_load, (double)config.keys / map_load / 1e6);
-    fflush(stdout);
-    print_floors(&config, map, path, lmdb_rate, many_rate);
-
-    struct floor_memory memory;
-    floor_map_file(&memory, path, true); /* plain updates write back what they read */
-    latency_phases(map, &config, "its file", &memory);
-    floor_unmap(&memory);
-    print_memory(map, env, dbi);
-    mdb_env_close(env);
-    sxe_map_detach(map);
-    unlink(path);
+    pin_to_cpu(0);
+    sysfs_line("/sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof(thp));
+    sysfs_line("/sys/kernel/mm/transparent_hugepage/shmem_enabled", shmem, sizeof(shmem));
+    print_config(&config, dir, thp, shmem);
+    load_sides(&config, dir, path, &sides);
+    read_rounds(&config, &sides, &outcome);
+    print_comparison(&outcome);
+    floor_unmap(&sides.floor);
+    double lmdb_mb = lmdb_pages_mb(sides.env, sides.dbi, &depth);
+    mdb_env_close(sides.env);
     remove_lmdb(dir);
+    if (!config.reads_only) {
+        writer_phases(&config, &sides, path);
+    }
+    struct sxe_map_stats stats;
+    sxe_map_stats(sides.map, &stats);
+    getrusage(RUSAGE_SELF, &usage);
+    printf("peak RSS: %.0f MB (sxe_map: %llu slots of 64 bytes; lmdb: %.0f MB of pages, depth "
+           "%u)\n",
+           (double)usage.ru_maxrss / 1024, (unsigned long long)stats.slots, lmdb_mb, depth);
+    fflush(stdout);
+    sxe_map_detach(sides.map);
+    unlink(path);
+    rmdir(dir);
+    if (json != NULL) {
+        struct report_summary summary = {.keys = config.keys,
+                                         .reads = config.reads,
+                                         .snapshot_reads = config.snapshot_reads,
+                                         .rounds = config.rounds,
+                                         .thp_enabled = thp,
+                                         .shmem_enabled = shmem,
+                                         .lmdb_huge = outcome.lmdb_huge,
+                                         .sxe_huge = outcome.sxe_huge,
+                                         .headline_sxe = outcome.headline_sxe,
+                                         .headline_lmdb = outcome.headline_lmdb,
+                                         .headline_ratio = outcome.headline_ratio,
+                                         .headline_why = outcome.why,
+                                         .peak_rss_mb = (double)usage.ru_maxrss / 1024};
+        report_json(json, &summary);
+    }
+    progress("done");
     return 0;
 }

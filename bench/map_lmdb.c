@@ -1,15 +1,38 @@
 /* bench/map's LMDB side: the same keys and values in an LMDB environment, read the same way. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "map_bench.h"
 #include "map_floor.h"
+#include "map_report.h"
 
-MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi, double *seconds)
+/*
+ * LMDB's map as the map's: the map asks for huge pages on its file before it is written
+ * (src/region.c), so LMDB's map is asked for them too, before the load writes its pages. LMDB does
+ * not say where its map is (mdb_env_info()'s me_mapaddr is only set with MDB_FIXEDMAP), so it is
+ * found by its file's name.
+ */
+static void advise_huge(const char *dir, struct bench_mapping *mapping)
+{
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    if (mapping_find(mapping, path, NULL) < 0) {
+        fprintf(stderr, "map: cannot find LMDB's map of %s in /proc/self/maps\n", path);
+        exit(1);
+    }
+    mapping_advise_huge(mapping);
+}
+
+MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi, double *seconds,
+                   struct bench_mapping *mapping)
 {
     MDB_env *env;
     MDB_txn *txn;
+    MDB_envinfo info;
+    MDB_stat stat;
     int rc;
 
     if ((rc = mdb_env_create(&env)) != 0 ||
@@ -17,6 +40,7 @@ MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi, d
         (rc = mdb_env_open(env, dir, MDB_NOSYNC | MDB_WRITEMAP, 0600)) != 0) {
         die("mdb_env_open", rc);
     }
+    advise_huge(dir, mapping);
     uint64_t start = sxe_clock_mono_ns();
     if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 || (rc = mdb_dbi_open(txn, NULL, 0, dbi))) {
         die("mdb_txn_begin", rc);
@@ -28,11 +52,19 @@ MDB_env *load_lmdb(const struct config *config, const char *dir, MDB_dbi *dbi, d
         if ((rc = mdb_put(txn, *dbi, &key_val, &data_val, MDB_APPEND)) != 0) {
             die("mdb_put", rc);
         }
+        if (i % 65536 == 0 && progress_due()) {
+            progress("loading lmdb: %.1f of %.1f million keys", (double)i / 1e6,
+                     (double)config->keys / 1e6);
+        }
     }
     if ((rc = mdb_txn_commit(txn)) != 0) {
         die("mdb_txn_commit", rc);
     }
     *seconds = seconds_since(start);
+    if ((rc = mdb_env_info(env, &info)) != 0 || (rc = mdb_env_stat(env, &stat)) != 0) {
+        die("mdb_env_info", rc);
+    }
+    mapping->used = (uint64_t)(info.me_last_pgno + 1) * stat.ms_psize;
     return env;
 }
 
@@ -60,6 +92,7 @@ double read_lmdb(MDB_env *env, MDB_dbi dbi, const struct config *config)
             }
         }
         mdb_txn_reset(txn);
+        progress_reads(done, config->reads);
     }
     double rate = (double)config->reads / seconds_since(start);
     mdb_txn_abort(txn);
