@@ -104,11 +104,19 @@ static uint64_t user_data(enum kind kind, unsigned slot)
     return (uint64_t)kind << 56 | (uint64_t)(conns[slot].generation & 0xffffff) << 32 | slot;
 }
 
+/* Makes the buffers this turn gave back visible to the kernel. */
+static void buffers_publish(void)
+{
+    io_uring_buf_ring_advance(buffers, (int)buffers_returned);
+    buffers_returned = 0;
+}
+
 /* Makes room for count submissions, handing the queue to the kernel first if it is too full (a
  * burst of more accepts or replies than it holds: an extra enter, never the usual case). */
 static void sqes_reserve(unsigned count)
 {
     if (io_uring_sq_space_left(&ring) < count) {
+        buffers_publish();
         io_uring_submit(&ring);
     }
 }
@@ -371,8 +379,7 @@ int main(int argc, char **argv)
         unsigned head, seen = 0;
         int rc;
 
-        io_uring_buf_ring_advance(buffers, (int)buffers_returned);
-        buffers_returned = 0;
+        buffers_publish();
         if ((rc = io_uring_submit_and_wait(&ring, 1)) < 0 && rc != -EINTR && rc != -EBUSY) {
             fprintf(stderr, "uring-floor: io_uring_enter: %s\n", strerror(-rc));
             return 1;
