@@ -5,7 +5,7 @@
  *
  * What it does:
  * - One thread and one ring, set up SINGLE_ISSUER | DEFER_TASKRUN: the kernel does the ring's
- *   completion work only inside this thread's io_uring_enter, in one batch, and never interrupts
+ *   completion work only inside this thread's io_uring_enter, in batches, and never interrupts
  *   it to do so. The ring's own descriptor is registered, so an enter skips the descriptor lookup.
  * - One multishot accept puts each new connection straight into a free slot of a registered
  *   ("fixed") file table. No connection ever gets a descriptor in the process' table, and every
@@ -21,29 +21,34 @@
  *   shuts the connection down. A connection that ends (its receive's last completion) is closed in
  *   its fixed slot (close_direct), again with no completion when that succeeds.
  * - Each turn of the loop is one io_uring_enter: it submits everything the last turn queued and
- *   waits for the next completions. Nothing else enters the kernel while it serves.
+ *   waits for the next completions. Nothing else enters the kernel while it serves (but a second
+ *   enter when a burst fills the submission queue: 8192 entries).
  *
  * Why nothing cheaper is possible for a C program here: the kernel must take in each request's
  * bytes and send out its reply, and that is all this floor asks of it. There is no system call per
  * request or per connection (one enter serves a whole batch), no readiness step before a receive
  * (the receive is armed once and runs when data arrives), no file lookup, one completion per
- * receive and none per send, close or successful operation, and no copy in user space. What is
- * left out, and why:
+ * receive and per accepted connection but none for a send or a close that succeeds, and no copy
+ * in user space. What is left out, and why:
  * - SQPOLL would save the enter by having a kernel thread poll the queue, but that thread burns a
  *   core; on this 2-core machine it would take the load generator's.
  * - Zero-copy send pins pages and posts a second (notification) completion per send. For an
  *   81-byte reply that costs more than the copy it saves, and loopback copies the data anyway.
  * - IORING_SETUP_NO_SQARRAY (6.6) would save one load per submission, but Debian 12's liburing
  *   2.3 writes the submission array when it maps the ring, so it cannot map such a ring.
+ * - Buffers consumed bit by bit (IOU_PBUF_RING_INC, 6.12) would pack small receives into fewer
+ *   pages: less memory, the same work.
  * - COOP_TASKRUN and TASKRUN_FLAG add nothing to DEFER_TASKRUN for this loop: DEFER_TASKRUN already
  *   keeps all completion work inside the enter, and TASKRUN_FLAG only tells a loop that looks at
  *   completions without entering that it must enter; this loop enters every turn.
  *
  * A floor, not a server: no timeouts, no limits but the file table, no parsing beyond counting
- * request ends. Replies stay in order as long as a client reads them: a send waits in the kernel
- * only when the socket's buffer is full, and a later send could then overtake it, which a client
- * with fewer replies outstanding than a socket buffer holds (any load generator) never causes.
- * Built only where liburing is installed (liburing-dev).
+ * request ends. Its memory is the receive buffers (16384 of 512 B with bundles, 8 MB, enough for
+ * a receive on each of 10,000 connections at once), the rings and a few bytes per file slot.
+ * Replies stay in order as long as a client reads them: a send waits in the kernel only when the
+ * socket's buffer is full, and a later send could then overtake it, which a client with fewer
+ * replies outstanding than a socket buffer holds (any load generator) never causes. Built only
+ * where liburing is installed (liburing-dev).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -215,7 +220,9 @@ static unsigned request_ends(const char *data, size_t len, unsigned char *matche
 /* Reads a receive's bytes and gives their buffers back; returns how many requests they end.
  * The bytes fill whole buffers in the order the buffer ring holds them, the last one partly
  * (the kernel's contract for bundles; without bundles a receive fills one buffer). Each buffer
- * goes back into the ring position it was taken from, so positions and buffers stay paired. */
+ * goes back into the ring position it was taken from, so positions and buffers stay paired.
+ * Kernels 6.10 to 6.14.8 could append a second receive to a short first one in one bundle, which
+ * breaks that contract: the check of the first buffer then stops the floor at the next receive. */
 static unsigned take(const struct io_uring_cqe *cqe, struct conn *conn)
 {
     unsigned mask = BUFFERS - 1, count = 0;
