@@ -18,11 +18,12 @@
  * - A larger file goes out as its head (send with MSG_MORE, so head and body share packets) and
  *   one sendfile from the open file: the kernel hands page-cache pages to the socket, with no copy
  *   on the sending side.
- * - The line between the two was measured here (scratch program, loopback, one process, server
- *   and client CPU per reply): at 12 B and 4 KB, a send from memory costs 1.9 us where head +
- *   sendfile costs 2.5 us and a single sendfile of head and body from a memfd 2.2 us (the page
- *   cache and pipe work outweigh a copy of a few KB); the two meet between 32 and 64 KB; at 1 MB,
- *   head + sendfile costs 49 us, the memfd sendfile 62 us and a send from memory 112 us.
+ * - The line between the two was measured here (a scratch program sending replies over loopback
+ *   TCP to itself; the CPU time of the sending calls, which on loopback includes the delivery to
+ *   the receiving socket): at 12 B and at 4 KB, a send from memory costs 1.9 us, head + sendfile
+ *   2.5 us, and one sendfile of head and body together from a memfd 2.2 us (the page-cache and
+ *   pipe work outweigh copying a few KB); the two meet between 32 and 64 KB; at 1 MB, head +
+ *   sendfile costs 49 us, the memfd sendfile 62 us and a send from memory 112 us.
  * - It asks for writability (EPOLLOUT) only when a write must wait: a short send or sendfile means
  *   the socket is full (TCP returns short only then, and marks the socket so that the room coming
  *   back wakes epoll). The rest of the reply, and any requests behind it, wait for that event, and
