@@ -40,6 +40,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,6 +393,9 @@ int main(int argc, char **argv)
     if (static_files) {
         load(argv[2]);
     }
+    /* sendfile has no MSG_NOSIGNAL: a peer that resets in the middle of a large file would kill
+     * the floor with SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     /* PROCESSES copies, each with its own socket on the port (SO_REUSEPORT): the floor of
      * workers. Stop them as a process group. */
     for (int p = 1; p < processes && fork() > 0; p++) {
