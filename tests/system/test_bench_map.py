@@ -1,6 +1,7 @@
 """bench/map on a small map: every step reports, for each kind of memory, a full line with
 numbers, and the writers' phases (the map's writer and the plain writer that is its floor) really
 ran. No speed is asserted: bench/map's figures are read in docs/benchmarks.md."""
+import json
 import re
 import subprocess
 
@@ -20,15 +21,20 @@ def test_bench_map_reports_every_step(build_dir):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
 
-    assert re.search(r"^lmdb: \d+ lookups/s", done.stdout, re.M)
-    assert re.search(r"^sxe_map: \d+ lookups/s, \d+\.\dx lmdb \(a file beside lmdb's", done.stdout,
+    for side in ("sxe_map_find", "lmdb mdb_get",
+                 "sxe_map_find_many \\(batched, 64 keys a call\\)"):
+        for pages in ("no huge pages", "huge pages"):
+            assert re.search(rf"^{side}, {pages} +[\d.]+M lookups/s \[[\d.]+M-[\d.]+M\]  "
+                             r"rounds:( [\d.]+M){5}", done.stdout, re.M), (side, pages)
+    assert re.search(r"^ratio: sxe_map_find / lmdb mdb_get, no huge pages +[\d.]+x", done.stdout,
                      re.M)
-    assert re.search(r"^sxe_map private .*: \d+ lookups/s, \d+\.\dx lmdb", done.stdout, re.M)
-    assert re.search(r"^floor, random 64-byte reads.*shared \d+ reads/s.*private with huge pages "
-                     r"\d+ reads/s", done.stdout, re.M)
-
-    assert re.search(r"^sxe_map anonymous shared memory, in place \(forked readers\): \d+ "
-                     r"lookups/s, \d+\.\dx lmdb \(sxe_map_get_many", done.stdout, re.M)
+    assert re.search(r"^headline, single-key lookups: sxe_map_find, (no )?huge pages against "
+                     r"lmdb mdb_get, (no )?huge pages: [\d.]+x", done.stdout, re.M)
+    assert re.search(r"^sxe_map private memory .*: \d+ lookups/s", done.stdout, re.M)
+    assert re.search(r"^floor: random 64-byte reads, 32 in flight, of anonymous private memory"
+                     r".*: \d+ reads/s", done.stdout, re.M)
+    assert re.search(r"^sxe_map anonymous shared memory, in place: \d+ lookups/s \(batched: "
+                     r"sxe_map_get_many", done.stdout, re.M)
 
     # Three shared maps (anonymous, anonymous in place, then the file), each read in five phases,
     # in this order.
@@ -64,3 +70,17 @@ def test_bench_map_reports_every_step(build_dir):
     assert all(float(match.group(2)) > 0 and float(match.group(3)) > 0 and
                float(match.group(5)) > 0 for match in alone)
     assert re.search(r"^peak RSS: \d+ MB", done.stdout, re.M)
+
+
+@pytest.mark.one_backend
+def test_bench_map_json_has_every_round(build_dir):
+    """--json: one document, every read row with a value per round, and the headline's pair."""
+    done = subprocess.run([str(build_dir / "bench" / "map"), "-n", "20000", "-R", "3",
+                           "--reads-only", "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["keys"] == 20000 and report["rounds"] == 3
+    names = [row["name"] for row in report["rows"]]
+    assert report["headline"]["sxe"] in names and report["headline"]["lmdb"] in names
+    for row in report["rows"]:
+        assert len(row["rounds"]) == 3 and all(value > 0 for value in row["rounds"]), row
