@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import listening_sockets, wait_until
+from conftest import listening_sockets, wait_for_port, wait_until
 
 REQUEST_END = b"\r\n\r\n"
 
@@ -145,6 +145,62 @@ def test_a_warm_up_is_not_counted_but_its_errors_are(build_dir):
     assert 900 <= data["queries"] <= 1100, data["queries"]
     assert len(answered) >= 1900
     assert data["errors"]["bad_status"] == 50 and data["bad_statuses"] == {"404": 50}
+
+
+def test_http10_opens_a_connection_for_each_request(sxe_http):
+    """--http1.0: every request says HTTP/1.0 and goes on a new connection (the server's answer
+    ends the old one); all are counted, none is an error, and the server saw one a connection."""
+    server = FakeServer(lambda request: (OK, "close"))
+    try:
+        data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-c", 4, "-n", 25,
+                               "--http1.0", "--json"))
+    finally:
+        server.close()
+    assert data["queries"] == 100 and data["errors"]["total"] == 0 and data["not_sent"] == 0
+    assert data["connected"] == 4 and data["reopened"] == 96
+    assert len(server.peers) == 100 and len(server.requests) == 100
+    assert all(request.startswith(b"GET / HTTP/1.0\r\n") for request in server.requests)
+
+
+def test_http10_counts_a_refused_reconnect(sxe_http):
+    """The server answers once, then stops listening: the next connect fails, is counted, and
+    the rest of that connection's requests are never sent."""
+    holder = {}
+
+    def respond(request):
+        holder["server"].close()
+        return (OK, "close")
+
+    holder["server"] = server = FakeServer(respond)
+    data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 5, "--http1.0",
+                           "--json"))
+    assert data["queries"] == 1
+    assert data["errors"]["connect"] == 1 and data["not_sent"] == 4
+
+
+def test_a_large_request_goes_whole_on_every_connection(sxe_http, build_dir, tmp_path):
+    """A 1 MB upload (-f) on 20 connections at once, sent by reference: examples/upload stores
+    each whole (201), and the file is the body's bytes."""
+    body = bytes(range(256)) * 4096
+    request = tmp_path / "put.req"
+    request.write_bytes(b"PUT /up.bin HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                        % len(body) + body)
+    store = tmp_path / "store"
+    store.mkdir()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([str(build_dir / "examples" / "upload"), f"127.0.0.1:{port}",
+                                str(store)], stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process, "examples/upload")
+        data = report(sxe_http("-i", "127.0.0.1", "-p", port, "-c", 20, "-n", 3, "-f", request,
+                               "-e", 201, "--json"))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=5)
+    assert data["queries"] == 60 and data["errors"]["total"] == 0
+    assert (store / "up.bin").read_bytes() == body
 
 
 def test_verbose_hex_dumps_the_request(sxe_http, hello):
@@ -284,6 +340,7 @@ def test_refused_connections_are_clear(sxe_http):
     (["-i", "127.0.0.1", "-p", "80", "--body-length", "x"], "--body-length BYTES must be"),
     (["-i", "127.0.0.1", "-p", "80", "--body", "/nowhere"], "cannot read the body file '/no"),
     (["-i", "127.0.0.1", "-p", "80", "--warmup", "1"], "--warmup comes before a measured window"),
+    (["-i", "127.0.0.1", "-p", "80", "--http1.0", "-P", "2"], "--http1.0 sends one request a"),
 ])
 def test_usage_errors(sxe_http, args, message):
     result = sxe_http(*args)

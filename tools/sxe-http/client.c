@@ -35,6 +35,22 @@ void close_done(struct client *client)
     sxe_conn_close(client->conn);
 }
 
+/*
+ * --http1.0: an answer ends its connection (the server closes it too); the client's next request
+ * goes on a new one, opened by reopen_all() from the run loop, not from inside the old
+ * connection's on_read. Closed with a reset, as close_done() does: no port left in TIME_WAIT.
+ */
+static void reopen_later(struct client *client)
+{
+    struct linger linger = {.l_onoff = 1, .l_linger = 0};
+
+    setsockopt(sxe_conn_fd(client->conn), SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
+    client->reopen = REOPEN_CLOSING;
+    sxe_conn_close(client->conn);
+    client->next_owing = worker.reopen_head;
+    worker.reopen_head = (uint32_t)(client - worker.clients);
+}
+
 static void connected(struct client *client)
 {
     uint64_t now = sxe_loop_now(worker.loop);
@@ -56,7 +72,16 @@ static void connected(struct client *client)
 
 static void on_connect(sxe_conn_t *conn)
 {
-    connected(sxe_conn_user(conn));
+    struct client *client = sxe_conn_user(conn);
+
+    if (client->reopen == REOPEN_CONNECTING) { /* --http1.0: the next request, timed from here */
+        client->reopen = 0;
+        worker.progress->open++;
+        send_queries(client, 1);
+        client->ring[(client->sent - 1) & worker.ring_mask] = client->connect_start;
+        return;
+    }
+    connected(client);
 }
 
 /* Whether a client has more to send, closed loop. */
@@ -99,6 +124,10 @@ static bool answered(struct client *client)
     if (config.rate > 0) {
         send_owed(client);
     } else if (client_wants_more(client)) {
+        if (config.http10) {
+            reopen_later(client);
+            return false;
+        }
         send_queries(client, 1);
         return true;
     }
@@ -160,18 +189,39 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     return used;
 }
 
+/* A connect failed: counted, and its queries never sent. */
+static void connect_failed(struct client *client, int err)
+{
+    worker.results.errors[ERR_CONNECT]++;
+    if (config.duration_ns == 0 && config.queries > client->sent) {
+        worker.results.not_sent += config.queries - client->sent;
+    }
+    if (worker.results.first_connect_errno == 0) {
+        worker.results.first_connect_errno = err;
+    }
+    finish(client);
+}
+
 static void closed(struct client *client, enum sxe_close_reason reason, int err)
 {
+    unsigned reopen = client->reopen;
+
     client->conn = NULL;
-    if (!client->connected) {
-        worker.results.errors[ERR_CONNECT]++;
-        worker.results.not_sent += config.duration_ns == 0 ? config.queries : 0;
-        if (worker.results.first_connect_errno == 0) {
-            worker.results.first_connect_errno = reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err;
+    client->reopen = 0;
+    if (reopen == REOPEN_CLOSING) {
+        worker.progress->open--; /* answered: its next request goes on a new connection */
+        return;
+    }
+    if (reopen == REOPEN_CONNECTING) { /* --http1.0's next connection failed, or was stopped */
+        if (!client->finished) {
+            connect_failed(client, reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err);
         }
+        return;
+    }
+    if (!client->connected) {
         worker.settled++;
         worker.last_settled_ns = sxe_loop_now(worker.loop);
-        finish(client);
+        connect_failed(client, reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err);
         return;
     }
     worker.progress->open--;
@@ -257,6 +307,32 @@ void check_timeouts(sxe_timer_t *timer, void *arg)
     }
 }
 
+/* Connects a client, from its source address (in turn, by its global index): sxe's rc. */
+static int connect_client(struct client *client)
+{
+    uint64_t global = worker.first + (uint64_t)(client - worker.clients);
+    const struct sockaddr *source =
+        config.source_count > 0
+            ? (const struct sockaddr *)&config.sources[global % config.source_count]
+            : NULL;
+    int rc;
+
+    client->connect_start = sxe_clock_mono_ns();
+    if (config.ws_path != NULL) {
+        rc = sxe_ws_connect(worker.ws_set, &client->ws, config.target_text, config.ws_path, NULL,
+                            source, source ? config.source_len : 0, client);
+        client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
+    } else {
+        rc = sxe_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
+                         config.target_len, source, source ? config.source_len : 0,
+                         &client_handlers, client);
+    }
+    if (rc < 0) {
+        client->conn = NULL;
+    }
+    return rc;
+}
+
 /*
  * Ramps: keeps at most ramp_batch connects outstanding, so the server's accept queue is not
  * flooded (a dropped SYN costs a second's retransmission). Called each turn until all are opened.
@@ -266,35 +342,35 @@ void open_more(void)
     for (; worker.opened < worker.count && worker.opened - worker.settled < config.ramp_batch;
          worker.opened++) {
         struct client *client = &worker.clients[worker.opened];
-        uint64_t global = worker.first + worker.opened;
-        const struct sockaddr *source =
-            config.source_count > 0
-                ? (const struct sockaddr *)&config.sources[global % config.source_count]
-                : NULL;
 
         response_reader_init(&client->reader, config.head, sampled(0));
         client->ring = worker.rings + worker.opened * (worker.ring_mask + 1);
         client->next_owing = NONE;
-        client->connect_start = sxe_clock_mono_ns();
-        int rc;
-        if (config.ws_path != NULL) {
-            rc = sxe_ws_connect(worker.ws_set, &client->ws, config.target_text, config.ws_path,
-                                NULL, source, source ? config.source_len : 0, client);
-            client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
-        } else {
-            rc = sxe_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
-                             config.target_len, source, source ? config.source_len : 0,
-                             &client_handlers, client);
-        }
+        int rc = connect_client(client);
         if (rc < 0) {
-            client->conn = NULL;
-            worker.results.errors[ERR_CONNECT]++;
-            worker.results.not_sent += config.duration_ns == 0 ? config.queries : 0;
-            if (worker.results.first_connect_errno == 0) {
-                worker.results.first_connect_errno = -rc;
-            }
             worker.settled++;
+            connect_failed(client, -rc);
+        }
+    }
+}
+
+/* --http1.0: opens a new connection for each client whose answer ended its last one. */
+void reopen_all(void)
+{
+    while (worker.reopen_head != NONE) {
+        struct client *client = &worker.clients[worker.reopen_head];
+        worker.reopen_head = client->next_owing;
+        client->next_owing = NONE;
+        if (worker.stop_sending) {
             finish(client);
+            continue;
+        }
+        client->reopen = REOPEN_CONNECTING;
+        worker.results.reopened++;
+        int rc = connect_client(client);
+        if (rc < 0) {
+            client->reopen = 0;
+            connect_failed(client, -rc);
         }
     }
 }

@@ -78,6 +78,8 @@ static void usage(FILE *out)
             "                   last may be shorter, and says how long it was)\n"
             "  --latency-log FILE  write each second's latency histogram to FILE in\n"
             "                   HdrHistogram's interval log format (ns; max in ms)\n"
+            "  --http1.0        requests say HTTP/1.0: no keep-alive, each on a new\n"
+            "                   connection (reset once answered), timed from its connect\n"
             "  --warmup SECONDS with -d: load for SECONDS before the measured window and\n"
             "                   count only its errors; say on stderr when the window\n"
             "                   starts and ends ('sxe-http: measuring', 'sxe-http:\n"
@@ -164,8 +166,8 @@ static void add_request(const char *method, const char *path, const char *header
         die_usage("%s", "out of memory for the requests");
     }
     char *request = config.requests + at;
-    int len = snprintf(request, size, "%s %s HTTP/1.1\r\nHost: %s\r\n%s", method, path,
-                       config.target_text, headers);
+    int len = snprintf(request, size, "%s %s HTTP/1.%c\r\nHost: %s\r\n%s", method, path,
+                       config.http10 ? '0' : '1', config.target_text, headers);
     if (body != NULL) {
         len += snprintf(request + len, size - (size_t)len, "Content-Length: %zu\r\n", body_len);
     }
@@ -294,6 +296,9 @@ static void take_option(int option, struct parsed *parsed)
     case 'L':
         config.latency_log = optarg;
         break;
+    case '0':
+        config.http10 = true;
+        break;
     case 'M':
         config.warmup_ns = parse_count(optarg, "--warmup SECONDS", 0, 3600) * SXE_NS_PER_SEC;
         config.marks = true;
@@ -383,6 +388,7 @@ void parse_options(int argc, char **argv)
                                                  {"tick", required_argument, NULL, 'K'},
                                                  {"latency-log", required_argument, NULL, 'L'},
                                                  {"warmup", required_argument, NULL, 'M'},
+                                                 {"http1.0", no_argument, NULL, '0'},
                                                  {NULL, 0, NULL, 0}};
     struct parsed parsed = {.method = "GET", .port = -1};
     int option;
@@ -410,6 +416,9 @@ void parse_options(int argc, char **argv)
              ntohs(is_v6 ? v6->sin6_port : v4->sin_port));
     if (config.rate > 0 && !parsed.pipeline_set) {
         config.pipeline = RATE_CAP;
+    }
+    if (config.http10 && (config.rate > 0 || config.pipeline > 1 || config.ws_path != NULL)) {
+        die_usage("%s", "--http1.0 sends one request a connection: not with -R, -P or --ws");
     }
     if (config.marks && config.duration_ns == 0) {
         die_usage("%s", "--warmup comes before a measured window of -d SECONDS: give -d");

@@ -20,6 +20,7 @@ static const double percentiles[] = {50, 90, 99, 99.9, 99.99, 99.999};
 void results_add(struct results *total, const struct results *part)
 {
     total->connected += part->connected;
+    total->reopened += part->reopened;
     total->slow_connects += part->slow_connects;
     total->connect_ns = part->connect_ns > total->connect_ns ? part->connect_ns : total->connect_ns;
     total->sent += part->sent;
@@ -99,10 +100,11 @@ static void report_json(const struct results *total, uint64_t run_ns,
            (unsigned long long)(config.duration_ns / SXE_NS_PER_SEC),
            (unsigned long long)(config.warmup_ns / SXE_NS_PER_SEC), config.pipeline, config.workers,
            config.rate);
-    printf(" \"connected\": %llu, \"connect_s\": %.6f, \"connects_per_s\": %.1f, "
+    printf(" \"connected\": %llu, \"reopened\": %llu, \"connect_s\": %.6f, "
+           "\"connects_per_s\": %.1f, "
            "\"slow_connects\": %llu, \"slow_connects_listed\": [",
-           (unsigned long long)total->connected, (double)total->connect_ns / 1e9,
-           per_second(total->connected, total->connect_ns),
+           (unsigned long long)total->connected, (unsigned long long)total->reopened,
+           (double)total->connect_ns / 1e9, per_second(total->connected, total->connect_ns),
            (unsigned long long)total->slow_connects);
     for (uint32_t i = 0; i < total->slow_listed; i++) {
         printf("%s{\"connection\": %llu, \"s\": %.3f}", i ? ", " : "",
@@ -183,6 +185,10 @@ void report(const struct results *total, uint64_t run_ns, const struct timeline_
            per_second(total->connected, total->connect_ns),
            (unsigned long long)total->slow_connects,
            (unsigned long long)total->errors[ERR_CONNECT]);
+    if (config.http10) {
+        printf("reopened:    %llu connections after the first, one per request (HTTP/1.0)\n",
+               (unsigned long long)total->reopened);
+    }
     for (uint32_t i = 0; config.verbose && i < total->slow_listed; i++) {
         printf("slow connect: connection %llu took %.3f s\n",
                (unsigned long long)total->slow[i].connection, (double)total->slow[i].ns / 1e9);

@@ -13,16 +13,17 @@
 
 #include "histogram.h"
 
-#define PIPELINE_MAX     128
-#define SOURCES_MAX      64
-#define WORKERS_MAX      64
-#define SLOW_CONNECT_NS  1000000000ULL
-#define SLOW_LISTED_MAX  256 /* slow connects a worker lists for -v */
-#define FDS_RESERVED     32  /* per process: stdio, epoll, pipes, reserve fd */
-#define PORTS_PER_SOURCE 28000
-#define RATE_CAP         16 /* with -R, the most requests outstanding per connection by default */
-#define STATUS_LOW       100
-#define STATUS_SPAN      500 /* statuses 100 to 599 */
+#define PIPELINE_MAX         128
+#define SOURCES_MAX          64
+#define WORKERS_MAX          64
+#define SLOW_CONNECT_NS      1000000000ULL
+#define SLOW_LISTED_MAX      256 /* slow connects a worker lists for -v */
+#define FDS_RESERVED         32  /* per process: stdio, epoll, pipes, reserve fd */
+#define PORTS_PER_SOURCE     28000
+#define RATE_CAP             16 /* with -R, the most requests outstanding per connection by default */
+#define STATUS_LOW           100
+#define STATUS_SPAN          500  /* statuses 100 to 599 */
+#define REQUEST_BY_REFERENCE 4096 /* a larger burst of requests is sent without copying it */
 
 enum error_kind {
     ERR_CONNECT,
@@ -62,6 +63,7 @@ struct config {
     bool json;
     bool graceful_close;
     bool head;
+    bool http10;             /* --http1.0: requests say HTTP/1.0, a new connection for each */
     bool timeline;           /* --timeline: each second's rate, errors and p99 in the JSON */
     bool random;             /* --random: -U targets drawn at random, not in turn */
     double rate;             /* -R: requests per second over all connections; 0: closed loop */
@@ -89,6 +91,7 @@ struct slow_connect {
 /* What a worker reports: once after connecting, once at the end. */
 struct results {
     uint64_t connected;
+    uint64_t reopened; /* --http1.0: connections opened after the first, one per request */
     uint64_t slow_connects;
     uint64_t connect_ns; /* from the first connect to the last one settled */
     uint64_t sent;       /* requests sent */

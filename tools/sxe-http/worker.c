@@ -136,7 +136,12 @@ void send_queries(struct client *client, unsigned count)
             }
             data = worker.scratch;
         }
-        if (sxe_conn_write(client->conn, data, len) < 0) {
+        /* The burst never changes: a large one (an upload's body) goes by reference, as many
+         * connections' copies of it would take more buffers than the loop has. */
+        int rc = data == worker.burst && len > REQUEST_BY_REFERENCE
+                     ? sxe_conn_write_ref(client->conn, data, len, NULL, NULL)
+                     : sxe_conn_write(client->conn, data, len);
+        if (rc < 0) {
             return; /* a failed write closes the connection; on_close counts it */
         }
     }
@@ -315,6 +320,7 @@ static void run(void)
             now >= worker.window_ns + config.duration_ns) {
             stop_sending();
         }
+        reopen_all();
         if (worker.intervals && worker.counting &&
             now >= worker.window_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC) {
             send_interval(worker.window_ns + (worker.interval_index + 1) * SXE_NS_PER_SEC);
@@ -359,6 +365,7 @@ void run_worker(unsigned index, uint64_t first, uint64_t count, int up, int down
     worker.up = up;
     worker.progress = progress;
     worker.owing_head = NONE;
+    worker.reopen_head = NONE;
     worker.random = 0x9e3779b97f4a7c15ULL * (index + 1);
     worker.turn = first; /* workers start at different targets */
     worker.intervals = config.timeline || config.latency_log != NULL;

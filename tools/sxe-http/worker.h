@@ -15,6 +15,8 @@
 
 #define NONE UINT32_MAX
 
+enum { REOPEN_CLOSING = 1, REOPEN_CONNECTING };
+
 /* One connection of a worker. */
 struct client {
     sxe_conn_t *conn;
@@ -24,7 +26,9 @@ struct client {
     uint64_t owed;  /* -R: requests due, held back by the cap */
     uint64_t *ring; /* when each request in flight was sent: request k at k & ring_mask */
     uint64_t connect_start;
-    uint32_t next_owing; /* -R: the list of clients with requests due this turn */
+    uint32_t next_owing; /* -R: the list of clients with requests due this turn; --http1.0: to
+                            reopen */
+    uint8_t reopen;      /* --http1.0: REOPEN_CLOSING, then REOPEN_CONNECTING, else 0 */
     bool owing;
     bool connected;
     bool finished;
@@ -55,11 +59,12 @@ struct worker {
     uint64_t turn;     /* -U: the next target in turn */
     uint64_t random;   /* -U --random: xorshift state */
     /* -R: the schedule */
-    double period_ns;    /* between two requests of this worker */
-    uint64_t scheduled;  /* requests come due so far */
-    uint64_t next_due;   /* when the next one comes due */
-    uint64_t next_tick;  /* sending wakes no sooner than this */
-    uint32_t owing_head; /* clients with requests due this turn */
+    double period_ns;     /* between two requests of this worker */
+    uint64_t scheduled;   /* requests come due so far */
+    uint64_t next_due;    /* when the next one comes due */
+    uint64_t next_tick;   /* sending wakes no sooner than this */
+    uint32_t owing_head;  /* clients with requests due this turn */
+    uint32_t reopen_head; /* --http1.0: clients whose next request needs a new connection */
     /* --timeline, --latency-log: the second being counted */
     bool intervals;
     uint64_t interval_index;
@@ -91,5 +96,6 @@ void finish(struct client *client);
 void close_done(struct client *client);
 void check_timeouts(sxe_timer_t *timer, void *arg);
 void open_more(void);
+void reopen_all(void);
 
 #endif
