@@ -143,6 +143,15 @@ struct sxe_http_server_options {
      */
     void (*on_hangup)(void *arg);
     void *hangup_arg;
+    /**
+     * In sxe_http_run(), on each loop that serves, in its own thread (each worker's, or the
+     * server's own): on_loop_start(loop, loop_arg) before the loop runs, for per-loop state (a
+     * timer, say); on_loop_stop(loop_arg) after it has stopped, before its thread (or process)
+     * ends, to finish what that thread holds (a buffered log's last lines). NULL: none.
+     */
+    void (*on_loop_start)(sxe_loop_t *loop, void *arg);
+    void (*on_loop_stop)(void *arg);
+    void *loop_arg;
 };
 
 /** Counters of requests held to answer later (sxe_http_defer()). */

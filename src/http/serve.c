@@ -113,6 +113,9 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     server->log_arg = options->log_arg;
     server->on_hangup = options->on_hangup;
     server->hangup_arg = options->hangup_arg;
+    server->on_loop_start = options->on_loop_start;
+    server->on_loop_stop = options->on_loop_stop;
+    server->loop_arg = options->loop_arg;
     server->body_rate = options->body_rate ? options->body_rate : 4096;
     server->stream_body_bytes =
         options->stream_body_bytes ? options->stream_body_bytes : UINT64_MAX;
@@ -261,6 +264,9 @@ static int worker_start(sxe_worker_t *worker, void *arg)
         return rc;                       /* GCOVR_EXCL_LINE: as above */
     }
     template->copies[sxe_worker_index(worker)] = server;
+    if (server->on_loop_start != NULL) {
+        server->on_loop_start(server->loop, server->loop_arg);
+    }
     return 0;
 }
 
@@ -273,6 +279,9 @@ static void worker_stop(sxe_worker_t *worker, void *arg)
     template->copies[sxe_worker_index(worker)] = NULL;
     server->loop = NULL; /* destroyed with the worker */
     sxe_http_server_destroy(server);
+    if (template->on_loop_stop != NULL) {
+        template->on_loop_stop(template->loop_arg);
+    }
 }
 
 int sxe_http_run(sxe_http_server_t *server)
@@ -288,8 +297,18 @@ int sxe_http_run(sxe_http_server_t *server)
         return rc;
     }
     int rc = sxe_loop_stop_on_signals(server->loop, 5 * SXE_NS_PER_SEC);
+    if (rc < 0) {
+        return rc;
+    }
     sxe_loop_on_hangup(server->loop, server->on_hangup, server->hangup_arg);
-    return rc < 0 ? rc : sxe_loop_run(server->loop);
+    if (server->on_loop_start != NULL) {
+        server->on_loop_start(server->loop, server->loop_arg);
+    }
+    rc = sxe_loop_run(server->loop);
+    if (server->on_loop_stop != NULL) {
+        server->on_loop_stop(server->loop_arg);
+    }
+    return rc;
 }
 
 int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg,

@@ -142,6 +142,9 @@ struct sxe_http_server {
     void *log_arg;
     void (*on_hangup)(void *arg); /* options.on_hangup, for sxe_http_run() without workers */
     void *hangup_arg;
+    void (*on_loop_start)(sxe_loop_t *loop, void *arg); /* options.on_loop_start, stop and arg */
+    void (*on_loop_stop)(void *arg);
+    void *loop_arg;
     struct sxe_http_defer_stats defer_stats;
     sxe_fibers_t *fibers; /* for fiber routes: made with the first, or each worker's copy */
     struct sxe_fibers_options fiber_options;

@@ -3,6 +3,7 @@ escapes, pipelining, slow clients, many connections, logs, start-up errors and a
 import email.utils
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -457,6 +458,31 @@ def test_access_log(httpd, root, fmt):
         assert lines[0].endswith('"http://r/" "tester/1.0"')
     else:
         assert lines[0].endswith(" 200 12")
+
+
+@pytest.mark.parametrize("kind", [[], ["--threads"]], ids=["processes", "threads"])
+def test_a_buffered_access_log_writes_whole_lines_and_loses_none(httpd, root, sxe_http, kind):
+    """--access-log-buffer: two workers' lines gather in their buffers and reach the file within
+    about a second, each line whole; lines still buffered when the server stops are written."""
+    log = root.parent / "buffered.log"
+    server = httpd("--access-log", str(log), "--access-log-buffer", "65536", "--workers", "2",
+                   *kind)
+    line = re.compile(r'^127\.0\.0\.1 - - \[[^]]+\] "GET /hello\.txt HTTP/1\.1" 200 12$')
+
+    def lines():
+        return log.read_text().splitlines() if log.exists() else []
+
+    result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-c", 10, "-n", 30, "-u",
+                      "/hello.txt", "--json")
+    assert json.loads(result.stdout)["queries"] == 300
+    wait_until(lambda: len(lines()) == 300, 5, "300 lines in the log")
+    result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-c", 5, "-n", 10, "-u",
+                      "/hello.txt", "--json")
+    assert json.loads(result.stdout)["queries"] == 50
+    assert server.stop() == 0  # at once: the last lines are in the buffers
+    written = lines()
+    assert len(written) == 350
+    assert all(line.match(text) for text in written), [t for t in written if not line.match(t)]
 
 
 def test_access_log_named_before_the_dash_is_a_file(httpd, root):

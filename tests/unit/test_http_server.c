@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "sys.h"
 
 #include "http_server_test.h"
+#include "sxe/timer.h"
 
 static void test_hello_response(void **state)
 {
@@ -493,6 +495,52 @@ static void test_reasons_and_bad_listen(void **state)
     assert_int_equal(sxe_http_listen(server, taken), -EADDRINUSE);
 }
 
+/*
+ * sxe_http_run() on the server's own loop calls on_loop_start before the loop runs (here it
+ * starts a timer that asks the loop to stop, as SIGTERM would) and on_loop_stop after.
+ */
+static unsigned loop_starts, loop_stops;
+static sxe_timer_t stop_soon;
+
+static void raise_term(sxe_timer_t *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+    raise(SIGTERM);
+}
+
+static void count_loop_start(sxe_loop_t *loop, void *arg)
+{
+    assert_ptr_equal(arg, &loop_starts);
+    loop_starts++;
+    sxe_timer_init(&stop_soon, raise_term, NULL);
+    assert_int_equal(sxe_timer_start(loop, &stop_soon, 10 * SXE_NS_PER_MSEC, 0), 0);
+}
+
+static void count_loop_stop(void *arg)
+{
+    assert_ptr_equal(arg, &loop_starts);
+    assert_int_equal(loop_starts, 1);
+    loop_stops++;
+}
+
+static void test_loop_hooks_around_the_run(void **state)
+{
+    struct sxe_http_server_options options = {.on_loop_start = count_loop_start,
+                                              .on_loop_stop = count_loop_stop,
+                                              .loop_arg = &loop_starts};
+    sxe_http_server_t *run_server;
+
+    (void)state;
+    loop_starts = loop_stops = 0;
+    assert_int_equal(sxe_http_server_create(&run_server, NULL, &options), 0);
+    assert_int_equal(sxe_http_listen(run_server, "127.0.0.1:0"), 0);
+    assert_int_equal(sxe_http_run(run_server), 0);
+    assert_int_equal(loop_starts, 1);
+    assert_int_equal(loop_stops, 1);
+    sxe_http_server_destroy(run_server);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +569,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_server_counters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_request_gets_408, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reasons_and_bad_listen, setup, teardown),
+        cmocka_unit_test(test_loop_hooks_around_the_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

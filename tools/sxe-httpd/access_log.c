@@ -7,27 +7,43 @@
  * escapes it: '"', '\' and bytes outside printable ASCII become \xHH. So a field cannot end early
  * or add a field of its own, and each line reads back as exactly the fields it was written with.
  *
- * A line is built whole in a buffer of the thread's, then written with one call: lines of worker
- * threads never interleave, and with line buffering each is one write(2) to the file.
+ * A line is built whole in a buffer of the thread's, then written whole: lines of workers never
+ * interleave. By default each is one write(2) to the file, as it happens. With a buffer
+ * (--access-log-buffer, as nginx's buffer=), lines gather in the process's buffer and go out
+ * together, when the next would not fit, every second (a timer on each loop), on SIGHUP's reopen
+ * and when a worker stops; each write(2) holds whole lines only, so the worker processes
+ * appending to the one file never split each other's lines.
  */
+#define _GNU_SOURCE /* dup3 */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <sxe/clock.h>
 #include <sxe/conn.h>
 #include <sxe/http.h>
+#include <sxe/log.h>
+#include <sxe/timer.h>
 
 #include "access_log.h"
 
-static FILE *log_file;
+static int log_fd = -1;
 static char log_path[4096];
 static bool combined;
+
+/* The buffer of the process (--access-log-buffer), shared by its threads under the lock. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char *pending;
+static size_t pending_size, pending_used;
+static __thread sxe_timer_t flush_timer; /* each loop's: the buffer goes out every second */
 
 /* Each field a client chose is cut at its share (escaped, a byte may take four), so the line's
  * own fields always fit after them. */
@@ -42,15 +58,42 @@ struct line {
 
 static __thread struct line line; /* not on the stack: the hook may run on a fiber's */
 
-int access_log_open(const char *path, bool combined_format)
+/* Writes len bytes whole, however the file takes them (a full disk loses them, as nginx's do). */
+static void write_whole(const char *bytes, size_t len)
 {
-    FILE *file = strcmp(path, "-") == 0 ? stdout : fopen(path, "a");
+    while (len > 0) {
+        ssize_t wrote = write(log_fd, bytes, len);
+        if (wrote < 0 && errno == EINTR) {
+            continue;
+        }
+        if (wrote <= 0) {
+            return;
+        }
+        bytes += wrote;
+        len -= (size_t)wrote;
+    }
+}
 
-    if (file == NULL) {
+/* Writes what the buffer holds: the lock is held. */
+static void flush_locked(void)
+{
+    write_whole(pending, pending_used);
+    pending_used = 0;
+}
+
+int access_log_open(const char *path, bool combined_format, size_t buffer_bytes)
+{
+    int fd = strcmp(path, "-") == 0 ? STDOUT_FILENO
+                                    : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+
+    if (fd < 0) {
         return -errno;
     }
-    setvbuf(file, NULL, _IOLBF, 0); /* whole lines, as they happen */
-    log_file = file;
+    if (buffer_bytes > 0 && (pending = malloc(buffer_bytes)) == NULL) {
+        return -ENOMEM;
+    }
+    pending_size = buffer_bytes;
+    log_fd = fd;
     snprintf(log_path, sizeof(log_path), "%s", path);
     combined = combined_format;
     return 0;
@@ -58,34 +101,81 @@ int access_log_open(const char *path, bool combined_format)
 
 bool access_log_on(void)
 {
-    return log_file != NULL;
+    return log_fd >= 0;
 }
 
 int access_log_reopen(void)
 {
-    if (log_file == NULL || log_file == stdout) {
+    if (log_fd < 0 || log_fd == STDOUT_FILENO) {
         return 0;
     }
-    /* The path is opened anew and put in the place of the stream's descriptor: the stream stays
-     * valid whatever happens (one that failed to open keeps the old file), and with the stream's
-     * lock held no thread's line is split between the two. */
+    /* The path is opened anew and put in the place of the log's descriptor: the descriptor stays
+     * valid whatever happens (one that failed to open keeps the old file), and with the lock
+     * held no thread's lines are split between the two files. */
     int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         return -errno;
     }
-    flockfile(log_file);
-    fflush(log_file);
-    int rc = dup2(fd, fileno(log_file)) < 0 ? -errno : 0;
-    funlockfile(log_file);
+    pthread_mutex_lock(&lock);
+    flush_locked();
+    int rc = dup3(fd, log_fd, O_CLOEXEC) < 0 ? -errno : 0;
+    pthread_mutex_unlock(&lock);
     close(fd);
     return rc;
 }
 
 void access_log_flush(void)
 {
-    if (log_file != NULL) {
-        fflush(log_file);
+    if (pending != NULL) {
+        pthread_mutex_lock(&lock);
+        flush_locked();
+        pthread_mutex_unlock(&lock);
     }
+}
+
+static void flush_tick(sxe_timer_t *timer, void *arg)
+{
+    (void)timer;
+    (void)arg;
+    access_log_flush();
+}
+
+void access_log_loop_start(sxe_loop_t *loop, void *arg)
+{
+    (void)arg;
+    if (pending != NULL) {
+        sxe_timer_init(&flush_timer, flush_tick, NULL);
+        if (sxe_timer_start(loop, &flush_timer, SXE_NS_PER_SEC, SXE_NS_PER_SEC) < 0) {
+            SXE_LOG_WARN("access log: no timer to flush its buffer each second: it goes out "
+                         "when full and when the worker stops");
+        }
+    }
+}
+
+void access_log_loop_stop(void *arg)
+{
+    (void)arg;
+    access_log_flush();
+}
+
+/* Writes a whole line: at once, or into the buffer (what it held first, if it would not fit). */
+static void put_line(const char *text, size_t len)
+{
+    if (pending == NULL) {
+        write_whole(text, len);
+        return;
+    }
+    pthread_mutex_lock(&lock);
+    if (pending_used + len > pending_size) {
+        flush_locked();
+    }
+    if (len > pending_size) {
+        write_whole(text, len);
+    } else {
+        memcpy(pending + pending_used, text, len);
+        pending_used += len;
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 /* Appends what fits of len bytes. */
@@ -158,7 +248,7 @@ void access_log_write(const sxe_http_t *http, void *arg)
     struct tm utc;
 
     (void)arg;
-    if (log_file == NULL) {
+    if (log_fd < 0) {
         return;
     }
     line.used = 0;
@@ -184,5 +274,5 @@ void access_log_write(const sxe_http_t *http, void *arg)
         add("\"", 1);
     }
     line.text[line.used++] = '\n';
-    fwrite(line.text, 1, line.used, log_file);
+    put_line(line.text, line.used);
 }

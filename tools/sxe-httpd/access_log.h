@@ -6,8 +6,9 @@
 
 #include <sxe/http.h>
 
-/* Opens the log at path ("-": standard output), common or combined format. @return 0 or -errno. */
-int access_log_open(const char *path, bool combined);
+/* Opens the log at path ("-": standard output), common or combined format, each line written as
+ * it comes (buffer_bytes 0) or gathered in a buffer of that size. @return 0 or -errno. */
+int access_log_open(const char *path, bool combined, size_t buffer_bytes);
 
 /* Whether a log is open. */
 bool access_log_on(void);
@@ -18,6 +19,11 @@ void access_log_write(const sxe_http_t *http, void *arg);
 /* Opens the log's path again (after logrotate moved the file). @return 0 or -errno. */
 int access_log_reopen(void);
 
+/* Writes what the buffer holds. */
 void access_log_flush(void);
+
+/* The HTTP server's loop hooks (on_loop_start, on_loop_stop): a buffer's timer, its last lines. */
+void access_log_loop_start(sxe_loop_t *loop, void *arg);
+void access_log_loop_stop(void *arg);
 
 #endif

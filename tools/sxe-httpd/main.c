@@ -48,6 +48,7 @@ static struct {
     unsigned header_timeout; /* seconds; 0: the module's 10 */
     unsigned idle_timeout;   /* seconds; 0: the module's 60 */
     unsigned body_rate;      /* bytes a second; 0: the module's 4096 */
+    size_t log_buffer;       /* --access-log-buffer: bytes; 0: a write per line */
     int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
     struct proxy_options proxy;
     uint64_t proxy_max_body; /* bytes; 0: no limit */
@@ -431,6 +432,10 @@ static void usage(FILE *out)
             "  --list                list directories that have no index file\n"
             "  --access-log FILE     log requests to FILE (- for standard output); off by default\n"
             "  --log-format FORMAT   common (default) or combined\n"
+            "  --access-log-buffer BYTES\n"
+            "                        gather log lines in a buffer of BYTES, written when\n"
+            "                        full and every second (nginx's buffer=); 0: a write\n"
+            "                        per line (0)\n"
             "  --connections N       the most connections at once, per worker (10000)\n"
             "  --workers N           worker processes, each with its own loop and connections\n"
             "                        (the CPUs it may run on; more to pass the file limit)\n"
@@ -519,6 +524,7 @@ static void parse_options(int argc, char **argv)
                                             {"list", no_argument, NULL, 'L'},
                                             {"access-log", required_argument, NULL, 'a'},
                                             {"log-format", required_argument, NULL, 'f'},
+                                            {"access-log-buffer", required_argument, NULL, 'A'},
                                             {"connections", required_argument, NULL, 'c'},
                                             {"workers", required_argument, NULL, 'w'},
                                             {"threads", no_argument, NULL, 'T'},
@@ -566,6 +572,9 @@ static void parse_options(int argc, char **argv)
                 die(2, "--log-format must be common or combined, not '%s'", optarg);
             }
             combined = strcmp(optarg, "combined") == 0;
+            break;
+        case 'A':
+            config.log_buffer = number(optarg, 0, 64u << 20, "--access-log-buffer");
             break;
         case 'c':
             config.connections = (uint32_t)number(optarg, 16, 1000000, "--connections");
@@ -668,7 +677,7 @@ static void parse_options(int argc, char **argv)
         config.root[0] = '\0';
     }
     int rc;
-    if (access_log != NULL && (rc = access_log_open(access_log, combined)) < 0) {
+    if (access_log != NULL && (rc = access_log_open(access_log, combined, config.log_buffer)) < 0) {
         fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", access_log, sxe_strerror(rc));
         exit(1);
     }
@@ -711,6 +720,8 @@ int main(int argc, char **argv)
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC,
         .body_rate = config.body_rate,
         .on_log = access_log_on() ? access_log_write : NULL,
+        .on_loop_start = access_log_loop_start,
+        .on_loop_stop = access_log_loop_stop,
         .on_hangup = reopen_logs};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
      * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
