@@ -15,11 +15,13 @@ class Scenario:
     depth, or mode "idle" (connections held open after one request each, for memory)."""
 
     def __init__(self, key, title, specs, connections=100, path="/f12.txt", body="f12.txt",
-                 pipeline=1, mode="keep-alive", paths=None, rate=None):
+                 pipeline=1, mode="keep-alive", paths=None, rate=None, extra=(), check=True):
         self.key, self.title, self.specs, self.connections = key, title, specs, connections
         self.path, self.body, self.pipeline, self.mode = path, body, pipeline, mode
         self.paths = paths
         self.rate = rate  # requests/s on a fixed schedule (a function of the server's name)
+        self.extra = list(extra)  # more of sxe-http's options (-f FILE, -e STATUS, --http1.0)
+        self.check = check  # whether a GET of path before the load must answer the body
 
 
 class Cells:
@@ -63,6 +65,7 @@ class Cells:
 
 
 def body_of(ctx, scenario, spec):
+    """The file every answer's body must equal, or None (no body check)."""
     path = os.path.join(ctx.root, scenario.body) if scenario.body else None
     if spec.body is not None:
         path = os.path.join(ctx.tmp, f"body-{abs(hash(spec.body))}")
@@ -76,14 +79,16 @@ def measure(ctx, spec, scenario):
     body_file = body_of(ctx, scenario, spec)
     with Running(spec) as server:
         expected = open(body_file, "rb").read() if body_file else None
-        server.check(scenario.path, expected)
+        if scenario.check:
+            server.check(scenario.path, expected)
         if scenario.mode == "idle":
             return hold_idle(server, scenario, expected)
         window = server.load(ctx.build, connections=scenario.connections,
                              seconds=ctx.args.seconds, warmup=ctx.args.warmup,
                              path=scenario.path, pipeline=scenario.pipeline, body_file=body_file,
                              targets=scenario.paths,
-                             rate=scenario.rate(spec.name) if scenario.rate else None)
+                             rate=scenario.rate(spec.name) if scenario.rate else None,
+                             extra=scenario.extra)
         figures = {"rate": window.rate, "cpu_us": window.server_us(),
                    "p50": window.latency("p50"), "p99": window.latency("p99"),
                    "p999": window.latency("p99.9"),
