@@ -1,5 +1,6 @@
-"""Helpers shared by the benchmark scripts: installing, waiting for a port, wrk's output, servers
-pinned to CPU 0 with the load on CPU 1."""
+"""Helpers of bench/loadgen.py, the study of sxe-http against wrk, oha and vegeta (bench/all's
+suites use bench/harness): installing, waiting for a port, wrk's output, servers pinned to CPU 0
+with the load on CPU 1."""
 import argparse
 import os
 import re
@@ -23,8 +24,12 @@ def peer_config(template, port, tmp, root):
     with open(os.path.join(ROOT, "bench", "peers", template)) as source:
         text = source.read()
     path = os.path.join(tmp, f"{port}-{template}")
+    values = {"port": port, "root": root, "tmp": tmp, "workers": 1, "threads": 1, "reuseport": "",
+              "log": "access_log off;" if template.startswith("nginx") else ""}
+    for key, value in values.items():
+        text = text.replace("{" + key + "}", str(value))
     with open(path, "w") as out:
-        out.write(text.replace("{port}", str(port)).replace("{root}", root).replace("{tmp}", tmp))
+        out.write(text)
     return path
 
 

@@ -119,7 +119,7 @@ def run(ctx, say):
     section = Section(KEY, TITLE, (
         "Each server on CPU 0 (uploads' upstream and sinks: `examples/upload` storing each body "
         "as a file, and the load, on CPU 1). Many files: sxe-httpd's cache holds 1,024 files "
-        "and 32 MB, nginx's `open_file_cache` 10,000 descriptors, h2o its own small cache; "
+        "and 32 MB, nginx's `open_file_cache` 8,000 descriptors, h2o its own small cache; "
         f"{FILES:,} files of 16 KB (320 MB) asked for at random. HTTP/1.0: `sxe-http --http1.0`, "
         "each request on a new connection, timed from its connect. Logs: each server's access "
         "log on, in its default format, buffered where the server can buffer it. Uploads: a "
