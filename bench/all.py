@@ -38,6 +38,9 @@ def arguments():
                         help="comma-separated texts: only servers whose name has one")
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs", "benchmarks.md"),
                         help="the report to write ('' for none); with --only, the default is none")
+    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
+                        help="the README whose figures block to rewrite ('' for none); only "
+                        "with the report")
     parser.add_argument("--command", default="bench/all", help="the command to record")
     args = parser.parse_args()
     if args.quick:
@@ -47,8 +50,10 @@ def arguments():
     unknown = [s for s in args.only if s not in SUITES]
     if unknown:
         sys.exit(f"bench/all: unknown suite(s) {unknown}; known: {SUITES}")
-    if (args.only or args.servers) and "--docs" not in sys.argv:
-        args.docs = ""  # a partial run is not the record
+    if (args.only or args.servers or args.quick) and "--docs" not in sys.argv:
+        args.docs = ""  # a partial or quick run is not the record
+    if (args.only or args.servers or args.quick) and "--readme" not in sys.argv:
+        args.readme = ""
     return args
 
 
@@ -108,8 +113,12 @@ def main():
         print(f"{target.verdict:13} {target.area}: {target.text}: "
               f"{target.sample.show(target.digits, target.unit)}")
     if args.docs:
-        report.write(args.docs, args.command, sections, args, ROOT, args.build_dir, minutes)
+        commit = report.write(args.docs, args.command, sections, args, ROOT, args.build_dir,
+                              minutes)
         print(f"bench/all: wrote {args.docs}", file=sys.stderr)
+        if args.readme:
+            report.write_readme(args.readme, targets, commit)
+            print(f"bench/all: wrote its figures into {args.readme}", file=sys.stderr)
 
 
 if __name__ == "__main__":

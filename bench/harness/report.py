@@ -14,9 +14,11 @@ class Target:
     """A target judged in this run: area and wording, the figure (a Sample over rounds: a ratio
     of side-by-side cells, or a figure itself), the bound, and which side of it is good."""
 
-    def __init__(self, area, text, sample, bound, better="lower", unit="x", digits=2):
+    def __init__(self, area, text, sample, bound, better="lower", unit="x", digits=2,
+                 headline=False):
         self.area, self.text, self.sample, self.bound = area, text, sample, bound
         self.better, self.unit, self.digits = better, unit, digits
+        self.headline = headline  # quoted in the README
 
     @property
     def verdict(self):
@@ -121,4 +123,29 @@ def write(path, command, sections, args, root, build, minutes):
             lines += [part, ""]
     with open(path, "w") as out:
         out.write("\n".join(lines).rstrip() + "\n")
-    return targets
+    return commit
+
+
+README_BEGIN = "<!-- bench/all figures: begin -->"
+README_END = "<!-- bench/all figures: end -->"
+
+
+def write_readme(path, targets, commit):
+    """The README's figures: the headline targets' rows, as the report has them, between its
+    markers (tests/system/test_readme_figures.py checks that they match the report)."""
+    rows = [t.row()[1:] for t in targets if t.headline]
+    block = "\n".join([
+        README_BEGIN,
+        f"From the last full run of `bench/all` (commit `{commit}`, "
+        "[docs/benchmarks.md](docs/benchmarks.md)): medians over the rounds, the lowest and highest "
+        "round in brackets, sxe's default configuration unless a row says otherwise.",
+        "",
+        table(["target", "this run", "verdict"], rows),
+        README_END])
+    with open(path) as source:
+        text = source.read()
+    if README_BEGIN not in text or README_END not in text:
+        raise RuntimeError(f"{path} has no {README_BEGIN} ... {README_END} block")
+    text = text[:text.index(README_BEGIN)] + block + text[text.index(README_END) + len(README_END):]
+    with open(path, "w") as out:
+        out.write(text)

@@ -82,6 +82,7 @@ def run(ctx, say):
         for peer, bound in (("nginx 2 workers", 0.7), ("nginx 2 workers reuseport", 0.7),
                             ("h2o 2 threads", 0.8)):
             section.target("workers", f"sxe-httpd 2 workers, {size}, ≤ {bound}x {peer}",
-                           cells.ratio((key, "sxe-httpd 2 workers"), (key, peer)), bound)
+                           cells.ratio((key, "sxe-httpd 2 workers"), (key, peer)), bound,
+                           headline=size == "12 B" and "reuseport" not in peer)
     section.cells = cells
     return section

@@ -78,9 +78,9 @@ def run(ctx, say):
     if not failures:
         held = "20,000" if ctx.args.quick else "250,000"
         section.target("many", f"p99 under 5 ms at 10,000 requests/s beside {held} connections",
-                       figures["p99"], 5, unit=" ms", digits=2)
+                       figures["p99"], 5, unit=" ms", digits=2, headline=True)
         section.target("many", "server user memory ≤ 256 bytes per connection",
-                       figures["user_b"], 256, unit=" B", digits=0)
+                       figures["user_b"], 256, unit=" B", digits=0, headline=True)
     else:
         section.target("many", "250,000 connections held, none lost, no error", Sample([None]), 0)
     return section

@@ -123,8 +123,9 @@ def run(ctx, say):
                            "handshake CPU µs", "peak RSS MB"], rows)
     for name in ("sxe", "sxe io_uring"):
         section.target("WebSocket", f"echo CPU/message ≤ 0.5x Node `ws` ({name})",
-                       cells.ratio((KEY, name), (KEY, "node ws"), "echo_cpu"), 0.5)
+                       cells.ratio((KEY, name), (KEY, "node ws"), "echo_cpu"), 0.5,
+                       headline=True)
     section.target("WebSocket", "idle memory ≤ 200 bytes of user space per open socket (sxe)",
-                   cells.figure(KEY, "sxe", "idle_b"), 200, unit=" B", digits=0)
+                   cells.figure(KEY, "sxe", "idle_b"), 200, unit=" B", digits=0, headline=True)
     section.cells = cells
     return section
