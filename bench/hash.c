@@ -11,7 +11,14 @@
  *   sxe_hash find_many   sxe_hash_find_many() over batches of 64 keys: the misses overlap
  * Each lookup's value is checked, so a wrong answer stops the run.
  *
- * Usage: hash [--json] [-n records] [-l lookups] [-r rounds] [-c cpu] [-L load-percent]
+ * 5 million random lookups a round by default: the records and the table (2.5 GB together) stay
+ * far beyond the caches, and the whole run, half of it making them, stays under a minute on a
+ * shared 2-core machine, where 30 million (the run on record in docs/benchmarks.md, -l 30000000)
+ * took two and a half, a random bsearch being a microsecond or more. A quick run, for a check
+ * that it works rather than a figure: -n 1000000 -l 1000000.
+ *
+ * Usage: hash [--json] [-n records (30000000)] [-l lookups (5000000)] [-r rounds (3)] [-c cpu (0)]
+ *             [-L load-percent (80)]
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -131,8 +138,8 @@ static void lookup(enum method method, const struct tables *tables, uint64_t fir
 
 /*
  * Runs all the lookups by method and returns the seconds they took. They go in chunks of a million
- * or so, between which the progress may be told: a random bsearch of 30 million takes half a
- * minute, and a clock read a million lookups costs nothing that shows.
+ * or so, between which the progress may be told: a random bsearch of 5 million takes five
+ * seconds or more, and a clock read a million lookups costs nothing that shows.
  */
 static double run(enum method method, const struct tables *tables, struct bench_progress *progress,
                   unsigned round, unsigned rounds)
@@ -298,7 +305,7 @@ static void print_human(const struct config *config, double seconds[METHODS][ROU
 int main(int argc, char **argv)
 {
     bool json = bench_json_option(&argc, argv);
-    struct config config = {.count = 30000000, .lookups = 30000000, .rounds = 3};
+    struct config config = {.count = 30000000, .lookups = 5000000, .rounds = 3};
     struct bench_progress progress;
 
     parse(argc, argv, &config);
