@@ -3,11 +3,15 @@
  *
  *     {"bench": "fiber", "params": {"count": 10000, ...},
  *      "rows": [{"name": "...", "unit": "ms", "better": "lower", "rounds": [0.45, 0.47, ...]},
- * ...]}
+ * ...], "once": [{the same fields, "rounds": [v]} for each figure measured once, if any]}
  *
  * a row per figure, with every round's value as measured, so the reader can take a median and a
- * spread itself. Write it in order: bench_json_begin(), its params, its rows, bench_json_end().
+ * spread itself. Rates are in units a second ("lookups/s"), ratios "x", as bench/map writes them.
+ * Write it in order: bench_json_begin(), its params, its rows, its once figures, bench_json_end().
  * Names are quoted with sxe_json_string(), so any text is safe in them.
+ *
+ * bench/all runs each program as "PROGRAM --json" and, for a quick run, "PROGRAM --json --quick":
+ * bench_option() takes those out of argv before the program reads its own arguments.
  */
 #ifndef SXE_BENCH_BENCH_JSON_H
 #define SXE_BENCH_BENCH_JSON_H
@@ -25,21 +29,21 @@
 enum bench_better { BENCH_LOWER, BENCH_HIGHER };
 
 struct bench_json {
-    unsigned params; /* written so far: every one after the first takes a comma */
-    unsigned rows;
+    enum { BENCH_JSON_PARAMS, BENCH_JSON_ROWS, BENCH_JSON_ONCE } section;
+    unsigned items; /* written so far in the section: every one after the first takes a comma */
 };
 
 /*
- * Takes "--json" out of argv, wherever it is, so the positional arguments after it keep their
- * places; returns whether it was there.
+ * Takes option ("--json", "--quick") out of argv, wherever it is, so the positional arguments
+ * after it keep their places; returns whether it was there.
  */
-static inline bool bench_json_option(int *argc, char **argv)
+static inline bool bench_option(int *argc, char **argv, const char *option)
 {
     bool seen = false;
     int kept = 1;
 
     for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        if (strcmp(argv[i], option) == 0) {
             seen = true;
         } else {
             argv[kept++] = argv[i];
@@ -92,7 +96,7 @@ static inline void bench_json_number(double value)
 
 static inline void bench_json_begin(struct bench_json *json, const char *bench)
 {
-    *json = (struct bench_json){0};
+    *json = (struct bench_json){.section = BENCH_JSON_PARAMS};
     fputs("{\"bench\": ", stdout);
     bench_json_text(bench);
     fputs(", \"params\": {", stdout);
@@ -100,11 +104,11 @@ static inline void bench_json_begin(struct bench_json *json, const char *bench)
 
 static inline void bench_json_param_name(struct bench_json *json, const char *name)
 {
-    if (json->rows > 0) {
+    if (json->section != BENCH_JSON_PARAMS) {
         fprintf(stderr, "bench_json: param %s after the rows\n", name);
         abort();
     }
-    fputs(json->params++ > 0 ? ", " : "", stdout);
+    fputs(json->items++ > 0 ? ", " : "", stdout);
     bench_json_text(name);
     fputs(": ", stdout);
 }
@@ -122,18 +126,31 @@ static inline void bench_json_param_text(struct bench_json *json, const char *na
     bench_json_text(value);
 }
 
-/* One figure: its name (a printf format), its unit, which way is better, and each round's value. */
-static inline __attribute__((format(printf, 6, 7))) void
-bench_json_row(struct bench_json *json, const char *unit, enum bench_better better,
-               const double *rounds, unsigned count, const char *format, ...)
+/* Closes the section being written and opens the next, up to the one named. */
+static inline void bench_json_section(struct bench_json *json, int section)
+{
+    static const char *const opening[] = {"", "},\n \"rows\": [", "\n ],\n \"once\": ["};
+
+    if ((int)json->section > section) {
+        fprintf(stderr, "bench_json: a row after the figures measured once\n");
+        abort();
+    }
+    while ((int)json->section < section) {
+        json->section++;
+        json->items = 0;
+        fputs(opening[json->section], stdout);
+    }
+}
+
+static inline void bench_json_vitem(struct bench_json *json, int section, const char *unit,
+                                    enum bench_better better, const double *rounds, unsigned count,
+                                    const char *format, va_list args)
 {
     char name[256];
-    va_list args;
 
-    va_start(args, format);
     vsnprintf(name, sizeof(name), format, args);
-    va_end(args);
-    fputs(json->rows++ == 0 ? "},\n \"rows\": [\n  {\"name\": " : ",\n  {\"name\": ", stdout);
+    bench_json_section(json, section);
+    fputs(json->items++ > 0 ? ",\n  {\"name\": " : "\n  {\"name\": ", stdout);
     bench_json_text(name);
     fputs(", \"unit\": ", stdout);
     bench_json_text(unit);
@@ -145,10 +162,35 @@ bench_json_row(struct bench_json *json, const char *unit, enum bench_better bett
     fputs("]}", stdout);
 }
 
+/* A figure measured in every round: its name (a printf format), unit, which way is better. */
+static inline __attribute__((format(printf, 6, 7))) void
+bench_json_row(struct bench_json *json, const char *unit, enum bench_better better,
+               const double *rounds, unsigned count, const char *format, ...)
+{
+    va_list args;
+
+    va_start(args, format);
+    bench_json_vitem(json, BENCH_JSON_ROWS, unit, better, rounds, count, format, args);
+    va_end(args);
+}
+
+/* A figure measured once, after the rows. */
+static inline __attribute__((format(printf, 5, 6))) void
+bench_json_once(struct bench_json *json, const char *unit, enum bench_better better, double value,
+                const char *format, ...)
+{
+    va_list args;
+
+    va_start(args, format);
+    bench_json_vitem(json, BENCH_JSON_ONCE, unit, better, &value, 1, format, args);
+    va_end(args);
+}
+
 /* Closes the document; returns 0, or 1 (an exit status) when stdout could not take it all. */
 static inline int bench_json_end(struct bench_json *json)
 {
-    fputs(json->rows == 0 ? "}, \"rows\": []}\n" : "\n ]}\n", stdout);
+    bench_json_section(json, BENCH_JSON_ONCE);
+    fputs(json->items > 0 ? "\n ]}\n" : "]}\n", stdout);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         perror("bench_json: stdout");
         return 1;

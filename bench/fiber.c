@@ -2,9 +2,9 @@
  * What fibers cost: 10,000 fibers created and run to completion, one after another and all alive
  * at once; a switch; and, in the same run, 10,000 threads created and joined, the alternative a
  * blocking-style program would otherwise use. Medians over rounds, or with --json every round's
- * value (bench/bench_json.h). Usage:
+ * value (bench/bench_json.h); --quick makes COUNT 1000 unless it is given. Usage:
  *
- *     taskset -c 0 bench/fiber [--json] [COUNT (10000)] [ROUNDS (21)]
+ *     taskset -c 0 bench/fiber [--json] [--quick] [COUNT (10000)] [ROUNDS (21)]
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -169,8 +169,9 @@ static void print_human(const struct sxe_fibers_options *options, struct figures
 
 int main(int argc, char **argv)
 {
-    bool json = bench_json_option(&argc, argv);
-    unsigned count = argc > 1 ? (unsigned)atoi(argv[1]) : 10000;
+    bool json = bench_option(&argc, argv, "--json");
+    bool quick = bench_option(&argc, argv, "--quick");
+    unsigned count = argc > 1 ? (unsigned)atoi(argv[1]) : quick ? 1000 : 10000;
     unsigned rounds = argc > 2 ? (unsigned)atoi(argv[2]) : 21;
     struct sxe_loop_options loop_options = {.connections = 16, .timers = 16};
     struct sxe_fibers_options options = {.count = count, .stack_size = 16384};

@@ -14,11 +14,11 @@
  * 5 million random lookups a round by default: the records and the table (2.5 GB together) stay
  * far beyond the caches, and the whole run, half of it making them, stays under a minute on a
  * shared 2-core machine, where 30 million (the run on record in docs/benchmarks.md, -l 30000000)
- * took two and a half, a random bsearch being a microsecond or more. A quick run, for a check
- * that it works rather than a figure: -n 1000000 -l 1000000.
+ * took two and a half, a random bsearch being a microsecond or more. --quick, for a check that
+ * it works rather than a figure, makes the records and the lookups 1 million unless they are given.
  *
- * Usage: hash [--json] [-n records (30000000)] [-l lookups (5000000)] [-r rounds (3)] [-c cpu (0)]
- *             [-L load-percent (80)]
+ * Usage: hash [--json] [--quick] [-n records (30000000)] [-l lookups (5000000)]
+ *             [-r rounds (3)] [-c cpu (0)] [-L load-percent (80)]
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -190,7 +190,7 @@ static void parse(int argc, char **argv, struct config *config)
             config->load = (unsigned)atoi(optarg);
             break;
         default:
-            fprintf(stderr, "usage: hash [--json] [-n records] [-l lookups] [-r rounds] "
+            fprintf(stderr, "usage: hash [--json] [--quick] [-n records] [-l lookups] [-r rounds] "
                             "[-c cpu] [-L load-percent]\n");
             exit(2);
         }
@@ -237,8 +237,8 @@ static int fill(struct tables *tables, const struct sxe_hash_options *options,
 }
 
 /*
- * Rates in millions of lookups a second, and how many times as fast as a random bsearch each of
- * sxe_hash's is within each round. Peak RSS is one value: the process's, once.
+ * Lookups a second, and how many times as fast as a random bsearch each of sxe_hash's is within
+ * each round; then the peak RSS, measured once.
  */
 static int print_json(const struct config *config, const struct sxe_hash_options *options,
                       const struct sxe_hash_stats *stats, double seconds[METHODS][ROUNDS_MAX],
@@ -262,9 +262,9 @@ static int print_json(const struct config *config, const struct sxe_hash_options
     bench_thousands(records, config->count);
     for (unsigned m = 0; m < METHODS; m++) {
         for (unsigned round = 0; round < rounds; round++) {
-            values[round] = (double)config->lookups / seconds[m][round] / 1e6;
+            values[round] = (double)config->lookups / seconds[m][round];
         }
-        bench_json_row(&json, "M lookups/s", BENCH_HIGHER, values, rounds,
+        bench_json_row(&json, "lookups/s", BENCH_HIGHER, values, rounds,
                        "lookups in %s records: %s", records, method_names[m]);
     }
     for (unsigned m = FIND; m < METHODS; m++) {
@@ -275,7 +275,7 @@ static int print_json(const struct config *config, const struct sxe_hash_options
                        "lookups in %s records: %s against bsearch, per round", records,
                        method_names[m]);
     }
-    bench_json_row(&json, "MB", BENCH_LOWER, &peak_rss_mb, 1, "peak RSS");
+    bench_json_once(&json, "MB", BENCH_LOWER, peak_rss_mb, "peak RSS");
     return bench_json_end(&json);
 }
 
@@ -304,8 +304,10 @@ static void print_human(const struct config *config, double seconds[METHODS][ROU
 
 int main(int argc, char **argv)
 {
-    bool json = bench_json_option(&argc, argv);
-    struct config config = {.count = 30000000, .lookups = 5000000, .rounds = 3};
+    bool json = bench_option(&argc, argv, "--json");
+    bool quick = bench_option(&argc, argv, "--quick");
+    struct config config = {
+        .count = quick ? 1000000 : 30000000, .lookups = quick ? 1000000 : 5000000, .rounds = 3};
     struct bench_progress progress;
 
     parse(argc, argv, &config);

@@ -3,9 +3,9 @@
  * Built in a release tree the two must cost the same, because the macros compile to nothing;
  * built in a debug tree (SXE_DEBUG) this shows what tracing costs when compiled in but disabled.
  * Rounds alternate between the two loops and the median of each is reported, or with --json every
- * round's value (bench/bench_json.h).
+ * round's value (bench/bench_json.h); --quick makes the iterations 2 million unless they are given.
  *
- * Usage: trace-cost [--json] [iterations-per-round] [rounds]
+ * Usage: trace-cost [--json] [--quick] [iterations-per-round (20000000)] [rounds (9)]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +89,11 @@ static int print_json(const double *plain, const double *traced, unsigned iterat
 
 int main(int argc, char **argv)
 {
-    bool json = bench_json_option(&argc, argv);
-    unsigned iterations = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 20000000u;
+    bool json = bench_option(&argc, argv, "--json");
+    bool quick = bench_option(&argc, argv, "--quick");
+    unsigned iterations = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10)
+                          : quick  ? 2000000u
+                                   : 20000000u;
     unsigned rounds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 9;
     double plain[ROUNDS_MAX];
     double traced[ROUNDS_MAX];
@@ -98,7 +101,8 @@ int main(int argc, char **argv)
     struct bench_progress progress;
 
     if (iterations == 0 || rounds == 0 || rounds > ROUNDS_MAX) {
-        fprintf(stderr, "usage: trace-cost [--json] [iterations > 0] [rounds 1..%d]\n", ROUNDS_MAX);
+        fprintf(stderr, "usage: trace-cost [--json] [--quick] [iterations > 0] [rounds 1..%d]\n",
+                ROUNDS_MAX);
         return 2;
     }
     bench_progress_begin(&progress, "trace-cost");
