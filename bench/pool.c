@@ -6,14 +6,18 @@
  * change stamped with a time:
  *   fifo    move the oldest element of state s to state s+1 (s cycles through the 4 states)
  *   random  move a random element from its state to the next one
- * Configurations, interleaved over rounds, medians reported:
+ * Configurations, interleaved over rounds, medians reported (with --json, every round's rate:
+ * bench/bench_json.h):
  *   pool            private, unlocked (one event loop)
  *   baseline        malloc/free + doubly linked list of pointers, the same job
  *   shared          a shared pool with its robust process-shared lock, one process
  *   shared x2       the same pool, 2 processes changing states at once (total rate)
  *
- * Usage: pool [operations-per-round] [rounds] [elements]
+ * --quick makes the operations 200,000 a run unless they are given.
+ *
+ * Usage: pool [--json] [--quick] [operations-per-run (5000000)] [rounds (5)] [elements (10000)]
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,9 @@
 #include <unistd.h>
 
 #include <sxe/sxe.h>
+
+#include "bench_json.h"
+#include "bench_progress.h"
 
 #define STATES     4u
 #define ROUNDS_MAX 31
@@ -206,30 +213,53 @@ static double median(double *values, unsigned count)
 enum { POOL, BASELINE, SHARED, SHARED_X2, CONFIGS };
 static const char *const config_names[] = {"pool (private, unlocked)", "baseline (malloc + list)",
                                            "shared pool, 1 process", "shared pool, 2 processes"};
+static const char *const workload_names[] = {"fifo", "random"};
 
-int main(int argc, char **argv)
+static double config_run(unsigned config, int random, unsigned operations)
 {
-    unsigned operations = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 5000000u;
-    unsigned rounds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 5;
-    double rates[2][CONFIGS][ROUNDS_MAX];
-
-    elements = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : elements;
-    if (operations == 0 || rounds == 0 || rounds > ROUNDS_MAX || elements < STATES) {
-        fprintf(stderr, "usage: pool [operations > 0] [rounds 1..%d] [elements >= %u]\n",
-                ROUNDS_MAX, STATES);
-        return 2;
+    switch (config) {
+    case POOL:
+        return pool_run(0, random, operations);
+    case BASELINE:
+        return baseline_run(random, operations);
+    case SHARED:
+        return pool_run(SXE_POOL_SHARED, random, operations);
+    default:
+        return contended_run(random, operations);
     }
-    sxe_log_set_level(SXE_LOG_LEVEL_WARN);
+}
 
-    for (unsigned round = 0; round < rounds; round++) {
-        for (int random = 0; random < 2; random++) {
-            rates[random][POOL][round] = pool_run(0, random, operations);
-            rates[random][BASELINE][round] = baseline_run(random, operations);
-            rates[random][SHARED][round] = pool_run(SXE_POOL_SHARED, random, operations);
-            rates[random][SHARED_X2][round] = contended_run(random, operations);
+/* Each round's state changes a second, and pool / baseline within each round. */
+static int print_json(double rates[2][CONFIGS][ROUNDS_MAX], unsigned operations, unsigned rounds)
+{
+    char count[BENCH_THOUSANDS_SIZE];
+    double values[ROUNDS_MAX];
+    struct bench_json json;
+
+    bench_json_begin(&json, "pool");
+    bench_json_param(&json, "elements", elements);
+    bench_json_param(&json, "states", STATES);
+    bench_json_param(&json, "operations", operations);
+    bench_json_param(&json, "rounds", rounds);
+    bench_thousands(count, elements);
+    for (int random = 0; random < 2; random++) {
+        for (unsigned config = 0; config < CONFIGS; config++) {
+            bench_json_row(&json, "ops/s", BENCH_HIGHER, rates[random][config], rounds,
+                           "%s state changes of %s elements: %s", workload_names[random], count,
+                           config_names[config]);
         }
+        for (unsigned round = 0; round < rounds; round++) {
+            values[round] = rates[random][POOL][round] / rates[random][BASELINE][round];
+        }
+        bench_json_row(&json, "x", BENCH_HIGHER, values, rounds,
+                       "%s state changes of %s elements: pool / baseline, per round",
+                       workload_names[random], count);
     }
+    return bench_json_end(&json);
+}
 
+static void print_human(double rates[2][CONFIGS][ROUNDS_MAX], unsigned operations, unsigned rounds)
+{
     printf("pool: %u elements, %u states, %u state changes per run, median of %u rounds\n",
            elements, STATES, operations, rounds);
     printf("%-28s %16s %16s\n", "", "fifo (M/s)", "random (M/s)");
@@ -243,5 +273,42 @@ int main(int argc, char **argv)
     }
     printf("%-28s %15.2fx %15.2fx\n", "pool / baseline", medians[0][POOL] / medians[0][BASELINE],
            medians[1][POOL] / medians[1][BASELINE]);
+}
+
+int main(int argc, char **argv)
+{
+    bool json = bench_option(&argc, argv, "--json");
+    bool quick = bench_option(&argc, argv, "--quick");
+    unsigned operations = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10)
+                          : quick  ? 200000u
+                                   : 5000000u;
+    unsigned rounds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 5;
+    double rates[2][CONFIGS][ROUNDS_MAX];
+    struct bench_progress progress;
+
+    elements = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : elements;
+    if (operations == 0 || rounds == 0 || rounds > ROUNDS_MAX || elements < STATES) {
+        fprintf(stderr,
+                "usage: pool [--json] [--quick] [operations > 0] [rounds 1..%d] [elements >= %u]\n",
+                ROUNDS_MAX, STATES);
+        return 2;
+    }
+    sxe_log_set_level(SXE_LOG_LEVEL_WARN);
+
+    bench_progress_begin(&progress, "pool");
+    for (unsigned round = 0; round < rounds; round++) {
+        for (int random = 0; random < 2; random++) {
+            for (unsigned config = 0; config < CONFIGS; config++) {
+                bench_progress(&progress, "round %u of %u: %s, %s", round + 1, rounds,
+                               workload_names[random], config_names[config]);
+                rates[random][config][round] = config_run(config, random, operations);
+            }
+        }
+    }
+    bench_progress_end(&progress);
+    if (json) {
+        return print_json(rates, operations, rounds);
+    }
+    print_human(rates, operations, rounds);
     return 0;
 }
