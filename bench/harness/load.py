@@ -85,10 +85,9 @@ def sxe_http(build, port, server_pids, *, connections, seconds, warmup=1, path="
     def watch():
         for line in process.stderr:
             text = line.decode(errors="replace").strip()
+            marks.setdefault("all", []).append(text)
             if text in ("sxe-http: measuring", "sxe-http: measured"):
                 sample(text.split()[-1])
-            elif text and not text.startswith("progress:"):
-                marks.setdefault("said", []).append(text)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -100,12 +99,12 @@ def sxe_http(build, port, server_pids, *, connections, seconds, warmup=1, path="
     watcher.join(timeout=5)
     text = output.decode(errors="replace")
     if "{" not in text:
-        raise RuntimeError("sxe-http gave no report: " + " / ".join(marks.get("said", [])))
+        raise RuntimeError("sxe-http gave no report: " + " / ".join(marks.get("all", [])))
     report = json.loads(text[text.index("{"):text.rindex("}") + 1])
     if "measuring" not in marks or "measured" not in marks:
         if report["errors"]["total"] + report["not_sent"] == 0:
             raise RuntimeError("sxe-http did not say when its window began and ended: " +
-                               " / ".join(marks.get("said", [])))
+                               " / ".join(marks.get("all", [])))
         return Window(report, 0, 0)  # it failed before its window: its errors say why
     (t0, s0), (t1, s1) = marks["measuring"], marks["measured"]
     return Window(report, s1 - s0, t1 - t0)

@@ -35,6 +35,7 @@ class Section:
         self.key, self.title, self.reading = key, title, reading
         self.parts = []
         self.targets = []
+        self.chart = None  # draw(path): a PNG of the section's figures, beside the report
 
     def add(self, text):
         self.parts.append(text)
@@ -119,6 +120,14 @@ def write(path, command, sections, args, root, build, minutes):
     for section in sections:
         lines += [f"## {section.title}", "", f"`bench/all --only {section.key}`. " +
                   section.reading, ""]
+        if section.chart is not None:
+            name = ("benchmarks" if section.key == "single" else f"benchmarks-{section.key}") + \
+                ".png"
+            try:
+                section.chart(os.path.join(os.path.dirname(os.path.abspath(path)), name))
+                lines += [f"![{section.title}]({name})", ""]
+            except ImportError:
+                lines += ["(No chart: matplotlib is not installed.)", ""]
         for part in section.parts:
             lines += [part, ""]
     with open(path, "w") as out:

@@ -134,4 +134,32 @@ def run(ctx, say):
               cells.show(scenario.key, s.name, "per_conn_kb", 2)] for s in scenario.specs])
     targets(section, cells)
     section.cells = cells
+    section.chart = lambda path: chart(cells, load, idle, path)
     return section
+
+
+def chart(cells, load, idle, path):
+    """Server CPU per request at 100 connections, and memory with 10,000 idle connections."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [s for s in load if s.key in ("canned-100", "http-100", "files-100", "files-4k")]
+    bars = [(f"{spec.name} ({s.key})",
+             cells.get(s.key, spec.name, "cpu_us").median or 0)
+            for s in shown for spec in s.specs]
+    memory = [(spec.name, cells.get(i.key, spec.name, "idle_mb").median or 0)
+              for i in idle for spec in i.specs]
+    figure, axes = plt.subplots(1, 2, figsize=(13, 0.28 * max(len(bars), len(memory)) + 2))
+    axes[0].barh([b[0] for b in bars], [b[1] for b in bars], color="tab:blue")
+    axes[0].invert_yaxis()
+    axes[0].set_xlabel("server CPU µs per request, 100 connections (less is better)")
+    axes[0].tick_params(axis="y", labelsize=7)
+    axes[1].barh([m[0] for m in memory], [m[1] for m in memory], color="tab:purple")
+    axes[1].invert_yaxis()
+    axes[1].set_xlabel("resident MB with 10,000 idle connections (less is better)")
+    axes[1].tick_params(axis="y", labelsize=7)
+    figure.suptitle("sxe and its peers, one core each (bench/all; medians)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)

@@ -257,14 +257,15 @@ static void show_progress(const struct progress *progress, uint64_t start)
 
 /*
  * --warmup: tells stderr when the measured window starts and ends, as the workers count it (each
- * from the go, within a scheduling delay of this clock). @return ms until the next, or 1000.
+ * from the go, within a scheduling delay of this clock), or, with all, whatever is left to tell.
+ * @return ms until the next, or 1000.
  */
-static int tell_marks(void)
+static int tell_marks(bool all)
 {
     static const char *const said[] = {"sxe-http: measuring", "sxe-http: measured"};
     uint64_t now = sxe_clock_mono_ns();
 
-    while (config.marks && gather.marked < 2 && now >= gather.marks[gather.marked]) {
+    while (config.marks && gather.marked < 2 && (all || now >= gather.marks[gather.marked])) {
         fprintf(stderr, "%s\n", said[gather.marked++]);
         fflush(stderr);
     }
@@ -287,7 +288,7 @@ static void gather_results(const int *ups, const struct progress *progress, uint
         for (unsigned i = 0; i < config.workers; i++) {
             polls[i] = (struct pollfd){.fd = gather.ended[i] ? -1 : ups[i], .events = POLLIN};
         }
-        int ready = poll(polls, config.workers, tell_marks());
+        int ready = poll(polls, config.workers, tell_marks(false));
         for (unsigned i = 0; ready > 0 && i < config.workers; i++) {
             enum message_kind kind;
             if (gather.ended[i] || !(polls[i].revents & (POLLIN | POLLHUP))) {
@@ -309,7 +310,7 @@ static void gather_results(const int *ups, const struct progress *progress, uint
             last_progress = sxe_clock_mono_ns();
         }
     }
-    (void)tell_marks(); /* the window's end, if the last answers came after it */
+    (void)tell_marks(true); /* the window's end, if the workers ended it before this clock did */
 }
 
 int main(int argc, char **argv)
@@ -366,11 +367,12 @@ int main(int argc, char **argv)
         }
     }
     log_start();
+    /* Before the go: each worker's window starts no sooner than the mark says. */
+    gather.marks[0] = sxe_clock_mono_ns() + config.warmup_ns;
+    gather.marks[1] = gather.marks[0] + config.duration_ns;
     for (unsigned i = 0; i < config.workers; i++) {
         write_all(downs[i], "G", 1);
     }
-    gather.marks[0] = sxe_clock_mono_ns() + config.warmup_ns;
-    gather.marks[1] = gather.marks[0] + config.duration_ns;
     gather_results(ups, progress, start, &total);
     for (unsigned i = 0; i < config.workers; i++) {
         waitpid(pids[i], NULL, 0);
