@@ -5,17 +5,15 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
-import time
+
+from harness import procs
+from harness.procs import free_port, wait_for_port  # noqa: F401 (bench/loadgen.py's)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def install(*packages):
-    """Installs Debian packages the benchmark needs, the way the project's scripts do."""
-    subprocess.run([os.path.join(ROOT, "scripts", "deps"), *packages], check=True,
-                   stdout=subprocess.DEVNULL)
+install = procs.install
 
 
 def peer_config(template, port, tmp, root):
@@ -33,97 +31,9 @@ def peer_config(template, port, tmp, root):
     return path
 
 
-def free_port():
-    """A loopback port nothing listens on now (the kernel's pick for port 0). Another program may
-    take it before the server does: wait_for_port(port, pid) finds that out."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def listeners(port):
-    """The pids of the processes that hold a socket listening on port (IPv4 or IPv6)."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as lines:
-                next(lines)
-                for line in lines:
-                    fields = line.split()
-                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(f"socket:[{fields[9]}]")
-        except OSError:
-            pass
-    pids = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                for fd in os.listdir(f"/proc/{entry}/fd"):
-                    if os.readlink(f"/proc/{entry}/fd/{fd}") in inodes:
-                        pids.add(int(entry))
-                        break
-            except OSError:
-                continue
-    return pids
-
-
-def wait_for_port(port, pid=None, timeout=5.0):
-    """Waits until port accepts connections. With pid, also checks that the listener belongs to
-    that process or its descendants, and fails loudly when another program holds the port (a
-    measurement of someone else's server is worse than none)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.02)
-    else:
-        raise RuntimeError(f"nothing listens on port {port}")
-    if pid is not None:
-        holders = listeners(port)
-        ours = set(tree(pid))
-        if not holders & ours:
-            names = []
-            for holder in sorted(holders):
-                try:
-                    with open(f"/proc/{holder}/comm") as comm:
-                        names.append(f"{comm.read().strip()} (pid {holder})")
-                except OSError:
-                    names.append(f"pid {holder}")
-            raise RuntimeError(f"port {port} is held by {', '.join(names) or 'another program'}, "
-                               f"not by the server started as pid {pid}: not measuring it")
-
-
-def tree(pid):
-    """pid and every process descended from it."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, unvisited = [], [pid]
-    while unvisited:
-        found.append(unvisited.pop())
-        unvisited.extend(children.get(found[-1], []))
-    return found
-
-
 def tree_cpu_ns(pid):
     """CPU time of every thread of pid's process tree, in ns (schedstat)."""
-    total = 0
-    for member in tree(pid):
-        try:
-            for task in os.listdir(f"/proc/{member}/task"):
-                with open(f"/proc/{member}/task/{task}/schedstat") as stat:
-                    total += int(stat.read().split()[0])
-        except OSError:
-            pass
-    return total
+    return procs.tree_cpu_ns(procs.tree(pid))
 
 
 def parse_duration_ms(text):

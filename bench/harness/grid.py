@@ -64,6 +64,22 @@ class Cells:
         return self.get(key, name, figure).show(digits, unit)
 
 
+def comparison_rows(cells, scenarios, reference, figures):
+    """A row per scenario and server: the scenario's title, the server, each of figures ((name,
+    digits) pairs) shown, and reference(scenario)'s CPU per request over the row's server's,
+    round by round ("–" on the reference's own row)."""
+    rows = []
+    for scenario in scenarios:
+        base = reference(scenario)
+        for spec in scenario.specs:
+            ratio = cells.ratio((scenario.key, base), (scenario.key, spec.name)) \
+                if base and spec.name != base else None
+            rows.append([scenario.title, spec.name] +
+                        [cells.show(scenario.key, spec.name, f, d) for f, d in figures] +
+                        [ratio.show(2, "x") if ratio else "–"])
+    return rows
+
+
 def body_of(ctx, scenario, spec):
     """The file every answer's body must equal, or None (no body check)."""
     path = os.path.join(ctx.root, scenario.body) if scenario.body else None

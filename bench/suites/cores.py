@@ -64,19 +64,9 @@ def run(ctx, say):
         "request over the row's, round by round."))
     header = ["scenario", "server", "requests/s", "server CPU µs/request", "p99 ms",
               "peak RSS MB", "CPU: sxe ÷ this"]
-    rows = []
-    for scenario in found:
-        reference = "sxe http-hello 2 workers" if scenario.key == "cores-http" else \
-            "sxe-httpd 2 workers"
-        for spec in scenario.specs:
-            ratio = cells.ratio((scenario.key, reference), (scenario.key, spec.name)) \
-                if spec.name != reference else None
-            rows.append([scenario.title, spec.name,
-                         cells.show(scenario.key, spec.name, "rate", 0),
-                         cells.show(scenario.key, spec.name, "cpu_us"),
-                         cells.show(scenario.key, spec.name, "p99"),
-                         cells.show(scenario.key, spec.name, "rss_mb", 1),
-                         ratio.show(2, "x") if ratio else "–"])
+    rows = grid.comparison_rows(
+        cells, found, lambda s: "sxe http-hello 2 workers" if s.key == "cores-http" else
+        "sxe-httpd 2 workers", [("rate", 0), ("cpu_us", 2), ("p99", 2), ("rss_mb", 1)])
     section.add_table("", header, rows)
     for key, size in (("cores-12b", "12 B"), ("cores-4k", "4 KB")):
         for peer, bound in (("nginx 2 workers", 0.7), ("nginx 2 workers reuseport", 0.7),

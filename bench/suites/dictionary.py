@@ -86,17 +86,8 @@ def run(ctx, say):
         "Each server on CPU 0, the load on CPU 1: the same mix of 20,000 words, asked for at "
         "random; every answer's status and framing checked (the answers' lengths vary by word). "
         "The last column is sxe-dict's CPU per request over nginx's, round by round."))
-    rows = []
-    for scenario in found:
-        for spec in scenario.specs:
-            ratio = cells.ratio((scenario.key, "sxe-dict"), (scenario.key, spec.name)) \
-                if spec.name != "sxe-dict" else None
-            rows.append([scenario.title, spec.name,
-                         cells.show(scenario.key, spec.name, "rate", 0),
-                         cells.show(scenario.key, spec.name, "cpu_us"),
-                         cells.show(scenario.key, spec.name, "p99"),
-                         cells.show(scenario.key, spec.name, "rss_mb", 1),
-                         ratio.show(2, "x") if ratio else "–"])
+    rows = grid.comparison_rows(cells, found, lambda s: "sxe-dict",
+                                [("rate", 0), ("cpu_us", 2), ("p99", 2), ("rss_mb", 1)])
     section.add_table("", ["connections", "server", "requests/s", "server CPU µs/request",
                            "p99 ms", "peak RSS MB", "CPU: sxe-dict ÷ this"], rows)
     section.cells = cells

@@ -68,17 +68,8 @@ def run(ctx, say):
         "connections as clients, HTTP/1.1 to the upstream (bench/peers/nginx-proxy.conf). "
         "sxe-httpd: its defaults, then `--proxy-pipeline 16`, which is not. The last column is "
         "sxe-httpd's CPU per request (default mode) over the row's, round by round."))
-    rows = []
-    for scenario in found:
-        for spec in scenario.specs:
-            ratio = cells.ratio((scenario.key, "sxe-httpd"), (scenario.key, spec.name)) \
-                if spec.name != "sxe-httpd" else None
-            rows.append([scenario.title, spec.name,
-                         cells.show(scenario.key, spec.name, "rate", 0),
-                         cells.show(scenario.key, spec.name, "cpu_us"),
-                         cells.show(scenario.key, spec.name, "p99"),
-                         cells.show(scenario.key, spec.name, "rss_mb", 1),
-                         ratio.show(2, "x") if ratio else "–"])
+    rows = grid.comparison_rows(cells, found, lambda s: "sxe-httpd",
+                                [("rate", 0), ("cpu_us", 2), ("p99", 2), ("rss_mb", 1)])
     section.add_table("", ["clients", "proxy", "requests/s", "proxy CPU µs/request", "p99 ms",
                            "peak RSS MB", "CPU: sxe-httpd ÷ this"], rows)
     for n in COUNTS:

@@ -49,23 +49,6 @@ def kind_of(key):
     return key.split("-")[0]
 
 
-def rows(cells, scenario):
-    kind = kind_of(scenario.key)
-    reference = REFERENCE.get(kind)
-    found = []
-    for spec in scenario.specs:
-        name = spec.name
-        ratio = cells.ratio((scenario.key, reference), (scenario.key, name)) \
-            if reference and name != reference else None
-        found.append([scenario.title, name, cells.show(scenario.key, name, "rate", 0),
-                      cells.show(scenario.key, name, "cpu_us"),
-                      cells.show(scenario.key, name, "p99"),
-                      cells.show(scenario.key, name, "rss_mb", 1),
-                      cells.show(scenario.key, name, "load_us"),
-                      ratio.show(2, "x") if ratio else "–"])
-    return found
-
-
 def targets(section, cells):
     def r(a_key, a, b_key, b, figure="cpu_us"):
         return cells.ratio((a_key, a), (b_key, b), figure)
@@ -119,8 +102,10 @@ def run(ctx, say):
         "request round by round: below 1.00x, sxe uses less."))
     header = ["scenario", "server", "requests/s", "server CPU µs/request", "p99 ms",
               "peak RSS MB", "load CPU µs/request", "CPU: sxe ÷ this"]
+    figures = [("rate", 0), ("cpu_us", 2), ("p99", 2), ("rss_mb", 1), ("load_us", 2)]
     for kind in ("canned", "http", "files"):
-        table_rows = [row for s in load if kind_of(s.key) == kind for row in rows(cells, s)]
+        table_rows = grid.comparison_rows(cells, [s for s in load if kind_of(s.key) == kind],
+                                          lambda s: REFERENCE.get(kind_of(s.key)), figures)
         if table_rows:
             section.add_table(f"**{kind.capitalize() if kind != 'http' else 'HTTP'}.**", header,
                               table_rows)
