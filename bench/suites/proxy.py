@@ -16,12 +16,12 @@ COUNTS = (100, 8000)
 
 
 class Upstream:
-    """One examples/http-hello on CPU 1 for the whole suite, beside the load."""
+    """The proxies' upstream on CPU 1 for the whole suite, beside the load: examples/http-hello,
+    or another of the build's programs given its arguments after the address."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, program="examples/http-hello", *args):
         self.port = procs.free_port()
-        self.process = procs.start([ctx.program("examples/http-hello"),
-                                    f"127.0.0.1:{self.port}"], "1")
+        self.process = procs.start([ctx.program(program), f"127.0.0.1:{self.port}", *args], "1")
         procs.wait_for_port(self.port, self.process.pid)
 
     def stop(self):

@@ -96,21 +96,10 @@ def estimate(ctx):
     return 10 + cells * ctx.args.rounds * (ctx.args.seconds + ctx.args.warmup + 1.5)
 
 
-class UploadUpstream(proxy.Upstream):
-    """examples/upload on CPU 1, storing into the scratch directory: the proxies' upstream."""
-
-    def __init__(self, ctx):
-        from harness import procs
-        store = os.path.join(ctx.tmp, "proxied-uploads")
-        os.makedirs(store, exist_ok=True)
-        self.port = procs.free_port()
-        self.process = procs.start([ctx.program("examples/upload"), f"127.0.0.1:{self.port}",
-                                    store], "1")
-        procs.wait_for_port(self.port, self.process.pid)
-
-
 def run(ctx, say):
-    upstream = UploadUpstream(ctx)
+    store = os.path.join(ctx.tmp, "proxied-uploads")
+    os.makedirs(store, exist_ok=True)
+    upstream = proxy.Upstream(ctx, "examples/upload", store)
     try:
         found = scenarios(ctx, upstream.port)
         cells = grid.run(ctx, say, KEY, found, ctx.args.rounds)

@@ -44,6 +44,18 @@ class Scripted:
     def serve(self, conn, number):
         raise NotImplementedError
 
+    @staticmethod
+    def read_head(conn, data=b""):
+        """Reads from conn until data holds a whole head: (head, the bytes after it), or None if
+        the connection ends first."""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        return head, rest
+
     def served(self, number):
         """Called when a connection's script has ended."""
 

@@ -25,13 +25,8 @@ class Hostile(Scripted):
 
     def serve(self, conn, number):
         data = b""
-        while True:
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, data = data.partition(b"\r\n\r\n")
+        while (read := self.read_head(conn, data)) is not None:
+            head, data = read
             self.heads.append(head.decode("latin-1"))
             target = head.split(b" ")[1].decode()
             if not self._answer(conn, target):
@@ -277,13 +272,9 @@ class SlowReader(Scripted):
     how many bytes it read: the proxy must pause its clients meanwhile."""
 
     def serve(self, conn, number):
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
+        if (read := self.read_head(conn)) is None:
+            return
+        head, body = read
         length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
         got = len(body)
         while got < length and (chunk := conn.recv(65536)):

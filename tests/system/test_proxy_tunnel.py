@@ -34,13 +34,9 @@ class Switching(Scripted):
         super().__init__()
 
     def serve(self, conn, number):
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            data += chunk
-        head, _, rest = data.partition(b"\r\n\r\n")
+        if (read := self.read_head(conn)) is None:
+            return
+        head, rest = read
         self.heads.append(head.decode("latin-1"))
         path = head.split(b" ")[1].decode()
         switched = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" \
