@@ -25,8 +25,8 @@ import zlib
 import pytest
 
 # The same two ws-echo servers as the RFC 6455 suite (module-scoped: this module gets its own).
-from test_websocket import server, small_server  # noqa: F401  (fixtures)
-from test_websocket import (BINARY, CLOSE, CONT, MiB, NAMES, PING, PONG, SMALL_LIMIT, TEXT,
+from wsraw import server, small_server  # noqa: F401  (fixtures)
+from wsraw import (BINARY, CLOSE, CONT, MiB, NAMES, PING, PONG, SMALL_LIMIT, TEXT,
                             TIMEOUT, RawClient, accept_for, close_payload, describe, frame,
                             handshake, new_key, split_in, text_of)
 
