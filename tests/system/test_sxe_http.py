@@ -62,6 +62,12 @@ class FakeServer:
                     conn.sendall(reply)
 
     def close(self):
+        # shutdown stops the listening at once: close alone leaves it open while the accept
+        # thread still blocks in accept(), and the next connect would be taken.
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
 
 
