@@ -1,0 +1,148 @@
+"""sxe-httpd's options that change what a client sees, each seen doing it: --index, --evict-idle,
+--defer-accept and --fastopen (on the listening socket itself, read through a duplicate of the
+server's descriptor), --idle-timeout and --proxy-connections."""
+import ctypes
+import os
+import select
+import socket
+import threading
+import time
+
+import pytest
+
+from test_proxy import Upstream, upstreams  # noqa: F401 (fixtures)
+from test_sxe_httpd import exchange, free_port, get, httpd, root  # noqa: F401 (fixtures)
+
+SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 434, 438  # x86-64 and aarch64 alike
+TCP_DEFER_ACCEPT, TCP_FASTOPEN = 9, 23
+
+
+def listening_socket(pid, port):
+    """A duplicate of the socket pid (or a child of it) listens on port with, or None."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pids = [pid] + [int(child) for child in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    for owner in pids:
+        pidfd = libc.syscall(SYS_PIDFD_OPEN, owner, 0)
+        if pidfd < 0:
+            continue
+        try:
+            for name in os.listdir(f"/proc/{owner}/fd"):
+                try:
+                    if not os.readlink(f"/proc/{owner}/fd/{name}").startswith("socket:"):
+                        continue
+                except OSError:
+                    continue
+                fd = libc.syscall(SYS_PIDFD_GETFD, pidfd, int(name), 0)
+                if fd < 0:
+                    continue
+                sock = socket.socket(fileno=fd)
+                try:
+                    if (sock.family == socket.AF_INET and sock.getsockname()[1] == port and
+                            sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
+                        return sock
+                except OSError:
+                    pass
+                sock.close()
+        finally:
+            os.close(pidfd)
+    return None
+
+
+def listener_options(server):
+    sock = listening_socket(server.process.pid, server.port)
+    if sock is None:
+        pytest.skip("cannot duplicate the server's descriptors here (pidfd_getfd, ptrace rules)")
+    with sock:
+        return (sock.getsockopt(socket.IPPROTO_TCP, TCP_DEFER_ACCEPT),
+                sock.getsockopt(socket.IPPROTO_TCP, TCP_FASTOPEN))
+
+
+def test_index_names_the_file_a_directory_serves(httpd, root):
+    (root / "home.html").write_bytes(b"<h1>the home page</h1>\n")
+    (root / "docs" / "home.html").write_bytes(b"docs home\n")
+    server = httpd("--workers", "1", "--index", "home.html")
+    assert get(server.port, "/")[2] == b"<h1>the home page</h1>\n"
+    assert get(server.port, "/docs/")[2] == b"docs home\n"
+    default = httpd("--workers", "1")
+    assert get(default.port, "/")[2] == b"<h1>home</h1>\n"
+
+
+def test_evict_idle_makes_room_for_new_connections(httpd):
+    """A small table: with --evict-idle every one of 64 connections is answered, the oldest idle
+    ones closed to make room, so that at most 32 stay (a table of 16 a worker takes about 30; and
+    without the option test_sxe_httpd shows the later ones refused)."""
+    server = httpd("--connections", "16", "--workers", "1", "--evict-idle")
+    held = []
+    for _ in range(64):
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.settimeout(5)
+        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK"), len(held)
+        held.append(sock)
+    open_ones, closed, deadline = list(held), 0, time.monotonic() + 10
+    while closed < 64 - 32 and time.monotonic() < deadline:
+        readable, _, _ = select.select(open_ones, [], [], 0.1)  # an evicted one reads its end
+        for sock in readable:
+            open_ones.remove(sock)
+            try:
+                closed += sock.recv(1) == b""
+            except OSError:
+                closed += 1
+    for sock in held:
+        sock.close()
+    assert closed >= 64 - 32, closed
+    assert server.stop() == 0
+
+
+def test_defer_accept_and_fastopen_are_set_on_the_listener(httpd):
+    plain = httpd("--workers", "1")
+    assert listener_options(plain) == (0, 0)
+    both = httpd("--workers", "1", "--defer-accept", "--fastopen")
+    defer, fastopen = listener_options(both)
+    assert defer > 0 and fastopen > 0
+    assert get(both.port, "/hello.txt")[2] == b"Hello World\n"
+    assert listener_options(httpd("--workers", "1", "--defer-accept"))[1] == 0
+    assert listener_options(httpd("--workers", "1", "--fastopen"))[0] == 0
+
+
+def idle_for(port, seconds):
+    """Whether a kept-alive connection, idle after one answer, is still open after seconds."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(5)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK")
+        time.sleep(seconds)
+        sock.settimeout(0.05)
+        try:
+            return sock.recv(1) != b""
+        except socket.timeout:
+            return True
+        except OSError:
+            return False
+
+
+@pytest.mark.serial
+def test_idle_timeout_closes_idle_connections(httpd):
+    server = httpd("--workers", "1", "--idle-timeout", "1")
+    assert idle_for(server.port, 0.3)
+    assert not idle_for(server.port, 2.2)
+    default = httpd("--workers", "1")
+    assert idle_for(default.port, 2.2)  # the default is a minute
+
+
+def test_proxy_connections_caps_the_connections_to_an_upstream(httpd, upstreams):
+    up = upstreams()
+    server = httpd("--workers", "1", "--proxy", f"/api/=127.0.0.1:{up.port}",
+                   "--proxy-connections", "1", "--proxy-pipeline", "1")
+    answers = []
+
+    def fetch(i):
+        answers.append(get(server.port, f"/api/digest?i={i}&wait=0.2")[0])
+
+    threads = [threading.Thread(target=fetch, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [200] * 4
+    assert up.connections == 1
