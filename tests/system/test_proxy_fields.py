@@ -73,3 +73,18 @@ def test_only_connection_names_response_fields_to_drop(proxy):
         assert fields["x-ab"] == ["stays"] and fields["x-c"] == ["stays"]
     finally:
         upstream.sock.close()
+
+
+def test_only_get_and_head_are_tried_on_another_upstream(proxy, upstreams):
+    """A request that fails on its upstream before any of its body went is tried once on another
+    when it is idempotent and bodiless by method: GET and HEAD; a POST is answered 502."""
+    for method, status, tried in (("HEAD", 200, 1), ("GET", 200, 1), ("POST", 502, 0),
+                                  ("PUT", 502, 0)):
+        up = upstreams("live")
+        dead = free_port()
+        server = proxy("--proxy", f"/api/=127.0.0.1:{dead},127.0.0.1:{up.port}")
+        raw = f"{method} /api/x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".encode()
+        assert request(server.port, raw)[0] == status, method
+        server.process.terminate()
+        log = server.process.communicate(timeout=10)[1].decode()
+        assert log.count("trying another") == tried, (method, log)

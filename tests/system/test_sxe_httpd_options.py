@@ -5,12 +5,13 @@ import ctypes
 import os
 import select
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from test_proxy import Upstream, upstreams  # noqa: F401 (fixtures)
+from test_proxy import echoed, upstreams  # noqa: F401 (fixtures)
 from test_sxe_httpd import exchange, free_port, get, httpd, root  # noqa: F401 (fixtures)
 
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 434, 438  # x86-64 and aarch64 alike
@@ -146,3 +147,55 @@ def test_proxy_connections_caps_the_connections_to_an_upstream(httpd, upstreams)
         thread.join()
     assert answers == [200] * 4
     assert up.connections == 1
+
+
+def test_a_directory_listing_page_whole(httpd, root):
+    """--list: the page, byte for byte: hidden entries left out, names sorted by their bytes,
+    escaped for HTML in the text and percent-encoded (all but unreserved bytes) in the links."""
+    listed = root / "lst"
+    listed.mkdir()
+    for name in ("0num", "A-b.c_d~e", "a&b", "it's", 'q"uote', "sp ace", "x<y>z", "\u00e9",
+                 ".hidden"):
+        (listed / name).write_bytes(b"x")
+    server = httpd("--workers", "1", "--list")
+    status, _, body = get(server.port, "/lst/")
+    entries = [("0num", "0num"), ("A-b.c_d~e", "A-b.c_d~e"), ("a%26b", "a&amp;b"),
+               ("it%27s", "it&#39;s"), ("q%22uote", "q&quot;uote"), ("sp%20ace", "sp ace"),
+               ("x%3Cy%3Ez", "x&lt;y&gt;z"), ("%C3%A9", "\u00e9")]
+    want = ('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Index of /lst/</title>'
+            "</head>\n<body><h1>Index of /lst/</h1>\n<ul>\n" +
+            "".join(f'<li><a href="{link}">{text}</a></li>\n' for link, text in entries) +
+            "</ul></body></html>\n")
+    assert status == 200
+    assert body.decode() == want
+
+
+def test_the_limits_of_proxy_options(httpd, upstreams, build_dir, root):
+    """--proxy takes at most 16 upstreams a prefix and 16 prefixes; an address under 64 bytes; a
+    prefix under 256. At each limit it serves; one past it, it says which and exits 2."""
+    up = upstreams()
+    address = f"127.0.0.1:{up.port}"
+    server = httpd("--workers", "1", "--proxy", "/api/=" + ",".join([address] * 16),
+                   *[arg for i in range(15) for arg in ("--proxy", f"/p{i}/={address}")])
+    _, echo = echoed(server.port, "/api/x")
+    assert echo["target"] == "/api/x"
+    long_prefix = "/" + "p" * 254
+    padded = "127.0.0.1:" + "0" * (63 - len(address)) + str(up.port)  # 63 bytes, taken
+    assert len(padded) == 63
+    server = httpd("--workers", "1", "--proxy", f"{long_prefix}={padded}")
+    assert get(server.port, long_prefix + "/x")[0] == 502  # routed there; no such port
+
+    def refused(*args):
+        result = subprocess.run([str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+                                 "--listen", "127.0.0.1:1", *args], capture_output=True,
+                                text=True, timeout=10)
+        assert result.returncode == 2, result.stderr
+        return result.stderr
+
+    assert "(at most 16)" in refused("--proxy", "/api/=" + ",".join([address] * 17))
+    assert "too many --proxy options" in refused(
+        *[arg for i in range(17) for arg in ("--proxy", f"/p{i}/={address}")])
+    assert "(at most 16)" in refused("--proxy", "/api/=" + "1" + padded)
+    assert "the prefix starting with /" in refused("--proxy", f"{long_prefix}p={address}")
+    assert "(at most 16)" in refused("--proxy", f"/api/={address},,{address}")
+    assert "no upstream given" in refused("--proxy", "/api/=")
