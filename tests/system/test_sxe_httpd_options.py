@@ -93,6 +93,8 @@ def test_evict_idle_makes_room_for_new_connections(httpd):
         sock.close()
     assert closed >= 64 - 32, closed
     assert server.stop() == 0
+    log = server.process.stderr.read().decode()
+    assert "SIGTERM: stopping 1 workers" in log and "every worker has stopped" in log, log
 
 
 def test_defer_accept_and_fastopen_are_set_on_the_listener(httpd):

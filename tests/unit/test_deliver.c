@@ -100,6 +100,7 @@ static size_t first_on_read(sxe_conn_t *conn, const char *data, size_t len)
         return 0;
     }
     sxe_conn_close(conn);
+    assert_int_equal(sxe_conn_fd(conn), -1); /* closed: no descriptor, though the slot is here */
     if (seen.reuse_fd >= 0) {
         int fd = seen.reuse_fd;
         seen.reuse_fd = -1; /* the loop owns it from here, even on failure */

@@ -18,6 +18,7 @@
 #include "sxe/http_client.h"
 #include "sxe/timer.h"
 #include "sxe_test.h"
+#include "sys.h"
 
 /* Response heads: the parser's verdicts, fed whole and a byte at a time. */
 
@@ -712,6 +713,37 @@ static void test_invalid_requests_are_refused(void **state)
 #endif
 }
 
+/*
+ * Resuming a call that is not paused changes nothing: its timeout still runs from when it was
+ * made, under a clock that stands still but where the test moves it.
+ */
+static void test_resuming_a_call_that_is_not_paused_changes_nothing(void **state)
+{
+    struct sxe_http_client_options options = {.timeout = SXE_NS_PER_SEC};
+    struct result result;
+    sxe_http_call_t *call;
+
+    (void)state;
+    sxe__sys_clock_fake(sxe_clock_mono_ns(), sxe_clock_wall_ns());
+    use_scripted(&options);
+    struct sxe_http_client_request request = {.target = "/hang"};
+    memset(&result, 0, sizeof(result));
+    assert_int_equal(sxe_http_client_fetch(client, &request, fetched, &result, &call), 0);
+    for (int i = 0; i < 20; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0); /* connected and sent */
+    }
+    sxe__sys_clock_advance(600 * SXE_NS_PER_MSEC);
+    assert_true(sxe_loop_run_once(loop, 0) >= 0);
+    sxe_http_call_resume(call);
+    sxe__sys_clock_advance(500 * SXE_NS_PER_MSEC); /* 1.1 s since the call was made */
+    for (int i = 0; i < 5 && finished == 0; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(finished, 1);
+    assert_int_equal(result.err, -ETIMEDOUT);
+    sxe__sys_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -733,6 +765,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancelled_and_destroyed_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_fetches_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_requests_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resuming_a_call_that_is_not_paused_changes_nothing,
+                                        setup, teardown),
     };
     make_big_response();
     return cmocka_run_group_tests(tests, NULL, NULL);
