@@ -12,6 +12,7 @@
 
 #include "sxe/fiber.h"
 #include "sxe/hash.h"
+#include "sxe/http_client.h"
 #include "sxe/loop.h"
 #include "sxe_test.h"
 
@@ -89,6 +90,44 @@ static void fibers_past_half_of_4_g(void)
     sxe_loop_destroy(loop);
 }
 
+static void client_without_a_loop(void)
+{
+    sxe_http_client_t *client;
+    assert_int_equal(sxe_http_client_create(&client, NULL, "127.0.0.1:80", NULL), -EINVAL);
+}
+
+static void client_without_an_address(void)
+{
+    sxe_loop_t *loop;
+    sxe_http_client_t *client;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_http_client_create(&client, loop, NULL, NULL), -EINVAL);
+    sxe_loop_destroy(loop);
+}
+
+static void client_pipelining_past_64(void)
+{
+    sxe_loop_t *loop;
+    sxe_http_client_t *client;
+    struct sxe_http_client_options options = {.pipeline = 65};
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_http_client_create(&client, loop, "127.0.0.1:80", &options), -EINVAL);
+    sxe_loop_destroy(loop);
+}
+
+static void client_valid(void)
+{
+    sxe_loop_t *loop;
+    sxe_http_client_t *client;
+    struct sxe_http_client_options options = {.pipeline = 64};
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_http_client_create(&client, loop, "127.0.0.1:80", &options), 0);
+    sxe_http_client_destroy(client);
+    assert_int_equal(sxe_http_client_create(&client, loop, "127.0.0.1:80", NULL), 0);
+    sxe_http_client_destroy(client);
+    sxe_loop_destroy(loop);
+}
+
 static const struct {
     const char *what;
     void (*call)(void);
@@ -102,6 +141,11 @@ static const struct {
     {"sxe_fibers_create() with 3 GB stacks", fibers_with_a_stack_past_half_of_4_gb,
      "stack_size <= UINT32_MAX / 2"},
     {"sxe_fibers_create() of 2^31 fibers", fibers_past_half_of_4_g, "count <= UINT32_MAX / 2"},
+    {"sxe_http_client_create() without a loop", client_without_a_loop, "loop != NULL"},
+    {"sxe_http_client_create() without an address", client_without_an_address,
+     "address != NULL"},
+    {"sxe_http_client_create() pipelining 65", client_pipelining_past_64,
+     "pipeline <= PIPELINE_MOST"},
 };
 
 #ifdef SXE_DEBUG
@@ -129,6 +173,7 @@ static void test_the_valid_neighbours(void **state)
 {
     (void)state;
     find_many_valid();
+    client_valid();
 }
 
 int main(void)
