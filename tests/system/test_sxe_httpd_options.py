@@ -201,3 +201,22 @@ def test_the_limits_of_proxy_options(httpd, upstreams, build_dir, root):
     assert "the prefix starting with /" in refused("--proxy", f"{long_prefix}p={address}")
     assert "(at most 16)" in refused("--proxy", f"/api/={address},,{address}")
     assert "no upstream given" in refused("--proxy", "/api/=")
+
+
+def test_a_listing_past_its_page_is_cut_short(httpd, root):
+    """A directory whose listing outgrows the page (64 KiB) is listed as far as the page goes, and
+    the page is whole HTML up to there; nothing is written past it."""
+    listed = root / "many"
+    listed.mkdir()
+    for i in range(400):
+        (listed / (f"{i:03d}-" + "n" * 200)).write_bytes(b"")
+    server = httpd("--workers", "1", "--list")
+    status, fields, body = get(server.port, "/many/")
+    assert status == 200
+    assert len(body) == 65535 and int(fields["content-length"]) == 65535
+    assert body.startswith(b"<!DOCTYPE html>\n") and b"</ul></body></html>" not in body
+    entries = body.split(b"<ul>\n", 1)[1].split(b"</li>\n")[:-1]  # the whole ones
+    assert len(entries) == 151
+    for i, entry in enumerate(entries):
+        name = f"{i:03d}-" + "n" * 200
+        assert entry == f'<li><a href="{name}">{name}</a>'.encode()

@@ -5,6 +5,7 @@
  * use.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -471,6 +472,44 @@ static void test_invalid_use(void **state)
 #endif
 }
 
+/*
+ * A thread's first pool gives it an alternate signal stack (a stack overflow's SIGSEGV needs one
+ * to run on), and its last pool's end takes it away again; a thread that had one of its own (a
+ * sanitizer's) keeps it, untouched.
+ */
+static void *pools_in_a_new_thread(void *arg)
+{
+    struct sxe_fibers_options options = {.count = 2, .stack_size = 32768};
+    sxe_fibers_t *first, *second;
+    stack_t now;
+
+    (void)arg;
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    bool had_one = (now.ss_flags & SS_DISABLE) == 0;
+    void *own = now.ss_sp;
+    assert_int_equal(sxe_fibers_create(&first, loop, &options), 0);
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    assert_true((now.ss_flags & SS_DISABLE) == 0);
+    assert_true(had_one ? now.ss_sp == own : now.ss_size >= (size_t)MINSIGSTKSZ);
+    assert_int_equal(sxe_fibers_create(&second, loop, &options), 0);
+    sxe_fibers_destroy(first);
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    assert_true((now.ss_flags & SS_DISABLE) == 0); /* the second pool still needs it */
+    sxe_fibers_destroy(second);
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    assert_int_equal((now.ss_flags & SS_DISABLE) != 0, !had_one);
+    return NULL;
+}
+
+static void test_the_alternate_signal_stack_lives_as_long_as_the_pools(void **state)
+{
+    pthread_t thread;
+
+    (void)state;
+    assert_int_equal(pthread_create(&thread, NULL, pools_in_a_new_thread, NULL), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -488,6 +527,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_destroy_abandons_sleeping_fibers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleep_without_a_free_timer_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_alternate_signal_stack_lives_as_long_as_the_pools,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
