@@ -97,7 +97,7 @@ static void on_expired(sxe_pool_t *pool, uint32_t index, void *arg)
     model_move(index, to, expired_now);
 }
 
-static void run_model(unsigned flags, uint64_t seed, unsigned steps)
+static void run_model(unsigned flags, uint64_t seed, unsigned steps, void *memory)
 {
     struct sxe_pool_options options = {.name = "model",
                                        .count = ELEMENTS,
@@ -109,7 +109,11 @@ static void run_model(unsigned flags, uint64_t seed, unsigned steps)
 
     random_state = seed;
     memset(&model, 0, sizeof(model));
-    assert_int_equal(sxe_pool_create(&pool, &options), 0);
+    if (memory != NULL) { /* the caller's memory, not zeroed */
+        assert_int_equal(sxe_pool_init(&pool, memory, sxe_pool_size(&options), &options), 0);
+    } else {
+        assert_int_equal(sxe_pool_create(&pool, &options), 0);
+    }
     for (uint32_t i = 0; i < ELEMENTS; i++) { /* all start in state 0, in index order, at 0 */
         model.queue[0][model.length[0]++] = i;
     }
@@ -169,25 +173,41 @@ static void run_model(unsigned flags, uint64_t seed, unsigned steps)
         }
         expect_pool(pool);
     }
-    sxe_pool_destroy(pool);
+    if (memory != NULL) {
+        sxe_pool_fini(pool);
+    } else {
+        sxe_pool_destroy(pool);
+    }
 }
 
 static void test_a_private_pool_against_the_model(void **state)
 {
     (void)state;
-    run_model(0, 1, 5000);
+    run_model(0, 1, 5000, NULL);
 }
 
 static void test_a_locked_pool_against_the_model(void **state)
 {
     (void)state;
-    run_model(SXE_POOL_LOCKED, 2, 5000);
+    run_model(SXE_POOL_LOCKED, 2, 5000, NULL);
 }
 
 static void test_a_shared_pool_against_the_model(void **state)
 {
     (void)state;
-    run_model(SXE_POOL_SHARED, 3, 5000);
+    run_model(SXE_POOL_SHARED, 3, 5000, NULL);
+}
+
+/* In the caller's memory, left as it was (every byte 0xa5): only what the pool sets is read. */
+static void test_a_pool_in_memory_not_zeroed_against_the_model(void **state)
+{
+    static unsigned char memory[1 << 16] __attribute__((aligned(64)));
+
+    (void)state;
+    memset(memory, 0xa5, sizeof(memory));
+    run_model(0, 4, 2000, memory);
+    memset(memory, 0xa5, sizeof(memory));
+    run_model(SXE_POOL_LOCKED, 5, 2000, memory);
 }
 
 int main(void)
@@ -196,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_a_private_pool_against_the_model),
         cmocka_unit_test(test_a_locked_pool_against_the_model),
         cmocka_unit_test(test_a_shared_pool_against_the_model),
+        cmocka_unit_test(test_a_pool_in_memory_not_zeroed_against_the_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
