@@ -570,6 +570,32 @@ static void test_a_dead_pooled_connection_is_retried_once_for_idempotent_methods
     assert_int_equal(stats.retried, 1);
 }
 
+/*
+ * Sent again once only: two pooled connections, both dead, under one GET: the first fails it,
+ * the second, its one retry, fails it for good (a third try would have found a new connection).
+ */
+static void test_a_retry_that_fails_too_is_not_retried_again(void **state)
+{
+    struct sxe_http_client_stats stats;
+    struct result first, second, third;
+
+    (void)state;
+    use_scripted(NULL);
+    fetch(NULL, "/once", NULL, &first);  /* two at once: two connections, each closing under */
+    fetch(NULL, "/once", NULL, &second); /* the request after */
+    run_until(2);
+    assert_int_equal(first.err, 0);
+    assert_int_equal(second.err, 0);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.connects, 2);
+    fetch(NULL, "/once", NULL, &third);
+    run_until(3);
+    assert_int_equal(third.err, -ECONNRESET);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.retried, 1);
+    assert_int_equal(stats.connects, 2);
+}
+
 static void cancel_on_head(sxe_http_call_t *call, const struct sxe_http_response *response,
                            void *arg)
 {
@@ -767,6 +793,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_invalid_requests_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resuming_a_call_that_is_not_paused_changes_nothing,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_retry_that_fails_too_is_not_retried_again, setup,
+                                        teardown),
     };
     make_big_response();
     return cmocka_run_group_tests(tests, NULL, NULL);

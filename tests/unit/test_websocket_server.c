@@ -138,12 +138,55 @@ static void test_a_protocol_the_server_cannot_keep_is_answered_500(void **state)
     assert_int_equal(accept_errno, 0);
 }
 
+/* Sec-WebSocket-Key: Base64 of 16 bytes, 22 characters and "==", the last one carrying 2 bits. */
+static void test_keys_are_base64_of_16_bytes_at_every_character(void **state)
+{
+    static const char good[] = "dGhlIHNhbXBsZSBub25jZQ==";
+    static const char last[] = "AQgw"; /* the characters whose low 4 bits are 0 */
+
+    (void)state;
+    assert_true(sxe__ws_key_valid(good, 24));
+    assert_true(sxe__ws_key_valid("+++++++++++++++++++++A==", 24));
+    assert_true(sxe__ws_key_valid("/////////////////////w==", 24));
+    for (size_t i = 0; i < 22; i++) { /* a byte outside the alphabet, at each place */
+        static const char bad[] = "!-_.\x80 =";
+        for (const char *c = bad; *c != '\0'; c++) {
+            char key[25];
+            memcpy(key, good, sizeof(key));
+            key[i] = *c;
+            if (sxe__ws_key_valid(key, 24)) {
+                fail_msg("'%c' at %zu taken: %s", *c, i, key);
+            }
+        }
+        char key[25];
+        memcpy(key, good, sizeof(key));
+        key[i] = '\0';
+        assert_false(sxe__ws_key_valid(key, 24));
+    }
+    for (const char *c = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"; *c;
+         c++) {
+        char key[25];
+        memcpy(key, good, sizeof(key));
+        key[21] = *c;
+        assert_int_equal(sxe__ws_key_valid(key, 24), strchr(last, *c) != NULL);
+        key[0] = *c;
+        key[21] = 'Q';
+        assert_true(sxe__ws_key_valid(key, 24));
+    }
+    assert_false(sxe__ws_key_valid(good, 23));
+    assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZQ=x", 24));
+    assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZQx=", 24));
+    assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZQ===", 25));
+    assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZ===", 24));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_an_empty_close_is_no_status, teardown),
         cmocka_unit_test_teardown(test_a_close_of_one_byte_is_a_protocol_error, teardown),
         cmocka_unit_test_teardown(test_a_protocol_the_server_cannot_keep_is_answered_500, teardown),
+        cmocka_unit_test(test_keys_are_base64_of_16_bytes_at_every_character),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
