@@ -362,8 +362,10 @@ int sxe__map_full(sxe_map_t *map, const char *what);
  * log_follow: for a reader whose snapshot is older than a slot's value: copies the value of the
  *     version that snapshot sees, from the records from position back. @return true if found.
  * log_validate: checks the log and every slot's undo field.
+ * log_restore: puts the value the record at position kept back into its slot, as undo does.
  */
 void sxe__map_log_undo(sxe_map_t *map, uint64_t version);
+void sxe__map_log_restore(sxe_map_t *map, uint64_t position);
 void sxe__map_log_reclaim(sxe_map_t *map, uint64_t oldest);
 bool sxe__map_log_follow(const sxe_map_t *map, uint64_t index, uint64_t position, uint64_t snapshot,
                          void *value, size_t capacity);

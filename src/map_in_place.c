@@ -33,6 +33,18 @@
  * value. The undo field keeps naming the record until created is back, and is then marked UNDONE
  * with release order: a reader that sees the mark sees created back too.
  */
+void sxe__map_log_restore(sxe_map_t *map, uint64_t position)
+{
+    struct sxe__map_record *record = sxe__map_record(map, position);
+    struct sxe__map_slot *slot = sxe__map_slot(map, record->slot);
+
+    __atomic_store_n(&slot->created, SXE__MAP_WRITING, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(sxe__map_slot_value(map, slot), record + 1, map->value_size);
+    __atomic_store_n(&slot->created, record->old_created, __ATOMIC_RELEASE);
+    __atomic_store_n(sxe__map_slot_undo(slot), position | SXE__MAP_UNDONE, __ATOMIC_RELEASE);
+}
+
 void sxe__map_log_undo(sxe_map_t *map, uint64_t version)
 {
     struct sxe__map_header *header = map->header;
@@ -45,12 +57,7 @@ void sxe__map_log_undo(sxe_map_t *map, uint64_t version)
         if (SXE_NEVER(record->position != position || record->slot >= map->slot_count)) {
             continue;
         }
-        struct sxe__map_slot *slot = sxe__map_slot(map, record->slot);
-        __atomic_store_n(&slot->created, SXE__MAP_WRITING, __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        memcpy(sxe__map_slot_value(map, slot), record + 1, map->value_size);
-        __atomic_store_n(&slot->created, record->old_created, __ATOMIC_RELEASE);
-        __atomic_store_n(sxe__map_slot_undo(slot), position | SXE__MAP_UNDONE, __ATOMIC_RELEASE);
+        sxe__map_log_restore(map, position);
     }
 }
 

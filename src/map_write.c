@@ -503,7 +503,17 @@ int sxe_map_delete(sxe_map_t *map, const void *key, size_t key_size)
     if (place.current == NONE) {
         return -ENOENT;
     }
-    if (sxe__map_slot(map, place.current)->created == map->txn_version) {
+    struct sxe__map_slot *slot = sxe__map_slot(map, place.current);
+    uint64_t undo = map->in_place ? *sxe__map_slot_undo(slot) : SXE__MAP_NO_RECORD;
+    if (slot->created == map->txn_version && sxe__map_log_position(undo) != SXE__MAP_NO_RECORD) {
+        /* Put in place in this transaction, over a value readers saw: that value goes back into
+         * the slot from the record that kept it, and is retired like any other. */
+        if (ring_is_full(map)) {
+            return sxe__map_full(map, "old_versions are");
+        }
+        sxe__map_log_restore(map, sxe__map_log_position(undo));
+        retire(map, place.current, SXE__MAP_NO_SUCCESSOR);
+    } else if (slot->created == map->txn_version) {
         sxe__map_tombstone(map, place.current); /* no reader ever saw it */
     } else if (ring_is_full(map)) {
         return sxe__map_full(map, "old_versions are");

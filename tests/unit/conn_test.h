@@ -64,6 +64,11 @@ static inline void on_connect(sxe_conn_t *conn)
 static inline void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 {
     (void)conn;
+    /* The contract (sxe/conn.h): err is the errno of SXE_CLOSE_ERROR, and 0 for every other
+     * reason. Checked at every close of every test that uses this harness. */
+    if (reason == SXE_CLOSE_ERROR ? err <= 0 : err != 0) {
+        fail_msg("closed for reason %d with err %d", (int)reason, err);
+    }
     seen.closes++;
     seen.last_reason = reason;
     seen.last_err = err;

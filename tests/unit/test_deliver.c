@@ -100,6 +100,7 @@ static size_t first_on_read(sxe_conn_t *conn, const char *data, size_t len)
         return 0;
     }
     sxe_conn_close(conn);
+    assert_int_equal(sxe_conn_fd(conn), -1); /* closed: no descriptor, though the slot is here */
     if (seen.reuse_fd >= 0) {
         int fd = seen.reuse_fd;
         seen.reuse_fd = -1; /* the loop owns it from here, even on failure */
@@ -162,6 +163,9 @@ static void start_with(const struct sxe_conn_handlers *handlers)
     assert_string_equal(sxe_loop_backend(loop), sxe_test_uring() ? "io_uring" : "epoll");
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
     peer = fds[1];
+    /* The slot's generation is about to wrap: the close makes it 0, so a new connection in the
+     * slot is told from the old one by a generation that differs, not by one that is larger. */
+    loop->conns[0].generation = UINT32_MAX;
     assert_int_equal(sxe_conn_adopt(loop, &first, fds[0], handlers, NULL), 0);
     turn_until(&seen.connects, 1);
     assert_ptr_equal(sxe_conn_from_id(loop, seen.id), first);
@@ -426,6 +430,41 @@ static void test_kept_input_that_fills_its_buffer_waits(void **state)
     assert_int_equal(seen.closes, 0);
 }
 
+static void close_when_drained_and_adopt(sxe_conn_t *conn)
+{
+    close_when_drained(conn);
+    int fd = seen.reuse_fd;
+    seen.reuse_fd = -1; /* the loop owns it from here, even on failure */
+    assert_int_equal(sxe_conn_adopt(loop, &seen.second, fd, &second_handlers, NULL), 0);
+    assert_int_equal(sxe_conn_index(seen.second), seen.index);
+}
+
+/*
+ * on_drained closes the connection in the flush after on_read and adopts a new one, which takes
+ * the same slot: the new connection gets none of the input the old one left, on epoll (where
+ * on_drained runs inside that flush) and on io_uring.
+ */
+static void test_on_drained_closes_and_a_new_connection_takes_the_slot(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = first_on_connect,
+                                                      .on_read = write_full_and_keep,
+                                                      .on_eof = first_on_eof,
+                                                      .on_drained = close_when_drained_and_adopt,
+                                                      .on_close = first_on_close,
+                                                      .on_overflow = first_on_overflow};
+    char reply[HIGH_WATER];
+
+    (void)state;
+    start_with(&handlers);
+    give_on_read_a_second_connection();
+    sxe_test_say(peer, "left");
+    turn_until(&seen.drains, 1);
+    assert_int_equal(recv(peer, reply, sizeof(reply), MSG_WAITALL), HIGH_WATER);
+    expect_first_closed(1);
+    assert_int_equal(seen.second_reads, 0);
+    second_hears_only_its_peer();
+}
+
 /* on_read keeping more than it was given: invalid use (NULL and EINVAL in release builds). */
 static size_t keep_past_the_input(sxe_conn_t *conn, const char *data, size_t len)
 {
@@ -459,6 +498,33 @@ static void test_keeping_more_than_the_input_is_invalid(void **state)
 #endif
 }
 
+#ifdef SXE_DEBUG
+/* sxe_conn_keep() from outside on_read (the input it would keep is gone by then): invalid use. */
+static void keep_outside_on_read(void *arg)
+{
+    sxe_conn_t *conn;
+
+    (void)arg;
+    start();
+    assert_non_null(conn = sxe_conn_from_id(loop, seen.id));
+    (void)sxe_conn_keep(conn, "data", 4, 0);
+}
+#endif
+
+static void test_keeping_outside_on_read_is_invalid(void **state)
+{
+    (void)state;
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"assertion failed: ", "SXE__CONN_CORKED", NULL};
+    sxe_test_expect_abort(keep_outside_on_read, NULL, expected);
+#else
+    start();
+    errno = 0;
+    assert_null(sxe_conn_keep(sxe_conn_from_id(loop, seen.id), "data", 4, 0));
+    assert_int_equal(errno, EINVAL);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +537,9 @@ int main(void)
         cmocka_unit_test_teardown(test_on_drained_closes_after_on_read_left_input, teardown),
         cmocka_unit_test_teardown(test_keeping_more_than_the_input_is_invalid, teardown),
         cmocka_unit_test_teardown(test_kept_input_that_fills_its_buffer_waits, teardown),
+        cmocka_unit_test_teardown(test_on_drained_closes_and_a_new_connection_takes_the_slot,
+                                  teardown),
+        cmocka_unit_test_teardown(test_keeping_outside_on_read_is_invalid, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

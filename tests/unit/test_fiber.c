@@ -5,6 +5,7 @@
  * use.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -345,6 +346,63 @@ static void test_a_stack_overflow_stops_the_process_with_a_message(void **state)
     assert_non_null(strstr(said, "sxe: a fiber overflowed its stack"));
 }
 
+static unsigned __attribute__((noinline)) descend(unsigned depth)
+{
+    volatile char frame[1024];
+
+    frame[0] = (char)depth;
+    return depth == 0 ? (unsigned)frame[0] : descend(depth - 1) + (unsigned)frame[0];
+}
+
+/* Closes a page of its own stack two pages below where it runs (not a guard page), then runs
+ * into it. */
+static void fault_in_the_stack_body(void *arg)
+{
+    volatile char here = 0;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t below = ((uintptr_t)&here & ~(page - 1)) - 2 * page;
+
+    (void)arg;
+    assert_int_equal(mprotect((void *)below, page, PROT_NONE), 0);
+    (void)descend(16 + (unsigned)here);
+}
+
+/*
+ * A fault in a fiber's stack that is not in its guard page is not called an overflow: the process
+ * ends as it would without sxe, and says nothing of stacks.
+ */
+static void test_a_fault_outside_the_guard_pages_is_not_an_overflow(void **state)
+{
+    int channel[2];
+    char said[4096] = "";
+    int status;
+
+    (void)state;
+    assert_int_equal(pipe(channel), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        sxe_fibers_t *own;
+        signal(SIGSEGV, SIG_DFL);
+        dup2(channel[1], STDERR_FILENO);
+        if (sxe_fibers_create(&own, loop, NULL) == 0 &&
+            sxe_fiber_start(own, fault_in_the_stack_body, NULL, NULL) == 0) {
+            _exit(0); /* not reached */
+        }
+        _exit(3);
+    }
+    close(channel[1]);
+    size_t len = 0;
+    for (ssize_t got; (got = read(channel[0], said + len, sizeof(said) - 1 - len)) > 0;) {
+        len += (size_t)got;
+    }
+    said[len] = '\0';
+    close(channel[0]);
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true((WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) ||
+                (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 3));
+    assert_null(strstr(said, "overflowed its stack"));
+}
+
 /* madvise() through the seam, counting MADV_POPULATE_WRITE calls that failed for a reason other
  * than a kernel without it (EINVAL). */
 static unsigned populate_failures;
@@ -471,6 +529,44 @@ static void test_invalid_use(void **state)
 #endif
 }
 
+/*
+ * A thread's first pool gives it an alternate signal stack (a stack overflow's SIGSEGV needs one
+ * to run on), and its last pool's end takes it away again; a thread that had one of its own (a
+ * sanitizer's) keeps it, untouched.
+ */
+static void *pools_in_a_new_thread(void *arg)
+{
+    struct sxe_fibers_options options = {.count = 2, .stack_size = 32768};
+    sxe_fibers_t *first, *second;
+    stack_t now;
+
+    (void)arg;
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    bool had_one = (now.ss_flags & SS_DISABLE) == 0;
+    void *own = now.ss_sp;
+    assert_int_equal(sxe_fibers_create(&first, loop, &options), 0);
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    assert_true((now.ss_flags & SS_DISABLE) == 0);
+    assert_true(had_one ? now.ss_sp == own : now.ss_size >= (size_t)MINSIGSTKSZ);
+    assert_int_equal(sxe_fibers_create(&second, loop, &options), 0);
+    sxe_fibers_destroy(first);
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    assert_true((now.ss_flags & SS_DISABLE) == 0); /* the second pool still needs it */
+    sxe_fibers_destroy(second);
+    assert_int_equal(sigaltstack(NULL, &now), 0);
+    assert_int_equal((now.ss_flags & SS_DISABLE) != 0, !had_one);
+    return NULL;
+}
+
+static void test_the_alternate_signal_stack_lives_as_long_as_the_pools(void **state)
+{
+    pthread_t thread;
+
+    (void)state;
+    assert_int_equal(pthread_create(&thread, NULL, pools_in_a_new_thread, NULL), 0);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -488,6 +584,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_destroy_abandons_sleeping_fibers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sleep_without_a_free_timer_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_alternate_signal_stack_lives_as_long_as_the_pools,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_fault_outside_the_guard_pages_is_not_an_overflow,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -810,6 +810,101 @@ static void test_writers_in_several_processes(void **state)
     sxe_hash_destroy(hash);
 }
 
+/* A stripe whose every slot holds an entry has nowhere for a probe to stop: the validator names
+ * it (the limits that keep puts from filling it are raised here by hand). */
+static void test_a_stripe_without_an_empty_slot_is_invalid(void **state)
+{
+    sxe_hash_t *hash = make_fixed(30, 95, 0);
+    struct sxe_test_capture capture;
+    struct value value = {1, 2};
+
+    (void)state;
+    assert_int_equal(hash->stripe_count, 1);
+    hash->stripe_limit = hash->slots_per_stripe;
+    hash->capacity = hash->slots_per_stripe;
+    for (uint64_t key = 0; sxe__hash_stripe(hash, 0)->count < hash->slots_per_stripe - 1; key++) {
+        assert_int_equal(sxe_hash_put(hash, &key, 8, &value, sizeof(value)), 0);
+    }
+    assert_int_equal(sxe__hash_validate(hash), 0); /* one empty slot left */
+    uint64_t key = 1000;
+    assert_int_equal(sxe_hash_put(hash, &key, 8, &value, sizeof(value)), 0);
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe__hash_validate(hash), -EUCLEAN);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "the stripe has no empty slot"));
+    sxe_hash_destroy(hash);
+}
+
+/* A stripe that counts fewer entries than it holds (the other way than the test above mends):
+ * the repair counts them again, and the table's total with them. */
+static void test_repair_mends_a_stripe_that_counts_too_few(void **state)
+{
+    sxe_hash_t *hash = make_fixed(30, 95, 0);
+
+    (void)state;
+    for (uint64_t key = 0; key < 10; key++) {
+        put_fixed(hash, key, key, 0);
+    }
+    sxe__hash_stripe(hash, 0)->count -= 3;
+    hash->entries -= 3;
+    expect_invalid_then_repair(hash, "the stripe's count differs from its entries", 10);
+    sxe_hash_destroy(hash);
+}
+
+/* A variable-size entry whose record reference is wrong in each way the validator checks (no
+ * key, an offset off the 16-byte grid, past the arena's end, a record that runs past it): each is
+ * named with its stripe and slot, and the table is valid again once it is put back. */
+static void test_each_kind_of_wrong_record_is_named_where_it_is(void **state)
+{
+    sxe_hash_t *hash = make_variable(50, 4096);
+    struct sxe_test_capture capture;
+    unsigned stripe = 0;
+    uint64_t index = 0;
+    char want[128];
+
+    (void)state;
+    put_text(hash, "one", "first", 0);
+    put_text(hash, "two", "second", 0);
+    for (stripe = 0; stripe < hash->stripe_count; stripe++) {
+        for (index = 0; index < hash->slots_per_stripe; index++) {
+            uint64_t tag;
+            memcpy(&tag, sxe__hash_slots(hash, stripe) + index * hash->slot_size, 8);
+            if (tag != 0) {
+                goto found;
+            }
+        }
+    }
+    fail_msg("no entry found");
+found:;
+    unsigned char *slot = sxe__hash_slots(hash, stripe) + index * hash->slot_size;
+    struct sxe__hash_record_ref ref = sxe__hash_ref(slot), wrong;
+    uint64_t end = sxe__hash_stripe(hash, stripe)->arena_next;
+    snprintf(want, sizeof(want), "hash words invalid: stripe %u slot %llu: its record is outside",
+             stripe, (unsigned long long)index);
+    for (int kind = 0; kind < 4; kind++) {
+        wrong = ref;
+        if (kind == 0) {
+            wrong.key_size = 0;
+        } else if (kind == 1) {
+            wrong.offset += 8;
+        } else if (kind == 2) {
+            wrong.offset = end;
+        } else {
+            wrong.value_size = (uint32_t)(end - ref.offset); /* its block runs past the end */
+        }
+        memcpy(slot + 8, &wrong, sizeof(wrong));
+        sxe_test_capture_start(&capture);
+        assert_int_equal(sxe__hash_validate(hash), -EUCLEAN);
+        sxe_test_capture_stop();
+        if (strstr(capture.text, want) == NULL) {
+            fail_msg("kind %d: want \"%s\", got: %s", kind, want, capture.text);
+        }
+        memcpy(slot + 8, &ref, sizeof(ref));
+        assert_int_equal(sxe__hash_validate(hash), 0);
+    }
+    sxe_hash_destroy(hash);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -827,6 +922,9 @@ int main(void)
         cmocka_unit_test_teardown(test_repair_rebuilds_the_arena, reset),
         cmocka_unit_test_teardown(test_repair_after_death_holding_a_lock, reset),
         cmocka_unit_test_teardown(test_writers_in_several_processes, reset),
+        cmocka_unit_test(test_a_stripe_without_an_empty_slot_is_invalid),
+        cmocka_unit_test(test_repair_mends_a_stripe_that_counts_too_few),
+        cmocka_unit_test(test_each_kind_of_wrong_record_is_named_where_it_is),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

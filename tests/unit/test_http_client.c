@@ -18,6 +18,7 @@
 #include "sxe/http_client.h"
 #include "sxe/timer.h"
 #include "sxe_test.h"
+#include "sys.h"
 
 /* Response heads: the parser's verdicts, fed whole and a byte at a time. */
 
@@ -600,6 +601,32 @@ static void test_a_dead_pooled_connection_is_retried_once_for_idempotent_methods
     assert_int_equal(stats.retried, 1);
 }
 
+/*
+ * Sent again once only: two pooled connections, both dead, under one GET: the first fails it,
+ * the second, its one retry, fails it for good (a third try would have found a new connection).
+ */
+static void test_a_retry_that_fails_too_is_not_retried_again(void **state)
+{
+    struct sxe_http_client_stats stats;
+    struct result first, second, third;
+
+    (void)state;
+    use_scripted(NULL);
+    fetch(NULL, "/once", NULL, &first);  /* two at once: two connections, each closing under */
+    fetch(NULL, "/once", NULL, &second); /* the request after */
+    run_until(2);
+    assert_int_equal(first.err, 0);
+    assert_int_equal(second.err, 0);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.connects, 2);
+    fetch(NULL, "/once", NULL, &third);
+    run_until(3);
+    assert_int_equal(third.err, -ECONNRESET);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.retried, 1);
+    assert_int_equal(stats.connects, 2);
+}
+
 static void cancel_on_head(sxe_http_call_t *call, const struct sxe_http_response *response,
                            void *arg)
 {
@@ -743,6 +770,37 @@ static void test_invalid_requests_are_refused(void **state)
 #endif
 }
 
+/*
+ * Resuming a call that is not paused changes nothing: its timeout still runs from when it was
+ * made, under a clock that stands still but where the test moves it.
+ */
+static void test_resuming_a_call_that_is_not_paused_changes_nothing(void **state)
+{
+    struct sxe_http_client_options options = {.timeout = SXE_NS_PER_SEC};
+    struct result result;
+    sxe_http_call_t *call;
+
+    (void)state;
+    sxe__sys_clock_fake(sxe_clock_mono_ns(), sxe_clock_wall_ns());
+    use_scripted(&options);
+    struct sxe_http_client_request request = {.target = "/hang"};
+    memset(&result, 0, sizeof(result));
+    assert_int_equal(sxe_http_client_fetch(client, &request, fetched, &result, &call), 0);
+    for (int i = 0; i < 20; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0); /* connected and sent */
+    }
+    sxe__sys_clock_advance(600 * SXE_NS_PER_MSEC);
+    assert_true(sxe_loop_run_once(loop, 0) >= 0);
+    sxe_http_call_resume(call);
+    sxe__sys_clock_advance(500 * SXE_NS_PER_MSEC); /* 1.1 s since the call was made */
+    for (int i = 0; i < 5 && finished == 0; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(finished, 1);
+    assert_int_equal(result.err, -ETIMEDOUT);
+    sxe__sys_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -764,6 +822,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancelled_and_destroyed_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_fetches_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_requests_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resuming_a_call_that_is_not_paused_changes_nothing,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_retry_that_fails_too_is_not_retried_again, setup,
+                                        teardown),
     };
     make_big_response();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -750,6 +750,36 @@ static void test_no_buffer_to_hold_a_request_in(void **state)
     close(fds[1]);
 }
 
+/* A slot given back is held again: rounds of two held requests in a table of two, each round
+ * answered before the next, are all held, none refused. */
+static void test_slots_given_back_are_held_again(void **state)
+{
+    struct sxe_http_defer_stats stats;
+
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        int fds[2];
+        for (int i = 0; i < 2; i++) {
+            fds[i] = client();
+            sxe_test_say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+            pump(0);
+        }
+        sxe_http_server_defer_stats(server, &stats);
+        assert_int_equal(stats.held, 2);
+        assert_int_equal(stats.refused, 0);
+        pump(10 * SXE_NS_PER_MSEC);
+        for (int i = 0; i < 2; i++) {
+            char out[1024] = "";
+            sxe_test_heard(fds[i], out, sizeof(out));
+            assert_non_null(strstr(out, "later /later"));
+            close(fds[i]);
+        }
+        sxe_http_server_defer_stats(server, &stats);
+        assert_int_equal(stats.held, 0);
+    }
+    assert_int_equal(stats.deferred, 6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -781,6 +811,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slots_given_back_are_held_again, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

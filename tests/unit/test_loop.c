@@ -401,6 +401,46 @@ static void test_a_failed_wait_ends_the_run(void **state)
     sxe_loop_destroy(loop);
 }
 
+/*
+ * Each error of the wait, one at a time: on io_uring a submission the kernel cannot take now
+ * (EAGAIN, EBUSY, ENOMEM) waits for the next turn, and an interruption or the timeout (EINTR,
+ * ETIME) is a turn with nothing to do; on epoll only EINTR is. Anything else (EPERM, below them
+ * all, included) ends the turn with that error.
+ */
+static void test_each_wait_error_is_waited_out_or_ends_the_turn(void **state)
+{
+    static const int transient_uring[] = {EAGAIN, EBUSY, ENOMEM, EINTR, ETIME};
+    static const int fatal[] = {EPERM, EBADF, EINVAL, EFAULT};
+    struct sxe_test_capture capture;
+    sxe_loop_t *loop;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    enum sxe__sys_call wait = sxe_test_uring() ? SXE_SYS_io_uring_enter : SXE_SYS_epoll_pwait2;
+    sxe_test_capture_start(&capture);
+    for (size_t i = 0; i < sizeof(transient_uring) / sizeof(transient_uring[0]); i++) {
+        int err = transient_uring[i];
+        if (!sxe_test_uring() && err != EINTR) {
+            continue;
+        }
+        sxe__sys_fail(wait, 1, 1, err);
+        assert_int_equal(sxe_loop_run_once(loop, 0), 0);
+    }
+    for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) {
+        sxe__sys_fail(wait, 1, 1, fatal[i]);
+        if (!sxe_test_uring()) {
+            sxe__sys_fail(SXE_SYS_epoll_wait, 1, 1, fatal[i]); /* where pwait2 is missing */
+        }
+        int rc = sxe_loop_run_once(loop, 0);
+        if (rc != -fatal[i]) {
+            fail_msg("errno %d: the turn returned %d", fatal[i], rc);
+        }
+    }
+    sxe_test_capture_stop();
+    sxe__sys_reset();
+    sxe_loop_destroy(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +456,7 @@ int main(void)
         cmocka_unit_test_teardown(test_sighup_calls_the_hook_and_stops_nothing, reset),
         cmocka_unit_test_teardown(test_stop_hooks, reset),
         cmocka_unit_test_teardown(test_a_failed_wait_ends_the_run, reset),
+        cmocka_unit_test_teardown(test_each_wait_error_is_waited_out_or_ends_the_turn, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -766,6 +766,56 @@ static void test_invalid_use_in_place(void **state)
     sxe_map_destroy(map);
 }
 
+static struct sxe__map_record *moving_record;
+
+/* The other thread's work, between the reader's copy of a record and its check that the record
+ * is still the one it followed: a writer reuses the record for a later position. */
+static void reuse_the_record(void)
+{
+    moving_record->position += trapped_map->old_versions;
+}
+
+/*
+ * A record reused while a reader copies its value out (the copy's second half is on a trapped
+ * page): the position it finds after the copy is another, later one, so the copy is refused,
+ * not taken as the value it followed.
+ */
+static void test_a_record_reused_during_its_copy_is_refused(void **state)
+{
+    struct sxe_map_options options = {.name = "big",
+                                      .capacity = 4,
+                                      .key_size = 8,
+                                      .value_size = BIG_VALUE,
+                                      .flags = SXE_MAP_IN_PLACE};
+    static unsigned char value[BIG_VALUE];
+    uint64_t key = 1;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+    (void)state;
+    trapped_map = make_map(options);
+    memset(value, 1, sizeof(value));
+    begin(trapped_map);
+    assert_int_equal(sxe_map_put(trapped_map, &key, sizeof(key), value, sizeof(value)), 0);
+    commit(trapped_map);
+    trapped_put(); /* the 1s go to the log, the 2s into the slot */
+    uint64_t index = slot_of(trapped_map, 1), position = undo_of(trapped_map, 1);
+    moving_record = sxe__map_record(trapped_map, position);
+    unsigned char *pages =
+        mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(pages != MAP_FAILED);
+    unsigned char *out = pages + page - BIG_VALUE / 2;
+
+    assert_true(sxe__map_log_follow(trapped_map, index, position, 1, out, BIG_VALUE));
+    assert_memory_equal(out, value, BIG_VALUE); /* untouched, the record is the 1s */
+    const void *steps[] = {pages + page};
+    trap_arm(steps, 1, reuse_the_record);
+    assert_false(sxe__map_log_follow(trapped_map, index, position, 1, out, BIG_VALUE));
+    assert_int_equal(trap_disarm(), 1);
+    moving_record->position = position;
+    munmap(pages, 2 * page);
+    sxe_map_destroy(trapped_map);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -785,6 +835,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_foreign_record_is_refused, reset),
         cmocka_unit_test_teardown(test_the_validator_checks_the_log, reset),
         cmocka_unit_test_teardown(test_invalid_use_in_place, reset),
+        cmocka_unit_test(test_a_record_reused_during_its_copy_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

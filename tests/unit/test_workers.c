@@ -502,6 +502,7 @@ static void test_start_faults(void **state)
         {SXE_SYS_signalfd, 1, ENOMEM, SXE_WORKERS_PROCESSES},
         {SXE_SYS_poll, 1, ENOMEM, SXE_WORKERS_PROCESSES}, /* the supervisor stops the workers */
         {SXE_SYS_poll, 1, ENOMEM, SXE_WORKERS_THREADS},
+        {SXE_SYS_poll, 1, EPERM, SXE_WORKERS_THREADS}, /* below EINTR: not an interruption */
     };
     struct behaviour behaviour = {0};
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

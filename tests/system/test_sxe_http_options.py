@@ -1,0 +1,72 @@
+"""sxe-http's options at their limits: each number at its least and most is taken (the run then
+fails to connect to a closed port, exit 1), and one past either end is refused with the usage
+error that names the range (exit 2); the other options' own checks likewise."""
+import socket
+
+import pytest
+
+
+def closed_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens there once the probe is closed
+
+
+# (option, least, most), as sxe-http's usage error names them.
+NUMBERS = [
+    ("-p", "PORT", 1, 65535),
+    ("-n", "QUERIES", 1, 1 << 40),
+    ("-c", "CONNECTIONS", 1, 10000000),
+    ("-d", "SECONDS", 1, 86400),
+    ("-P", "DEPTH", 1, 128),
+    ("-R", "RATE", 1, 100000000),
+    ("--tick", "USEC", 1, 100000),
+    ("-w", "WORKERS", 1, 64),
+    ("-t", "SECONDS", 1, 3600),
+    ("-r", "BATCH", 1, 1000000),
+    ("-e", "STATUS", 100, 599),
+    ("--ws-size", "BYTES", 0, 16 << 20),
+]
+
+
+def run(sxe_http, *args):
+    port = closed_port()
+    base = ["-i", "127.0.0.1", "-p", str(port), "-n", "1", "-c", "1", "-t", "1"]
+    return sxe_http(*base, *args, timeout=30)
+
+
+@pytest.mark.parametrize("option,name,least,most", NUMBERS)
+def test_each_number_at_its_limits(sxe_http, option, name, least, most):
+    for value in (least - 1, most + 1, "x", "1x", ""):
+        result = run(sxe_http, option, str(value))
+        assert result.returncode == 2, (option, value, result.stderr)
+        assert result.stderr == (f"sxe-http: {option} {name} must be a whole number from {least} "
+                                 f"to {most}, not '{value}'\n"
+                                 "(sxe-http --help explains the options)\n"), result.stderr
+    takes = [least] + ([] if option in ("-c", "-w") else [most])  # not 10^7 connections
+    for value in takes:
+        extra = ["--ws", "/ws"] if option == "--ws-size" else []
+        result = run(sxe_http, option, str(value), *extra)
+        assert result.returncode == 1 and "must be" not in result.stderr, (option, value,
+                                                                             result.stderr)
+
+
+def test_the_other_options_checks(sxe_http, tmp_path):
+    def refused(*args):
+        result = run(sxe_http, *args)
+        assert result.returncode == 2, result.stderr
+        return result.stderr.splitlines()[0]
+
+    assert refused("--ws", "ws") == "sxe-http: --ws 'ws': a path starts with / and has no spaces"
+    assert refused("--ws", "/a b").startswith("sxe-http: --ws '/a b'")
+    assert refused("-s", "1.2.3") == "sxe-http: -s '1.2.3': not an IPv4 or IPv6 address"
+    many = ",".join(["127.0.0.1"] * 65)
+    assert refused("-s", many) == f"sxe-http: at most 64 source addresses, not more as in '{many}'"
+    assert refused("-f", str(tmp_path / "missing")).startswith(
+        "sxe-http: cannot read the request file")
+    empty = tmp_path / "paths"
+    empty.write_text("")
+    assert refused("-U", str(empty)) == f"sxe-http: -U {empty}: no paths in it"
+    assert refused("-H", "X: " + "y" * 9000).startswith("sxe-http: too many request headers")
+    result = run(sxe_http, "-s", ",".join(["127.0.0.1"] * 64))
+    assert result.returncode == 1 and "source" not in result.stderr
