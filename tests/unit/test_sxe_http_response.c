@@ -20,7 +20,7 @@ static enum response_result read_all(const char *text, size_t len, bool head, in
     struct response_reader reader;
     size_t used = 0;
 
-    response_reader_init(&reader, head);
+    response_reader_init(&reader, head, false);
     *count = 0;
     for (;;) {
         size_t consumed = 0;
@@ -46,7 +46,7 @@ static enum response_result read_split(const char *text, size_t len, size_t spli
     size_t have = 0, fed = 0;
 
     assert_true(len <= sizeof(buffer));
-    response_reader_init(&reader, head);
+    response_reader_init(&reader, head, false);
     *count = 0;
     for (int piece = 0; piece < 2; piece++) {
         size_t more = piece == 0 ? split : len - split;
@@ -202,7 +202,7 @@ static void test_connection_close(void **state)
         {"HTTP/1.1 200 OK\r\nConnection:close\r\nContent-Length: 0\r\n\r\n", true},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        response_reader_init(&reader, false);
+        response_reader_init(&reader, false, false);
         assert_int_equal(response_read(&reader, cases[i].head, strlen(cases[i].head), &consumed),
                          RESPONSE_DONE);
         if (reader.close_after != cases[i].close) {
@@ -221,7 +221,7 @@ static void test_limits(void **state)
     (void)state;
     memset(text, 'x', sizeof(text));
     memcpy(text, "HTTP/1.1 200 OK\r\nX: ", 20);
-    response_reader_init(&reader, false);
+    response_reader_init(&reader, false, false);
     assert_int_equal(response_read(&reader, text, RESPONSE_HEAD_MAX, &consumed), RESPONSE_MORE);
     assert_int_equal(response_read(&reader, text, RESPONSE_HEAD_MAX + 1, &consumed),
                      RESPONSE_BAD_LENGTH);
@@ -230,19 +230,19 @@ static void test_limits(void **state)
     size_t head_len = strlen(head);
     memcpy(text, head, head_len);
     memset(text + head_len, '0', 1100);
-    response_reader_init(&reader, false);
+    response_reader_init(&reader, false, false);
     assert_int_equal(response_read(&reader, text, head_len + 1024, &consumed), RESPONSE_MORE);
     assert_int_equal(consumed, head_len);
-    response_reader_init(&reader, false);
+    response_reader_init(&reader, false, false);
     assert_int_equal(response_read(&reader, text, head_len + 1025, &consumed), RESPONSE_BAD_LENGTH);
 
     memcpy(text + head_len, "0\r\n", 3);
     memset(text + head_len + 3, 'x', RESPONSE_HEAD_MAX + 1);
-    response_reader_init(&reader, false);
+    response_reader_init(&reader, false, false);
     assert_int_equal(response_read(&reader, text, head_len + 3 + RESPONSE_HEAD_MAX, &consumed),
                      RESPONSE_MORE);
     assert_int_equal(consumed, head_len + 3);
-    response_reader_init(&reader, false);
+    response_reader_init(&reader, false, false);
     assert_int_equal(response_read(&reader, text, head_len + 3 + RESPONSE_HEAD_MAX + 1, &consumed),
                      RESPONSE_BAD_LENGTH);
 }
