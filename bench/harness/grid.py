@@ -11,8 +11,9 @@ from .servers import Running
 
 
 class Scenario:
-    """A load: connections, the path asked and the file its answers must equal, pipelining
-    depth, or mode "idle" (connections held open after one request each, for memory)."""
+    """A load: connections, the path asked (or a function of the server's Spec giving it) and
+    the file its answers must equal, pipelining depth, or mode "idle" (connections held open
+    after one request each, for memory)."""
 
     def __init__(self, key, title, specs, connections=100, path="/f12.txt", body="f12.txt",
                  pipeline=1, mode="keep-alive", paths=None, rate=None, extra=(), check=True):
@@ -22,6 +23,9 @@ class Scenario:
         self.rate = rate  # requests/s on a fixed schedule (a function of the server's name)
         self.extra = list(extra)  # more of sxe-http's options (-f FILE, -e STATUS, --http1.0)
         self.check = check  # whether a GET of path before the load must answer the body
+
+    def path_of(self, spec):
+        return self.path(spec) if callable(self.path) else self.path
 
 
 class Cells:
@@ -95,13 +99,14 @@ def measure(ctx, spec, scenario):
     body_file = body_of(ctx, scenario, spec)
     with Running(spec) as server:
         expected = open(body_file, "rb").read() if body_file else None
+        path = scenario.path_of(spec)
         if scenario.check:
-            server.check(scenario.path, expected)
+            server.check(path, expected)
         if scenario.mode == "idle":
-            return hold_idle(server, scenario, expected)
+            return hold_idle(server, scenario, path, expected)
         window = server.load(ctx.build, connections=scenario.connections,
                              seconds=ctx.args.seconds, warmup=ctx.args.warmup,
-                             path=scenario.path, pipeline=scenario.pipeline, body_file=body_file,
+                             path=path, pipeline=scenario.pipeline, body_file=body_file,
                              targets=scenario.paths,
                              rate=scenario.rate(spec.name) if scenario.rate else None,
                              extra=scenario.extra)
@@ -114,11 +119,11 @@ def measure(ctx, spec, scenario):
     return figures, None
 
 
-def hold_idle(server, scenario, expected):
+def hold_idle(server, scenario, path, expected):
     """Opens the scenario's connections, one request and its answer on each, and holds them: the
     server's resident memory before and with them."""
     base = server.memory_kb("VmRSS")
-    request = f"GET {scenario.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
     selector = selectors.DefaultSelector()
     sockets, replies, errors, opened = [], {}, 0, 0
     try:

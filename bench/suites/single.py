@@ -32,11 +32,13 @@ def scenarios(ctx):
         grid.Scenario("files-1m", "a 1 MB file, 100 connections", kinds["files"],
                       path="/f1m.bin", body="f1m.bin"),
     ]
+    # Each server of the idle scenario is asked what it serves: the file servers f12.txt, the
+    # others Hello World at "/" (examples/http-hello has no other route).
     idle = [s for specs in kinds.values() for s in specs if "floor" not in s.name]
+    files = {s.name for s in kinds["files"]}
     found.append(grid.Scenario("idle-10k", "10,000 idle connections", idle, connections=10000,
-                               mode="idle", path="/f12.txt"))
-    # Each server of the idle scenario is asked what it serves: the canned and HTTP ones answer
-    # Hello World at any path, the file servers have f12.txt.
+                               mode="idle",
+                               path=lambda spec: "/f12.txt" if spec.name in files else "/"))
     return [s for s in found if s.specs]
 
 
