@@ -4,7 +4,8 @@
  * reason and its space), field lines (names, values, whitespace around them, lines without a
  * colon), Content-Length (digits, length, repeats), Transfer-Encoding, the Connection tokens and
  * what they mean for keep-alive, bodiless statuses, and the limits; fed whole and a byte at a
- * time. test_http_client.c frames whole responses through a client; this pins the parser alone.
+ * time; and whole heads as RFC 9112 frames them, and past the limits. test_http_client.c frames
+ * whole responses through a client; this pins the parser alone.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -247,6 +248,133 @@ static void test_limits(void **state)
     assert_int_equal(sxe_http_parse_response_head(&parser, head, 39, &small, false, &response), 0);
 }
 
+/* Response heads: the parser's verdicts, fed whole and a byte at a time. */
+
+static int parse_response(const char *text, bool head_request, struct sxe_http_response *response,
+                          size_t step)
+{
+    struct sxe_http_parser parser;
+    size_t len = strlen(text);
+    int rc = 0;
+
+    sxe_http_parser_init(&parser);
+    for (size_t have = step < len ? step : len;; have = have + step < len ? have + step : len) {
+        rc = sxe_http_parse_response_head(&parser, text, have, &sxe_http_default_limits,
+                                          head_request, response);
+        if (rc != 0 || have == len) {
+            return rc;
+        }
+    }
+}
+
+static void test_response_heads_are_framed_by_rfc_9112(void **state)
+{
+    static const struct {
+        const char *head;
+        bool head_request;
+        int status;
+        long length; /* -1 chunked, -2 until close, else Content-Length */
+        bool keep_alive;
+    } good[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false, 200, 5, true},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, 200, -1, true},
+        {"HTTP/1.1 200 OK\r\nServer: x\r\n\r\n", false, 200, -2, false},
+        {"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n", false, 204, 0, true},
+        {"HTTP/1.1 304 Not Modified\r\n\r\n", false, 304, 0, true},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", true, 200, 0, true},
+        {"HTTP/1.1 100 Continue\r\n\r\n", false, 100, 0, true},
+        {"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false, 200, 1, false},
+        {"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", false, 200, 1,
+         true},
+        {"HTTP/1.1 200 OK\r\nConnection: x, close\r\nContent-Length: 1\r\n\r\n", false, 200, 1,
+         false},
+        {"HTTP/1.1 200\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n", false, 200, 2, true},
+        {"HTTP/1.1 404 \r\nContent-Length:  3 \r\n\r\n", false, 404, 3, true},
+    };
+    static const struct {
+        const char *head;
+        int rc;
+    } bad[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunk\r\n\r\n", -EPROTO}, /* a prefix is not it */
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+         -EPROTO},
+        {"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nX: a\nb\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nName : x\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nX: a\x01z\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nX: a\rz\r\n\r\n", -EPROTO},
+        {"HTTP/2 200 OK\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 20 OK\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 099 Low\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200OK\r\n\r\n", -EPROTO},
+        {"\r\nHTTP/1.1 200 OK\r\n\r\n", -EPROTO},
+        {"HTTP/1.1 200 OK\r\nNo-colon\r\n\r\n", -EPROTO},
+    };
+    struct sxe_http_response response;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        for (size_t step = 1; step <= 1000; step += 999) {
+            int rc = parse_response(good[i].head, good[i].head_request, &response, step);
+            if (rc != (int)strlen(good[i].head)) {
+                fail_msg("good head %zu (step %zu): %d", i, step, rc);
+            }
+            assert_int_equal(response.status, good[i].status);
+            assert_int_equal(response.keep_alive, good[i].keep_alive);
+            long length = response.chunked       ? -1
+                          : response.until_close ? -2
+                                                 : (long)response.content_length;
+            if (length != good[i].length) {
+                fail_msg("good head %zu: length %ld, not %ld", i, length, good[i].length);
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (size_t step = 1; step <= 1000; step += 999) {
+            int rc = parse_response(bad[i].head, false, &response, step);
+            if (rc != bad[i].rc) {
+                fail_msg("bad head %zu (step %zu): %d, not %d", i, step, rc, bad[i].rc);
+            }
+        }
+    }
+    assert_int_equal(
+        parse_response("HTTP/1.1 200 OK\r\nX-A: 1\r\nx-b:2\r\n\r\n", false, &response, 1000), 34);
+    assert_int_equal(response.header_count, 2);
+    assert_memory_equal(sxe_http_response_header(&response, "X-B")->value, "2", 1);
+    assert_null(sxe_http_response_header(&response, "X-C"));
+    assert_memory_equal(response.reason, "OK", 2);
+}
+
+static void test_response_heads_past_the_limits_are_refused(void **state)
+{
+    struct sxe_http_limits tight = {.header_bytes = 64, .header_count = 2};
+    struct sxe_http_response response;
+    struct sxe_http_parser parser;
+    char big[200];
+
+    (void)state;
+    memset(big, 'a', sizeof(big));
+    memcpy(big, "HTTP/1.1 200 OK\r\nX: ", 20);
+    sxe_http_parser_init(&parser);
+    assert_int_equal(sxe_http_parse_response_head(&parser, big, 40, &tight, false, &response), 0);
+    assert_int_equal(
+        sxe_http_parse_response_head(&parser, big, sizeof(big), &tight, false, &response),
+        -EMSGSIZE);
+    const char *many = "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+    sxe_http_parser_init(&parser);
+    assert_int_equal(
+        sxe_http_parse_response_head(&parser, many, strlen(many), &tight, false, &response),
+        -EMSGSIZE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +382,8 @@ int main(void)
         cmocka_unit_test(test_field_lines),
         cmocka_unit_test(test_framing),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_response_heads_are_framed_by_rfc_9112),
+        cmocka_unit_test(test_response_heads_past_the_limits_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
