@@ -184,6 +184,47 @@ def test_http10_counts_a_refused_reconnect(sxe_http):
     assert data["errors"]["connect"] == 1 and data["not_sent"] == 4
 
 
+def test_a_connection_that_is_done_closes_at_once(sxe_http):
+    """-n 1 on two connections, the first answered at once and the second a second later: the
+    first is closed as soon as it is answered, not when the run ends."""
+    closed = {}
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+
+    def serve(conn, index):
+        with conn:
+            data = b""
+            while REQUEST_END not in data:
+                data += conn.recv(4096)
+            if index == 1:
+                time.sleep(1.0)
+            conn.sendall(OK)
+            try:
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass  # a reset: sxe-http closes with SO_LINGER 0
+            closed[index] = time.monotonic()
+
+    def accept():
+        for index in range(2):
+            conn, _ = listener.accept()
+            threading.Thread(target=serve, args=(conn, index), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    start = time.monotonic()
+    try:
+        data = report(sxe_http("-i", "127.0.0.1", "-p", listener.getsockname()[1], "-c", 2,
+                               "-n", 1, "--json"))
+    finally:
+        listener.close()
+    assert data["queries"] == 2 and data["errors"]["total"] == 0
+    wait_until(lambda: len(closed) == 2, 5)
+    assert closed[0] - start < 0.5, closed[0] - start  # not at the run's end, a second on
+    assert closed[1] - start >= 1.0
+
+
 def test_a_large_request_goes_whole_on_every_connection(sxe_http, build_dir, tmp_path):
     """A 1 MB upload (-f) on 20 connections at once, sent by reference: examples/upload stores
     each whole (201), and the file is the body's bytes."""

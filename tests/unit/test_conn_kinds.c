@@ -1,7 +1,8 @@
 /*
  * The other kinds of connection and ways in: UDP and its errors, Unix sockets, socket pairs and
  * half-close, adopted descriptors and hand-off between loops, sendfile and its errors, IPv6,
- * listen errors, stopping on a signal, and 10,000 connections at once. Harness: conn_test.h.
+ * listen errors, stopping on a signal, 10,000 connections at once, and accepts in batches. Harness:
+ * conn_test.h.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -533,6 +534,50 @@ static void test_udp_errors(void **state)
     close(fd);
 }
 
+/* The connections this loop has accepted so far. */
+static uint64_t accepted_so_far(void)
+{
+    struct sxe_loop_stats stats;
+
+    sxe_loop_stats(loop, &stats);
+    return stats.accepted;
+}
+
+/*
+ * On epoll a listener takes at most accept_batch connections a readiness event, and the rest on
+ * the next: five waiting, a batch of 2 takes two in a turn; 0 or 65,535 and more mean the default
+ * (64), which takes all five at once.
+ */
+static void test_accept_batch(void **state)
+{
+    static const uint32_t batches[] = {2, 0, 65535};
+    enum { WAITING = 5 };
+
+    (void)state;
+    sxe_test_skip_on_uring("the backend accepts by itself there, in its own batches");
+    for (unsigned b = 0; b < sizeof(batches) / sizeof(batches[0]); b++) {
+        struct sxe_listen_options options = {.accept_batch = batches[b]};
+        int fds[WAITING];
+        start_server(NULL, &options, &server_handlers);
+        for (int i = 0; i < WAITING; i++) {
+            fds[i] = sxe_test_client(ntohs(server_address.sin_port));
+        }
+        uint64_t per_turn = batches[b] == 2 ? 2 : WAITING;
+        for (uint64_t want = per_turn;; want += per_turn) { /* 2, 4, 5; or 5 */
+            want = want < WAITING ? want : WAITING;
+            assert_true(sxe_loop_run_once(loop, 100 * SXE_NS_PER_MSEC) >= 0);
+            assert_int_equal(accepted_so_far(), want);
+            if (want == WAITING) {
+                break;
+            }
+        }
+        for (int i = 0; i < WAITING; i++) {
+            close(fds[i]);
+        }
+        teardown(NULL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +594,7 @@ int main(void)
         cmocka_unit_test_teardown(test_stop_on_signal, teardown),
         cmocka_unit_test_teardown(test_ten_thousand_connections, teardown),
         cmocka_unit_test_teardown(test_udp_errors, teardown),
+        cmocka_unit_test_teardown(test_accept_batch, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

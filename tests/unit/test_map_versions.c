@@ -108,6 +108,12 @@ static void test_snapshot_outlives_commits(void **state)
     assert_int_equal(read_number(&new_reader, 0), 3000);
     assert_int_equal(read_number(&new_reader, 19), 1019);
     sxe_map_read_end(&new_reader);
+    /* With no reader behind the published version, none is named. */
+    assert_int_equal(sxe_map_write_begin(map), 0);
+    sxe_map_stats(map, &stats);
+    assert_int_equal(stats.oldest_reader_pid, 0);
+    assert_int_equal(stats.oldest_reader_version, 0);
+    commit(map);
     assert_int_equal(sxe__map_validate(map), 0);
     sxe_map_destroy(map);
 }
