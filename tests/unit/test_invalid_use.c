@@ -142,8 +142,7 @@ static const struct {
      "stack_size <= UINT32_MAX / 2"},
     {"sxe_fibers_create() of 2^31 fibers", fibers_past_half_of_4_g, "count <= UINT32_MAX / 2"},
     {"sxe_http_client_create() without a loop", client_without_a_loop, "loop != NULL"},
-    {"sxe_http_client_create() without an address", client_without_an_address,
-     "address != NULL"},
+    {"sxe_http_client_create() without an address", client_without_an_address, "address != NULL"},
     {"sxe_http_client_create() pipelining 65", client_pipelining_past_64,
      "pipeline <= PIPELINE_MOST"},
 };
