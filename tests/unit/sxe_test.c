@@ -214,3 +214,11 @@ bool sxe_test_kernel_collapses(void)
     assert_int_equal(munmap(reserve, 2 * huge), 0);
     return collapses;
 }
+
+uint64_t sxe_test_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}

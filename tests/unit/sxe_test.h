@@ -55,6 +55,9 @@ void sxe_test_skip_on_uring(const char *why);
  */
 void sxe_test_skip_or_fail_in_ci(const char *why);
 
+/* The next number of a seeded SplitMix64 sequence (state advances): reproducible random tests. */
+uint64_t sxe_test_random(uint64_t *state);
+
 /* A blocking TCP client connected to 127.0.0.1:port (the test fails if it cannot connect). */
 int sxe_test_client(int port);
 

@@ -32,10 +32,7 @@ static uint64_t key_numbers[KEYS + 1];
 
 static uint64_t next_random(void)
 {
-    uint64_t z = (random_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return sxe_test_random(&random_state);
 }
 
 static const void *key_of(unsigned k)
