@@ -4,11 +4,14 @@
  * registered with the backend, settled in the pool state that says what they wait for, and
  * closed. The kinds of slot (stream.c, listen.c, udp.c, fdpass.c) sit on top.
  *
- * Closing. A connection whose write fails inside a callback is closed once that callback has
- * returned (the failed list), so no callback ever runs on a connection that closed under it. A
- * connection closed while the backend still sends from its queue (io_uring) stays in the CLOSING
- * state, its socket shut down, until the backend is done with the queue; to the program it is
- * closed at once.
+ * Closing. A close asked for inside a turn (sxe_conn_close(), or a write that failed) makes the
+ * connection closed for the program at once: sxe__conn_is_open() is false, so writes are refused
+ * and no handler of it runs. The close ends (on_close, then the slot is freed) once the callback
+ * that asked for it has returned to the loop (the closing list, sxe__conn_end_closes). So the
+ * connection a callback was given stays valid to its end, and its slot is never given to another
+ * under it: no caller checks a generation after a callback. Outside a turn, a close ends at once.
+ * A connection closed while the backend still sends from its queue (io_uring) stays in the
+ * CLOSING state, its socket shut down, until the backend is done with the queue.
  */
 #define SXE_LOG_MODULE conn_log
 #include "sxe/log.h"
@@ -42,7 +45,8 @@ const char *sxe_close_reason_name(enum sxe_close_reason reason)
 
 bool sxe__conn_is_open(const struct sxe_conn *conn)
 {
-    return conn->fd >= 0 && (conn->flags & SXE__CONN_CLOSE_PENDING) == 0;
+    return conn->fd >= 0 && (conn->flags & SXE__CONN_CLOSE_PENDING) == 0 &&
+           (conn->close_reason & SXE__CLOSE_LATER) == 0;
 }
 
 void sxe__conn_offer_later(struct sxe_conn *conn)
@@ -104,6 +108,8 @@ void sxe__conn_settle(struct sxe_conn *conn)
  */
 #define EVICT_LOOK 64
 
+static void close_now(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
+
 static uint32_t evictable(sxe_loop_t *loop)
 {
     struct sxe_pool_walker walker;
@@ -113,7 +119,8 @@ static uint32_t evictable(sxe_loop_t *loop)
     for (unsigned looked = 0;
          looked < EVICT_LOOK && (index = sxe_pool_walker_next(&walker)) != SXE_POOL_NONE;
          looked++) {
-        if ((loop->conns[index].lists & SXE__LIST_OUTBOUND) == 0) {
+        if ((loop->conns[index].lists & SXE__LIST_OUTBOUND) == 0 &&
+            sxe__conn_is_open(&loop->conns[index])) {
             return index;
         }
     }
@@ -128,7 +135,7 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
         uint32_t victim = evictable(loop);
         if (victim != SXE_POOL_NONE) {
             loop->stats.evicted++;
-            sxe__conn_close_reason(&loop->conns[victim], SXE_CLOSE_EVICTED, 0);
+            close_now(&loop->conns[victim], SXE_CLOSE_EVICTED, 0); /* its slot is needed now */
             index = sxe_pool_set_oldest_state(loop->conn_pool, SXE__CONN_FREE, state, loop->now);
         }
     }
@@ -149,6 +156,7 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
     conn->held_head = SXE_NONE;
     conn->queued = 0;
     conn->failed_err = 0;
+    conn->close_reason = 0;
     return conn;
 }
 
@@ -232,18 +240,19 @@ static void finish_close(struct sxe_conn *conn)
     if (conn->held_head != SXE_NONE) {
         sxe__inq_drop(conn);
     }
+    conn->close_reason = 0;
+    conn->failed_err = 0;
     conn->generation++;
     slot_give(conn);
 }
 
-void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err)
+/* Closes now: on_close runs, then the slot is freed, or waits for a pending send to end. */
+static void close_now(struct sxe_conn *conn, enum sxe_close_reason reason, int err)
 {
     sxe_loop_t *loop = conn->loop;
-
-    if (!sxe__conn_is_open(conn)) {
-        return;
-    }
     uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
+
+    conn->close_reason = (uint8_t)reason | SXE__CLOSE_LATER; /* closed to on_close, too */
     SXE_LOG_DEBUG("close: %s%s%s", sxe_close_reason_name(reason), err ? ": " : "",
                   err ? sxe_strerror(err) : "");
     if (conn->lists & SXE__LIST_READY) {
@@ -272,6 +281,37 @@ void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason,
     sxe_log_set_id(previous_id);
 }
 
+/* Puts a connection on the closing list, once. */
+static void closing_list_add(struct sxe_conn *conn)
+{
+    if ((conn->lists & SXE__LIST_CLOSING) == 0) {
+        conn->lists |= SXE__LIST_CLOSING;
+        conn->closing_next = conn->loop->closing_head;
+        conn->loop->closing_head = sxe__conn_index(conn);
+    }
+}
+
+/*
+ * Inside a turn, the connection is closed for the program at once (sxe__conn_is_open() is false:
+ * writes are refused, no callback comes), and the close ends when the callback that asked for it
+ * has returned to the loop; outside one (before the loop runs, or as it is destroyed) at once.
+ */
+void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err)
+{
+    if (!sxe__conn_is_open(conn)) {
+        return;
+    }
+    if (conn->loop->turns == 0) {
+        close_now(conn, reason, err);
+        return;
+    }
+    conn->close_reason = (uint8_t)reason | SXE__CLOSE_LATER;
+    if (reason == SXE_CLOSE_ERROR) {
+        conn->failed_err = err;
+    }
+    closing_list_add(conn);
+}
+
 void sxe__conn_closing_done(struct sxe_conn *conn)
 {
     finish_close(conn);
@@ -286,25 +326,26 @@ int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, in
 {
     if (conn->failed_err == 0) {
         conn->failed_err = err;
-        conn->failed_reason = (uint8_t)reason;
-        if ((conn->lists & SXE__LIST_FAILED) == 0) {
-            conn->lists |= SXE__LIST_FAILED;
-            conn->failed_next = conn->loop->failed_head;
-            conn->loop->failed_head = sxe__conn_index(conn);
-        }
+        conn->close_reason = (uint8_t)reason;
+        closing_list_add(conn);
     }
     return -err;
 }
 
-void sxe__conn_close_failed(sxe_loop_t *loop)
+void sxe__conn_end_closes(sxe_loop_t *loop)
 {
-    while (loop->failed_head != SXE_NONE) {
-        struct sxe_conn *conn = &loop->conns[loop->failed_head];
-        loop->failed_head = conn->failed_next;
-        conn->lists &= (uint8_t)~SXE__LIST_FAILED;
-        if (conn->failed_err != 0) { /* 0: closed since, and the slot given to another */
-            sxe__conn_close_reason(conn, conn->failed_reason,
-                                   conn->failed_reason == SXE_CLOSE_ERROR ? conn->failed_err : 0);
+    while (loop->closing_head != SXE_NONE) {
+        struct sxe_conn *conn = &loop->conns[loop->closing_head];
+        loop->closing_head = conn->closing_next;
+        conn->lists &= (uint8_t)~SXE__LIST_CLOSING;
+        enum sxe_close_reason reason = conn->close_reason & ~SXE__CLOSE_LATER;
+        /* Closed by the program, or a write failed; neither if the close has ended since (at
+         * once, outside a turn, or an eviction: the slot is free, or its send still pending). */
+        bool ends = (conn->close_reason & SXE__CLOSE_LATER)
+                        ? conn->fd >= 0 && (conn->flags & SXE__CONN_CLOSE_PENDING) == 0
+                        : conn->failed_err != 0 && sxe__conn_is_open(conn);
+        if (ends) {
+            close_now(conn, reason, reason == SXE_CLOSE_ERROR ? conn->failed_err : 0);
         }
     }
 }
@@ -323,11 +364,9 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
     }
     if (conn->handlers->on_timeout != NULL) {
         uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
-        uint32_t generation = conn->generation;
         conn->handlers->on_timeout(conn); /* a last word, such as HTTP's 408 */
         sxe_log_set_id(previous_id);
-        if (conn->generation != generation || !sxe__conn_is_open(conn) ||
-            sxe_pool_time(pool, index) == loop->now) {
+        if (!sxe__conn_is_open(conn) || sxe_pool_time(pool, index) == loop->now) {
             return; /* closed by the callback, or kept: it touched the connection */
         }
     }
@@ -350,7 +389,7 @@ static void read_ready(sxe_loop_t *loop)
         conn->lists &= (uint8_t) ~(SXE__LIST_READY | SXE__LIST_STALE | SXE__LIST_OFFER);
         if (!stale && sxe__conn_is_open(conn)) {
             loop->callbacks[conn->io_kind](conn, offer_only ? &offer : &again);
-            sxe__conn_close_failed(loop);
+            sxe__conn_end_closes(loop);
         }
     }
 }
@@ -359,7 +398,7 @@ static void end_turn(sxe_loop_t *loop)
 {
     read_ready(loop);
     sxe_pool_check_timeouts(loop->conn_pool, loop->now, timed_out, loop);
-    sxe__conn_close_failed(loop);
+    sxe__conn_end_closes(loop);
 }
 
 /*
@@ -399,7 +438,7 @@ static uint32_t writing(sxe_loop_t *loop)
 }
 
 static const struct sxe__loop_layer conn_layer = {
-    .after_event = sxe__conn_close_failed,
+    .after_event = sxe__conn_end_closes,
     .end_turn = end_turn,
     .close_all = stop_all,
     .writing = writing,
@@ -499,7 +538,7 @@ int sxe_loop_create(sxe_loop_t **loop_out, const struct sxe_loop_options *option
         return -ENOMEM;
     }
     loop->buffers = loop->scratch = loop->large = MAP_FAILED;
-    loop->ready_head = loop->failed_head = SXE_NONE;
+    loop->ready_head = loop->closing_head = SXE_NONE;
     loop->layer = &conn_layer;
     if ((rc = sxe__loop_open(loop, options)) < 0 || (rc = table_create(loop)) < 0) {
         if (rc == -ENOMEM) {

@@ -21,14 +21,13 @@ static struct sxe_log_module stream_log = SXE_LOG_MODULE_INIT(STREAM);
 bool sxe__stream_deliver(struct sxe_conn *conn, char *data, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
-    uint32_t generation = conn->generation;
     size_t consumed = len;
 
     if (conn->handlers->on_read != NULL) {
         conn->flags |= SXE__CONN_CORKED;
         consumed = conn->handlers->on_read(conn, data, len);
     }
-    if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+    if (!sxe__conn_is_open(conn)) {
         return false;
     }
     conn->flags &= (uint16_t)~SXE__CONN_CORKED;
@@ -39,7 +38,7 @@ bool sxe__stream_deliver(struct sxe_conn *conn, char *data, size_t len)
     }
     if (conn->queue_head != SXE_NONE) {
         sxe__stream_flush(conn);
-        if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+        if (!sxe__conn_is_open(conn)) {
             return false; /* on_drained closed it */
         }
         if (conn->queue_head != SXE_NONE) {
@@ -92,7 +91,6 @@ bool sxe__stream_deliver(struct sxe_conn *conn, char *data, size_t len)
 static void overflow(struct sxe_conn *conn, int err)
 {
     sxe_loop_t *loop = conn->loop;
-    uint32_t generation = conn->generation;
 
     if (conn->handlers->on_overflow == NULL) {
         SXE_LOG_WARN("a message grew past its buffer (%u bytes) unconsumed",
@@ -105,8 +103,7 @@ static void overflow(struct sxe_conn *conn, int err)
     conn->input_len = 0;
     errno = err;
     conn->handlers->on_overflow(conn);
-    if (conn->generation == generation && sxe__conn_is_open(conn) &&
-        (conn->lists & SXE__LIST_SHUT) == 0) {
+    if (sxe__conn_is_open(conn) && (conn->lists & SXE__LIST_SHUT) == 0) {
         (void)sxe_conn_pause(conn);
         (void)sxe_conn_close_when_sent(conn);
     }

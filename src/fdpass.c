@@ -75,8 +75,6 @@ static void receive(struct sxe_conn *conn)
 
 void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
-    uint32_t generation = conn->generation;
-
     if (sxe__stream_sent_or_closed(conn, event)) {
         return;
     }
@@ -85,12 +83,11 @@ void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event)
         conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
         receive(conn);
     }
-    if (conn->generation == generation && sxe__conn_is_open(conn) &&
-        (event->events & SXE__IO_OUT)) {
+    if (sxe__conn_is_open(conn) && (event->events & SXE__IO_OUT)) {
         sxe__stream_flush(conn);
         sxe__stream_closed_when_sent(conn);
     }
-    if (conn->generation == generation && sxe__conn_is_open(conn)) {
+    if (sxe__conn_is_open(conn)) {
         sxe__conn_settle(conn);
     }
 }

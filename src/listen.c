@@ -83,11 +83,10 @@ static bool accept_failed(struct sxe_conn *listener, int err)
 static bool take_accepted(struct sxe_conn *listener, int fd)
 {
     sxe_loop_t *loop = listener->loop;
-    uint32_t generation = listener->generation;
 
     struct sxe_conn *conn =
         sxe__conn_take(loop, SXE__CONN_IDLE, (listener->flags & SXE__CONN_EVICT_IDLE) != 0);
-    if (listener->generation != generation) {
+    if (!sxe__conn_is_open(listener)) {
         /* GCOVR_EXCL_START: an evicted connection's on_close closed the listener */
         if (conn != NULL) {
             sxe__conn_untake(conn);
@@ -118,11 +117,10 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
     if (no_out) {
         conn->flags |= SXE__CONN_NO_OUT;
     }
-    uint32_t conn_generation = conn->generation;
     uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
     if (conn->handlers->on_connect != NULL) {
         conn->handlers->on_connect(conn);
-        sxe__conn_close_failed(loop);
+        sxe__conn_end_closes(loop);
     }
     /*
      * A client sends its request as soon as it is connected, so by the time it is accepted the
@@ -130,12 +128,12 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
      * that is answered and closed at once never waits for a turn. (A completion backend's receive
      * is submitted with this turn's, and finds the bytes there.)
      */
-    if (loop->io->keep == NULL && conn->generation == conn_generation && sxe__conn_is_open(conn)) {
+    if (loop->io->keep == NULL && sxe__conn_is_open(conn)) {
         loop->callbacks[conn->io_kind](conn, &(struct sxe__io_event){.events = SXE__IO_IN});
-        sxe__conn_close_failed(loop);
+        sxe__conn_end_closes(loop);
     }
     sxe_log_set_id(previous_id);
-    return listener->generation == generation;
+    return sxe__conn_is_open(listener);
 }
 
 static void listener_io(struct sxe_conn *listener, const struct sxe__io_event *event)
@@ -272,7 +270,6 @@ int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *a
 static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
     sxe_loop_t *loop = conn->loop;
-    uint32_t generation = conn->generation;
     int err = 0;
     socklen_t len = sizeof(err);
 
@@ -293,8 +290,7 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
         conn->handlers->on_connect(conn);
     }
     /* Input that came with the connection (a socketpair's peer wrote first) is not lost. */
-    if (conn->generation == generation && sxe__conn_is_open(conn) &&
-        (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_RECV))) {
+    if (sxe__conn_is_open(conn) && (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_RECV))) {
         loop->callbacks[conn->io_kind](
             conn, &(struct sxe__io_event){.tag = event->tag,
                                           .events = event->events & ~SXE__IO_OUT,

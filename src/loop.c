@@ -226,6 +226,7 @@ static void dispatch(sxe_loop_t *loop, int count)
         const struct sxe__io_event *event = &loop->events[i];
         if (event->tag == SXE__SIGNAL_TAG) {
             take_signals(loop);
+            loop->layer->after_event(loop);
             continue;
         }
         struct sxe_conn *conn = &loop->conns[(uint32_t)event->tag];
@@ -254,6 +255,7 @@ int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns)
         return count;
     }
     loop->now = sxe_clock_mono_ns();
+    loop->turns++; /* closes asked for by callbacks end when each callback has returned */
     dispatch(loop, count);
     loop->layer->end_turn(loop);
     sxe__timer_run(loop);
@@ -261,12 +263,15 @@ int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns)
 
     if (loop->stopping && (loop->layer->writing(loop) == 0 || loop->now >= loop->stop_deadline)) {
         loop->layer->close_all(loop, false);
+        loop->layer->after_event(loop);
         loop->stopping = false;
         loop->stop = true;
     }
     if (loop->turn_hook != NULL) {
         loop->turn_hook(loop, loop->turn_arg);
+        loop->layer->after_event(loop);
     }
+    loop->turns--;
     return count;
 }
 

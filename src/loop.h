@@ -67,15 +67,19 @@ enum sxe__conn_kind {
 #define SXE__CONN_NO_OUT        0x4000u /* writability is not watched until a write must wait */
 #define SXE__CONN_KEPT          0x8000u /* on_read kept its input itself: deliver moves none */
 
+/* In close_reason: closed by a callback in this turn; on_close and the slot's end wait for the
+ * callback to return (sxe__conn_end_closes). */
+#define SXE__CLOSE_LATER 0x80u
+
 /*
  * The loop's lists a slot is on. Kept apart from flags, and not reset when the slot is reused: a
  * connection can close, and its slot go to a new one, while the slot is still linked in a list.
  */
-#define SXE__LIST_READY  0x01u /* on the ready list, through ready_next */
-#define SXE__LIST_FAILED 0x02u /* on the failed list, through failed_next */
-#define SXE__LIST_STALE  0x04u /* on the ready list for a connection that has closed since */
-#define SXE__LIST_OFFER  0x08u /* on the ready list only to offer kept input: no read */
-#define SXE__LIST_HUP    0x10u /* the peer's end was reported (an edge that will not come again) */
+#define SXE__LIST_READY   0x01u /* on the ready list, through ready_next */
+#define SXE__LIST_CLOSING 0x02u /* on the closing list, through closing_next */
+#define SXE__LIST_STALE   0x04u /* on the ready list for a connection that has closed since */
+#define SXE__LIST_OFFER   0x08u /* on the ready list only to offer kept input: no read */
+#define SXE__LIST_HUP     0x10u /* the peer's end was reported (an edge that will not come again) */
 /* Not lists, but marks cleared when a slot is taken (not when it is freed, like the lists): */
 #define SXE__LIST_UNREAD   0x40u /* reading stopped, input left in the socket (kept input full) */
 #define SXE__LIST_OUTBOUND 0x80u /* the program opened it (sxe_connect): never evicted */
@@ -127,7 +131,7 @@ struct sxe_conn {
     int fd;              /* -1 when the slot is free or the connection closed */
     uint32_t generation; /* bumped at every close: stale events and ids no longer match */
     uint8_t kind;
-    uint8_t failed_reason; /* a write failed: close for this reason at the end of the callback */
+    uint8_t close_reason; /* why it closes at the end of the callback, SXE__CLOSE_LATER with it */
     uint16_t flags;
     uint32_t input_buffer; /* buffer holding unconsumed input, or SXE_NONE */
     uint32_t input_len;    /* bytes of it */
@@ -135,12 +139,12 @@ struct sxe_conn {
     uint32_t queue_tail;
     uint32_t ready_next; /* link in the loop's ready list */
     uint16_t accept_batch;
-    uint8_t lists;        /* SXE__LIST_* */
-    uint8_t io_kind;      /* enum sxe__io_kind: whose callback gets its events */
-    uint32_t held_head;   /* input received but not yet offered (inq.c), or SXE_NONE */
-    uint64_t queued;      /* bytes queued */
-    int failed_err;       /* a write failed: close with this errno at the end of the callback */
-    uint32_t failed_next; /* link in the loop's failed list */
+    uint8_t lists;      /* SXE__LIST_* */
+    uint8_t io_kind;    /* enum sxe__io_kind: whose callback gets its events */
+    uint32_t held_head; /* input received but not yet offered (inq.c), or SXE_NONE */
+    uint64_t queued;    /* bytes queued */
+    int failed_err;     /* a write failed with this errno: it closes at the end of the callback */
+    uint32_t closing_next; /* link in the loop's closing list */
 };
 
 _Static_assert(sizeof(struct sxe_conn) == 80, "a connection's slot is 80 bytes: mind the padding");
@@ -199,8 +203,9 @@ struct sxe_loop {
     uint32_t segment_free;  /* free list through next */
     uint32_t segments_free; /* how many are on it */
 
-    uint32_t ready_head;  /* connections with more input to read next turn */
-    uint32_t failed_head; /* connections to close for a failed write */
+    uint32_t ready_head;   /* connections with more input to read next turn */
+    uint32_t closing_head; /* connections whose close ends once the callback has returned */
+    uint32_t turns;        /* sxe_loop_run_once() calls running: closes wait for their end */
 
     sxe_timer_t **heap; /* timers, a binary min-heap on deadline */
     uint32_t heap_len;
@@ -253,7 +258,8 @@ void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason,
 /* A connection closed while a send was pending: the backend is done with its queue now. */
 void sxe__conn_closing_done(struct sxe_conn *conn);
 int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
-void sxe__conn_close_failed(sxe_loop_t *loop);
+/* Ends the closes asked for since the last call: on_close runs, and the slot is freed (conn.c). */
+void sxe__conn_end_closes(sxe_loop_t *loop);
 void sxe__conn_ready_later(struct sxe_conn *conn);
 /* Offers the kept input again from the next turn, without a read (as after a resume). */
 void sxe__conn_offer_later(struct sxe_conn *conn);

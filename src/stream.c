@@ -536,13 +536,12 @@ static void hold(struct sxe_conn *conn, const char *data, size_t len)
 static bool offer_held(struct sxe_conn *conn)
 {
     sxe_loop_t *loop = conn->loop;
-    uint32_t generation = conn->generation;
     struct sxe__held piece;
 
     while ((conn->flags & SXE__CONN_PAUSED) == 0 && conn->queued < loop->options.high_water &&
            sxe__inq_take(conn, &piece)) {
         size_t taken = received(conn, piece.data, piece.len);
-        if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+        if (!sxe__conn_is_open(conn)) {
             sxe__inq_release(loop, &piece);
             return false;
         }
@@ -651,10 +650,8 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
     if (event->result > 0 && must_hold(conn)) {
         hold(conn, event->data, (size_t)event->result);
     } else if (event->result > 0) {
-        uint32_t generation = conn->generation;
         size_t taken = received(conn, event->data, (size_t)event->result);
-        if (taken < (size_t)event->result && conn->generation == generation &&
-            sxe__conn_is_open(conn)) {
+        if (taken < (size_t)event->result && sxe__conn_is_open(conn)) {
             hold(conn, event->data + taken, (size_t)event->result - taken);
         }
     } else if (event->result == 0 && ((conn->flags & (SXE__CONN_PAUSED | SXE__CONN_RESUMED)) ||
@@ -696,11 +693,9 @@ static void sent(struct sxe_conn *conn, int result)
 
 bool sxe__stream_sent_or_closed(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
-    uint32_t generation = conn->generation;
-
     if (event->events & SXE__IO_SENT) {
         sent(conn, event->result);
-        if (conn->generation != generation || !sxe__conn_is_open(conn)) {
+        if (!sxe__conn_is_open(conn)) {
             return true;
         }
         return sxe__stream_closed_when_sent(conn);
@@ -710,20 +705,17 @@ bool sxe__stream_sent_or_closed(struct sxe_conn *conn, const struct sxe__io_even
 
 void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
-    uint32_t generation = conn->generation;
-
     if (sxe__stream_sent_or_closed(conn, event)) {
         return;
     }
     if (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR | SXE__IO_KEPT)) {
         input(conn, event);
     }
-    if (conn->generation == generation && sxe__conn_is_open(conn) &&
-        (event->events & SXE__IO_OUT)) {
+    if (sxe__conn_is_open(conn) && (event->events & SXE__IO_OUT)) {
         sxe__stream_flush(conn);
         sxe__stream_closed_when_sent(conn);
     }
-    if (conn->generation == generation && sxe__conn_is_open(conn)) {
+    if (sxe__conn_is_open(conn)) {
         sxe__conn_settle(conn);
     }
 }

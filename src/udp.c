@@ -21,7 +21,6 @@ static void udp_io(struct sxe_conn *conn, const struct sxe__io_event *event)
     struct mmsghdr messages[SXE__UDP_BATCH];
     struct iovec iov[SXE__UDP_BATCH];
     struct sockaddr_storage from[SXE__UDP_BATCH];
-    uint32_t generation = conn->generation;
 
     (void)event;
     for (;;) {
@@ -52,7 +51,7 @@ static void udp_io(struct sxe_conn *conn, const struct sxe__io_event *event)
                 conn->handlers->on_datagram(conn, iov[i].iov_base, messages[i].msg_len,
                                             (struct sockaddr *)&from[i],
                                             messages[i].msg_hdr.msg_namelen);
-                if (conn->generation != generation) {
+                if (!sxe__conn_is_open(conn)) {
                     return;
                 }
             }

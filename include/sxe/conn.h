@@ -65,8 +65,10 @@ struct sxe_conn_handlers {
     void (*on_drained)(sxe_conn_t *conn);
 
     /**
-     * The connection closed. err is the errno for SXE_CLOSE_ERROR, else 0. The connection's fd
-     * is already closed; its user pointer is still readable. Called once per connection.
+     * The connection closed. err is the errno for SXE_CLOSE_ERROR, else 0. It is closed for the
+     * program (writes are refused); its user pointer is still readable. Called once per
+     * connection, never from inside another of its callbacks: a close asked for in a callback
+     * (sxe_conn_close(), a failed write) ends once that callback has returned to the loop.
      */
     void (*on_close)(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
 
@@ -294,8 +296,8 @@ void sxe_conn_unkeep(sxe_conn_t *conn);
 int sxe_conn_shutdown(sxe_conn_t *conn);
 
 /**
- * Closes the connection once queued output is sent: at once if nothing is queued (on_close runs
- * before this returns), else when the queue drains, or when a write fails or times out. Further
+ * Closes the connection once queued output is sent: at once if nothing is queued (as
+ * sxe_conn_close() does), else when the queue drains, or when a write fails or times out. Further
  * writes are refused (-EPIPE). on_close gets SXE_CLOSE_LOCAL. This saves the half-close, the
  * wait for the peer's end of stream and their system calls, but the peer's kernel resets the
  * connection if the peer sends more after the close, which can destroy the output in flight: use
@@ -307,8 +309,12 @@ int sxe_conn_shutdown(sxe_conn_t *conn);
 int sxe_conn_close_when_sent(sxe_conn_t *conn);
 
 /**
- * Closes the connection now. on_close runs before this returns (SXE_CLOSE_LOCAL), and the
- * connection is gone for the program: its id is no longer found. Output still queued is dropped on
+ * Closes the connection now: from this call on it is closed for the program (its id is no longer
+ * found, writes are refused with -EPIPE, no handler of it is called but on_close). Inside a
+ * callback, on_close (SXE_CLOSE_LOCAL) runs, and the slot is freed, once that callback has
+ * returned to the loop, so the connection stays valid to look at until then, and its slot is not
+ * given to another meanwhile; outside one (before the loop runs, or after it), on_close runs
+ * before this returns. on_close sees the connection closed. Output still queued is dropped on
  * epoll; on io_uring, where a send may already be under way in the kernel, what was queued goes
  * out first if the peer reads it within write_timeout (5 s without one), as if epoll's socket had
  * taken it. Closing a closed connection does nothing.

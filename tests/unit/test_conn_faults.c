@@ -250,7 +250,8 @@ static void check_connected(sxe_conn_t *conn)
     }
 }
 
-/* 'A' input: remembered. 'B' input: closes A and connects out, which takes A's slot. */
+/* 'A' input: remembered. 'B' input: closes A (its slot is free once B's on_read returns). 'C'
+ * input: connects out, which takes A's slot, the only free one. */
 static sxe_conn_t *conn_a;
 static struct sockaddr_in stuck_address; /* a listener whose accept queue is full */
 
@@ -263,6 +264,7 @@ static size_t close_a_and_connect(sxe_conn_t *conn, const char *data, size_t len
     } else if (data[0] == 'B' && conn_a != NULL) {
         sxe_conn_close(conn_a);
         conn_a = NULL;
+    } else if (data[0] == 'C') {
         assert_int_equal(sxe_connect(sxe_conn_loop(conn), &seen.adopted,
                                      (struct sockaddr *)&stuck_address, sizeof(stuck_address), NULL,
                                      0, &outgoing, NULL),
@@ -272,7 +274,7 @@ static size_t close_a_and_connect(sxe_conn_t *conn, const char *data, size_t len
 }
 
 /*
- * A connection left on the ready list closes, and a new one takes its slot in the same turn: the
+ * A connection left on the ready list closes, and a new one takes its slot later in the turn: the
  * new one is not read on the old one's behalf. Here it is a connect still under way (its SYN
  * waits on a full accept queue), which a read event would have declared connected.
  */
@@ -280,7 +282,7 @@ static void test_a_reused_slot_is_not_read_for_its_old_connection(void **state)
 {
     static const struct sxe_conn_handlers handlers = {
         .on_connect = on_connect, .on_read = close_a_and_connect, .on_close = on_close};
-    struct sxe_loop_options options = {.connections = 3, .buffer_size = 1024};
+    struct sxe_loop_options options = {.connections = 4, .buffer_size = 1024};
     static char input[16 * 1024];
     socklen_t len = sizeof(stuck_address);
 
@@ -297,14 +299,17 @@ static void test_a_reused_slot_is_not_read_for_its_old_connection(void **state)
     start_server(&options, NULL, &handlers);
     int a = client();
     int b = client();
-    want_connects = 2;
+    int c = client();
+    want_connects = 3;
     pump_until(connects_reached);
     memset(input, 'A', sizeof(input)); /* more than a turn reads: a stays on the ready list */
     send_all(a, input, sizeof(input));
-    send_all(b, "B", 1);
-    /* All of it in the server's sockets before the turn: it reads a 4 times, then b. */
     wait_until_acknowledged(a);
+    send_all(b, "B", 1);
     wait_until_acknowledged(b);
+    send_all(c, "C", 1);
+    /* All of it in the server's sockets before the turn: it reads a 4 times, then b, then c. */
+    wait_until_acknowledged(c);
     for (int i = 0; i < 50 && seen.adopted == NULL; i++) {
         assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
     }
@@ -317,6 +322,7 @@ static void test_a_reused_slot_is_not_read_for_its_old_connection(void **state)
     close(stuck);
     close(a);
     close(b);
+    close(c);
 }
 
 /* The wait is interrupted (EINTR): the turn is empty and the loop goes on. */

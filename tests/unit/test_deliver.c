@@ -32,7 +32,7 @@ static struct {
     enum sxe_close_reason reason;
     uint32_t index; /* the first connection's slot */
     uint64_t id;    /* and its id while it was open */
-    int reuse_fd;   /* >= 0: on_read adopts it after closing, as the second connection */
+    int reuse_fd;   /* >= 0: the second connection, adopted once the first has closed */
     sxe_conn_t *second;
     int second_connects;
     int second_reads;
@@ -87,9 +87,22 @@ static void first_on_connect(sxe_conn_t *conn)
     seen.id = sxe_conn_id(conn);
 }
 
+/* A close in a callback holds the slot until the callback returns: a connection adopted now
+ * cannot have it (the loop owns the descriptor even so). */
+static void adopt_fails_while_closing(sxe_conn_t *conn)
+{
+    sxe_conn_t *second = NULL;
+
+    assert_null(sxe_conn_from_id(loop, seen.id)); /* closed for the program at once */
+    assert_ptr_equal(sxe_conn_loop(conn), loop);  /* though the slot is still its own */
+    assert_int_equal(sxe_conn_adopt(loop, &second, dup(seen.reuse_fd), &second_handlers, NULL),
+                     -ENOBUFS);
+    assert_int_equal(seen.closes, 0); /* on_close comes once the callback has returned */
+}
+
 /*
  * Keeps everything for keep_reads calls, then closes the connection and consumes nothing; with
- * reuse_fd, a new connection is adopted at once, into the slot the close freed.
+ * reuse_fd, a new connection cannot be adopted before the callback returns.
  */
 static size_t first_on_read(sxe_conn_t *conn, const char *data, size_t len)
 {
@@ -100,14 +113,8 @@ static size_t first_on_read(sxe_conn_t *conn, const char *data, size_t len)
         return 0;
     }
     sxe_conn_close(conn);
-    assert_int_equal(sxe_conn_fd(conn), -1); /* closed: no descriptor, though the slot is here */
     if (seen.reuse_fd >= 0) {
-        int fd = seen.reuse_fd;
-        seen.reuse_fd = -1; /* the loop owns it from here, even on failure */
-        assert_int_equal(sxe_conn_adopt(loop, &seen.second, fd, &second_handlers, NULL), 0);
-        assert_ptr_equal(seen.second, conn);
-        assert_int_equal(sxe_conn_index(seen.second), seen.index);
-        assert_true(sxe_conn_id(seen.second) != seen.id);
+        adopt_fails_while_closing(conn);
     }
     return 0;
 }
@@ -259,7 +266,7 @@ static void test_on_read_closes_with_kept_input_unconsumed(void **state)
     assert_int_equal(stats.open, 0);
 }
 
-/* A socketpair whose one end on_read adopts once it has closed its own connection. */
+/* A socketpair whose one end is adopted once the first connection has closed. */
 static void give_on_read_a_second_connection(void)
 {
     int fds[2];
@@ -269,11 +276,16 @@ static void give_on_read_a_second_connection(void)
     second_peer = fds[1];
 }
 
-/* The connection on_read adopted, in the old one's slot, hears its own peer and nothing else. */
+/* The second connection, adopted into the old one's slot, hears its own peer and nothing else. */
 static void second_hears_only_its_peer(void)
 {
     struct sxe_loop_stats stats;
+    int fd = seen.reuse_fd;
 
+    seen.reuse_fd = -1; /* the loop owns it from here, even on failure */
+    assert_int_equal(sxe_conn_adopt(loop, &seen.second, fd, &second_handlers, NULL), 0);
+    assert_int_equal(sxe_conn_index(seen.second), seen.index);
+    assert_true(sxe_conn_id(seen.second) != seen.id);
     turn_until(&seen.second_connects, 1);
     sxe_test_say(second_peer, "new");
     turn_until(&seen.second_reads, 1);
@@ -284,8 +296,9 @@ static void second_hears_only_its_peer(void)
 }
 
 /*
- * on_read closes the connection and adopts a new one, which takes the same slot: the new
- * connection must not inherit the input the old one left, and hears only its own peer.
+ * on_read closes the connection, whose slot stays its own until on_read returns; a new
+ * connection adopted after takes the slot, inherits none of the input the old one left, and hears
+ * only its own peer.
  */
 static void test_a_new_connection_in_the_slot_gets_none_of_the_old_input(void **state)
 {
@@ -296,12 +309,10 @@ static void test_a_new_connection_in_the_slot_gets_none_of_the_old_input(void **
     give_on_read_a_second_connection();
     sxe_test_say(peer, "old input");
     turn_until(&seen.reads, 1);
-    assert_non_null(seen.second);
     expect_first_closed(1);
+    second_hears_only_its_peer();
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.open, 1);
-    assert_int_equal(seen.second_reads, 0);
-    second_hears_only_its_peer();
     assert_int_equal(seen.reads, 1);
 }
 
@@ -317,7 +328,6 @@ static void test_a_new_connection_in_the_slot_gets_none_of_the_kept_input(void *
     turn();
     sxe_test_say(peer, " and more");
     turn_until(&seen.reads, 2);
-    assert_non_null(seen.second);
     expect_first_closed(2);
     second_hears_only_its_peer();
 }
@@ -433,14 +443,11 @@ static void test_kept_input_that_fills_its_buffer_waits(void **state)
 static void close_when_drained_and_adopt(sxe_conn_t *conn)
 {
     close_when_drained(conn);
-    int fd = seen.reuse_fd;
-    seen.reuse_fd = -1; /* the loop owns it from here, even on failure */
-    assert_int_equal(sxe_conn_adopt(loop, &seen.second, fd, &second_handlers, NULL), 0);
-    assert_int_equal(sxe_conn_index(seen.second), seen.index);
+    adopt_fails_while_closing(conn);
 }
 
 /*
- * on_drained closes the connection in the flush after on_read and adopts a new one, which takes
+ * on_drained closes the connection in the flush after on_read, and a new one adopted after takes
  * the same slot: the new connection gets none of the input the old one left, on epoll (where
  * on_drained runs inside that flush) and on io_uring.
  */
