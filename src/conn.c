@@ -673,6 +673,11 @@ uint64_t sxe_conn_id(const sxe_conn_t *conn)
     return sxe__conn_tag(conn);
 }
 
+bool sxe_conn_closed(const sxe_conn_t *conn)
+{
+    return !sxe__conn_is_open(conn);
+}
+
 sxe_conn_t *sxe_conn_from_id(sxe_loop_t *loop, uint64_t id)
 {
     uint32_t index = (uint32_t)id;

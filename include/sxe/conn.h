@@ -384,8 +384,17 @@ uint32_t sxe_conn_index(const sxe_conn_t *conn);
 /** An id that names this connection and no later user of its slot. */
 uint64_t sxe_conn_id(const sxe_conn_t *conn);
 
-/** The connection an id names, or NULL if it has closed. */
+/** The connection an id names, or NULL if it has closed. Keep an id, not a pointer, across turns.
+ */
 sxe_conn_t *sxe_conn_from_id(sxe_loop_t *loop, uint64_t id);
+
+/**
+ * Whether the connection has been closed (by the program, the peer, an error or a timeout). A
+ * connection a callback was given, or that it closed, may be asked until that callback returns:
+ * its slot is not given to another meanwhile. After a call that may close it (a handler, a
+ * write), this is the check; across turns, keep its id (sxe_conn_from_id()).
+ */
+bool sxe_conn_closed(const sxe_conn_t *conn);
 
 #ifdef __cplusplus
 }

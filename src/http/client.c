@@ -566,10 +566,9 @@ void sxe__http_up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
     up->state = SXE__UP_FREE;
     sxe_conn_set_user(conn, NULL); /* on_close knows it is not the pool's */
     sxe_timer_stop(client->loop, &call->timer);
-    uint64_t id = sxe_conn_id(conn);
     call->handlers->on_upgrade(call, response, conn, call->arg);
     sxe__http_call_free(call);
-    if (sxe_conn_from_id(client->loop, id) == conn && sxe_conn_handlers(conn) == &up_handlers) {
+    if (!sxe_conn_closed(conn) && sxe_conn_handlers(conn) == &up_handlers) {
         SXE_LOG_WARN("the connection to %s switched for %s %s was not taken; closing it",
                      client->host, call->request.method, call->request.target);
         sxe_conn_close(conn);

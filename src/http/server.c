@@ -250,7 +250,6 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                          .path_len = path_len,
                          .prefix_len = (uint16_t)route->path_len,
                          .body_unread = streamed};
-    uint64_t id = sxe_conn_id(conn);
     if (route->fiber) {
         if (!sxe__http_run_fiber(server, http, route)) {
             return false;
@@ -258,7 +257,7 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
     } else {
         route->handler(http, route->arg);
     }
-    if (sxe_conn_from_id(server->loop, id) == NULL) {
+    if (sxe_conn_closed(conn)) {
         if (http->held != NULL) {
             sxe__http_defer_drop(server);
         } else {
@@ -365,7 +364,6 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     sxe_http_server_t *server = sxe__http_server_of(conn);
     struct http_conn *state = sxe__http_state(server, conn);
     struct sxe_http_request *request = &server->request;
-    uint64_t id = sxe_conn_id(conn);
     size_t used = 0;
 
     if (state->held != 0 && sxe__http_upload_active(server, state)) {
@@ -440,7 +438,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
                 return 0; /* kept: the return is not used */
             }
             used += (size_t)head;
-            if (sxe_conn_from_id(server->loop, id) == NULL) {
+            if (sxe_conn_closed(conn)) {
                 return len; /* switched, and closed by the new protocol, or closed by its handler */
             }
             if (state->switch_to != NULL) { /* answered 101: the rest is the new protocol's */
@@ -484,7 +482,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             return 0;
         }
         used += request_len;
-        if (sxe_conn_from_id(server->loop, id) == NULL) {
+        if (sxe_conn_closed(conn)) {
             return len;
         }
     }

@@ -105,7 +105,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
     struct http_conn *state = sxe__http_state(server, conn);
     uint32_t slot = state->held;
     struct held *held = &server->helds[slot - 1];
-    uint64_t serial = held->http.serial, id = sxe_conn_id(conn);
+    uint64_t serial = held->http.serial;
     size_t head = held->head_len, at = head;
     struct sxe_http_body piece = {0};
     size_t want;
@@ -141,7 +141,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
             (void)restarted;
         }
         hand(held, piece.data, piece.len, piece.done);
-        if (sxe_conn_from_id(server->loop, id) == NULL) {
+        if (sxe_conn_closed(conn)) {
             return len; /* closed by the reader: on_close cancelled its request */
         }
         if (state->held != slot || held->http.serial != serial) {
@@ -192,13 +192,13 @@ void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct h
 {
     struct http_conn *state = sxe__http_state(server, conn);
     uint32_t slot = state->held;
-    uint64_t serial = held->http.serial, id = sxe_conn_id(conn);
+    uint64_t serial = held->http.serial;
 
     if (len == held->head_len) {
         return; /* the head alone: the body's bytes come with the next reads */
     }
     size_t consumed = sxe__http_upload_feed(server, conn, kept, len);
-    if (sxe_conn_from_id(server->loop, id) == NULL || consumed == 0) {
+    if (sxe_conn_closed(conn) || consumed == 0) {
         return;
     }
     if (state->held == slot && held->http.serial == serial) {

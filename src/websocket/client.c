@@ -200,10 +200,10 @@ size_t sxe__ws_client_read(struct sxe_ws *ws, uint8_t *data, size_t len)
     if (why != NULL) {
         return refused(ws, why, len);
     }
-    uint64_t id = sxe_conn_id(ws->conn);
+    sxe_conn_t *conn = ws->conn;
     ws->protocol = (uint8_t)protocol;
     sxe__ws_opened(ws);
-    if (sxe_conn_from_id(ws->server->loop, id) == NULL || ws->state != WS_OPEN) {
+    if (sxe_conn_closed(conn) || ws->state != WS_OPEN) {
         return len; /* closed by on_open */
     }
     return (size_t)head + sxe__ws_frames(ws, data + head, len - (size_t)head);

@@ -66,9 +66,8 @@ sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *p
         errno = -rc;
         return NULL;
     }
-    uint64_t id = sxe_conn_id(conn);
     (void)sxe__ws_open(server, conn, (unsigned)index, (unsigned)deflate);
-    if (sxe_conn_from_id(server->loop, id) == NULL) {
+    if (sxe_conn_closed(conn)) {
         errno = EPIPE; /* closed by on_open */
         return NULL;
     }

@@ -237,7 +237,7 @@ static bool deliver(struct sxe_ws *ws, const struct sxe__ws_event *event)
 size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *bytes, size_t len)
 {
     sxe_ws_server_t *server = ws->server;
-    uint64_t id = sxe_conn_id(ws->conn);
+    sxe_conn_t *conn = ws->conn;
     size_t at = ws->reader.assembled;
     struct sxe__ws_event event;
     bool delivered = false;
@@ -258,7 +258,7 @@ size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *bytes, size_t len)
             }
             delivered = true;
         }
-        if (sxe_conn_from_id(server->loop, id) == NULL || ws->state == WS_DONE) {
+        if (sxe_conn_closed(conn) || ws->state == WS_DONE) {
             return len; /* closed by the program, or by the peer's close frame */
         }
     }
