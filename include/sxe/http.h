@@ -262,9 +262,10 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
 
 /**
  * From a handler: holds the request, to answer it later from any callback on the same loop (a
- * timer, another connection's data, a client's response), with the handle this returns; http itself
- * is done when the handler returns. Pipelined requests after it wait, so answers still go out in
- * order. The handle's request, path, query and body stay valid until its response is finished.
+ * timer, another connection's data, a client's response), with the handle this returns (http
+ * itself: a request keeps the slot it was given at its dispatch until its response is finished).
+ * Pipelined requests after it wait, so answers still go out in order. The handle's request, path,
+ * query and body stay valid until its response is finished.
  *
  * If the connection goes away before the response is finished, on_cancel(held, arg) is called once
  * and the handle is gone; without on_cancel, the next sxe_http_*() call on it returns -ECANCELED

@@ -89,7 +89,7 @@ static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
     if (server->conns == NULL || server->scratch == NULL || server->path_scratch == NULL) {
         return -ENOMEM;
     }
-    return sxe__http_defer_init(server);
+    return sxe__http_slots_init(server);
 }
 
 int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
@@ -107,7 +107,7 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
         return -ENOMEM;
     }
     server->handlers = sxe__http_handlers;
-    server->held_capacity = options->deferred;
+    server->held_max = options->deferred;
     server->response_timeout = options->response_timeout;
     server->on_log = options->on_log;
     server->log_arg = options->log_arg;
@@ -177,7 +177,7 @@ void sxe_http_server_destroy(sxe_http_server_t *server)
     free(server->conns);
     free(server->scratch);
     free(server->path_scratch);
-    free(server->helds);
+    free(server->slots);
     free(server);
 }
 
@@ -247,7 +247,7 @@ static int worker_start(sxe_worker_t *worker, void *arg)
     server->conns = NULL;
     server->scratch = NULL;
     server->path_scratch = NULL;
-    server->helds = NULL;
+    server->slots = NULL;
     server->fibers = NULL;
     server->defer_stats = (struct sxe_http_defer_stats){0};
     server->listener = NULL;

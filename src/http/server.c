@@ -6,7 +6,7 @@
  * answered: its head (which the request's pointers point into) and its body. So a body arrives
  * whole with its request, pipelined requests wait their turn in the buffer, and nothing is copied,
  * except a chunked body, which is decoded into the server's scratch area when it is complete.
- * A handler answers before it returns, or holds its request (defer.c), and then the next request
+ * A handler answers before it returns, or holds its request (request.c), and then the next request
  * is not parsed until the held one is answered: responses stay in request order. While a
  * connection's output is backed up (a write said SXE_CONN_FULL: high_water bytes queued) the next
  * pipelined request waits, its bytes unread in the buffer or the socket, until the output drains.
@@ -237,7 +237,8 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
         return false;
     }
 
-    sxe_http_t *http = &server->http;
+    struct slot *slot = sxe__http_slot_next(server); /* request lies in it: on_read parsed there */
+    sxe_http_t *http = &slot->http;
     *http = (sxe_http_t){.server = server,
                          .conn = conn,
                          .request = request,
@@ -250,23 +251,26 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                          .path_len = path_len,
                          .prefix_len = (uint16_t)route->path_len,
                          .body_unread = streamed};
+    sxe__http_slot_take(server, slot);
     if (route->fiber) {
         if (!sxe__http_run_fiber(server, http, route)) {
+            sxe__http_slot_release(server, slot); /* answered 503 */
             return false;
         }
     } else {
         route->handler(http, route->arg);
     }
     if (sxe_conn_closed(conn)) {
-        if (http->held != NULL) {
-            sxe__http_defer_drop(server);
+        if (http->held) {
+            sxe__http_defer_drop(server, slot);
         } else {
             sxe__http_log(http); /* unless its answer was finished first */
+            sxe__http_slot_release(server, slot);
         }
         return false; /* the handler closed the connection */
     }
-    if (http->held != NULL) {
-        return true;
+    if (http->held) {
+        return true; /* not finished: its slot stays (sxe__http_defer_keep) */
     }
     if (http->status == 0) {
         SXE_LOG_ERROR("the handler for %.*s did not answer; answering 500",
@@ -276,6 +280,7 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
     } else if (!http->finished) {
         sxe_http_finish(http);
     }
+    sxe__http_slot_release(server, slot);
     return false;
 }
 
@@ -323,7 +328,7 @@ void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
 static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
                          const char *at, int head)
 {
-    struct sxe_http_request *request = &server->request;
+    struct sxe_http_request *request = &sxe__http_slot_next(server)->request;
     const char *path;
     size_t path_len;
     bool others;
@@ -363,7 +368,6 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 {
     sxe_http_server_t *server = sxe__http_server_of(conn);
     struct http_conn *state = sxe__http_state(server, conn);
-    struct sxe_http_request *request = &server->request;
     size_t used = 0;
 
     if (state->held != 0 && sxe__http_upload_active(server, state)) {
@@ -383,6 +387,8 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         return used;
     }
     while (used < len && !state->closing) {
+        /* Parsed into the slot the request will have (request.c); nothing is copied. */
+        struct sxe_http_request *request = &sxe__http_slot_next(server)->request;
         const char *at = data + used;
         size_t left = len - used;
         struct sxe_http_parser reparse;

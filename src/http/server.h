@@ -33,12 +33,12 @@ struct route {
     void *arg;
 };
 
-struct held;
+struct slot;
 
 /* sxe_http.owed of a response without a Content-Length (chunked, or ended by the close). */
 #define SXE__HTTP_NO_LENGTH UINT64_MAX
 
-/* A request being answered: the server's, while its handler runs, or a held one's (defer.c). */
+/* A request being answered: its slot's handle (request.c), or a refusal's on the stack. */
 struct sxe_http {
     sxe_http_server_t *server;
     sxe_conn_t *conn;
@@ -58,22 +58,26 @@ struct sxe_http {
     uint64_t body_sent; /* of them, the body's (sxe_http_body_sent) */
     uint64_t owed; /* body bytes its Content-Length still promises; SXE__HTTP_NO_LENGTH if none */
     void *user;    /* the program's, per request */
-    const struct route *route; /* a held request's, while its fiber runs (fiber.c) */
+    const struct route *route; /* its route's, while its fiber runs (fiber.c) */
     const char *path;          /* normalized (route_path): in the target, or the server's scratch
                                   (a held one's own copy); NULL: refused before routing */
     size_t path_len;
     uint16_t prefix_len; /* bytes of the path its route matched (sxe_http_path_rest) */
-    uint64_t serial;     /* a held request's: which holding of its slot this is */
-    struct held *held;   /* the server's: the held request its handler made (sxe_http_defer);
-                            a held one's: itself */
+    uint64_t serial;     /* which request in its slot this is */
+    bool held;           /* deferred (sxe_http_defer): answered after its handler returns */
 };
 
-/* LIVE: held and answerable; CANCELLING: its on_cancel runs; ORPHANED: cancelled without one, and
- * kept until the holder's next call, so no other request reuses the slot under it. */
-enum held_state { HELD_FREE, HELD_LIVE, HELD_CANCELLING, HELD_ORPHANED };
+/* RUNNING: its handler runs; HELD: deferred and answerable; CANCELLING: its on_cancel runs;
+ * ORPHANED: cancelled without one, and kept until the holder's next call, so no other request
+ * reuses the slot under it. */
+enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_HELD, SLOT_CANCELLING, SLOT_ORPHANED };
 
-/* A request held to answer later (defer.c), in a slot of a table sized at start-up. */
-struct held {
+/*
+ * A request from its dispatch to its finish, in a slot of a table sized at start-up
+ * (request.c): its parse, its handle, and what a request answered later needs. A request its
+ * handler has not finished when it returns is held (deferred) in its slot.
+ */
+struct slot {
     struct sxe_http http; /* the handle: first, so a handle is its slot */
     struct sxe_http_request request;
     sxe_http_cancel_t on_cancel;
@@ -83,7 +87,7 @@ struct held {
     sxe_timer_t deadline;
     uint64_t conn_id;
     uint32_t next_free;
-    enum held_state state;
+    enum slot_state state;
     /* A streamed body (upload.c): its head's bytes lead the connection's kept input. */
     uint32_t head_len;
     bool streaming;      /* the body is still arriving */
@@ -116,7 +120,7 @@ struct http_conn {
     /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
      * consumed; until then its events are theirs. */
     const struct sxe_conn_handlers *switch_to;
-    uint32_t held; /* the request held on it (defer.c): its slot + 1, or 0 */
+    uint32_t held; /* the request held on it (request.c): its slot + 1, or 0 */
     uint32_t skip; /* bytes of an answered held request, consumed at the next read */
     uint64_t id;   /* the connection's sxe_conn_id() while open, for destroy; else 0 */
 };
@@ -133,10 +137,13 @@ struct sxe_http_server {
     uint64_t requests; /* without workers: responses finished, and their bytes */
     uint64_t bytes;
     struct sxe_http_limits limits;
-    struct held *helds; /* requests held to answer later (defer.c) */
-    uint32_t held_capacity;
-    uint32_t held_free;
-    uint32_t held_untouched; /* slots from here on were never used: free, their pages untouched */
+    uint32_t held_max;      /* options.deferred */
+    struct slot *slots;     /* every request's, from its dispatch to its finish (request.c) */
+    uint32_t slot_capacity; /* held_max held, and one whose handler runs */
+    uint32_t slot_free;
+    uint32_t slot_untouched; /* slots from here on were never used: free, their pages untouched */
+    struct slot *running;    /* the slot whose handler runs now, or NULL */
+    uint64_t serial;         /* requests given a slot */
     uint64_t response_timeout;
     sxe_http_log_t on_log; /* options.on_log */
     void *log_arg;
@@ -159,8 +166,6 @@ struct sxe_http_server {
     struct route routes[ROUTES_MAX];
     unsigned route_count;
     sxe_conn_t *listener;
-    struct sxe_http_request request; /* the request being dispatched: one at a time */
-    struct sxe_http http;
     char *scratch;      /* chunked bodies are decoded here */
     char *path_scratch; /* a path being normalized, limits.request_line + 1 bytes */
     uint64_t date_second;
@@ -200,20 +205,46 @@ static inline void sxe__http_log(sxe_http_t *http)
     }
 }
 
-/* Whether http is a held request's handle (defer.c: the handle is its slot's first member). */
+/* Whether http is a held (deferred) request's handle. */
 static inline bool sxe__http_is_held(const sxe_http_t *http)
 {
-    return http->held != NULL && (const void *)http->held == (const void *)http;
+    return http->held;
 }
 
-/* defer.c */
-int sxe__http_defer_init(sxe_http_server_t *server);
+/* The slot of a handle that has one (not a refusal's). */
+static inline struct slot *sxe__http_slot(sxe_http_t *http)
+{
+    return (struct slot *)(void *)http; /* the handle is its slot's first member */
+}
+
+/* Whether a handle is a slot's: a handler's request, held or not (not a refusal's). */
+static inline bool sxe__http_in_slot(const sxe_http_t *http)
+{
+    const struct sxe_http_server *server = http->server;
+    return server->slots != NULL && (const void *)http >= (const void *)server->slots &&
+           (const void *)http < (const void *)(server->slots + server->slot_capacity);
+}
+
+/* request.c */
+int sxe__http_slots_init(sxe_http_server_t *server);
+/* The free slot the next request is parsed into; there is always one (options.deferred + 1). */
+struct slot *sxe__http_slot_next(sxe_http_server_t *server);
+/* Takes the next slot for its request, whose handler runs now (SLOT_RUNNING). */
+void sxe__http_slot_take(sxe_http_server_t *server, struct slot *slot);
+/* Frees a slot whose request is finished, or was never held. */
+void sxe__http_slot_release(sxe_http_server_t *server, struct slot *slot);
 /* After a handler that held its request: keeps the connection's input (data, len; the request's
  * bytes from at: head and body_len more) and points the held request at it. false: cancelled. */
 bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
                           const char *at, size_t head, size_t body_len);
 /* A response call on a held request that was cancelled: frees it. -ECANCELED, or 0 if live. */
-int sxe__http_defer_check(sxe_http_t *http);
+int sxe__http_held_check(sxe_http_t *http);
+
+/* The same for any request: one test of a flag for a request that was never held. */
+static inline int sxe__http_defer_check(sxe_http_t *http)
+{
+    return http->held ? sxe__http_held_check(http) : 0;
+}
 /* A held request's response has started: its deadline no longer applies. */
 void sxe__http_defer_started(sxe_http_t *http);
 /* A held request's response is finished: the connection reads its next request. */
@@ -223,7 +254,7 @@ void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The connection's output drained: its held request's on_drained, if it set one. */
 void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
-void sxe__http_defer_drop(sxe_http_server_t *server);
+void sxe__http_defer_drop(sxe_http_server_t *server, struct slot *slot);
 
 /* path.c: whether a path is in its normal form already (sxe_http_normalize_path). */
 bool sxe__http_path_is_normal(const char *path, size_t len);
@@ -234,10 +265,10 @@ bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *
 /* on_read for a connection whose held request reads a streamed body. */
 size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *data, size_t len);
 /* A streamed request was kept (len bytes at kept, its head first): hands out the body's pieces. */
-void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct held *held,
+void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held,
                            char *kept, size_t len);
 /* A held request is cancelled: a fiber reading its body hears -ECANCELED. */
-void sxe__http_upload_cancel(struct held *held);
+void sxe__http_upload_cancel(struct slot *held);
 
 /* fiber.c: runs a fiber route's handler on a fiber; false if it could not start (answered). */
 bool sxe__http_run_fiber(sxe_http_server_t *server, sxe_http_t *http, const struct route *route);

@@ -22,8 +22,7 @@ int sxe_http_upgrade(sxe_http_t *http, const char *headers,
     size_t headers_len = headers != NULL ? strlen(headers) : 0;
     int rc;
 
-    if (!SXE_CHECK(http != NULL && handlers != NULL &&
-                   (http == &http->server->http || sxe__http_is_held(http)) &&
+    if (!SXE_CHECK(http != NULL && handlers != NULL && sxe__http_in_slot(http) &&
                    !http->request->has_body && http->request->minor_version == 1)) {
         return -EINVAL; /* a handler's request or a held one, without a body */
     }

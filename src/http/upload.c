@@ -1,9 +1,9 @@
 /*
  * Streamed request bodies (SXE_HTTP_ROUTE_STREAM): the handler runs when the head has arrived,
- * holds the request (defer.c; a fiber route's is held for it), and takes the body in pieces as
+ * holds the request (request.c; a fiber route's is held for it), and takes the body in pieces as
  * they arrive, by callback (sxe_http_body_stream()) or from its fiber (sxe_http_body_read()).
  *
- * Where the bytes are: the held request's head leads the connection's kept input (defer.c), and
+ * Where the bytes are: the held request's head leads the connection's kept input (request.c), and
  * its pointers point there. Body bytes that arrive behind it are parsed (chunked framing removed)
  * and handed out where they lie; then the head is moved up over them, to just before what is left,
  * and on_read consumes what lies before it, so the core's compaction brings the head back to the
@@ -25,7 +25,7 @@
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
 /* How many body bytes the reader takes now: 0 stops the feed. */
-static size_t wanted(const struct held *held)
+static size_t wanted(const struct slot *held)
 {
     if (held->reader != NULL) {
         return held->read_room;
@@ -34,7 +34,7 @@ static size_t wanted(const struct held *held)
 }
 
 /* Hands a piece to the callback, or copies it to the waiting fiber and runs it. */
-static void hand(struct held *held, const char *data, size_t len, bool done)
+static void hand(struct slot *held, const char *data, size_t len, bool done)
 {
     if (held->reader == NULL) {
         held->on_body(&held->http, data, len, done, held->body_arg);
@@ -47,7 +47,7 @@ static void hand(struct held *held, const char *data, size_t len, bool done)
 }
 
 /* The client sent a malformed or oversized body: 400 or 413 if no answer started, and it goes. */
-static void malformed(sxe_http_server_t *server, sxe_conn_t *conn, struct held *held, int status)
+static void malformed(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held, int status)
 {
     SXE_LOG_DEBUG("a streamed body for %.*s was refused: %d", (int)held->request.target_len,
                   held->request.target, status);
@@ -63,7 +63,7 @@ static void malformed(sxe_http_server_t *server, sxe_conn_t *conn, struct held *
 
 bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *state)
 {
-    return server->helds[state->held - 1].streaming;
+    return server->slots[state->held - 1].streaming;
 }
 
 /*
@@ -74,7 +74,7 @@ bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *
  */
 #define BODY_WINDOW (3 * SXE_NS_PER_SEC)
 
-static bool too_slow(sxe_http_server_t *server, struct held *held, size_t bytes)
+static bool too_slow(sxe_http_server_t *server, struct slot *held, size_t bytes)
 {
     uint64_t now = sxe_loop_now(server->loop);
 
@@ -104,7 +104,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
 {
     struct http_conn *state = sxe__http_state(server, conn);
     uint32_t slot = state->held;
-    struct held *held = &server->helds[slot - 1];
+    struct slot *held = &server->slots[slot - 1];
     uint64_t serial = held->http.serial;
     size_t head = held->head_len, at = head;
     struct sxe_http_body piece = {0};
@@ -168,7 +168,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
 
 /* Offers the kept input again from the loop's next turn, if the feed stopped for want of a taker.
  */
-static void offer(sxe_http_server_t *server, struct held *held)
+static void offer(sxe_http_server_t *server, struct slot *held)
 {
     sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
 
@@ -176,7 +176,7 @@ static void offer(sxe_http_server_t *server, struct held *held)
         return; /* not kept yet (the keep will feed), or the feed goes on by itself */
     }
     struct http_conn *state = sxe__http_state(server, conn);
-    if (state->waiting && state->held == (uint32_t)(held - server->helds) + 1) {
+    if (state->waiting && state->held == (uint32_t)(held - server->slots) + 1) {
         state->waiting = false;
         (void)sxe_conn_resume(conn);
     }
@@ -187,7 +187,7 @@ static void offer(sxe_http_server_t *server, struct held *held)
  * buffer may be full: nothing more could be read until they are), and the keep is redone past
  * them; if the request was answered meanwhile, its next read skips them along with its head.
  */
-void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct held *held,
+void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held,
                            char *kept, size_t len)
 {
     struct http_conn *state = sxe__http_state(server, conn);
@@ -209,7 +209,7 @@ void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct h
     }
 }
 
-void sxe__http_upload_cancel(struct held *held)
+void sxe__http_upload_cancel(struct slot *held)
 {
     sxe_fiber_t *reader = held->reader;
 
@@ -220,7 +220,7 @@ void sxe__http_upload_cancel(struct held *held)
 }
 
 /* A client that waits for 100 Continue before sending its body gets it, unless answered already. */
-static void send_continue(sxe_http_server_t *server, struct held *held)
+static void send_continue(sxe_http_server_t *server, struct slot *held)
 {
     sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
 
@@ -230,22 +230,22 @@ static void send_continue(sxe_http_server_t *server, struct held *held)
 }
 
 /* The held request of a streamed route, whose body nobody reads yet; or NULL (-EINVAL). */
-static struct held *reading(sxe_http_t *http, int *rc)
+static struct slot *reading(sxe_http_t *http, int *rc)
 {
-    if ((*rc = sxe__http_defer_check(http)) < 0) {
-        return NULL;
-    }
     if (!SXE_CHECK(http != NULL && sxe__http_is_held(http) && http->stream)) {
         *rc = -EINVAL;
         return NULL;
     }
-    return http->held;
+    if ((*rc = sxe__http_defer_check(http)) < 0) {
+        return NULL;
+    }
+    return sxe__http_slot(http);
 }
 
 int sxe_http_body_stream(sxe_http_t *http, sxe_http_body_t on_body, void *arg)
 {
     int rc;
-    struct held *held = reading(http, &rc);
+    struct slot *held = reading(http, &rc);
 
     if (held == NULL) {
         return rc;
@@ -267,7 +267,7 @@ int sxe_http_body_stream(sxe_http_t *http, sxe_http_body_t on_body, void *arg)
 static int set_paused(sxe_http_t *http, bool paused)
 {
     int rc;
-    struct held *held = reading(http, &rc);
+    struct slot *held = reading(http, &rc);
 
     if (held == NULL) {
         return rc;
@@ -293,7 +293,7 @@ int sxe_http_body_resume(sxe_http_t *held)
 ssize_t sxe_http_body_read(sxe_http_t *http, void *buf, size_t size)
 {
     int rc;
-    struct held *held;
+    struct slot *held;
 
     if (sxe_fiber_self() == NULL) {
         return -EPERM;

@@ -1,14 +1,18 @@
 /*
- * Requests held to answer later (sxe_http_defer()).
+ * A slot for every request, and requests held to answer later (sxe_http_defer()).
  *
- * A held request lives in a slot of a table sized at start-up (options.deferred): its own handle
- * (a struct sxe_http), a copy of its parsed request, the holder's cancel callback and a deadline
- * timer. Its bytes stay where they are: the connection's input is kept (sxe_conn_keep()) at a
- * stable address in the connection's own buffer, and the copy's pointers are moved there, so
- * nothing of the request is copied but the parse. The connection goes on reading, so a client
- * that leaves is seen at once; bytes of a next request make it pause instead, until the answer is
- * finished. Then the connection's input is let go (sxe_conn_unkeep()), and the next read skips
- * the answered request's bytes and parses what follows.
+ * Every request the server hands to a handler lives in a slot of a table sized at start-up
+ * (options.deferred + 1), from its dispatch to its finish: its parse (the parser writes into the
+ * next free slot), its handle (a struct sxe_http), and, once held, the holder's cancel callback
+ * and a deadline timer. A request its handler finishes gives its slot back when the handler
+ * returns, and the next request takes the same slot, its lines still in the cache. "Deferred"
+ * means only that the handler returned before the request was finished: its slot stays, and its
+ * bytes stay where they are: the connection's input is kept (sxe_conn_keep()) at a stable address
+ * in the connection's own buffer, and the parse's pointers are moved there, so nothing is copied.
+ * The connection goes on reading, so a client that leaves is seen at once; bytes of a next
+ * request make it pause instead, until the answer is finished. Then the connection's input is let
+ * go (sxe_conn_unkeep()), and the next read skips the answered request's bytes and parses what
+ * follows.
  */
 #define SXE_LOG_MODULE http_log
 #include "sxe/log.h"
@@ -27,59 +31,77 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 #define DEFAULT_RESPONSE_TIMEOUT (30 * SXE_NS_PER_SEC)
 
 static void on_deadline(sxe_timer_t *timer, void *arg);
-static void cancel(sxe_http_server_t *server, struct held *held);
+static void cancel(sxe_http_server_t *server, struct slot *held);
 
-int sxe__http_defer_init(sxe_http_server_t *server)
+int sxe__http_slots_init(sxe_http_server_t *server)
 {
-    uint32_t capacity = server->held_capacity ? server->held_capacity : DEFAULT_DEFERRED;
-
-    server->held_capacity = capacity;
+    server->held_max = server->held_max ? server->held_max : DEFAULT_DEFERRED;
+    server->slot_capacity = server->held_max + 1; /* and one for the request whose handler runs */
     server->response_timeout =
         server->response_timeout ? server->response_timeout : DEFAULT_RESPONSE_TIMEOUT;
-    if ((server->helds = calloc(capacity, sizeof(*server->helds))) == NULL) {
+    if ((server->slots = calloc(server->slot_capacity, sizeof(*server->slots))) == NULL) {
         return -ENOMEM;
     }
-    server->held_free = UINT32_MAX; /* slots are taken from the untouched ones first */
-    server->held_untouched = 0;
+    server->slot_free = UINT32_MAX; /* slots are taken from the untouched ones first */
+    server->slot_untouched = 0;
     return 0;
 }
 
-static void release(sxe_http_server_t *server, struct held *held)
+struct slot *sxe__http_slot_next(sxe_http_server_t *server)
 {
-    free(held->path);
-    held->path = NULL;
-    sxe_timer_stop(server->loop, &held->deadline);
-    held->state = HELD_FREE;
-    held->next_free = server->held_free;
-    server->held_free = (uint32_t)(held - server->helds);
-    server->defer_stats.held--;
+    if (server->slot_free == UINT32_MAX) {
+        /* A slot's pages are touched only once it is first used: a large capacity costs memory
+         * only as far as it is used. At most options.deferred are held: one is always free. */
+        struct slot *fresh = &server->slots[server->slot_untouched];
+        sxe_timer_init(&fresh->deadline, on_deadline, fresh);
+        fresh->next_free = UINT32_MAX;
+        server->slot_free = server->slot_untouched++;
+    }
+    return &server->slots[server->slot_free];
+}
+
+void sxe__http_slot_take(sxe_http_server_t *server, struct slot *slot)
+{
+    SXE_ASSERT(slot == &server->slots[server->slot_free] && slot->state == SLOT_FREE);
+    server->slot_free = slot->next_free;
+    slot->state = SLOT_RUNNING;
+    slot->http.serial = ++server->serial;
+    server->running = slot;
+}
+
+void sxe__http_slot_release(sxe_http_server_t *server, struct slot *slot)
+{
+    if (slot->state != SLOT_RUNNING) {
+        free(slot->path);
+        slot->path = NULL;
+        sxe_timer_stop(server->loop, &slot->deadline);
+        server->defer_stats.held--;
+    }
+    if (server->running == slot) {
+        server->running = NULL;
+    }
+    slot->state = SLOT_FREE;
+    slot->next_free = server->slot_free;
+    server->slot_free = (uint32_t)(slot - server->slots);
 }
 
 sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg)
 {
-    if (!SXE_CHECK(http != NULL && http == &http->server->http && http->held == NULL &&
-                   http->status == 0)) {
+    if (!SXE_CHECK(http != NULL && http->server->running != NULL &&
+                   http == &http->server->running->http && !http->held && http->status == 0)) {
         errno = EINVAL;
         return NULL;
     }
     sxe_http_server_t *server = http->server;
-    if (server->held_free == UINT32_MAX && server->held_untouched < server->held_capacity) {
-        /* A slot's pages are touched only once it is first used: a large capacity costs memory
-         * only as far as it is used. */
-        struct held *fresh = &server->helds[server->held_untouched];
-        sxe_timer_init(&fresh->deadline, on_deadline, fresh);
-        fresh->next_free = UINT32_MAX;
-        server->held_free = server->held_untouched++;
-    }
-    if (server->held_free == UINT32_MAX) {
+    struct slot *held = sxe__http_slot(http);
+    if (server->defer_stats.held == server->held_max) {
         server->defer_stats.refused++;
         SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
                      "all %u held requests are in use: raise %s; refusing to hold more",
-                     server->held_capacity, sxe_log_setting("options.deferred"));
+                     server->held_max, sxe_log_setting("options.deferred"));
         errno = ENOBUFS;
         return NULL;
     }
-    struct held *held = &server->helds[server->held_free];
     if (http->path == server->path_scratch && http->path != NULL) {
         /* Normalized into the scratch, which the next request reuses: a copy of its own. Only a
          * path that was not normal is copied, so this is rare, and a failure is a 503. */
@@ -96,8 +118,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
         errno = ENOBUFS; /* the loop's timers are all running */
         return NULL;
     }
-    server->held_free = held->next_free;
-    held->state = HELD_LIVE;
+    held->state = SLOT_HELD;
     held->on_cancel = on_cancel;
     held->arg = arg;
     held->on_drained = NULL;
@@ -108,21 +129,11 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     held->on_body = NULL;
     held->reader = NULL;
     held->conn_id = sxe_conn_id(http->conn);
-    held->http = *http;
-    held->http.held = held;
-    held->http.request = &held->request;
-    held->http.path = held->path != NULL ? held->path : http->path;
-    /* The parse, without the unused part of the header array. */
-    const struct sxe_http_request *request = http->request;
-    memcpy(&held->request, request, offsetof(struct sxe_http_request, headers));
-    memcpy(held->request.headers, request->headers,
-           request->header_count * sizeof(request->headers[0]));
-    memcpy(&held->request.content_length, &request->content_length,
-           sizeof(*request) - offsetof(struct sxe_http_request, content_length));
-    http->held = held;
-    held->http.serial = ++server->defer_stats.deferred;
+    http->held = true;
+    http->path = held->path != NULL ? held->path : http->path;
+    server->defer_stats.deferred++;
     server->defer_stats.held++;
-    return &held->http;
+    return http;
 }
 
 /*
@@ -138,13 +149,13 @@ static const char *moved(const char *pointer, const char *from, size_t len, cons
 bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
                           const char *at, size_t head, size_t body_len)
 {
-    struct held *held = server->http.held;
+    struct slot *held = server->running;
     struct http_conn *state = sxe__http_state(server, conn);
     struct sxe_http_request *request = &held->request;
 
-    server->http.held = NULL;
+    server->running = NULL;
     if (held->http.finished) { /* answered before its handler returned */
-        release(server, held);
+        sxe__http_slot_release(server, held);
         return false;
     }
     char *kept = sxe_conn_keep(conn, data, len, (size_t)(at - data));
@@ -172,7 +183,7 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
     } else if (held->http.body != NULL) {
         held->http.body = kept + head;
     }
-    state->held = (uint32_t)(held - server->helds) + 1;
+    state->held = (uint32_t)(held - server->slots) + 1;
     state->skip = (uint32_t)(head + body_len);
     if (held->streaming) {
         sxe__http_upload_kept(server, conn, held, kept, len - (size_t)(at - data));
@@ -180,15 +191,15 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
     return true;
 }
 
-int sxe__http_defer_check(sxe_http_t *http)
+int sxe__http_held_check(sxe_http_t *http)
 {
-    struct held *held = http->held;
+    struct slot *held = sxe__http_slot(http);
 
-    if (held == NULL || &held->http != http || held->state == HELD_LIVE) {
+    if (held->state == SLOT_HELD) {
         return 0;
     }
-    if (held->state == HELD_ORPHANED) { /* the holder hears of it now: the slot is free again */
-        release(http->server, held);
+    if (held->state == SLOT_ORPHANED) { /* the holder hears of it now: the slot is free again */
+        sxe__http_slot_release(http->server, held);
     }
     return -ECANCELED;
 }
@@ -196,13 +207,13 @@ int sxe__http_defer_check(sxe_http_t *http)
 void sxe__http_defer_done(sxe_http_t *http)
 {
     sxe_http_server_t *server = http->server;
-    struct held *held = http->held;
+    struct slot *held = sxe__http_slot(http);
     sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
 
-    if (server->http.held == held) {
+    if (server->running == held) {
         return; /* answered inside its handler: the connection was never kept, dispatch frees it */
     }
-    release(server, held);
+    sxe__http_slot_release(server, held);
     if (conn == NULL) {
         return; /* GCOVR_EXCL_LINE: a closed connection cancels its held request first */
     }
@@ -216,19 +227,19 @@ void sxe__http_defer_done(sxe_http_t *http)
 }
 
 /* Tells the holder (or will, at its next call) that its request is gone. */
-static void cancel(sxe_http_server_t *server, struct held *held)
+static void cancel(sxe_http_server_t *server, struct slot *held)
 {
     sxe__http_log(&held->http); /* a response cut off, or none: 499 */
     server->defer_stats.cancelled++;
     sxe_timer_stop(server->loop, &held->deadline);
     if (held->on_cancel == NULL) {
-        held->state = HELD_ORPHANED;
+        held->state = SLOT_ORPHANED;
         sxe__http_upload_cancel(held); /* a fiber reading the body hears it now */
         return;
     }
-    held->state = HELD_CANCELLING; /* calls from the callback itself fail */
+    held->state = SLOT_CANCELLING; /* calls from the callback itself fail */
     held->on_cancel(&held->http, held->arg);
-    release(server, held);
+    sxe__http_slot_release(server, held);
 }
 
 void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn)
@@ -236,19 +247,17 @@ void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn)
     struct http_conn *state = sxe__http_state(server, conn);
 
     if (state->held != 0) {
-        struct held *held = &server->helds[state->held - 1];
+        struct slot *held = &server->slots[state->held - 1];
         state->held = 0;
         cancel(server, held);
     }
 }
 
-void sxe__http_defer_drop(sxe_http_server_t *server)
+void sxe__http_defer_drop(sxe_http_server_t *server, struct slot *held)
 {
-    struct held *held = server->http.held;
-
-    server->http.held = NULL;
+    server->running = NULL;
     if (held->http.finished || held->http.failed) {
-        release(server, held);
+        sxe__http_slot_release(server, held);
     } else {
         cancel(server, held);
     }
@@ -257,13 +266,13 @@ void sxe__http_defer_drop(sxe_http_server_t *server)
 void sxe__http_defer_started(sxe_http_t *http)
 {
     /* Answered: a stream (server-sent events, say) may last; the client's reading paces it. */
-    sxe_timer_stop(http->server->loop, &http->held->deadline);
+    sxe_timer_stop(http->server->loop, &sxe__http_slot(http)->deadline);
 }
 
 /* A held request was not answered in time: 503, and the connection closes once it is sent. */
 static void on_deadline(sxe_timer_t *timer, void *arg)
 {
-    struct held *held = arg;
+    struct slot *held = arg;
     sxe_http_server_t *server = held->http.server;
     sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
 
@@ -294,11 +303,11 @@ bool sxe_http_backed_up(const sxe_http_t *http)
 
 int sxe_http_set_drained(sxe_http_t *held, sxe_http_drained_t on_drained, void *arg)
 {
-    if (!SXE_CHECK(held != NULL && held->held != NULL && &held->held->http == held)) {
+    if (!SXE_CHECK(held != NULL && held->held)) {
         return -EINVAL;
     }
-    held->held->on_drained = on_drained;
-    held->held->drained_arg = arg;
+    sxe__http_slot(held)->on_drained = on_drained;
+    sxe__http_slot(held)->drained_arg = arg;
     return 0;
 }
 
@@ -307,8 +316,8 @@ void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn)
     struct http_conn *state = sxe__http_state(server, conn);
 
     if (state->held != 0) {
-        struct held *held = &server->helds[state->held - 1];
-        if (held->state == HELD_LIVE && held->on_drained != NULL) {
+        struct slot *held = &server->slots[state->held - 1];
+        if (held->state == SLOT_HELD && held->on_drained != NULL) {
             held->on_drained(&held->http, held->drained_arg);
         }
     }
