@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Any HTTP server commands side by side, for an A/B of one change.
 
-    bench/ab.py [--rounds N] [--seconds S] [--path P] [--connections C] [--body-length N]
-                [--build DIR] NAME=COMMAND ...
+    bench/ab.py [--rounds N] [--seconds S] [--path P] [--connections C] [--pipeline N]
+                [--body-length N] [--build DIR] NAME=COMMAND ...
 
 Each COMMAND (it may start with VAR=value words for its environment) must serve on
 127.0.0.1:{port}: the word {port} in it is replaced by a port found free for each run, and the
@@ -39,6 +39,7 @@ def main():
     parser.add_argument("--seconds", type=int, default=3)
     parser.add_argument("--path", default="/")
     parser.add_argument("--connections", type=int, default=100)
+    parser.add_argument("--pipeline", type=int, default=1, help="requests in flight a connection")
     parser.add_argument("--body-length", type=int, default=None)
     parser.add_argument("--build", default=os.path.join(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), "build", "release"))
@@ -54,7 +55,7 @@ def main():
             with Running(server_spec) as server:
                 window = server.load(args.build, connections=args.connections,
                                      seconds=args.seconds, path=args.path,
-                                     body_length=args.body_length)
+                                     pipeline=args.pipeline, body_length=args.body_length)
             failed = window.errors > 0
             cpu[server_spec.name].add(None if failed else window.server_us())
             rate[server_spec.name].add(None if failed else window.rate)
