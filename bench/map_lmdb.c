@@ -10,7 +10,7 @@
 
 /*
  * LMDB's map as the map's: the map asks for huge pages on its file before it is written
- * (src/region.c), so LMDB's map is asked for them too, before the load writes its pages. LMDB does
+ * (src/base/region.c), so LMDB's map is asked for them too, before the load writes its pages. LMDB does
  * not say where its map is (mdb_env_info()'s me_mapaddr is only set with MDB_FIXEDMAP), so it is
  * found by its file's name.
  */

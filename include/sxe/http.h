@@ -523,6 +523,13 @@ bool sxe_http_query_next(const sxe_http_t *http, size_t *cursor, struct sxe_http
 ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space);
 
 /**
+ * One byte of a percent-encoded string, for a caller that decodes as it goes (comparing, counting):
+ * the byte in[*at] stands for (a %XX escape, a '+' as a space when plus_is_space, or itself), with
+ * *at moved past it. *at must be below len. @return the byte, or -1 for a malformed escape.
+ */
+int sxe_http_decode_one(const char *in, size_t len, size_t *at, bool plus_is_space);
+
+/**
  * Puts a request path in normal form (RFC 3986 §6.2.2), as routes see it: escapes of unreserved
  * bytes decoded ("%2e" is "."), other escapes kept with upper-case digits ("%2f" is "%2F", still
  * not a separator), dot segments resolved, and empty segments ("//") collapsed. The result is still
@@ -532,6 +539,9 @@ ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool
  *         above len.
  */
 ssize_t sxe_http_normalize_path(const char *in, size_t len, char *out, size_t size);
+
+/** Whether a path (len bytes, no query) is in the form sxe_http_normalize_path() gives already. */
+bool sxe_http_path_is_normal(const char *path, size_t len);
 
 /**
  * Percent-encodes len bytes into out (size bytes, NUL-terminated) as a path: every byte but '/'

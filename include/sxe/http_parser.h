@@ -187,9 +187,10 @@ struct sxe_http_response {
 /**
  * Parses a response head from data[0..len), which holds the bytes given in earlier calls (for this
  * response) followed by new ones, as sxe_http_parse_head() does for requests, as strictly: see
- * src/http/response_parser.c for what it refuses. The body is framed by RFC 9112 §6.3: none for
- * HEAD (head_request), 1xx, 204 and 304; else chunked, Content-Length, or until the close. When it
- * has one, read it with sxe_http_parse_body() (not for until_close), which the parser is ready for.
+ * src/http/parser/response_parser.c for what it refuses. The body is framed by RFC 9112 §6.3: none
+ * for HEAD (head_request), 1xx, 204 and 304; else chunked, Content-Length, or until the close. When
+ * it has one, read it with sxe_http_parse_body() (not for until_close), which the parser is ready
+ * for.
  * @return The head's length when it is complete; 0 when more bytes are needed; -EPROTO for bytes
  *         that can never make a valid response; -EMSGSIZE past limits->header_bytes or
  *         header_count.

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/parser.h"
+#include "http/parser/parser.h"
 #include "sxe/http.h"
 
 static const struct sxe_http_limits limits = {

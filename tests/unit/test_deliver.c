@@ -1,5 +1,5 @@
 /*
- * A stream's input handed to on_read (src/deliver.c), when on_read closes its connection: the
+ * A stream's input handed to on_read (src/core/deliver.c), when on_read closes its connection: the
  * value it returns is then ignored (sxe/conn.h), so input it left unconsumed is not kept, in the
  * closed slot or, when a new connection took that slot inside the callback, in the new one. Input
  * arriving in the scratch area and input already kept in the connection's own buffer, on either

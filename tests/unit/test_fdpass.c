@@ -1,5 +1,5 @@
 /*
- * fd channels (src/fdpass.c): a descriptor sent over a pair made with SXE_LISTEN_RECEIVE_FDS,
+ * fd channels (src/core/fdpass.c): a descriptor sent over a pair made with SXE_LISTEN_RECEIVE_FDS,
  * a send interrupted by a signal and one the kernel refuses, a hand-off that cannot be sent, and
  * a descriptor that arrives where nobody takes it. The hand-off that works is in test_conn_kinds.c.
  */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/parser.h"
+#include "http/parser/parser.h"
 #include "sxe/http.h"
 #include "sxe_test.h"
 

@@ -14,7 +14,7 @@
 #include "sxe/conn.h"
 #include "sxe/http.h"
 #include "sxe/http_client.h"
-#include "http/client.h"
+#include "http/client/client.h"
 #include "sxe_test.h"
 
 #define PIECE         (16 * 1024)

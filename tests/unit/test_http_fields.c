@@ -1,16 +1,16 @@
 /*
- * What the request parser's rules mean, byte by byte and at each boundary (src/http/fields.c and
- * the helpers of src/http/parser.h): every byte's character classes against the RFCs' grammar,
- * the hex digits, case-folded names across the eight-byte steps, trimming, Host values at each
- * edge of a port, Transfer-Encoding lists, and the request-target forms. test_http_parser.c runs
- * the parser on whole requests; these pin each rule on both sides of its edge.
+ * What the request parser's rules mean, byte by byte and at each boundary (src/http/parser/fields.c
+ * and the helpers of src/http/parser/parser.h): every byte's character classes against the RFCs'
+ * grammar, the hex digits, case-folded names across the eight-byte steps, trimming, Host values at
+ * each edge of a port, Transfer-Encoding lists, and the request-target forms. test_http_parser.c
+ * runs the parser on whole requests; these pin each rule on both sides of its edge.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/parser.h"
+#include "http/parser/parser.h"
 #include "sxe/http.h"
 #include "sxe_test.h"
 

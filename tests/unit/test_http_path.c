@@ -1,15 +1,15 @@
 /*
- * Request paths in normal form (src/http/path.c): each rule on its own, the errors, the fast check
- * that tells a normal path from one to rewrite, in-place use, and properties over random paths
- * (the result is normal, normalizing it again changes nothing, and a path the fast check calls
- * normal is left as it is). Routing by the normal path is in test_http_server.c.
+ * Request paths in normal form (src/http/parser/path.c): each rule on its own, the errors, the fast
+ * check that tells a normal path from one to rewrite, in-place use, and properties over random
+ * paths (the result is normal, normalizing it again changes nothing, and a path the fast check
+ * calls normal is left as it is). Routing by the normal path is in test_http_server.c.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/server.h"
+#include "http/server/server.h"
 #include "sxe/http.h"
 #include "sxe_test.h"
 
@@ -100,20 +100,20 @@ static void test_the_fast_check(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(normal) / sizeof(normal[0]); i++) {
-        if (!sxe__http_path_is_normal(normal[i], strlen(normal[i]))) {
+        if (!sxe_http_path_is_normal(normal[i], strlen(normal[i]))) {
             fail_msg("%s should be normal", normal[i]);
         }
     }
     for (size_t i = 0; i < sizeof(not_normal) / sizeof(not_normal[0]); i++) {
-        if (sxe__http_path_is_normal(not_normal[i], strlen(not_normal[i]))) {
+        if (sxe_http_path_is_normal(not_normal[i], strlen(not_normal[i]))) {
             fail_msg("%s should not be normal", not_normal[i]);
         }
     }
     /* Only the bytes given count: cut short, a name that starts with a dot is a dot segment. */
-    assert_true(sxe__http_path_is_normal("/a/.b", 5));
-    assert_false(sxe__http_path_is_normal("/a/.b", 4));
-    assert_true(sxe__http_path_is_normal("/a/..b", 6));
-    assert_false(sxe__http_path_is_normal("/a/..b", 5));
+    assert_true(sxe_http_path_is_normal("/a/.b", 5));
+    assert_false(sxe_http_path_is_normal("/a/.b", 4));
+    assert_true(sxe_http_path_is_normal("/a/..b", 6));
+    assert_false(sxe_http_path_is_normal("/a/..b", 5));
 }
 
 /* A random path of '/', '.', '%', hex digits and letters, up to 24 bytes. */
@@ -148,7 +148,7 @@ static void test_properties_of_random_paths(void **state)
         for (char *percent = unescaped; (percent = strchr(percent, '%')) != NULL;) {
             *percent = 'x';
         }
-        if (!sxe__http_path_is_normal(unescaped, (size_t)normal_len)) {
+        if (!sxe_http_path_is_normal(unescaped, (size_t)normal_len)) {
             fail_msg("%s gave %s, which is not normal", path, normal);
         }
         if (sxe_http_normalize_path(normal, (size_t)normal_len, again, sizeof(again)) !=
@@ -156,7 +156,7 @@ static void test_properties_of_random_paths(void **state)
             strcmp(normal, again) != 0) {
             fail_msg("%s gave %s, and that gave %s", path, normal, again);
         }
-        if (sxe__http_path_is_normal(path, len) && strcmp(path, normal) != 0) {
+        if (sxe_http_path_is_normal(path, len) && strcmp(path, normal) != 0) {
             fail_msg("%s is normal, but became %s", path, normal);
         }
         if ((size_t)normal_len > len || normal[0] != '/') {

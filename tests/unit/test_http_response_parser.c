@@ -1,5 +1,5 @@
 /*
- * The response head parser (src/http/response_parser.c) at the edge of each rule: the status
+ * The response head parser (src/http/parser/response_parser.c) at the edge of each rule: the status
  * line byte by byte (version, digits and the bytes just outside '0'..'9', codes below 100, the
  * reason and its space), field lines (names, values, whitespace around them, lines without a
  * colon), Content-Length (digits, length, repeats), Transfer-Encoding, the Connection tokens and

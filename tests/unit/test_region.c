@@ -1,5 +1,5 @@
 /*
- * Regions (src/region.c): anonymous and file-backed shared memory. Their failures are tested
+ * Regions (src/base/region.c): anonymous and file-backed shared memory. Their failures are tested
  * through the modules that use them (test_pool.c, test_hash.c, test_map.c); here, what only the
  * region itself decides: huge pages are a hint, so a kernel that refuses them costs nothing.
  */
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "region.h"
+#include "base.h"
 #include "sxe_test.h"
 #include "sys.h"
 

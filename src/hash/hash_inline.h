@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "hash.h"
 
 /* A key's place: its tag and stripe, and the slot a probe is at (its home until it moves). */
@@ -24,28 +25,6 @@ struct sxe__hash_record_ref {
     uint32_t key_size;
     uint32_t value_size;
 };
-
-/* The hash's multipliers: odd 64-bit constants with well-mixed bits (digits of pi and e). */
-#define SXE__HASH_K0 0x243f6a8885a308d3ULL
-#define SXE__HASH_K1 0x13198a2e03707345ULL
-#define SXE__HASH_K2 0xa4093822299f31d1ULL
-#define SXE__HASH_K3 0xb7e151628aed2a6bULL
-
-/* The 128-bit product of a and b, folded to 64 bits: every input bit reaches every output bit. */
-static inline uint64_t sxe__hash_fold(uint64_t a, uint64_t b)
-{
-    __uint128_t product = (__uint128_t)a * b;
-    return (uint64_t)product ^ (uint64_t)(product >> 64);
-}
-
-/* sxe_hash_bytes() of an 8-byte key, inline: the same steps, with the size's term folded at
- * compile time. Tables mostly hold 8-byte keys, and this is most of a cached lookup's cost. */
-static inline uint64_t sxe__hash_word(uint64_t word, uint64_t seed)
-{
-    uint64_t state = seed ^ sxe__hash_fold(8 ^ SXE__HASH_K0, SXE__HASH_K1);
-    state = sxe__hash_fold(word ^ state ^ SXE__HASH_K2, SXE__HASH_K1);
-    return sxe__hash_fold(state ^ SXE__HASH_K1, SXE__HASH_K2 ^ (state >> 29));
-}
 
 static inline struct sxe__hash_stripe *sxe__hash_stripe(const sxe_hash_t *hash, unsigned stripe)
 {

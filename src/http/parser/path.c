@@ -8,14 +8,14 @@
  * decoded ("%2e" is "."), other escapes keep their meaning and get upper-case digits, dot
  * segments are resolved (§5.2.4), and empty segments ("//") collapse, as nginx's merge_slashes
  * does. A reserved byte stays escaped ("%2F" is not a separator), so the result is still a path in
- * its encoded form, fit to be sent on as it is.
+ * its encoded form, fit to be sent on as it is. Also here: percent-decoding (sxe_http_decode()),
+ * for what a handler reads of a query or a path.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "http/parser.h"
-#include "http/server.h"
+#include "parser.h"
 #include "sxe/http.h"
 
 /* RFC 3986 §2.3: ALPHA / DIGIT / "-" / "." / "_" / "~". */
@@ -25,7 +25,7 @@ static bool unreserved(unsigned char c)
            c == '.' || c == '_' || c == '~';
 }
 
-bool sxe__http_path_is_normal(const char *path, size_t len)
+bool sxe_http_path_is_normal(const char *path, size_t len)
 {
     for (size_t at = 0; at < len; at++) {
         if (path[at] == '%') {
@@ -133,4 +133,44 @@ ssize_t sxe_http_encode_path(const char *in, size_t len, char *out, size_t size)
     }
     out[written] = '\0';
     return (ssize_t)written;
+}
+
+int sxe_http_decode_one(const char *in, size_t len, size_t *at, bool plus_is_space)
+{
+    char c = in[(*at)++];
+    int high, low;
+
+    if (c == '+' && plus_is_space) {
+        return ' ';
+    }
+    if (c != '%') {
+        return (unsigned char)c;
+    }
+    if (*at + 2 > len || (high = sxe__http_hex((unsigned char)in[*at])) < 0 ||
+        (low = sxe__http_hex((unsigned char)in[*at + 1])) < 0) {
+        return -1;
+    }
+    *at += 2;
+    return high << 4 | low;
+}
+
+ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space)
+{
+    size_t used = 0;
+
+    for (size_t at = 0; at < len;) {
+        int c = sxe_http_decode_one(in, len, &at, plus_is_space);
+        if (c < 0) {
+            return -EINVAL;
+        }
+        if (used + 1 >= size) {
+            return -ENOBUFS;
+        }
+        out[used++] = (char)c;
+    }
+    if (size == 0) {
+        return -ENOBUFS;
+    }
+    out[used] = '\0';
+    return (ssize_t)used;
 }

@@ -24,7 +24,7 @@
 
 #include "loop.h"
 #include "outq.h"
-#include "pool.h"
+#include "base/base.h"
 #include "sys.h"
 
 static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "sxe/clock.h"
-#include "http/server.h"
+#include "server.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 

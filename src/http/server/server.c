@@ -27,7 +27,7 @@
 #include "sxe/conn.h"
 #include "sxe/http.h"
 #include "sxe/loop.h"
-#include "http/server.h"
+#include "server.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
@@ -91,7 +91,7 @@ static int route_path(sxe_http_server_t *server, const struct sxe_http_request *
 
     *path = request->target;
     *path_len = raw_len;
-    if (request->target[0] != '/' || sxe__http_path_is_normal(request->target, raw_len)) {
+    if (request->target[0] != '/' || sxe_http_path_is_normal(request->target, raw_len)) {
         return 0;
     }
     ssize_t normal = sxe_http_normalize_path(request->target, raw_len, server->path_scratch,

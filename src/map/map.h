@@ -28,7 +28,8 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "hash_inline.h"
+#include "base/base.h"
+#include "sxe/hash.h"
 #include "sxe/log.h"
 #include "sxe/map.h"
 

@@ -8,7 +8,7 @@
 
 #include "sxe/fiber.h"
 #include "sxe/http_client.h"
-#include "http/client.h"
+#include "client.h"
 
 struct fiber_wait {
     sxe_fiber_t *fiber;

@@ -7,7 +7,7 @@
 #define SXE_LOG_MODULE http_log
 #include "sxe/log.h"
 
-#include "http/server.h"
+#include "server.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 

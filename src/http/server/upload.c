@@ -19,7 +19,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "http/server.h"
+#include "server.h"
 #include "sxe/clock.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "http/server.h"
+#include "server.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "http/parser.h"
+#include "parser.h"
 #include "sxe/http_parser.h"
 
 /*

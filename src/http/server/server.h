@@ -256,9 +256,6 @@ void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
 void sxe__http_defer_drop(sxe_http_server_t *server, struct slot *slot);
 
-/* path.c: whether a path is in its normal form already (sxe_http_normalize_path). */
-bool sxe__http_path_is_normal(const char *path, size_t len);
-
 /* upload.c: streamed bodies. */
 /* Whether the connection's held request is still reading a streamed body. */
 bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *state);

@@ -27,7 +27,7 @@
 #include <tmmintrin.h>
 #endif
 
-#include "http/parser.h"
+#include "parser.h"
 #include "sxe/http_parser.h"
 
 const struct sxe_http_limits sxe_http_default_limits = {

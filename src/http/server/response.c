@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "http/server.h"
+#include "server.h"
 #include "sxe/clock.h"
 #include "sxe/conn.h"
 #include "sxe/http.h"

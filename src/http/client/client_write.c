@@ -18,7 +18,7 @@
 #include <stdio.h>
 
 #include "sxe/log.h"
-#include "http/client.h"
+#include "client.h"
 
 void sxe__http_body_begin(struct sxe_http_call *call)
 {

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "base.h"
 #include "sxe/pool.h"
 
 /* The layout is internal; it is here so tests can inspect and corrupt it on purpose. */
@@ -46,15 +47,6 @@ struct sxe_pool {
 
 /* The nodes: one per element, then one sentinel per state (index count + state). */
 struct sxe__pool_node *sxe__pool_nodes(sxe_pool_t *pool);
-
-/*
- * Checks every invariant of the pool: each state's queue is a well-linked circle through its
- * sentinel, every element is in exactly one queue and its state field names that queue, the
- * counts match and add up to the capacity, times never decrease and sequence numbers strictly
- * increase along each queue. Takes the lock. O(capacity).
- * @return 0, or -EUCLEAN after logging the first broken invariant.
- */
-int sxe__pool_validate(sxe_pool_t *pool);
 
 /* Takes and releases the pool's lock (if it has one), as every operation does. For tests that
  * need to hold it, for example to die holding it. */

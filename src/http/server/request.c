@@ -23,7 +23,7 @@
 
 #include "sxe/clock.h"
 #include "sxe/timer.h"
-#include "http/server.h"
+#include "server.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 

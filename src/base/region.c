@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "region.h"
+#include "base.h"
 #include "sxe/error.h"
 #include "sys.h"
 

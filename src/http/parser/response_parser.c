@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/parser.h"
+#include "parser.h"
 #include "sxe/http_parser.h"
 
 /* Whether the len bytes at s are the lower-case word, in any case. */

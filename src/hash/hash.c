@@ -30,7 +30,7 @@
 
 #include "hash.h"
 #include "hash_inline.h"
-#include "region.h"
+#include "base/base.h"
 #include "sys.h"
 
 struct sxe_log_module sxe__hash_log = SXE_LOG_MODULE_INIT(HASH);

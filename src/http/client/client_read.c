@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/client.h"
+#include "client.h"
 
 static struct sxe_log_module client_read_log = SXE_LOG_MODULE_INIT(HTTP_CLIENT);
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/parser.h"
+#include "parser.h"
 #include "sxe/http_parser.h"
 
 /* Takes up to len bytes of data, starting at at, for the body piece; returns bytes taken. */

@@ -6,53 +6,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "http/parser.h"
-#include "http/server.h"
+#include "server.h"
 #include "sxe/http.h"
-
-/*
- * The byte that in[*at] stands for, moving *at past it: a %XX escape, a '+' (a space in a query),
- * or itself. @return the byte, or -1 for a malformed escape.
- */
-static int decode_one(const char *in, size_t len, size_t *at, bool plus_is_space)
-{
-    char c = in[(*at)++];
-    int high, low;
-
-    if (c == '+' && plus_is_space) {
-        return ' ';
-    }
-    if (c != '%') {
-        return (unsigned char)c;
-    }
-    if (*at + 2 > len || (high = sxe__http_hex((unsigned char)in[*at])) < 0 ||
-        (low = sxe__http_hex((unsigned char)in[*at + 1])) < 0) {
-        return -1;
-    }
-    *at += 2;
-    return high << 4 | low;
-}
-
-ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space)
-{
-    size_t used = 0;
-
-    for (size_t at = 0; at < len;) {
-        int c = decode_one(in, len, &at, plus_is_space);
-        if (c < 0) {
-            return -EINVAL;
-        }
-        if (used + 1 >= size) {
-            return -ENOBUFS;
-        }
-        out[used++] = (char)c;
-    }
-    if (size == 0) {
-        return -ENOBUFS;
-    }
-    out[used] = '\0';
-    return (ssize_t)used;
-}
 
 bool sxe_http_query_next(const sxe_http_t *http, size_t *cursor, struct sxe_http_param *param)
 {
@@ -83,7 +38,7 @@ static bool name_equals(const char *name, size_t len, const char *wanted)
     size_t at = 0;
 
     for (; at < len && *wanted != '\0'; wanted++) {
-        if (decode_one(name, len, &at, true) != (unsigned char)*wanted) {
+        if (sxe_http_decode_one(name, len, &at, true) != (unsigned char)*wanted) {
             return false;
         }
     }
@@ -102,7 +57,7 @@ ssize_t sxe_http_query_param(const sxe_http_t *http, const char *name, char *buf
         /* Checked first, so that buf holds what it held unless the whole value fits. */
         size_t decoded = 0;
         for (size_t at = 0; at < param.value_len; decoded++) {
-            if (decode_one(param.value, param.value_len, &at, true) < 0) {
+            if (sxe_http_decode_one(param.value, param.value_len, &at, true) < 0) {
                 return -EINVAL;
             }
         }

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "map.h"
-#include "region.h"
+#include "base/base.h"
 #include "sys.h"
 
 struct sxe_log_module sxe__map_log = SXE_LOG_MODULE_INIT(MAP);

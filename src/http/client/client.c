@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "sxe/clock.h"
-#include "http/client.h"
+#include "client.h"
 
 static struct sxe_log_module client_log = SXE_LOG_MODULE_INIT(HTTP_CLIENT);
 

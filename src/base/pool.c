@@ -30,7 +30,7 @@
 #include <sys/mman.h>
 
 #include "pool.h"
-#include "region.h"
+#include "base.h"
 #include "sys.h"
 
 static struct sxe_log_module pool_log = SXE_LOG_MODULE_INIT(POOL);
