@@ -12,9 +12,6 @@
 #include "sxe/log.h"
 #include "sys.h"
 
-/* Reads taken from one channel per turn before others get a chance. */
-#define READS_PER_TURN 4
-
 /* The most fds one recvmsg accepts. */
 #define FDS_PER_MESSAGE 8
 
@@ -51,26 +48,14 @@ static ssize_t receive_fds(struct sxe_conn *conn, char *into, size_t size)
     return got;
 }
 
-/* Receives until the channel is empty, READS_PER_TURN messages at most. */
-static void receive(struct sxe_conn *conn)
+/* One message (sxe__read_one_t): read on while the channel is open. */
+static ssize_t receive_one(struct sxe_conn *conn, uint32_t events, bool *more)
 {
-    sxe_loop_t *loop = conn->loop;
+    ssize_t got = receive_fds(conn, conn->loop->scratch, conn->loop->options.buffer_size);
 
-    for (int reads = 0; reads < READS_PER_TURN; reads++) {
-        ssize_t got = receive_fds(conn, loop->scratch, loop->options.buffer_size);
-        if (got > 0) {
-            if (!sxe__conn_is_open(conn)) {
-                return;
-            }
-            continue;
-        }
-        if (sxe__stream_read_again(conn, got)) {
-            reads--;
-            continue;
-        }
-        return;
-    }
-    sxe__conn_ready_later(conn); /* it may hold more: after the others have had a turn */
+    (void)events;
+    *more = got > 0 && sxe__conn_is_open(conn);
+    return got;
 }
 
 void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event)
@@ -81,7 +66,7 @@ void sxe__fdpass_io(struct sxe_conn *conn, const struct sxe__io_event *event)
     if ((event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_ERR)) &&
         (conn->flags & SXE__CONN_PAUSED) == 0) {
         conn->flags &= (uint16_t)~SXE__CONN_RESUMED;
-        receive(conn);
+        sxe__stream_read_turn(conn, receive_one, 0); /* until it is empty */
     }
     if (sxe__conn_is_open(conn) && (event->events & SXE__IO_OUT)) {
         sxe__stream_flush(conn);

@@ -53,8 +53,13 @@ struct sxe__io_event {
     char *data;      /* RECV: the bytes, lent by the backend until the next sxe__io_wait */
 };
 
+/* What a backend is: it tells readiness (the caller reads and writes), or it completes the
+ * calls itself (it receives into its own buffers and lends them, and sends for the caller). */
+enum sxe__io_kind_of_backend { SXE__IO_READINESS, SXE__IO_COMPLETION };
+
 struct sxe__io_backend {
     const char *name;
+    enum sxe__io_kind_of_backend kind;
 
     /* Makes the backend's state in loop->io_state. @return 0 or -errno (logged). */
     int (*open)(sxe_loop_t *loop);
@@ -98,8 +103,7 @@ struct sxe__io_backend {
      * A completion backend lends received bytes (SXE__IO_RECV) until the next wait. keep() holds
      * the buffer of data past it, for a watcher that cannot take the bytes yet, until release()
      * gives it back; it refuses (false) when holding more would leave the backend too few buffers
-     * to receive for everyone else. A readiness backend lends nothing and leaves both NULL;
-     * keep != NULL is how the layers above know that the backend receives for them.
+     * to receive for everyone else. A readiness backend lends nothing and leaves both NULL.
      */
     bool (*keep)(sxe_loop_t *loop, const char *data);
     void (*release)(sxe_loop_t *loop, const char *data);

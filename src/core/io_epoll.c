@@ -174,6 +174,7 @@ static ssize_t epoll_send(sxe_loop_t *loop, int fd, uint64_t tag, const struct i
 
 const struct sxe__io_backend sxe__io_epoll = {
     .name = "epoll",
+    .kind = SXE__IO_READINESS,
     .open = epoll_open,
     .close = epoll_close,
     .watch = epoll_watch,

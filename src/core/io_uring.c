@@ -618,6 +618,7 @@ static int uring_wait(sxe_loop_t *loop, uint64_t deadline, struct sxe__io_event 
 
 const struct sxe__io_backend sxe__io_uring = {
     .name = "io_uring",
+    .kind = SXE__IO_COMPLETION,
     .open = sxe__uring_open,
     .close = sxe__uring_close,
     .watch = uring_watch,

@@ -102,7 +102,7 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
     bool fds = (listener->flags & SXE__CONN_RECEIVE_FDS) != 0;
     unsigned wanted = fds ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
     /* A completion backend sends in the ring: writability is watched only once a write waits. */
-    bool no_out = loop->io->keep != NULL && !fds;
+    bool no_out = loop->io->kind == SXE__IO_COMPLETION && !fds;
     if (no_out) {
         wanted &= ~SXE__IO_OUT;
     }
@@ -128,7 +128,7 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
      * that is answered and closed at once never waits for a turn. (A completion backend's receive
      * is submitted with this turn's, and finds the bytes there.)
      */
-    if (loop->io->keep == NULL && sxe__conn_is_open(conn)) {
+    if (loop->io->kind == SXE__IO_READINESS && sxe__conn_is_open(conn)) {
         loop->callbacks[conn->io_kind](conn, &(struct sxe__io_event){.events = SXE__IO_IN});
         sxe__conn_end_closes(loop);
     }

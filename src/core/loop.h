@@ -284,10 +284,16 @@ void sxe__stream_flush(struct sxe_conn *conn);
  */
 bool sxe__stream_sent_or_closed(struct sxe_conn *conn, const struct sxe__io_event *event);
 /*
- * A read that returned got <= 0 (errno set when negative): the end of the stream (on_eof), an
- * error (close), or nothing yet. @return true if interrupted: read again.
+ * One read of a readiness backend's socket, and what follows it: returns the read's result
+ * (errno set when negative), and when it took bytes, sets *more if the socket may hold more.
  */
-bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got);
+typedef ssize_t (*sxe__read_one_t)(struct sxe_conn *conn, uint32_t events, bool *more);
+/*
+ * Reads the connection with read_one while it says there is more, READS_PER_TURN times at most
+ * (then the ready list brings it back next turn); a read's end of stream goes to on_eof, an error
+ * closes, EINTR reads again.
+ */
+void sxe__stream_read_turn(struct sxe_conn *conn, sxe__read_one_t read_one, uint32_t events);
 /* deliver.c: hands len bytes at data to on_read and keeps what it leaves; false if it closed. */
 bool sxe__stream_deliver(struct sxe_conn *conn, char *data, size_t len);
 /* deliver.c: the kept input filled its buffer unconsumed: a larger one, or an overflow. @return

@@ -440,7 +440,11 @@ int sxe_conn_close_when_sent(sxe_conn_t *conn)
     return 0;
 }
 
-bool sxe__stream_read_again(struct sxe_conn *conn, ssize_t got)
+/*
+ * A read that returned got <= 0 (errno set when negative): the end of the stream (on_eof), an
+ * error (close), or nothing yet. @return true if interrupted: read again.
+ */
+static bool read_again(struct sxe_conn *conn, ssize_t got)
 {
     if (got == 0) {
         sxe__stream_eof(conn);
@@ -559,51 +563,18 @@ static bool offer_held(struct sxe_conn *conn)
     return true;
 }
 
-/*
- * Reads until the socket is empty, READS_PER_TURN times at most, delivering each read. A short
- * read means the socket is empty, and new bytes will bring a new edge, unless the peer has also
- * shut down (SXE__IO_HUP): then no edge follows, so read on to the end. That edge may have come
- * in a turn whose reads stopped early (a pause, READS_PER_TURN), so it is remembered.
- */
-static void readable(struct sxe_conn *conn, uint32_t events)
+void sxe__stream_read_turn(struct sxe_conn *conn, sxe__read_one_t read_one, uint32_t events)
 {
-    sxe_loop_t *loop = conn->loop;
-
-    if (events & SXE__IO_HUP) {
-        conn->lists |= SXE__LIST_HUP;
-    }
-    events |= (conn->lists & SXE__LIST_HUP) ? SXE__IO_HUP : 0u;
-
     for (int reads = 0; reads < READS_PER_TURN; reads++) {
-        bool own = conn->input_buffer != SXE_NONE;
-        size_t held = own ? conn->input_len : 0;
-        size_t size = own ? sxe__buffer_size(loop, conn->input_buffer) : loop->options.buffer_size;
-
-        if (held == size) {
-            if (!sxe__stream_grow(conn)) {
-                return;
-            }
-            size = sxe__buffer_size(loop, conn->input_buffer);
-        }
-        char *base = own ? sxe__buffer_at(loop, conn->input_buffer) : loop->scratch;
-        ssize_t got = sxe__sys.recv(conn->fd, base + held, size - held, 0);
+        bool more = false;
+        ssize_t got = read_one(conn, events, &more);
         if (got > 0) {
-            if (!sxe__stream_deliver(conn, base, held + (size_t)got) ||
-                (conn->flags & SXE__CONN_PAUSED)) {
-                return;
+            if (more) {
+                continue;
             }
-            if (conn->flags & SXE__CONN_RESUMED) {
-                /* Kept input is to be offered first (new handlers take what the old left): it
-                 * comes next turn, and the reading after it, the end of the stream too. */
-                sxe__conn_ready_later(conn);
-                return;
-            }
-            if ((size_t)got < size - held && (events & SXE__IO_HUP) == 0) {
-                return;
-            }
-            continue;
+            return;
         }
-        if (sxe__stream_read_again(conn, got)) {
+        if (read_again(conn, got)) {
             reads--;
             continue;
         }
@@ -611,6 +582,55 @@ static void readable(struct sxe_conn *conn, uint32_t events)
     }
     /* The socket may hold more: come back after the others have had a turn. */
     sxe__conn_ready_later(conn);
+}
+
+/* One read into the connection's input, and its delivery (sxe__read_one_t). */
+static ssize_t read_one(struct sxe_conn *conn, uint32_t events, bool *more)
+{
+    sxe_loop_t *loop = conn->loop;
+    bool own = conn->input_buffer != SXE_NONE;
+    size_t held = own ? conn->input_len : 0;
+    size_t size = own ? sxe__buffer_size(loop, conn->input_buffer) : loop->options.buffer_size;
+
+    if (held == size) {
+        if (!sxe__stream_grow(conn)) {
+            return 1; /* no room, and no larger buffer: it closed, or overflowed (answered) */
+        }
+        size = sxe__buffer_size(loop, conn->input_buffer);
+    }
+    char *base = own ? sxe__buffer_at(loop, conn->input_buffer) : loop->scratch;
+    ssize_t got = sxe__sys.recv(conn->fd, base + held, size - held, 0);
+    if (got <= 0) {
+        return got;
+    }
+    if (!sxe__stream_deliver(conn, base, held + (size_t)got) || (conn->flags & SXE__CONN_PAUSED)) {
+        return got;
+    }
+    if (conn->flags & SXE__CONN_RESUMED) {
+        /* Kept input is to be offered first (new handlers take what the old left): it comes
+         * next turn, and the reading after it, the end of the stream too. */
+        sxe__conn_ready_later(conn);
+        return got;
+    }
+    /* A short read emptied the socket, unless its end is known to follow (no edge would). */
+    *more = (size_t)got == size - held || (events & SXE__IO_HUP) != 0;
+    return got;
+}
+
+/*
+ * The socket is readable (a readiness backend): read it and offer what came, READS_PER_TURN
+ * reads at most, until a short read empties it, or until a pause. Edge-triggered: a read that
+ * fills the buffer reads again, as the socket may hold more, unless the peer has shut down
+ * (SXE__IO_HUP): then no edge follows, so read on to the end. That edge may have come in a turn
+ * whose reads stopped early (a pause, READS_PER_TURN), so it is remembered.
+ */
+static void readable(struct sxe_conn *conn, uint32_t events)
+{
+    if (events & SXE__IO_HUP) {
+        conn->lists |= SXE__LIST_HUP;
+    }
+    sxe__stream_read_turn(conn, read_one,
+                          events | ((conn->lists & SXE__LIST_HUP) ? SXE__IO_HUP : 0u));
 }
 
 /*
@@ -642,7 +662,7 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
         return; /* the ready list offered kept input only (sxe_conn_unkeep) */
     }
     if ((event->events & SXE__IO_RECV) == 0) {
-        if (loop->io->keep == NULL && (conn->flags & SXE__CONN_PAUSED) == 0) {
+        if (loop->io->kind == SXE__IO_READINESS && (conn->flags & SXE__CONN_PAUSED) == 0) {
             readable(conn, event->events);
         }
         return;
