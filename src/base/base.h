@@ -16,6 +16,33 @@
 
 #include "sxe/pool.h"
 
+/* How every shared region (a pool, a hash table, a map) starts: SXE__REGION_HEADER checks it. */
+struct sxe__region_header {
+    uint64_t magic; /* written last (sxe__region_publish), so an attacher never trusts half */
+    uint32_t version;
+    uint32_t header_size;
+    uint64_t region_size;
+};
+
+#define SXE__REGION_HEADER(type)                                                                   \
+    _Static_assert(                                                                                \
+        offsetof(type, magic) == offsetof(struct sxe__region_header, magic) &&                     \
+            offsetof(type, version) == offsetof(struct sxe__region_header, version) &&             \
+            offsetof(type, header_size) == offsetof(struct sxe__region_header, header_size) &&     \
+            offsetof(type, region_size) == offsetof(struct sxe__region_header, region_size),       \
+        #type " starts with a region header")
+
+/* Makes a region whole for attachers: its magic, stored last, with release order. */
+void sxe__region_publish(void *region, uint64_t magic);
+
+/*
+ * Checks that an attached region (header at region) is one of ours: made to the end, of this
+ * kind (magic) and of this format (version, header_size). what names its kind in the log line
+ * ("pool"), path its file. @return 0; -EAGAIN while its maker is still at work; -EPROTO (logged).
+ */
+int sxe__region_check(const void *region, uint64_t magic, uint32_t version, uint32_t header_size,
+                      const char *what, const char *path);
+
 /* The hash's multipliers: odd 64-bit constants with well-mixed bits (digits of pi and e). */
 #define SXE__HASH_K0 0x243f6a8885a308d3ULL
 #define SXE__HASH_K1 0x13198a2e03707345ULL

@@ -34,6 +34,7 @@
 #include "sys.h"
 
 static struct sxe_log_module pool_log = SXE_LOG_MODULE_INIT(POOL);
+SXE__REGION_HEADER(struct sxe_pool);
 
 #define POOL_MAGIC   0x4c4f4f5045585321ULL /* "!SXEPOOL" in memory order */
 #define POOL_VERSION 1u
@@ -312,7 +313,7 @@ static sxe_pool_t *make(void *memory, const struct sxe_pool_options *options, un
     }
 
     /* The magic goes last, with release order: an attacher that sees it sees a whole pool. */
-    __atomic_store_n(&pool->magic, POOL_MAGIC, __ATOMIC_RELEASE);
+    sxe__region_publish(pool, POOL_MAGIC);
     SXE_LOG_DEBUG("pool %s: %u elements of %zu bytes, %u states, %llu bytes", pool->name,
                   pool->count, options->element_size, pool->state_count,
                   (unsigned long long)region_size);
@@ -371,23 +372,11 @@ void sxe_pool_destroy(sxe_pool_t *pool)
 static int check_attached(const sxe_pool_t *pool, const char *path, size_t file_size,
                           const struct sxe_pool_options *options)
 {
-    uint64_t magic = __atomic_load_n(&pool->magic, __ATOMIC_ACQUIRE);
     uint64_t nodes_offset, elements_offset, region_size;
+    int rc = sxe__region_check(pool, POOL_MAGIC, POOL_VERSION, sizeof(*pool), "pool", path);
 
-    if (magic == 0) {
-        SXE_LOG_WARN("pool file %s is still being made by its creator", path);
-        return -EAGAIN;
-    }
-    if (magic != POOL_MAGIC) {
-        SXE_LOG_ERROR("pool file %s is not an sxe pool (magic %016llx)", path,
-                      (unsigned long long)magic);
-        return -EPROTO;
-    }
-    if (pool->version != POOL_VERSION || pool->header_size != sizeof(*pool)) {
-        SXE_LOG_ERROR("pool file %s has format version %u (header %u bytes); this is version %u "
-                      "(header %zu bytes)",
-                      path, pool->version, pool->header_size, POOL_VERSION, sizeof(*pool));
-        return -EPROTO;
+    if (rc < 0) {
+        return rc;
     }
     layout(options, &nodes_offset, &elements_offset, &region_size);
     if (pool->count != options->count || pool->element_size != options->element_size ||

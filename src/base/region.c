@@ -151,3 +151,32 @@ void sxe__region_back_huge(void *memory, size_t size)
         }
     }
 }
+
+void sxe__region_publish(void *region, uint64_t magic)
+{
+    __atomic_store_n(&((struct sxe__region_header *)region)->magic, magic, __ATOMIC_RELEASE);
+}
+
+int sxe__region_check(const void *region, uint64_t magic, uint32_t version, uint32_t header_size,
+                      const char *what, const char *path)
+{
+    const struct sxe__region_header *header = region;
+    uint64_t found = __atomic_load_n(&header->magic, __ATOMIC_ACQUIRE);
+
+    if (found == 0) {
+        SXE_LOG_WARN("%s file %s is still being made by its creator", what, path);
+        return -EAGAIN;
+    }
+    if (found != magic) {
+        SXE_LOG_ERROR("%s file %s is not an sxe %s (magic %016llx)", what, path, what,
+                      (unsigned long long)found);
+        return -EPROTO;
+    }
+    if (header->version != version || header->header_size != header_size) {
+        SXE_LOG_ERROR("%s file %s has format version %u (header %u bytes); this is version %u "
+                      "(header %u bytes)",
+                      what, path, header->version, header->header_size, version, header_size);
+        return -EPROTO;
+    }
+    return 0;
+}

@@ -34,6 +34,7 @@
 #include "sys.h"
 
 struct sxe_log_module sxe__hash_log = SXE_LOG_MODULE_INIT(HASH);
+SXE__REGION_HEADER(struct sxe_hash);
 
 #define HASH_MAGIC   0x4853414845585321ULL /* "!SXEHASH" in memory order */
 #define HASH_VERSION 1u
@@ -214,7 +215,7 @@ static sxe_hash_t *make(void *memory, const struct sxe_hash_options *options, bo
     for (unsigned stripe = 0; stripe < shape.stripes; stripe++) {
         init_lock(&sxe__hash_stripe(hash, stripe)->lock, (hash->flags & SXE_HASH_SHARED) != 0);
     }
-    __atomic_store_n(&hash->magic, HASH_MAGIC, __ATOMIC_RELEASE);
+    sxe__region_publish(hash, HASH_MAGIC);
     SXE_LOG_DEBUG("hash %s: %llu entries in %u stripes of %llu slots of %u bytes, %llu bytes",
                   hash->name, (unsigned long long)hash->capacity, hash->stripe_count,
                   (unsigned long long)hash->slots_per_stripe, hash->slot_size,
@@ -277,18 +278,11 @@ void sxe_hash_destroy(sxe_hash_t *hash)
 static int check_attached(const sxe_hash_t *hash, const char *path, size_t file_size,
                           const struct sxe_hash_options *options)
 {
-    uint64_t magic = __atomic_load_n(&hash->magic, __ATOMIC_ACQUIRE);
     struct shape shape;
+    int rc = sxe__region_check(hash, HASH_MAGIC, HASH_VERSION, sizeof(*hash), "hash table", path);
 
-    if (magic == 0) {
-        SXE_LOG_WARN("hash file %s is still being made by its creator", path);
-        return -EAGAIN;
-    }
-    if (magic != HASH_MAGIC || hash->version != HASH_VERSION ||
-        hash->header_size != sizeof(*hash)) {
-        SXE_LOG_ERROR("hash file %s is not an sxe hash table of format version %u", path,
-                      HASH_VERSION);
-        return -EPROTO;
+    if (rc < 0) {
+        return rc;
     }
     shape_of(options, &shape);
     if (hash->capacity != options->capacity || hash->key_size != options->key_size ||

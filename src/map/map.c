@@ -24,6 +24,7 @@
 #include "sys.h"
 
 struct sxe_log_module sxe__map_log = SXE_LOG_MODULE_INIT(MAP);
+SXE__REGION_HEADER(struct sxe__map_header);
 
 #define MAP_VERSION 3u /* 2: the ring's successors; 3: SXE_MAP_IN_PLACE's log */
 #define MAP_ALIGN   64u
@@ -187,7 +188,7 @@ static void make(void *memory, const struct sxe__map_header *shape, const char *
     }
 
     /* The magic goes last, with release order: an attacher that sees it sees a whole map. */
-    __atomic_store_n(&header->magic, SXE__MAP_MAGIC, __ATOMIC_RELEASE);
+    sxe__region_publish(header, SXE__MAP_MAGIC);
     SXE_LOG_DEBUG("map %s: %llu entries + %llu old versions in %llu slots of %u bytes, arena %llu "
                   "bytes, %u readers, %llu bytes in all",
                   header->name, (unsigned long long)header->capacity,
@@ -317,23 +318,11 @@ void sxe_map_destroy(sxe_map_t *map)
 static int check_attached(const struct sxe__map_header *header, const char *path, size_t file_size,
                           const struct sxe_map_options *options)
 {
-    uint64_t magic = __atomic_load_n(&header->magic, __ATOMIC_ACQUIRE);
     struct sxe__map_header own, expected;
+    int rc = sxe__region_check(header, SXE__MAP_MAGIC, MAP_VERSION, sizeof(*header), "map", path);
 
-    if (magic == 0) {
-        SXE_LOG_WARN("map file %s is still being made by its creator", path);
-        return -EAGAIN;
-    }
-    if (magic != SXE__MAP_MAGIC) {
-        SXE_LOG_ERROR("map file %s is not an sxe map (magic %016llx)", path,
-                      (unsigned long long)magic);
-        return -EPROTO;
-    }
-    if (header->version != MAP_VERSION || header->header_size != sizeof(*header)) {
-        SXE_LOG_ERROR("map file %s has format version %u (header %u bytes); this is version %u "
-                      "(header %zu bytes)",
-                      path, header->version, header->header_size, MAP_VERSION, sizeof(*header));
-        return -EPROTO;
+    if (rc < 0) {
+        return rc;
     }
     struct sxe_map_options recorded = options_of(header);
     if (!shape_of(&recorded, &own) || !same_shape(&own, header) || file_size != own.region_size) {
