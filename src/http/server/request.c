@@ -1,20 +1,15 @@
 /*
- * A slot for every request, and requests held to answer later (sxe_http_defer()).
+ * A slot for every request: the bottom of the HTTP server, below responses and deferral.
  *
  * Every request the server hands to a handler lives in a slot of a table sized at start-up
  * (options.deferred + 1), from its dispatch to its finish: its parse (the parser writes into the
- * next free slot), its handle (a struct sxe_http), and, once held, the holder's cancel callback
- * and a deadline timer. A request its handler finishes gives its slot back when the handler
- * returns, and the next request takes the same slot, its lines still in the cache. "Deferred"
- * means only that the handler returned before the request was finished: its slot stays, and its
- * bytes stay where they are: the connection's input is kept (sxe_conn_keep()) at a stable address
- * in the connection's own buffer, and the parse's pointers are moved there, so nothing is copied.
- * The connection goes on reading, so a client that leaves is seen at once; bytes of a next
- * request make it pause instead, until the answer is finished. Then the connection's input is let
- * go (sxe_conn_unkeep()), and the next read skips the answered request's bytes and parses what
- * follows.
+ * next free slot), its handle (a struct sxe_http), and, once held (defer.c), the holder's cancel
+ * callback and a deadline timer. A request its handler finishes gives its slot back when the
+ * handler returns, and the next request takes the same slot, its lines still in the cache.
+ * "Deferred" means only that the handler returned before the request was finished: its slot
+ * stays until its answer is (sxe__http_defer_done). Calls go down from here only: to the loop and
+ * the public API, never up to the server's other files.
  */
-#define SXE_LOG_MODULE http_log
 #include "sxe/log.h"
 
 #include <errno.h>
@@ -25,13 +20,8 @@
 #include "sxe/timer.h"
 #include "server.h"
 
-static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
-
 #define DEFAULT_DEFERRED         256
 #define DEFAULT_RESPONSE_TIMEOUT (30 * SXE_NS_PER_SEC)
-
-static void on_deadline(sxe_timer_t *timer, void *arg);
-static void cancel(sxe_http_server_t *server, struct slot *held);
 
 int sxe__http_slots_init(sxe_http_server_t *server)
 {
@@ -53,7 +43,6 @@ struct slot *sxe__http_slot_next(sxe_http_server_t *server)
         /* A slot's pages are touched only once it is first used: a large capacity costs memory
          * only as far as it is used. At most options.deferred are held: one is always free. */
         struct slot *fresh = &server->slots[server->slot_untouched];
-        sxe_timer_init(&fresh->deadline, on_deadline, fresh);
         fresh->next_free = UINT32_MAX;
         server->slot_free = server->slot_untouched++;
     }
@@ -83,112 +72,6 @@ void sxe__http_slot_release(sxe_http_server_t *server, struct slot *slot)
     slot->state = SLOT_FREE;
     slot->next_free = server->slot_free;
     server->slot_free = (uint32_t)(slot - server->slots);
-}
-
-sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg)
-{
-    if (!SXE_CHECK(http != NULL && http->server->running != NULL &&
-                   http == &http->server->running->http && !http->held && http->status == 0)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    sxe_http_server_t *server = http->server;
-    struct slot *held = sxe__http_slot(http);
-    if (server->defer_stats.held == server->held_max) {
-        server->defer_stats.refused++;
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                     "all %u held requests are in use: raise %s; refusing to hold more",
-                     server->held_max, sxe_log_setting("options.deferred"));
-        errno = ENOBUFS;
-        return NULL;
-    }
-    if (http->path == server->path_scratch && http->path != NULL) {
-        /* Normalized into the scratch, which the next request reuses: a copy of its own. Only a
-         * path that was not normal is copied, so this is rare, and a failure is a 503. */
-        if ((held->path = malloc(http->path_len + 1)) == NULL) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        memcpy(held->path, http->path, http->path_len + 1);
-    }
-    if (sxe_timer_start(server->loop, &held->deadline, server->response_timeout, 0) < 0) {
-        free(held->path);
-        held->path = NULL;
-        server->defer_stats.refused++;
-        errno = ENOBUFS; /* the loop's timers are all running */
-        return NULL;
-    }
-    held->state = SLOT_HELD;
-    held->on_cancel = on_cancel;
-    held->arg = arg;
-    held->on_drained = NULL;
-    held->streaming = http->body_unread;
-    held->rate_restart = true;
-    held->body_paused = false;
-    held->feeding = false;
-    held->on_body = NULL;
-    held->reader = NULL;
-    held->conn_id = sxe_conn_id(http->conn);
-    http->held = true;
-    http->path = held->path != NULL ? held->path : http->path;
-    server->defer_stats.deferred++;
-    server->defer_stats.held++;
-    return http;
-}
-
-/*
- * Moves a pointer into the request's old place (len bytes at from) to the same byte in its new one.
- * One that points elsewhere stays: the constant "/" target of an absolute-form request without a
- * path ("GET http://host"), or NULL.
- */
-static const char *moved(const char *pointer, const char *from, size_t len, const char *to)
-{
-    return pointer >= from && pointer < from + len ? to + (pointer - from) : pointer;
-}
-
-bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
-                          const char *at, size_t head, size_t body_len)
-{
-    struct slot *held = server->running;
-    struct http_conn *state = sxe__http_state(server, conn);
-    struct sxe_http_request *request = &held->request;
-
-    server->running = NULL;
-    if (held->http.finished) { /* answered before its handler returned */
-        sxe__http_slot_release(server, held);
-        return false;
-    }
-    char *kept = sxe_conn_keep(conn, data, len, (size_t)(at - data));
-    if (kept == NULL) { /* no buffer to keep it in: it cannot wait */
-        SXE_LOG_ERROR("no buffer to hold a request in: answering 503");
-        sxe__http_refuse(server, conn, 503, request, NULL);
-        cancel(server, held);
-        return false;
-    }
-    request->method = moved(request->method, at, head, kept);
-    request->target = moved(request->target, at, head, kept);
-    if (held->path == NULL) { /* the path lies in the target (or is the constant "/") */
-        held->http.path = moved(held->http.path, at, head, kept);
-    }
-    for (unsigned i = 0; i < request->header_count; i++) {
-        request->headers[i].name = moved(request->headers[i].name, at, head, kept);
-        request->headers[i].value = moved(request->headers[i].value, at, head, kept);
-    }
-    if (held->streaming) { /* a streamed body: its pieces come as they arrive */
-        held->head_len = (uint32_t)head;
-    } else if (request->chunked) { /* decoded again, in place, over its own framing */
-        held->http.body = kept + head;
-        held->http.body_len =
-            sxe__http_decode_chunked(server, kept, (int)head, body_len, kept + head);
-    } else if (held->http.body != NULL) {
-        held->http.body = kept + head;
-    }
-    state->held = (uint32_t)(held - server->slots) + 1;
-    state->skip = (uint32_t)(head + body_len);
-    if (held->streaming) {
-        sxe__http_upload_kept(server, conn, held, kept, len - (size_t)(at - data));
-    }
-    return true;
 }
 
 int sxe__http_held_check(sxe_http_t *http)
@@ -226,74 +109,10 @@ void sxe__http_defer_done(sxe_http_t *http)
     }
 }
 
-/* Tells the holder (or will, at its next call) that its request is gone. */
-static void cancel(sxe_http_server_t *server, struct slot *held)
-{
-    sxe__http_log(&held->http); /* a response cut off, or none: 499 */
-    server->defer_stats.cancelled++;
-    sxe_timer_stop(server->loop, &held->deadline);
-    if (held->on_cancel == NULL) {
-        held->state = SLOT_ORPHANED;
-        sxe__http_upload_cancel(held); /* a fiber reading the body hears it now */
-        return;
-    }
-    held->state = SLOT_CANCELLING; /* calls from the callback itself fail */
-    held->on_cancel(&held->http, held->arg);
-    sxe__http_slot_release(server, held);
-}
-
-void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn)
-{
-    struct http_conn *state = sxe__http_state(server, conn);
-
-    if (state->held != 0) {
-        struct slot *held = &server->slots[state->held - 1];
-        state->held = 0;
-        cancel(server, held);
-    }
-}
-
-void sxe__http_defer_drop(sxe_http_server_t *server, struct slot *held)
-{
-    server->running = NULL;
-    if (held->http.finished || held->http.failed) {
-        sxe__http_slot_release(server, held);
-    } else {
-        cancel(server, held);
-    }
-}
-
 void sxe__http_defer_started(sxe_http_t *http)
 {
     /* Answered: a stream (server-sent events, say) may last; the client's reading paces it. */
     sxe_timer_stop(http->server->loop, &sxe__http_slot(http)->deadline);
-}
-
-/* A held request was not answered in time: 503, and the connection closes once it is sent. */
-static void on_deadline(sxe_timer_t *timer, void *arg)
-{
-    struct slot *held = arg;
-    sxe_http_server_t *server = held->http.server;
-    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
-
-    (void)timer;
-    server->defer_stats.timed_out++;
-    SXE_LOG_ERROR("the held request for %.*s was not answered within %llu ms: %s",
-                  (int)held->request.target_len, held->request.target,
-                  (unsigned long long)(server->response_timeout / SXE_NS_PER_MSEC),
-                  held->http.status == 0 ? "answering 503 and closing" : "closing");
-    if (conn == NULL) {
-        return; /* GCOVR_EXCL_LINE: a closed connection cancels its held request first */
-    }
-    if (held->http.status == 0) {
-        held->request.keep_alive = false;
-        held->http.logged = true; /* the log sees the 503's handle instead */
-        sxe__http_refuse(server, conn, 503, &held->request, NULL);
-    }
-    sxe_conn_unkeep(conn);
-    if (sxe_conn_close_when_sent(conn) < 0) {
-        sxe_conn_close(conn);
-    }
 }
 
 bool sxe_http_backed_up(const sxe_http_t *http)
@@ -337,4 +156,29 @@ void sxe_http_server_defer_stats(const sxe_http_server_t *server,
                                  struct sxe_http_defer_stats *stats)
 {
     *stats = server->defer_stats;
+}
+
+/*
+ * Decodes a complete chunked body into out (the scratch area, or the body's own place: the decoded
+ * bytes never overtake the framing they come from): the request's head is head bytes at data, its
+ * chunked body body_len bytes after. The head is parsed again to set a parser up for the body.
+ */
+size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
+                                size_t body_len, char *out)
+{
+    struct sxe_http_parser parser;
+    struct sxe_http_request request;
+    struct sxe_http_body piece;
+    size_t at = (size_t)head, decoded = 0;
+
+    sxe_http_parser_init(&parser);
+    (void)sxe_http_parse_head(&parser, data, at, &server->limits, &request);
+    do {
+        long used = sxe_http_parse_body(&parser, data + at, (size_t)head + body_len - at,
+                                        &server->limits, &piece);
+        memmove(out + decoded, piece.data, piece.len);
+        decoded += piece.len;
+        at += (size_t)used;
+    } while (!piece.done);
+    return decoded;
 }

@@ -556,3 +556,53 @@ int sxe_http_header_add(struct sxe_http_headers *headers, const char *name, cons
     headers->len = (size_t)(at - headers->text);
     return 0;
 }
+
+void sxe__http_count(sxe_http_server_t *server, uint64_t bytes)
+{
+    if (server->worker != NULL) {
+        sxe_worker_count(server->worker, 1, bytes);
+    } else {
+        server->requests++;
+        server->bytes += bytes;
+    }
+}
+
+/* Answers a request the server refuses itself, and closes where the RFC wants it closed. */
+void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
+                      const struct sxe_http_request *request, const char *extra_headers)
+{
+    static const struct sxe_http_request unparsed = {
+        .method = "", .target = "", .minor_version = 1};
+    char body[64];
+    int len = snprintf(body, sizeof(body), "%d %s\n", status, sxe_http_reason(status));
+    sxe_http_t http = {.server = server,
+                       .conn = conn,
+                       .request = request ? request : &unparsed,
+                       .keep_alive = status == 404 || status == 405};
+
+    SXE_LOG_DEBUG("refusing a request: %d %s", status, sxe_http_reason(status));
+    if (request != NULL && !request->keep_alive) {
+        http.keep_alive = false;
+    }
+    http.body_unread = !http.keep_alive; /* what the client still sends is read to its end */
+    http.head_only =
+        request != NULL && request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
+    char headers[256];
+    snprintf(headers, sizeof(headers), "Content-Type: text/plain\r\n%s",
+             extra_headers ? extra_headers : "");
+    if (sxe_http_start(&http, status, headers, len) == 0 &&
+        sxe_http_send(&http, body, (size_t)len) == 0) {
+        sxe_http_finish(&http);
+    } else if (!http.keep_alive) {
+        sxe__http_close_after_response(server, conn, true); /* its body may still be coming */
+    }
+}
+
+void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
+                             const struct sxe_http_request *request)
+{
+    if (request->expect_continue && request->minor_version == 1 && !state->continued) {
+        state->continued = true;
+        (void)sxe_conn_write(conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    }
+}

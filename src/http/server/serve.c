@@ -329,16 +329,6 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
     return rc;
 }
 
-void sxe__http_count(sxe_http_server_t *server, uint64_t bytes)
-{
-    if (server->worker != NULL) {
-        sxe_worker_count(server->worker, 1, bytes);
-    } else {
-        server->requests++;
-        server->bytes += bytes;
-    }
-}
-
 unsigned sxe_http_server_workers(const sxe_http_server_t *server)
 {
     return server->workers != NULL ? sxe_workers_count(server->workers) : 1;

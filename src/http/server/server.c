@@ -31,37 +31,6 @@
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
-/* Answers a request the server refuses itself, and closes where the RFC wants it closed. */
-void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
-                      const struct sxe_http_request *request, const char *extra_headers)
-{
-    static const struct sxe_http_request unparsed = {
-        .method = "", .target = "", .minor_version = 1};
-    char body[64];
-    int len = snprintf(body, sizeof(body), "%d %s\n", status, sxe_http_reason(status));
-    sxe_http_t http = {.server = server,
-                       .conn = conn,
-                       .request = request ? request : &unparsed,
-                       .keep_alive = status == 404 || status == 405};
-
-    SXE_LOG_DEBUG("refusing a request: %d %s", status, sxe_http_reason(status));
-    if (request != NULL && !request->keep_alive) {
-        http.keep_alive = false;
-    }
-    http.body_unread = !http.keep_alive; /* what the client still sends is read to its end */
-    http.head_only =
-        request != NULL && request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
-    char headers[256];
-    snprintf(headers, sizeof(headers), "Content-Type: text/plain\r\n%s",
-             extra_headers ? extra_headers : "");
-    if (sxe_http_start(&http, status, headers, len) == 0 &&
-        sxe_http_send(&http, body, (size_t)len) == 0) {
-        sxe_http_finish(&http);
-    } else if (!http.keep_alive) {
-        sxe__http_close_after_response(server, conn, true); /* its body may still be coming */
-    }
-}
-
 static bool method_is(const struct sxe_http_request *request, const char *method)
 {
     size_t len = strlen(method);
@@ -282,40 +251,6 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
     }
     sxe__http_slot_release(server, slot);
     return false;
-}
-
-/*
- * Decodes a complete chunked body into out (the scratch area, or the body's own place: the decoded
- * bytes never overtake the framing they come from): the request's head is head bytes at data, its
- * chunked body body_len bytes after. The head is parsed again to set a parser up for the body.
- */
-size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
-                                size_t body_len, char *out)
-{
-    struct sxe_http_parser parser;
-    struct sxe_http_request request;
-    struct sxe_http_body piece;
-    size_t at = (size_t)head, decoded = 0;
-
-    sxe_http_parser_init(&parser);
-    (void)sxe_http_parse_head(&parser, data, at, &server->limits, &request);
-    do {
-        long used = sxe_http_parse_body(&parser, data + at, (size_t)head + body_len - at,
-                                        &server->limits, &piece);
-        memmove(out + decoded, piece.data, piece.len);
-        decoded += piece.len;
-        at += (size_t)used;
-    } while (!piece.done);
-    return decoded;
-}
-
-void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
-                             const struct sxe_http_request *request)
-{
-    if (request->expect_continue && request->minor_version == 1 && !state->continued) {
-        state->continued = true;
-        (void)sxe_conn_write(conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    }
 }
 
 /*

@@ -193,9 +193,6 @@ void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn,
 /* server.c: what every connection of the server is given. */
 extern const struct sxe_conn_handlers sxe__http_handlers;
 
-/* serve.c: a response of bytes was finished (the worker's counters, or the server's own). */
-void sxe__http_count(sxe_http_server_t *server, uint64_t bytes);
-
 /* response.c: hands the request to the log hook, if there is one and it has not seen it. */
 static inline void sxe__http_log(sxe_http_t *http)
 {
@@ -225,7 +222,12 @@ static inline bool sxe__http_in_slot(const sxe_http_t *http)
            (const void *)http < (const void *)(server->slots + server->slot_capacity);
 }
 
-/* request.c */
+/*
+ * The server's files call one way (tests/build/check-layers.py): serve.c -> server.c -> fiber.c,
+ * upgrade.c, upload.c <-> defer.c -> response.c -> request.c. Each section below is one file's.
+ */
+
+/* request.c: the slots, at the bottom. */
 int sxe__http_slots_init(sxe_http_server_t *server);
 /* The free slot the next request is parsed into; there is always one (options.deferred + 1). */
 struct slot *sxe__http_slot_next(sxe_http_server_t *server);
@@ -233,10 +235,6 @@ struct slot *sxe__http_slot_next(sxe_http_server_t *server);
 void sxe__http_slot_take(sxe_http_server_t *server, struct slot *slot);
 /* Frees a slot whose request is finished, or was never held. */
 void sxe__http_slot_release(sxe_http_server_t *server, struct slot *slot);
-/* After a handler that held its request: keeps the connection's input (data, len; the request's
- * bytes from at: head and body_len more) and points the held request at it. false: cancelled. */
-bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
-                          const char *at, size_t head, size_t body_len);
 /* A response call on a held request that was cancelled: frees it. -ECANCELED, or 0 if live. */
 int sxe__http_held_check(sxe_http_t *http);
 
@@ -249,10 +247,30 @@ static inline int sxe__http_defer_check(sxe_http_t *http)
 void sxe__http_defer_started(sxe_http_t *http);
 /* A held request's response is finished: the connection reads its next request. */
 void sxe__http_defer_done(sxe_http_t *http);
-/* The connection closed: its held request, if any, is cancelled. */
-void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The connection's output drained: its held request's on_drained, if it set one. */
 void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn);
+/* Decodes a complete chunked body (head bytes at data, then body_len) into out; its length. */
+size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
+                                size_t body_len, char *out);
+
+/* response.c: besides the public calls. */
+/* A response of bytes was finished (the worker's counters, or the server's own). */
+void sxe__http_count(sxe_http_server_t *server, uint64_t bytes);
+/* Answers a request the server refuses itself (request NULL: not parsed), closing where the RFC
+ * wants it closed. */
+void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
+                      const struct sxe_http_request *request, const char *extra_headers);
+/* Sends 100 Continue for a request that asked, once, before its body is read. */
+void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
+                             const struct sxe_http_request *request);
+
+/* defer.c: requests held to answer later. */
+/* After a handler that held its request: keeps the connection's input (data, len; the request's
+ * bytes from at: head and body_len more) and points the held request at it. false: cancelled. */
+bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
+                          const char *at, size_t head, size_t body_len);
+/* The connection closed: its held request, if any, is cancelled. */
+void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
 void sxe__http_defer_drop(sxe_http_server_t *server, struct slot *slot);
 
@@ -274,13 +292,5 @@ int sxe__http_fibers_make(sxe_http_server_t *server);
 /* upgrade.c: hands a connection answered 101, its request consumed, to the new protocol's
  * handlers. */
 void sxe__http_switch(sxe_http_server_t *server, sxe_conn_t *conn);
-
-void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
-                      const struct sxe_http_request *request, const char *extra_headers);
-size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
-                                size_t body_len, char *out);
-/* Sends 100 Continue for a request that asked, once, before its body is read. */
-void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
-                             const struct sxe_http_request *request);
 
 #endif
