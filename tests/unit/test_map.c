@@ -660,35 +660,6 @@ static void test_attach_errors(void **state)
     assert_int_equal(sxe_test_open_fds(), fds);
 }
 
-/* Two mappings of one file at different addresses see the same map. */
-static void test_attach_twice(void **state)
-{
-    struct sxe_map_options options = variable_options(100, 8192);
-    char *path = temp_path("twice");
-    sxe_map_t *first, *second;
-    struct sxe_map_reader reader;
-
-    (void)state;
-    assert_int_equal(sxe_map_attach(&first, path, &options, SXE_MAP_CREATE), 0);
-    assert_int_equal(sxe_map_attach(&second, path, &options, 0), 0);
-    assert_ptr_not_equal(first->header, second->header);
-    assert_int_equal(sxe_map_write_begin(first), 0);
-    assert_int_equal(put_text(first, "hello", "world"), 0);
-    commit(first);
-    assert_int_equal(sxe_map_read_begin(second, &reader), 0);
-    assert_string_equal(read_text(&reader, "hello"), "world");
-    sxe_map_read_end(&reader);
-    assert_int_equal(sxe_map_write_begin(second), 0);
-    assert_int_equal(put_text(second, "hello", "again"), 1);
-    commit(second);
-    assert_int_equal(sxe_map_read_begin(first, &reader), 0);
-    assert_string_equal(read_text(&reader, "hello"), "again");
-    sxe_map_read_end(&reader);
-    sxe_map_detach(first);
-    sxe_map_detach(second);
-    unlink(path);
-}
-
 /*
  * A header whose recorded shape is impossible (no capacity, entries too big to keep in a slot, more
  * old versions or slots than 32-bit indices reach) is damaged: attach refuses it before it computes
@@ -795,7 +766,6 @@ int main(void)
         cmocka_unit_test_teardown(test_invalid_use, reset),
         cmocka_unit_test_teardown(test_durable_commit_fails_cleanly, reset),
         cmocka_unit_test_teardown(test_attach_errors, reset),
-        cmocka_unit_test_teardown(test_attach_twice, reset),
         cmocka_unit_test_teardown(test_attach_refuses_impossible_shapes, reset),
         cmocka_unit_test_teardown(test_impossible_shapes_are_invalid, reset),
     };

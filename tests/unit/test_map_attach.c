@@ -2,8 +2,9 @@
  * Attaching to a map file (sxe_map_attach) when the file is not the map the caller means: each
  * option that differs from the file's, a header of another size, and a header whose recorded shape
  * is damaged one field at a time. Each is refused with its own error and a log line, and the file
- * still attaches afterwards with the right options. Also a map without a name, and the fewest old
- * versions a small map keeps. The seam's failures and a file cut short are tested in test_map.c.
+ * still attaches afterwards with the right options. Also two mappings of one file, a map without a
+ * name, and the fewest old versions a small map keeps. The seam's failures and a file cut short are
+ * tested in test_map.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -227,9 +228,39 @@ static void test_no_name_and_the_fewest_old_versions(void **state)
     sxe_map_destroy(map);
 }
 
+/* Two mappings of one file at different addresses see the same map. */
+static void test_attach_twice(void **state)
+{
+    struct sxe_map_options options = variable_options(100, 8192);
+    char *path = temp_path("twice");
+    sxe_map_t *first, *second;
+    struct sxe_map_reader reader;
+
+    (void)state;
+    assert_int_equal(sxe_map_attach(&first, path, &options, SXE_MAP_CREATE), 0);
+    assert_int_equal(sxe_map_attach(&second, path, &options, 0), 0);
+    assert_ptr_not_equal(first->header, second->header);
+    assert_int_equal(sxe_map_write_begin(first), 0);
+    assert_int_equal(put_text(first, "hello", "world"), 0);
+    commit(first);
+    assert_int_equal(sxe_map_read_begin(second, &reader), 0);
+    assert_string_equal(read_text(&reader, "hello"), "world");
+    sxe_map_read_end(&reader);
+    assert_int_equal(sxe_map_write_begin(second), 0);
+    assert_int_equal(put_text(second, "hello", "again"), 1);
+    commit(second);
+    assert_int_equal(sxe_map_read_begin(first, &reader), 0);
+    assert_string_equal(read_text(&reader, "hello"), "again");
+    sxe_map_read_end(&reader);
+    sxe_map_detach(first);
+    sxe_map_detach(second);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_attach_twice, reset),
         cmocka_unit_test_teardown(test_each_option_that_differs_is_refused, reset),
         cmocka_unit_test_teardown(test_a_header_of_another_size_is_refused, reset),
         cmocka_unit_test_teardown(test_each_damaged_field_is_refused, reset),

@@ -1,0 +1,200 @@
+/*
+ * What a held request can do later: switch protocols (sxe_http_upgrade() on a held request), run
+ * on a fiber of its own (fiber routes), and what it must not (invalid use of the handle).
+ */
+#include "http_defer_test.h"
+
+static const char switch_request[] =
+    "GET /switch HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: raw\r\n\r\n";
+
+static void test_a_held_request_switches_protocols_later(void **state)
+{
+    char out[1024] = "";
+    int fd = client();
+
+    (void)state;
+    sxe_test_say(fd, switch_request);
+    sxe_test_say(fd, "early|"); /* before the 101: the new protocol's, not a request */
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    assert_int_equal(switch_rc, 0);
+    pump(0);
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_memory_equal(out, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: raw\r\n", 48);
+    sxe_test_say(fd, "late");
+    pump(0);
+    assert_string_equal(raw_read, "early|late");
+    assert_string_equal(log_lines, "/switch 101 0\n");
+    struct sxe_http_defer_stats stats;
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+    close(fd);
+    pump(0);
+    assert_int_equal(raw_closes, 1);
+}
+
+static void test_a_switched_connection_closed_at_once_is_the_new_protocols(void **state)
+{
+    char out[1024] = "";
+    int fd = client();
+
+    (void)state;
+    close_at_switch = true;
+    sxe_test_say(fd, switch_request);
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    assert_int_equal(switch_rc, 0);
+    assert_int_equal(raw_closes, 1); /* its on_close, though the module still had the bytes */
+    assert_string_equal(raw_read, "");
+    while (sxe_test_heard(fd, out, sizeof(out)) > 0) {
+    }
+    close(fd);
+}
+
+static void test_a_held_request_whose_client_left_cannot_switch(void **state)
+{
+    int fd = client();
+
+    (void)state;
+    sxe_test_say(fd, switch_request);
+    pump(0);
+    close(fd);
+    pump(0);
+    pump(10 * SXE_NS_PER_MSEC);
+    assert_int_equal(switch_rc, -ECANCELED);
+    assert_int_equal(raw_closes, 0);
+}
+
+static sxe_http_t *twice_first;
+
+static void defer_twice(void *arg)
+{
+    sxe_http_t *http = arg;
+    (void)sxe_http_defer(http, NULL, NULL);
+}
+
+static void set_drained_of_nothing(void *arg)
+{
+    (void)arg;
+    (void)sxe_http_set_drained(NULL, NULL, NULL);
+}
+
+static void invalid(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+#ifndef SXE_DEBUG
+    assert_int_equal(sxe_http_set_drained(http, NULL, NULL), -EINVAL); /* not held (yet) */
+#endif
+    twice_first = sxe_http_defer(http, NULL, NULL);
+    assert_ptr_equal(twice_first, http); /* held in the slot it has had since its dispatch */
+#ifdef SXE_DEBUG
+    const char *const expected[] = {"!http->held", NULL};
+    sxe_test_expect_abort(defer_twice, http, expected);
+    const char *const no_handle[] = {"assertion failed: held != NULL", NULL};
+    sxe_test_expect_abort(set_drained_of_nothing, NULL, no_handle);
+#else
+    (void)defer_twice;
+    (void)set_drained_of_nothing;
+    assert_null(sxe_http_defer(http, NULL, NULL));
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(sxe_http_set_drained(NULL, NULL, NULL), -EINVAL);
+#endif
+    assert_int_equal(sxe_http_set_drained(twice_first, NULL, NULL), 0);
+    assert_int_equal(sxe_http_respond(twice_first, 204, NULL, NULL, 0), 0);
+}
+
+static void test_invalid_use(void **state)
+{
+    char out[1024] = "";
+    int fd = client();
+
+    (void)state;
+    assert_int_equal(sxe_http_route(server, "GET", "/invalid", false, invalid, NULL), 0);
+    sxe_test_say(fd, "GET /invalid HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "204 No Content"));
+    close(fd);
+}
+
+static void test_fiber_routes_wait_as_sequential_code(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+
+    (void)state;
+    sxe_test_say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    int busy = client(); /* the only fiber sleeps: a second fiber request is refused */
+    char busy_out[1024] = "";
+    sxe_test_say(busy, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_test_heard(busy, busy_out, sizeof(busy_out));
+    assert_non_null(strstr(busy_out, "503 Service Unavailable"));
+    pump(5 * SXE_NS_PER_MSEC);
+    pump(0);
+    sxe_test_heard(fd, out, sizeof(out));
+    char *first = strstr(out, "from a fiber\n"), *second = strstr(out, "hello\n");
+    assert_non_null(first);
+    assert_non_null(second);
+    assert_true(first < second);
+    assert_int_equal(fiber_rc, 0);
+
+    out[0] = '\0'; /* a fiber handler that does not answer gets 500 for it */
+    sxe_test_say(fd, "GET /fiber/mute HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    pump(5 * SXE_NS_PER_MSEC);
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "HTTP/1.1 500 Internal Server Error\r\n"));
+    assert_string_equal(log_lines, "/fiber 503 24\n/fiber 200 13\n/ 200 6\n/fiber/mute 500 26\n");
+    assert_non_null(strstr(out, "Content-Length: 26\r\n"));
+    assert_non_null(strstr(out, "\r\n\r\n500 Internal Server Error\n")); /* its body, whole */
+    close(fd);
+    close(busy);
+}
+
+static void test_a_fiber_whose_client_left_is_told_at_its_next_call(void **state)
+{
+    struct sxe_http_defer_stats stats;
+    int fd = client();
+
+    (void)state;
+    sxe_test_say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    close(fd);
+    pump(0);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.cancelled, 1);
+    pump(5 * SXE_NS_PER_MSEC);
+    assert_int_equal(fiber_rc, -ECANCELED);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+    /* Its fiber is free again. */
+    fd = client();
+    char out[1024] = "";
+    sxe_test_say(fd, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    pump(5 * SXE_NS_PER_MSEC);
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_non_null(strstr(out, "from a fiber"));
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_a_held_request_switches_protocols_later, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_switched_connection_closed_at_once_is_the_new_protocols, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_held_request_whose_client_left_cannot_switch, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
