@@ -33,11 +33,11 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     }
     sxe_http_server_t *server = http->server;
     struct slot *held = sxe__http_slot(http);
-    if (server->defer_stats.held == server->held_max) {
+    if (server->defer_stats.held == server->config.held_max) {
         server->defer_stats.refused++;
         SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
                      "all %u held requests are in use: raise %s; refusing to hold more",
-                     server->held_max, sxe_log_setting("options.deferred"));
+                     server->config.held_max, sxe_log_setting("options.deferred"));
         errno = ENOBUFS;
         return NULL;
     }
@@ -51,7 +51,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
         memcpy(held->path, http->path, http->path_len + 1);
     }
     sxe_timer_init(&held->deadline, on_deadline, held);
-    if (sxe_timer_start(server->loop, &held->deadline, server->response_timeout, 0) < 0) {
+    if (sxe_timer_start(server->loop, &held->deadline, server->config.response_timeout, 0) < 0) {
         free(held->path);
         held->path = NULL;
         server->defer_stats.refused++;
@@ -179,7 +179,7 @@ static void on_deadline(sxe_timer_t *timer, void *arg)
     server->defer_stats.timed_out++;
     SXE_LOG_ERROR("the held request for %.*s was not answered within %llu ms: %s",
                   (int)held->request.target_len, held->request.target,
-                  (unsigned long long)(server->response_timeout / SXE_NS_PER_MSEC),
+                  (unsigned long long)(server->config.response_timeout / SXE_NS_PER_MSEC),
                   held->http.status == 0 ? "answering 503 and closing" : "closing");
     if (conn == NULL) {
         return; /* GCOVR_EXCL_LINE: a closed connection cancels its held request first */

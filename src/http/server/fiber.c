@@ -13,7 +13,7 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
 int sxe__http_fibers_make(sxe_http_server_t *server)
 {
-    return sxe_fibers_create(&server->fibers, server->loop, &server->fiber_options);
+    return sxe_fibers_create(&server->fibers, server->loop, &server->config.fiber_options);
 }
 
 static void run(void *arg)

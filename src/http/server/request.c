@@ -25,10 +25,12 @@
 
 int sxe__http_slots_init(sxe_http_server_t *server)
 {
-    server->held_max = server->held_max ? server->held_max : DEFAULT_DEFERRED;
-    server->slot_capacity = server->held_max + 1; /* and one for the request whose handler runs */
-    server->response_timeout =
-        server->response_timeout ? server->response_timeout : DEFAULT_RESPONSE_TIMEOUT;
+    server->config.held_max = server->config.held_max ? server->config.held_max : DEFAULT_DEFERRED;
+    server->slot_capacity =
+        server->config.held_max + 1; /* and one for the request whose handler runs */
+    server->config.response_timeout = server->config.response_timeout
+                                          ? server->config.response_timeout
+                                          : DEFAULT_RESPONSE_TIMEOUT;
     if ((server->slots = calloc(server->slot_capacity, sizeof(*server->slots))) == NULL) {
         return -ENOMEM;
     }
@@ -172,10 +174,10 @@ size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int
     size_t at = (size_t)head, decoded = 0;
 
     sxe_http_parser_init(&parser);
-    (void)sxe_http_parse_head(&parser, data, at, &server->limits, &request);
+    (void)sxe_http_parse_head(&parser, data, at, &server->config.limits, &request);
     do {
         long used = sxe_http_parse_body(&parser, data + at, (size_t)head + body_len - at,
-                                        &server->limits, &piece);
+                                        &server->config.limits, &piece);
         memmove(out + decoded, piece.data, piece.len);
         decoded += piece.len;
         at += (size_t)used;

@@ -77,15 +77,16 @@ static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
     const struct sxe_loop_options *in_force = sxe_loop_options(loop);
     uint32_t largest =
         in_force->large_buffers > 0 ? in_force->large_buffer_size : in_force->buffer_size;
-    uint64_t room =
-        largest > server->limits.header_bytes ? largest - server->limits.header_bytes : 0;
-    if (server->limits.body_bytes > room) {
-        server->limits.body_bytes = room;
+    uint64_t room = largest > server->config.limits.header_bytes
+                        ? largest - server->config.limits.header_bytes
+                        : 0;
+    if (server->config.limits.body_bytes > room) {
+        server->config.limits.body_bytes = room;
     }
     server->conn_count = in_force->connections;
     server->conns = calloc(server->conn_count, sizeof(*server->conns));
-    server->scratch = malloc(server->limits.body_bytes + 1);
-    server->path_scratch = malloc((size_t)server->limits.request_line + 1);
+    server->scratch = malloc(server->config.limits.body_bytes + 1);
+    server->path_scratch = malloc((size_t)server->config.limits.request_line + 1);
     if (server->conns == NULL || server->scratch == NULL || server->path_scratch == NULL) {
         return -ENOMEM;
     }
@@ -107,23 +108,23 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
         return -ENOMEM;
     }
     server->handlers = sxe__http_handlers;
-    server->held_max = options->deferred;
-    server->response_timeout = options->response_timeout;
-    server->on_log = options->on_log;
-    server->log_arg = options->log_arg;
-    server->on_hangup = options->on_hangup;
-    server->hangup_arg = options->hangup_arg;
-    server->on_loop_start = options->on_loop_start;
-    server->on_loop_stop = options->on_loop_stop;
-    server->loop_arg = options->loop_arg;
-    server->body_rate = options->body_rate ? options->body_rate : 4096;
-    server->stream_body_bytes =
+    server->config.held_max = options->deferred;
+    server->config.response_timeout = options->response_timeout;
+    server->config.on_log = options->on_log;
+    server->config.log_arg = options->log_arg;
+    server->config.on_hangup = options->on_hangup;
+    server->config.hangup_arg = options->hangup_arg;
+    server->config.on_loop_start = options->on_loop_start;
+    server->config.on_loop_stop = options->on_loop_stop;
+    server->config.loop_arg = options->loop_arg;
+    server->config.body_rate = options->body_rate ? options->body_rate : 4096;
+    server->config.stream_body_bytes =
         options->stream_body_bytes ? options->stream_body_bytes : UINT64_MAX;
-    server->fiber_options = (struct sxe_fibers_options){.count = options->fibers,
-                                                        .stack_size = options->fiber_stack_size};
-    apply_limits(&server->limits, &options->limits);
-    server->listen_flags = options->listen_flags;
-    struct sxe_loop_options own_options = loop_options(options, &server->limits);
+    server->config.fiber_options = (struct sxe_fibers_options){
+        .count = options->fibers, .stack_size = options->fiber_stack_size};
+    apply_limits(&server->config.limits, &options->limits);
+    server->config.listen_flags = options->listen_flags;
+    struct sxe_loop_options own_options = loop_options(options, &server->config.limits);
     if (options->workers > 0) {
         struct sxe_workers_options workers = {.count = options->workers,
                                               .kind = options->worker_kind,
@@ -188,7 +189,7 @@ sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server)
 
 int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
 {
-    struct sxe_listen_options options = {.flags = server->listen_flags};
+    struct sxe_listen_options options = {.flags = server->config.listen_flags};
     struct sockaddr_storage address;
     socklen_t len;
     sxe_conn_t *listener;
@@ -211,7 +212,7 @@ int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
         SXE_LOG_DEBUG("cannot listen on %s: %s", address_text, sxe_strerror(rc));
         return rc;
     }
-    server->listener_count++;
+    server->config.listener_count++;
     return 0;
 }
 
@@ -235,28 +236,21 @@ int sxe_http_port(sxe_http_server_t *server)
 static int worker_start(sxe_worker_t *worker, void *arg)
 {
     const sxe_http_server_t *template = arg;
-    sxe_http_server_t *server = malloc(sizeof(*server));
+    sxe_http_server_t *server = calloc(1, sizeof(*server));
     int rc;
 
     if (server == NULL) {
         return -ENOMEM;
     }
-    *server = *template;
-    server->workers = NULL;
+    server->handlers = template->handlers;
+    server->config = template->config; /* the configuration; the state is the worker's own */
     server->worker = worker;
-    server->conns = NULL;
-    server->scratch = NULL;
-    server->path_scratch = NULL;
-    server->slots = NULL;
-    server->fibers = NULL;
-    server->defer_stats = (struct sxe_http_defer_stats){0};
-    server->listener = NULL;
     if ((rc = attach_loop(server, sxe_worker_loop(worker))) < 0 ||
-        (server->has_fiber_routes && (rc = sxe__http_fibers_make(server)) < 0)) {
+        (server->config.has_fiber_routes && (rc = sxe__http_fibers_make(server)) < 0)) {
         sxe_http_server_destroy(server);
         return rc;
     }
-    for (unsigned l = 0; l < template->listener_count && rc == 0; l++) {
+    for (unsigned l = 0; l < template->config.listener_count && rc == 0; l++) {
         rc = sxe_worker_listen(worker, l, &server->handlers, NULL);
     }
     if (rc < 0) {
@@ -264,8 +258,8 @@ static int worker_start(sxe_worker_t *worker, void *arg)
         return rc;                       /* GCOVR_EXCL_LINE: as above */
     }
     template->copies[sxe_worker_index(worker)] = server;
-    if (server->on_loop_start != NULL) {
-        server->on_loop_start(server->loop, server->loop_arg);
+    if (server->config.on_loop_start != NULL) {
+        server->config.on_loop_start(server->loop, server->config.loop_arg);
     }
     return 0;
 }
@@ -279,8 +273,8 @@ static void worker_stop(sxe_worker_t *worker, void *arg)
     template->copies[sxe_worker_index(worker)] = NULL;
     server->loop = NULL; /* destroyed with the worker */
     sxe_http_server_destroy(server);
-    if (template->on_loop_stop != NULL) {
-        template->on_loop_stop(template->loop_arg);
+    if (template->config.on_loop_stop != NULL) {
+        template->config.on_loop_stop(template->config.loop_arg);
     }
 }
 
@@ -300,13 +294,13 @@ int sxe_http_run(sxe_http_server_t *server)
     if (rc < 0) {
         return rc;
     }
-    sxe_loop_on_hangup(server->loop, server->on_hangup, server->hangup_arg);
-    if (server->on_loop_start != NULL) {
-        server->on_loop_start(server->loop, server->loop_arg);
+    sxe_loop_on_hangup(server->loop, server->config.on_hangup, server->config.hangup_arg);
+    if (server->config.on_loop_start != NULL) {
+        server->config.on_loop_start(server->loop, server->config.loop_arg);
     }
     rc = sxe_loop_run(server->loop);
-    if (server->on_loop_stop != NULL) {
-        server->on_loop_stop(server->loop_arg);
+    if (server->config.on_loop_stop != NULL) {
+        server->config.on_loop_stop(server->config.loop_arg);
     }
     return rc;
 }
@@ -346,12 +340,13 @@ int sxe_http_server_stats(const sxe_http_server_t *server, unsigned worker,
     }
     struct sxe_loop_stats loop;
     sxe_loop_stats(server->loop, &loop);
-    *stats = (struct sxe_worker_stats){
-        .connections = loop.accepted,
-        .requests = server->requests,
-        .bytes = server->bytes,
-        .table_full = loop.table_full,
-        .evicted = loop.evicted,
-        .open = loop.open > server->listener_count ? loop.open - server->listener_count : 0};
+    *stats = (struct sxe_worker_stats){.connections = loop.accepted,
+                                       .requests = server->requests,
+                                       .bytes = server->bytes,
+                                       .table_full = loop.table_full,
+                                       .evicted = loop.evicted,
+                                       .open = loop.open > server->config.listener_count
+                                                   ? loop.open - server->config.listener_count
+                                                   : 0};
     return 0;
 }

@@ -64,7 +64,7 @@ static int route_path(sxe_http_server_t *server, const struct sxe_http_request *
         return 0;
     }
     ssize_t normal = sxe_http_normalize_path(request->target, raw_len, server->path_scratch,
-                                             (size_t)server->limits.request_line + 1);
+                                             (size_t)server->config.limits.request_line + 1);
     if (normal < 0) {
         SXE_LOG_DEBUG("refusing the path %.*s: %s", (int)raw_len, request->target,
                       normal == -EACCES ? "it climbs above the root" : "a malformed escape");
@@ -94,8 +94,8 @@ static const struct route *find_route(sxe_http_server_t *server,
     bool best_exact = false;
 
     *others = false;
-    for (unsigned i = 0; i < server->route_count; i++) {
-        const struct route *route = &server->routes[i];
+    for (unsigned i = 0; i < server->config.route_count; i++) {
+        const struct route *route = &server->config.routes[i];
         bool exact;
         if (!route_covers(route, path, path_len, &exact)) {
             continue;
@@ -137,8 +137,8 @@ static void allow_header(sxe_http_server_t *server, const char *path, size_t pat
 {
     char allow[240] = "";
 
-    for (unsigned i = 0; i < server->route_count; i++) {
-        const struct route *route = &server->routes[i];
+    for (unsigned i = 0; i < server->config.route_count; i++) {
+        const struct route *route = &server->config.routes[i];
         bool exact;
         if (route->method[0] == '\0' ||
             (path != NULL && !route_covers(route, path, path_len, &exact))) {
@@ -278,8 +278,8 @@ static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const char
         answer_unrouted(server, conn, request, path, path_len, others);
         return 1;
     }
-    uint64_t most =
-        route != NULL && route->stream ? server->stream_body_bytes : server->limits.body_bytes;
+    uint64_t most = route != NULL && route->stream ? server->config.stream_body_bytes
+                                                   : server->config.limits.body_bytes;
     if (!request->chunked && request->content_length > most) {
         sxe__http_refuse(server, conn, 413, request, NULL);
         return 1;
@@ -337,9 +337,11 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             break;
         }
         if (state->head_len == 0) {
-            head = sxe_http_parse_head(
-                &state->parser, at, left,
-                server->has_stream_routes ? &server->head_limits : &server->limits, request);
+            head =
+                sxe_http_parse_head(&state->parser, at, left,
+                                    server->config.has_stream_routes ? &server->config.head_limits
+                                                                     : &server->config.limits,
+                                    request);
             if (head == 0) {
                 break;
             }
@@ -351,7 +353,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             /* A body is being read: the head was parsed in an earlier call; parse it again here,
              * where its bytes now are, to point the request at them. */
             sxe_http_parser_init(&reparse);
-            head = sxe_http_parse_head(&reparse, at, left, &server->limits, request);
+            head = sxe_http_parse_head(&reparse, at, left, &server->config.limits, request);
         }
         if (request->minor_version == 1 && request->host_count != 1) {
             sxe__http_refuse(server, conn, 400, request, NULL);
@@ -396,7 +398,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         while (!piece.done && (size_t)head + state->body_offset < left) {
             long taken = sxe_http_parse_body(&state->parser, at + head + state->body_offset,
                                              left - (size_t)head - state->body_offset,
-                                             &server->limits, &piece);
+                                             &server->config.limits, &piece);
             if (taken < 0) {
                 sxe__http_refuse(server, conn, sxe_http_parser_status(&state->parser), request,
                                  NULL);
@@ -593,18 +595,18 @@ int sxe_http_route_flags(sxe_http_server_t *server, const char *method, const ch
                              arg)) < 0) {
         return rc;
     }
-    struct route *route = &server->routes[server->route_count - 1];
+    struct route *route = &server->config.routes[server->config.route_count - 1];
     route->fiber = (flags & SXE_HTTP_ROUTE_FIBER) != 0;
     route->stream = (flags & SXE_HTTP_ROUTE_STREAM) != 0;
-    server->has_fiber_routes |= route->fiber;
-    if (route->stream && !server->has_stream_routes) {
+    server->config.has_fiber_routes |= route->fiber;
+    if (route->stream && !server->config.has_stream_routes) {
         /* Heads are parsed with the larger of the two body limits; each route's is checked after
          * (stream_at_head), and a streamed body is parsed with its own. */
-        server->has_stream_routes = true;
-        server->stream_limits = server->head_limits = server->limits;
-        server->stream_limits.body_bytes = server->stream_body_bytes;
-        if (server->head_limits.body_bytes < server->stream_body_bytes) {
-            server->head_limits.body_bytes = server->stream_body_bytes;
+        server->config.has_stream_routes = true;
+        server->config.stream_limits = server->config.head_limits = server->config.limits;
+        server->config.stream_limits.body_bytes = server->config.stream_body_bytes;
+        if (server->config.head_limits.body_bytes < server->config.stream_body_bytes) {
+            server->config.head_limits.body_bytes = server->config.stream_body_bytes;
         }
     }
     return 0;
@@ -614,14 +616,14 @@ int sxe_http_route(sxe_http_server_t *server, const char *method, const char *pa
                    sxe_http_handler_t handler, void *arg)
 {
     if (!SXE_CHECK(server != NULL && path != NULL && handler != NULL &&
-                   strlen(path) < sizeof(server->routes[0].path) &&
-                   (method == NULL || strlen(method) < sizeof(server->routes[0].method)))) {
+                   strlen(path) < sizeof(server->config.routes[0].path) &&
+                   (method == NULL || strlen(method) < sizeof(server->config.routes[0].method)))) {
         return -EINVAL;
     }
-    if (server->route_count == ROUTES_MAX) {
+    if (server->config.route_count == ROUTES_MAX) {
         return -ENOBUFS;
     }
-    struct route *route = &server->routes[server->route_count++];
+    struct route *route = &server->config.routes[server->config.route_count++];
     snprintf(route->method, sizeof(route->method), "%s", method ? method : "");
     snprintf(route->path, sizeof(route->path), "%s", path);
     route->path_len = strlen(path);

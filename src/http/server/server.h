@@ -125,26 +125,25 @@ struct http_conn {
     uint64_t id;   /* the connection's sxe_conn_id() while open, for destroy; else 0 */
 };
 
-struct sxe_http_server {
-    struct sxe_conn_handlers handlers; /* every connection's: how one finds its server */
-    sxe_loop_t *loop; /* NULL for a server with workers: each worker's copy has its own */
-    bool own_loop;
-    sxe_workers_t *workers; /* with options.workers > 1: the set, on the server made by create */
-    sxe_worker_t *worker;   /* on a worker's copy: the worker it runs on */
-    sxe_http_server_t **copies; /* on the template, while it runs: each worker's copy */
+/*
+ * What a server is told (its options, routes and limits): set up before it runs, read-only after,
+ * and copied whole to each worker's copy of the server.
+ */
+struct http_config {
+    struct route routes[ROUTES_MAX];
+    unsigned route_count;
     unsigned listen_flags;
-    unsigned listener_count;
-    uint64_t requests; /* without workers: responses finished, and their bytes */
-    uint64_t bytes;
+    unsigned listener_count; /* sxe_http_server_listen() calls: each worker listens on each */
     struct sxe_http_limits limits;
-    uint32_t held_max;      /* options.deferred */
-    struct slot *slots;     /* every request's, from its dispatch to its finish (request.c) */
-    uint32_t slot_capacity; /* held_max held, and one whose handler runs */
-    uint32_t slot_free;
-    uint32_t slot_untouched; /* slots from here on were never used: free, their pages untouched */
-    struct slot *running;    /* the slot whose handler runs now, or NULL */
-    uint64_t serial;         /* requests given a slot */
+    struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */
+    struct sxe_http_limits stream_limits; /* streamed bodies: body_bytes is stream_body_bytes */
+    uint64_t stream_body_bytes;           /* options.stream_body_bytes, or no limit */
+    uint32_t body_rate;                   /* options.body_rate: a streamed body's least */
+    uint32_t held_max;                    /* options.deferred */
     uint64_t response_timeout;
+    bool has_fiber_routes;
+    bool has_stream_routes;
+    struct sxe_fibers_options fiber_options;
     sxe_http_log_t on_log; /* options.on_log */
     void *log_arg;
     void (*on_hangup)(void *arg); /* options.on_hangup, for sxe_http_run() without workers */
@@ -152,22 +151,37 @@ struct sxe_http_server {
     void (*on_loop_start)(sxe_loop_t *loop, void *arg); /* options.on_loop_start, stop and arg */
     void (*on_loop_stop)(void *arg);
     void *loop_arg;
+};
+
+/*
+ * A server: its configuration, and the state of the loop it runs on (connections, request slots,
+ * fibers, scratch areas, counters). With workers, the server made by create is a template that
+ * never runs a loop, and each worker runs a copy with the template's configuration and a state
+ * of its own.
+ */
+struct sxe_http_server {
+    struct sxe_conn_handlers handlers; /* every connection's: how one finds its server */
+    struct http_config config;
+    sxe_loop_t *loop; /* NULL for a server with workers: each worker's copy has its own */
+    bool own_loop;
+    sxe_workers_t *workers; /* with options.workers > 1: the set, on the server made by create */
+    sxe_worker_t *worker;   /* on a worker's copy: the worker it runs on */
+    sxe_http_server_t **copies; /* on the template, while it runs: each worker's copy */
+    uint64_t requests;          /* without workers: responses finished, and their bytes */
+    uint64_t bytes;
+    struct slot *slots;     /* every request's, from its dispatch to its finish (request.c) */
+    uint32_t slot_capacity; /* config.held_max held, and one whose handler runs */
+    uint32_t slot_free;
+    uint32_t slot_untouched; /* slots from here on were never used: free, their pages untouched */
+    struct slot *running;    /* the slot whose handler runs now, or NULL */
+    uint64_t serial;         /* requests given a slot */
     struct sxe_http_defer_stats defer_stats;
     sxe_fibers_t *fibers; /* for fiber routes: made with the first, or each worker's copy */
-    struct sxe_fibers_options fiber_options;
-    bool has_fiber_routes;
-    bool has_stream_routes;
-    struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */
-    struct sxe_http_limits stream_limits; /* streamed bodies: body_bytes is stream_body_bytes */
-    uint64_t stream_body_bytes;           /* options.stream_body_bytes, or no limit */
-    uint32_t body_rate;                   /* options.body_rate: a streamed body's least */
     struct http_conn *conns;
     uint32_t conn_count;
-    struct route routes[ROUTES_MAX];
-    unsigned route_count;
     sxe_conn_t *listener;
     char *scratch;      /* chunked bodies are decoded here */
-    char *path_scratch; /* a path being normalized, limits.request_line + 1 bytes */
+    char *path_scratch; /* a path being normalized, config.limits.request_line + 1 bytes */
     uint64_t date_second;
     char date[64];
     size_t date_len;
@@ -196,9 +210,9 @@ extern const struct sxe_conn_handlers sxe__http_handlers;
 /* response.c: hands the request to the log hook, if there is one and it has not seen it. */
 static inline void sxe__http_log(sxe_http_t *http)
 {
-    if (http->server->on_log != NULL && !http->logged) {
+    if (http->server->config.on_log != NULL && !http->logged) {
         http->logged = true;
-        http->server->on_log(http, http->server->log_arg);
+        http->server->config.on_log(http, http->server->config.log_arg);
     }
 }
 

@@ -88,7 +88,7 @@ static bool too_slow(sxe_http_server_t *server, struct slot *held, size_t bytes)
     if (window < BODY_WINDOW) {
         return false;
     }
-    if ((double)held->rate_bytes < (double)server->body_rate * (double)window / 1e9) {
+    if ((double)held->rate_bytes < (double)server->config.body_rate * (double)window / 1e9) {
         return true;
     }
     held->rate_since = now;
@@ -113,8 +113,8 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
     held->feeding = true;
     while (at < len && !piece.done && (want = wanted(held)) > 0) {
         size_t give = len - at < want ? len - at : want;
-        long taken =
-            sxe_http_parse_body(&state->parser, data + at, give, &server->stream_limits, &piece);
+        long taken = sxe_http_parse_body(&state->parser, data + at, give,
+                                         &server->config.stream_limits, &piece);
         if (taken < 0) {
             held->feeding = false;
             malformed(server, conn, held, sxe_http_parser_status(&state->parser));
@@ -124,7 +124,8 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
         if (!piece.done && too_slow(server, held, (size_t)taken)) {
             held->feeding = false;
             SXE_LOG_INFO("a streamed body for %.*s came at under %u bytes a second: answering 408",
-                         (int)held->request.target_len, held->request.target, server->body_rate);
+                         (int)held->request.target_len, held->request.target,
+                         server->config.body_rate);
             malformed(server, conn, held, 408);
             return len;
         }
@@ -136,8 +137,9 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
             held->http.body_unread = false;
         }
         if (held->http.status == 0) { /* a body still arriving is progress: the deadline waits */
-            int restarted = sxe_timer_start(server->loop, &held->deadline, server->response_timeout,
-                                            0); /* it runs already: no new timer is taken */
+            int restarted =
+                sxe_timer_start(server->loop, &held->deadline, server->config.response_timeout,
+                                0); /* it runs already: no new timer is taken */
             (void)restarted;
         }
         hand(held, piece.data, piece.len, piece.done);
