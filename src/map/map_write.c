@@ -104,25 +104,6 @@ void sxe__map_tombstone(sxe_map_t *map, uint64_t index)
     sxe__map_trim(map, index);
 }
 
-int sxe__map_full(sxe_map_t *map, const char *what)
-{
-    struct sxe__map_header *header = map->header;
-
-    header->full++;
-    SXE_LOG_ONCE(
-        SXE_LOG_LEVEL_ERROR,
-        "map %s: %s used up, so puts and deletes get -ENOBUFS: %llu entries of %llu, "
-        "%llu old versions of %llu wait (the oldest reader, process %llu, reads version "
-        "%llu), arena %llu of %llu bytes",
-        header->name, what, (unsigned long long)header->live, (unsigned long long)header->capacity,
-        (unsigned long long)(header->ring_tail - header->ring_head + header->log_tail -
-                             header->log_head),
-        (unsigned long long)header->old_versions, (unsigned long long)header->oldest_reader_pid,
-        (unsigned long long)header->oldest_reader_version, (unsigned long long)header->arena_used,
-        (unsigned long long)header->arena_bytes);
-    return -ENOBUFS;
-}
-
 static bool ring_is_full(const sxe_map_t *map)
 {
     return map->header->ring_tail - map->header->ring_head >= map->old_versions;
