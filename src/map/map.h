@@ -388,9 +388,26 @@ void sxe__map_tombstone(sxe_map_t *map, uint64_t index);
 
 /*
  * If the slot after index is empty, empties the run of tombstones that ends at index. No probe
- * for an entry runs through such a run (docs/map.md), so readers cannot miss one.
+ * for an entry runs through such a run (docs/map.md), so readers cannot miss one. The writer's,
+ * under its lock: after each tombstone (map_write.c), and in a rollback (map_recover.c).
  */
-void sxe__map_trim(sxe_map_t *map, uint64_t index);
+static inline void sxe__map_trim(sxe_map_t *map, uint64_t index)
+{
+    if (sxe__map_slot(map, sxe__map_next(map, index))->tag != SXE__MAP_EMPTY) {
+        return;
+    }
+    for (uint64_t step = 0; step < map->slot_count; step++) {
+        struct sxe__map_slot *slot = sxe__map_slot(map, index);
+        if (slot->tag != SXE__MAP_TOMBSTONE) {
+            return;
+        }
+        __atomic_store_n(&slot->tag, SXE__MAP_EMPTY, __ATOMIC_RELEASE);
+        __atomic_store_n(&slot->created, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->deleted, 0, __ATOMIC_RELAXED);
+        map->header->tombstones--;
+        index = sxe__map_prev(map, index);
+    }
+}
 
 /* The arena (map_arena.c), used by the writer under its lock. */
 uint64_t sxe__map_arena_alloc(sxe_map_t *map, uint64_t size);

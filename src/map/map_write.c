@@ -69,29 +69,6 @@ void sxe__map_unlock(sxe_map_t *map)
     pthread_mutex_unlock(&map->header->lock);
 }
 
-static void empty(sxe_map_t *map, struct sxe__map_slot *slot)
-{
-    __atomic_store_n(&slot->tag, SXE__MAP_EMPTY, __ATOMIC_RELEASE);
-    __atomic_store_n(&slot->created, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&slot->deleted, 0, __ATOMIC_RELAXED);
-    map->header->tombstones--;
-}
-
-void sxe__map_trim(sxe_map_t *map, uint64_t index)
-{
-    if (sxe__map_slot(map, sxe__map_next(map, index))->tag != SXE__MAP_EMPTY) {
-        return;
-    }
-    for (uint64_t step = 0; step < map->slot_count; step++) {
-        struct sxe__map_slot *slot = sxe__map_slot(map, index);
-        if (slot->tag != SXE__MAP_TOMBSTONE) {
-            return;
-        }
-        empty(map, slot);
-        index = sxe__map_prev(map, index);
-    }
-}
-
 void sxe__map_tombstone(sxe_map_t *map, uint64_t index)
 {
     struct sxe__map_slot *slot = sxe__map_slot(map, index);
