@@ -18,6 +18,10 @@
  *
  * Why stripes are whole sub-tables: a chain never leaves its stripe, so a lock per stripe guards
  * every slot a put, delete or shift touches, and a hash computed before the lock chooses it.
+ *
+ * This file holds the entry points. They call down, never back: hash_check.c has the stripes'
+ * locks, deletion, the validator and the repair; hash_arena.c the records of variable-size
+ * entries; hash_bytes.c the hash function; hash_inline.h the probe.
  */
 #define SXE_LOG_MODULE sxe__hash_log
 #include "sxe/log.h"
@@ -33,40 +37,11 @@
 #include "base/base.h"
 #include "sys.h"
 
-struct sxe_log_module sxe__hash_log = SXE_LOG_MODULE_INIT(HASH);
 SXE__REGION_HEADER(struct sxe_hash);
 
 #define HASH_MAGIC   0x4853414845585321ULL /* "!SXEHASH" in memory order */
 #define HASH_VERSION 1u
 #define HASH_ALIGN   64u
-
-static inline uint64_t load64(const unsigned char *at)
-{
-    uint64_t word;
-    memcpy(&word, at, sizeof(word));
-    return word;
-}
-
-uint64_t sxe_hash_bytes(const void *data, size_t size, uint64_t seed)
-{
-    const unsigned char *at = data;
-    uint64_t state = seed ^ sxe__hash_fold(size ^ SXE__HASH_K0, SXE__HASH_K1);
-
-    for (; size >= 16; at += 16, size -= 16) {
-        state = sxe__hash_fold(load64(at) ^ state ^ SXE__HASH_K2, load64(at + 8) ^ SXE__HASH_K3);
-    }
-    if (size >= 8) {
-        state = sxe__hash_fold(load64(at) ^ state ^ SXE__HASH_K2, SXE__HASH_K1);
-        at += 8;
-        size -= 8;
-    }
-    if (size > 0) {
-        uint64_t tail = 0;
-        memcpy(&tail, at, size);
-        state = sxe__hash_fold(tail ^ state ^ SXE__HASH_K3, SXE__HASH_K0);
-    }
-    return sxe__hash_fold(state ^ SXE__HASH_K1, SXE__HASH_K2 ^ (state >> 29));
-}
 
 static uint64_t align_up(uint64_t value)
 {
@@ -333,33 +308,6 @@ void sxe_hash_detach(sxe_hash_t *hash)
     sxe__sys.munmap(hash, (size_t)hash->region_size);
 }
 
-void sxe__hash_lock(sxe_hash_t *hash, unsigned stripe)
-{
-    if ((hash->flags & SXE_HASH_LOCKED) == 0) {
-        return;
-    }
-    pthread_mutex_t *lock = &sxe__hash_stripe(hash, stripe)->lock;
-    if (pthread_mutex_lock(lock) == EOWNERDEAD) {
-        SXE_LOG_WARN("hash %s: a process died holding stripe %u's lock; repairing the stripe",
-                     hash->name, stripe);
-        sxe__hash_repair(hash, stripe);
-        pthread_mutex_consistent(lock);
-    }
-}
-
-void sxe__hash_unlock(sxe_hash_t *hash, unsigned stripe)
-{
-    if ((hash->flags & SXE_HASH_LOCKED) != 0) {
-        pthread_mutex_unlock(&sxe__hash_stripe(hash, stripe)->lock);
-    }
-}
-
-unsigned char *sxe__hash_slots(sxe_hash_t *hash, unsigned stripe)
-{
-    return (unsigned char *)hash + hash->slots_offset +
-           (uint64_t)stripe * hash->slots_per_stripe * hash->slot_size;
-}
-
 /* Checks a key's size against the table's; a programmer error when it differs. */
 static bool key_size_fits(const sxe_hash_t *hash, size_t key_size)
 {
@@ -380,15 +328,6 @@ static bool reserve_entry(sxe_hash_t *hash)
     }
     __atomic_sub_fetch(&hash->entries, 1, __ATOMIC_RELAXED);
     return false;
-}
-
-void sxe__hash_release_entry(sxe_hash_t *hash)
-{
-    if ((hash->flags & SXE_HASH_LOCKED) == 0) {
-        hash->entries--;
-    } else {
-        __atomic_sub_fetch(&hash->entries, 1, __ATOMIC_RELAXED);
-    }
 }
 
 /* Writes a new entry into the empty slot at. Its tag goes last, so a reader of a torn slot after
@@ -641,7 +580,7 @@ int sxe_hash_next(sxe_hash_t *hash, uint64_t *cursor, const void **key, size_t *
         where.stripe = (unsigned)(*cursor / hash->slots_per_stripe);
         where.first = sxe__hash_slots(hash, where.stripe);
         where.slot = where.first + *cursor % hash->slots_per_stripe * hash->slot_size;
-        where.tag = load64(where.slot);
+        memcpy(&where.tag, where.slot, sizeof(where.tag));
         if (where.tag != 0) {
             ++*cursor;
             *key = sxe__hash_key(hash, &where, key_size);

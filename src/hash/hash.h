@@ -58,9 +58,6 @@ int sxe__hash_validate(sxe_hash_t *hash);
 void sxe__hash_lock(sxe_hash_t *hash, unsigned stripe);
 void sxe__hash_unlock(sxe_hash_t *hash, unsigned stripe);
 
-/* The slot array of stripe, each slot hash->slot_size bytes, tag first: for tests to corrupt. */
-unsigned char *sxe__hash_slots(sxe_hash_t *hash, unsigned stripe);
-
 /* Repairs stripe as a locker that inherits a dead holder's lock does. Call with the lock held. */
 void sxe__hash_repair(sxe_hash_t *hash, unsigned stripe);
 

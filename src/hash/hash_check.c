@@ -1,6 +1,10 @@
 /*
- * The hash table's structural changes and self-checks: deletion by backward shift, the validator
- * tests call after every change, and the repair of a stripe whose lock holder died.
+ * The hash table's stripes: their locks, deletion by backward shift, the validator tests call
+ * after every change, and the repair of a stripe whose lock holder died. The entry points of
+ * hash.c call down into these; these call only the arena (hash_arena.c) and the hash function
+ * (hash_bytes.c), never back up.
+ *
+ * The module's log is defined here, in the lowest of its files that write to it.
  */
 #define SXE_LOG_MODULE sxe__hash_log
 #include "sxe/log.h"
@@ -8,6 +12,8 @@
 #include <errno.h>
 
 #include "hash_inline.h"
+
+struct sxe_log_module sxe__hash_log = SXE_LOG_MODULE_INIT(HASH);
 
 static inline uint64_t tag_at(const unsigned char *slot)
 {
@@ -17,6 +23,36 @@ static inline uint64_t tag_at(const unsigned char *slot)
 static inline void set_tag(unsigned char *slot, uint64_t tag)
 {
     __atomic_store_n((uint64_t *)(void *)slot, tag, __ATOMIC_RELEASE);
+}
+
+void sxe__hash_lock(sxe_hash_t *hash, unsigned stripe)
+{
+    if ((hash->flags & SXE_HASH_LOCKED) == 0) {
+        return;
+    }
+    pthread_mutex_t *lock = &sxe__hash_stripe(hash, stripe)->lock;
+    if (pthread_mutex_lock(lock) == EOWNERDEAD) {
+        SXE_LOG_WARN("hash %s: a process died holding stripe %u's lock; repairing the stripe",
+                     hash->name, stripe);
+        sxe__hash_repair(hash, stripe);
+        pthread_mutex_consistent(lock);
+    }
+}
+
+void sxe__hash_unlock(sxe_hash_t *hash, unsigned stripe)
+{
+    if ((hash->flags & SXE_HASH_LOCKED) != 0) {
+        pthread_mutex_unlock(&sxe__hash_stripe(hash, stripe)->lock);
+    }
+}
+
+void sxe__hash_release_entry(sxe_hash_t *hash)
+{
+    if ((hash->flags & SXE_HASH_LOCKED) == 0) {
+        hash->entries--;
+    } else {
+        __atomic_sub_fetch(&hash->entries, 1, __ATOMIC_RELAXED);
+    }
 }
 
 /* Whether an entry whose home is home may sit at slot at, with hole before it in its chain: it
@@ -119,7 +155,7 @@ int sxe__hash_validate(sxe_hash_t *hash)
         entries += count;
         sxe__hash_unlock(hash, stripe);
     }
-    if (rc == 0 && entries != sxe_hash_count(hash)) {
+    if (rc == 0 && entries != __atomic_load_n(&hash->entries, __ATOMIC_RELAXED)) {
         rc = invalid(hash, 0, entries, "the table's count differs from its entries");
     }
     return rc;

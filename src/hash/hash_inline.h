@@ -31,6 +31,13 @@ static inline struct sxe__hash_stripe *sxe__hash_stripe(const sxe_hash_t *hash, 
     return (struct sxe__hash_stripe *)((char *)(uintptr_t)hash + hash->stripes_offset) + stripe;
 }
 
+/* The slot array of stripe, each slot hash->slot_size bytes, tag first (tests corrupt it too). */
+static inline unsigned char *sxe__hash_slots(const sxe_hash_t *hash, unsigned stripe)
+{
+    return (unsigned char *)(uintptr_t)hash + hash->slots_offset +
+           (uint64_t)stripe * hash->slots_per_stripe * hash->slot_size;
+}
+
 static inline unsigned char *sxe__hash_arena(const sxe_hash_t *hash, unsigned stripe)
 {
     return (unsigned char *)(uintptr_t)hash + hash->arena_offset +
@@ -55,8 +62,7 @@ static inline void sxe__hash_locate(const sxe_hash_t *hash, const void *key, siz
         where->tag = sxe_hash_bytes(key, key_size, hash->seed) | 1;
     }
     where->stripe = hash->stripe_shift < 64 ? (unsigned)(where->tag >> hash->stripe_shift) : 0;
-    where->first = (unsigned char *)(uintptr_t)hash + hash->slots_offset +
-                   (uint64_t)where->stripe * hash->slots_per_stripe * hash->slot_size;
+    where->first = sxe__hash_slots(hash, where->stripe);
     where->slot = where->first + sxe__hash_home(hash, where->tag) * hash->slot_size;
 }
 
@@ -155,9 +161,10 @@ int sxe__hash_rebuild_arena(sxe_hash_t *hash, unsigned stripe);
 /* In hash_check.c: removes the entry at where, shifting the rest of its chain back. */
 void sxe__hash_remove(sxe_hash_t *hash, struct sxe__hash_where *where);
 
-/* In hash.c: gives back one of the capacity's entries. */
+/* In hash_check.c: gives back one of the capacity's entries, which hash.c's puts reserve. */
 void sxe__hash_release_entry(sxe_hash_t *hash);
 
+/* In hash_check.c: the module's log, HASH. */
 extern struct sxe_log_module sxe__hash_log;
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * Maps: the region's layout, making and attaching it, and stats. Readers are in map_read.c, the
- * writer in map_write.c, the arena in map_arena.c and the self-check in map_validate.c;
+ * writer in map_write.c, the arena in map_arena.c, the self-check in map_validate.c, and the
+ * reports every file makes (the log module, a broken invariant, a refused put) in map_report.c;
  * docs/map.md explains the design.
  *
  * The region holds offsets only, so each process maps it wherever it likes. Each process keeps a
@@ -12,7 +13,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,6 @@
 #include "base/base.h"
 #include "sys.h"
 
-struct sxe_log_module sxe__map_log = SXE_LOG_MODULE_INIT(MAP);
 SXE__REGION_HEADER(struct sxe__map_header);
 
 #define MAP_VERSION 3u /* 2: the ring's successors; 3: SXE_MAP_IN_PLACE's log */
@@ -439,16 +438,4 @@ void sxe_map_stats(const sxe_map_t *map, struct sxe_map_stats *stats)
         .readers_full = LOAD(readers_full),
         .moved_home = LOAD(homecomings),
     };
-}
-
-int sxe__map_invalid(const sxe_map_t *map, const char *format, ...)
-{
-    char reason[256];
-    va_list args;
-
-    va_start(args, format);
-    vsnprintf(reason, sizeof(reason), format, args);
-    va_end(args);
-    SXE_LOG_ERROR("map %s is invalid: %s", map->header->name, reason);
-    return -EUCLEAN;
 }

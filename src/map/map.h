@@ -351,7 +351,8 @@ struct sxe__map_place sxe__map_find_for_write(const sxe_map_t *map, uint64_t has
 int sxe__map_put_at(sxe_map_t *map, struct sxe__map_place place, uint64_t hash, const void *key,
                     size_t key_size, const void *value, size_t value_size);
 
-/* Counts and logs (once) a put or delete refused for want of room. @return -ENOBUFS. */
+/* Counts and logs (once) a put or delete refused for want of room (map_report.c).
+ * @return -ENOBUFS. */
 int sxe__map_full(sxe_map_t *map, const char *what);
 
 /*
@@ -372,7 +373,7 @@ bool sxe__map_log_follow(const sxe_map_t *map, uint64_t index, uint64_t position
                          void *value, size_t capacity);
 int sxe__map_log_validate(sxe_map_t *map);
 
-/* The log module of the map's files: MAP. */
+/* The log module of the map's files: MAP (map_report.c). */
 extern struct sxe_log_module sxe__map_log;
 
 /* This process's id, cached (a fork handler refreshes it). */
@@ -387,9 +388,26 @@ void sxe__map_tombstone(sxe_map_t *map, uint64_t index);
 
 /*
  * If the slot after index is empty, empties the run of tombstones that ends at index. No probe
- * for an entry runs through such a run (docs/map.md), so readers cannot miss one.
+ * for an entry runs through such a run (docs/map.md), so readers cannot miss one. The writer's,
+ * under its lock: after each tombstone (map_write.c), and in a rollback (map_recover.c).
  */
-void sxe__map_trim(sxe_map_t *map, uint64_t index);
+static inline void sxe__map_trim(sxe_map_t *map, uint64_t index)
+{
+    if (sxe__map_slot(map, sxe__map_next(map, index))->tag != SXE__MAP_EMPTY) {
+        return;
+    }
+    for (uint64_t step = 0; step < map->slot_count; step++) {
+        struct sxe__map_slot *slot = sxe__map_slot(map, index);
+        if (slot->tag != SXE__MAP_TOMBSTONE) {
+            return;
+        }
+        __atomic_store_n(&slot->tag, SXE__MAP_EMPTY, __ATOMIC_RELEASE);
+        __atomic_store_n(&slot->created, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->deleted, 0, __ATOMIC_RELAXED);
+        map->header->tombstones--;
+        index = sxe__map_prev(map, index);
+    }
+}
 
 /* The arena (map_arena.c), used by the writer under its lock. */
 uint64_t sxe__map_arena_alloc(sxe_map_t *map, uint64_t size);
@@ -415,7 +433,7 @@ void sxe__map_unlock(sxe_map_t *map);
  */
 void sxe__map_rollback(sxe_map_t *map);
 
-/* Logs why the map is invalid and returns -EUCLEAN. */
+/* Logs why the map is invalid and returns -EUCLEAN (map_report.c). */
 int sxe__map_invalid(const sxe_map_t *map, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 

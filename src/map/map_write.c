@@ -69,29 +69,6 @@ void sxe__map_unlock(sxe_map_t *map)
     pthread_mutex_unlock(&map->header->lock);
 }
 
-static void empty(sxe_map_t *map, struct sxe__map_slot *slot)
-{
-    __atomic_store_n(&slot->tag, SXE__MAP_EMPTY, __ATOMIC_RELEASE);
-    __atomic_store_n(&slot->created, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&slot->deleted, 0, __ATOMIC_RELAXED);
-    map->header->tombstones--;
-}
-
-void sxe__map_trim(sxe_map_t *map, uint64_t index)
-{
-    if (sxe__map_slot(map, sxe__map_next(map, index))->tag != SXE__MAP_EMPTY) {
-        return;
-    }
-    for (uint64_t step = 0; step < map->slot_count; step++) {
-        struct sxe__map_slot *slot = sxe__map_slot(map, index);
-        if (slot->tag != SXE__MAP_TOMBSTONE) {
-            return;
-        }
-        empty(map, slot);
-        index = sxe__map_prev(map, index);
-    }
-}
-
 void sxe__map_tombstone(sxe_map_t *map, uint64_t index)
 {
     struct sxe__map_slot *slot = sxe__map_slot(map, index);
@@ -102,25 +79,6 @@ void sxe__map_tombstone(sxe_map_t *map, uint64_t index)
     }
     map->header->tombstones++;
     sxe__map_trim(map, index);
-}
-
-int sxe__map_full(sxe_map_t *map, const char *what)
-{
-    struct sxe__map_header *header = map->header;
-
-    header->full++;
-    SXE_LOG_ONCE(
-        SXE_LOG_LEVEL_ERROR,
-        "map %s: %s used up, so puts and deletes get -ENOBUFS: %llu entries of %llu, "
-        "%llu old versions of %llu wait (the oldest reader, process %llu, reads version "
-        "%llu), arena %llu of %llu bytes",
-        header->name, what, (unsigned long long)header->live, (unsigned long long)header->capacity,
-        (unsigned long long)(header->ring_tail - header->ring_head + header->log_tail -
-                             header->log_head),
-        (unsigned long long)header->old_versions, (unsigned long long)header->oldest_reader_pid,
-        (unsigned long long)header->oldest_reader_version, (unsigned long long)header->arena_used,
-        (unsigned long long)header->arena_bytes);
-    return -ENOBUFS;
 }
 
 static bool ring_is_full(const sxe_map_t *map)
