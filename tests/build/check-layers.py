@@ -25,7 +25,7 @@ SHARED_HEADERS = {"sys.h", "base/base.h"}
 MAX_CIRCLE_IN_MODULE = 2
 # Circles of calls not broken yet, and the most files each may span: none may grow, none may
 # appear elsewhere, and each line goes once its circle is two files or fewer.
-UNBROKEN = {"http/server": 7, "map": 6, "websocket": 4, "hash": 3, "http/client": 3}
+UNBROKEN = {"http/server": 7, "map": 6, "hash": 3}
 
 
 def module_of(path):
