@@ -4,9 +4,10 @@
  * (status, Upgrade, Connection, the key's proof, a sub-protocol we offered, no extension), then
  * frames both ways, ours masked.
  *
- * Keys and masks come from a 64-bit generator (splitmix64) seeded from the kernel's getrandom once
- * per set: a mask must not be predictable by whoever chooses the payload (a script in a browser,
- * against a proxy's cache, §10.3); sxe's clients run the program's code, not a page's.
+ * Keys and masks come from a 64-bit generator (splitmix64, sxe__ws_random()) seeded from the
+ * kernel's getrandom once per set: a mask must not be predictable by whoever chooses the payload
+ * (a script in a browser, against a proxy's cache, §10.3); sxe's clients run the program's code,
+ * not a page's.
  */
 #define SXE_LOG_MODULE ws_log
 #include "sxe/log.h"
@@ -20,15 +21,6 @@
 
 static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
 
-uint64_t sxe__ws_random(sxe_ws_server_t *server)
-{
-    uint64_t z = (server->random += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 void sxe__ws_seed(sxe_ws_server_t *server)
 {
     if (sxe_random_bytes(&server->random, sizeof(server->random)) < 0) {
@@ -36,13 +28,6 @@ void sxe__ws_seed(sxe_ws_server_t *server)
         SXE_LOG_WARN("getrandom failed; WebSocket client keys and masks are seeded from the clock");
         server->random = sxe_loop_now(server->loop) ^ (uint64_t)(uintptr_t)server;
     }
-}
-
-int sxe_ws_client_create(sxe_ws_server_t **set, sxe_loop_t *loop,
-                         const struct sxe_ws_handlers *handlers,
-                         const struct sxe_ws_options *options)
-{
-    return sxe__ws_make(set, loop, NULL, handlers, options);
 }
 
 /* The index of the set's handshake request for path, host and protocols, added if new. */

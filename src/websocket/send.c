@@ -149,55 +149,6 @@ static int check_message(enum sxe_ws_type type, const void *data, size_t len, si
     return 0;
 }
 
-int sxe__ws_write(struct sxe_ws *ws, unsigned opcode, const void *data, size_t len)
-{
-    uint8_t frame[SXE__WS_HEAD_MAX + 1024], mask[4];
-    const uint8_t *bytes = data;
-    bool client = ws->reader.client;
-    int rc;
-
-    if (client) { /* RFC 6455 §5.3: a client masks every frame with a fresh key */
-        uint64_t random = sxe__ws_random(ws->server);
-        memcpy(mask, &random, 4);
-    }
-    size_t head = sxe__ws_frame_encode(frame, true, opcode, len, client ? mask : NULL);
-    size_t room = sizeof(frame) - head;
-    if (len <= room && !client) { /* small: one copy, one write */
-        if (len > 0) {
-            memcpy(frame + head, bytes, len);
-        }
-        return sxe_conn_write(ws->conn, frame, head + len);
-    }
-    if (!client) {
-        bool corked = sxe_conn_cork(ws->conn); /* outside on_read: head and payload as one */
-        rc = sxe_conn_write(ws->conn, frame, head);
-        rc = rc < 0 ? rc : sxe_conn_write(ws->conn, bytes, len);
-        if (corked) {
-            sxe_conn_uncork(ws->conn);
-        }
-        return rc;
-    }
-    /* A client's payload is masked as it is copied, a stack buffer at a time, behind its head. */
-    bool corked = sxe_conn_cork(ws->conn);
-    size_t at = 0, used = head;
-    rc = 0;
-    do {
-        size_t part = len - at < room ? len - at : room;
-        if (part > 0) {
-            memcpy(frame + used, bytes + at, part);
-            sxe__ws_unmask(frame + used, part, mask, at);
-        }
-        rc = sxe_conn_write(ws->conn, frame, used + part);
-        at += part;
-        used = 0;
-        room = sizeof(frame);
-    } while (rc >= 0 && at < len);
-    if (corked) {
-        sxe_conn_uncork(ws->conn);
-    }
-    return rc;
-}
-
 int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t len)
 {
     int rc;

@@ -13,7 +13,8 @@
  * deadline is checked at the head only; those in large buffers are in a table no larger than the
  * loop's count of large buffers, and their rate is checked over windows of three to four seconds (a
  * burst at the start does not pay for a stall later). One timer, ticking each second while a
- * message is under way, does both.
+ * message is under way, does both. A socket leaves them by sxe__ws_unwatch() (ws.h), which its
+ * closing (socket.c) calls too.
  */
 #define SXE_LOG_MODULE ws_log
 #include "sxe/log.h"
@@ -32,46 +33,6 @@ static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
  * (a retransmission backing off on a lossy link), is not taken for a stall. */
 #define WINDOW (3 * SXE_NS_PER_SEC)
 
-static uint32_t index_of(const struct sxe_ws *ws)
-{
-    return (uint32_t)(ws - ws->server->sockets);
-}
-
-static void large_remove(sxe_ws_server_t *server, struct sxe_ws *ws)
-{
-    struct sxe__ws_large *entry = &server->large[ws->large - 1];
-
-    *entry = server->large[--server->large_count]; /* the last takes its place */
-    if (entry->socket != index_of(ws)) {
-        server->sockets[entry->socket].large = ws->large;
-    }
-    ws->large = 0;
-}
-
-void sxe__ws_unwatch(struct sxe_ws *ws)
-{
-    sxe_ws_server_t *server = ws->server;
-
-    if (ws->large != 0) {
-        large_remove(server, ws);
-    }
-    if (!ws->under_way) {
-        return;
-    }
-    ws->under_way = false;
-    if (ws->way_prev != NONE) {
-        server->sockets[ws->way_prev].way_next = ws->way_next;
-    } else {
-        server->way_head = ws->way_next;
-    }
-    if (ws->way_next != NONE) {
-        server->sockets[ws->way_next].way_prev = ws->way_prev;
-    } else {
-        server->way_tail = ws->way_prev;
-    }
-    ws->way_next = ws->way_prev = NONE; /* the links are the closing list's again: on none */
-}
-
 static void way_append(sxe_ws_server_t *server, struct sxe_ws *ws, uint64_t now)
 {
     ws->under_way = true;
@@ -79,11 +40,11 @@ static void way_append(sxe_ws_server_t *server, struct sxe_ws *ws, uint64_t now)
     ws->way_next = NONE;
     ws->way_prev = server->way_tail;
     if (server->way_tail != NONE) {
-        server->sockets[server->way_tail].way_next = index_of(ws);
+        server->sockets[server->way_tail].way_next = sxe__ws_index(ws);
     } else {
-        server->way_head = index_of(ws);
+        server->way_head = sxe__ws_index(ws);
     }
-    server->way_tail = index_of(ws);
+    server->way_tail = sxe__ws_index(ws);
     if (!sxe_timer_active(&server->watch_timer) &&
         sxe_timer_start(server->loop, &server->watch_timer, TICK, TICK) < 0) {
         SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN, "no free timer to time WebSocket messages: raise %s",
@@ -109,7 +70,7 @@ void sxe__ws_watch(struct sxe_ws *ws, size_t pending, bool delivered)
         server->large[ws->large - 1].bytes = pending;
     } else if (pending > server->large_above && server->large_count < server->large_capacity) {
         server->large[server->large_count] = (struct sxe__ws_large){
-            .socket = index_of(ws), .since = now, .start = pending, .bytes = pending};
+            .socket = sxe__ws_index(ws), .since = now, .start = pending, .bytes = pending};
         ws->large = (uint8_t)++server->large_count;
     }
 }

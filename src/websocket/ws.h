@@ -1,7 +1,16 @@
 /*
- * The WebSocket module's own structures and helpers, shared by its files: frame.c (the framing,
- * RFC 6455 §5), sha1.c (the handshake's digest), handshake.c (the 101), server.c (sockets, their
- * input, sending, closing). Only the public API is used below this: no core internals.
+ * The WebSocket module's own structures and helpers, shared by its files, which call one another
+ * one way only, from the top down:
+ *
+ *   server.c     the sets (made, destroyed) and the handlers of every socket's connection
+ *   client.c     a client's connect and handshake (its 101 checked)
+ *   send.c       the program's calls: routes, accepting, sending, broadcasting, closing
+ *   input.c      a socket's input: frames read into messages and handed out
+ *   watch.c      messages under way, held to message_timeout and message_rate
+ *   socket.c     a socket's life: opened, its groups, its frames sent, closing
+ *   handshake.c, deflate.c, reader.c, frame.c, sha1.c: the protocol's pieces, calling none above
+ *
+ * Only the public API is used below this: no core internals.
  */
 #ifndef SXE_WEBSOCKET_INTERNAL_H
 #define SXE_WEBSOCKET_INTERNAL_H
@@ -188,29 +197,60 @@ struct sxe_ws_server {
     unsigned route_count;
     char targets[SXE__WS_TARGETS][512]; /* clients' handshake requests, each but for its key */
     unsigned target_count;
-    uint64_t random;                 /* clients' masks and keys (client.c) */
+    uint64_t random;                 /* clients' masks and keys (sxe__ws_random()) */
     struct sxe__ws_deflate *deflate; /* shared compression (deflate.c), with options.deflate */
     struct sxe_ws_stats stats;
 };
 
-/* handshake.c: answers the handshake with 101, or refuses it. @return 0, or -EPROTO if refused. */
-int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const char *extensions,
-                      const struct sxe_conn_handlers *to);
+/* The socket's index in its set's table (and its connection's in the loop). */
+static inline uint32_t sxe__ws_index(const struct sxe_ws *ws)
+{
+    return (uint32_t)(ws - ws->server->sockets);
+}
 
-/* server.c: a handshake answered 101 on conn: the socket opens (on_open). */
-int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol, unsigned deflate);
+/* The next of the set's random numbers (a client's masks and keys): splitmix64, seeded by
+ * sxe__ws_seed(). */
+static inline uint64_t sxe__ws_random(sxe_ws_server_t *server)
+{
+    uint64_t z = (server->random += 0x9e3779b97f4a7c15ULL);
 
-/* server.c: ends the socket with a close code of ours (1002, 1007, 1008, 1009) and why. */
-void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
 
-/* send.c: queues a whole frame, masked if the socket is a client's. @return as sxe_conn_write(). */
-int sxe__ws_write(struct sxe_ws *ws, unsigned opcode, const void *data, size_t len);
+/*
+ * The socket has no message under way any more: off watch.c's list and its table of large
+ * buffers. Inline because a socket's closing (socket.c), below watch.c, takes it off too.
+ */
+static inline void sxe__ws_unwatch(struct sxe_ws *ws)
+{
+    sxe_ws_server_t *server = ws->server;
 
-/* server.c: the frames in len bytes at data, read and handed out. @return the bytes consumed. */
-size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *data, size_t len);
-
-/* server.c: the socket opens: linked in group 0, counted, on_open called. */
-void sxe__ws_opened(struct sxe_ws *ws);
+    if (ws->large != 0) {
+        struct sxe__ws_large *entry = &server->large[ws->large - 1];
+        *entry = server->large[--server->large_count]; /* the last takes its place */
+        if (entry->socket != sxe__ws_index(ws)) {
+            server->sockets[entry->socket].large = ws->large;
+        }
+        ws->large = 0;
+    }
+    if (!ws->under_way) {
+        return;
+    }
+    ws->under_way = false;
+    if (ws->way_prev != UINT32_MAX) {
+        server->sockets[ws->way_prev].way_next = ws->way_next;
+    } else {
+        server->way_head = ws->way_next;
+    }
+    if (ws->way_next != UINT32_MAX) {
+        server->sockets[ws->way_next].way_prev = ws->way_prev;
+    } else {
+        server->way_tail = ws->way_prev;
+    }
+    ws->way_next = ws->way_prev = UINT32_MAX; /* the links are the closing list's again: on none */
+}
 
 /* client.c: a client's connection is up: its handshake goes out. */
 void sxe__ws_client_connected(struct sxe_ws *ws);
@@ -218,31 +258,60 @@ void sxe__ws_client_connected(struct sxe_ws *ws);
 /* client.c: the server's answer to a client's handshake, then frames. @return bytes consumed. */
 size_t sxe__ws_client_read(struct sxe_ws *ws, uint8_t *data, size_t len);
 
+/* client.c: seeds the set's random numbers (sxe__ws_random()). */
+void sxe__ws_seed(sxe_ws_server_t *server);
+
 /* send.c: the index of a sub-protocol's name in the set's table, added if new; 0xff for none;
  * -ENOBUFS when the table is full. */
 int sxe__ws_protocol_index(sxe_ws_server_t *server, const char *protocol);
 
-/* client.c: the next of the set's random numbers (masks, keys), and their seeding. */
-uint64_t sxe__ws_random(sxe_ws_server_t *server);
-void sxe__ws_seed(sxe_ws_server_t *server);
-
-/* server.c: makes a set of sockets on loop, with http for a server's routes (NULL for clients). */
-int sxe__ws_make(sxe_ws_server_t **server, sxe_loop_t *loop, sxe_http_server_t *http,
-                 const struct sxe_ws_handlers *handlers, const struct sxe_ws_options *options);
+/* input.c: the frames in len bytes at data, read and handed out. @return the bytes consumed. */
+size_t sxe__ws_frames(struct sxe_ws *ws, uint8_t *data, size_t len);
 
 /* watch.c: after a read, pending bytes of a message under way are kept (0: none), and whether a
  * whole message was delivered in it. */
 void sxe__ws_watch(struct sxe_ws *ws, size_t pending, bool delivered);
-/* watch.c: the socket has no message under way any more (it closed). */
-void sxe__ws_unwatch(struct sxe_ws *ws);
 int sxe__ws_watch_init(sxe_ws_server_t *server, const struct sxe_loop_options *loop);
 void sxe__ws_watch_fini(sxe_ws_server_t *server);
 
-/* server.c: moves the socket to another group's list. */
+/* socket.c: the socket opens: linked in group 0, counted, on_open called. */
+void sxe__ws_opened(struct sxe_ws *ws);
+
+/* socket.c: a handshake answered 101 on conn: the socket opens (on_open). */
+int sxe__ws_open(sxe_ws_server_t *server, sxe_conn_t *conn, unsigned protocol, unsigned deflate);
+
+/* socket.c: moves the socket to another group's list. */
 void sxe__ws_group_move(struct sxe_ws *ws, uint32_t group);
 
-/* server.c: sends our close frame and waits for the peer's (close_timeout). */
+/* socket.c: queues a whole frame, masked if the socket is a client's. @return as
+ * sxe_conn_write(). */
+int sxe__ws_write(struct sxe_ws *ws, unsigned opcode, const void *data, size_t len);
+
+/* socket.c: queues a close frame with code (0: none) and reason. */
+void sxe__ws_send_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len);
+
+/* socket.c: tells the program the socket closed, once: from then on it is not the program's. */
+void sxe__ws_report_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len);
+
+/* socket.c: ends the socket with a close code of ours (1002, 1007, 1008, 1009) and why. */
+void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why);
+
+/* socket.c: sends our close frame and waits for the peer's (close_timeout). */
 void sxe__ws_start_close(struct sxe_ws *ws, unsigned code, const char *reason, size_t reason_len);
+
+/* socket.c: the peer's close frame came, with its payload: answered, the program told. */
+void sxe__ws_closed_by_peer(struct sxe_ws *ws, const uint8_t *payload, size_t len);
+
+/* socket.c: takes the socket off the list of those waiting for a close frame, if it is on it. */
+void sxe__ws_closing_remove(struct sxe_ws *ws);
+
+/* socket.c: the close timer's callback (arg: the set): the sockets whose close_timeout has
+ * passed are cut off. */
+void sxe__ws_closing_expired(sxe_timer_t *timer, void *arg);
+
+/* handshake.c: answers the handshake with 101, or refuses it. @return 0, or -EPROTO if refused. */
+int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const char *extensions,
+                      const struct sxe_conn_handlers *to);
 
 /* deflate.c: the shared streams and scratch areas of permessage-deflate. */
 int sxe__ws_deflate_create(sxe_ws_server_t *server);
@@ -264,7 +333,7 @@ const uint8_t *sxe__ws_deflate(sxe_ws_server_t *server, unsigned bits, const voi
 const uint8_t *sxe__ws_inflate(sxe_ws_server_t *server, const uint8_t *data, size_t len,
                                size_t *out_len, unsigned *code);
 
-/* Whether the header fields called name hold token, in their comma lists. */
+/* handshake.c: whether the header fields called name hold token, in their comma lists. */
 bool sxe__ws_has_token(const struct sxe_http_header *headers, unsigned count, const char *name,
                        const char *token, size_t token_len);
 

@@ -8,8 +8,7 @@ A module is a folder of src/ (src/core, src/http/server, ...); its headers are i
   src/base/base.h, what the base layer lends the rest of the library);
 - an object of one module uses an internal name (sxe__*) that another module defines, other
   than the seam's, the names src/base/base.h declares, and those the public headers' macros call;
-- files call each other in a circle that spans modules, or more than two files of one module
-  (but for the circles listed in UNBROKEN, which may only shrink).
+- files call each other in a circle that spans modules, or more than two files of one module.
 The calls are read from the library's objects in BUILD_DIR (nm): which object uses a name another
 defines. With --graph, every module's files and the calls between them are printed too.
 """
@@ -23,9 +22,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SRC = os.path.join(ROOT, "src")
 SHARED_HEADERS = {"sys.h", "base/base.h"}
 MAX_CIRCLE_IN_MODULE = 2
-# Circles of calls not broken yet, and the most files each may span: none may grow, none may
-# appear elsewhere, and each line goes once its circle is two files or fewer.
-UNBROKEN = {"websocket": 4, "http/client": 3}
 
 
 def module_of(path):
@@ -152,10 +148,8 @@ def call_faults(build, show_graph):
         where = ", ".join(f"src/{member}" for member in component)
         if len(modules) > 1:
             faults.append(f"a circle of calls across modules {sorted(modules)}: {where}")
-        elif len(component) > UNBROKEN.get(next(iter(modules)), MAX_CIRCLE_IN_MODULE):
-            faults.append(f"a circle of {len(component)} files in {modules.pop()}: {where}")
         elif len(component) > MAX_CIRCLE_IN_MODULE:
-            notes.append(f"a circle still to break, {len(component)} files: {where}")
+            faults.append(f"a circle of {len(component)} files in {modules.pop()}: {where}")
         else:
             notes.append(f"a circle of two files (one file cut in two): {where}")
     if show_graph:

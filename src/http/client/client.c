@@ -1,6 +1,7 @@
 /*
  * The HTTP client (sxe/http_client.h): a pool of keep-alive connections to one upstream, calls
- * queued for them in a table of fixed size. Responses are read in client_read.c.
+ * queued for them in a table of fixed size, and the handlers of its connections. Responses are
+ * read in client_read.c, requests written in client_write.c.
  *
  * A connection ("upstream") is free, connecting, idle (in the pool, on a stack so the warmest is
  * reused first) or busy with its calls. A call is queued (a FIFO list), or on a connection, from
@@ -32,12 +33,13 @@ static const char *const idempotent_methods[] = {"GET",    "HEAD",    "PUT",
                                                  "DELETE", "OPTIONS", "TRACE"};
 
 static void on_connect(sxe_conn_t *conn);
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len);
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
 static void on_timer(sxe_timer_t *timer, void *arg);
 static void on_flush(sxe_timer_t *timer, void *arg);
 
 static const struct sxe_conn_handlers up_handlers = {.on_connect = on_connect,
-                                                     .on_read = sxe__http_client_on_read,
+                                                     .on_read = on_read,
                                                      .on_drained = sxe__http_client_on_drained,
                                                      .on_close = on_close};
 
@@ -89,59 +91,6 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     return 0;
 }
 
-static void queue_remove(sxe_http_client_t *client, struct sxe_http_call *call)
-{
-    *(call->prev != NULL ? &call->prev->next : &client->queue_head) = call->next;
-    *(call->next != NULL ? &call->next->prev : &client->queue_tail) = call->prev;
-    call->prev = call->next = NULL;
-    call->queued = false;
-    client->stats.queued--;
-}
-
-/* Queues the call after another queued call, or first when after is NULL. */
-static void queue_insert(sxe_http_client_t *client, struct sxe_http_call *call,
-                         struct sxe_http_call *after)
-{
-    call->prev = after;
-    call->next = after != NULL ? after->next : client->queue_head;
-    *(call->next != NULL ? &call->next->prev : &client->queue_tail) = call;
-    *(after != NULL ? &after->next : &client->queue_head) = call;
-    call->queued = true;
-    client->stats.queued++;
-}
-
-void sxe__http_call_free(struct sxe_http_call *call)
-{
-    sxe_http_client_t *client = call->client;
-
-    if (!call->in_use) {
-        return; /* cancelled from its own last callback */
-    }
-    sxe_timer_stop(client->loop, &call->timer);
-    call->in_use = false;
-    call->next = client->free_calls;
-    client->free_calls = call;
-}
-
-void sxe__http_call_fail(struct sxe_http_call *call, int err)
-{
-    if (call->queued) {
-        queue_remove(call->client, call);
-    }
-    call->up = NULL;
-    if (!call->discard) {
-        SXE_LOG_DEBUG("request %s %s to %s failed: %s", call->request.method, call->request.target,
-                      call->client->host, sxe_strerror(err));
-        call->client->stats.failed++;
-        if (call->kind == SXE__CALL_FETCH) {
-            call->done(call, err, NULL, NULL, 0, call->arg);
-        } else if (call->handlers->on_done != NULL) {
-            call->handlers->on_done(call, err, call->arg);
-        }
-    }
-    sxe__http_call_free(call);
-}
-
 /* Puts the call last on the connection. */
 static void up_push(struct sxe__upstream *up, struct sxe_http_call *call)
 {
@@ -151,18 +100,6 @@ static void up_push(struct sxe__upstream *up, struct sxe_http_call *call)
     up->last = call;
     up->gets_only = (up->calls == 0 || up->gets_only) && call->plain_get;
     up->calls++;
-}
-
-void sxe__http_up_pop(struct sxe__upstream *up)
-{
-    struct sxe_http_call *call = up->first;
-
-    up->first = call->up_next;
-    up->last = up->first != NULL ? up->last : NULL;
-    up->calls--;
-    call->up = NULL;
-    call->up_next = NULL;
-    up->got_bytes = up->in_body = false; /* of the next call's answer, which has not begun */
 }
 
 /* Takes any one call off its connection (the client is being destroyed). */
@@ -206,55 +143,6 @@ void sxe_http_client_destroy(sxe_http_client_t *client)
     free(client->calls);
     free(client->ups);
     free(client);
-}
-
-/* The request's head (and a whole body), corked into one send. */
-int sxe__http_send_request(struct sxe__upstream *up, const struct sxe_http_call *call)
-{
-    const struct sxe_http_client_request *request = &call->request;
-    sxe_conn_t *conn = up->conn;
-    const char *host = request->host != NULL ? request->host : up->client->host;
-    char line[1024];
-    bool length = request->body_len > 0 || request->body_streamed ||
-                  strcmp(request->method, "POST") == 0 || strcmp(request->method, "PUT") == 0 ||
-                  strcmp(request->method, "PATCH") == 0;
-    int rc = 0;
-
-    bool corked = sxe_conn_cork(conn);
-    int n = snprintf(line, sizeof(line), "%s %s HTTP/1.1\r\nHost: %s\r\n", request->method,
-                     request->target, host);
-    if ((size_t)n < sizeof(line)) {
-        rc = sxe_conn_write(conn, line, (size_t)n);
-    } else { /* a long target or host: in pieces */
-        rc = sxe_conn_write(conn, request->method, strlen(request->method));
-        rc = rc < 0 ? rc : sxe_conn_write(conn, " ", 1);
-        rc = rc < 0 ? rc : sxe_conn_write(conn, request->target, strlen(request->target));
-        rc = rc < 0 ? rc : sxe_conn_write(conn, " HTTP/1.1\r\nHost: ", 17);
-        rc = rc < 0 ? rc : sxe_conn_write(conn, host, strlen(host));
-        rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
-    }
-    if (request->upgrade != NULL && rc >= 0) {
-        n = snprintf(line, sizeof(line), "Connection: upgrade\r\nUpgrade: %s\r\n",
-                     request->upgrade);
-        rc = (size_t)n < sizeof(line) ? sxe_conn_write(conn, line, (size_t)n) : -EINVAL;
-    }
-    if (request->body_streamed && request->body_len == SXE_HTTP_BODY_UNKNOWN && rc >= 0) {
-        rc = sxe_conn_write(conn, "Transfer-Encoding: chunked\r\n", 28);
-    } else if (length && rc >= 0) {
-        n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", request->body_len);
-        rc = sxe_conn_write(conn, line, (size_t)n);
-    }
-    if (request->headers != NULL && rc >= 0) {
-        rc = sxe_conn_write(conn, request->headers, strlen(request->headers));
-    }
-    rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
-    if (request->body != NULL && request->body_len > 0 && rc >= 0) {
-        rc = sxe_conn_write(conn, request->body, request->body_len);
-    }
-    if (corked) {
-        sxe_conn_uncork(conn);
-    }
-    return rc < 0 ? rc : 0;
 }
 
 /*
@@ -367,12 +255,12 @@ static void dispatch(sxe_http_client_t *client)
         if (client->idle != UINT32_MAX) {
             struct sxe__upstream *up = &client->ups[client->idle];
             client->idle = up->next_idle;
-            queue_remove(client, call);
+            sxe__http_queue_remove(client, call);
             if ((rc = send_on(up, call)) < 0) {
                 sxe__http_up_fail(up, call, rc);
             }
         } else if (client->stats.open < client->options.connections) {
-            queue_remove(client, call);
+            sxe__http_queue_remove(client, call);
             if ((rc = open_for(client, call)) < 0) {
                 sxe__http_call_fail(call, rc);
             }
@@ -485,7 +373,7 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
     } else if (!must_queue) {
         rc = open_for(client, call);
     } else {
-        queue_insert(client, call, client->queue_tail);
+        sxe__http_queue_insert(client, call, client->queue_tail);
     }
     if (rc < 0) {
         call->up = NULL;
@@ -530,7 +418,8 @@ static int close_error(enum sxe_close_reason reason, int err)
     }
 }
 
-void sxe__http_up_release(struct sxe__upstream *up, bool paused)
+/* The connection is free of calls after a whole response: to the pool, or closed. */
+static void up_release(struct sxe__upstream *up, bool paused)
 {
     sxe_http_client_t *client = up->client;
 
@@ -549,8 +438,12 @@ void sxe__http_up_release(struct sxe__upstream *up, bool paused)
     dispatch(client);
 }
 
-void sxe__http_up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
-                           const struct sxe_http_response *response)
+/*
+ * The upstream answered 101 to the first call, which asked to upgrade: the connection leaves the
+ * pool for the call's on_upgrade, and the call ends.
+ */
+static void up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
+                        const struct sxe_http_response *response)
 {
     sxe_http_client_t *client = up->client;
     sxe_conn_t *conn = up->conn;
@@ -576,26 +469,6 @@ void sxe__http_up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
     dispatch(client); /* its slot may take a queued call */
 }
 
-void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int err)
-{
-    if (err == -EPROTO) {
-        SXE_LOG_WARN("a malformed response from %s to %s %s; closing the connection",
-                     up->client->host, call->request.method, call->request.target);
-    }
-    SXE_ASSERT(up->first == call); /* only the call being sent or answered fails this way */
-    sxe__http_up_pop(up);
-    sxe_conn_close(up->conn);
-    sxe__http_call_fail(call, err);
-}
-
-void sxe__http_call_rearm(struct sxe_http_call *call)
-{
-    /* The timer runs from submit() to the call's end, so restarting it cannot fail. */
-    int rc = sxe_timer_start(call->client->loop, &call->timer, call->client->options.timeout, 0);
-    SXE_ASSERT(rc == 0);
-    (void)rc;
-}
-
 static void on_connect(sxe_conn_t *conn)
 {
     struct sxe__upstream *up = sxe_conn_user(conn);
@@ -606,10 +479,86 @@ static void on_connect(sxe_conn_t *conn)
         up->client->stats.busy++;
         up->state = SXE__UP_BUSY;
         up->keep_alive = true;
-        sxe__http_up_release(up, false);
+        up_release(up, false);
     } else if ((rc = start_first(up)) < 0) {
         sxe__http_up_fail(up, call, rc);
     }
+}
+
+/*
+ * The first call's response is whole: the connection moves on first (to its next call, or to the
+ * pool, where a callback that asks again may reuse it), then the caller hears.
+ */
+static void response_done(struct sxe__upstream *up, struct sxe_http_call *call)
+{
+    sxe__http_up_pop(up);
+    struct sxe_http_call *next = up->first;
+    if (next == NULL || !up->keep_alive) {
+        /* Not kept alive: the calls behind were not answered; the close sends them again. */
+        up_release(up, call->paused);
+    } else { /* the pop said the next answer has not begun */
+        sxe_http_parser_init(&up->parser);
+        if (next->paused && !call->paused) {
+            (void)sxe_conn_pause(up->conn);
+        } else if (!next->paused && call->paused) {
+            (void)sxe_conn_resume(up->conn);
+        }
+    }
+    sxe__http_call_deliver(up, call);
+}
+
+/* The responses in this input, each to the call first on the connection, in order. */
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    struct sxe__upstream *up = sxe_conn_user(conn);
+    sxe_http_client_t *client = up->client;
+    size_t at = 0;
+
+    while (at < len) {
+        struct sxe_http_call *call = up->first;
+        struct sxe_http_response head;
+        bool whole = false, switched = false;
+
+        if (call == NULL || up->state != SXE__UP_BUSY) {
+            SXE_LOG_WARN("%zu bytes from %s that no request asked for; closing the connection",
+                         len - at, client->host);
+            sxe_conn_close(conn);
+            return len;
+        }
+        up->got_bytes = true;
+        if (up->in_body) {
+            /* Body bytes are progress. Until the final head has come whole, nothing is: interim
+             * 1xx heads, or a head a byte at a time, cannot keep a call alive past its timeout. */
+            sxe__http_call_rearm(call);
+        }
+        size_t used =
+            sxe__http_read_response(up, call, data + at, len - at, &head, &whole, &switched);
+        if (switched) {
+            up_switched(up, call, &head);
+            return at + used; /* the rest is offered to the new handlers */
+        }
+        if (up->first != call || up->conn != conn) {
+            return len; /* the call ended (failed, or cancelled from a callback) */
+        }
+        at += used;
+        if (!whole) {
+            return at;
+        }
+        if (at < len && call->up_next == NULL) { /* a whole response, then bytes nobody asked for */
+            SXE_LOG_WARN("%zu bytes from %s after a whole response; closing the connection",
+                         len - at, client->host);
+            up->keep_alive = false;
+        }
+        if (call->body_open) { /* answered before its body was all sent: the rest never goes */
+            up->keep_alive = false;
+        }
+        bool keep = up->keep_alive;
+        response_done(up, call);
+        if (!keep || up->conn != conn) {
+            return len; /* closed, by the response or by a callback */
+        }
+    }
+    return at;
 }
 
 /* Takes the connection out of the idle stack. */
@@ -644,7 +593,7 @@ static void requeue_behind(sxe_http_client_t *client, struct sxe_http_call *call
         } else {
             client->stats.retried++;
             call->retried = true;
-            queue_insert(client, call, after);
+            sxe__http_queue_insert(client, call, after);
             after = call;
         }
         call = next;
@@ -689,7 +638,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
                           client->host, call->request.method, call->request.target);
             call->retried = true;
             client->stats.retried++;
-            queue_insert(client, call, NULL);
+            sxe__http_queue_insert(client, call, NULL);
         } else {
             sxe__http_call_fail(call, close_error(reason, err));
         }
@@ -720,48 +669,6 @@ static void on_timer(sxe_timer_t *timer, void *arg)
         sxe_conn_close(up->conn);
     }
     sxe__http_call_fail(call, -ETIMEDOUT);
-}
-
-void sxe_http_call_pause(sxe_http_call_t *call)
-{
-    if (!call->paused) {
-        call->paused = true;
-        if (call->up != NULL && call->up->state == SXE__UP_BUSY && call->up->first == call) {
-            (void)sxe_conn_pause(call->up->conn);
-        }
-    }
-}
-
-void sxe_http_call_resume(sxe_http_call_t *call)
-{
-    if (call->paused) {
-        call->paused = false;
-        sxe__http_call_rearm(call);
-        if (call->up != NULL && call->up->state == SXE__UP_BUSY && call->up->first == call) {
-            (void)sxe_conn_resume(call->up->conn);
-        }
-    }
-}
-
-void sxe_http_call_cancel(sxe_http_call_t *call)
-{
-    struct sxe__upstream *up = call->up;
-
-    if (call->queued) {
-        queue_remove(call->client, call);
-    }
-    if (up != NULL && up->first != call) {
-        call->discard = true; /* its answer comes after the one ahead: read, and dropped */
-        return;
-    }
-    if (up != NULL) {
-        sxe__http_up_pop(up);
-        if (up->state != SXE__UP_CONNECTING) {
-            sxe_conn_close(up->conn); /* the calls behind are sent again */
-        }
-    }
-    call->up = NULL;
-    sxe__http_call_free(call);
 }
 
 void sxe_http_client_stats(const sxe_http_client_t *client, struct sxe_http_client_stats *stats)

@@ -1,7 +1,15 @@
 /*
- * The HTTP client's internals, shared by client.c (the pool, the calls, their queue and timers),
- * client_read.c (reading responses), client_write.c (streamed request bodies) and client_fiber.c
- * (sxe_http_fetch()).
+ * The HTTP client's internals, shared by its files, which call one another one way only:
+ *
+ *   client.c        the entry points, the pool and its connections' handlers (connect, read,
+ *                   drain, close), the calls' timers
+ *   client_read.c   reading a response and handing it to its caller
+ *   client_write.c  writing a request: its head, and a body streamed in pieces
+ *   client_call.c   a call's controls (pause, resume, cancel) and its failure
+ *   client_fiber.c  sxe_http_fetch(), over the entry points
+ *
+ * The small steps every level takes (a call's slot freed, its timer restarted, the queue, the
+ * first call off its connection) are inline below.
  */
 #pragma once
 
@@ -12,6 +20,7 @@
 #include "sxe/conn.h"
 #include "sxe/http_client.h"
 #include "sxe/http_parser.h"
+#include "sxe/log.h"
 #include "sxe/timer.h"
 
 enum sxe__up_state { SXE__UP_FREE, SXE__UP_CONNECTING, SXE__UP_IDLE, SXE__UP_BUSY };
@@ -90,27 +99,72 @@ struct sxe_http_client {
     struct sxe_http_client_stats stats;
 };
 
-/* client.c, for client_read.c */
+/* The call's slot is free again, its timer stopped. */
+static inline void sxe__http_call_free(struct sxe_http_call *call)
+{
+    sxe_http_client_t *client = call->client;
+
+    if (!call->in_use) {
+        return; /* cancelled from its own last callback */
+    }
+    sxe_timer_stop(client->loop, &call->timer);
+    call->in_use = false;
+    call->next = client->free_calls;
+    client->free_calls = call;
+}
+
+/* The upstream was heard from: the call's silence counts again from now. */
+static inline void sxe__http_call_rearm(struct sxe_http_call *call)
+{
+    /* The timer runs from submit() to the call's end, so restarting it cannot fail. */
+    int rc = sxe_timer_start(call->client->loop, &call->timer, call->client->options.timeout, 0);
+    SXE_ASSERT(rc == 0);
+    (void)rc;
+}
+
+static inline void sxe__http_queue_remove(sxe_http_client_t *client, struct sxe_http_call *call)
+{
+    *(call->prev != NULL ? &call->prev->next : &client->queue_head) = call->next;
+    *(call->next != NULL ? &call->next->prev : &client->queue_tail) = call->prev;
+    call->prev = call->next = NULL;
+    call->queued = false;
+    client->stats.queued--;
+}
+
+/* Queues the call after another queued call, or first when after is NULL. */
+static inline void sxe__http_queue_insert(sxe_http_client_t *client, struct sxe_http_call *call,
+                                          struct sxe_http_call *after)
+{
+    call->prev = after;
+    call->next = after != NULL ? after->next : client->queue_head;
+    *(call->next != NULL ? &call->next->prev : &client->queue_tail) = call;
+    *(after != NULL ? &after->next : &client->queue_head) = call;
+    call->queued = true;
+    client->stats.queued++;
+}
+
+/* Takes the first call off its connection. */
+static inline void sxe__http_up_pop(struct sxe__upstream *up)
+{
+    struct sxe_http_call *call = up->first;
+
+    up->first = call->up_next;
+    up->last = up->first != NULL ? up->last : NULL;
+    up->calls--;
+    call->up = NULL;
+    call->up_next = NULL;
+    up->got_bytes = up->in_body = false; /* of the next call's answer, which has not begun */
+}
+
+/* client_call.c */
 /* The call ends with an error: it is off its connection already, or was never on one. */
 void sxe__http_call_fail(struct sxe_http_call *call, int err);
-/* Takes the first call off its connection. */
-void sxe__http_up_pop(struct sxe__upstream *up);
-/* The connection is free of calls after a whole response: to the pool, or closed. */
-void sxe__http_up_release(struct sxe__upstream *up, bool paused);
-/* The upstream answered 101 to the first call, which asked to upgrade: the connection leaves the
- * pool for the call's on_upgrade, and the call ends. */
-void sxe__http_up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
-                           const struct sxe_http_response *response);
 /* A protocol failure: the first call fails, the connection closes (never reused). */
 void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int err);
-/* The upstream was heard from: the call's silence counts again from now. */
-void sxe__http_call_rearm(struct sxe_http_call *call);
-void sxe__http_call_free(struct sxe_http_call *call);
 
+/* client_write.c */
 /* Writes the call's request head (and a whole body) on its connection. @return 0 or -errno. */
 int sxe__http_send_request(struct sxe__upstream *up, const struct sxe_http_call *call);
-
-/* client_write.c, for client.c */
 /* The call's connection is there: the caller is told from the loop that it may write. */
 void sxe__http_body_begin(struct sxe_http_call *call);
 /* The call's timer ran at 0 ns: the caller hears on_writable. */
@@ -118,11 +172,19 @@ void sxe__http_call_writable(struct sxe_http_call *call);
 /* The connection's queued output was all sent. */
 void sxe__http_client_on_drained(sxe_conn_t *conn);
 
-/* client_read.c, for client.c */
-size_t sxe__http_client_on_read(sxe_conn_t *conn, const char *data, size_t len);
+/* client_read.c */
+/*
+ * Reads the response of the connection's first call: interim 1xx heads skipped, the head, the body
+ * in pieces. Each head is parsed into *head. @return as on_read: what was read; *whole is set when
+ * the response ended, and the call is still the connection's first unless it ended (then the
+ * return is len and nothing more is done); *switched when the upstream agreed to the call's
+ * upgrade with the 101 in *head (then the return is the head's end, and nothing was done yet).
+ */
+size_t sxe__http_read_response(struct sxe__upstream *up, struct sxe_http_call *call,
+                               const char *data, size_t len, struct sxe_http_response *head,
+                               bool *whole, bool *switched);
 /* The call's response is whole (it is off its connection): its caller hears, its slot is freed. */
 void sxe__http_call_deliver(struct sxe__upstream *up, struct sxe_http_call *call);
-
 /* From a gathered call's done callback: the memory holding its head and body, now the caller's
  * (free() it). */
 char *sxe__http_call_take_store(sxe_http_call_t *call);

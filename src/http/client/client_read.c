@@ -1,6 +1,7 @@
 /*
- * The HTTP client's reading of responses (sxe/http_client.h): the strict response parser on what a
- * connection receives, one response after another in the order of its calls.
+ * The HTTP client's reading of a response (sxe/http_client.h): the strict response parser on what
+ * a connection receives for the call first on it, and the whole response handed to its caller.
+ * The connection's on_read (client.c) reads one response after another, in the order of its calls.
  *
  * A gathered (fetch) response is copied into its connection's store as it arrives: the head, then
  * the body without its framing. When it is whole the connection moves on (to its next call, or to
@@ -9,16 +10,11 @@
  * the connection's buffer, the body handed on piece by piece. A cancelled call's response is read
  * and dropped.
  */
-#define SXE_LOG_MODULE client_read_log
-#include "sxe/log.h"
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
-
-static struct sxe_log_module client_read_log = SXE_LOG_MODULE_INIT(HTTP_CLIENT);
 
 #define STORE_KEPT (64 * 1024) /* a larger store is freed after use, not kept for the next */
 
@@ -136,14 +132,9 @@ static bool body_read(struct sxe__upstream *up, struct sxe_http_call *call, cons
     return up->first == call;
 }
 
-/*
- * Reads the response of the connection's first call: interim 1xx heads skipped, the head, the body
- * in pieces. @return as on_read: what was read; *whole is set when the response ended, and the call
- * is still the connection's first unless it ended (then the return is len and nothing more is
- * done); *switched when a 101 handed the connection over (then the return is the head's end).
- */
-static size_t read_response(struct sxe__upstream *up, struct sxe_http_call *call, const char *data,
-                            size_t len, bool *whole, bool *switched)
+size_t sxe__http_read_response(struct sxe__upstream *up, struct sxe_http_call *call,
+                               const char *data, size_t len, struct sxe_http_response *head,
+                               bool *whole, bool *switched)
 {
     sxe_http_client_t *client = up->client;
     size_t at = 0;
@@ -151,32 +142,28 @@ static size_t read_response(struct sxe__upstream *up, struct sxe_http_call *call
 
     while (at < len && !call->paused) {
         if (!up->in_body) {
-            struct sxe_http_response response;
-            rc =
-                sxe_http_parse_response_head(&up->parser, data + at, len - at,
-                                             &client->stream_limits, call->head_request, &response);
+            rc = sxe_http_parse_response_head(&up->parser, data + at, len - at,
+                                              &client->stream_limits, call->head_request, head);
             if (rc == 0) {
                 return at;
             }
-            if (rc > 0 && response.status == 101 && call->request.upgrade != NULL &&
-                !call->discard) {
-                sxe__http_up_switched(up, call, &response);
+            if (rc > 0 && head->status == 101 && call->request.upgrade != NULL && !call->discard) {
                 *switched = true;
                 return at + (size_t)rc; /* what follows is the new protocol's */
             }
-            if (rc < 0 || response.status == 101) { /* a request of ours that did not ask */
+            if (rc < 0 || head->status == 101) { /* a request of ours that did not ask */
                 sxe__http_up_fail(up, call, rc < 0 ? (int)rc : -EPROTO);
                 return len;
             }
             at += (size_t)rc;
-            if (response.status < 200) {
+            if (head->status < 200) {
                 continue;
             }
             sxe__http_call_rearm(call); /* the head has come: from now on, silence is the body's */
-            if (!head_read(up, call, data + at - (size_t)rc, (size_t)rc, &response)) {
+            if (!head_read(up, call, data + at - (size_t)rc, (size_t)rc, head)) {
                 return len;
             }
-            if (!response.has_body) {
+            if (!head->has_body) {
                 *whole = true;
                 return at;
             }
@@ -201,79 +188,6 @@ static size_t read_response(struct sxe__upstream *up, struct sxe_http_call *call
                 *whole = true;
                 return at;
             }
-        }
-    }
-    return at;
-}
-
-/*
- * The first call's response is whole: the connection moves on first (to its next call, or to the
- * pool, where a callback that asks again may reuse it), then the caller hears.
- */
-static void response_done(struct sxe__upstream *up, struct sxe_http_call *call)
-{
-    sxe__http_up_pop(up);
-    struct sxe_http_call *next = up->first;
-    if (next == NULL || !up->keep_alive) {
-        /* Not kept alive: the calls behind were not answered; the close sends them again. */
-        sxe__http_up_release(up, call->paused);
-    } else { /* the pop said the next answer has not begun */
-        sxe_http_parser_init(&up->parser);
-        if (next->paused && !call->paused) {
-            (void)sxe_conn_pause(up->conn);
-        } else if (!next->paused && call->paused) {
-            (void)sxe_conn_resume(up->conn);
-        }
-    }
-    sxe__http_call_deliver(up, call);
-}
-
-size_t sxe__http_client_on_read(sxe_conn_t *conn, const char *data, size_t len)
-{
-    struct sxe__upstream *up = sxe_conn_user(conn);
-    sxe_http_client_t *client = up->client;
-    size_t at = 0;
-
-    while (at < len) {
-        struct sxe_http_call *call = up->first;
-        bool whole = false;
-
-        if (call == NULL || up->state != SXE__UP_BUSY) {
-            SXE_LOG_WARN("%zu bytes from %s that no request asked for; closing the connection",
-                         len - at, client->host);
-            sxe_conn_close(conn);
-            return len;
-        }
-        up->got_bytes = true;
-        if (up->in_body) {
-            /* Body bytes are progress. Until the final head has come whole, nothing is: interim
-             * 1xx heads, or a head a byte at a time, cannot keep a call alive past its timeout. */
-            sxe__http_call_rearm(call);
-        }
-        bool switched = false;
-        size_t used = read_response(up, call, data + at, len - at, &whole, &switched);
-        if (switched) {
-            return at + used; /* the rest is offered to the new handlers */
-        }
-        if (up->first != call || up->conn != conn) {
-            return len; /* the call ended (failed, or cancelled from a callback) */
-        }
-        at += used;
-        if (!whole) {
-            return at;
-        }
-        if (at < len && call->up_next == NULL) { /* a whole response, then bytes nobody asked for */
-            SXE_LOG_WARN("%zu bytes from %s after a whole response; closing the connection",
-                         len - at, client->host);
-            up->keep_alive = false;
-        }
-        if (call->body_open) { /* answered before its body was all sent: the rest never goes */
-            up->keep_alive = false;
-        }
-        bool keep = up->keep_alive;
-        response_done(up, call);
-        if (!keep || up->conn != conn) {
-            return len; /* closed, by the response or by a callback */
         }
     }
     return at;

@@ -1,6 +1,7 @@
 /*
- * The HTTP client's streamed request bodies (sxe/http_client.h: request.body_streamed): the caller
- * writes the body in pieces, as it gets them, and is held back when the upstream reads slower.
+ * The HTTP client's writing of requests (sxe/http_client.h): the head (and a whole body), corked
+ * into one send, and bodies the caller streams (request.body_streamed), written in pieces as it
+ * gets them, the caller held back when the upstream reads slower.
  *
  * A call with a streamed body is its connection's only call (it is not idempotent, so nothing is
  * pipelined with it). When the connection is there, its timer is set to 0 ns, so on_writable is
@@ -16,9 +17,59 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sxe/log.h"
 #include "client.h"
+
+/* The request's head (and a whole body), corked into one send. */
+int sxe__http_send_request(struct sxe__upstream *up, const struct sxe_http_call *call)
+{
+    const struct sxe_http_client_request *request = &call->request;
+    sxe_conn_t *conn = up->conn;
+    const char *host = request->host != NULL ? request->host : up->client->host;
+    char line[1024];
+    bool length = request->body_len > 0 || request->body_streamed ||
+                  strcmp(request->method, "POST") == 0 || strcmp(request->method, "PUT") == 0 ||
+                  strcmp(request->method, "PATCH") == 0;
+    int rc = 0;
+
+    bool corked = sxe_conn_cork(conn);
+    int n = snprintf(line, sizeof(line), "%s %s HTTP/1.1\r\nHost: %s\r\n", request->method,
+                     request->target, host);
+    if ((size_t)n < sizeof(line)) {
+        rc = sxe_conn_write(conn, line, (size_t)n);
+    } else { /* a long target or host: in pieces */
+        rc = sxe_conn_write(conn, request->method, strlen(request->method));
+        rc = rc < 0 ? rc : sxe_conn_write(conn, " ", 1);
+        rc = rc < 0 ? rc : sxe_conn_write(conn, request->target, strlen(request->target));
+        rc = rc < 0 ? rc : sxe_conn_write(conn, " HTTP/1.1\r\nHost: ", 17);
+        rc = rc < 0 ? rc : sxe_conn_write(conn, host, strlen(host));
+        rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
+    }
+    if (request->upgrade != NULL && rc >= 0) {
+        n = snprintf(line, sizeof(line), "Connection: upgrade\r\nUpgrade: %s\r\n",
+                     request->upgrade);
+        rc = (size_t)n < sizeof(line) ? sxe_conn_write(conn, line, (size_t)n) : -EINVAL;
+    }
+    if (request->body_streamed && request->body_len == SXE_HTTP_BODY_UNKNOWN && rc >= 0) {
+        rc = sxe_conn_write(conn, "Transfer-Encoding: chunked\r\n", 28);
+    } else if (length && rc >= 0) {
+        n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", request->body_len);
+        rc = sxe_conn_write(conn, line, (size_t)n);
+    }
+    if (request->headers != NULL && rc >= 0) {
+        rc = sxe_conn_write(conn, request->headers, strlen(request->headers));
+    }
+    rc = rc < 0 ? rc : sxe_conn_write(conn, "\r\n", 2);
+    if (request->body != NULL && request->body_len > 0 && rc >= 0) {
+        rc = sxe_conn_write(conn, request->body, request->body_len);
+    }
+    if (corked) {
+        sxe_conn_uncork(conn);
+    }
+    return rc < 0 ? rc : 0;
+}
 
 void sxe__http_body_begin(struct sxe_http_call *call)
 {
