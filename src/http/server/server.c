@@ -183,30 +183,37 @@ static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
     }
 }
 
-/*
- * Runs the request's handler, or answers it itself (404, 405, OPTIONS); streamed: at its head, its
- * body unread.
- * @return whether the handler held it.
- */
-static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
-                     const struct sxe_http_request *request, const char *body, size_t body_len,
-                     bool streamed)
+/* What became of a dispatched request. */
+enum dispatched { ANSWERED, HELD, CLOSED };
+
+/* After an answer the server gave itself: whether the connection is still open. */
+static enum dispatched answered(sxe_conn_t *conn)
 {
+    return sxe_conn_closed(conn) ? CLOSED : ANSWERED;
+}
+
+/*
+ * Runs the handler of the request parsed into slot (the next free one), or answers it itself
+ * (404, 405, OPTIONS); streamed: at its head, its body unread.
+ */
+static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *slot,
+                                const char *body, size_t body_len, bool streamed)
+{
+    const struct sxe_http_request *request = &slot->request;
     const char *path;
     size_t path_len;
     int refused = route_path(server, request, &path, &path_len);
     if (refused != 0) {
         sxe__http_refuse(server, conn, refused, request, NULL);
-        return false;
+        return answered(conn);
     }
     bool others;
     const struct route *route = find_route(server, request, path, path_len, &others);
     if (route == NULL) {
         answer_unrouted(server, conn, request, path, path_len, others);
-        return false;
+        return answered(conn);
     }
 
-    struct slot *slot = sxe__http_slot_next(server); /* request lies in it: on_read parsed there */
     sxe_http_t *http = &slot->http;
     *http = (sxe_http_t){.server = server,
                          .conn = conn,
@@ -224,7 +231,7 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
     if (route->fiber) {
         if (!sxe__http_run_fiber(server, http, route)) {
             sxe__http_slot_release(server, slot); /* answered 503 */
-            return false;
+            return answered(conn);
         }
     } else {
         route->handler(http, route->arg);
@@ -236,10 +243,10 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
             sxe__http_log(http); /* unless its answer was finished first */
             sxe__http_slot_release(server, slot);
         }
-        return false; /* the handler closed the connection */
+        return CLOSED; /* by the handler */
     }
     if (http->held) {
-        return true; /* not finished: its slot stays (sxe__http_defer_keep) */
+        return HELD; /* not finished: its slot stays (sxe__http_defer_keep) */
     }
     if (http->status == 0) {
         SXE_LOG_ERROR("the handler for %.*s did not answer; answering 500",
@@ -250,7 +257,7 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
         sxe_http_finish(http);
     }
     sxe__http_slot_release(server, slot);
-    return false;
+    return ANSWERED; /* it was open after the handler; a write that fails closes it later */
 }
 
 /*
@@ -260,10 +267,10 @@ static bool dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
  * perhaps, for nothing, until the header timeout. @return 0 to go on reading the body whole; 1
  * when answered at once, or refused (the connection closes); -1 when held and kept.
  */
-static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
-                         const char *at, int head)
+static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *slot,
+                         const char *data, size_t len, const char *at, int head)
 {
-    struct sxe_http_request *request = &sxe__http_slot_next(server)->request;
+    struct sxe_http_request *request = &slot->request;
     const char *path;
     size_t path_len;
     bool others;
@@ -287,7 +294,7 @@ static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, const char
     if (!route->stream) {
         return 0;
     }
-    if (dispatch(server, conn, request, NULL, 0, true) &&
+    if (dispatch(server, conn, slot, NULL, 0, true) == HELD &&
         sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
         return -1;
     }
@@ -323,7 +330,8 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     }
     while (used < len && !state->closing) {
         /* Parsed into the slot the request will have (request.c); nothing is copied. */
-        struct sxe_http_request *request = &sxe__http_slot_next(server)->request;
+        struct slot *slot = sxe__http_slot_next(server);
+        struct sxe_http_request *request = &slot->request;
         const char *at = data + used;
         size_t left = len - used;
         struct sxe_http_parser reparse;
@@ -364,7 +372,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             break;
         }
         if (state->head_len == 0 && request->has_body) {
-            int streamed = route_at_head(server, conn, data, len, at, head);
+            int streamed = route_at_head(server, conn, slot, data, len, at, head);
             if (streamed < 0) {
                 return 0; /* held, its input kept: the return is not used */
             }
@@ -375,13 +383,16 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             }
         }
         if (!request->has_body) {
-            bool held = dispatch(server, conn, request, NULL, 0, false);
-            sxe_http_parser_init(&state->parser);
-            if (held && sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
-                return 0; /* kept: the return is not used */
+            enum dispatched what = dispatch(server, conn, slot, NULL, 0, false);
+            state->parser = (struct sxe_http_parser){0}; /* for the next request */
+            if (what == HELD) {
+                if (sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
+                    return 0; /* kept: the return is not used */
+                }
+                what = answered(conn); /* in its handler, or cancelled: its holder may close */
             }
             used += (size_t)head;
-            if (sxe_conn_closed(conn)) {
+            if (what == CLOSED) {
                 return len; /* switched, and closed by the new protocol, or closed by its handler */
             }
             if (state->switch_to != NULL) { /* answered 101: the rest is the new protocol's */
@@ -413,19 +424,22 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             request->chunked
                 ? sxe__http_decode_chunked(server, at, head, state->body_offset, server->scratch)
                 : state->body_offset;
-        bool held = dispatch(server, conn, request, request->chunked ? server->scratch : at + head,
-                             body_len, false);
+        enum dispatched what = dispatch(
+            server, conn, slot, request->chunked ? server->scratch : at + head, body_len, false);
         size_t request_len = (size_t)head + state->body_offset;
         state->head_len = 0;
         state->body_offset = 0;
         state->continued = false;
-        sxe_http_parser_init(&state->parser);
-        if (held && sxe__http_defer_keep(server, conn, data, len, at, (size_t)head,
-                                         request_len - (size_t)head)) {
-            return 0;
+        state->parser = (struct sxe_http_parser){0};
+        if (what == HELD) {
+            if (sxe__http_defer_keep(server, conn, data, len, at, (size_t)head,
+                                     request_len - (size_t)head)) {
+                return 0;
+            }
+            what = answered(conn);
         }
         used += request_len;
-        if (sxe_conn_closed(conn)) {
+        if (what == CLOSED) {
             return len;
         }
     }
