@@ -65,7 +65,7 @@ int main(int argc, char **argv)
         free_laters = &laters[i];
     }
     if (sxe_http_server_create(&server, NULL, &options) < 0 ||
-        sxe_http_route(server, "GET", "/", false, deferred ? hold : hello, NULL) < 0 ||
+        sxe_http_server_route(server, "GET", "/", 0, deferred ? hold : hello, NULL) < 0 ||
         sxe_http_listen(server, address) < 0) {
         return 1;
     }

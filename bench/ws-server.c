@@ -40,7 +40,7 @@ int main(int argc, char **argv)
     if ((rc = sxe_http_server_create(&http, NULL, &options)) < 0 ||
         (rc = sxe_ws_server_create(&ws, http, &handlers, NULL)) < 0 ||
         (rc = sxe_ws_route(ws, "/", NULL)) < 0 ||
-        (rc = sxe_http_route(http, "GET", "/chat", false, chat, NULL)) < 0 ||
+        (rc = sxe_http_server_route(http, "GET", "/chat", 0, chat, NULL)) < 0 ||
         (rc = sxe_http_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
         fprintf(stderr, "ws-server: %s\n", sxe_strerror(rc));
         return 1;

@@ -31,7 +31,7 @@ int main(int argc, char **argv)
         sleep_ns = strtoull(argv[2], NULL, 10) * SXE_NS_PER_MSEC;
     }
     if (sxe_http_server_create(&server, NULL, &options) < 0 ||
-        sxe_http_route_fiber(server, "GET", "/", false, hello, NULL) < 0 ||
+        sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_FIBER, hello, NULL) < 0 ||
         sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
         return 1;
     }

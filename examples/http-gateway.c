@@ -46,7 +46,8 @@ int main(int argc, char **argv)
     if (sxe_http_server_create(&server, NULL, NULL) < 0 ||
         sxe_http_client_create(&upstream, sxe_http_server_loop(server),
                                argc > 2 ? argv[2] : "127.0.0.1:8080", NULL) < 0 ||
-        sxe_http_route_fiber(server, "GET", "/", true, relay, NULL) < 0 ||
+        sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_PREFIX,
+                              relay, NULL) < 0 ||
         sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8081") < 0) {
         return 1;
     }

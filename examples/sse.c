@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     sxe_timer_t timer;
 
     if (sxe_http_server_create(&server, NULL, &options) < 0 ||
-        sxe_http_route(server, "GET", "/events", false, subscribe, NULL) < 0 ||
+        sxe_http_server_route(server, "GET", "/events", 0, subscribe, NULL) < 0 ||
         sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
         return 1;
     }

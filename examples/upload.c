@@ -64,9 +64,9 @@ int main(int argc, char **argv)
         return 1;
     }
     if (sxe_http_server_create(&server, NULL, &options) < 0 ||
-        sxe_http_route_flags(server, "PUT", "/",
-                             SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_STREAM,
-                             put, NULL) < 0 ||
+        sxe_http_server_route(server, "PUT", "/",
+                              SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_STREAM,
+                              put, NULL) < 0 ||
         sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
         return 1;
     }

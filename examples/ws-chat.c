@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     fclose(file);
     if ((rc = sxe_http_server_create(&http, NULL, NULL)) < 0 ||
         (rc = sxe_ws_server_create(&ws, http, &chat, &options)) < 0 ||
-        (rc = sxe_http_route(http, "GET", "/", false, home, page)) < 0 ||
+        (rc = sxe_http_server_route(http, "GET", "/", 0, home, page)) < 0 ||
         (rc = sxe_ws_route(ws, "/chat", NULL)) < 0 ||
         (rc = sxe_http_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
         fprintf(stderr, "ws-chat: cannot serve: %s\n", sxe_strerror(rc));

@@ -307,9 +307,11 @@ int main(int argc, char **argv)
 
     sxe_http_server_t *server;
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0 ||
-        (rc = sxe_http_route(server, "GET", "/d/", true, lookup, &dictionary)) < 0 ||
-        (rc = sxe_http_route(server, "GET", "/s/", true, suggest, &dictionary)) < 0 ||
-        (rc = sxe_http_route(server, "GET", "/", false, page, &dictionary)) < 0 ||
+        (rc = sxe_http_server_route(server, "GET", "/d/", SXE_HTTP_ROUTE_PREFIX, lookup,
+                                    &dictionary)) < 0 ||
+        (rc = sxe_http_server_route(server, "GET", "/s/", SXE_HTTP_ROUTE_PREFIX, suggest,
+                                    &dictionary)) < 0 ||
+        (rc = sxe_http_server_route(server, "GET", "/", 0, page, &dictionary)) < 0 ||
         (rc = sxe_http_listen(server, address)) < 0) {
         fprintf(stderr, "sxe-dict: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;

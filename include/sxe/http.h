@@ -10,7 +10,7 @@
  *     }
  *     ...
  *     sxe_http_server_create(&server, NULL, NULL);
- *     sxe_http_route(server, "GET", "/", false, hello, NULL);
+ *     sxe_http_server_route(server, "GET", "/", 0, hello, NULL);
  *     sxe_http_listen(server, "127.0.0.1:8080");
  *     return sxe_http_run(server);
  *
@@ -22,7 +22,7 @@
  * Content-Length or chunked, arrive whole with the request (up to limits.body_bytes), or, on a
  * route made with SXE_HTTP_ROUTE_STREAM, in pieces as they arrive, with backpressure, and of any
  * size (sxe_http_body_stream(), sxe_http_body_read()). A handler may also hold its request and
- * answer it later (sxe_http_defer()), or run on a fiber of its own (sxe_http_route_fiber()).
+ * answer it later (sxe_http_defer()), or run on a fiber of its own (SXE_HTTP_ROUTE_FIBER).
  *
  * While a connection has high_water bytes or more of output queued (a large file, or many
  * answers), its next pipelined request waits, unread, until the output drains: the client is held
@@ -192,32 +192,17 @@ unsigned sxe_http_server_workers(const sxe_http_server_t *server);
 int sxe_http_server_stats(const sxe_http_server_t *server, unsigned index,
                           struct sxe_worker_stats *stats);
 
-/**
- * Routes requests for path to handler(http, arg). With prefix, any path that starts with path
- * matches; the longest match wins, and an exact route beats a prefix one. method is "GET",
- * "POST", ... or NULL for any method (HEAD matches GET routes). A path that matches routes of other
- * methods only is answered 405 with an Allow header. At most 64 routes.
- * @return 0, -EINVAL, or -ENOBUFS.
- */
-SXE_MUST_CHECK int sxe_http_route(sxe_http_server_t *server, const char *method, const char *path,
-                                  bool prefix, sxe_http_handler_t handler, void *arg);
-
-/**
- * sxe_http_route() for a handler that runs on a fiber of its own (sxe/fiber.h), so it may wait
- * (sxe_fiber_sleep(), a client's answer, ...) before answering, written as sequential code: the
- * request is held for it (as by sxe_http_defer(): options.deferred, options.response_timeout) and
- * it answers on the http it is given. A handler that returns without answering is answered 500.
- * If the client goes away while it waits, its next sxe_http_*() call returns -ECANCELED. When
- * every fiber (options.fibers) or held request is in use, the request is answered 503.
- * @return as sxe_http_route(), or the error of making the server's fibers.
- */
-SXE_MUST_CHECK int sxe_http_route_fiber(sxe_http_server_t *server, const char *method,
-                                        const char *path, bool prefix, sxe_http_handler_t handler,
-                                        void *arg);
-
-/** Route flags, for sxe_http_route_flags(). */
+/** Route flags, for sxe_http_server_route(), or'ed; 0 routes the exact path, plainly. */
 #define SXE_HTTP_ROUTE_PREFIX 0x1u /**< Any path that starts with the route's path matches. */
-#define SXE_HTTP_ROUTE_FIBER  0x2u /**< The handler runs on a fiber (sxe_http_route_fiber()). */
+/**
+ * The handler runs on a fiber of its own (sxe/fiber.h), so it may wait (sxe_fiber_sleep(), a
+ * client's answer, ...) before answering, written as sequential code: the request is held for it
+ * (as by sxe_http_defer(): options.deferred, options.response_timeout) and it answers on the http
+ * it is given. A handler that returns without answering is answered 500. If the client goes away
+ * while it waits, its next sxe_http_*() call returns -ECANCELED. When every fiber
+ * (options.fibers) or held request is in use, the request is answered 503.
+ */
+#define SXE_HTTP_ROUTE_FIBER 0x2u
 /**
  * The handler is called as soon as a request's head has arrived, before its body, which it reads
  * in pieces as they arrive: sxe_http_body_stream() (callbacks) or sxe_http_body_read() (fibers).
@@ -228,12 +213,17 @@ SXE_MUST_CHECK int sxe_http_route_fiber(sxe_http_server_t *server, const char *m
 #define SXE_HTTP_ROUTE_STREAM 0x4u
 
 /**
- * sxe_http_route() with flags: SXE_HTTP_ROUTE_PREFIX, SXE_HTTP_ROUTE_FIBER,
- * SXE_HTTP_ROUTE_STREAM, or'ed. @return as sxe_http_route(); -EINVAL for an unknown flag.
+ * Routes requests for path to handler(http, arg), as flags say (SXE_HTTP_ROUTE_*): with
+ * SXE_HTTP_ROUTE_PREFIX, any path that starts with path matches; the longest match wins, and an
+ * exact route beats a prefix one. method is "GET", "POST", ... or NULL for any method (HEAD
+ * matches GET routes). A path that matches routes of other methods only is answered 405 with an
+ * Allow header. At most 64 routes.
+ * @return 0; -EINVAL (NULL, too long, an unknown flag); -ENOBUFS; with SXE_HTTP_ROUTE_FIBER, the
+ *         error of making the server's fibers.
  */
-SXE_MUST_CHECK int sxe_http_route_flags(sxe_http_server_t *server, const char *method,
-                                        const char *path, unsigned flags,
-                                        sxe_http_handler_t handler, void *arg);
+SXE_MUST_CHECK int sxe_http_server_route(sxe_http_server_t *server, const char *method,
+                                         const char *path, unsigned flags,
+                                         sxe_http_handler_t handler, void *arg);
 
 /**
  * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_port() tells which), with

@@ -176,7 +176,7 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server);
  * Routes GET path on the HTTP server to a handshake. protocols, if not NULL, is the sub-protocols
  * the route speaks, comma-separated, in order of preference: the first one the client offers is
  * chosen (a client that offers none of them is still accepted, with none).
- * @return as sxe_http_route().
+ * @return as sxe_http_server_route().
  */
 SXE_MUST_CHECK int sxe_ws_route(sxe_ws_server_t *server, const char *path, const char *protocols);
 

@@ -108,7 +108,7 @@ int sxe_ws_route(sxe_ws_server_t *server, const char *path, const char *protocol
     struct route *route = &server->routes[server->route_count];
     route->server = server;
     snprintf(route->protocols, sizeof(route->protocols), "%s", protocols ? protocols : "");
-    int rc = sxe_http_route(server->http, "GET", path, false, handshake, route);
+    int rc = sxe_http_server_route(server->http, "GET", path, 0, handshake, route);
     server->route_count += rc == 0;
     return rc;
 }

@@ -42,7 +42,11 @@ class Switching(Scripted):
         switched = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n" \
                    b"Upgrade: raw-test\r\nX-Answer: yes\r\n\r\n"
         if path.endswith("/refuse"):
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nrefused")
+            # It closes once it has answered (every connection here serves one request), and
+            # says so: else the proxy may send the next request on it as it closes (a request
+            # to switch is never sent twice) and answer 502.
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\n"
+                         b"refused")
         elif path.endswith("/no-field"):
             conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n")
         elif "/flood" in path:

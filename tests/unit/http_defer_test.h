@@ -225,15 +225,21 @@ static int setup(void **state)
     raw_closes = switch_rc = 0;
     close_at_switch = false;
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/later", true, later, NULL), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/never", true, later, &cancels), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/cancel", true, later, &cancels), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/now", false, at_once, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/close", false, hold_and_close, NULL), 0);
-    assert_int_equal(sxe_http_route_fiber(server, "GET", "/fiber", true, fiber_handler, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/switch", false, upgrade_later, NULL), 0);
+    assert_int_equal(
+        sxe_http_server_route(server, NULL, "/later", SXE_HTTP_ROUTE_PREFIX, later, NULL), 0);
+    assert_int_equal(
+        sxe_http_server_route(server, NULL, "/never", SXE_HTTP_ROUTE_PREFIX, later, &cancels), 0);
+    assert_int_equal(
+        sxe_http_server_route(server, NULL, "/cancel", SXE_HTTP_ROUTE_PREFIX, later, &cancels), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/now", 0, at_once, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/", 0, hello, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/stream", 0, stream, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/close", 0, hold_and_close, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/fiber",
+                                           SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_PREFIX,
+                                           fiber_handler, NULL),
+                     0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/switch", 0, upgrade_later, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     return 0;

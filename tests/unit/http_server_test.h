@@ -263,19 +263,21 @@ static inline int setup(void **state)
     log_used = 0;
     log_lines[0] = '\0';
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/echo", true, echo, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/stream", false, stream, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/silent", false, silent, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/ref", false, referred, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/bulk", false, bulk, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/file-rc", false, file_recording, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/file", false, send_file, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "POST", "/post", false, post_only, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/user", false, conn_user, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "PUT", "/post", false, post_only, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/api/", true, api, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/format", false, formatted, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/", 0, hello, NULL), 0);
+    assert_int_equal(
+        sxe_http_server_route(server, NULL, "/echo", SXE_HTTP_ROUTE_PREFIX, echo, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/stream", 0, stream, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/silent", 0, silent, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/ref", 0, referred, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/bulk", 0, bulk, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/file-rc", 0, file_recording, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/file", 0, send_file, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "POST", "/post", 0, post_only, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/user", 0, conn_user, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "PUT", "/post", 0, post_only, NULL), 0);
+    assert_int_equal(
+        sxe_http_server_route(server, "GET", "/api/", SXE_HTTP_ROUTE_PREFIX, api, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/format", 0, formatted, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     assert_true(port > 0);

@@ -70,7 +70,7 @@ static int setup(void **state)
     (void)state;
     answered = 0;
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/sum", false, sum, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, NULL, "/sum", 0, sum, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     return 0;

@@ -176,8 +176,8 @@ static int setup(void **state)
     finished = 0;
     assert_int_equal(sxe_loop_create(&loop, &options), 0);
     assert_int_equal(sxe_http_server_create(&server, loop, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/hello", false, hello, NULL), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/echo", false, echo, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/hello", 0, hello, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, NULL, "/echo", 0, echo, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_port(server));
     assert_int_equal(sxe_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,

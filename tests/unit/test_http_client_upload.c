@@ -132,9 +132,9 @@ static int setup(void **state)
     assert_int_equal(sxe_loop_create(&loop, &options), 0);
     assert_int_equal(sxe_http_server_create(&server, loop, &server_options), 0);
     assert_int_equal(
-        sxe_http_route_flags(server, NULL, "/sum", SXE_HTTP_ROUTE_STREAM, sum_route, NULL), 0);
+        sxe_http_server_route(server, NULL, "/sum", SXE_HTTP_ROUTE_STREAM, sum_route, NULL), 0);
     assert_int_equal(
-        sxe_http_route_flags(server, NULL, "/refuse", SXE_HTTP_ROUTE_STREAM, refuse_route, NULL),
+        sxe_http_server_route(server, NULL, "/refuse", SXE_HTTP_ROUTE_STREAM, refuse_route, NULL),
         0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_port(server));

@@ -303,7 +303,8 @@ static void test_no_buffer_to_hold_a_request_in(void **state)
     (void)state;
     sxe_http_server_destroy(server);
     assert_int_equal(sxe_http_server_create(&small, NULL, &options), 0);
-    assert_int_equal(sxe_http_route(small, NULL, "/later", true, later, NULL), 0);
+    assert_int_equal(
+        sxe_http_server_route(small, NULL, "/later", SXE_HTTP_ROUTE_PREFIX, later, NULL), 0);
     assert_int_equal(sxe_http_listen(small, "127.0.0.1:0"), 0);
     server = small;
     port = sxe_http_port(small);

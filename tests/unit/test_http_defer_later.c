@@ -109,7 +109,7 @@ static void test_invalid_use(void **state)
     int fd = client();
 
     (void)state;
-    assert_int_equal(sxe_http_route(server, "GET", "/invalid", false, invalid, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/invalid", 0, invalid, NULL), 0);
     sxe_test_say(fd, "GET /invalid HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     sxe_test_heard(fd, out, sizeof(out));

@@ -55,8 +55,8 @@ static int setup(void **state)
     (void)state;
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
     assert_int_equal(sxe_http_server_create(&server, NULL, NULL), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/over", false, over, NULL), 0);
-    assert_int_equal(sxe_http_route(server, NULL, "/short", false, short_answer, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, NULL, "/over", 0, over, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, NULL, "/short", 0, short_answer, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     return 0;

@@ -306,7 +306,7 @@ static void test_large_extra_headers(void **state)
     bool closed;
 
     (void)state;
-    assert_int_equal(sxe_http_route(server, "GET", "/big-header", false, big_header, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/big-header", 0, big_header, NULL), 0);
     const char *response = exchange("GET /big-header HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
     assert_memory_equal(response, "HTTP/1.1 200 OK\r\n", 17);
     const char *big = strstr(response, "X-Big: ");
@@ -438,7 +438,8 @@ static void test_every_request_is_logged_once(void **state)
     bool closed;
 
     (void)state;
-    assert_int_equal(sxe_http_route(server, "GET", "/hang-up", false, close_unanswered, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/hang-up", 0, close_unanswered, NULL),
+                     0);
     exchange("GET /x/../ HTTP/1.1\r\nHost: x\r\n\r\nHEAD / HTTP/1.1\r\nHost: x\r\n\r\n"
              "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\nGET /post HTTP/1.1\r\nHost: x\r\n\r\n"
              "OPTIONS /post HTTP/1.1\r\nHost: x\r\n\r\nGET /silent HTTP/1.1\r\nHost: x\r\n\r\n",

@@ -106,7 +106,7 @@ static void test_owned_files_are_closed(void **state)
 
     (void)state;
     make_file(content);
-    assert_int_equal(sxe_http_route(server, "GET", "/owned", false, send_owned_file, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/owned", 0, send_owned_file, NULL), 0);
     unsigned open_before = sxe_test_open_fds();
     const char *response = exchange("GET /owned HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
     assert_non_null(strstr(response, "Content-Length: 1000\r\n"));
@@ -373,8 +373,8 @@ static void test_a_response_too_large_to_queue_closes(void **state)
     (void)state;
     sxe_http_server_destroy(server);
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/sized", false, sized, NULL), 0);
-    assert_int_equal(sxe_http_route(server, "GET", "/", false, hello, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/sized", 0, sized, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/", 0, hello, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
 

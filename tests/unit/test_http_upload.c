@@ -162,18 +162,18 @@ static int setup(void **state)
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
     memset(&up, 0, sizeof(up));
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
-    assert_int_equal(sxe_http_route_flags(server, NULL, "/up",
-                                          SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, upload,
-                                          NULL),
+    assert_int_equal(sxe_http_server_route(server, NULL, "/up",
+                                           SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, upload,
+                                           NULL),
                      0);
     assert_int_equal(
-        sxe_http_route_flags(server, "POST", "/deny", SXE_HTTP_ROUTE_STREAM, deny, NULL), 0);
+        sxe_http_server_route(server, "POST", "/deny", SXE_HTTP_ROUTE_STREAM, deny, NULL), 0);
     assert_int_equal(
-        sxe_http_route_flags(server, NULL, "/fiber",
-                             SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_STREAM,
-                             fiber_upload, NULL),
+        sxe_http_server_route(server, NULL, "/fiber",
+                              SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_STREAM,
+                              fiber_upload, NULL),
         0);
-    assert_int_equal(sxe_http_route(server, NULL, "/whole", false, whole, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, NULL, "/whole", 0, whole, NULL), 0);
     assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
     port = sxe_http_port(server);
     return 0;
@@ -659,11 +659,11 @@ static void test_invalid_use(void **state)
 
     (void)state;
 #ifndef SXE_DEBUG
-    assert_int_equal(sxe_http_route_flags(server, NULL, "/bad", 0x80, misuse, NULL), -EINVAL);
+    assert_int_equal(sxe_http_server_route(server, NULL, "/bad", 0x80, misuse, NULL), -EINVAL);
 #endif
-    assert_int_equal(sxe_http_route(server, NULL, "/misuse", false, misuse, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, NULL, "/misuse", 0, misuse, NULL), 0);
     assert_int_equal(
-        sxe_http_route_flags(server, "GET", "/nobody", SXE_HTTP_ROUTE_STREAM, no_body, NULL), 0);
+        sxe_http_server_route(server, "GET", "/nobody", SXE_HTTP_ROUTE_STREAM, no_body, NULL), 0);
     sxe_test_say(fd,
                  "GET /misuse HTTP/1.1\r\nHost: x\r\n\r\nGET /nobody HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);

@@ -111,7 +111,7 @@ static void test_a_protocol_the_server_cannot_keep_is_answered_500(void **state)
 
     (void)state;
     start(NULL);
-    assert_int_equal(sxe_http_route(http, "GET", "/mine", false, accept_with, NULL), 0);
+    assert_int_equal(sxe_http_server_route(http, "GET", "/mine", 0, accept_with, NULL), 0);
     accepted_protocol = long_name;
     assert_int_equal(strlen(long_name), 33);
     const char *answer = handshake_offering(long_name);

@@ -96,7 +96,7 @@ static inline void start(const struct sxe_ws_options *options)
     assert_int_equal(sxe_http_server_create(&http, NULL, &http_options), 0);
     assert_int_equal(sxe_ws_server_create(&server, http, &handlers, options), 0);
     assert_int_equal(sxe_ws_route(server, "/ws", "echo,chat"), 0);
-    assert_int_equal(sxe_http_route(http, "GET", "/bogus", false, accept_unoffered, NULL), 0);
+    assert_int_equal(sxe_http_server_route(http, "GET", "/bogus", 0, accept_unoffered, NULL), 0);
     assert_int_equal(sxe_http_listen(http, "127.0.0.1:0"), 0);
     port = sxe_http_port(http);
 }

@@ -737,7 +737,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
         return 1;
     }
-    if ((!proxy_covers("/") && (rc = sxe_http_route(server, "GET", "/", true, serve, NULL)) < 0) ||
+    if ((!proxy_covers("/") && (rc = sxe_http_server_route(
+                                    server, "GET", "/", SXE_HTTP_ROUTE_PREFIX, serve, NULL)) < 0) ||
         (rc = proxy_route(server, &config.proxy)) < 0 ||
         (rc = sxe_http_listen(server, config.listen)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", config.listen,

@@ -561,9 +561,9 @@ int proxy_route(sxe_http_server_t *server, const struct proxy_options *given)
 
     options = *given;
     for (unsigned i = 0; i < proxy_total; i++) {
-        if ((rc = sxe_http_route_flags(server, NULL, proxies[i].prefix,
-                                       SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, handle,
-                                       &proxies[i])) < 0) {
+        if ((rc = sxe_http_server_route(server, NULL, proxies[i].prefix,
+                                        SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, handle,
+                                        &proxies[i])) < 0) {
             return rc;
         }
     }

@@ -32,7 +32,7 @@ unsigned proxy_count(void);
 /* The loop timers each worker needs for its proxied requests. */
 uint32_t proxy_timers(const struct proxy_options *options);
 
-/* Routes each prefix to the proxy. @return 0 or the error of sxe_http_route(). */
+/* Routes each prefix to the proxy. @return 0 or the error of sxe_http_server_route(). */
 int proxy_route(sxe_http_server_t *server, const struct proxy_options *options);
 
 #endif

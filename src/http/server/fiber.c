@@ -1,5 +1,5 @@
 /*
- * Fiber routes (sxe_http_route_fiber()): the request is held (request.c) and its handler runs on a
+ * Fiber routes (SXE_HTTP_ROUTE_FIBER): the request is held (request.c) and its handler runs on a
  * fiber of the server's pool, so it may sleep, or wait for a client's answer, between reading the
  * request and answering it, while the loop serves everything else. A handler that returns without
  * answering is answered 500, as a plain handler is.

@@ -315,7 +315,7 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         return rc;
     }
-    if ((rc = sxe_http_route(server, NULL, path, false, handler, arg)) == 0 &&
+    if ((rc = sxe_http_server_route(server, NULL, path, 0, handler, arg)) == 0 &&
         (rc = sxe_http_listen(server, address)) == 0) {
         rc = sxe_http_run(server);
     }

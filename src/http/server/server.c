@@ -384,7 +384,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         }
         if (!request->has_body) {
             enum dispatched what = dispatch(server, conn, slot, NULL, 0, false);
-            state->parser = (struct sxe_http_parser){0}; /* for the next request */
+            state->parser = (struct sxe_http_parser){0};
             if (what == HELD) {
                 if (sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
                     return 0; /* kept: the return is not used */
@@ -584,38 +584,38 @@ const struct sxe_conn_handlers sxe__http_handlers = {.on_connect = on_connect,
                                                      .on_timeout = on_timeout,
                                                      .on_overflow = on_overflow};
 
-int sxe_http_route_fiber(sxe_http_server_t *server, const char *method, const char *path,
-                         bool prefix, sxe_http_handler_t handler, void *arg)
-{
-    return sxe_http_route_flags(server, method, path,
-                                SXE_HTTP_ROUTE_FIBER | (prefix ? SXE_HTTP_ROUTE_PREFIX : 0u),
-                                handler, arg);
-}
-
-int sxe_http_route_flags(sxe_http_server_t *server, const char *method, const char *path,
-                         unsigned flags, sxe_http_handler_t handler, void *arg)
+int sxe_http_server_route(sxe_http_server_t *server, const char *method, const char *path,
+                          unsigned flags, sxe_http_handler_t handler, void *arg)
 {
     int rc;
 
-    if (!SXE_CHECK((flags & ~(SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER |
+    if (!SXE_CHECK(server != NULL && path != NULL && handler != NULL &&
+                   strlen(path) < sizeof(server->config.routes[0].path) &&
+                   (method == NULL || strlen(method) < sizeof(server->config.routes[0].method)) &&
+                   (flags & ~(SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER |
                               SXE_HTTP_ROUTE_STREAM)) == 0)) {
         return -EINVAL;
     }
-    if ((flags & SXE_HTTP_ROUTE_FIBER) && server != NULL && server->loop != NULL &&
-        server->fibers == NULL && (rc = sxe__http_fibers_make(server)) < 0) {
+    if (server->config.route_count == ROUTES_MAX) {
+        return -ENOBUFS;
+    }
+    if ((flags & SXE_HTTP_ROUTE_FIBER) && server->loop != NULL && server->fibers == NULL &&
+        (rc = sxe__http_fibers_make(server)) < 0) {
         return rc;
     }
-    if ((rc = sxe_http_route(server, method, path, (flags & SXE_HTTP_ROUTE_PREFIX) != 0, handler,
-                             arg)) < 0) {
-        return rc;
-    }
-    struct route *route = &server->config.routes[server->config.route_count - 1];
+    struct route *route = &server->config.routes[server->config.route_count++];
+    snprintf(route->method, sizeof(route->method), "%s", method ? method : "");
+    snprintf(route->path, sizeof(route->path), "%s", path);
+    route->path_len = strlen(path);
+    route->prefix = (flags & SXE_HTTP_ROUTE_PREFIX) != 0;
     route->fiber = (flags & SXE_HTTP_ROUTE_FIBER) != 0;
     route->stream = (flags & SXE_HTTP_ROUTE_STREAM) != 0;
+    route->handler = handler;
+    route->arg = arg;
     server->config.has_fiber_routes |= route->fiber;
     if (route->stream && !server->config.has_stream_routes) {
         /* Heads are parsed with the larger of the two body limits; each route's is checked after
-         * (stream_at_head), and a streamed body is parsed with its own. */
+         * (route_at_head), and a streamed body is parsed with its own. */
         server->config.has_stream_routes = true;
         server->config.stream_limits = server->config.head_limits = server->config.limits;
         server->config.stream_limits.body_bytes = server->config.stream_body_bytes;
@@ -623,26 +623,5 @@ int sxe_http_route_flags(sxe_http_server_t *server, const char *method, const ch
             server->config.head_limits.body_bytes = server->config.stream_body_bytes;
         }
     }
-    return 0;
-}
-
-int sxe_http_route(sxe_http_server_t *server, const char *method, const char *path, bool prefix,
-                   sxe_http_handler_t handler, void *arg)
-{
-    if (!SXE_CHECK(server != NULL && path != NULL && handler != NULL &&
-                   strlen(path) < sizeof(server->config.routes[0].path) &&
-                   (method == NULL || strlen(method) < sizeof(server->config.routes[0].method)))) {
-        return -EINVAL;
-    }
-    if (server->config.route_count == ROUTES_MAX) {
-        return -ENOBUFS;
-    }
-    struct route *route = &server->config.routes[server->config.route_count++];
-    snprintf(route->method, sizeof(route->method), "%s", method ? method : "");
-    snprintf(route->path, sizeof(route->path), "%s", path);
-    route->path_len = strlen(path);
-    route->prefix = prefix;
-    route->handler = handler;
-    route->arg = arg;
     return 0;
 }

@@ -27,7 +27,7 @@ struct route {
     char path[256];
     size_t path_len;
     bool prefix;
-    bool fiber;  /* the handler runs on a fiber of its own (sxe_http_route_fiber) */
+    bool fiber;  /* the handler runs on a fiber of its own (SXE_HTTP_ROUTE_FIBER) */
     bool stream; /* the handler runs at the head; the body comes in pieces (upload.c) */
     sxe_http_handler_t handler;
     void *arg;
