@@ -43,9 +43,9 @@ uint64_t floor_random_next(uint64_t *state)
 }
 
 /*
- * Shared memory as sxe's regions make it (src/base/region.c): at an address aligned to 2 MB, each whole
- * 2 MB of it made a huge page with MADV_COLLAPSE where the kernel does (shmem_enabled "never" gives
- * none on a fault), so that the floor is read in memory of the same kind as the map's.
+ * Shared memory as sxe's regions make it (src/base/region.c): at an address aligned to 2 MB, each
+ * whole 2 MB of it made a huge page with MADV_COLLAPSE where the kernel does (shmem_enabled "never"
+ * gives none on a fault), so that the floor is read in memory of the same kind as the map's.
  */
 static unsigned char *map_shared_huge(uint64_t size)
 {

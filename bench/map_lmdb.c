@@ -10,9 +10,9 @@
 
 /*
  * LMDB's map as the map's: the map asks for huge pages on its file before it is written
- * (src/base/region.c), so LMDB's map is asked for them too, before the load writes its pages. LMDB does
- * not say where its map is (mdb_env_info()'s me_mapaddr is only set with MDB_FIXEDMAP), so it is
- * found by its file's name.
+ * (src/base/region.c), so LMDB's map is asked for them too, before the load writes its pages. LMDB
+ * does not say where its map is (mdb_env_info()'s me_mapaddr is only set with MDB_FIXEDMAP), so it
+ * is found by its file's name.
  */
 static void advise_huge(const char *dir, struct bench_mapping *mapping)
 {

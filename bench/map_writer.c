@@ -450,8 +450,8 @@ void update_private_in_place(const struct config *config)
 /*
  * Reads a map in anonymous shared memory, as forked processes share it (SXE_MAP_SHARED), with and
  * without a writer, then frees it: it gets huge pages where shmem_enabled allows them or
- * MADV_COLLAPSE makes them (src/base/region.c). With in_place, the map is SXE_MAP_IN_PLACE, read with
- * sxe_map_get_many(), and also updated alone.
+ * MADV_COLLAPSE makes them (src/base/region.c). With in_place, the map is SXE_MAP_IN_PLACE, read
+ * with sxe_map_get_many(), and also updated alone.
  */
 void read_anonymous_shared_map(const struct config *shared_config, bool in_place)
 {
