@@ -68,7 +68,6 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     held->feeding = false;
     held->on_body = NULL;
     held->reader = NULL;
-    held->conn_id = sxe_conn_id(http->conn);
     http->held = true;
     http->path = held->path != NULL ? held->path : http->path;
     server->defer_stats.deferred++;
@@ -173,7 +172,7 @@ static void on_deadline(sxe_timer_t *timer, void *arg)
 {
     struct slot *held = arg;
     sxe_http_server_t *server = held->http.server;
-    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+    sxe_conn_t *conn = held->http.conn;
 
     (void)timer;
     server->defer_stats.timed_out++;
@@ -181,8 +180,8 @@ static void on_deadline(sxe_timer_t *timer, void *arg)
                   (int)held->request.target_len, held->request.target,
                   (unsigned long long)(server->config.response_timeout / SXE_NS_PER_MSEC),
                   held->http.status == 0 ? "answering 503 and closing" : "closing");
-    if (conn == NULL) {
-        return; /* GCOVR_EXCL_LINE: a closed connection cancels its held request first */
+    if (sxe_conn_closed(conn)) {
+        return; /* GCOVR_EXCL_LINE: closed in a callback of this turn; its on_close cancels it */
     }
     if (held->http.status == 0) {
         held->request.keep_alive = false;

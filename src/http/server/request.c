@@ -93,14 +93,14 @@ void sxe__http_defer_done(sxe_http_t *http)
 {
     sxe_http_server_t *server = http->server;
     struct slot *held = sxe__http_slot(http);
-    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+    sxe_conn_t *conn = http->conn;
 
     if (server->running == held) {
         return; /* answered inside its handler: the connection was never kept, dispatch frees it */
     }
     sxe__http_slot_release(server, held);
-    if (conn == NULL) {
-        return; /* GCOVR_EXCL_LINE: a closed connection cancels its held request first */
+    if (sxe_conn_closed(conn)) {
+        return; /* closed in this callback: its on_close, when the callback returns, is the end */
     }
     struct http_conn *state = sxe__http_state(server, conn);
     state->held = 0;

@@ -75,7 +75,8 @@ enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_HELD, SLOT_CANCELLING, SLOT_ORPH
 /*
  * A request from its dispatch to its finish, in a slot of a table sized at start-up
  * (request.c): its parse, its handle, and what a request answered later needs. A request its
- * handler has not finished when it returns is held (deferred) in its slot.
+ * handler has not finished when it returns is held (deferred) in its slot. Its handle's conn is
+ * valid while it is held: the connection's on_close cancels it before the connection goes.
  */
 struct slot {
     struct sxe_http http; /* the handle: first, so a handle is its slot */
@@ -85,7 +86,6 @@ struct slot {
     sxe_http_drained_t on_drained;
     void *drained_arg;
     sxe_timer_t deadline;
-    uint64_t conn_id;
     uint32_t next_free;
     enum slot_state state;
     /* A streamed body (upload.c): its head's bytes lead the connection's kept input. */

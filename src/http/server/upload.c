@@ -172,10 +172,10 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
  */
 static void offer(sxe_http_server_t *server, struct slot *held)
 {
-    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+    sxe_conn_t *conn = held->http.conn;
 
-    if (conn == NULL || held->feeding) {
-        return; /* not kept yet (the keep will feed), or the feed goes on by itself */
+    if (sxe_conn_closed(conn) || held->feeding) {
+        return; /* closed in this callback, or the feed goes on by itself */
     }
     struct http_conn *state = sxe__http_state(server, conn);
     if (state->waiting && state->held == (uint32_t)(held - server->slots) + 1) {
@@ -224,9 +224,9 @@ void sxe__http_upload_cancel(struct slot *held)
 /* A client that waits for 100 Continue before sending its body gets it, unless answered already. */
 static void send_continue(sxe_http_server_t *server, struct slot *held)
 {
-    sxe_conn_t *conn = sxe_conn_from_id(server->loop, held->conn_id);
+    sxe_conn_t *conn = held->http.conn;
 
-    if (conn != NULL && held->http.status == 0) {
+    if (!sxe_conn_closed(conn) && held->http.status == 0) {
         sxe__http_send_continue(sxe__http_state(server, conn), conn, &held->request);
     }
 }
