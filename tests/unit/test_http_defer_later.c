@@ -182,6 +182,73 @@ static void test_a_fiber_whose_client_left_is_told_at_its_next_call(void **state
     close(fd);
 }
 
+/* The holder closes the connection, then answers, in one callback: the answer fails, and the
+ * request is over; the close at the end of the callback cancels nothing (its slot is free). */
+static unsigned late_cancels;
+static int late_rc;
+static sxe_timer_t late_timer;
+
+static void late_cancel(sxe_http_t *held, void *arg)
+{
+    (void)held;
+    (void)arg;
+    late_cancels++;
+}
+
+static void close_then_answer(sxe_timer_t *timer, void *arg)
+{
+    sxe_http_t *held = arg;
+
+    (void)timer;
+    sxe_conn_close(sxe_http_conn(held));
+    late_rc = sxe_http_respond(held, 200, "text/plain", "late\n", 5);
+}
+
+static void hold_for_close(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    sxe_http_t *held = sxe_http_defer(http, late_cancel, NULL);
+    assert_non_null(held);
+    sxe_timer_init(&late_timer, close_then_answer, held);
+    assert_int_equal(sxe_timer_start(sxe_http_server_loop(server), &late_timer, SXE_NS_PER_MSEC, 0),
+                     0);
+}
+
+static void test_a_held_request_answered_after_its_close_is_not_cancelled(void **state)
+{
+    struct sxe_http_defer_stats stats;
+    char out[1024] = "";
+
+    (void)state;
+    late_cancels = 0;
+    assert_int_equal(sxe_http_server_route(server, "GET", "/late", 0, hold_for_close, NULL), 0);
+    int fd = client();
+    sxe_test_say(fd, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    pump(SXE_NS_PER_MSEC);
+    assert_int_equal(late_rc, -EPIPE); /* closed for the program at once: the answer fails */
+    assert_int_equal(late_cancels, 0); /* its holder ended it: no cancel follows */
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 0);
+    assert_int_equal(stats.cancelled, 0);
+    close(fd);
+    /* Both slots hold again, at once, each its own request. */
+    int one = client(), two = client();
+    sxe_test_say(one, "GET /later/1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(two, "GET /later/2 HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_http_server_defer_stats(server, &stats);
+    assert_int_equal(stats.held, 2);
+    pump(10 * SXE_NS_PER_MSEC);
+    pump(0);
+    sxe_test_heard(one, out, sizeof(out));
+    assert_non_null(strstr(out, "later /later/1 "));
+    sxe_test_heard(two, out, sizeof(out));
+    assert_non_null(strstr(out, "later /later/2 "));
+    close(one);
+    close(two);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +262,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_held_request_answered_after_its_close_is_not_cancelled, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,7 +122,7 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
     } else if (held->http.body != NULL) {
         held->http.body = kept + head;
     }
-    state->held = (uint32_t)(held - server->slots) + 1;
+    sxe__http_enlist(server, state, held);
     state->skip = (uint32_t)(head + body_len);
     if (held->streaming) {
         sxe__http_upload_kept(server, conn, held, kept, len - (size_t)(at - data));
@@ -149,10 +149,10 @@ static void cancel(sxe_http_server_t *server, struct slot *held)
 void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn)
 {
     struct http_conn *state = sxe__http_state(server, conn);
+    struct slot *held;
 
-    if (state->held != 0) {
-        struct slot *held = &server->slots[state->held - 1];
-        state->held = 0;
+    while ((held = sxe__http_first(server, state)) != NULL) {
+        sxe__http_delist(server, state, held);
         cancel(server, held);
     }
 }

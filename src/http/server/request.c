@@ -89,6 +89,40 @@ int sxe__http_held_check(sxe_http_t *http)
     return -ECANCELED;
 }
 
+static uint32_t slot_number(const sxe_http_server_t *server, const struct slot *slot)
+{
+    return (uint32_t)(slot - server->slots) + 1;
+}
+
+void sxe__http_enlist(sxe_http_server_t *server, struct http_conn *state, struct slot *slot)
+{
+    uint32_t number = slot_number(server, slot);
+
+    slot->conn_prev = state->last;
+    slot->conn_next = 0;
+    if (state->last != 0) {
+        server->slots[state->last - 1].conn_next = number;
+    } else {
+        state->first = number;
+    }
+    state->last = number;
+}
+
+void sxe__http_delist(sxe_http_server_t *server, struct http_conn *state, struct slot *slot)
+{
+    if (slot->conn_prev != 0) {
+        server->slots[slot->conn_prev - 1].conn_next = slot->conn_next;
+    } else {
+        state->first = slot->conn_next;
+    }
+    if (slot->conn_next != 0) {
+        server->slots[slot->conn_next - 1].conn_prev = slot->conn_prev;
+    } else {
+        state->last = slot->conn_prev;
+    }
+    slot->conn_prev = slot->conn_next = 0;
+}
+
 void sxe__http_defer_done(sxe_http_t *http)
 {
     sxe_http_server_t *server = http->server;
@@ -98,12 +132,14 @@ void sxe__http_defer_done(sxe_http_t *http)
     if (server->running == held) {
         return; /* answered inside its handler: the connection was never kept, dispatch frees it */
     }
-    sxe__http_slot_release(server, held);
-    if (sxe_conn_closed(conn)) {
-        return; /* closed in this callback: its on_close, when the callback returns, is the end */
-    }
+    /* Off its connection's list even when the connection is closing: its on_close, when this
+     * callback returns, cancels what is still live, and this request is over. */
     struct http_conn *state = sxe__http_state(server, conn);
-    state->held = 0;
+    sxe__http_delist(server, state, held);
+    sxe__http_slot_release(server, held);
+    if (sxe_conn_closed(conn) || state->first != 0) {
+        return; /* closing; or the connection waits for the others still live on it */
+    }
     sxe_conn_unkeep(conn); /* the next read skips the answered request, and parses on */
     if (state->waiting) {
         state->waiting = false;
@@ -135,9 +171,11 @@ int sxe_http_set_drained(sxe_http_t *held, sxe_http_drained_t on_drained, void *
 void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn)
 {
     struct http_conn *state = sxe__http_state(server, conn);
+    uint32_t next = state->first;
 
-    if (state->held != 0) {
-        struct slot *held = &server->slots[state->held - 1];
+    while (next != 0 && !sxe_conn_closed(conn)) {
+        struct slot *held = &server->slots[next - 1];
+        next = held->conn_next; /* taken first: its callback may finish it */
         if (held->state == SLOT_HELD && held->on_drained != NULL) {
             held->on_drained(&held->http, held->drained_arg);
         }

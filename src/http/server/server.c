@@ -312,10 +312,10 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     struct http_conn *state = sxe__http_state(server, conn);
     size_t used = 0;
 
-    if (state->held != 0 && sxe__http_upload_active(server, state)) {
+    if (state->first != 0 && sxe__http_upload_active(server, state)) {
         return sxe__http_upload_feed(server, conn, (char *)(uintptr_t)data, len);
     }
-    if (state->held != 0) { /* a request waits for its answer: the next waits behind it */
+    if (state->first != 0) { /* a request waits for its answer: the next waits behind it */
         state->waiting = true;
         (void)sxe_conn_pause(conn);
         return 0;
@@ -507,7 +507,7 @@ static void on_eof(sxe_conn_t *conn)
         return;
     }
     state->peer_done = true;
-    if (sxe_conn_queued(conn) == 0 || state->held != 0) { /* gone: nobody waits for the answer */
+    if (sxe_conn_queued(conn) == 0 || state->first != 0) { /* gone: nobody waits for the answer */
         sxe_conn_close(conn);
     }
 }

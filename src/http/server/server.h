@@ -87,6 +87,9 @@ struct slot {
     void *drained_arg;
     sxe_timer_t deadline;
     uint32_t next_free;
+    /* The requests live on one connection, oldest first (request.c): slot + 1, or 0. */
+    uint32_t conn_prev;
+    uint32_t conn_next;
     enum slot_state state;
     /* A streamed body (upload.c): its head's bytes lead the connection's kept input. */
     uint32_t head_len;
@@ -120,7 +123,11 @@ struct http_conn {
     /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
      * consumed; until then its events are theirs. */
     const struct sxe_conn_handlers *switch_to;
-    uint32_t held; /* the request held on it (request.c): its slot + 1, or 0 */
+    /* Its live requests, those that outlived their handler, oldest first (request.c): slot + 1,
+     * or 0. Over HTTP/1.1 there is at most one: the requests pipelined behind it wait, in order,
+     * in the connection's input, and are parsed once it is finished. */
+    uint32_t first;
+    uint32_t last;
     uint32_t skip; /* bytes of an answered held request, consumed at the next read */
     uint64_t id;   /* the connection's sxe_conn_id() while open, for destroy; else 0 */
 };
@@ -249,6 +256,15 @@ struct slot *sxe__http_slot_next(sxe_http_server_t *server);
 void sxe__http_slot_take(sxe_http_server_t *server, struct slot *slot);
 /* Frees a slot whose request is finished, or was never held. */
 void sxe__http_slot_release(sxe_http_server_t *server, struct slot *slot);
+/* The oldest request live on a connection, or NULL. */
+static inline struct slot *sxe__http_first(sxe_http_server_t *server, const struct http_conn *state)
+{
+    return state->first != 0 ? &server->slots[state->first - 1] : NULL;
+}
+/* Adds a held request at the end of its connection's live ones. */
+void sxe__http_enlist(sxe_http_server_t *server, struct http_conn *state, struct slot *slot);
+/* Takes a request off its connection's live ones, wherever it is among them. */
+void sxe__http_delist(sxe_http_server_t *server, struct http_conn *state, struct slot *slot);
 /* A response call on a held request that was cancelled: frees it. -ECANCELED, or 0 if live. */
 int sxe__http_held_check(sxe_http_t *http);
 
@@ -261,7 +277,7 @@ static inline int sxe__http_defer_check(sxe_http_t *http)
 void sxe__http_defer_started(sxe_http_t *http);
 /* A held request's response is finished: the connection reads its next request. */
 void sxe__http_defer_done(sxe_http_t *http);
-/* The connection's output drained: its held request's on_drained, if it set one. */
+/* The connection's output drained: each held request's on_drained, if it set one, in order. */
 void sxe__http_defer_drained(sxe_http_server_t *server, sxe_conn_t *conn);
 /* Decodes a complete chunked body (head bytes at data, then body_len) into out; its length. */
 size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int head,
@@ -283,7 +299,7 @@ void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
  * bytes from at: head and body_len more) and points the held request at it. false: cancelled. */
 bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len,
                           const char *at, size_t head, size_t body_len);
-/* The connection closed: its held request, if any, is cancelled. */
+/* The connection closed: its held requests, if any, are cancelled, oldest first. */
 void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn);
 /* The handler that held its request closed its connection: the request is cancelled. */
 void sxe__http_defer_drop(sxe_http_server_t *server, struct slot *slot);

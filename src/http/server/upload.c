@@ -63,7 +63,7 @@ static void malformed(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *
 
 bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *state)
 {
-    return server->slots[state->held - 1].streaming;
+    return server->slots[state->first - 1].streaming;
 }
 
 /*
@@ -103,7 +103,7 @@ static bool too_slow(sxe_http_server_t *server, struct slot *held, size_t bytes)
 size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *data, size_t len)
 {
     struct http_conn *state = sxe__http_state(server, conn);
-    uint32_t slot = state->held;
+    uint32_t slot = state->first;
     struct slot *held = &server->slots[slot - 1];
     uint64_t serial = held->http.serial;
     size_t head = held->head_len, at = head;
@@ -146,11 +146,11 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
         if (sxe_conn_closed(conn)) {
             return len; /* closed by the reader: on_close cancelled its request */
         }
-        if (state->held != slot || held->http.serial != serial) {
+        if (state->first != slot || held->http.serial != serial) {
             break; /* answered: the connection moves on (or closes, if the body was not all read) */
         }
     }
-    bool live = state->held == slot && held->http.serial == serial;
+    bool live = state->first == slot && held->http.serial == serial;
     if (live) {
         held->feeding = false;
     }
@@ -178,7 +178,7 @@ static void offer(sxe_http_server_t *server, struct slot *held)
         return; /* closed in this callback, or the feed goes on by itself */
     }
     struct http_conn *state = sxe__http_state(server, conn);
-    if (state->waiting && state->held == (uint32_t)(held - server->slots) + 1) {
+    if (state->waiting && state->first == (uint32_t)(held - server->slots) + 1) {
         state->waiting = false;
         (void)sxe_conn_resume(conn);
     }
@@ -193,7 +193,7 @@ void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct s
                            char *kept, size_t len)
 {
     struct http_conn *state = sxe__http_state(server, conn);
-    uint32_t slot = state->held;
+    uint32_t slot = state->first;
     uint64_t serial = held->http.serial;
 
     if (len == held->head_len) {
@@ -203,7 +203,7 @@ void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct s
     if (sxe_conn_closed(conn) || consumed == 0) {
         return;
     }
-    if (state->held == slot && held->http.serial == serial) {
+    if (state->first == slot && held->http.serial == serial) {
         (void)sxe_conn_keep(conn, kept, len,
                             consumed); /* the head, moved, leads the buffer again */
     } else {
