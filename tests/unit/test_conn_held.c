@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -115,6 +116,45 @@ static void test_paused_connection_loses_nothing(void **state)
     assert_int_equal(seen.input_len, sizeof(bytes));
     assert_memory_equal(seen.input, bytes, sizeof(bytes));
     assert_int_equal(seen.closes, 0);
+    close(fd);
+}
+
+/* epoll: what a paused connection asks for. It wants no input, so a peer that sends to it does
+ * not wake the loop; resumed, it wants input again. */
+static int watched_fd = -1;
+static uint32_t watched_events;
+
+static int epoll_ctl_recording(int epfd, int op, int fd, struct epoll_event *event)
+{
+    if (op == EPOLL_CTL_MOD && fd == watched_fd) {
+        watched_events = event->events;
+    }
+    return epoll_ctl(epfd, op, fd, event);
+}
+
+static void test_a_paused_connection_asks_epoll_for_no_input(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {
+        .on_connect = on_connect, .on_read = record_and_pause, .on_close = on_close};
+
+    (void)state;
+    sxe_test_skip_on_uring("epoll_ctl (io_uring stops receiving instead)");
+    start_server(NULL, NULL, &handlers);
+    sxe__sys.epoll_ctl = epoll_ctl_recording;
+    int fd = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    watched_fd = sxe_conn_fd(seen.last_conn);
+    send_all(fd, "x", 1);
+    for (int i = 0; i < 20 && seen.input_len < 1; i++) {
+        pump();
+    }
+    assert_int_equal(seen.input_len, 1); /* read, and paused in its on_read */
+    assert_int_equal(watched_events & (EPOLLIN | EPOLLRDHUP), 0);
+    assert_true(watched_events & EPOLLOUT); /* its output still drains */
+    assert_int_equal(sxe_conn_resume(seen.last_conn), 0);
+    assert_int_equal(watched_events & (EPOLLIN | EPOLLRDHUP), EPOLLIN | EPOLLRDHUP);
+    watched_fd = -1;
     close(fd);
 }
 
@@ -277,6 +317,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_burst_while_output_is_backed_up, teardown),
         cmocka_unit_test_teardown(test_paused_connection_loses_nothing, teardown),
+        cmocka_unit_test_teardown(test_a_paused_connection_asks_epoll_for_no_input, teardown),
         cmocka_unit_test_teardown(test_a_flood_to_a_paused_connection_waits_in_the_socket,
                                   teardown),
         cmocka_unit_test_teardown(test_held_input_is_bounded, teardown),
