@@ -19,11 +19,7 @@
 #include "sxe/fiber.h"
 #include "sxe/http.h"
 #include "sxe/timer.h"
-#include "sxe_test.h"
-#include "sys.h"
-
-static sxe_http_server_t *server;
-static int port;
+#include "http_test.h"
 
 /* A held request, answered when its timer fires. */
 static struct pending {
@@ -214,7 +210,7 @@ static int setup(void **state)
                                               .on_log = record_log};
 
     (void)state;
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    http_test_fake_clock();
     memset(pendings, 0, sizeof(pendings));
     pending_count = cancels = 0;
     cancel_rc = 0;
@@ -240,26 +236,14 @@ static int setup(void **state)
                                            fiber_handler, NULL),
                      0);
     assert_int_equal(sxe_http_server_route(server, "GET", "/switch", 0, upgrade_later, NULL), 0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    port = sxe_http_port(server);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    sxe_http_server_destroy(server);
-    sxe__sys_reset();
+    http_test_listen();
     return 0;
 }
 
 /* Turns the loop a few times, after moving fake time on by ns. */
 static void pump(uint64_t ns)
 {
-    sxe__sys_clock_advance(ns);
-    for (int i = 0; i < 5; i++) {
-        assert_true(sxe_loop_run_once(sxe_http_server_loop(server), SXE_NS_PER_MSEC) >= 0);
-    }
+    http_test_turn(ns);
 }
 
 static int client(void)

@@ -17,13 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sxe/clock.h"
-#include "sxe/http.h"
-#include "sxe_test.h"
-#include "sys.h"
-
-static sxe_http_server_t *server;
-static int port;
+#include "http_test.h"
 
 static inline void hello(sxe_http_t *http, void *arg)
 {
@@ -278,25 +272,13 @@ static inline int setup(void **state)
     assert_int_equal(
         sxe_http_server_route(server, "GET", "/api/", SXE_HTTP_ROUTE_PREFIX, api, NULL), 0);
     assert_int_equal(sxe_http_server_route(server, "GET", "/format", 0, formatted, NULL), 0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    port = sxe_http_port(server);
-    assert_true(port > 0);
-    return 0;
-}
-
-static inline int teardown(void **state)
-{
-    (void)state;
-    sxe_http_server_destroy(server);
-    sxe__sys_reset();
+    http_test_listen();
     return 0;
 }
 
 static inline void pump(void)
 {
-    for (int i = 0; i < 5; i++) {
-        assert_true(sxe_loop_run_once(sxe_http_server_loop(server), SXE_NS_PER_MSEC) >= 0);
-    }
+    http_test_turn(0);
 }
 
 static inline int client(void)

@@ -10,11 +10,7 @@
 
 #include "sxe/clock.h"
 #include "sxe/http.h"
-#include "sxe_test.h"
-#include "sys.h"
-
-static sxe_http_server_t *server;
-static int port;
+#include "http_test.h"
 
 #ifdef SXE_DEBUG
 static void send_past_the_length(void *http)
@@ -53,20 +49,11 @@ static void short_answer(sxe_http_t *http, void *arg)
 static int setup(void **state)
 {
     (void)state;
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    http_test_fake_clock();
     assert_int_equal(sxe_http_server_create(&server, NULL, NULL), 0);
     assert_int_equal(sxe_http_server_route(server, NULL, "/over", 0, over, NULL), 0);
     assert_int_equal(sxe_http_server_route(server, NULL, "/short", 0, short_answer, NULL), 0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    port = sxe_http_port(server);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    sxe_http_server_destroy(server);
-    sxe__sys_reset();
+    http_test_listen();
     return 0;
 }
 

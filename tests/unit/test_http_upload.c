@@ -16,14 +16,10 @@
 #include "sxe/clock.h"
 #include "sxe/fiber.h"
 #include "sxe/http.h"
-#include "sxe_test.h"
-#include "sys.h"
+#include "http_test.h"
 
 #define BODY_LIMIT   1024u               /* whole bodies: the buffer is about 18 KB */
 #define STREAM_LIMIT (64u * 1024 * 1024) /* streamed bodies */
-
-static sxe_http_server_t *server;
-static int port;
 
 /* What a reader of a body saw. */
 static struct upload {
@@ -159,7 +155,7 @@ static int setup(void **state)
                                               .fiber_stack_size = 32768};
 
     (void)state;
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
+    http_test_fake_clock();
     memset(&up, 0, sizeof(up));
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
     assert_int_equal(sxe_http_server_route(server, NULL, "/up",
@@ -174,25 +170,13 @@ static int setup(void **state)
                               fiber_upload, NULL),
         0);
     assert_int_equal(sxe_http_server_route(server, NULL, "/whole", 0, whole, NULL), 0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    port = sxe_http_port(server);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    sxe_http_server_destroy(server);
-    sxe__sys_reset();
+    http_test_listen();
     return 0;
 }
 
 static void pump(uint64_t ns)
 {
-    sxe__sys_clock_advance(ns);
-    for (int i = 0; i < 5; i++) {
-        assert_true(sxe_loop_run_once(sxe_http_server_loop(server), SXE_NS_PER_MSEC) >= 0);
-    }
+    http_test_turn(ns);
 }
 
 /* A client whose sends do not block. */
