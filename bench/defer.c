@@ -66,11 +66,11 @@ int main(int argc, char **argv)
     }
     if (sxe_http_server_create(&server, NULL, &options) < 0 ||
         sxe_http_server_route(server, "GET", "/", 0, deferred ? hold : hello, NULL) < 0 ||
-        sxe_http_listen(server, address) < 0) {
+        sxe_http_server_listen(server, address) < 0) {
         return 1;
     }
     loop = sxe_http_server_loop(server);
-    int rc = sxe_http_run(server);
+    int rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

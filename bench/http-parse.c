@@ -55,7 +55,7 @@ int main(int argc, char **argv)
     unsigned count = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : quick ? 500000 : 5000000;
     unsigned rounds = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 5;
     double rates[64];
-    struct sxe_http_request parsed;
+    struct sxe_http_request_head parsed;
     struct sxe_http_parser parser;
     unsigned long checksum = 0;
     struct bench_progress progress;
@@ -70,8 +70,8 @@ int main(int argc, char **argv)
         uint64_t start = sxe_clock_mono_ns();
         for (unsigned i = 0; i < count; i++) {
             sxe_http_parser_init(&parser);
-            int rc = sxe_http_parse_head(&parser, request, sizeof(request) - 1,
-                                         &sxe_http_default_limits, &parsed);
+            int rc = sxe_http_parse_request_head(&parser, request, sizeof(request) - 1,
+                                                 &sxe_http_default_limits, &parsed);
             checksum += (unsigned long)rc + parsed.header_count;
         }
         rates[round] = count * 1e9 / (double)(sxe_clock_mono_ns() - start);

@@ -15,7 +15,7 @@ static void on_message(sxe_ws_t *socket, enum sxe_ws_type type, const char *data
     if (sxe_ws_user(socket) == NULL) {
         (void)sxe_ws_send(socket, type, data, len);
     } else {
-        (void)sxe_ws_broadcast(ws, CHAT, type, data, len, NULL);
+        (void)sxe_ws_server_broadcast(ws, CHAT, type, data, len, NULL);
     }
 }
 
@@ -39,13 +39,13 @@ int main(int argc, char **argv)
 
     if ((rc = sxe_http_server_create(&http, NULL, &options)) < 0 ||
         (rc = sxe_ws_server_create(&ws, http, &handlers, NULL)) < 0 ||
-        (rc = sxe_ws_route(ws, "/", NULL)) < 0 ||
+        (rc = sxe_ws_server_route(ws, "/", NULL)) < 0 ||
         (rc = sxe_http_server_route(http, "GET", "/chat", 0, chat, NULL)) < 0 ||
-        (rc = sxe_http_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
+        (rc = sxe_http_server_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
         fprintf(stderr, "ws-server: %s\n", sxe_strerror(rc));
         return 1;
     }
-    rc = sxe_http_run(http);
+    rc = sxe_http_server_run(http);
     sxe_ws_server_destroy(ws);
     sxe_http_server_destroy(http);
     return rc < 0;

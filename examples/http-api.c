@@ -26,6 +26,6 @@ int main(int argc, char **argv)
     return sxe_http_server_create(&server, NULL, NULL) < 0 ||
            sxe_http_server_route(server, "GET", "/hello", 0, hello, api_header) < 0 ||
            sxe_http_server_route(server, "POST", "/echo", 0, echo, api_header) < 0 ||
-           sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0 ||
-           sxe_http_run(server) < 0;
+           sxe_http_server_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0 ||
+           sxe_http_server_run(server) < 0;
 }

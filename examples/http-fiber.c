@@ -32,10 +32,10 @@ int main(int argc, char **argv)
     }
     if (sxe_http_server_create(&server, NULL, &options) < 0 ||
         sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_FIBER, hello, NULL) < 0 ||
-        sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
+        sxe_http_server_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
         return 1;
     }
-    int rc = sxe_http_run(server);
+    int rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

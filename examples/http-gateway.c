@@ -13,18 +13,19 @@ static sxe_http_client_t *upstream;
 
 static void relay(sxe_http_t *http, void *arg)
 {
-    struct sxe_http_reply reply;
+    struct sxe_http_client_reply reply;
     char text[256];
 
     (void)arg;
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
     char target[2048];
     if (request->target_len >= sizeof(target)) {
         sxe_http_respond(http, 414, "text/plain", "too long\n", 9);
         return;
     }
     snprintf(target, sizeof(target), "%.*s", (int)request->target_len, request->target);
-    int rc = sxe_http_fetch(upstream, &(struct sxe_http_client_request){.target = target}, &reply);
+    int rc = sxe_http_client_fetch_wait(
+        upstream, &(struct sxe_http_client_request){.target = target}, &reply);
     if (rc < 0) {
         int len =
             snprintf(text, sizeof(text), "the upstream did not answer: %s\n", sxe_strerror(rc));
@@ -36,7 +37,7 @@ static void relay(sxe_http_t *http, void *arg)
     snprintf(headers, sizeof(headers), "Content-Type: %.*s\r\n", type ? (int)type->value_len : 10,
              type ? type->value : "text/plain");
     sxe_http_respond_with(http, reply.response.status, NULL, headers, reply.body, reply.body_len);
-    sxe_http_reply_free(&reply);
+    sxe_http_client_reply_free(&reply);
 }
 
 int main(int argc, char **argv)
@@ -48,10 +49,10 @@ int main(int argc, char **argv)
                                argc > 2 ? argv[2] : "127.0.0.1:8080", NULL) < 0 ||
         sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_PREFIX,
                               relay, NULL) < 0 ||
-        sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8081") < 0) {
+        sxe_http_server_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8081") < 0) {
         return 1;
     }
-    int rc = sxe_http_run(server);
+    int rc = sxe_http_server_run(server);
     sxe_http_client_destroy(upstream);
     sxe_http_server_destroy(server);
     return rc < 0;

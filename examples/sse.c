@@ -65,14 +65,14 @@ int main(int argc, char **argv)
 
     if (sxe_http_server_create(&server, NULL, &options) < 0 ||
         sxe_http_server_route(server, "GET", "/events", 0, subscribe, NULL) < 0 ||
-        sxe_http_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
+        sxe_http_server_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
         return 1;
     }
     sxe_timer_init(&timer, tick, NULL);
     if (sxe_timer_start(sxe_http_server_loop(server), &timer, interval, interval) < 0) {
         return 1;
     }
-    int rc = sxe_http_run(server);
+    int rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

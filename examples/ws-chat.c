@@ -21,7 +21,8 @@ static void tell(sxe_ws_t *ws, const char *what, const char *text, size_t len, s
     int head = snprintf(line, sizeof(line), "guest-%zu%s", (size_t)sxe_ws_user(ws), what);
 
     memcpy(line + head, text, len);
-    (void)sxe_ws_broadcast(sxe_ws_server_of(ws), 0, SXE_WS_TEXT, line, (size_t)head + len, except);
+    (void)sxe_ws_server_broadcast(sxe_ws_server_of(ws), 0, SXE_WS_TEXT, line, (size_t)head + len,
+                                  except);
 }
 
 static void joined(sxe_ws_t *ws)
@@ -67,12 +68,12 @@ int main(int argc, char **argv)
     if ((rc = sxe_http_server_create(&http, NULL, NULL)) < 0 ||
         (rc = sxe_ws_server_create(&ws, http, &chat, &options)) < 0 ||
         (rc = sxe_http_server_route(http, "GET", "/", 0, home, page)) < 0 ||
-        (rc = sxe_ws_route(ws, "/chat", NULL)) < 0 ||
-        (rc = sxe_http_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
+        (rc = sxe_ws_server_route(ws, "/chat", NULL)) < 0 ||
+        (rc = sxe_http_server_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
         fprintf(stderr, "ws-chat: cannot serve: %s\n", sxe_strerror(rc));
         return 1;
     }
-    rc = sxe_http_run(http);
+    rc = sxe_http_server_run(http);
     sxe_ws_server_destroy(ws);
     sxe_http_server_destroy(http);
     return rc < 0;

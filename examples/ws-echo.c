@@ -26,12 +26,12 @@ int main(int argc, char **argv)
 
     if ((rc = sxe_http_server_create(&http, NULL, &http_options)) < 0 ||
         (rc = sxe_ws_server_create(&ws, http, &handlers, &options)) < 0 ||
-        (rc = sxe_ws_route(ws, "/", "echo,chat")) < 0 ||
-        (rc = sxe_http_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
+        (rc = sxe_ws_server_route(ws, "/", "echo,chat")) < 0 ||
+        (rc = sxe_http_server_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
         fprintf(stderr, "ws-echo: cannot serve: %s\n", sxe_strerror(rc));
         return 1;
     }
-    rc = sxe_http_run(http);
+    rc = sxe_http_server_run(http);
     sxe_ws_server_destroy(ws);
     sxe_http_server_destroy(http);
     return rc < 0;

@@ -48,7 +48,7 @@ static size_t requested_word(sxe_http_t *http, char *word, bool empty_ok)
 {
     size_t raw_len;
     const char *raw = sxe_http_path_rest(http, &raw_len);
-    ssize_t len = sxe_http_decode(raw, raw_len, word, DICTIONARY_WORD_MAX + 1, false);
+    ssize_t len = sxe_http_percent_decode(raw, raw_len, word, DICTIONARY_WORD_MAX + 1, false);
 
     if (len < 0) { /* -ENOBUFS: the server refused malformed escapes before routing */
         respond_error(http, 414, "the word is longer than 100 bytes");
@@ -312,14 +312,14 @@ int main(int argc, char **argv)
         (rc = sxe_http_server_route(server, "GET", "/s/", SXE_HTTP_ROUTE_PREFIX, suggest,
                                     &dictionary)) < 0 ||
         (rc = sxe_http_server_route(server, "GET", "/", 0, page, &dictionary)) < 0 ||
-        (rc = sxe_http_listen(server, address)) < 0) {
+        (rc = sxe_http_server_listen(server, address)) < 0) {
         fprintf(stderr, "sxe-dict: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;
     }
     printf("sxe-dict: %u words, serving on %s with %u workers\n", dictionary.words.file->count,
            address, options.workers);
     fflush(stdout);
-    rc = sxe_http_run(server);
+    rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     words_close(&dictionary.words);
     sxe_map_detach(dictionary.map);

@@ -145,7 +145,7 @@ SXE_MUST_CHECK int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener,
  * Parses an address as a person writes it: "IPv4:PORT", "[IPv6]:PORT", "localhost:PORT"
  * (127.0.0.1) or ":PORT" (every IPv4 address). With default_port 0 to 65535 the port may be left
  * out ("127.0.0.1", "::1", "[::1]", "localhost"); with -1 it is required. One parser for the
- * library and its programs: sxe_listen_at(), sxe_http_listen(), sxe_http_client_create(),
+ * library and its programs: sxe_listen_at(), sxe_http_server_listen(), sxe_http_client_create(),
  * sxe-httpd --listen and sxe-http -i.
  * @return 0, or -EINVAL for text that is none of these, or a port that is not 0 to 65535 in digits.
  */

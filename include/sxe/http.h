@@ -11,8 +11,8 @@
  *     ...
  *     sxe_http_server_create(&server, NULL, NULL);
  *     sxe_http_server_route(server, "GET", "/", 0, hello, NULL);
- *     sxe_http_listen(server, "127.0.0.1:8080");
- *     return sxe_http_run(server);
+ *     sxe_http_server_listen(server, "127.0.0.1:8080");
+ *     return sxe_http_server_run(server);
  *
  * The server reads requests with the parser (sxe/http_parser.h), answers malformed ones itself with
  * the right status (400, 404, 405, 408, 413, 414, 431, 501, 505) and closes where the RFC requires
@@ -31,13 +31,13 @@
  * sxe_http_*() call returns the error, as do later ones for that response, what was accepted is
  * sent (the answers before it whole), and the connection closes; nothing follows the cut.
  *
- * Workers. With options.workers N above 0, sxe_http_run() starts N workers (sxe/workers.h), each
- * running a copy of the server (its routes and limits) on a loop of its own, and a handler runs on
- * the worker that owns the request's connection. Processes (the default) share nothing: a handler
- * may keep what it likes in globals, each worker has its own, and a worker that dies is restarted.
- * Threads share the process: what a handler's arg points to, and every global it touches, is
- * shared by all workers at once, so make it read-only after start-up, atomic, or per worker (index
- * it by sxe_worker_index()). Counters per worker: sxe_http_server_stats().
+ * Workers. With options.workers N above 0, sxe_http_server_run() starts N workers (sxe/workers.h),
+ * each running a copy of the server (its routes and limits) on a loop of its own, and a handler
+ * runs on the worker that owns the request's connection. Processes (the default) share nothing: a
+ * handler may keep what it likes in globals, each worker has its own, and a worker that dies is
+ * restarted. Threads share the process: what a handler's arg points to, and every global it
+ * touches, is shared by all workers at once, so make it read-only after start-up, atomic, or per
+ * worker (index it by sxe_worker_index()). Counters per worker: sxe_http_server_stats().
  */
 #ifndef SXE_HTTP_H
 #define SXE_HTTP_H
@@ -97,7 +97,8 @@ struct sxe_http_server_options {
     uint64_t header_timeout; /**< ns for a request, head and body, to arrive: else 408 (10 s). */
     uint64_t idle_timeout;   /**< ns a kept-alive connection may wait for a request (60 s). */
     uint64_t write_timeout;  /**< ns a response may wait for the client to read (30 s). */
-    /** SXE_LISTEN_* for sxe_http_listen(): REUSEPORT, FASTOPEN, DEFER_ACCEPT, EVICT_IDLE, V6ONLY.
+    /** SXE_LISTEN_* for sxe_http_server_listen(): REUSEPORT, FASTOPEN, DEFER_ACCEPT, EVICT_IDLE,
+     * V6ONLY.
      */
     unsigned listen_flags;
     /**
@@ -137,14 +138,14 @@ struct sxe_http_server_options {
     sxe_http_log_t on_log;
     void *log_arg;
     /**
-     * On SIGHUP, while sxe_http_run() runs: on_hangup(hangup_arg) once in every process that
+     * On SIGHUP, while sxe_http_server_run() runs: on_hangup(hangup_arg) once in every process that
      * serves (the workers' sxe_workers_options.on_hangup, or the server's own loop's,
      * sxe_loop_on_hangup()); reopen logs there. NULL: SIGHUP is logged and ignored.
      */
     void (*on_hangup)(void *arg);
     void *hangup_arg;
     /**
-     * In sxe_http_run(), on each loop that serves, in its own thread (each worker's, or the
+     * In sxe_http_server_run(), on each loop that serves, in its own thread (each worker's, or the
      * server's own): on_loop_start(loop, loop_arg) before the loop runs, for per-loop state (a
      * timer, say); on_loop_stop(loop_arg) after it has stopped, before its thread (or process)
      * ends, to finish what that thread holds (a buffered log's last lines). NULL: none.
@@ -164,9 +165,9 @@ struct sxe_http_defer_stats {
 };
 
 /**
- * Makes a server on loop, or on a loop of its own when loop is NULL (sxe_http_run() runs it), or,
- * with options->workers above 0, over that many workers, each with a loop of its own (loop must
- * then be NULL).
+ * Makes a server on loop, or on a loop of its own when loop is NULL (sxe_http_server_run() runs
+ * it), or, with options->workers above 0, over that many workers, each with a loop of its own (loop
+ * must then be NULL).
  * @param options NULL for the defaults. A loop passed in keeps its own timeouts and sizes; bodies
  *                must then fit its buffer_size along with their head.
  * @return 0, -EINVAL, or -ENOMEM.
@@ -226,20 +227,20 @@ SXE_MUST_CHECK int sxe_http_server_route(sxe_http_server_t *server, const char *
                                          sxe_http_handler_t handler, void *arg);
 
 /**
- * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_port() tells which), with
+ * Listens on "IPv4:port" or "[IPv6]:port" (port 0: any; sxe_http_server_port() tells which), with
  * options.listen_flags. With workers, every worker takes its share (sxe_workers_listen()).
  * @return 0, -EINVAL for an address that does not parse, or -errno (-EADDRINUSE).
  */
-SXE_MUST_CHECK int sxe_http_listen(sxe_http_server_t *server, const char *address);
+SXE_MUST_CHECK int sxe_http_server_listen(sxe_http_server_t *server, const char *address);
 
 /** The port of the server's first listener, or 0. */
-int sxe_http_port(sxe_http_server_t *server);
+int sxe_http_server_port(sxe_http_server_t *server);
 
 /**
  * Runs the server's loop, or its workers, until SIGINT or SIGTERM, then stops cleanly: stops
  * accepting, gives queued output 5 s to drain, closes. @return 0 or -errno.
  */
-int sxe_http_run(sxe_http_server_t *server);
+int sxe_http_server_run(sxe_http_server_t *server);
 
 /**
  * The whole server in one call: makes a server with default options, routes path (exactly, any
@@ -295,7 +296,7 @@ void sxe_http_server_defer_stats(const sxe_http_server_t *server,
                                  struct sxe_http_defer_stats *stats);
 
 /** The request. */
-const struct sxe_http_request *sxe_http_request(const sxe_http_t *http);
+const struct sxe_http_request_head *sxe_http_request_head(const sxe_http_t *http);
 
 /**
  * The status of the response (0 before it starts). In the log hook, a request that got no answer
@@ -309,7 +310,7 @@ uint64_t sxe_http_body_sent(const sxe_http_t *http);
 
 /**
  * The request's path, the one its route was matched against: its target up to any '?', in normal
- * form (sxe_http_normalize_path(): "/a/./b//%7Ec/../d" is "/a/b/d"), so no spelling of a path
+ * form (sxe_http_path_normalize(): "/a/./b//%7Ec/../d" is "/a/b/d"), so no spelling of a path
  * reaches a route it does not start with. Not NUL-terminated. The server answers 400 itself to a
  * path that climbs above "/" or holds a malformed escape. And the query after the '?' (NULL if
  * none), as the client sent it.
@@ -461,7 +462,7 @@ int sxe_http_respondf(sxe_http_t *http, int status, const char *content_type, co
  *
  *     char buffer[256];
  *     struct sxe_http_headers headers = SXE_HTTP_HEADERS_INIT(buffer);
- *     sxe_http_header_add(&headers, "Cache-Control", "no-store");
+ *     sxe_http_headers_add(&headers, "Cache-Control", "no-store");
  *     sxe_http_respond_with(http, 200, "text/plain", headers.text, body, len);
  */
 struct sxe_http_headers {
@@ -480,7 +481,7 @@ struct sxe_http_headers {
  * buffer is full; -EINVAL for a name that is not a token or a value with CR or LF (header
  * injection; an assert in debug builds); or the error of an earlier add.
  */
-int sxe_http_header_add(struct sxe_http_headers *headers, const char *name, const char *value);
+int sxe_http_headers_add(struct sxe_http_headers *headers, const char *name, const char *value);
 
 /**
  * Finds the query parameter name (a=1&b=2; compared after percent-decoding) and writes its value,
@@ -491,7 +492,8 @@ int sxe_http_header_add(struct sxe_http_headers *headers, const char *name, cons
  */
 ssize_t sxe_http_query_param(const sxe_http_t *http, const char *name, char *buf, size_t size);
 
-/** A query parameter as it is in the target: still percent-encoded (see sxe_http_decode()). */
+/** A query parameter as it is in the target: still percent-encoded (see sxe_http_percent_decode()).
+ */
 struct sxe_http_param {
     const char *name;
     size_t name_len;
@@ -510,14 +512,15 @@ bool sxe_http_query_next(const sxe_http_t *http, size_t *cursor, struct sxe_http
  * plus_is_space (query strings). in and out may be the same buffer. @return the decoded length,
  * -ENOBUFS, or -EINVAL for a malformed escape.
  */
-ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space);
+ssize_t sxe_http_percent_decode(const char *in, size_t len, char *out, size_t size,
+                                bool plus_is_space);
 
 /**
  * One byte of a percent-encoded string, for a caller that decodes as it goes (comparing, counting):
  * the byte in[*at] stands for (a %XX escape, a '+' as a space when plus_is_space, or itself), with
  * *at moved past it. *at must be below len. @return the byte, or -1 for a malformed escape.
  */
-int sxe_http_decode_one(const char *in, size_t len, size_t *at, bool plus_is_space);
+int sxe_http_percent_decode_byte(const char *in, size_t len, size_t *at, bool plus_is_space);
 
 /**
  * Puts a request path in normal form (RFC 3986 §6.2.2), as routes see it: escapes of unreserved
@@ -528,9 +531,9 @@ int sxe_http_decode_one(const char *in, size_t len, size_t *at, bool plus_is_spa
  *         a malformed escape; -EACCES for one whose ".." climbs above "/"; -ENOBUFS unless size is
  *         above len.
  */
-ssize_t sxe_http_normalize_path(const char *in, size_t len, char *out, size_t size);
+ssize_t sxe_http_path_normalize(const char *in, size_t len, char *out, size_t size);
 
-/** Whether a path (len bytes, no query) is in the form sxe_http_normalize_path() gives already. */
+/** Whether a path (len bytes, no query) is in the form sxe_http_path_normalize() gives already. */
 bool sxe_http_path_is_normal(const char *path, size_t len);
 
 /**
@@ -538,7 +541,7 @@ bool sxe_http_path_is_normal(const char *path, size_t len);
  * and the unreserved ones (letters, digits, "-._~"). For a Location or a link built from a decoded
  * path. @return the encoded length, or -ENOBUFS.
  */
-ssize_t sxe_http_encode_path(const char *in, size_t len, char *out, size_t size);
+ssize_t sxe_http_path_encode(const char *in, size_t len, char *out, size_t size);
 
 /**
  * For a prefix route: the path after the route's prefix (for the route "/users/" and the path

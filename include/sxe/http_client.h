@@ -13,11 +13,11 @@
  *   sxe_http_call_pause() and sxe_http_call_resume() for backpressure (a reverse proxy);
  * - from a fiber (sxe/fiber.h), as sequential code that waits while the loop runs on:
  *
- *       struct sxe_http_reply reply;
- *       if (sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/users/7"},
- *                          &reply) == 0) {
+ *       struct sxe_http_client_reply reply;
+ *       if (sxe_http_client_fetch_wait(client, &(struct sxe_http_client_request){.target =
+ * "/users/7"}, &reply) == 0) {
  *           ... reply.response.status, reply.body, reply.body_len ...
- *           sxe_http_reply_free(&reply);
+ *           sxe_http_client_reply_free(&reply);
  *       }
  *
  * A request body is given whole (request.body), or written in pieces as the caller gets them
@@ -93,8 +93,9 @@ struct sxe_http_client_options {
 
 /**
  * A request. Its strings and body are the caller's and must stay valid and unchanged until the
- * call ends (its done or on_done callback returns, or sxe_http_fetch() returns): literals, a held
- * server request's parts and a fiber's locals do. The client copies the struct itself.
+ * call ends (its done or on_done callback returns, or sxe_http_client_fetch_wait() returns):
+ * literals, a held server request's parts and a fiber's locals do. The client copies the struct
+ * itself.
  */
 struct sxe_http_client_request {
     const char *method;  /**< "GET" when NULL. */
@@ -106,7 +107,7 @@ struct sxe_http_client_request {
     size_t body_len;
     /**
      * The body is written in pieces, as the caller gets them, with sxe_http_call_write() and
-     * sxe_http_call_end() (body NULL; only with sxe_http_client_stream() and an on_writable
+     * sxe_http_call_finish() (body NULL; only with sxe_http_client_stream() and an on_writable
      * handler). It is sent with a Content-Length of body_len, or chunked when body_len is
      * SXE_HTTP_BODY_UNKNOWN. Such a request is never pipelined and never sent twice, once the
      * caller was told it may write.
@@ -129,13 +130,14 @@ struct sxe_http_client_request {
  * into the client's memory, valid until this returns.
  */
 typedef void (*sxe_http_client_done_t)(sxe_http_call_t *call, int err,
-                                       const struct sxe_http_response *response, const char *body,
-                                       size_t body_len, void *arg);
+                                       const struct sxe_http_response_head *response,
+                                       const char *body, size_t body_len, void *arg);
 
 /** A response in pieces (sxe_http_client_stream()). Every callback gets the call's arg. */
 struct sxe_http_client_handlers {
     /** The head arrived (interim 1xx responses are skipped). Pointers valid until it returns. */
-    void (*on_head)(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg);
+    void (*on_head)(sxe_http_call_t *call, const struct sxe_http_response_head *response,
+                    void *arg);
     /** Body bytes (chunked framing removed), valid until it returns. */
     void (*on_body)(sxe_http_call_t *call, const char *data, size_t len, void *arg);
     /** The call ended: 0 after the whole body, else the error (after on_head, or instead). */
@@ -154,7 +156,7 @@ struct sxe_http_client_handlers {
      * the upstream sent after the 101's head go to the new on_read from the next turn. The call
      * ends here: no other callback of it follows.
      */
-    void (*on_upgrade)(sxe_http_call_t *call, const struct sxe_http_response *response,
+    void (*on_upgrade)(sxe_http_call_t *call, const struct sxe_http_response_head *response,
                        sxe_conn_t *conn, void *arg);
 };
 
@@ -231,11 +233,11 @@ int sxe_http_call_write(sxe_http_call_t *call, const void *data, size_t len);
  *         for a body with a length of which bytes are missing; else the connection's error, after
  *         which the call is cancelled.
  */
-int sxe_http_call_end(sxe_http_call_t *call);
+int sxe_http_call_finish(sxe_http_call_t *call);
 
-/** A response gathered for a fiber: the program's until sxe_http_reply_free(). */
-struct sxe_http_reply {
-    struct sxe_http_response response; /**< Its pointers point into memory the reply owns. */
+/** A response gathered for a fiber: the program's until sxe_http_client_reply_free(). */
+struct sxe_http_client_reply {
+    struct sxe_http_response_head response; /**< Its pointers point into memory the reply owns. */
     const char *body;
     size_t body_len;
     char *memory; /* the head and body bytes */
@@ -243,14 +245,15 @@ struct sxe_http_reply {
 
 /**
  * From a fiber: sends the request and waits, while the loop runs on, for the whole response.
- * @return 0 with reply filled in (free it with sxe_http_reply_free()); else a call's error, as
- *         sxe_http_client_fetch() or its done would give it, with nothing to free; -EPERM outside
- *         a fiber.
+ * @return 0 with reply filled in (free it with sxe_http_client_reply_free()); else a call's error,
+ * as sxe_http_client_fetch() or its done would give it, with nothing to free; -EPERM outside a
+ * fiber.
  */
-int sxe_http_fetch(sxe_http_client_t *client, const struct sxe_http_client_request *request,
-                   struct sxe_http_reply *reply);
+int sxe_http_client_fetch_wait(sxe_http_client_t *client,
+                               const struct sxe_http_client_request *request,
+                               struct sxe_http_client_reply *reply);
 
-void sxe_http_reply_free(struct sxe_http_reply *reply);
+void sxe_http_client_reply_free(struct sxe_http_client_reply *reply);
 
 /** A client's counters. */
 struct sxe_http_client_stats {

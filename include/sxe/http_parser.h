@@ -68,7 +68,7 @@ struct sxe_http_header {
  * A parsed request head. Every pointer points into the bytes given to the parser, but one: the
  * target of an absolute-form request without a path ("http://host") is the constant "/".
  */
-struct sxe_http_request {
+struct sxe_http_request_head {
     const char *method;
     size_t method_len;
     const char *target;
@@ -98,7 +98,7 @@ struct sxe_http_request {
 
 /**
  * Per-connection parser state. Zero it (or call sxe_http_parser_init()) before the first request;
- * sxe_http_parse_head() and sxe_http_parse_body() reset it between requests themselves.
+ * sxe_http_parse_request_head() and sxe_http_parse_body() reset it between requests themselves.
  */
 struct sxe_http_parser {
     uint32_t scanned;    /* bytes of the head scanned so far */
@@ -131,7 +131,7 @@ bool sxe_http_parser_busy(const struct sxe_http_parser *parser);
 
 /**
  * The HTTP status to answer a refused request with (400, 413, 414, 431, 501 or 505), once
- * sxe_http_parse_head() or sxe_http_parse_body() returned -EPROTO; 0 before any refusal.
+ * sxe_http_parse_request_head() or sxe_http_parse_body() returned -EPROTO; 0 before any refusal.
  */
 int sxe_http_parser_status(const struct sxe_http_parser *parser);
 
@@ -142,8 +142,9 @@ int sxe_http_parser_status(const struct sxe_http_parser *parser);
  *         more bytes are needed; or -EPROTO when the bytes can never make a valid request, with
  *         the status to answer in sxe_http_parser_status() (400, 413, 414, 431, 501, 505).
  */
-int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
-                        const struct sxe_http_limits *limits, struct sxe_http_request *request);
+int sxe_http_parse_request_head(struct sxe_http_parser *parser, const char *data, size_t len,
+                                const struct sxe_http_limits *limits,
+                                struct sxe_http_request_head *request);
 
 /** A piece of a request body, pointing into the caller's bytes. */
 struct sxe_http_body {
@@ -163,14 +164,14 @@ long sxe_http_parse_body(struct sxe_http_parser *parser, const char *data, size_
                          const struct sxe_http_limits *limits, struct sxe_http_body *body);
 
 /** The value of the first header called name (case-insensitive), or NULL. */
-const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
-                                                   const char *name);
+const struct sxe_http_header *sxe_http_request_header(const struct sxe_http_request_head *request,
+                                                      const char *name);
 
 /**
  * A parsed response head (for the client, sxe/http_client.h). Every pointer points into the bytes
  * given to the parser.
  */
-struct sxe_http_response {
+struct sxe_http_response_head {
     int status;        /**< 100 to 999. */
     int minor_version; /**< 0 for HTTP/1.0, 1 for HTTP/1.1. */
     const char *reason;
@@ -186,22 +187,22 @@ struct sxe_http_response {
 
 /**
  * Parses a response head from data[0..len), which holds the bytes given in earlier calls (for this
- * response) followed by new ones, as sxe_http_parse_head() does for requests, as strictly: see
- * src/http/parser/response_parser.c for what it refuses. The body is framed by RFC 9112 §6.3: none
- * for HEAD (head_request), 1xx, 204 and 304; else chunked, Content-Length, or until the close. When
- * it has one, read it with sxe_http_parse_body() (not for until_close), which the parser is ready
- * for.
+ * response) followed by new ones, as sxe_http_parse_request_head() does for requests, as strictly:
+ * see src/http/parser/response_parser.c for what it refuses. The body is framed by RFC 9112 §6.3:
+ * none for HEAD (head_request), 1xx, 204 and 304; else chunked, Content-Length, or until the close.
+ * When it has one, read it with sxe_http_parse_body() (not for until_close), which the parser is
+ * ready for.
  * @return The head's length when it is complete; 0 when more bytes are needed; -EPROTO for bytes
  *         that can never make a valid response; -EMSGSIZE past limits->header_bytes or
  *         header_count.
  */
 int sxe_http_parse_response_head(struct sxe_http_parser *parser, const char *data, size_t len,
                                  const struct sxe_http_limits *limits, bool head_request,
-                                 struct sxe_http_response *response);
+                                 struct sxe_http_response_head *response);
 
 /** The value of a response's first header called name (case-insensitive), or NULL. */
-const struct sxe_http_header *sxe_http_response_header(const struct sxe_http_response *response,
-                                                       const char *name);
+const struct sxe_http_header *
+sxe_http_response_header(const struct sxe_http_response_head *response, const char *name);
 
 #ifdef __cplusplus
 }

@@ -6,15 +6,15 @@
  *
  *     static void on_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
  *     {
- *         sxe_ws_broadcast(sxe_ws_server_of(ws), 0, type, data, len);
+ *         sxe_ws_server_broadcast(sxe_ws_server_of(ws), 0, type, data, len);
  *     }
  *     static const struct sxe_ws_handlers chat = {.on_message = on_message};
  *     ...
  *     sxe_http_server_create(&http, NULL, NULL);
  *     sxe_ws_server_create(&ws, http, &chat, NULL);
- *     sxe_ws_route(ws, "/chat", NULL);
- *     sxe_http_listen(http, "127.0.0.1:8080");
- *     return sxe_http_run(http);
+ *     sxe_ws_server_route(ws, "/chat", NULL);
+ *     sxe_http_server_listen(http, "127.0.0.1:8080");
+ *     return sxe_http_server_run(http);
  *
  * The handshake (RFC 6455 §4.2): a GET with Upgrade: websocket, Connection: upgrade, a
  * Sec-WebSocket-Key of 16 bytes in Base64 and Sec-WebSocket-Version: 13 is answered 101 with
@@ -39,9 +39,9 @@
  * within options.close_timeout is cut off. on_close is called once for every socket that opened,
  * whichever side closed it and however (1006 when the connection ended without a close frame).
  *
- * Sending: sxe_ws_send() to one socket, sxe_ws_broadcast() to every socket of a group, encoding
- * the frame once and sending it by reference to all. A socket whose peer reads too slowly (more
- * than options.queue_bytes queued) is closed with 1008, or, with options.drop_when_full, its
+ * Sending: sxe_ws_send() to one socket, sxe_ws_server_broadcast() to every socket of a group,
+ * encoding the frame once and sending it by reference to all. A socket whose peer reads too slowly
+ * (more than options.queue_bytes queued) is closed with 1008, or, with options.drop_when_full, its
  * messages are dropped and counted until it catches up.
  *
  * Keep-alive: a socket silent for the loop's idle_timeout is pinged; if it is still silent after
@@ -128,8 +128,8 @@ struct sxe_ws_options {
      * then (16384); else 1008, and the buffer is let go at once.
      */
     uint32_t message_rate;
-    bool no_ping;             /**< Do not ping silent sockets: close them at idle_timeout. */
-    uint32_t groups;          /**< Groups for sxe_ws_broadcast() (16); every socket starts in 0. */
+    bool no_ping;    /**< Do not ping silent sockets: close them at idle_timeout. */
+    uint32_t groups; /**< Groups for sxe_ws_server_broadcast() (16); every socket starts in 0. */
     uint32_t broadcasts;      /**< Broadcast frames that may be in flight at once (64). */
     uint32_t broadcast_bytes; /**< Largest broadcast message (65536). */
     /**
@@ -143,7 +143,7 @@ struct sxe_ws_options {
 };
 
 /** Counters. */
-struct sxe_ws_stats {
+struct sxe_ws_server_stats {
     uint64_t opened;          /**< Handshakes answered 101. */
     uint64_t refused;         /**< Handshakes refused (400, 426). */
     uint64_t messages_in;     /**< Messages received whole. */
@@ -178,7 +178,8 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server);
  * chosen (a client that offers none of them is still accepted, with none).
  * @return as sxe_http_server_route().
  */
-SXE_MUST_CHECK int sxe_ws_route(sxe_ws_server_t *server, const char *path, const char *protocols);
+SXE_MUST_CHECK int sxe_ws_server_route(sxe_ws_server_t *server, const char *path,
+                                       const char *protocols);
 
 /**
  * From an HTTP handler: answers the request's WebSocket handshake with 101 and protocol (NULL
@@ -230,8 +231,8 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
  *         for a group out of range or a client set, -ENOBUFS when options.broadcasts are all in
  *         flight.
  */
-int sxe_ws_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type type,
-                     const void *data, size_t len, const sxe_ws_t *except);
+int sxe_ws_server_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type type,
+                            const void *data, size_t len, const sxe_ws_t *except);
 
 /** Moves the socket to group (< options.groups). @return 0 or -EINVAL. */
 int sxe_ws_join(sxe_ws_t *ws, uint32_t group);
@@ -257,7 +258,7 @@ sxe_conn_t *sxe_ws_conn(const sxe_ws_t *ws);
 sxe_ws_server_t *sxe_ws_server_of(const sxe_ws_t *ws);
 
 /** The server's counters. */
-void sxe_ws_stats(const sxe_ws_server_t *server, struct sxe_ws_stats *stats);
+void sxe_ws_server_stats(const sxe_ws_server_t *server, struct sxe_ws_server_stats *stats);
 
 /**
  * Writes the Sec-WebSocket-Accept value for key (RFC 6455 §4.2.2: Base64 of the SHA-1 of the key

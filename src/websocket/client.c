@@ -122,7 +122,7 @@ static size_t refused(struct sxe_ws *ws, const char *why, size_t len)
 }
 
 /* Checks the server's answer to the handshake. @return NULL, or why it is not a 101 for us. */
-static const char *check_answer(struct sxe_ws *ws, const struct sxe_http_response *response,
+static const char *check_answer(struct sxe_ws *ws, const struct sxe_http_response_head *response,
                                 unsigned *protocol)
 {
     const struct sxe_http_header *accept =
@@ -172,7 +172,7 @@ size_t sxe__ws_client_read(struct sxe_ws *ws, uint8_t *data, size_t len)
     static const struct sxe_http_limits limits = {
         .request_line = 1024, .header_bytes = 8192, .header_count = 32, .body_bytes = 0};
     struct sxe_http_parser parser;
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     unsigned protocol;
 
     sxe_http_parser_init(&parser); /* the head is parsed again from its start as it grows */

@@ -168,7 +168,8 @@ static int read_offer(const char **at, const char *end)
     return good ? server_bits : 0;
 }
 
-int sxe__ws_deflate_negotiate(const struct sxe_http_request *request, char *answer, size_t size)
+int sxe__ws_deflate_negotiate(const struct sxe_http_request_head *request, char *answer,
+                              size_t size)
 {
     for (unsigned i = 0; i < request->header_count; i++) {
         const struct sxe_http_header *header = &request->headers[i];

@@ -50,7 +50,7 @@ bool sxe__ws_has_token(const struct sxe_http_header *headers, unsigned count, co
     return false;
 }
 
-static unsigned fields_called(const struct sxe_http_request *request, const char *name)
+static unsigned fields_called(const struct sxe_http_request_head *request, const char *name)
 {
     unsigned count = 0;
 
@@ -65,7 +65,7 @@ static int refuse(sxe_http_t *http, int status, const char *why)
 {
     static const char upgrade_required[] =
         "Sec-WebSocket-Version: 13\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n";
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
 
     SXE_LOG_DEBUG("refusing a handshake for %.*s: %s", (int)request->target_len, request->target,
                   why);
@@ -80,9 +80,10 @@ static int refuse(sxe_http_t *http, int status, const char *why)
 int sxe__ws_handshake(sxe_http_t *http, const char *protocol, const char *extensions,
                       const struct sxe_conn_handlers *to)
 {
-    const struct sxe_http_request *request = sxe_http_request(http);
-    const struct sxe_http_header *key = sxe_http_find_header(request, "Sec-WebSocket-Key");
-    const struct sxe_http_header *version = sxe_http_find_header(request, "Sec-WebSocket-Version");
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
+    const struct sxe_http_header *key = sxe_http_request_header(request, "Sec-WebSocket-Key");
+    const struct sxe_http_header *version =
+        sxe_http_request_header(request, "Sec-WebSocket-Version");
 
     if (!sxe__ws_has_token(request->headers, request->header_count, "Upgrade", "websocket", 9)) {
         return refuse(http, 426, "this is a WebSocket; ask to upgrade to it");

@@ -42,7 +42,7 @@ sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *p
         errno = EINVAL;
         return NULL;
     }
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
     if (protocol != NULL && protocol[0] != '\0' &&
         !sxe__ws_has_token(request->headers, request->header_count, "Sec-WebSocket-Protocol",
                            protocol, strlen(protocol))) {
@@ -78,7 +78,7 @@ sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *p
 static void handshake(sxe_http_t *http, void *arg)
 {
     struct route *route = arg;
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
     char chosen[sizeof(route->protocols)] = "";
 
     for (const char *at = route->protocols; *at != '\0';) {
@@ -95,7 +95,7 @@ static void handshake(sxe_http_t *http, void *arg)
     (void)sxe_ws_accept(route->server, http, chosen);
 }
 
-int sxe_ws_route(sxe_ws_server_t *server, const char *path, const char *protocols)
+int sxe_ws_server_route(sxe_ws_server_t *server, const char *path, const char *protocols)
 {
     if (!SXE_CHECK(
             server != NULL && path != NULL &&
@@ -184,8 +184,8 @@ static void broadcast_release(void *arg)
     broadcast->refs--;
 }
 
-int sxe_ws_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type type,
-                     const void *data, size_t len, const sxe_ws_t *except)
+int sxe_ws_server_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type type,
+                            const void *data, size_t len, const sxe_ws_t *except)
 {
     struct broadcast *broadcast = NULL;
     int rc, count = 0;
@@ -277,7 +277,7 @@ sxe_ws_server_t *sxe_ws_server_of(const sxe_ws_t *ws)
     return ws->server;
 }
 
-void sxe_ws_stats(const sxe_ws_server_t *server, struct sxe_ws_stats *stats)
+void sxe_ws_server_stats(const sxe_ws_server_t *server, struct sxe_ws_server_stats *stats)
 {
     *stats = server->stats;
 }

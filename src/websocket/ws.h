@@ -199,7 +199,7 @@ struct sxe_ws_server {
     unsigned target_count;
     uint64_t random;                 /* clients' masks and keys (sxe__ws_random()) */
     struct sxe__ws_deflate *deflate; /* shared compression (deflate.c), with options.deflate */
-    struct sxe_ws_stats stats;
+    struct sxe_ws_server_stats stats;
 };
 
 /* The socket's index in its set's table (and its connection's in the loop). */
@@ -321,7 +321,8 @@ void sxe__ws_deflate_destroy(sxe_ws_server_t *server);
  * deflate.c: the first permessage-deflate offer of the request that can be taken, answered in
  * answer. @return the window bits we keep to (9 to 15), or 0 for none taken.
  */
-int sxe__ws_deflate_negotiate(const struct sxe_http_request *request, char *answer, size_t size);
+int sxe__ws_deflate_negotiate(const struct sxe_http_request_head *request, char *answer,
+                              size_t size);
 
 /* deflate.c: a message compressed with a window of bits (the block's tail left off), or NULL
  * when compressing would not make it smaller. Valid until the next call. */

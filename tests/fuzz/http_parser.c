@@ -29,7 +29,7 @@ static void check_inside(const char *pointer, size_t len, const char *data, size
 static uint64_t run(const char *data, size_t size, size_t split)
 {
     struct sxe_http_parser parser;
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     struct sxe_http_body body;
     size_t base = 0, available = split < size ? split : size;
     uint64_t digest = 0;
@@ -37,10 +37,10 @@ static uint64_t run(const char *data, size_t size, size_t split)
 
     sxe_http_parser_init(&parser);
     for (;;) {
-        long rc =
-            in_body
-                ? sxe_http_parse_body(&parser, data + base, available - base, &limits, &body)
-                : sxe_http_parse_head(&parser, data + base, available - base, &limits, &request);
+        long rc = in_body
+                      ? sxe_http_parse_body(&parser, data + base, available - base, &limits, &body)
+                      : sxe_http_parse_request_head(&parser, data + base, available - base, &limits,
+                                                    &request);
         if (rc < 0) {
             int status = sxe_http_parser_status(&parser);
             if (rc != -EPROTO || (status != 400 && status != 413 && status != 414 &&

@@ -32,7 +32,7 @@ static void check_inside(const char *pointer, size_t len, const char *from, size
 }
 
 /* Checks a head of head_len bytes at head and returns a digest of where its parts are. */
-static uint64_t check_head(const struct sxe_http_response *response, const char *head,
+static uint64_t check_head(const struct sxe_http_response_head *response, const char *head,
                            size_t head_len, const char *data)
 {
     uint64_t digest = 0;
@@ -81,7 +81,7 @@ static uint64_t check_head(const struct sxe_http_response *response, const char 
 static uint64_t run(const char *data, size_t size, size_t piece, bool head_request)
 {
     struct sxe_http_parser parser;
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     struct sxe_http_body body;
     size_t base = 0, available = piece < size ? piece : size;
     uint64_t digest = 0, body_seen = 0;

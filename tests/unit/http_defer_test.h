@@ -51,8 +51,8 @@ static void answer(sxe_timer_t *timer, void *arg)
     if ((pending->rc = sxe_http_start(held, 200, "Content-Type: text/plain\r\n", -1)) < 0) {
         return;
     }
-    const struct sxe_http_request *request = sxe_http_request(held);
-    const struct sxe_http_header *tag = sxe_http_find_header(request, "X-Tag");
+    const struct sxe_http_request_head *request = sxe_http_request_head(held);
+    const struct sxe_http_header *tag = sxe_http_request_header(request, "X-Tag");
     size_t body_len, path_len;
     const char *body = sxe_http_body(held, &body_len);
     const char *path = sxe_http_path(held, &path_len);
@@ -83,7 +83,7 @@ static void later(sxe_http_t *http, void *arg)
     static char user[] = "u1";
     sxe_http_set_user(pending->held, user);
     sxe_timer_init(&pending->timer, answer, pending);
-    if (strncmp(sxe_http_request(http)->target, "/never", 6) != 0) {
+    if (strncmp(sxe_http_request_head(http)->target, "/never", 6) != 0) {
         assert_int_equal(
             sxe_timer_start(sxe_http_server_loop(server), &pending->timer, 10 * SXE_NS_PER_MSEC, 0),
             0);
@@ -107,7 +107,7 @@ static void fiber_handler(sxe_http_t *http, void *arg)
     (void)arg;
     assert_non_null(sxe_fiber_self());
     assert_int_equal(sxe_fiber_sleep(5 * SXE_NS_PER_MSEC), 0);
-    if (strncmp(sxe_http_request(http)->target, "/fiber/mute", 11) != 0) {
+    if (strncmp(sxe_http_request_head(http)->target, "/fiber/mute", 11) != 0) {
         fiber_rc = sxe_http_respond(http, 200, "text/plain", "from a fiber\n", 13);
     }
 }
@@ -191,7 +191,7 @@ static size_t log_used;
 
 static void record_log(const sxe_http_t *http, void *arg)
 {
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
 
     (void)arg;
     int len = snprintf(log_lines + log_used, sizeof(log_lines) - log_used, "%.*s %d %llu\n",

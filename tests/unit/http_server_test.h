@@ -204,7 +204,8 @@ static inline void api(sxe_http_t *http, void *arg)
         len += snprintf(reply + len, sizeof(reply) - (size_t)len, "[%.*s=%.*s]",
                         (int)param.name_len, param.name, (int)param.value_len, param.value);
     }
-    assert_int_equal(sxe_http_header_add(&headers, "X-Rest-Length", rest_len ? "some" : "none"), 0);
+    assert_int_equal(sxe_http_headers_add(&headers, "X-Rest-Length", rest_len ? "some" : "none"),
+                     0);
     sxe_http_respond_with(http, 200, "application/json", headers.text, reply, (size_t)len);
 }
 
@@ -227,7 +228,7 @@ static size_t log_used;
 
 static inline void record_log(const sxe_http_t *http, void *arg)
 {
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
     size_t path_len;
     const char *path = sxe_http_path(http, &path_len);
 

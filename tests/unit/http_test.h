@@ -24,8 +24,8 @@ static inline void http_test_fake_clock(void)
 /* The server listens on a free loopback port, which becomes the test's. */
 static inline void http_test_listen(void)
 {
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    port = sxe_http_port(server);
+    assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:0"), 0);
+    port = sxe_http_server_port(server);
     assert_true(port > 0);
 }
 

@@ -71,8 +71,8 @@ static int setup(void **state)
     answered = 0;
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
     assert_int_equal(sxe_http_server_route(server, NULL, "/sum", 0, sum, NULL), 0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    port = sxe_http_port(server);
+    assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:0"), 0);
+    port = sxe_http_server_port(server);
     return 0;
 }
 

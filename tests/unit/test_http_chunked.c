@@ -40,14 +40,15 @@ static int decode(const char *encoded, size_t len, size_t step, uint64_t body_by
 {
     struct sxe_http_limits limits = sxe_http_default_limits;
     struct sxe_http_parser parser;
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     static char buffer[1 << 16];
     size_t available = 0, base = 0;
 
     limits.body_bytes = body_bytes;
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, head, sizeof(head) - 1, &limits, &request),
-                     (int)sizeof(head) - 1);
+    assert_int_equal(
+        sxe_http_parse_request_head(&parser, head, sizeof(head) - 1, &limits, &request),
+        (int)sizeof(head) - 1);
     assert_true(request.chunked);
     memcpy(buffer, encoded, len);
     *out_len = 0;

@@ -178,8 +178,8 @@ static int setup(void **state)
     assert_int_equal(sxe_http_server_create(&server, loop, NULL), 0);
     assert_int_equal(sxe_http_server_route(server, "GET", "/hello", 0, hello, NULL), 0);
     assert_int_equal(sxe_http_server_route(server, NULL, "/echo", 0, echo, NULL), 0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_port(server));
+    assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:0"), 0);
+    snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_server_port(server));
     assert_int_equal(sxe_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,
                                 &script_handlers, NULL),
                      0);
@@ -203,7 +203,7 @@ static void run_until(int count)
     sxe_test_run_until(loop, &finished, count);
 }
 
-static void fetched(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
+static void fetched(sxe_http_call_t *call, int err, const struct sxe_http_response_head *response,
                     const char *body, size_t body_len, void *arg)
 {
     struct result *result = arg;
@@ -326,7 +326,7 @@ static void resume_later(sxe_timer_t *timer, void *arg)
     sxe_http_call_resume(streaming);
 }
 
-static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response, void *arg)
 {
     struct result *result = arg;
 
@@ -436,7 +436,7 @@ static void test_upstream_faults_fail_the_call_with_their_reason(void **state)
 static void test_a_refused_connect_fails_the_call(void **state)
 {
     struct result result;
-    int port = sxe_http_port(server);
+    int port = sxe_http_server_port(server);
     char address[64];
 
     (void)state;
@@ -500,7 +500,7 @@ static void test_a_retry_that_fails_too_is_not_retried_again(void **state)
     assert_int_equal(stats.connects, 2);
 }
 
-static void cancel_on_head(sxe_http_call_t *call, const struct sxe_http_response *response,
+static void cancel_on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response,
                            void *arg)
 {
     (void)response;
@@ -555,33 +555,36 @@ static void test_cancelled_and_destroyed_calls(void **state)
 
 static void fiber_fetches(void *arg)
 {
-    struct sxe_http_reply reply;
+    struct sxe_http_client_reply reply;
     int *rc = arg;
 
-    *rc = sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/hello"}, &reply);
+    *rc = sxe_http_client_fetch_wait(client, &(struct sxe_http_client_request){.target = "/hello"},
+                                     &reply);
     assert_int_equal(*rc, 0);
     assert_int_equal(reply.response.status, 200);
     assert_int_equal(reply.body_len, 6);
     assert_memory_equal(reply.body, "hello\n", 6);
     assert_non_null(sxe_http_response_header(&reply.response, "Content-Type"));
-    sxe_http_reply_free(&reply);
-    assert_int_equal(
-        sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/nowhere"}, &reply), 0);
+    sxe_http_client_reply_free(&reply);
+    assert_int_equal(sxe_http_client_fetch_wait(
+                         client, &(struct sxe_http_client_request){.target = "/nowhere"}, &reply),
+                     0);
     *rc = reply.response.status;
-    sxe_http_reply_free(&reply);
+    sxe_http_client_reply_free(&reply);
     finished++;
 }
 
 static void test_a_fiber_fetches_as_sequential_code(void **state)
 {
     struct sxe_fibers_options options = {.count = 2};
-    struct sxe_http_reply reply;
+    struct sxe_http_client_reply reply;
     sxe_fibers_t *fibers;
     int rc = 1;
 
     (void)state;
-    assert_int_equal(
-        sxe_http_fetch(client, &(struct sxe_http_client_request){.target = "/"}, &reply), -EPERM);
+    assert_int_equal(sxe_http_client_fetch_wait(
+                         client, &(struct sxe_http_client_request){.target = "/"}, &reply),
+                     -EPERM);
     assert_int_equal(sxe_fibers_create(&fibers, loop, &options), 0);
     assert_int_equal(sxe_fiber_start(fibers, fiber_fetches, &rc, NULL), 0);
     run_until(1);

@@ -107,7 +107,7 @@ static void stop(void)
     sxe_loop_destroy(loop);
 }
 
-static void done(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
+static void done(sxe_http_call_t *call, int err, const struct sxe_http_response_head *response,
                  const char *body, size_t body_len, void *arg)
 {
     (void)call;

@@ -54,7 +54,7 @@ static size_t after_switch(sxe_conn_t *conn, const char *data, size_t len)
 
 static const struct sxe_conn_handlers switched_handlers = {.on_read = after_switch};
 
-static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response *response,
+static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response_head *response,
                        sxe_conn_t *conn, void *arg)
 {
     (void)call;
@@ -67,7 +67,7 @@ static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response *re
     events++;
 }
 
-static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response, void *arg)
 {
     (void)call;
     (void)arg;
@@ -177,8 +177,9 @@ static void test_a_connection_not_taken_is_closed(void **state)
     assert_int_equal(done_err, 0);
 }
 
-static void done_fetch(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
-                       const char *body, size_t body_len, void *arg)
+static void done_fetch(sxe_http_call_t *call, int err,
+                       const struct sxe_http_response_head *response, const char *body,
+                       size_t body_len, void *arg)
 {
     (void)call;
     (void)err;

@@ -136,8 +136,8 @@ static int setup(void **state)
     assert_int_equal(
         sxe_http_server_route(server, NULL, "/refuse", SXE_HTTP_ROUTE_STREAM, refuse_route, NULL),
         0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_port(server));
+    assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:0"), 0);
+    snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_server_port(server));
     assert_int_equal(sxe_listen(loop, &listener, (struct sockaddr *)&any, sizeof(any), NULL,
                                 &script_handlers, NULL),
                      0);
@@ -194,7 +194,7 @@ static void pump(struct upload *upload)
     }
     if (upload->sent == upload->total && !upload->ended) {
         upload->ended = true;
-        assert_int_equal(sxe_http_call_end(upload->call), 0);
+        assert_int_equal(sxe_http_call_finish(upload->call), 0);
     }
 }
 
@@ -209,7 +209,7 @@ static void on_writable(sxe_http_call_t *call, void *arg)
     }
 }
 
-static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response, void *arg)
 {
     struct upload *upload = arg;
 
@@ -374,7 +374,7 @@ static void test_an_early_answer_ends_the_call_and_the_connection(void **state)
 }
 
 /* A fetch to warm the pool: its connection is reused by the next call. */
-static void warmed(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
+static void warmed(sxe_http_call_t *call, int err, const struct sxe_http_response_head *response,
                    const char *body, size_t body_len, void *arg)
 {
     (void)call, (void)response, (void)body, (void)body_len, (void)arg;
@@ -477,7 +477,7 @@ static void test_invalid_use_is_refused(void **state)
     sxe_test_run_until(loop, &upload.writables, 1);
     assert_int_equal(upload.sent, 5);
     assert_int_equal(sxe_http_call_write(upload.call, "0123456789", 10), -EINVAL);
-    assert_int_equal(sxe_http_call_end(upload.call), -EINVAL);
+    assert_int_equal(sxe_http_call_finish(upload.call), -EINVAL);
     upload.stop_at = 0;
     pump(&upload);
     sxe_test_run_until(loop, &finished, 1);

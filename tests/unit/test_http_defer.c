@@ -305,9 +305,9 @@ static void test_no_buffer_to_hold_a_request_in(void **state)
     assert_int_equal(sxe_http_server_create(&small, NULL, &options), 0);
     assert_int_equal(
         sxe_http_server_route(small, NULL, "/later", SXE_HTTP_ROUTE_PREFIX, later, NULL), 0);
-    assert_int_equal(sxe_http_listen(small, "127.0.0.1:0"), 0);
+    assert_int_equal(sxe_http_server_listen(small, "127.0.0.1:0"), 0);
     server = small;
-    port = sxe_http_port(small);
+    port = sxe_http_server_port(small);
     for (int i = 0; i < 2; i++) { /* the one buffer holds the first; the second cannot wait */
         fds[i] = client();
         sxe_test_say(fds[i], "GET /later HTTP/1.1\r\nHost: x\r\n\r\n");

@@ -216,7 +216,8 @@ static void test_transfer_coding_lists(void **state)
 }
 
 /* One request with target; @return the parse's status (0 if it parsed), and the request. */
-static int parse_target(const char *method, const char *target, struct sxe_http_request *request)
+static int parse_target(const char *method, const char *target,
+                        struct sxe_http_request_head *request)
 {
     struct sxe_http_parser parser;
     char text[512];
@@ -226,7 +227,8 @@ static int parse_target(const char *method, const char *target, struct sxe_http_
 
     memcpy(kept, text, (size_t)len + 1);
     sxe_http_parser_init(&parser);
-    int rc = sxe_http_parse_head(&parser, kept, (size_t)len, &sxe_http_default_limits, request);
+    int rc =
+        sxe_http_parse_request_head(&parser, kept, (size_t)len, &sxe_http_default_limits, request);
     if (rc < 0) {
         assert_int_equal(rc, -EPROTO);
         return sxe_http_parser_status(&parser);
@@ -238,7 +240,7 @@ static int parse_target(const char *method, const char *target, struct sxe_http_
 static void expect_target(const char *method, const char *target, int status, const char *path,
                           const char *host)
 {
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     int got = parse_target(method, target, &request);
 
     if (got != status) {

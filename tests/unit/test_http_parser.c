@@ -81,7 +81,7 @@ static long outcome(long rc, const struct sxe_http_parser *parser)
 static const char *run(const char *data, size_t len, size_t split, int *messages, int *status)
 {
     struct sxe_http_parser parser;
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     struct sxe_http_body body;
     size_t base = 0;
     size_t available = split;
@@ -93,8 +93,8 @@ static const char *run(const char *data, size_t len, size_t split, int *messages
     for (;;) {
         long rc;
         if (!in_body) {
-            rc = sxe_http_parse_head(&parser, data + base, available - base,
-                                     &sxe_http_default_limits, &request);
+            rc = sxe_http_parse_request_head(&parser, data + base, available - base,
+                                             &sxe_http_default_limits, &request);
         } else {
             rc = sxe_http_parse_body(&parser, data + base, available - base,
                                      &sxe_http_default_limits, &body);
@@ -189,13 +189,13 @@ static void test_llhttp_corpus_whole_and_split_at_every_byte(void **state)
 }
 
 /* Parses text as one request head; returns the parser's result. */
-static int parse(const char *text, struct sxe_http_request *request)
+static int parse(const char *text, struct sxe_http_request_head *request)
 {
     struct sxe_http_parser parser;
 
     sxe_http_parser_init(&parser);
     return (int)outcome(
-        sxe_http_parse_head(&parser, text, strlen(text), &sxe_http_default_limits, request),
+        sxe_http_parse_request_head(&parser, text, strlen(text), &sxe_http_default_limits, request),
         &parser);
 }
 
@@ -206,7 +206,7 @@ static void test_request_fields(void **state)
                                "X-Spaces:  \t padded value \t \r\n"
                                "Empty:\r\n"
                                "Expect: 100-continue\r\n\r\n";
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
 
     (void)state;
     assert_int_equal(parse(text, &request), (int)strlen(text));
@@ -220,12 +220,12 @@ static void test_request_fields(void **state)
     assert_true(request.keep_alive);
     assert_false(request.has_body);
     assert_true(request.expect_continue);
-    const struct sxe_http_header *header = sxe_http_find_header(&request, "x-SPACES");
+    const struct sxe_http_header *header = sxe_http_request_header(&request, "x-SPACES");
     assert_non_null(header);
     assert_int_equal(header->value_len, strlen("padded value"));
     assert_memory_equal(header->value, "padded value", header->value_len);
-    assert_int_equal(sxe_http_find_header(&request, "empty")->value_len, 0);
-    assert_null(sxe_http_find_header(&request, "missing"));
+    assert_int_equal(sxe_http_request_header(&request, "empty")->value_len, 0);
+    assert_null(sxe_http_request_header(&request, "missing"));
 }
 
 /* A head parsed in one call and one parsed over many calls give the same request. */
@@ -233,20 +233,23 @@ static void test_same_request_however_split(void **state)
 {
     static const char text[] = "\r\nPOST /form?x=1 HTTP/1.1\r\nHost: h\r\nA:b\r\nLong-Value: "
                                "0123456789abcdef0123456789abcdef\t \r\nContent-Length: 0\r\n\r\n";
-    struct sxe_http_request whole, parted;
+    struct sxe_http_request_head whole, parted;
     struct sxe_http_parser parser;
     size_t len = strlen(text);
 
     (void)state;
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, len, &sxe_http_default_limits, &whole),
-                     (int)len);
+    assert_int_equal(
+        sxe_http_parse_request_head(&parser, text, len, &sxe_http_default_limits, &whole),
+        (int)len);
     for (size_t split = 1; split < len; split++) {
         sxe_http_parser_init(&parser);
         assert_int_equal(
-            sxe_http_parse_head(&parser, text, split, &sxe_http_default_limits, &parted), 0);
-        assert_int_equal(sxe_http_parse_head(&parser, text, len, &sxe_http_default_limits, &parted),
-                         (int)len);
+            sxe_http_parse_request_head(&parser, text, split, &sxe_http_default_limits, &parted),
+            0);
+        assert_int_equal(
+            sxe_http_parse_request_head(&parser, text, len, &sxe_http_default_limits, &parted),
+            (int)len);
         assert_ptr_equal(parted.method, whole.method);
         assert_int_equal(parted.method_len, 4);
         assert_ptr_equal(parted.target, whole.target);
@@ -265,7 +268,7 @@ static void test_same_request_however_split(void **state)
 
 static void test_keep_alive_rules(void **state)
 {
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
 
     (void)state;
     assert_true(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n", &request) > 0);
@@ -331,7 +334,7 @@ static void test_smuggling_rules(void **state)
         {"BREW /pot HTTP/1.1\r\n\r\n", 501},
         {" GET / HTTP/1.1\r\n\r\n", 400},
     };
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
 
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -340,7 +343,8 @@ static void test_smuggling_rules(void **state)
         size_t len = strlen(text);
         sxe_http_parser_init(&parser);
         long rc = outcome(
-            sxe_http_parse_head(&parser, text, len, &sxe_http_default_limits, &request), &parser);
+            sxe_http_parse_request_head(&parser, text, len, &sxe_http_default_limits, &request),
+            &parser);
         if (rc != -cases[i].status) {
             fail_msg("case %zu (%s): expected %d, got %d", i, text, -cases[i].status, rc);
         }
@@ -350,8 +354,8 @@ static void test_smuggling_rules(void **state)
     static const char nul[] = "GET / HTTP/1.1\r\nX: a\0b\r\n\r\n";
     struct sxe_http_parser parser;
     sxe_http_parser_init(&parser);
-    assert_int_equal(outcome(sxe_http_parse_head(&parser, nul, sizeof(nul) - 1,
-                                                 &sxe_http_default_limits, &request),
+    assert_int_equal(outcome(sxe_http_parse_request_head(&parser, nul, sizeof(nul) - 1,
+                                                         &sxe_http_default_limits, &request),
                              &parser),
                      -400);
     assert_int_equal(sxe_http_parser_status(&parser), 400);
@@ -360,7 +364,7 @@ static void test_smuggling_rules(void **state)
 }
 
 /* Expects text to parse as a whole head, or to be refused with status. */
-static void expect_status(const char *text, int status, struct sxe_http_request *request)
+static void expect_status(const char *text, int status, struct sxe_http_request_head *request)
 {
     int rc = parse(text, request);
     int expected = status == 0 ? (int)strlen(text) : -status;
@@ -401,7 +405,7 @@ static void test_host_rules(void **state)
         {"[::1]x", 400},
         {"a\"b", 400},
     };
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     char text[256];
 
     (void)state;
@@ -424,7 +428,7 @@ static void test_host_rules(void **state)
 /* Request-target forms (RFC 9112 §3.2); an absolute-form authority wins over Host. */
 static void test_target_forms(void **state)
 {
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
 
     (void)state;
     expect_status("GET http://example.com:81/a/b?c=d HTTP/1.1\r\nHost: other\r\n\r\n", 0, &request);
@@ -463,9 +467,10 @@ static void test_target_forms(void **state)
         struct sxe_http_parser parser;
         sxe_http_parser_init(&parser);
         assert_int_equal(
-            sxe_http_parse_head(&parser, text, split, &sxe_http_default_limits, &request), 0);
-        assert_int_equal(sxe_http_parse_head(&parser, text, sizeof(text) - 1,
-                                             &sxe_http_default_limits, &request),
+            sxe_http_parse_request_head(&parser, text, split, &sxe_http_default_limits, &request),
+            0);
+        assert_int_equal(sxe_http_parse_request_head(&parser, text, sizeof(text) - 1,
+                                                     &sxe_http_default_limits, &request),
                          (int)sizeof(text) - 1);
         assert_ptr_equal(request.target, text + 14);
         assert_int_equal(request.target_len, 4);
@@ -494,7 +499,7 @@ static void test_transfer_encoding_lists(void **state)
         {"chunked;q=1", 501},
         {"identity", 501},
     };
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     char text[256];
 
     (void)state;
@@ -525,49 +530,53 @@ static void test_limits(void **state)
     struct sxe_http_limits limits = {
         .request_line = 32, .header_bytes = 64, .header_count = 2, .body_bytes = 10};
     struct sxe_http_parser parser;
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     char text[256];
 
     (void)state;
     snprintf(text, sizeof(text), "GET /%s HTTP/1.1\r\n\r\n", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
     sxe_http_parser_init(&parser);
     assert_int_equal(
-        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        outcome(sxe_http_parse_request_head(&parser, text, strlen(text), &limits, &request),
+                &parser),
         -414);
     /* Refused as soon as the line is too long, before it ends. */
     sxe_http_parser_init(&parser);
-    assert_int_equal(outcome(sxe_http_parse_head(&parser, text, 33, &limits, &request), &parser),
-                     -414);
+    assert_int_equal(
+        outcome(sxe_http_parse_request_head(&parser, text, 33, &limits, &request), &parser), -414);
 
     /* The limit counts from the request line's start, not from empty lines before it, whether or
      * not they came in the same call (the fuzzer found the two disagreeing). */
     snprintf(text, sizeof(text), "\r\nGET /%s HTTP/1.1\r\nHost: x\r\n\r\n", "aaaaaaaaaaaaaaa");
     assert_int_equal(strlen("GET /aaaaaaaaaaaaaaa HTTP/1.1\r\n"), 31);
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request),
+    assert_int_equal(sxe_http_parse_request_head(&parser, text, strlen(text), &limits, &request),
                      (int)strlen(text));
     sxe_http_parser_init(&parser);
-    assert_int_equal(sxe_http_parse_head(&parser, text, 2, &limits, &request), 0);
-    assert_int_equal(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request),
+    assert_int_equal(sxe_http_parse_request_head(&parser, text, 2, &limits, &request), 0);
+    assert_int_equal(sxe_http_parse_request_head(&parser, text, strlen(text), &limits, &request),
                      (int)strlen(text));
 
     snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n");
     sxe_http_parser_init(&parser);
     assert_int_equal(
-        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        outcome(sxe_http_parse_request_head(&parser, text, strlen(text), &limits, &request),
+                &parser),
         -431);
 
     snprintf(text, sizeof(text), "GET / HTTP/1.1\r\nA: %s\r\n\r\n",
              "0123456789012345678901234567890123456789012345678901234567890");
     sxe_http_parser_init(&parser);
     assert_int_equal(
-        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        outcome(sxe_http_parse_request_head(&parser, text, strlen(text), &limits, &request),
+                &parser),
         -431);
 
     snprintf(text, sizeof(text), "POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n");
     sxe_http_parser_init(&parser);
     assert_int_equal(
-        outcome(sxe_http_parse_head(&parser, text, strlen(text), &limits, &request), &parser),
+        outcome(sxe_http_parse_request_head(&parser, text, strlen(text), &limits, &request),
+                &parser),
         -413);
 
     /* A chunked body past the limit is refused at the chunk size that passes it. */
@@ -575,7 +584,7 @@ static void test_limits(void **state)
                                   "5\r\nhello\r\n6\r\nworld!\r\n0\r\n\r\n";
     struct sxe_http_body body;
     sxe_http_parser_init(&parser);
-    int head = sxe_http_parse_head(&parser, chunked, strlen(chunked), &limits, &request);
+    int head = sxe_http_parse_request_head(&parser, chunked, strlen(chunked), &limits, &request);
     assert_true(head > 0);
     long at = head, rc;
     while ((rc = sxe_http_parse_body(&parser, chunked + at, strlen(chunked) - (size_t)at, &limits,
@@ -589,15 +598,15 @@ static void test_limits(void **state)
 static long read_body(const char *text, size_t step, char *out, size_t *out_len)
 {
     struct sxe_http_parser parser;
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     struct sxe_http_body body = {0};
     size_t len = strlen(text);
     size_t base, available = step;
     int head;
 
     sxe_http_parser_init(&parser);
-    while ((head = sxe_http_parse_head(&parser, text, available < len ? available : len,
-                                       &sxe_http_default_limits, &request)) == 0) {
+    while ((head = sxe_http_parse_request_head(&parser, text, available < len ? available : len,
+                                               &sxe_http_default_limits, &request)) == 0) {
         available += step;
         assert_true(available < len + step);
     }
@@ -684,15 +693,15 @@ static void test_pipelined(void **state)
                                "POST /2 HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc"
                                "GET /3 HTTP/1.1\r\nHost: a\r\n\r\n";
     struct sxe_http_parser parser;
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     struct sxe_http_body body;
     size_t at = 0;
 
     (void)state;
     sxe_http_parser_init(&parser);
     for (int i = 1; i <= 3; i++) {
-        int head = sxe_http_parse_head(&parser, text + at, strlen(text) - at,
-                                       &sxe_http_default_limits, &request);
+        int head = sxe_http_parse_request_head(&parser, text + at, strlen(text) - at,
+                                               &sxe_http_default_limits, &request);
         assert_true(head > 0);
         assert_int_equal(request.target[1], '0' + i);
         at += (size_t)head;
@@ -716,7 +725,7 @@ static void test_token_characters_under_both_scanners(void **state)
 {
     static const char tchars[] = "!#$%&'*+-.^_`|~";
     char text[256];
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
 
     (void)state;
     for (int ssse3 = 0; ssse3 < 2; ssse3++) {
@@ -739,8 +748,8 @@ static void test_token_characters_under_both_scanners(void **state)
                 len += (int)sizeof(after) - 1;
                 struct sxe_http_parser parser;
                 sxe_http_parser_init(&parser);
-                int rc = sxe_http_parse_head(&parser, text, (size_t)len, &sxe_http_default_limits,
-                                             &request);
+                int rc = sxe_http_parse_request_head(&parser, text, (size_t)len,
+                                                     &sxe_http_default_limits, &request);
                 bool refused = rc < 0;
                 if (c == ':' && place > 0) {
                     refused = false; /* the name ends early; the rest is the value */
@@ -755,9 +764,9 @@ static void test_token_characters_under_both_scanners(void **state)
                                c == 0 ? 1 : (int)c);
             struct sxe_http_parser parser;
             sxe_http_parser_init(&parser);
-            long rc = outcome(
-                sxe_http_parse_head(&parser, text, (size_t)len, &sxe_http_default_limits, &request),
-                &parser);
+            long rc = outcome(sxe_http_parse_request_head(&parser, text, (size_t)len,
+                                                          &sxe_http_default_limits, &request),
+                              &parser);
             bool token = c != 0 && (c == 1 ? false : tchar);
             if (token && c != 'G' && rc != -501) {
                 fail_msg("method byte 0x%02x: %d, want 501 (%s)", c, rc, ssse3 ? "ssse3" : "sse2");

@@ -17,7 +17,7 @@
 static void expect(const char *path, const char *normal, ssize_t error)
 {
     char out[256];
-    ssize_t len = sxe_http_normalize_path(path, strlen(path), out, sizeof(out));
+    ssize_t len = sxe_http_path_normalize(path, strlen(path), out, sizeof(out));
 
     if (normal == NULL) {
         if (len != error) {
@@ -83,11 +83,11 @@ static void test_room_and_in_place(void **state)
 
     (void)state;
     /* The result may be as long as the path, and the NUL needs a byte more. */
-    assert_int_equal(sxe_http_normalize_path("/abc", 4, out, 4), -ENOBUFS);
-    assert_int_equal(sxe_http_normalize_path("/abc", 4, out, 5), 4);
+    assert_int_equal(sxe_http_path_normalize("/abc", 4, out, 4), -ENOBUFS);
+    assert_int_equal(sxe_http_path_normalize("/abc", 4, out, 5), 4);
     assert_string_equal(out, "/abc");
     /* in and out the same buffer: writing never overtakes reading. */
-    assert_int_equal(sxe_http_normalize_path(path, strlen(path), path, sizeof(path)), 8);
+    assert_int_equal(sxe_http_path_normalize(path, strlen(path), path, sizeof(path)), 8);
     assert_string_equal(path, "/a/b/c/d");
 }
 
@@ -138,7 +138,7 @@ static void test_properties_of_random_paths(void **state)
     srand(46);
     for (int round = 0; round < 200000; round++) {
         size_t len = random_path(path);
-        ssize_t normal_len = sxe_http_normalize_path(path, len, normal, sizeof(normal));
+        ssize_t normal_len = sxe_http_path_normalize(path, len, normal, sizeof(normal));
         if (normal_len < 0) {
             continue;
         }
@@ -151,7 +151,7 @@ static void test_properties_of_random_paths(void **state)
         if (!sxe_http_path_is_normal(unescaped, (size_t)normal_len)) {
             fail_msg("%s gave %s, which is not normal", path, normal);
         }
-        if (sxe_http_normalize_path(normal, (size_t)normal_len, again, sizeof(again)) !=
+        if (sxe_http_path_normalize(normal, (size_t)normal_len, again, sizeof(again)) !=
                 normal_len ||
             strcmp(normal, again) != 0) {
             fail_msg("%s gave %s, and that gave %s", path, normal, again);
@@ -170,19 +170,19 @@ static void test_encoding(void **state)
     char out[32];
 
     (void)state;
-    assert_int_equal(sxe_http_encode_path("/a b/\"c\"\r\n", 10, out, sizeof(out)), 20);
+    assert_int_equal(sxe_http_path_encode("/a b/\"c\"\r\n", 10, out, sizeof(out)), 20);
     assert_string_equal(out, "/a%20b/%22c%22%0D%0A");
-    assert_int_equal(sxe_http_encode_path("/~x-y_z.9", 9, out, sizeof(out)), 9);
+    assert_int_equal(sxe_http_path_encode("/~x-y_z.9", 9, out, sizeof(out)), 9);
     assert_string_equal(out, "/~x-y_z.9");
-    assert_int_equal(sxe_http_encode_path("/\xc3\xa9%", 4, out, sizeof(out)), 10);
+    assert_int_equal(sxe_http_path_encode("/\xc3\xa9%", 4, out, sizeof(out)), 10);
     assert_string_equal(out, "/%C3%A9%25");
     /* Room for every byte and the NUL, or nothing. */
-    assert_int_equal(sxe_http_encode_path("/ab", 3, out, 3), -ENOBUFS);
-    assert_int_equal(sxe_http_encode_path("/ab", 3, out, 4), 3);
-    assert_int_equal(sxe_http_encode_path("/ ", 2, out, 4), -ENOBUFS);
-    assert_int_equal(sxe_http_encode_path("/ ", 2, out, 5), 4);
-    assert_int_equal(sxe_http_encode_path("", 0, out, 0), -ENOBUFS);
-    assert_int_equal(sxe_http_encode_path("", 0, out, 1), 0);
+    assert_int_equal(sxe_http_path_encode("/ab", 3, out, 3), -ENOBUFS);
+    assert_int_equal(sxe_http_path_encode("/ab", 3, out, 4), 3);
+    assert_int_equal(sxe_http_path_encode("/ ", 2, out, 4), -ENOBUFS);
+    assert_int_equal(sxe_http_path_encode("/ ", 2, out, 5), 4);
+    assert_int_equal(sxe_http_path_encode("", 0, out, 0), -ENOBUFS);
+    assert_int_equal(sxe_http_path_encode("", 0, out, 1), 0);
 }
 
 int main(void)

@@ -33,7 +33,7 @@ struct result {
 
 static void hello(sxe_http_t *http, void *arg)
 {
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
 
     (void)arg; /* the target, which says which request this answers */
     sxe_http_respond(http, 200, "text/plain", request->target, request->target_len);
@@ -84,8 +84,8 @@ static int setup(void **state)
     assert_int_equal(sxe_http_server_create(&server, loop, NULL), 0);
     assert_int_equal(sxe_http_server_route(server, NULL, "/", SXE_HTTP_ROUTE_PREFIX, hello, NULL),
                      0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_port(server));
+    assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:0"), 0);
+    snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_server_port(server));
     assert_int_equal(sxe_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,
                                 &script_handlers, NULL),
                      0);
@@ -130,7 +130,7 @@ static void run_until(int count)
     sxe_test_run_until(loop, &finished, count);
 }
 
-static void fetched(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
+static void fetched(sxe_http_call_t *call, int err, const struct sxe_http_response_head *response,
                     const char *body, size_t body_len, void *arg)
 {
     struct result *result = arg;
@@ -316,7 +316,7 @@ static struct {
     int done;
 } streamed[5];
 
-static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response, void *arg)
 {
     (void)call;
     (void)response;

@@ -19,7 +19,7 @@
 static const struct sxe_http_limits limits = {.header_bytes = 4096, .header_count = 8};
 
 /* Parses head whole, then again a byte at a time: both must agree. @return the result. */
-static int parse(const char *head, bool head_request, struct sxe_http_response *response)
+static int parse(const char *head, bool head_request, struct sxe_http_response_head *response)
 {
     struct sxe_http_parser parser;
     size_t len = strlen(head);
@@ -43,7 +43,7 @@ static int parse(const char *head, bool head_request, struct sxe_http_response *
 
 static void expect_refused(const char *head)
 {
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     int rc = parse(head, false, &response);
     if (rc != -EPROTO) {
         fail_msg("\"%s\": %d, want -EPROTO", head, rc);
@@ -52,7 +52,7 @@ static void expect_refused(const char *head)
 
 static void expect_status(const char *head, int status, int minor, const char *reason)
 {
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     int rc = parse(head, false, &response);
     if (rc != (int)strlen(head)) {
         fail_msg("\"%s\": %d, want %zu", head, rc, strlen(head));
@@ -94,7 +94,7 @@ static void test_status_lines_at_each_byte(void **state)
         }
         char head[] = "HTTP/1.1 555 X\r\n\r\n";
         head[at] = '9';
-        struct sxe_http_response response;
+        struct sxe_http_response_head response;
         assert_int_equal(parse(head, false, &response), (int)strlen(head));
         head[at] = at == 9 ? '1' : '0'; /* 0 first would be below 100 */
         assert_int_equal(parse(head, false, &response), (int)strlen(head));
@@ -104,7 +104,7 @@ static void test_status_lines_at_each_byte(void **state)
     expect_refused("HTTP/1.1 200 OK\r\r\n\r\n");
 }
 
-static const struct sxe_http_header *field_of(const struct sxe_http_response *response,
+static const struct sxe_http_header *field_of(const struct sxe_http_response_head *response,
                                               const char *name)
 {
     return sxe_http_response_header(response, name);
@@ -112,7 +112,7 @@ static const struct sxe_http_header *field_of(const struct sxe_http_response *re
 
 static void test_field_lines(void **state)
 {
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
 
     (void)state;
     const char *head = "HTTP/1.1 200 OK\r\nX-A:\tvalue with spaces \t\r\nX-B: \r\nX-C:x\r\n"
@@ -142,7 +142,7 @@ static void test_field_lines(void **state)
 /* How the head frames the body: its length, chunked, until the close, or none. */
 static void expect_framing(const char *head, bool head_request, int64_t length, bool keep_alive)
 {
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     int rc = parse(head, head_request, &response);
 
     if (rc != (int)strlen(head)) {
@@ -217,7 +217,7 @@ static void test_framing(void **state)
 static void test_limits(void **state)
 {
     struct sxe_http_limits small = {.header_bytes = 40, .header_count = 2};
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     struct sxe_http_parser parser;
 
     (void)state;
@@ -250,8 +250,8 @@ static void test_limits(void **state)
 
 /* Response heads: the parser's verdicts, fed whole and a byte at a time. */
 
-static int parse_response(const char *text, bool head_request, struct sxe_http_response *response,
-                          size_t step)
+static int parse_response(const char *text, bool head_request,
+                          struct sxe_http_response_head *response, size_t step)
 {
     struct sxe_http_parser parser;
     size_t len = strlen(text);
@@ -318,7 +318,7 @@ static void test_response_heads_are_framed_by_rfc_9112(void **state)
         {"\r\nHTTP/1.1 200 OK\r\n\r\n", -EPROTO},
         {"HTTP/1.1 200 OK\r\nNo-colon\r\n\r\n", -EPROTO},
     };
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
 
     (void)state;
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
@@ -356,7 +356,7 @@ static void test_response_heads_are_framed_by_rfc_9112(void **state)
 static void test_response_heads_past_the_limits_are_refused(void **state)
 {
     struct sxe_http_limits tight = {.header_bytes = 64, .header_count = 2};
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     struct sxe_http_parser parser;
     char big[200];
 

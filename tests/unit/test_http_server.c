@@ -241,18 +241,18 @@ static void test_percent_decoding(void **state)
     char out[8];
 
     (void)state;
-    assert_int_equal(sxe_http_decode("a%20b+c", 7, out, sizeof(out), true), 5);
+    assert_int_equal(sxe_http_percent_decode("a%20b+c", 7, out, sizeof(out), true), 5);
     assert_string_equal(out, "a b c");
-    assert_int_equal(sxe_http_decode("a%20b+c", 7, out, sizeof(out), false), 5);
+    assert_int_equal(sxe_http_percent_decode("a%20b+c", 7, out, sizeof(out), false), 5);
     assert_string_equal(out, "a b+c");
-    assert_int_equal(sxe_http_decode("%41%6a", 6, out, sizeof(out), false), 2);
+    assert_int_equal(sxe_http_percent_decode("%41%6a", 6, out, sizeof(out), false), 2);
     assert_string_equal(out, "Aj");
-    assert_int_equal(sxe_http_decode("%4", 2, out, sizeof(out), false), -EINVAL);
-    assert_int_equal(sxe_http_decode("%g1", 3, out, sizeof(out), false), -EINVAL);
-    assert_int_equal(sxe_http_decode("12345678", 8, out, sizeof(out), false), -ENOBUFS);
-    assert_int_equal(sxe_http_decode("1234567", 7, out, sizeof(out), false), 7);
-    assert_int_equal(sxe_http_decode("", 0, out, 0, false), -ENOBUFS);
-    assert_int_equal(sxe_http_decode("", 0, out, 1, false), 0);
+    assert_int_equal(sxe_http_percent_decode("%4", 2, out, sizeof(out), false), -EINVAL);
+    assert_int_equal(sxe_http_percent_decode("%g1", 3, out, sizeof(out), false), -EINVAL);
+    assert_int_equal(sxe_http_percent_decode("12345678", 8, out, sizeof(out), false), -ENOBUFS);
+    assert_int_equal(sxe_http_percent_decode("1234567", 7, out, sizeof(out), false), 7);
+    assert_int_equal(sxe_http_percent_decode("", 0, out, 0, false), -ENOBUFS);
+    assert_int_equal(sxe_http_percent_decode("", 0, out, 1, false), 0);
     assert_string_equal(out, "");
 }
 
@@ -262,7 +262,7 @@ static void add_a_bad_header(void *arg)
     char buffer[64];
     struct sxe_http_headers headers = SXE_HTTP_HEADERS_INIT(buffer);
 
-    (void)sxe_http_header_add(&headers, "X", arg);
+    (void)sxe_http_headers_add(&headers, "X", arg);
 }
 
 static void respond_with_a_long_type(void *arg)
@@ -324,14 +324,14 @@ static void test_ports_with_and_without_workers(void **state)
 
     (void)state;
     assert_int_equal(sxe_http_server_create(&made, NULL, NULL), 0);
-    assert_int_equal(sxe_http_port(made), 0);
+    assert_int_equal(sxe_http_server_port(made), 0);
     sxe_http_server_destroy(made);
     assert_int_equal(sxe_http_server_create(&made, NULL, &workers), 0);
     assert_int_equal(sxe_http_server_workers(made), 2);
-    assert_int_equal(sxe_http_port(made), 0);
-    assert_int_equal(sxe_http_listen(made, "127.0.0.1:0"), 0);
-    assert_true(sxe_http_port(made) > 0);
-    assert_int_equal(sxe_http_listen(made, "nowhere"), -EINVAL);
+    assert_int_equal(sxe_http_server_port(made), 0);
+    assert_int_equal(sxe_http_server_listen(made, "127.0.0.1:0"), 0);
+    assert_true(sxe_http_server_port(made) > 0);
+    assert_int_equal(sxe_http_server_listen(made, "nowhere"), -EINVAL);
     assert_int_equal(sxe_http_server_stats(made, 1, &stats), 0);
     assert_int_equal(stats.requests, 0);
     sxe_http_server_destroy(made);
@@ -344,18 +344,19 @@ static void test_header_builder(void **state)
 
     (void)state;
     assert_string_equal(headers.text, "");
-    assert_int_equal(sxe_http_header_add(&headers, "Cache-Control", "no-store"), 0);
-    assert_int_equal(sxe_http_header_add(&headers, "X-A", ""), 0);
+    assert_int_equal(sxe_http_headers_add(&headers, "Cache-Control", "no-store"), 0);
+    assert_int_equal(sxe_http_headers_add(&headers, "X-A", ""), 0);
     assert_string_equal(headers.text, "Cache-Control: no-store\r\nX-A: \r\n");
-    assert_int_equal(sxe_http_header_add(&headers, "X-Long", "123456"), -ENOBUFS);
-    assert_int_equal(sxe_http_header_add(&headers, "X", "1"), -ENOBUFS); /* the first error stays */
+    assert_int_equal(sxe_http_headers_add(&headers, "X-Long", "123456"), -ENOBUFS);
+    assert_int_equal(sxe_http_headers_add(&headers, "X", "1"),
+                     -ENOBUFS); /* the first error stays */
     assert_string_equal(headers.text, "Cache-Control: no-store\r\nX-A: \r\n");
 #ifdef NDEBUG /* misuse asserts in debug builds */
     static const char *const bad[][2] = {
         {"X", "a\r\nSet-Cookie: b"}, {"X: Y", "v"}, {"", "v"}, {"X\n", "v"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct sxe_http_headers fresh = SXE_HTTP_HEADERS_INIT(buffer);
-        assert_int_equal(sxe_http_header_add(&fresh, bad[i][0], bad[i][1]), -EINVAL);
+        assert_int_equal(sxe_http_headers_add(&fresh, bad[i][0], bad[i][1]), -EINVAL);
         assert_string_equal(fresh.text, "");
     }
 #endif
@@ -488,16 +489,16 @@ static void test_reasons_and_bad_listen(void **state)
     (void)state;
     assert_string_equal(sxe_http_reason(404), "Not Found");
     assert_string_equal(sxe_http_reason(299), "Unknown");
-    assert_int_equal(sxe_http_listen(server, "nowhere"), -EINVAL);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:99999"), -EINVAL);
-    assert_int_equal(sxe_http_listen(server, "[::1]:0"), 0);
+    assert_int_equal(sxe_http_server_listen(server, "nowhere"), -EINVAL);
+    assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:99999"), -EINVAL);
+    assert_int_equal(sxe_http_server_listen(server, "[::1]:0"), 0);
     char taken[32];
     snprintf(taken, sizeof(taken), "127.0.0.1:%d", port);
-    assert_int_equal(sxe_http_listen(server, taken), -EADDRINUSE);
+    assert_int_equal(sxe_http_server_listen(server, taken), -EADDRINUSE);
 }
 
 /*
- * sxe_http_run() on the server's own loop calls on_loop_start before the loop runs (here it
+ * sxe_http_server_run() on the server's own loop calls on_loop_start before the loop runs (here it
  * starts a timer that asks the loop to stop, as SIGTERM would) and on_loop_stop after.
  */
 static unsigned loop_starts, loop_stops;
@@ -535,8 +536,8 @@ static void test_loop_hooks_around_the_run(void **state)
     (void)state;
     loop_starts = loop_stops = 0;
     assert_int_equal(sxe_http_server_create(&run_server, NULL, &options), 0);
-    assert_int_equal(sxe_http_listen(run_server, "127.0.0.1:0"), 0);
-    assert_int_equal(sxe_http_run(run_server), 0);
+    assert_int_equal(sxe_http_server_listen(run_server, "127.0.0.1:0"), 0);
+    assert_int_equal(sxe_http_server_run(run_server), 0);
     assert_int_equal(loop_starts, 1);
     assert_int_equal(loop_stops, 1);
     sxe_http_server_destroy(run_server);

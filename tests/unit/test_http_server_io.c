@@ -375,8 +375,8 @@ static void test_a_response_too_large_to_queue_closes(void **state)
     assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
     assert_int_equal(sxe_http_server_route(server, "GET", "/sized", 0, sized, NULL), 0);
     assert_int_equal(sxe_http_server_route(server, "GET", "/", 0, hello, NULL), 0);
-    assert_int_equal(sxe_http_listen(server, "127.0.0.1:0"), 0);
-    port = sxe_http_port(server);
+    assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:0"), 0);
+    port = sxe_http_server_port(server);
 
     /* The second head does not fit behind the first response: the first arrives whole, then the
      * close. */

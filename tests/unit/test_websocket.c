@@ -219,7 +219,7 @@ static void test_keep_alive_pings(void **state)
 {
     uint8_t payload[64];
     size_t len;
-    struct sxe_ws_stats stats;
+    struct sxe_ws_server_stats stats;
 
     (void)state;
     start(NULL);
@@ -235,7 +235,7 @@ static void test_keep_alive_pings(void **state)
     expect_end(fd);
     assert_int_equal(seen.closes, 1);
     assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
-    sxe_ws_stats(server, &stats);
+    sxe_ws_server_stats(server, &stats);
     assert_int_equal(stats.pings, 2);
     assert_int_equal(stats.open, 0);
     close(fd);
@@ -250,7 +250,7 @@ static void test_broadcast_to_groups(void **state)
     uint8_t payload[64];
     size_t len;
     int fds[3];
-    struct sxe_ws_stats stats;
+    struct sxe_ws_server_stats stats;
 
     (void)state;
     start(&(struct sxe_ws_options){.broadcasts = 1, .groups = 2, .broadcast_bytes = 16});
@@ -258,18 +258,19 @@ static void test_broadcast_to_groups(void **state)
         fds[i] = open_socket(NULL, 0);
     }
     assert_int_equal(sxe_ws_join(seen.sockets[2], 1), 0);
-    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_TEXT, "to all", 6, seen.sockets[1]), 1);
+    assert_int_equal(sxe_ws_server_broadcast(server, 0, SXE_WS_TEXT, "to all", 6, seen.sockets[1]),
+                     1);
     pump(0);
-    assert_int_equal(sxe_ws_broadcast(server, 1, SXE_WS_BINARY, "\x01\x02", 2, NULL), 1);
+    assert_int_equal(sxe_ws_server_broadcast(server, 1, SXE_WS_BINARY, "\x01\x02", 2, NULL), 1);
     assert_int_equal(read_frame(fds[0], payload, sizeof(payload), &len), SXE_WS_TEXT);
     assert_memory_equal(payload, "to all", 6);
     assert_int_equal(read_frame(fds[2], payload, sizeof(payload), &len), SXE_WS_BINARY);
     assert_int_equal(len, 2);
-    assert_int_equal(sxe_ws_broadcast(server, 2, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
-    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_TEXT, "seventeen bytes!!", 17, NULL),
+    assert_int_equal(sxe_ws_server_broadcast(server, 2, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_broadcast(server, 0, SXE_WS_TEXT, "seventeen bytes!!", 17, NULL),
                      -EMSGSIZE);
     assert_int_equal(sxe_ws_join(seen.sockets[0], 2), -EINVAL);
-    sxe_ws_stats(server, &stats);
+    sxe_ws_server_stats(server, &stats);
     assert_int_equal(stats.messages_out, 2);
     for (int i = 0; i < 3; i++) {
         close(fds[i]);
@@ -301,8 +302,10 @@ static void test_two_broadcasts_at_once(void **state)
         assert_int_equal(sxe_ws_send(seen.sockets[0], SXE_WS_BINARY, block, sizeof(block)), 0);
         blocks++;
     }
-    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_BINARY, first, sizeof(first), NULL), 1);
-    assert_int_equal(sxe_ws_broadcast(server, 0, SXE_WS_BINARY, second, sizeof(second), NULL), 1);
+    assert_int_equal(sxe_ws_server_broadcast(server, 0, SXE_WS_BINARY, first, sizeof(first), NULL),
+                     1);
+    assert_int_equal(
+        sxe_ws_server_broadcast(server, 0, SXE_WS_BINARY, second, sizeof(second), NULL), 1);
     for (int i = 0; i < blocks; i++) {
         assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), SXE_WS_BINARY);
     }
@@ -320,7 +323,7 @@ static void test_two_broadcasts_at_once(void **state)
 static void test_slow_readers(void **state)
 {
     static char block[32000];
-    struct sxe_ws_stats stats;
+    struct sxe_ws_server_stats stats;
     int rc = 0;
 
     (void)state;
@@ -336,7 +339,7 @@ static void test_slow_readers(void **state)
             rc = sxe_ws_send(seen.sockets[0], SXE_WS_BINARY, block, sizeof(block));
         }
         assert_int_equal(rc, -ENOBUFS);
-        sxe_ws_stats(server, &stats);
+        sxe_ws_server_stats(server, &stats);
         assert_int_equal(drop ? stats.dropped : stats.slow_closed, 1);
         assert_int_equal(seen.closes, drop ? 0 : 1);
         if (!drop) {
@@ -368,7 +371,7 @@ static void test_refused_handshakes(void **state)
          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
          "500 Internal Server Error"},
     };
-    struct sxe_ws_stats stats;
+    struct sxe_ws_server_stats stats;
 
     (void)state;
     start(NULL);
@@ -386,7 +389,7 @@ static void test_refused_handshakes(void **state)
         }
         close(fd);
     }
-    sxe_ws_stats(server, &stats);
+    sxe_ws_server_stats(server, &stats);
     assert_int_equal(stats.refused, 5);
     assert_int_equal(stats.opened, 0);
 }

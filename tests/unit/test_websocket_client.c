@@ -132,7 +132,7 @@ static void test_a_client_of_our_own(void **state)
     run_until(&client_seen.messages, 2);
     assert_int_equal(client_seen.last_len, 100000);
     assert_true(client_seen.last_sum == sum);
-    assert_int_equal(sxe_ws_broadcast(clients, 0, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_broadcast(clients, 0, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
     assert_int_equal(sxe_ws_close(ws, 4002, "done"), 0);
     run_until(&client_seen.closes, 1);
     assert_int_equal(client_seen.close_code, 4002); /* the server answered with ours */
@@ -169,9 +169,9 @@ static void test_a_client_of_our_own(void **state)
 }
 
 /* A request whose only header is Sec-WebSocket-Extensions: value (twice if also is not NULL). */
-static struct sxe_http_request *offering(const char *value, const char *also)
+static struct sxe_http_request_head *offering(const char *value, const char *also)
 {
-    static struct sxe_http_request request;
+    static struct sxe_http_request_head request;
 
     memset(&request, 0, sizeof(request));
     for (const char *each = value; each != NULL; each = each == value ? also : NULL) {

@@ -17,7 +17,7 @@
 /* Negotiates over one field name: value; checks the bits and the answer (NULL: none). */
 static void expect_offer(const char *name, const char *value, int bits, const char *answer)
 {
-    static struct sxe_http_request request;
+    static struct sxe_http_request_head request;
     char out[256] = "";
 
     request.header_count = 2;

@@ -40,8 +40,8 @@ static int open_eager_socket(void)
 
 static uint64_t slow_messages(void)
 {
-    struct sxe_ws_stats stats;
-    sxe_ws_stats(server, &stats);
+    struct sxe_ws_server_stats stats;
+    sxe_ws_server_stats(server, &stats);
     return stats.slow_messages;
 }
 

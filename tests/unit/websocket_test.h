@@ -95,10 +95,10 @@ static inline void start(const struct sxe_ws_options *options)
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 1795296612ULL * SXE_NS_PER_SEC);
     assert_int_equal(sxe_http_server_create(&http, NULL, &http_options), 0);
     assert_int_equal(sxe_ws_server_create(&server, http, &handlers, options), 0);
-    assert_int_equal(sxe_ws_route(server, "/ws", "echo,chat"), 0);
+    assert_int_equal(sxe_ws_server_route(server, "/ws", "echo,chat"), 0);
     assert_int_equal(sxe_http_server_route(http, "GET", "/bogus", 0, accept_unoffered, NULL), 0);
-    assert_int_equal(sxe_http_listen(http, "127.0.0.1:0"), 0);
-    port = sxe_http_port(http);
+    assert_int_equal(sxe_http_server_listen(http, "127.0.0.1:0"), 0);
+    port = sxe_http_server_port(http);
 }
 
 static inline int teardown(void **state)

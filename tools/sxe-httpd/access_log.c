@@ -242,7 +242,7 @@ static void add_peer(sxe_conn_t *conn)
 
 void access_log_write(const sxe_http_t *http, void *arg)
 {
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
     char when[64];
     time_t now = time(NULL);
     struct tm utc;
@@ -265,8 +265,8 @@ void access_log_write(const sxe_http_t *http, void *arg)
     }
     add_format("\" %d %" PRIu64, sxe_http_status(http), sxe_http_body_sent(http));
     if (combined) {
-        const struct sxe_http_header *referer = sxe_http_find_header(request, "Referer");
-        const struct sxe_http_header *agent = sxe_http_find_header(request, "User-Agent");
+        const struct sxe_http_header *referer = sxe_http_request_header(request, "Referer");
+        const struct sxe_http_header *agent = sxe_http_request_header(request, "User-Agent");
         add(" \"", 2);
         add_escaped(referer ? referer->value : "", referer ? referer->value_len : 0, HEADER_SHARE);
         add("\" \"", 3);

@@ -235,14 +235,14 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
 /* Sends the file, honouring conditional requests and a range; takes the caller's reference. */
 static void serve_file(sxe_http_t *http, struct file *file)
 {
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
     char headers[512];
     uint64_t first = 0, last = file->size ? file->size - 1 : 0;
     int code = 200;
 
     /* Conditional requests: If-None-Match wins over If-Modified-Since. */
-    const struct sxe_http_header *none_match = sxe_http_find_header(request, "If-None-Match");
-    const struct sxe_http_header *since = sxe_http_find_header(request, "If-Modified-Since");
+    const struct sxe_http_header *none_match = sxe_http_request_header(request, "If-None-Match");
+    const struct sxe_http_header *since = sxe_http_request_header(request, "If-Modified-Since");
     bool not_modified = false;
     if (none_match != NULL) {
         not_modified = etag_matches(none_match, file->etag);
@@ -264,8 +264,8 @@ static void serve_file(sxe_http_t *http, struct file *file)
         return;
     }
 
-    const struct sxe_http_header *range = sxe_http_find_header(request, "Range");
-    const struct sxe_http_header *if_range = sxe_http_find_header(request, "If-Range");
+    const struct sxe_http_header *range = sxe_http_request_header(request, "Range");
+    const struct sxe_http_header *if_range = sxe_http_request_header(request, "If-Range");
     if (range != NULL && if_range != NULL && !if_range_matches(if_range, file)) {
         range = NULL; /* the file changed since the client's copy: all of it, not a piece */
     }
@@ -311,7 +311,7 @@ static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t
     char location[PATH_MAX * 3 + 64];
     size_t query_len;
     const char *query = sxe_http_query(http, &query_len);
-    ssize_t encoded = sxe_http_encode_path(resolved, len, location + 10, sizeof(location) - 10);
+    ssize_t encoded = sxe_http_path_encode(resolved, len, location + 10, sizeof(location) - 10);
 
     if (encoded < 0 || (size_t)encoded + query_len + 16 > sizeof(location) - 10) {
         respond(http, 414, NULL, NULL);
@@ -740,7 +740,7 @@ int main(int argc, char **argv)
     if ((!proxy_covers("/") && (rc = sxe_http_server_route(
                                     server, "GET", "/", SXE_HTTP_ROUTE_PREFIX, serve, NULL)) < 0) ||
         (rc = proxy_route(server, &config.proxy)) < 0 ||
-        (rc = sxe_http_listen(server, config.listen)) < 0) {
+        (rc = sxe_http_server_listen(server, config.listen)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", config.listen,
                 rc == -EINVAL ? "expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT"
                               : sxe_strerror(rc));
@@ -751,7 +751,7 @@ int main(int argc, char **argv)
                  config.root[0] ? config.root : "/", config.listen, options.workers,
                  config.kind == SXE_WORKERS_THREADS ? "threads" : "processes", config.connections,
                  config.cache == 1 ? ", sharing one file cache" : "");
-    rc = sxe_http_run(server);
+    rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     cache_clear();
     access_log_flush();

@@ -35,7 +35,7 @@ long path_resolve(const char *path, size_t len, char *out, size_t size, const ch
         *why = "it holds an encoded NUL or separator";
         return -403;
     }
-    ssize_t decoded = sxe_http_decode(path, len, out, size, false);
+    ssize_t decoded = sxe_http_percent_decode(path, len, out, size, false);
     if (decoded < 0) { /* -ENOBUFS: a normal path's escapes are all well formed */
         *why = "it is too long";
         return -414;

@@ -233,7 +233,8 @@ static bool named_by_connection(const struct sxe_http_header *field,
  * '_' alike (both X-Forwarded-For and X_Forwarded_For are HTTP_X_FORWARDED_FOR), so a client would
  * set a field the proxy means to write; nginx drops them too (underscores_in_headers off).
  */
-static bool dropped(const struct sxe_http_header *field, const struct sxe_http_request *request)
+static bool dropped(const struct sxe_http_header *field,
+                    const struct sxe_http_request_head *request)
 {
     static const char *const names[] = {
         "connection", "keep-alive", "proxy-connection", "te",     "transfer-encoding", "upgrade",
@@ -249,9 +250,9 @@ static bool dropped(const struct sxe_http_header *field, const struct sxe_http_r
  * sends it). Its HTTP2-Settings field is hop-by-hop, so an upstream would refuse the upgrade
  * anyway, and HTTP/2 between a client and an upstream is not this proxy's to pass blind.
  */
-static bool asks_for_h2c(const struct sxe_http_request *request)
+static bool asks_for_h2c(const struct sxe_http_request_head *request)
 {
-    const struct sxe_http_header *upgrade = sxe_http_find_header(request, "Upgrade");
+    const struct sxe_http_header *upgrade = sxe_http_request_header(request, "Upgrade");
 
     for (size_t at = 0; upgrade != NULL && at + 3 <= upgrade->value_len; at++) {
         if (strncasecmp(upgrade->value + at, "h2c", 3) == 0) {
@@ -298,9 +299,9 @@ static const char *peer_of(sxe_conn_t *conn)
  */
 static bool reframe(struct exchange *exchange, struct sxe_http_client_request *out)
 {
-    const struct sxe_http_request *request = sxe_http_request(exchange->held);
-    const struct sxe_http_header *forwarded = sxe_http_find_header(request, "X-Forwarded-For");
-    const struct sxe_http_header *via = sxe_http_find_header(request, "Via");
+    const struct sxe_http_request_head *request = sxe_http_request_head(exchange->held);
+    const struct sxe_http_header *forwarded = sxe_http_request_header(request, "X-Forwarded-For");
+    const struct sxe_http_header *via = sxe_http_request_header(request, "Via");
     const char *peer_text = peer_of(sxe_http_conn(exchange->held));
     size_t path_len, query_len;
     const char *path = sxe_http_path(exchange->held, &path_len);
@@ -355,7 +356,7 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     }
     at = put(at, "1.1 sxe-httpd\r\n", 15);
     *at = '\0';
-    const struct sxe_http_header *upgrade = sxe_http_find_header(request, "Upgrade");
+    const struct sxe_http_header *upgrade = sxe_http_request_header(request, "Upgrade");
     out->upgrade = NULL;
     if (exchange->upgrade && upgrade != NULL) { /* the client library writes it, and Connection */
         out->upgrade = ++at;
@@ -396,11 +397,12 @@ static struct upstream *choose(struct proxy *proxy, const struct upstream *avoid
     return best;
 }
 
-static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg);
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response,
+                    void *arg);
 static void on_body(sxe_http_call_t *call, const char *data, size_t len, void *arg);
 static void on_done(sxe_http_call_t *call, int err, void *arg);
 static void on_writable(sxe_http_call_t *call, void *arg);
-static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response *response,
+static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response_head *response,
                        sxe_conn_t *conn, void *arg);
 
 static const struct sxe_http_client_handlers call_handlers = {.on_head = on_head,
@@ -478,7 +480,7 @@ static void on_client_body(sxe_http_t *held, const char *data, size_t len, bool 
         rc = sxe_http_call_write(exchange->call, data, len);
     }
     if (rc >= 0 && done) {
-        rc = sxe_http_call_end(exchange->call);
+        rc = sxe_http_call_finish(exchange->call);
     }
     if (rc == SXE_HTTP_CALL_FULL) {
         (void)sxe_http_body_pause(held); /* on_writable resumes it */
@@ -544,7 +546,7 @@ static void handle(sxe_http_t *http, void *arg)
     exchange->call = NULL;
     exchange->upstream = NULL;
     exchange->started = exchange->tried_other = exchange->corked = exchange->body_begun = false;
-    const struct sxe_http_request *request = sxe_http_request(http);
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
     exchange->upgrade = request->upgrade && !request->has_body && request->minor_version == 1 &&
                         !asks_for_h2c(request);
     exchange->text = NULL;
@@ -572,7 +574,7 @@ int proxy_route(sxe_http_server_t *server, const struct proxy_options *given)
 
 /* Whether a response field stays behind: hop-by-hop, framing, or one sxe_http_start() writes. */
 static bool response_dropped(const struct sxe_http_header *field,
-                             const struct sxe_http_response *response)
+                             const struct sxe_http_response_head *response)
 {
     static const char *const names[] = {
         "connection", "keep-alive", "proxy-connection", "te",   "transfer-encoding",
@@ -587,7 +589,8 @@ static bool response_dropped(const struct sxe_http_header *field,
  * A 426 keeps its Upgrade (hop-by-hop, but it names what the client must switch to, RFC 9110
  * §15.5.22), with the Connection option that goes with it.
  */
-static char *forwarded_fields(const struct sxe_http_response *response, char *at, const char *end)
+static char *forwarded_fields(const struct sxe_http_response_head *response, char *at,
+                              const char *end)
 {
     const struct sxe_http_header *upgrade = sxe_http_response_header(response, "Upgrade");
 
@@ -617,7 +620,7 @@ static char *forwarded_fields(const struct sxe_http_response *response, char *at
  * The upstream switched protocols (101) for an upgrade the client asked for: the client gets the
  * 101 with the upstream's fields, and the two connections are joined (tunnel.c).
  */
-static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response *response,
+static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response_head *response,
                        sxe_conn_t *conn, void *arg)
 {
     struct exchange *exchange = arg;
@@ -648,7 +651,7 @@ static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response *re
 }
 
 /* The upstream's head: ours goes out, re-framed, with the end-to-end fields and Via. */
-static void on_head(sxe_http_call_t *call, const struct sxe_http_response *response, void *arg)
+static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response, void *arg)
 {
     struct exchange *exchange = arg;
     char headers[20 * 1024];
@@ -656,7 +659,7 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response *respo
         response->chunked || response->until_close ? -1 : (int64_t)response->content_length;
 
     if (response->status > 599) { /* no class of RFC 9110 §15: nothing a client can act on */
-        const struct sxe_http_request *request = sxe_http_request(exchange->held);
+        const struct sxe_http_request_head *request = sxe_http_request_head(exchange->held);
         SXE_LOG_ERROR("upstream for %s answered %.*s with status %d: answering 502",
                       exchange->proxy->prefix, (int)request->target_len, request->target,
                       response->status);
@@ -715,7 +718,7 @@ static void on_done(sxe_http_call_t *call, int err, void *arg)
 {
     struct exchange *exchange = arg;
     struct upstream *upstream = exchange->upstream;
-    const struct sxe_http_request *request = sxe_http_request(exchange->held);
+    const struct sxe_http_request_head *request = sxe_http_request_head(exchange->held);
 
     (void)call;
     exchange->call = NULL;

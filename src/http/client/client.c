@@ -443,7 +443,7 @@ static void up_release(struct sxe__upstream *up, bool paused)
  * pool for the call's on_upgrade, and the call ends.
  */
 static void up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
-                        const struct sxe_http_response *response)
+                        const struct sxe_http_response_head *response)
 {
     sxe_http_client_t *client = up->client;
     sxe_conn_t *conn = up->conn;
@@ -516,7 +516,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
 
     while (at < len) {
         struct sxe_http_call *call = up->first;
-        struct sxe_http_response head;
+        struct sxe_http_response_head head;
         bool whole = false, switched = false;
 
         if (call == NULL || up->state != SXE__UP_BUSY) {

@@ -6,7 +6,7 @@
  *   client_read.c   reading a response and handing it to its caller
  *   client_write.c  writing a request: its head, and a body streamed in pieces
  *   client_call.c   a call's controls (pause, resume, cancel) and its failure
- *   client_fiber.c  sxe_http_fetch(), over the entry points
+ *   client_fiber.c  sxe_http_client_fetch_wait(), over the entry points
  *
  * The small steps every level takes (a call's slot freed, its timer restarted, the queue, the
  * first call off its connection) are inline below.
@@ -181,7 +181,7 @@ void sxe__http_client_on_drained(sxe_conn_t *conn);
  * upgrade with the 101 in *head (then the return is the head's end, and nothing was done yet).
  */
 size_t sxe__http_read_response(struct sxe__upstream *up, struct sxe_http_call *call,
-                               const char *data, size_t len, struct sxe_http_response *head,
+                               const char *data, size_t len, struct sxe_http_response_head *head,
                                bool *whole, bool *switched);
 /* The call's response is whole (it is off its connection): its caller hears, its slot is freed. */
 void sxe__http_call_deliver(struct sxe__upstream *up, struct sxe_http_call *call);

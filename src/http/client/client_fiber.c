@@ -1,6 +1,6 @@
 /*
- * The HTTP client from a fiber (sxe_http_fetch()): a gathered call whose done callback wakes the
- * fiber, which takes the response's memory as its reply, so nothing is copied.
+ * The HTTP client from a fiber (sxe_http_client_fetch_wait()): a gathered call whose done callback
+ * wakes the fiber, which takes the response's memory as its reply, so nothing is copied.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,11 +12,12 @@
 
 struct fiber_wait {
     sxe_fiber_t *fiber;
-    struct sxe_http_reply *reply;
+    struct sxe_http_client_reply *reply;
 };
 
-static void fiber_done(sxe_http_call_t *call, int err, const struct sxe_http_response *response,
-                       const char *body, size_t body_len, void *arg)
+static void fiber_done(sxe_http_call_t *call, int err,
+                       const struct sxe_http_response_head *response, const char *body,
+                       size_t body_len, void *arg)
 {
     struct fiber_wait *wait = arg;
 
@@ -29,8 +30,9 @@ static void fiber_done(sxe_http_call_t *call, int err, const struct sxe_http_res
     (void)sxe_fiber_wake(wait->fiber, err);
 }
 
-int sxe_http_fetch(sxe_http_client_t *client, const struct sxe_http_client_request *request,
-                   struct sxe_http_reply *reply)
+int sxe_http_client_fetch_wait(sxe_http_client_t *client,
+                               const struct sxe_http_client_request *request,
+                               struct sxe_http_client_reply *reply)
 {
     struct fiber_wait wait = {.fiber = sxe_fiber_self(), .reply = reply};
     int rc;
@@ -45,7 +47,7 @@ int sxe_http_fetch(sxe_http_client_t *client, const struct sxe_http_client_reque
     return sxe_fiber_wait();
 }
 
-void sxe_http_reply_free(struct sxe_http_reply *reply)
+void sxe_http_client_reply_free(struct sxe_http_client_reply *reply)
 {
     free(reply->memory);
     memset(reply, 0, sizeof(*reply));

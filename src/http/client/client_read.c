@@ -36,7 +36,7 @@ void sxe__http_call_deliver(struct sxe__upstream *up, struct sxe_http_call *call
         return;
     }
     struct sxe_http_parser parser;
-    struct sxe_http_response response;
+    struct sxe_http_response_head response;
     uint32_t head_len = up->head_len;
     size_t body_len = up->store_len - head_len;
 
@@ -85,7 +85,7 @@ static int store(struct sxe__upstream *up, const char *data, size_t len)
 
 /* A response head was read: say so, or start gathering. @return false if the call ended. */
 static bool head_read(struct sxe__upstream *up, struct sxe_http_call *call, const char *head,
-                      size_t head_len, const struct sxe_http_response *response)
+                      size_t head_len, const struct sxe_http_response_head *response)
 {
     int rc;
 
@@ -133,7 +133,7 @@ static bool body_read(struct sxe__upstream *up, struct sxe_http_call *call, cons
 }
 
 size_t sxe__http_read_response(struct sxe__upstream *up, struct sxe_http_call *call,
-                               const char *data, size_t len, struct sxe_http_response *head,
+                               const char *data, size_t len, struct sxe_http_response_head *head,
                                bool *whole, bool *switched)
 {
     sxe_http_client_t *client = up->client;

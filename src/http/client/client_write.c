@@ -173,7 +173,7 @@ int sxe_http_call_write(sxe_http_call_t *call, const void *data, size_t len)
     return put(call, data, len, false);
 }
 
-int sxe_http_call_end(sxe_http_call_t *call)
+int sxe_http_call_finish(sxe_http_call_t *call)
 {
     if (!may_write(call) ||
         !SXE_CHECK(call->request.body_len == SXE_HTTP_BODY_UNKNOWN || call->body_left == 0)) {

@@ -203,8 +203,8 @@ const struct sxe_http_header *sxe__http_find(const struct sxe_http_header *heade
     return NULL;
 }
 
-const struct sxe_http_header *sxe_http_find_header(const struct sxe_http_request *request,
-                                                   const char *name)
+const struct sxe_http_header *sxe_http_request_header(const struct sxe_http_request_head *request,
+                                                      const char *name)
 {
     return sxe__http_find(request->headers, request->header_count, name);
 }

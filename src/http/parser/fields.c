@@ -104,7 +104,7 @@ int sxe__http_transfer_codings(struct sxe_http_parser *parser, const char *value
  * since its path "/" is not in the caller's bytes to point at.
  */
 int sxe__http_target_form(const struct sxe_http_parser *parser, const char *data,
-                          struct sxe_http_request *request)
+                          struct sxe_http_request_head *request)
 {
     const char *target = request->target;
     size_t len = request->target_len;

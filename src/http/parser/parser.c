@@ -433,7 +433,8 @@ static int field(struct sxe_http_parser *parser, const char *data, size_t cr,
 /* A header line is complete, its CR at cr: take its meaning, and record it when request is given.
  */
 static inline int end_line(struct sxe_http_parser *parser, const char *data, size_t cr,
-                           const struct sxe_http_limits *limits, struct sxe_http_request *request)
+                           const struct sxe_http_limits *limits,
+                           struct sxe_http_request_head *request)
 {
     int rc;
 
@@ -451,7 +452,7 @@ static inline int end_line(struct sxe_http_parser *parser, const char *data, siz
 
 /* The head is complete and valid: fill in the request's pointers with one pass over its lines. */
 static int finish_head(struct sxe_http_parser *parser, const char *data, size_t head_len,
-                       const struct sxe_http_limits *limits, struct sxe_http_request *request,
+                       const struct sxe_http_limits *limits, struct sxe_http_request_head *request,
                        bool recorded)
 {
     const char *end = data + head_len;
@@ -521,7 +522,7 @@ static int finish_head(struct sxe_http_parser *parser, const char *data, size_t 
  * never scanned twice; split into functions, that fall-through would be lost.
  */
 static int parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
-                      const struct sxe_http_limits *limits, struct sxe_http_request *request)
+                      const struct sxe_http_limits *limits, struct sxe_http_request_head *request)
 {
     size_t at = parser->scanned;
     int rc;
@@ -725,8 +726,9 @@ static int parse_head(struct sxe_http_parser *parser, const char *data, size_t l
     return 0;
 }
 
-int sxe_http_parse_head(struct sxe_http_parser *parser, const char *data, size_t len,
-                        const struct sxe_http_limits *limits, struct sxe_http_request *request)
+int sxe_http_parse_request_head(struct sxe_http_parser *parser, const char *data, size_t len,
+                                const struct sxe_http_limits *limits,
+                                struct sxe_http_request_head *request)
 {
     int rc = parse_head(parser, data, len, limits, request);
 

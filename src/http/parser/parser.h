@@ -119,7 +119,7 @@ int sxe__http_transfer_codings(struct sxe_http_parser *parser, const char *value
 
 /* Sorts a complete head's target by its form and finds its host. @return 0 or -400. */
 int sxe__http_target_form(const struct sxe_http_parser *parser, const char *data,
-                          struct sxe_http_request *request);
+                          struct sxe_http_request_head *request);
 
 /* Records a refusal's HTTP status (negative, as the parser's steps return it): -EPROTO. */
 static inline int sxe__http_refuse_status(struct sxe_http_parser *parser, int status)

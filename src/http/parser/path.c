@@ -8,8 +8,8 @@
  * decoded ("%2e" is "."), other escapes keep their meaning and get upper-case digits, dot
  * segments are resolved (§5.2.4), and empty segments ("//") collapse, as nginx's merge_slashes
  * does. A reserved byte stays escaped ("%2F" is not a separator), so the result is still a path in
- * its encoded form, fit to be sent on as it is. Also here: percent-decoding (sxe_http_decode()),
- * for what a handler reads of a query or a path.
+ * its encoded form, fit to be sent on as it is. Also here: percent-decoding
+ * (sxe_http_percent_decode()), for what a handler reads of a query or a path.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -49,7 +49,7 @@ bool sxe_http_path_is_normal(const char *path, size_t len)
  * Writing never overtakes reading: each byte written stands for at least one read, so in and out
  * may be the same buffer.
  */
-ssize_t sxe_http_normalize_path(const char *in, size_t len, char *out, size_t size)
+ssize_t sxe_http_path_normalize(const char *in, size_t len, char *out, size_t size)
 {
     static const char digits[] = "0123456789ABCDEF";
     size_t written = 0;
@@ -109,7 +109,7 @@ ssize_t sxe_http_normalize_path(const char *in, size_t len, char *out, size_t si
     return (ssize_t)written;
 }
 
-ssize_t sxe_http_encode_path(const char *in, size_t len, char *out, size_t size)
+ssize_t sxe_http_path_encode(const char *in, size_t len, char *out, size_t size)
 {
     static const char digits[] = "0123456789ABCDEF";
     size_t written = 0;
@@ -135,7 +135,7 @@ ssize_t sxe_http_encode_path(const char *in, size_t len, char *out, size_t size)
     return (ssize_t)written;
 }
 
-int sxe_http_decode_one(const char *in, size_t len, size_t *at, bool plus_is_space)
+int sxe_http_percent_decode_byte(const char *in, size_t len, size_t *at, bool plus_is_space)
 {
     char c = in[(*at)++];
     int high, low;
@@ -154,12 +154,13 @@ int sxe_http_decode_one(const char *in, size_t len, size_t *at, bool plus_is_spa
     return high << 4 | low;
 }
 
-ssize_t sxe_http_decode(const char *in, size_t len, char *out, size_t size, bool plus_is_space)
+ssize_t sxe_http_percent_decode(const char *in, size_t len, char *out, size_t size,
+                                bool plus_is_space)
 {
     size_t used = 0;
 
     for (size_t at = 0; at < len;) {
-        int c = sxe_http_decode_one(in, len, &at, plus_is_space);
+        int c = sxe_http_percent_decode_byte(in, len, &at, plus_is_space);
         if (c < 0) {
             return -EINVAL;
         }

@@ -33,7 +33,7 @@ static bool all_of(const char *s, size_t len, unsigned class)
 }
 
 /* "HTTP/1.x NNN reason": the reason and the space before it may be missing. */
-static int status_line(const char *line, size_t len, struct sxe_http_response *response)
+static int status_line(const char *line, size_t len, struct sxe_http_response_head *response)
 {
     if (len < 12 || memcmp(line, "HTTP/1.", 7) != 0 || (line[7] != '0' && line[7] != '1') ||
         line[8] != ' ') {
@@ -130,7 +130,7 @@ static int field(const char *line, size_t len, struct sxe_http_header *header,
 /* The whole head, head_len bytes ending in the blank line, is here: check it and fill in. */
 static int parse(struct sxe_http_parser *parser, const char *data, size_t head_len,
                  const struct sxe_http_limits *limits, bool head_request,
-                 struct sxe_http_response *response)
+                 struct sxe_http_response_head *response)
 {
     unsigned most =
         limits->header_count < SXE_HTTP_HEADERS_MAX ? limits->header_count : SXE_HTTP_HEADERS_MAX;
@@ -181,7 +181,7 @@ static int parse(struct sxe_http_parser *parser, const char *data, size_t head_l
 
 int sxe_http_parse_response_head(struct sxe_http_parser *parser, const char *data, size_t len,
                                  const struct sxe_http_limits *limits, bool head_request,
-                                 struct sxe_http_response *response)
+                                 struct sxe_http_response_head *response)
 {
     size_t stop = len < limits->header_bytes ? len : limits->header_bytes;
     size_t at = parser->scanned;
@@ -208,8 +208,8 @@ int sxe_http_parse_response_head(struct sxe_http_parser *parser, const char *dat
     return len >= limits->header_bytes ? -EMSGSIZE : 0;
 }
 
-const struct sxe_http_header *sxe_http_response_header(const struct sxe_http_response *response,
-                                                       const char *name)
+const struct sxe_http_header *
+sxe_http_response_header(const struct sxe_http_response_head *response, const char *name)
 {
     return sxe__http_find(response->headers, response->header_count, name);
 }

@@ -90,7 +90,7 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
 {
     struct slot *held = server->running;
     struct http_conn *state = sxe__http_state(server, conn);
-    struct sxe_http_request *request = &held->request;
+    struct sxe_http_request_head *request = &held->request;
 
     server->running = NULL;
     if (held->http.finished) { /* answered before its handler returned */

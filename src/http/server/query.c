@@ -38,7 +38,7 @@ static bool name_equals(const char *name, size_t len, const char *wanted)
     size_t at = 0;
 
     for (; at < len && *wanted != '\0'; wanted++) {
-        if (sxe_http_decode_one(name, len, &at, true) != (unsigned char)*wanted) {
+        if (sxe_http_percent_decode_byte(name, len, &at, true) != (unsigned char)*wanted) {
             return false;
         }
     }
@@ -57,14 +57,14 @@ ssize_t sxe_http_query_param(const sxe_http_t *http, const char *name, char *buf
         /* Checked first, so that buf holds what it held unless the whole value fits. */
         size_t decoded = 0;
         for (size_t at = 0; at < param.value_len; decoded++) {
-            if (sxe_http_decode_one(param.value, param.value_len, &at, true) < 0) {
+            if (sxe_http_percent_decode_byte(param.value, param.value_len, &at, true) < 0) {
                 return -EINVAL;
             }
         }
         if (decoded >= size) {
             return -ENOBUFS;
         }
-        return sxe_http_decode(param.value, param.value_len, buf, size, true);
+        return sxe_http_percent_decode(param.value, param.value_len, buf, size, true);
     }
     return -ENOENT;
 }

@@ -207,12 +207,12 @@ size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int
                                 size_t body_len, char *out)
 {
     struct sxe_http_parser parser;
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     struct sxe_http_body piece;
     size_t at = (size_t)head, decoded = 0;
 
     sxe_http_parser_init(&parser);
-    (void)sxe_http_parse_head(&parser, data, at, &server->config.limits, &request);
+    (void)sxe_http_parse_request_head(&parser, data, at, &server->config.limits, &request);
     do {
         long used = sxe_http_parse_body(&parser, data + at, (size_t)head + body_len - at,
                                         &server->config.limits, &piece);

@@ -468,7 +468,7 @@ int sxe_http_respond_with(sxe_http_t *http, int status, const char *content_type
     return rc;
 }
 
-const struct sxe_http_request *sxe_http_request(const sxe_http_t *http)
+const struct sxe_http_request_head *sxe_http_request_head(const sxe_http_t *http)
 {
     return http->request;
 }
@@ -532,7 +532,7 @@ int sxe_http_respondf(sxe_http_t *http, int status, const char *content_type, co
     return sxe_http_respond_with(http, status, content_type, headers, body, (size_t)len);
 }
 
-int sxe_http_header_add(struct sxe_http_headers *headers, const char *name, const char *value)
+int sxe_http_headers_add(struct sxe_http_headers *headers, const char *name, const char *value)
 {
     size_t name_len = strlen(name), value_len = strlen(value);
 
@@ -569,9 +569,9 @@ void sxe__http_count(sxe_http_server_t *server, uint64_t bytes)
 
 /* Answers a request the server refuses itself, and closes where the RFC wants it closed. */
 void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
-                      const struct sxe_http_request *request, const char *extra_headers)
+                      const struct sxe_http_request_head *request, const char *extra_headers)
 {
-    static const struct sxe_http_request unparsed = {
+    static const struct sxe_http_request_head unparsed = {
         .method = "", .target = "", .minor_version = 1};
     char body[64];
     int len = snprintf(body, sizeof(body), "%d %s\n", status, sxe_http_reason(status));
@@ -599,7 +599,7 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
 }
 
 void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
-                             const struct sxe_http_request *request)
+                             const struct sxe_http_request_head *request)
 {
     if (request->expect_continue && request->minor_version == 1 && !state->continued) {
         state->continued = true;

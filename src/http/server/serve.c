@@ -187,7 +187,7 @@ sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server)
     return server->loop;
 }
 
-int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
+int sxe_http_server_listen(sxe_http_server_t *server, const char *address_text)
 {
     struct sxe_listen_options options = {.flags = server->config.listen_flags};
     struct sockaddr_storage address;
@@ -216,7 +216,7 @@ int sxe_http_listen(sxe_http_server_t *server, const char *address_text)
     return 0;
 }
 
-int sxe_http_port(sxe_http_server_t *server)
+int sxe_http_server_port(sxe_http_server_t *server)
 {
     struct sockaddr_storage address;
     socklen_t len = sizeof(address);
@@ -278,7 +278,7 @@ static void worker_stop(sxe_worker_t *worker, void *arg)
     }
 }
 
-int sxe_http_run(sxe_http_server_t *server)
+int sxe_http_server_run(sxe_http_server_t *server)
 {
     if (server->workers != NULL) {
         unsigned count = sxe_workers_count(server->workers);
@@ -316,8 +316,8 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
         return rc;
     }
     if ((rc = sxe_http_server_route(server, NULL, path, 0, handler, arg)) == 0 &&
-        (rc = sxe_http_listen(server, address)) == 0) {
-        rc = sxe_http_run(server);
+        (rc = sxe_http_server_listen(server, address)) == 0) {
+        rc = sxe_http_server_run(server);
     }
     sxe_http_server_destroy(server);
     return rc;

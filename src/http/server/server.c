@@ -31,13 +31,14 @@
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
-static bool method_is(const struct sxe_http_request *request, const char *method)
+static bool method_is(const struct sxe_http_request_head *request, const char *method)
 {
     size_t len = strlen(method);
     return request->method_len == len && memcmp(request->method, method, len) == 0;
 }
 
-static bool route_method_matches(const struct route *route, const struct sxe_http_request *request)
+static bool route_method_matches(const struct route *route,
+                                 const struct sxe_http_request_head *request)
 {
     if (route->method[0] == '\0' || method_is(request, route->method)) {
         return true;
@@ -52,7 +53,7 @@ static bool route_method_matches(const struct route *route, const struct sxe_htt
  * server's scratch for it. "*" (OPTIONS) is itself. @return 0, or 400 for a path that climbs
  * above the root or holds a malformed escape.
  */
-static int route_path(sxe_http_server_t *server, const struct sxe_http_request *request,
+static int route_path(sxe_http_server_t *server, const struct sxe_http_request_head *request,
                       const char **path, size_t *path_len)
 {
     const char *query = memchr(request->target, '?', request->target_len);
@@ -63,7 +64,7 @@ static int route_path(sxe_http_server_t *server, const struct sxe_http_request *
     if (request->target[0] != '/' || sxe_http_path_is_normal(request->target, raw_len)) {
         return 0;
     }
-    ssize_t normal = sxe_http_normalize_path(request->target, raw_len, server->path_scratch,
+    ssize_t normal = sxe_http_path_normalize(request->target, raw_len, server->path_scratch,
                                              (size_t)server->config.limits.request_line + 1);
     if (normal < 0) {
         SXE_LOG_DEBUG("refusing the path %.*s: %s", (int)raw_len, request->target,
@@ -87,7 +88,7 @@ static bool route_covers(const struct route *route, const char *path, size_t pat
  * prefix. *others is set when routes for the path take other methods only (405, or OPTIONS).
  */
 static const struct route *find_route(sxe_http_server_t *server,
-                                      const struct sxe_http_request *request, const char *path,
+                                      const struct sxe_http_request_head *request, const char *path,
                                       size_t path_len, bool *others)
 {
     const struct route *best = NULL;
@@ -158,7 +159,7 @@ static void allow_header(sxe_http_server_t *server, const char *path, size_t pat
  * the server) allows; another method gets 405 with the same list, or 404 where nothing routes.
  */
 static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
-                            const struct sxe_http_request *request, const char *path,
+                            const struct sxe_http_request_head *request, const char *path,
                             size_t path_len, bool others)
 {
     bool asterisk = request->target_len == 1 && request->target[0] == '*';
@@ -199,7 +200,7 @@ static enum dispatched answered(sxe_conn_t *conn)
 static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *slot,
                                 const char *body, size_t body_len, bool streamed)
 {
-    const struct sxe_http_request *request = &slot->request;
+    const struct sxe_http_request_head *request = &slot->request;
     const char *path;
     size_t path_len;
     int refused = route_path(server, request, &path, &path_len);
@@ -270,7 +271,7 @@ static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, str
 static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *slot,
                          const char *data, size_t len, const char *at, int head)
 {
-    struct sxe_http_request *request = &slot->request;
+    struct sxe_http_request_head *request = &slot->request;
     const char *path;
     size_t path_len;
     bool others;
@@ -331,7 +332,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     while (used < len && !state->closing) {
         /* Parsed into the slot the request will have (request.c); nothing is copied. */
         struct slot *slot = sxe__http_slot_next(server);
-        struct sxe_http_request *request = &slot->request;
+        struct sxe_http_request_head *request = &slot->request;
         const char *at = data + used;
         size_t left = len - used;
         struct sxe_http_parser reparse;
@@ -345,11 +346,11 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             break;
         }
         if (state->head_len == 0) {
-            head =
-                sxe_http_parse_head(&state->parser, at, left,
-                                    server->config.has_stream_routes ? &server->config.head_limits
-                                                                     : &server->config.limits,
-                                    request);
+            head = sxe_http_parse_request_head(&state->parser, at, left,
+                                               server->config.has_stream_routes
+                                                   ? &server->config.head_limits
+                                                   : &server->config.limits,
+                                               request);
             if (head == 0) {
                 break;
             }
@@ -361,7 +362,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             /* A body is being read: the head was parsed in an earlier call; parse it again here,
              * where its bytes now are, to point the request at them. */
             sxe_http_parser_init(&reparse);
-            head = sxe_http_parse_head(&reparse, at, left, &server->config.limits, request);
+            head = sxe_http_parse_request_head(&reparse, at, left, &server->config.limits, request);
         }
         if (request->minor_version == 1 && request->host_count != 1) {
             sxe__http_refuse(server, conn, 400, request, NULL);

@@ -42,7 +42,7 @@ struct slot;
 struct sxe_http {
     sxe_http_server_t *server;
     sxe_conn_t *conn;
-    const struct sxe_http_request *request;
+    const struct sxe_http_request_head *request;
     const char *body;
     size_t body_len;
     int status;      /* 0 until a response starts */
@@ -80,7 +80,7 @@ enum slot_state { SLOT_FREE, SLOT_RUNNING, SLOT_HELD, SLOT_CANCELLING, SLOT_ORPH
  */
 struct slot {
     struct sxe_http http; /* the handle: first, so a handle is its slot */
-    struct sxe_http_request request;
+    struct sxe_http_request_head request;
     sxe_http_cancel_t on_cancel;
     void *arg;
     sxe_http_drained_t on_drained;
@@ -153,7 +153,7 @@ struct http_config {
     struct sxe_fibers_options fiber_options;
     sxe_http_log_t on_log; /* options.on_log */
     void *log_arg;
-    void (*on_hangup)(void *arg); /* options.on_hangup, for sxe_http_run() without workers */
+    void (*on_hangup)(void *arg); /* options.on_hangup, for sxe_http_server_run() without workers */
     void *hangup_arg;
     void (*on_loop_start)(sxe_loop_t *loop, void *arg); /* options.on_loop_start, stop and arg */
     void (*on_loop_stop)(void *arg);
@@ -289,10 +289,10 @@ void sxe__http_count(sxe_http_server_t *server, uint64_t bytes);
 /* Answers a request the server refuses itself (request NULL: not parsed), closing where the RFC
  * wants it closed. */
 void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
-                      const struct sxe_http_request *request, const char *extra_headers);
+                      const struct sxe_http_request_head *request, const char *extra_headers);
 /* Sends 100 Continue for a request that asked, once, before its body is read. */
 void sxe__http_send_continue(struct http_conn *state, sxe_conn_t *conn,
-                             const struct sxe_http_request *request);
+                             const struct sxe_http_request_head *request);
 
 /* defer.c: requests held to answer later. */
 /* After a handler that held its request: keeps the connection's input (data, len; the request's
