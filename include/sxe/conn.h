@@ -60,8 +60,8 @@ struct sxe_conn_handlers {
      */
     void (*on_eof)(sxe_conn_t *conn);
 
-    /** Queued output has all been sent (after sxe_conn_write() returned SXE_CONN_FULL or
-     * queued anything). */
+    /** Queued output has all been sent (after a write that queued anything, or that left the
+     * output backed up: sxe_conn_backed_up()). */
     void (*on_drained)(sxe_conn_t *conn);
 
     /**
@@ -123,9 +123,6 @@ struct sxe_listen_options {
 #define SXE_LISTEN_EVICT_IDLE   0x08u /**< When the table is full, close the oldest idle one. */
 #define SXE_LISTEN_RECEIVE_FDS  0x10u /**< Unix: connections may receive fds (on_fd). */
 #define SXE_LISTEN_V6ONLY       0x20u /**< IPv6: do not also accept IPv4-mapped peers. */
-
-/** sxe_conn_write(): accepted, but the queue is at or past high_water; wait for on_drained. */
-#define SXE_CONN_FULL 1
 
 /**
  * Listens on a TCP (IPv4 or IPv6) or Unix stream address.
@@ -189,10 +186,11 @@ SXE_MUST_CHECK int sxe_conn_adopt(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
 /**
  * Writes to a connection. Bytes go to the socket at once; what the socket cannot take is queued
  * and sent as it drains.
- * @return 0 when everything was sent or queued; SXE_CONN_FULL when it was accepted but the queue
- *         is now at or past high_water, so the caller should wait for on_drained; -ENOBUFS when
- *         accepting it would pass write_limit or no buffer is free (nothing was accepted);
- *         -EPIPE (or another -errno) when the connection is closed or failing.
+ * Backpressure: after a write that returned 0, sxe_conn_backed_up() says whether the caller
+ * should stop writing and wait for on_drained.
+ * @return 0 when everything was sent or queued; -ENOBUFS when accepting it would pass write_limit
+ *         or no buffer is free (nothing was accepted); -EPIPE (or another -errno) when the
+ *         connection is closed or failing.
  */
 int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len);
 
@@ -243,6 +241,14 @@ int sxe_conn_sendfile_ref(sxe_conn_t *conn, int fd, off_t offset, size_t len,
 
 /** Bytes queued and not yet sent. */
 size_t sxe_conn_queued(const sxe_conn_t *conn);
+
+/**
+ * Whether the connection's output is backed up: high_water bytes or more queued
+ * (sxe_loop_options). Check it after each write that returned 0 (sxe_conn_write() and the other
+ * writes, which return as it does): when true, stop writing until on_drained, which follows once
+ * the queue has all been sent (a write that backs it up asks for on_drained). Cheap: a comparison.
+ */
+bool sxe_conn_backed_up(const sxe_conn_t *conn);
 
 /**
  * Stops reading from the connection: new bytes stay in the socket, where TCP's window holds the

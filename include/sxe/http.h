@@ -97,7 +97,8 @@ struct sxe_http_server_options {
     uint64_t header_timeout; /**< ns for a request, head and body, to arrive: else 408 (10 s). */
     uint64_t idle_timeout;   /**< ns a kept-alive connection may wait for a request (60 s). */
     uint64_t write_timeout;  /**< ns a response may wait for the client to read (30 s). */
-    /** SXE_LISTEN_* for sxe_http_server_listen(): REUSEPORT, FASTOPEN, DEFER_ACCEPT, EVICT_IDLE,
+    /**
+     * SXE_LISTEN_* for sxe_http_server_listen(): REUSEPORT, FASTOPEN, DEFER_ACCEPT, EVICT_IDLE,
      * V6ONLY.
      */
     unsigned listen_flags;
@@ -492,8 +493,7 @@ int sxe_http_headers_add(struct sxe_http_headers *headers, const char *name, con
  */
 ssize_t sxe_http_query_param(const sxe_http_t *http, const char *name, char *buf, size_t size);
 
-/** A query parameter as it is in the target: still percent-encoded (see sxe_http_percent_decode()).
- */
+/** A query parameter as it is in the target: still percent-encoded (sxe_http_percent_decode()). */
 struct sxe_http_param {
     const char *name;
     size_t name_len;

@@ -13,9 +13,9 @@
  *   sxe_http_call_pause() and sxe_http_call_resume() for backpressure (a reverse proxy);
  * - from a fiber (sxe/fiber.h), as sequential code that waits while the loop runs on:
  *
+ *       struct sxe_http_client_request request = {.target = "/users/7"};
  *       struct sxe_http_client_reply reply;
- *       if (sxe_http_client_fetch_wait(client, &(struct sxe_http_client_request){.target =
- * "/users/7"}, &reply) == 0) {
+ *       if (sxe_http_client_fetch_wait(client, &request, &reply) == 0) {
  *           ... reply.response.status, reply.body, reply.body_len ...
  *           sxe_http_client_reply_free(&reply);
  *       }
@@ -145,8 +145,8 @@ struct sxe_http_client_handlers {
     /**
      * For a request with body_streamed: the call has a connection and may take body bytes
      * (sxe_http_call_write()); called first from the loop once the connection is there, then
-     * after each write that returned SXE_HTTP_CALL_FULL, once the upstream has taken what was
-     * queued.
+     * after each write that left the call backed up (sxe_http_call_backed_up()), once the
+     * upstream has taken what was queued.
      */
     void (*on_writable)(sxe_http_call_t *call, void *arg);
     /**
@@ -209,9 +209,6 @@ void sxe_http_call_resume(sxe_http_call_t *call);
  */
 void sxe_http_call_cancel(sxe_http_call_t *call);
 
-/** sxe_http_call_write(): accepted, but the upstream is behind; wait for on_writable. */
-#define SXE_HTTP_CALL_FULL 1
-
 /**
  * Writes len bytes of a streamed request body (body_streamed), from on_writable or any later
  * callback until the body ends; the request's head leaves with the first bytes, in one send. The
@@ -219,13 +216,23 @@ void sxe_http_call_cancel(sxe_http_call_t *call);
  * while the upstream waits for the caller's bytes, only while the caller waits for the upstream.
  * A response may come before the body is all written (an upstream that refuses it early, say): the
  * call then ends with on_done as usual and the connection is closed, not reused; write no more.
- * @return 0: more may be written now; SXE_HTTP_CALL_FULL: accepted, but wait for on_writable;
- *         -EINVAL (asserts in debug builds) before the first on_writable, after the end, past the
- *         declared length, or for a call without a streamed body; else the connection's error
- *         (-ENOBUFS when the caller wrote past the loop's write_limit without waiting), after
- *         which the call is cancelled as by sxe_http_call_cancel(): no callback of it follows.
+ * After each write that returned 0, ask sxe_http_call_backed_up() whether to go on now or to wait
+ * for on_writable.
+ * @return 0: accepted; -EINVAL (asserts in debug builds) before the first on_writable, after the
+ *         end, past the declared length, or for a call without a streamed body; else the
+ *         connection's error (-ENOBUFS when the caller wrote past the loop's write_limit without
+ *         waiting), after which the call is cancelled as by sxe_http_call_cancel(): no callback of
+ *         it follows.
  */
 int sxe_http_call_write(sxe_http_call_t *call, const void *data, size_t len);
+
+/**
+ * Whether the call's upstream is behind: the last sxe_http_call_write() left its connection's
+ * output backed up (high_water bytes or more queued, as sxe_conn_backed_up() says). Check it after
+ * each write that returned 0: when true, write no more until on_writable, before which it turns
+ * false again. Cheap: a flag. Not after a write that failed: that cancelled the call.
+ */
+bool sxe_http_call_backed_up(const sxe_http_call_t *call);
 
 /**
  * Ends a streamed request body (the chunked body's last chunk goes out); the call waits for its
@@ -245,9 +252,9 @@ struct sxe_http_client_reply {
 
 /**
  * From a fiber: sends the request and waits, while the loop runs on, for the whole response.
- * @return 0 with reply filled in (free it with sxe_http_client_reply_free()); else a call's error,
- * as sxe_http_client_fetch() or its done would give it, with nothing to free; -EPERM outside a
- * fiber.
+ * @return 0 with reply filled in (free it with sxe_http_client_reply_free()); else a call's
+ *         error, as sxe_http_client_fetch() or its done would give it, with nothing to free;
+ *         -EPERM outside a fiber.
  */
 int sxe_http_client_fetch_wait(sxe_http_client_t *client,
                                const struct sxe_http_client_request *request,

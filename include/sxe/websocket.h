@@ -128,8 +128,8 @@ struct sxe_ws_options {
      * then (16384); else 1008, and the buffer is let go at once.
      */
     uint32_t message_rate;
-    bool no_ping;    /**< Do not ping silent sockets: close them at idle_timeout. */
-    uint32_t groups; /**< Groups for sxe_ws_server_broadcast() (16); every socket starts in 0. */
+    bool no_ping;             /**< Do not ping silent sockets: close them at idle_timeout. */
+    uint32_t groups;          /**< Groups of sxe_ws_server_broadcast() (16); sockets start in 0. */
     uint32_t broadcasts;      /**< Broadcast frames that may be in flight at once (64). */
     uint32_t broadcast_bytes; /**< Largest broadcast message (65536). */
     /**

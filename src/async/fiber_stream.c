@@ -155,7 +155,7 @@ int sxe_fiber_write(sxe_fiber_stream_t *stream, const void *data, size_t len)
         return stream->err;
     }
     int rc = sxe_conn_write(stream->conn, data, len);
-    if (rc != SXE_CONN_FULL) {
+    if (rc < 0 || !sxe_conn_backed_up(stream->conn)) {
         return rc;
     }
     stream->draining = true;

@@ -1,7 +1,7 @@
 /*
  * Held input. A completion backend (io_uring) receives a connection's bytes whether or not it can
- * take them: while it is paused, or while its output is backed up (SXE_CONN_FULL), a turn can
- * bring more than its buffer holds. Those bytes are held, in order, and the backend is told to
+ * take them: while it is paused, or while its output is backed up (sxe_conn_backed_up()), a turn
+ * can bring more than its buffer holds. Those bytes are held, in order, and the backend is told to
  * stop receiving for the connection until they have all been offered. A readiness backend never
  * needs this: it leaves unwanted bytes in the socket.
  *

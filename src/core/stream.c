@@ -137,13 +137,15 @@ static void wait_writable(struct sxe_conn *conn)
     }
 }
 
+/*
+ * A write was accepted: on_drained is asked for when output waits in the queue, or, while writes
+ * are corked (gathered for one send), once it is backed up. The test for that is
+ * sxe_conn_backed_up()'s, written out here on the write path.
+ */
 static int write_result(struct sxe_conn *conn)
 {
-    if (conn->queued >= conn->loop->options.high_water) {
-        conn->flags |= SXE__CONN_NOTIFY_DRAIN;
-        return SXE_CONN_FULL;
-    }
-    if (conn->queue_head != SXE_NONE && (conn->flags & SXE__CONN_CORKED) == 0) {
+    if (conn->queued >= conn->loop->options.high_water ||
+        (conn->queue_head != SXE_NONE && (conn->flags & SXE__CONN_CORKED) == 0)) {
         conn->flags |= SXE__CONN_NOTIFY_DRAIN;
     }
     return 0;
@@ -387,6 +389,11 @@ int sxe_conn_resume(sxe_conn_t *conn)
 size_t sxe_conn_queued(const sxe_conn_t *conn)
 {
     return (size_t)conn->queued;
+}
+
+bool sxe_conn_backed_up(const sxe_conn_t *conn)
+{
+    return conn->queued >= conn->loop->options.high_water;
 }
 
 int sxe_conn_set_nodelay(sxe_conn_t *conn)

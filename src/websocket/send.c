@@ -172,9 +172,10 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
         ws->deflate != 0 && len >= 32
             ? sxe__ws_deflate(ws->server, ws->deflate, data, len, &deflated_len)
             : NULL;
-    rc = deflated != NULL ? sxe__ws_write(ws, SXE__WS_RSV1 | type, deflated, deflated_len)
-                          : sxe__ws_write(ws, type, data, len);
-    return rc > 0 ? 0 : rc; /* SXE_CONN_FULL: queued; the module bounds slow readers itself */
+    /* Output backed up (sxe_conn_backed_up()) is not the program's to wait for: the module bounds
+     * slow readers itself (room_for). */
+    return deflated != NULL ? sxe__ws_write(ws, SXE__WS_RSV1 | type, deflated, deflated_len)
+                            : sxe__ws_write(ws, type, data, len);
 }
 
 static void broadcast_release(void *arg)

@@ -286,13 +286,12 @@ static inline void write_more(sxe_conn_t *conn)
         for (size_t i = 0; i < len; i++) {
             chunk[i] = (char)((stream.sent + i) % 251);
         }
-        int rc = sxe_conn_write(conn, chunk, len);
-        assert_true(rc >= 0);
+        assert_int_equal(sxe_conn_write(conn, chunk, len), 0);
         stream.sent += len;
         if (sxe_conn_queued(conn) > stream.max_queued) {
             stream.max_queued = sxe_conn_queued(conn);
         }
-        if (rc == SXE_CONN_FULL) {
+        if (sxe_conn_backed_up(conn)) {
             stream.fulls++;
             return; /* wait for on_drained */
         }
@@ -302,6 +301,7 @@ static inline void write_more(sxe_conn_t *conn)
 static inline void on_drained(sxe_conn_t *conn)
 {
     seen.drains++;
+    assert_false(sxe_conn_backed_up(conn));
     write_more(conn);
 }
 

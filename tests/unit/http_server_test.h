@@ -59,9 +59,9 @@ static int file_fd = -1;
 
 /*
  * sendfile through the seam, in the order that once left a large file's tail held back: the first
- * call sends all but 5,000 bytes (less than this server's high_water, past which the queue would be
- * reported through SXE_CONN_FULL), the second finds the socket full, so the rest is still queued
- * when on_read returns; the flush right after it sends the rest with a real call.
+ * call sends all but 5,000 bytes (less than this server's high_water, past which the output would
+ * be backed up), the second finds the socket full, so the rest is still queued when on_read
+ * returns; the flush right after it sends the rest with a real call.
  */
 static unsigned sendfile_calls;
 

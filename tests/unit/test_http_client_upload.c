@@ -184,10 +184,9 @@ static void pump(struct upload *upload)
         for (size_t i = 0; i < len; i++) {
             piece[i] = (char)byte_at(upload->sent + i);
         }
-        int rc = sxe_http_call_write(upload->call, piece, len);
-        assert_true(rc == 0 || rc == SXE_HTTP_CALL_FULL);
+        assert_int_equal(sxe_http_call_write(upload->call, piece, len), 0);
         upload->sent += len;
-        if (rc == SXE_HTTP_CALL_FULL) {
+        if (sxe_http_call_backed_up(upload->call)) {
             upload->fulls++;
             return;
         }
@@ -202,7 +201,7 @@ static void on_writable(sxe_http_call_t *call, void *arg)
 {
     struct upload *upload = arg;
 
-    (void)call;
+    assert_false(sxe_http_call_backed_up(call));
     upload->writables++;
     if (!upload->ended) {
         pump(upload);

@@ -481,10 +481,10 @@ static void on_client_body(sxe_http_t *held, const char *data, size_t len, bool 
     }
     if (rc >= 0 && done) {
         rc = sxe_http_call_finish(exchange->call);
-    }
-    if (rc == SXE_HTTP_CALL_FULL) {
+    } else if (rc == 0 && len > 0 && sxe_http_call_backed_up(exchange->call)) {
         (void)sxe_http_body_pause(held); /* on_writable resumes it */
-    } else if (rc < 0) { /* the call was cancelled: the upstream's connection failed */
+    }
+    if (rc < 0) { /* the call was cancelled: the upstream's connection failed */
         SXE_LOG_ERROR("cannot forward the body of %s to its upstream: %s", exchange->proxy->prefix,
                       sxe_strerror(rc));
         exchange->call = NULL;

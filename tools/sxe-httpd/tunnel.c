@@ -3,7 +3,7 @@
  * protocol it accepts), the client's connection and the upstream's are joined, and bytes go each
  * way as they come, unread and unchanged.
  *
- * Backpressure: a side whose peer's output backs up (sxe_conn_write() says SXE_CONN_FULL) is not
+ * Backpressure: a side whose peer's output backs up (sxe_conn_backed_up() after a write) is not
  * read until that output drains, so a slow reader holds the writer back through TCP and the queue
  * stays bounded. A side that shuts its sending half (FIN) has that passed on once what it sent is
  * out; a side that closes closes the other once its queue is sent. A tunnel silent both ways for
@@ -62,7 +62,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     }
     tunnel->last_active = sxe_loop_now(sxe_conn_loop(conn));
     int rc = sxe_conn_write(other, data, len);
-    if (rc == SXE_CONN_FULL) {
+    if (rc == 0 && sxe_conn_backed_up(other)) {
         tunnel->waiting[side] = true;
         (void)sxe_conn_pause(conn);
     } else if (rc < 0) {

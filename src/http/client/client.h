@@ -74,7 +74,7 @@ struct sxe_http_call {
     bool head_unsent;   /* the head waits for the body's first bytes, to leave with them */
     bool writable;      /* the caller was told it may write: the call cannot be sent again */
     bool writable_due;  /* its timer runs at 0 ns, to tell the caller from the loop */
-    bool wait_drain;    /* a write said "full": on_writable when the connection drains */
+    bool wait_drain;    /* a write left it backed up: on_writable when the connection drains */
     bool in_write;      /* inside sxe_http_call_write(): a drain there only clears wait_drain */
     uint64_t body_left; /* bytes of a body with a length still to write */
 };

@@ -10,10 +10,10 @@
  * it may write, and from that moment the call is never sent again; before it, a pooled connection
  * that dies sends the call again like any unsent request.
  *
- * Backpressure: a write that leaves the connection's queue at or past high_water says
- * SXE_HTTP_CALL_FULL, and on_writable follows when the queue has drained (the connection's
- * on_drained). While the caller owes bytes the call's timer does not fail it; while the upstream
- * owes a drain, it does.
+ * Backpressure: a write that leaves the connection's queue at or past high_water leaves the call
+ * backed up (wait_drain, sxe_http_call_backed_up()), and on_writable follows when the queue has
+ * drained (the connection's on_drained). While the caller owes bytes the call's timer does not
+ * fail it; while the upstream owes a drain, it does.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -99,7 +99,7 @@ void sxe__http_client_on_drained(sxe_conn_t *conn)
         return;
     }
     call->wait_drain = false;
-    if (!call->in_write) { /* inside the write, it just returns 0 instead of "full" */
+    if (!call->in_write) { /* inside the write, the call is then just not backed up */
         sxe__http_call_rearm(call);
         call->handlers->on_writable(call, call->arg);
     }
@@ -114,7 +114,8 @@ static bool may_write(const struct sxe_http_call *call)
 
 /*
  * Writes the head if it has not left yet, then len bytes (chunked: framed as one chunk; len 0 and
- * last: the last chunk). @return 0, SXE_HTTP_CALL_FULL, or -errno after cancelling the call.
+ * last: the last chunk), and notes whether they left the connection backed up (wait_drain).
+ * @return 0, or -errno after cancelling the call.
  */
 static int put(struct sxe_http_call *call, const void *data, size_t len, bool last)
 {
@@ -133,15 +134,15 @@ static int put(struct sxe_http_call *call, const void *data, size_t len, bool la
     if (chunked && (len > 0 || last) && rc >= 0) {
         int n = snprintf(line, sizeof(line), "%zx\r\n", len);
         rc = sxe_conn_write(conn, line, (size_t)n);
-        full |= rc == SXE_CONN_FULL;
+        full |= rc == 0 && sxe_conn_backed_up(conn);
     }
     if (len > 0 && rc >= 0) {
         rc = sxe_conn_write(conn, data, len);
-        full |= rc == SXE_CONN_FULL;
+        full |= rc == 0 && sxe_conn_backed_up(conn);
     }
     if (chunked && (len > 0 || last) && rc >= 0) {
         rc = sxe_conn_write(conn, "\r\n", 2);
-        full |= rc == SXE_CONN_FULL;
+        full |= rc == 0 && sxe_conn_backed_up(conn);
     }
     call->wait_drain = full && rc >= 0;
     if (corked) {
@@ -155,7 +156,7 @@ static int put(struct sxe_http_call *call, const void *data, size_t len, bool la
         return rc;
     }
     sxe__http_call_rearm(call); /* progress: the silence counts from now */
-    return call->wait_drain ? SXE_HTTP_CALL_FULL : 0;
+    return 0;
 }
 
 int sxe_http_call_write(sxe_http_call_t *call, const void *data, size_t len)
@@ -168,7 +169,7 @@ int sxe_http_call_write(sxe_http_call_t *call, const void *data, size_t len)
         call->body_left -= len;
     }
     if (len == 0 && !call->head_unsent) {
-        return call->wait_drain ? SXE_HTTP_CALL_FULL : 0;
+        return 0;
     }
     return put(call, data, len, false);
 }
@@ -186,4 +187,9 @@ int sxe_http_call_finish(sxe_http_call_t *call)
     }
     call->wait_drain = false; /* the caller has nothing more to write */
     return 0;
+}
+
+bool sxe_http_call_backed_up(const sxe_http_call_t *call)
+{
+    return call->wait_drain;
 }

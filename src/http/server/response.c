@@ -159,12 +159,12 @@ static int broken(sxe_http_t *http, int rc)
 }
 
 /*
- * What a write of the response said: SXE_CONN_FULL holds the next pipelined request back until
- * on_drained; an error breaks the response off (see broken).
+ * What a write of the response said: output it left backed up holds the next pipelined request
+ * back until on_drained; an error breaks the response off (see broken).
  */
 static int wrote(sxe_http_t *http, int rc)
 {
-    if (rc == SXE_CONN_FULL) {
+    if (rc == 0 && sxe_conn_backed_up(http->conn)) {
         sxe__http_state(http->server, http->conn)->full = true;
     }
     return rc < 0 ? broken(http, rc) : 0;

@@ -8,8 +8,9 @@
  * except a chunked body, which is decoded into the server's scratch area when it is complete.
  * A handler answers before it returns, or holds its request (request.c), and then the next request
  * is not parsed until the held one is answered: responses stay in request order. While a
- * connection's output is backed up (a write said SXE_CONN_FULL: high_water bytes queued) the next
- * pipelined request waits, its bytes unread in the buffer or the socket, until the output drains.
+ * connection's output is backed up (a write left high_water bytes queued: sxe_conn_backed_up())
+ * the next pipelined request waits, its bytes unread in the buffer or the socket, until the output
+ * drains.
  *
  * State per connection is a small struct in an array sized like the loop's connection table.
  */

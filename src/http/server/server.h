@@ -118,7 +118,7 @@ struct http_conn {
     bool peer_done;       /* the peer shut down its side: close once our answers are sent */
     bool nodelay;         /* TCP_NODELAY is set */
     bool paused;          /* output backed up: reading waits for on_drained */
-    bool full;            /* a write said SXE_CONN_FULL: the output is backed up until drained */
+    bool full;            /* a write left the output backed up, until it drains */
     bool waiting;         /* paused while a request is held: more came in behind it */
     /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
      * consumed; until then its events are theirs. */
