@@ -112,25 +112,28 @@ struct http_conn {
     struct sxe_http_parser parser;
     uint32_t head_len;    /* of the request whose body is being read, or 0 */
     uint32_t body_offset; /* bytes after the head that the body parser has seen */
-    bool continued;       /* 100 Continue was sent for this request */
-    bool closing;         /* answered "Connection: close": discard input until the peer goes */
-    bool linger;          /* closing, but the peer may still be sending: never close at once */
-    bool peer_done;       /* the peer shut down its side: close once our answers are sent */
-    bool nodelay;         /* TCP_NODELAY is set */
-    bool paused;          /* output backed up: reading waits for on_drained */
-    bool full;            /* a write left the output backed up, until it drains */
-    bool waiting;         /* paused while a request is held: more came in behind it */
-    /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
-     * consumed; until then its events are theirs. */
-    const struct sxe_conn_handlers *switch_to;
     /* Its live requests, those that outlived their handler, oldest first (request.c): slot + 1,
      * or 0. Over HTTP/1.1 there is at most one: the requests pipelined behind it wait, in order,
      * in the connection's input, and are parsed once it is finished. */
     uint32_t first;
     uint32_t last;
     uint32_t skip; /* bytes of an answered held request, consumed at the next read */
-    uint64_t id;   /* the connection's sxe_conn_id() while open, for destroy; else 0 */
+    /* One bit each, so that the struct stays 96 bytes (a connection's whole share). */
+    bool continued : 1; /* 100 Continue was sent for this request */
+    bool closing : 1;   /* answered "Connection: close": discard input until the peer goes */
+    bool linger : 1;    /* closing, but the peer may still be sending: never close at once */
+    bool peer_done : 1; /* the peer shut down its side: close once our answers are sent */
+    bool nodelay : 1;   /* TCP_NODELAY is set */
+    bool paused : 1;    /* output backed up: reading waits for on_drained */
+    bool full : 1;      /* a write left the output backed up, until it drains */
+    bool waiting : 1;   /* paused while a request is held: more came in behind it */
+    /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
+     * consumed; until then its events are theirs. */
+    const struct sxe_conn_handlers *switch_to;
+    uint64_t id; /* the connection's sxe_conn_id() while open, for destroy; else 0 */
 };
+
+_Static_assert(sizeof(struct http_conn) <= 96, "a connection's HTTP state grew");
 
 /*
  * What a server is told (its options, routes and limits): set up before it runs, read-only after,
