@@ -261,8 +261,10 @@ const uint8_t *sxe__ws_inflate(sxe_ws_server_t *server, const uint8_t *data, siz
             rc = inflate(stream, Z_SYNC_FLUSH);
         }
     }
+    /* The room is one byte more than a message may hold: a message that fills it is too big,
+     * whatever input is left. */
     size_t made = most + 1 - stream->avail_out;
-    if (made > most || (rc == Z_OK && stream->avail_in > 0 && stream->avail_out == 0)) {
+    if (made > most) {
         *code = SXE_WS_TOO_BIG;
         return NULL;
     }

@@ -163,8 +163,21 @@ void sxe_test_run_until(sxe_loop_t *loop, const int *counter, int count)
 
 unsigned sxe_test_open_fds(void)
 {
-    DIR *dir = opendir("/proc/self/fd");
+    return sxe_test_open_fds_of(0);
+}
+
+unsigned sxe_test_open_fds_of(pid_t pid)
+{
+    char path[64];
+    DIR *dir;
     unsigned count = 0;
+
+    if (pid == 0) {
+        snprintf(path, sizeof(path), "/proc/self/fd");
+    } else {
+        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    }
+    dir = opendir(path);
 
     assert_non_null(dir);
     while (readdir(dir) != NULL) {

@@ -43,6 +43,8 @@ bool sxe_test_uring(void);
 
 /* How many descriptors this process has open now (entries of /proc/self/fd, its own included). */
 unsigned sxe_test_open_fds(void);
+/* The same for another process of this user (0: this one). */
+unsigned sxe_test_open_fds_of(pid_t pid);
 
 /* Skips the test on io_uring, printing why: it drives the epoll path's system calls. */
 void sxe_test_skip_on_uring(const char *why);

@@ -135,6 +135,20 @@ static void test_a_101_hands_the_connection_over(void **state)
     assert_int_equal(stats.upgraded, 1);
     assert_int_equal(stats.open, 0); /* it left the pool */
     assert_int_equal(stats.busy, 0);
+    /* Its place in the pool serves the next call afresh, on a new connection. */
+    status_seen = 0;
+    done_err = 1;
+    assert_int_equal(sxe_http_client_stream(client,
+                                            &(struct sxe_http_client_request){.target = "/stay"},
+                                            &handlers, NULL, NULL),
+                     0);
+    sxe_test_run_until(loop, &events, 3);
+    assert_int_equal(status_seen, 200);
+    assert_int_equal(done_err, 0);
+    assert_non_null(strstr(head_seen, "GET /stay "));
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.open, 1);
+    assert_int_equal(stats.busy, 0);
 }
 
 static void test_an_answer_that_does_not_switch_is_read_as_usual(void **state)

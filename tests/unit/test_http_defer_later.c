@@ -132,7 +132,8 @@ static void test_fiber_routes_wait_as_sequential_code(void **state)
     sxe_test_say(busy, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
     pump(0);
     sxe_test_heard(busy, busy_out, sizeof(busy_out));
-    assert_non_null(strstr(busy_out, "503 Service Unavailable"));
+    assert_non_null(strstr(busy_out, "Content-Length: 24\r\n"));
+    assert_non_null(strstr(busy_out, "\r\n\r\n503 Service Unavailable\n")); /* its body, whole */
     pump(5 * SXE_NS_PER_MSEC);
     pump(0);
     sxe_test_heard(fd, out, sizeof(out));
@@ -153,6 +154,28 @@ static void test_fiber_routes_wait_as_sequential_code(void **state)
     assert_non_null(strstr(out, "\r\n\r\n500 Internal Server Error\n")); /* its body, whole */
     close(fd);
     close(busy);
+}
+
+/* Every held request's slot is taken: a fiber route, which holds its request, answers 503. */
+static void test_a_fiber_route_with_no_slot_to_hold_in_answers_503(void **state)
+{
+    char out[1024] = "";
+    int one = client(), two = client(), third = client();
+
+    (void)state;
+    sxe_test_say(one, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
+    sxe_test_say(two, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_test_say(third, "GET /fiber HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_test_heard(third, out, sizeof(out));
+    assert_non_null(strstr(out, "HTTP/1.1 503 Service Unavailable\r\n"));
+    assert_non_null(strstr(out, "Content-Length: 24\r\n"));
+    assert_non_null(strstr(out, "\r\n\r\n503 Service Unavailable\n"));
+    assert_int_equal(fiber_rc, 1); /* its handler never ran */
+    close(one);
+    close(two);
+    close(third);
 }
 
 static void test_a_fiber_whose_client_left_is_told_at_its_next_call(void **state)
@@ -260,6 +283,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_route_with_no_slot_to_hold_in_answers_503,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_whose_client_left_is_told_at_its_next_call,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(

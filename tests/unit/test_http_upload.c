@@ -539,6 +539,35 @@ static void test_a_body_that_trickles_is_too_slow(void **state)
     close(fd);
 }
 
+/* A body that comes at exactly the least rate is not too slow, only one under it: six pieces of
+ * 2048 bytes 0.6 s apart, 12288 bytes in the three seconds from the first (4096 a second). Each
+ * piece comes before the held request's deadline (1 s), which it restarts. */
+static void test_a_body_at_exactly_the_least_rate_is_not_too_slow(void **state)
+{
+    char out[4096] = "";
+    int fd = client();
+    size_t at = 0, len = 8 * 2048;
+
+    (void)state;
+    sxe_test_say(fd, "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 16384\r\n\r\n");
+    pump(0);
+    at = send_body(fd, at, at + 2048); /* its rate is judged from here */
+    pump(0);
+    for (int i = 0; i < 5; i++) {
+        pump(600 * SXE_NS_PER_MSEC);
+        at = send_body(fd, at, at + 2048);
+        pump(0);
+    }
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_string_equal(out, "");
+    at = send_body(fd, at, len);
+    until_done();
+    sxe_test_heard(fd, out, sizeof(out));
+    expect_count(out, "callback", len);
+    assert_int_equal(up.cancels, 0);
+    close(fd);
+}
+
 static void test_a_fiber_reads_a_body_as_sequential_code(void **state)
 {
     char out[4096] = "", head[128];
@@ -676,6 +705,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_client_that_leaves_mid_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_body_that_stops_coming_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_body_that_trickles_is_too_slow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_body_at_exactly_the_least_rate_is_not_too_slow,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_reads_a_body_as_sequential_code, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_reading_a_body_hears_its_client_leave, setup,

@@ -109,10 +109,17 @@ static void test_periodic_timer(void **state)
     assert_string_equal(fired, "tttt");
     advance(10 * SXE_NS_PER_MSEC);
     assert_string_equal(fired, "ttttt");
+    /* Behind by exactly one period: its next deadline would be now, already past; once. */
+    advance(20 * SXE_NS_PER_MSEC);
+    assert_string_equal(fired, "tttttt");
+    advance(9 * SXE_NS_PER_MSEC);
+    assert_string_equal(fired, "tttttt"); /* the period counts from now */
+    advance(SXE_NS_PER_MSEC);
+    assert_string_equal(fired, "ttttttt");
     sxe_timer_stop(loop, &tick);
     sxe_timer_stop(loop, &tick); /* stopping a stopped timer does nothing */
     advance(100 * SXE_NS_PER_MSEC);
-    assert_string_equal(fired, "ttttt");
+    assert_string_equal(fired, "ttttttt");
 }
 
 static sxe_timer_t victims[3];

@@ -322,6 +322,7 @@ static void test_killed_worker_is_restarted(void **state)
         }
     }
     assert_true(held[0] >= 0 && held[1] >= 0);
+    unsigned supervisor_fds = sxe_test_open_fds_of(server.pid);
     sxe_workers_stats(server.set, 0, &before);
     assert_int_equal(kill(before.pid, SIGKILL), 0);
     assert_int_equal(ask(held[1]), 1); /* worker 1 and its connection serve on */
@@ -338,6 +339,9 @@ static void test_killed_worker_is_restarted(void **state)
     }
     assert_true(zero_again);
     assert_int_equal(ask(held[1]), 1);
+    /* The ended worker's channels were closed, the new one's made: the supervisor holds as many
+     * descriptors as before. */
+    assert_int_equal(sxe_test_open_fds_of(server.pid), supervisor_fds);
     close(held[0]);
     close(held[1]);
     assert_int_equal(server_stop(&server), 0);
