@@ -21,6 +21,8 @@ struct vector {
 
 #include "llhttp_vectors.h"
 
+#define DEFAULTS (&sxe_http_default_limits) /* the limits most cases parse under */
+
 /*
  * Where sxe's verdict differs from llhttp's on purpose. Each is listed, with its rule, in
  * docs/http.md.
@@ -93,11 +95,10 @@ static const char *run(const char *data, size_t len, size_t split, int *messages
     for (;;) {
         long rc;
         if (!in_body) {
-            rc = sxe_http_parse_request_head(&parser, data + base, available - base,
-                                             &sxe_http_default_limits, &request);
+            rc = sxe_http_parse_request_head(&parser, data + base, available - base, DEFAULTS,
+                                             &request);
         } else {
-            rc = sxe_http_parse_body(&parser, data + base, available - base,
-                                     &sxe_http_default_limits, &body);
+            rc = sxe_http_parse_body(&parser, data + base, available - base, DEFAULTS, &body);
         }
         if (rc < 0) {
             *status = (int)-outcome(rc, &parser);
@@ -194,9 +195,8 @@ static int parse(const char *text, struct sxe_http_request_head *request)
     struct sxe_http_parser parser;
 
     sxe_http_parser_init(&parser);
-    return (int)outcome(
-        sxe_http_parse_request_head(&parser, text, strlen(text), &sxe_http_default_limits, request),
-        &parser);
+    return (int)outcome(sxe_http_parse_request_head(&parser, text, strlen(text), DEFAULTS, request),
+                        &parser);
 }
 
 static void test_request_fields(void **state)
@@ -239,17 +239,12 @@ static void test_same_request_however_split(void **state)
 
     (void)state;
     sxe_http_parser_init(&parser);
-    assert_int_equal(
-        sxe_http_parse_request_head(&parser, text, len, &sxe_http_default_limits, &whole),
-        (int)len);
+    assert_int_equal(sxe_http_parse_request_head(&parser, text, len, DEFAULTS, &whole), (int)len);
     for (size_t split = 1; split < len; split++) {
         sxe_http_parser_init(&parser);
-        assert_int_equal(
-            sxe_http_parse_request_head(&parser, text, split, &sxe_http_default_limits, &parted),
-            0);
-        assert_int_equal(
-            sxe_http_parse_request_head(&parser, text, len, &sxe_http_default_limits, &parted),
-            (int)len);
+        assert_int_equal(sxe_http_parse_request_head(&parser, text, split, DEFAULTS, &parted), 0);
+        assert_int_equal(sxe_http_parse_request_head(&parser, text, len, DEFAULTS, &parted),
+                         (int)len);
         assert_ptr_equal(parted.method, whole.method);
         assert_int_equal(parted.method_len, 4);
         assert_ptr_equal(parted.target, whole.target);
@@ -342,9 +337,8 @@ static void test_smuggling_rules(void **state)
         const char *text = cases[i].text;
         size_t len = strlen(text);
         sxe_http_parser_init(&parser);
-        long rc = outcome(
-            sxe_http_parse_request_head(&parser, text, len, &sxe_http_default_limits, &request),
-            &parser);
+        long rc =
+            outcome(sxe_http_parse_request_head(&parser, text, len, DEFAULTS, &request), &parser);
         if (rc != -cases[i].status) {
             fail_msg("case %zu (%s): expected %d, got %d", i, text, -cases[i].status, rc);
         }
@@ -354,10 +348,10 @@ static void test_smuggling_rules(void **state)
     static const char nul[] = "GET / HTTP/1.1\r\nX: a\0b\r\n\r\n";
     struct sxe_http_parser parser;
     sxe_http_parser_init(&parser);
-    assert_int_equal(outcome(sxe_http_parse_request_head(&parser, nul, sizeof(nul) - 1,
-                                                         &sxe_http_default_limits, &request),
-                             &parser),
-                     -400);
+    assert_int_equal(
+        outcome(sxe_http_parse_request_head(&parser, nul, sizeof(nul) - 1, DEFAULTS, &request),
+                &parser),
+        -400);
     assert_int_equal(sxe_http_parser_status(&parser), 400);
     sxe_http_parser_init(&parser);
     assert_int_equal(sxe_http_parser_status(&parser), 0);
@@ -466,12 +460,10 @@ static void test_target_forms(void **state)
     for (size_t split = 1; split < sizeof(text) - 1; split++) {
         struct sxe_http_parser parser;
         sxe_http_parser_init(&parser);
+        assert_int_equal(sxe_http_parse_request_head(&parser, text, split, DEFAULTS, &request), 0);
         assert_int_equal(
-            sxe_http_parse_request_head(&parser, text, split, &sxe_http_default_limits, &request),
-            0);
-        assert_int_equal(sxe_http_parse_request_head(&parser, text, sizeof(text) - 1,
-                                                     &sxe_http_default_limits, &request),
-                         (int)sizeof(text) - 1);
+            sxe_http_parse_request_head(&parser, text, sizeof(text) - 1, DEFAULTS, &request),
+            (int)sizeof(text) - 1);
         assert_ptr_equal(request.target, text + 14);
         assert_int_equal(request.target_len, 4);
         assert_ptr_equal(request.host, text + 11);
@@ -606,7 +598,7 @@ static long read_body(const char *text, size_t step, char *out, size_t *out_len)
 
     sxe_http_parser_init(&parser);
     while ((head = sxe_http_parse_request_head(&parser, text, available < len ? available : len,
-                                               &sxe_http_default_limits, &request)) == 0) {
+                                               DEFAULTS, &request)) == 0) {
         available += step;
         assert_true(available < len + step);
     }
@@ -615,8 +607,7 @@ static long read_body(const char *text, size_t step, char *out, size_t *out_len)
     *out_len = 0;
     while (!body.done) {
         size_t end = available < len ? available : len;
-        long rc =
-            sxe_http_parse_body(&parser, text + base, end - base, &sxe_http_default_limits, &body);
+        long rc = sxe_http_parse_body(&parser, text + base, end - base, DEFAULTS, &body);
         if (rc < 0) {
             return outcome(rc, &parser);
         }
@@ -700,14 +691,13 @@ static void test_pipelined(void **state)
     (void)state;
     sxe_http_parser_init(&parser);
     for (int i = 1; i <= 3; i++) {
-        int head = sxe_http_parse_request_head(&parser, text + at, strlen(text) - at,
-                                               &sxe_http_default_limits, &request);
+        int head =
+            sxe_http_parse_request_head(&parser, text + at, strlen(text) - at, DEFAULTS, &request);
         assert_true(head > 0);
         assert_int_equal(request.target[1], '0' + i);
         at += (size_t)head;
         if (request.has_body) {
-            long used = sxe_http_parse_body(&parser, text + at, strlen(text) - at,
-                                            &sxe_http_default_limits, &body);
+            long used = sxe_http_parse_body(&parser, text + at, strlen(text) - at, DEFAULTS, &body);
             assert_int_equal(used, 3);
             assert_true(body.done);
             assert_memory_equal(body.data, "abc", 3);
@@ -748,8 +738,8 @@ static void test_token_characters_under_both_scanners(void **state)
                 len += (int)sizeof(after) - 1;
                 struct sxe_http_parser parser;
                 sxe_http_parser_init(&parser);
-                int rc = sxe_http_parse_request_head(&parser, text, (size_t)len,
-                                                     &sxe_http_default_limits, &request);
+                int rc =
+                    sxe_http_parse_request_head(&parser, text, (size_t)len, DEFAULTS, &request);
                 bool refused = rc < 0;
                 if (c == ':' && place > 0) {
                     refused = false; /* the name ends early; the rest is the value */
@@ -764,9 +754,9 @@ static void test_token_characters_under_both_scanners(void **state)
                                c == 0 ? 1 : (int)c);
             struct sxe_http_parser parser;
             sxe_http_parser_init(&parser);
-            long rc = outcome(sxe_http_parse_request_head(&parser, text, (size_t)len,
-                                                          &sxe_http_default_limits, &request),
-                              &parser);
+            long rc =
+                outcome(sxe_http_parse_request_head(&parser, text, (size_t)len, DEFAULTS, &request),
+                        &parser);
             bool token = c != 0 && (c == 1 ? false : tchar);
             if (token && c != 'G' && rc != -501) {
                 fail_msg("method byte 0x%02x: %d, want 501 (%s)", c, rc, ssse3 ? "ssse3" : "sse2");
