@@ -89,6 +89,8 @@ struct io_uring_params;
     X(msync, int, (void *addr, size_t len, int flags), (addr, len, flags), msync)                  \
     X(munmap, int, (void *addr, size_t len), (addr, len), munmap)                                  \
     X(open, int, (const char *path, int flags, mode_t mode), (path, flags, mode), sys_open)        \
+    X(pread, ssize_t, (int fd, void *buf, size_t len, off_t offset), (fd, buf, len, offset),       \
+      pread)                                                                                       \
     X(poll, int, (struct pollfd * fds, nfds_t count, int timeout), (fds, count, timeout), poll)    \
     X(pthread_sigmask, int, (int how, const sigset_t *set, sigset_t *old), (how, set, old),        \
       pthread_sigmask)                                                                             \

@@ -14,6 +14,7 @@
 
 #include "sxe/error.h"
 #include "sxe/loop.h"
+#include "sxe/tls.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -115,6 +116,11 @@ struct sxe_listen_options {
     int fastopen_queue;    /**< TCP_FASTOPEN queue length, with SXE_LISTEN_FASTOPEN (16). */
     int defer_accept_secs; /**< TCP_DEFER_ACCEPT seconds, with SXE_LISTEN_DEFER_ACCEPT (1). */
     uint32_t accept_batch; /**< Most connections accepted per readiness event (64). */
+    /**
+     * TLS for every connection accepted (sxe/tls.h), or NULL for plain ones. The context must
+     * outlive the listener and its connections.
+     */
+    sxe_tls_t *tls;
 };
 
 #define SXE_LISTEN_REUSEPORT    0x01u /**< SO_REUSEPORT: several loops may listen on one port. */

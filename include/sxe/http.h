@@ -103,6 +103,11 @@ struct sxe_http_server_options {
      */
     unsigned listen_flags;
     /**
+     * TLS (sxe/tls.h) for the listeners of sxe_http_server_listen(), or NULL for plain HTTP;
+     * sxe_http_server_listen_tls() chooses per listener. It must outlive the server.
+     */
+    sxe_tls_t *tls;
+    /**
      * Workers (sxe/workers.h): 0 runs one loop on the caller's thread; N runs N loops, each
      * with its own table of loop.connections, in processes or threads (worker_kind), spread as
      * spread says. See "Workers" above.
@@ -233,6 +238,13 @@ SXE_MUST_CHECK int sxe_http_server_route(sxe_http_server_t *server, const char *
  * @return 0, -EINVAL for an address that does not parse, or -errno (-EADDRINUSE).
  */
 SXE_MUST_CHECK int sxe_http_server_listen(sxe_http_server_t *server, const char *address);
+
+/**
+ * The same, with tls for this listener's connections (NULL: plain HTTP), whatever options.tls
+ * says: HTTPS and HTTP side by side. tls must outlive the server.
+ */
+SXE_MUST_CHECK int sxe_http_server_listen_tls(sxe_http_server_t *server, const char *address,
+                                              sxe_tls_t *tls);
 
 /** The port of the server's first listener, or 0. */
 int sxe_http_server_port(sxe_http_server_t *server);

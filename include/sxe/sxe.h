@@ -20,6 +20,7 @@
 #include "sxe/pool.h"
 #include "sxe/random.h"
 #include "sxe/timer.h"
+#include "sxe/tls.h"
 #include "sxe/udp.h"
 #include "sxe/utf8.h"
 #include "sxe/version.h"

@@ -25,6 +25,7 @@
 #include "loop.h"
 #include "outq.h"
 #include "sys.h"
+#include "transport.h"
 
 static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 
@@ -84,9 +85,9 @@ void sxe__conn_settle(struct sxe_conn *conn)
         from == SXE__CONN_HELD) {
         return;
     }
-    to = conn->queue_head != SXE_NONE ? SXE__CONN_WRITING
-         : conn->input_len > 0        ? SXE__CONN_READING
-                                      : SXE__CONN_IDLE;
+    to = conn->out.head != SXE_NONE ? SXE__CONN_WRITING
+         : conn->input_len > 0      ? SXE__CONN_READING
+                                    : SXE__CONN_IDLE;
     /*
      * A partial message keeps the time its first byte arrived until the callback consumes
      * something: bytes trickled in one at a time must not keep a message alive forever.
@@ -151,7 +152,7 @@ struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict)
     conn->lists &= (uint8_t) ~(SXE__LIST_SHUT | SXE__LIST_OUTBOUND | SXE__LIST_UNREAD);
     conn->input_buffer = SXE_NONE;
     conn->input_len = 0;
-    conn->queue_head = conn->queue_tail = SXE_NONE;
+    conn->out.head = conn->out.tail = SXE_NONE;
     conn->held_head = SXE_NONE;
     conn->queued = 0;
     conn->failed_err = 0;
@@ -235,7 +236,10 @@ static void finish_close(struct sxe_conn *conn)
         conn->input_buffer = SXE_NONE;
     }
     conn->input_len = 0;
-    sxe__outq_drop(conn);
+    if (loop->tls != NULL) {
+        sxe__tls_close(conn);
+    }
+    sxe__outq_drop(conn, &conn->out);
     if (conn->held_head != SXE_NONE) {
         sxe__inq_drop(conn);
     }
@@ -481,7 +485,7 @@ static int table_create(sxe_loop_t *loop)
         loop->conns[i].fd = -1;
         loop->conns[i].loop = loop;
         loop->conns[i].input_buffer = SXE_NONE;
-        loop->conns[i].queue_head = loop->conns[i].queue_tail = SXE_NONE;
+        loop->conns[i].out.head = loop->conns[i].out.tail = SXE_NONE;
         loop->conns[i].held_head = SXE_NONE;
     }
     /* Buffers are reserved, not touched: a page costs memory only once a connection uses it. */
@@ -590,6 +594,7 @@ void sxe_loop_destroy(sxe_loop_t *loop)
     free(loop->large_free);
     free(loop->segments);
     free(loop->held);
+    sxe__tls_loop_free(loop);
     free(loop);
 }
 

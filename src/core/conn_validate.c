@@ -12,6 +12,7 @@
 #include "base/base.h"
 #include "loop.h"
 #include "outq.h"
+#include "transport.h"
 
 static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 
@@ -30,6 +31,21 @@ static bool hold_once(uint8_t *seen, uint32_t buffer)
     return !held;
 }
 
+/* Counts the segments of one of conn's queues, and marks the buffers they own as held. */
+static int count_queue(const sxe_loop_t *loop, const struct sxe_conn *conn,
+                       const struct sxe__queue *queue, uint8_t *seen, uint32_t *segments)
+{
+    for (uint32_t at = queue->head; at != SXE_NONE; at = loop->segments[at].next) {
+        const struct sxe__segment *segment = &loop->segments[at];
+        (*segments)++;
+        if (segment->buffer != SXE_NONE && segment->owns && !hold_once(seen, segment->buffer)) {
+            return BROKEN("buffer %u is held twice (output of %u)", segment->buffer,
+                          sxe__conn_index(conn));
+        }
+    }
+    return 0;
+}
+
 /* Checks one slot, and marks the buffers it holds in seen. */
 static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, uint8_t *seen,
                          uint32_t *segments)
@@ -46,7 +62,7 @@ static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, ui
                       sxe_pool_state_name(loop->conn_pool, state), conn->flags);
     }
     if (state == SXE__CONN_FREE) {
-        return conn->queue_head == SXE_NONE && conn->input_buffer == SXE_NONE &&
+        return conn->out.head == SXE_NONE && conn->input_buffer == SXE_NONE &&
                        conn->held_head == SXE_NONE
                    ? 0
                    : BROKEN("free slot %u holds a queue or input", sxe__conn_index(conn));
@@ -62,7 +78,7 @@ static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, ui
         return BROKEN("buffer %u is held twice (input of %u)", conn->input_buffer,
                       sxe__conn_index(conn));
     }
-    if ((rc = sxe__outq_validate(conn)) < 0) {
+    if ((rc = sxe__outq_validate(conn, sxe__transport_queue(conn))) < 0) {
         return rc;
     }
     for (uint32_t at = conn->held_head; at != SXE_NONE; at = loop->held[at].next) {
@@ -72,13 +88,10 @@ static int validate_slot(const sxe_loop_t *loop, const struct sxe_conn *conn, ui
                           sxe__conn_index(conn));
         }
     }
-    for (uint32_t at = conn->queue_head; at != SXE_NONE; at = loop->segments[at].next) {
-        const struct sxe__segment *segment = &loop->segments[at];
-        (*segments)++;
-        if (segment->buffer != SXE_NONE && segment->owns && !hold_once(seen, segment->buffer)) {
-            return BROKEN("buffer %u is held twice (output of %u)", segment->buffer,
-                          sxe__conn_index(conn));
-        }
+    const struct sxe__queue *plain = sxe__transport_queue(conn);
+    if ((rc = count_queue(loop, conn, &conn->out, seen, segments)) < 0 ||
+        (plain != NULL && (rc = count_queue(loop, conn, plain, seen, segments)) < 0)) {
+        return rc;
     }
     return 0;
 }

@@ -36,12 +36,12 @@ bool sxe__stream_deliver(struct sxe_conn *conn, char *data, size_t len)
     if (consumed > 0 && !placed) {
         conn->flags |= SXE__CONN_PROGRESS;
     }
-    if (conn->queue_head != SXE_NONE) {
+    if (conn->queued != 0) { /* in conn->out, or a TLS stream's plain bytes */
         sxe__stream_flush(conn);
         if (!sxe__conn_is_open(conn)) {
             return false; /* on_drained closed it */
         }
-        if (conn->queue_head != SXE_NONE) {
+        if (conn->queued != 0) {
             conn->flags |= SXE__CONN_NOTIFY_DRAIN;
         }
     }

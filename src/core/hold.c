@@ -26,9 +26,9 @@ void sxe_conn_uncork(sxe_conn_t *conn)
         return;
     }
     conn->flags &= (uint16_t)~SXE__CONN_CORKED;
-    if (conn->queue_head != SXE_NONE) { /* as after on_read: one send for what was gathered */
+    if (conn->queued != 0) { /* as after on_read: one send for what was gathered */
         sxe__stream_flush(conn);
-        if (conn->queue_head != SXE_NONE) {
+        if (conn->queued != 0) {
             conn->flags |= SXE__CONN_NOTIFY_DRAIN;
         }
         /* Outside its own events, nothing else dates it: a connection that sends is not idle. */

@@ -16,6 +16,7 @@
 
 #include "loop.h"
 #include "sys.h"
+#include "transport.h"
 
 static struct sxe_log_module listen_log = SXE_LOG_MODULE_INIT(LISTEN);
 
@@ -34,6 +35,7 @@ static void register_kinds(sxe_loop_t *loop)
     loop->callbacks[SXE__IO_CONNECT] = connect_io;
     loop->callbacks[SXE__IO_STREAM] = sxe__stream_io;
     loop->callbacks[SXE__IO_FDPASS] = sxe__fdpass_io;
+    loop->callbacks[SXE__IO_TLS] = sxe__stream_io;
 }
 
 /* EMFILE or ENFILE: the pending connection cannot be accepted, but it can be shed. */
@@ -100,15 +102,23 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
         return true;
     }
     bool fds = (listener->flags & SXE__CONN_RECEIVE_FDS) != 0;
-    unsigned wanted = fds ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
+    bool tls = loop->tls != NULL && sxe__tls_listening(listener);
+    /* An fd channel, and a TLS stream, read for themselves: a completion backend says when. */
+    unsigned wanted = fds || tls ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
     /* A completion backend sends in the ring: writability is watched only once a write waits. */
     bool no_out = loop->io->kind == SXE__IO_COMPLETION && !fds;
     if (no_out) {
         wanted &= ~SXE__IO_OUT;
     }
-    if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, fds ? SXE__IO_FDPASS : SXE__IO_STREAM, wanted,
-                         listener->handlers, listener->user) < 0) {
+    uint8_t io_kind = fds ? SXE__IO_FDPASS : tls ? SXE__IO_TLS : SXE__IO_STREAM;
+    if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, io_kind, wanted, listener->handlers,
+                         listener->user) < 0) {
         return true;
+    }
+    if (tls && sxe__tls_accept(listener, conn) < 0) {
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, ENOMEM);
+        sxe__conn_end_closes(loop);
+        return sxe__conn_is_open(listener);
     }
     loop->stats.accepted++;
     if (fds) {
@@ -246,6 +256,11 @@ int sxe__listen_attach(sxe_loop_t *loop, sxe_conn_t **listener, int fd,
         (uint16_t)(options->accept_batch > 0 && options->accept_batch < 65535
                        ? options->accept_batch
                        : 64);
+    if (options->tls != NULL && (rc = sxe__tls_listen(*listener, options->tls)) < 0) {
+        sxe__conn_close_reason(*listener, SXE_CLOSE_ERROR, -rc);
+        *listener = NULL;
+        return rc;
+    }
     return 0;
 }
 

@@ -108,6 +108,12 @@ struct sxe__segment {
     void *release_arg;
 };
 
+/* A list of segments, oldest first (outq.h). */
+struct sxe__queue {
+    uint32_t head; /* the first segment, or SXE_NONE */
+    uint32_t tail;
+};
+
 struct sxe_conn;
 
 /* A kind's callback for the events of its slot, registered in loop->callbacks by its module. */
@@ -120,6 +126,7 @@ enum sxe__io_kind {
     SXE__IO_UDP,      /* udp.c: datagrams */
     SXE__IO_FDPASS,   /* fdpass.c: fd channels */
     SXE__IO_CONNECT,  /* listen.c: a connect's first event */
+    SXE__IO_TLS,      /* stream.c, its bytes through transport_tls.c: TLS streams */
     SXE__IO_KIND_COUNT
 };
 
@@ -135,9 +142,8 @@ struct sxe_conn {
     uint16_t flags;
     uint32_t input_buffer; /* buffer holding unconsumed input, or SXE_NONE */
     uint32_t input_len;    /* bytes of it */
-    uint32_t queue_head;   /* first queued segment, or SXE_NONE */
-    uint32_t queue_tail;
-    uint32_t ready_next; /* link in the loop's ready list */
+    struct sxe__queue out; /* what goes to the socket, in order (outq.h) */
+    uint32_t ready_next;   /* link in the loop's ready list */
     uint16_t accept_batch;
     uint8_t lists;      /* SXE__LIST_* */
     uint8_t io_kind;    /* enum sxe__io_kind: whose callback gets its events */
@@ -211,6 +217,7 @@ struct sxe_loop {
     uint32_t heap_len;
 
     struct sxe__io_event *events; /* options.events of them, filled by the backend's wait */
+    struct sxe__tls_loop *tls;    /* TLS state by slot, made by the first TLS listener, or NULL */
     struct sxe_loop_stats stats;
 
     struct {

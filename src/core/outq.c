@@ -81,26 +81,25 @@ static bool is_file(const struct sxe__segment *segment)
     return segment->buffer == SXE_NONE && segment->file_fd >= 0;
 }
 
-bool sxe__outq_head_is_file(const struct sxe_conn *conn)
+bool sxe__outq_head_is_file(const struct sxe_conn *conn, const struct sxe__queue *queue)
 {
-    return conn->queue_head != SXE_NONE && is_file(&conn->loop->segments[conn->queue_head]);
+    return queue->head != SXE_NONE && is_file(&conn->loop->segments[queue->head]);
 }
 
 /* Frees the segment at the head of the queue, closing or releasing what it held. */
-static void pop_segment(struct sxe_conn *conn)
+static void pop_segment(sxe_loop_t *loop, struct sxe__queue *queue)
 {
-    sxe_loop_t *loop = conn->loop;
-    uint32_t head = conn->queue_head;
+    uint32_t head = queue->head;
     struct sxe__segment *segment = &loop->segments[head];
     sxe_conn_release_t release = segment->release;
     void *release_arg = segment->release_arg;
 
-    conn->queue_head = segment->next;
-    if (conn->queue_head == SXE_NONE) {
-        conn->queue_tail = SXE_NONE;
-    } else if (loop->segments[conn->queue_head].buffer == SXE_NONE &&
-               loop->segments[conn->queue_head].start == head) {
-        loop->segments[conn->queue_head].start = SXE_NONE; /* its buffer segment is gone */
+    queue->head = segment->next;
+    if (queue->head == SXE_NONE) {
+        queue->tail = SXE_NONE;
+    } else if (loop->segments[queue->head].buffer == SXE_NONE &&
+               loop->segments[queue->head].start == head) {
+        loop->segments[queue->head].start = SXE_NONE; /* its buffer segment is gone */
     }
     if (is_file(segment) && segment->close_fd) {
         sxe__sys.close(segment->file_fd);
@@ -112,28 +111,31 @@ static void pop_segment(struct sxe_conn *conn)
     }
 }
 
-void sxe__outq_drop(struct sxe_conn *conn)
+void sxe__outq_drop(struct sxe_conn *conn, struct sxe__queue *queue)
 {
-    while (conn->queue_head != SXE_NONE) {
-        pop_segment(conn);
+    struct sxe__segment *segments = conn->loop->segments;
+
+    while (queue->head != SXE_NONE) {
+        const struct sxe__segment *head = &segments[queue->head];
+        conn->queued -= head->buffer != SXE_NONE ? head->end - head->start : head->remaining;
+        pop_segment(conn->loop, queue);
     }
-    conn->queued = 0;
 }
 
-void sxe__outq_advance(struct sxe_conn *conn, size_t sent, bool file)
+void sxe__outq_advance(struct sxe_conn *conn, struct sxe__queue *queue, size_t sent, bool file)
 {
     struct sxe__segment *segments = conn->loop->segments;
 
     conn->queued -= sent;
     if (file) {
-        segments[conn->queue_head].remaining -= sent;
-        if (segments[conn->queue_head].remaining == 0) {
-            pop_segment(conn);
+        segments[queue->head].remaining -= sent;
+        if (segments[queue->head].remaining == 0) {
+            pop_segment(conn->loop, queue);
         }
         return;
     }
     while (sent > 0) {
-        struct sxe__segment *segment = &segments[conn->queue_head];
+        struct sxe__segment *segment = &segments[queue->head];
         bool buffer = segment->buffer != SXE_NONE;
         size_t held = buffer ? segment->end - segment->start : segment->remaining;
         size_t done = sent < held ? sent : held;
@@ -147,14 +149,15 @@ void sxe__outq_advance(struct sxe_conn *conn, size_t sent, bool file)
         if (done < held) {
             return;
         }
-        pop_segment(conn);
+        pop_segment(conn->loop, queue);
     }
 }
 
-int sxe__outq_gather(const struct sxe_conn *conn, struct iovec *iov, bool *before_file)
+int sxe__outq_gather(const struct sxe_conn *conn, const struct sxe__queue *queue, struct iovec *iov,
+                     bool *before_file)
 {
     sxe_loop_t *loop = conn->loop;
-    uint32_t at = conn->queue_head;
+    uint32_t at = queue->head;
     int count = 0;
 
     for (; at != SXE_NONE && count < SXE__GATHER_MAX && !is_file(&loop->segments[at]);
@@ -176,42 +179,39 @@ int sxe__outq_gather(const struct sxe_conn *conn, struct iovec *iov, bool *befor
  * The buffer segment whose buffer the next queued bytes may go on filling: the tail, or, behind a
  * file range or memory, the buffer segment just before it. NULL if there is none.
  */
-static struct sxe__segment *last_buffer(const struct sxe_conn *conn)
+static struct sxe__segment *last_buffer(const sxe_loop_t *loop, const struct sxe__queue *queue)
 {
-    struct sxe__segment *segments = conn->loop->segments;
+    struct sxe__segment *segments = loop->segments;
 
-    if (conn->queue_tail == SXE_NONE) {
+    if (queue->tail == SXE_NONE) {
         return NULL;
     }
-    struct sxe__segment *tail = &segments[conn->queue_tail];
+    struct sxe__segment *tail = &segments[queue->tail];
     return tail->buffer != SXE_NONE  ? tail
            : tail->start != SXE_NONE ? &segments[tail->start]
                                      : NULL;
 }
 
 /* Links segment at the tail of the queue. */
-static void link_tail(struct sxe_conn *conn, uint32_t segment)
+static void link_tail(sxe_loop_t *loop, struct sxe__queue *queue, uint32_t segment)
 {
-    sxe_loop_t *loop = conn->loop;
-
-    if (conn->queue_tail != SXE_NONE) {
-        loop->segments[conn->queue_tail].next = segment;
+    if (queue->tail != SXE_NONE) {
+        loop->segments[queue->tail].next = segment;
     } else {
-        conn->queue_head = segment;
+        queue->head = segment;
     }
-    conn->queue_tail = segment;
+    queue->tail = segment;
 }
 
-void sxe__outq_append(struct sxe_conn *conn, const char *data, size_t len)
+void sxe__outq_append(struct sxe_conn *conn, struct sxe__queue *queue, const char *data, size_t len)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t size = loop->options.buffer_size;
 
     while (len > 0) {
-        struct sxe__segment *tail =
-            conn->queue_tail != SXE_NONE ? &loop->segments[conn->queue_tail] : NULL;
+        struct sxe__segment *tail = queue->tail != SXE_NONE ? &loop->segments[queue->tail] : NULL;
         if (tail == NULL || tail->buffer == SXE_NONE || tail->end == size) {
-            struct sxe__segment *before = last_buffer(conn);
+            struct sxe__segment *before = last_buffer(loop, queue);
             uint32_t segment = segment_take(loop);
             struct sxe__segment *fresh = &loop->segments[segment];
             if (before != NULL && before != tail && before->end < size) {
@@ -223,7 +223,7 @@ void sxe__outq_append(struct sxe_conn *conn, const char *data, size_t len)
                 fresh->start = fresh->end = 0;
             }
             fresh->owns = true;
-            link_tail(conn, segment);
+            link_tail(loop, queue, segment);
             tail = fresh;
         }
         size_t room = size - tail->end;
@@ -236,10 +236,10 @@ void sxe__outq_append(struct sxe_conn *conn, const char *data, size_t len)
     }
 }
 
-bool sxe__outq_can_append(const struct sxe_conn *conn, size_t len)
+bool sxe__outq_can_append(const struct sxe_conn *conn, const struct sxe__queue *queue, size_t len)
 {
     const sxe_loop_t *loop = conn->loop;
-    const struct sxe__segment *last = last_buffer(conn);
+    const struct sxe__segment *last = last_buffer(loop, queue);
     size_t room = last != NULL ? loop->options.buffer_size - last->end : 0;
     uint64_t needed =
         len <= room ? 0 : (len - room + loop->options.buffer_size - 1) / loop->options.buffer_size;
@@ -247,23 +247,22 @@ bool sxe__outq_can_append(const struct sxe_conn *conn, size_t len)
     return needed <= loop->buffers_free && needed <= loop->segments_free;
 }
 
-struct sxe__segment *sxe__outq_link(struct sxe_conn *conn, size_t len, sxe_conn_release_t release,
-                                    void *arg)
+struct sxe__segment *sxe__outq_link(struct sxe_conn *conn, struct sxe__queue *queue, size_t len,
+                                    sxe_conn_release_t release, void *arg)
 {
     sxe_loop_t *loop = conn->loop;
     uint32_t index = segment_take(loop);
     struct sxe__segment *segment = &loop->segments[index];
-    bool after_buffer =
-        conn->queue_tail != SXE_NONE && loop->segments[conn->queue_tail].buffer != SXE_NONE;
+    bool after_buffer = queue->tail != SXE_NONE && loop->segments[queue->tail].buffer != SXE_NONE;
 
     segment->buffer = SXE_NONE;
-    segment->start = after_buffer ? conn->queue_tail : SXE_NONE;
+    segment->start = after_buffer ? queue->tail : SXE_NONE;
     segment->file_fd = -1;
     segment->close_fd = false;
     segment->remaining = len;
     segment->release = release;
     segment->release_arg = arg;
-    link_tail(conn, index);
+    link_tail(loop, queue, index);
     conn->queued += len;
     return segment;
 }
@@ -275,7 +274,9 @@ struct sxe__segment *sxe__outq_link(struct sxe_conn *conn, size_t len, sxe_conn_
         -EUCLEAN;                                                                                  \
     })
 
-int sxe__outq_validate(const struct sxe_conn *conn)
+/* Checks one of conn's queues and adds the bytes it holds to *bytes. @return 0 or -EUCLEAN. */
+static int validate_queue(const struct sxe_conn *conn, const struct sxe__queue *queue,
+                          uint64_t *bytes_out)
 {
     const sxe_loop_t *loop = conn->loop;
     uint32_t total = loop->options.buffers + loop->options.connections;
@@ -283,7 +284,7 @@ int sxe__outq_validate(const struct sxe_conn *conn)
     uint32_t last = SXE_NONE;
     uint32_t count = 0;
 
-    for (uint32_t at = conn->queue_head; at != SXE_NONE; at = loop->segments[at].next) {
+    for (uint32_t at = queue->head; at != SXE_NONE; at = loop->segments[at].next) {
         const struct sxe__segment *segment = &loop->segments[at];
         if (at >= total || ++count > total) {
             return BROKEN(conn, "segment %u out of range or a cycle", sxe__conn_index(conn), at);
@@ -321,9 +322,22 @@ int sxe__outq_validate(const struct sxe_conn *conn)
         }
         last = at;
     }
-    if (last != conn->queue_tail) {
-        return BROKEN(conn, "tail is %u, the last segment %u", sxe__conn_index(conn),
-                      conn->queue_tail, last);
+    if (last != queue->tail) {
+        return BROKEN(conn, "tail is %u, the last segment %u", sxe__conn_index(conn), queue->tail,
+                      last);
+    }
+    *bytes_out += bytes;
+    return 0;
+}
+
+int sxe__outq_validate(const struct sxe_conn *conn, const struct sxe__queue *sealing)
+{
+    uint64_t bytes = 0;
+    int rc;
+
+    if ((rc = validate_queue(conn, &conn->out, &bytes)) < 0 ||
+        (sealing != NULL && (rc = validate_queue(conn, sealing, &bytes)) < 0)) {
+        return rc;
     }
     if (bytes != conn->queued) {
         return BROKEN(conn, "holds %llu bytes, counts %llu", sxe__conn_index(conn),

@@ -13,6 +13,9 @@
  * SXE__IO_OUT). Inside on_read writes are only queued, and one send takes all of them after it
  * returns. A completion backend sends from the queue after the call has returned: the connection
  * is SENDING until it says how much went, and the queue stays put until then.
+ *
+ * TLS. A TLS stream's plain bytes are queued apart and sealed into conn->out as it empties, and its
+ * reads open records (transport.h); the rest of this file treats it as any stream.
  */
 #define SXE_LOG_MODULE stream_log
 #include "sxe/log.h"
@@ -27,6 +30,7 @@
 #include "loop.h"
 #include "outq.h"
 #include "sys.h"
+#include "transport.h"
 
 static struct sxe_log_module stream_log = SXE_LOG_MODULE_INIT(STREAM);
 
@@ -56,6 +60,10 @@ static void drained(struct sxe_conn *conn)
         return; /* closed: the program hears no more of it */
     }
     if (conn->flags & SXE__CONN_SHUTDOWN) {
+        if (conn->io_kind == SXE__IO_TLS && sxe__tls_notify(conn)) {
+            sxe__stream_flush(conn); /* close_notify first: this comes back once it is sent */
+            return;
+        }
         conn->flags &= (uint16_t)~SXE__CONN_SHUTDOWN;
         sxe__sys.shutdown(conn->fd, SHUT_WR);
     }
@@ -75,25 +83,37 @@ static ssize_t send_head(struct sxe_conn *conn, bool *file)
 {
     sxe_loop_t *loop = conn->loop;
 
-    *file = sxe__outq_head_is_file(conn);
+    *file = sxe__outq_head_is_file(conn, &conn->out);
     if (*file) {
-        struct sxe__segment *segment = &loop->segments[conn->queue_head];
+        struct sxe__segment *segment = &loop->segments[conn->out.head];
         ssize_t sent =
             sxe__sys.sendfile(conn->fd, segment->file_fd, &segment->offset, segment->remaining);
         return sent >= 0 ? sent : -errno;
     }
     struct iovec iov[SXE__GATHER_MAX];
     bool before_file;
-    int count = sxe__outq_gather(conn, iov, &before_file);
+    int count = sxe__outq_gather(conn, &conn->out, iov, &before_file);
     /* Bytes followed by a file (a response head) wait to leave with the file's first bytes. */
     int flags = MSG_NOSIGNAL | (before_file ? MSG_MORE : 0);
     return loop->io->send(loop, conn->fd, sxe__conn_tag(conn), iov, count, flags);
 }
 
+/* conn->out of a TLS stream is empty: seals the next plain bytes into it. @return whether it did;
+ * if it could not, the connection fails. */
+static bool sealed(struct sxe_conn *conn)
+{
+    int rc = sxe__tls_seal(conn);
+
+    if (rc < 0) {
+        sxe__conn_fail_later(conn, rc == -ENOBUFS ? SXE_CLOSE_NO_BUFFER : SXE_CLOSE_ERROR, -rc);
+    }
+    return rc > 0;
+}
+
 void sxe__stream_flush(struct sxe_conn *conn)
 {
-    while (conn->queue_head != SXE_NONE && conn->failed_err == 0 &&
-           (conn->flags & SXE__CONN_SENDING) == 0) {
+    while (conn->failed_err == 0 && (conn->flags & SXE__CONN_SENDING) == 0 &&
+           (conn->out.head != SXE_NONE || (conn->io_kind == SXE__IO_TLS && sealed(conn)))) {
         bool file;
         ssize_t sent = send_head(conn, &file);
         if (sent == SXE__IO_PENDING) {
@@ -114,10 +134,10 @@ void sxe__stream_flush(struct sxe_conn *conn)
             sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, EIO);
             return;
         }
-        sxe__outq_advance(conn, (size_t)sent, file);
+        sxe__outq_advance(conn, &conn->out, (size_t)sent, file);
     }
-    if (conn->queue_head == SXE_NONE && conn->failed_err == 0) {
-        drained(conn);
+    if (conn->queued == 0 && conn->failed_err == 0) {
+        drained(conn); /* (a TLS stream's plain bytes wait for its handshake) */
     }
     wait_writable(conn);
 }
@@ -130,7 +150,7 @@ void sxe__stream_flush(struct sxe_conn *conn)
 static void wait_writable(struct sxe_conn *conn)
 {
 
-    if ((conn->flags & SXE__CONN_NO_OUT) && conn->queue_head != SXE_NONE &&
+    if ((conn->flags & SXE__CONN_NO_OUT) && conn->out.head != SXE_NONE &&
         (conn->flags & SXE__CONN_SENDING) == 0 && conn->failed_err == 0) {
         conn->flags &= (uint16_t)~SXE__CONN_NO_OUT;
         want_input(conn, (conn->flags & (SXE__CONN_PAUSED | SXE__CONN_HOLDING)) == 0);
@@ -145,10 +165,26 @@ static void wait_writable(struct sxe_conn *conn)
 static int write_result(struct sxe_conn *conn)
 {
     if (conn->queued >= conn->loop->options.high_water ||
-        (conn->queue_head != SXE_NONE && (conn->flags & SXE__CONN_CORKED) == 0)) {
+        (conn->out.head != SXE_NONE && (conn->flags & SXE__CONN_CORKED) == 0)) {
         conn->flags |= SXE__CONN_NOTIFY_DRAIN;
     }
     return 0;
+}
+
+/*
+ * Bytes now queued on a TLS stream (its plain queue): outside on_read they are sealed and sent at
+ * once, as far as the socket takes them. @return as a write.
+ */
+static int queued_plain(struct sxe_conn *conn)
+{
+    if ((conn->flags & SXE__CONN_CORKED) == 0) {
+        sxe__stream_flush(conn);
+        if (conn->failed_err != 0) {
+            return -conn->failed_err;
+        }
+        sxe__conn_settle(conn);
+    }
+    return write_result(conn);
 }
 
 /*
@@ -195,22 +231,30 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
     if (conn->queued + len > loop->options.write_limit) {
         return -ENOBUFS;
     }
-    if ((conn->flags & SXE__CONN_CORKED) && sxe__outq_can_append(conn, len)) {
+    if (conn->io_kind == SXE__IO_TLS) {
+        struct sxe__queue *plain = sxe__tls_plain(conn);
+        if (!sxe__outq_can_append(conn, plain, len)) {
+            return -ENOBUFS;
+        }
+        sxe__outq_append(conn, plain, bytes, len);
+        return queued_plain(conn);
+    }
+    if ((conn->flags & SXE__CONN_CORKED) && sxe__outq_can_append(conn, &conn->out, len)) {
         /* Inside on_read: gather the replies to this input and send them with one call. */
-        sxe__outq_append(conn, bytes, len);
+        sxe__outq_append(conn, &conn->out, bytes, len);
         return write_result(conn);
     }
     if (conn->flags & SXE__CONN_CORKED) {
         sxe__stream_flush(conn); /* out of buffers while corked: send what is gathered first */
     }
-    if (conn->queue_head != SXE_NONE && !sxe__outq_can_append(conn, len)) {
+    if (conn->out.head != SXE_NONE && !sxe__outq_can_append(conn, &conn->out, len)) {
         return -ENOBUFS;
     }
-    if (conn->queue_head == SXE_NONE) {
+    if (conn->out.head == SXE_NONE) {
         if ((rc = send_now(conn, &bytes, &len)) < 0 || len == 0) {
             return rc;
         }
-        if (!sxe__outq_can_append(conn, len)) {
+        if (!sxe__outq_can_append(conn, &conn->out, len)) {
             /* Part is sent and the rest has nowhere to go: the stream cannot be completed. */
             loop->stats.no_buffer++;
             SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
@@ -219,7 +263,7 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
             return sxe__conn_fail_later(conn, SXE_CLOSE_NO_BUFFER, ENOBUFS);
         }
     }
-    sxe__outq_append(conn, bytes, len);
+    sxe__outq_append(conn, &conn->out, bytes, len);
     sxe__conn_settle(conn);
     wait_writable(conn);
     return write_result(conn);
@@ -249,7 +293,8 @@ static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, b
         /* A zero-length range queues nothing: a zero-length sendfile would read as EOF. */
         return rc < 0 ? rc : len == 0 ? write_result(conn) : -ENOBUFS;
     }
-    struct sxe__segment *segment = sxe__outq_link(conn, len, release, arg);
+    struct sxe__queue *queue = conn->io_kind == SXE__IO_TLS ? sxe__tls_plain(conn) : &conn->out;
+    struct sxe__segment *segment = sxe__outq_link(conn, queue, len, release, arg);
     segment->file_fd = fd;
     segment->close_fd = own;
     segment->offset = offset;
@@ -258,7 +303,7 @@ static int queue_file(struct sxe_conn *conn, int fd, off_t offset, size_t len, b
         return -conn->failed_err;
     }
     sxe__conn_settle(conn);
-    if (conn->queue_head != SXE_NONE) {
+    if (conn->out.head != SXE_NONE) {
         /* The flush above ran even inside on_read: what is left waits for the socket, however
          * soon it drains, and on_drained must say when (write_result leaves corked writes out). */
         conn->flags |= SXE__CONN_NOTIFY_DRAIN;
@@ -288,6 +333,8 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
     sxe_loop_t *loop = conn->loop;
     const char *bytes = data;
     int rc = sxe__stream_check_writable(conn);
+    bool tls = conn->io_kind == SXE__IO_TLS;
+    struct sxe__queue *queue = tls ? sxe__tls_plain(conn) : &conn->out;
 
     if (rc == 0 && !SXE_CHECK(data != NULL || len == 0)) {
         rc = -EINVAL;
@@ -296,17 +343,20 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
         rc = -ENOBUFS;
     }
     /* Outside on_read, with nothing queued before them, the bytes go to the socket at once. */
-    if (rc == 0 && !(conn->flags & SXE__CONN_CORKED) && conn->queue_head == SXE_NONE) {
+    if (rc == 0 && !tls && !(conn->flags & SXE__CONN_CORKED) && conn->out.head == SXE_NONE) {
         rc = send_now(conn, &bytes, &len);
     }
-    bool copy = rc == 0 && len > 0 && len <= REF_COPY_MAX && sxe__outq_can_append(conn, len);
+    bool copy = rc == 0 && len > 0 && len <= REF_COPY_MAX && sxe__outq_can_append(conn, queue, len);
     if (copy) {
-        sxe__outq_append(conn, bytes, len);
+        sxe__outq_append(conn, queue, bytes, len);
         len = 0;
     }
     if (rc < 0 || len == 0) {
         if (release != NULL) {
             release(arg);
+        }
+        if (copy && tls) {
+            return queued_plain(conn);
         }
         if (copy && !(conn->flags & SXE__CONN_CORKED)) {
             sxe__conn_settle(conn);
@@ -314,7 +364,10 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
         }
         return rc < 0 ? rc : write_result(conn);
     }
-    sxe__outq_link(conn, len, release, arg)->data = bytes;
+    sxe__outq_link(conn, queue, len, release, arg)->data = bytes;
+    if (tls) {
+        return queued_plain(conn);
+    }
     if (!(conn->flags & SXE__CONN_CORKED)) {
         sxe__conn_settle(conn);
         wait_writable(conn);
@@ -336,8 +389,8 @@ static void want_input(struct sxe_conn *conn, bool input)
     sxe_loop_t *loop = conn->loop;
     unsigned wanted = SXE__STREAM_WANTS | SXE__IO_MODIFY;
 
-    if (conn->flags & SXE__CONN_RECEIVE_FDS) {
-        wanted &= ~SXE__IO_RECV;
+    if ((conn->flags & SXE__CONN_RECEIVE_FDS) || conn->io_kind == SXE__IO_TLS) {
+        wanted &= ~SXE__IO_RECV; /* it reads for itself */
     }
     if (conn->flags & SXE__CONN_NO_OUT) {
         wanted &= ~SXE__IO_OUT;
@@ -361,7 +414,7 @@ int sxe_conn_pause(sxe_conn_t *conn)
         conn->flags = (uint16_t)((conn->flags | SXE__CONN_PAUSED) & ~SXE__CONN_RESUMED);
         want_input(conn, false);
     }
-    if (conn->queue_head != SXE_NONE) {
+    if (conn->out.head != SXE_NONE) {
         conn->flags |= SXE__CONN_NOTIFY_DRAIN; /* the natural moment to resume */
     }
     return 0;
@@ -415,8 +468,14 @@ int sxe_conn_shutdown(sxe_conn_t *conn)
         return rc;
     }
     conn->lists |= SXE__LIST_SHUT;
-    if (conn->queue_head != SXE_NONE) {
+    if (conn->io_kind == SXE__IO_TLS && conn->queued == 0) {
+        sxe__tls_notify(conn); /* close_notify, then the socket's end once it is sent */
+    }
+    if (conn->queued != 0) {
         conn->flags |= SXE__CONN_SHUTDOWN;
+        if (conn->io_kind == SXE__IO_TLS && (conn->flags & SXE__CONN_CORKED) == 0) {
+            sxe__stream_flush(conn);
+        }
         return 0;
     }
     return sxe__sys.shutdown(conn->fd, SHUT_WR) < 0 ? -errno : 0;
@@ -424,9 +483,14 @@ int sxe_conn_shutdown(sxe_conn_t *conn)
 
 bool sxe__stream_closed_when_sent(struct sxe_conn *conn)
 {
-    if ((conn->flags & SXE__CONN_CLOSE_SENT) == 0 || conn->queue_head != SXE_NONE ||
-        conn->failed_err != 0) {
+    if ((conn->flags & SXE__CONN_CLOSE_SENT) == 0 || conn->queued != 0 || conn->failed_err != 0) {
         return false;
+    }
+    if (conn->io_kind == SXE__IO_TLS && sxe__tls_notify(conn)) {
+        sxe__stream_flush(conn); /* close_notify goes first, as far as the socket takes it */
+        if (conn->queued != 0 || conn->failed_err != 0) {
+            return false;
+        }
     }
     sxe__conn_close_reason(conn, SXE_CLOSE_LOCAL, 0);
     return true;
@@ -606,7 +670,17 @@ static ssize_t read_one(struct sxe_conn *conn, uint32_t events, bool *more)
         size = sxe__buffer_size(loop, conn->input_buffer);
     }
     char *base = own ? sxe__buffer_at(loop, conn->input_buffer) : loop->scratch;
-    ssize_t got = sxe__sys.recv(conn->fd, base + held, size - held, 0);
+    bool tls = conn->io_kind == SXE__IO_TLS;
+    ssize_t got = tls ? sxe__tls_read(conn, base + held, size - held)
+                      : sxe__sys.recv(conn->fd, base + held, size - held, 0);
+    if (tls && conn->queued != 0) {
+        int err = errno;
+        sxe__stream_flush(conn); /* the handshake's answer, or plain bytes waiting for its end */
+        if (!sxe__conn_is_open(conn)) {
+            return 1; /* on_drained closed it */
+        }
+        errno = err;
+    }
     if (got <= 0) {
         return got;
     }
@@ -619,8 +693,10 @@ static ssize_t read_one(struct sxe_conn *conn, uint32_t events, bool *more)
         sxe__conn_ready_later(conn);
         return got;
     }
-    /* A short read emptied the socket, unless its end is known to follow (no edge would). */
-    *more = (size_t)got == size - held || (events & SXE__IO_HUP) != 0;
+    /* A short read emptied the socket, unless its end is known to follow (no edge would). Under
+     * TLS, the socket was emptied if the last read of it was short and no opened bytes wait. */
+    *more =
+        (size_t)got == size - held || (events & SXE__IO_HUP) != 0 || (tls && sxe__tls_more(conn));
     return got;
 }
 
@@ -669,7 +745,8 @@ static void input(struct sxe_conn *conn, const struct sxe__io_event *event)
         return; /* the ready list offered kept input only (sxe_conn_unkeep) */
     }
     if ((event->events & SXE__IO_RECV) == 0) {
-        if (loop->io->kind == SXE__IO_READINESS && (conn->flags & SXE__CONN_PAUSED) == 0) {
+        if ((loop->io->kind == SXE__IO_READINESS || conn->io_kind == SXE__IO_TLS) &&
+            (conn->flags & SXE__CONN_PAUSED) == 0) {
             readable(conn, event->events);
         }
         return;
@@ -700,10 +777,10 @@ static void sent(struct sxe_conn *conn, int result)
 {
     conn->flags &= (uint16_t)~SXE__CONN_SENDING;
     if (result >= 0) {
-        sxe__outq_advance(conn, (size_t)result, false);
+        sxe__outq_advance(conn, &conn->out, (size_t)result, false);
     }
     if (conn->flags & SXE__CONN_CLOSE_PENDING) {
-        if (result > 0 && conn->queue_head != SXE_NONE) {
+        if (result > 0 && conn->out.head != SXE_NONE) {
             sxe__stream_flush(conn);
         }
         if ((conn->flags & SXE__CONN_SENDING) == 0) {

@@ -37,7 +37,7 @@ static int setup(void **state)
     /* Corked, a's output waits in a buffer of its own: one segment, one buffer held. */
     assert_true(sxe_conn_cork(a));
     assert_int_equal(sxe_conn_write(a, "held", 4), 0);
-    assert_int_not_equal(a->queue_head, SXE_NONE);
+    assert_int_not_equal(a->out.head, SXE_NONE);
     assert_int_equal(sxe__conn_validate(loop), 0);
     sxe_test_capture_start(&capture);
     return 0;
@@ -91,9 +91,9 @@ static void test_a_free_slot_holds_nothing(void **state)
     struct sxe_conn *free_slot = &loop->conns[3];
 
     (void)state;
-    free_slot->queue_head = 0;
+    free_slot->out.head = 0;
     expect_broken("free slot 3 holds a queue or input");
-    free_slot->queue_head = SXE_NONE;
+    free_slot->out.head = SXE_NONE;
     free_slot->input_buffer = 0;
     expect_broken("free slot 3 holds a queue or input");
     free_slot->input_buffer = SXE_NONE;
@@ -139,7 +139,7 @@ static void test_kept_input(void **state)
 /* A buffer that queued output owns is held by it alone. */
 static void test_output_owns_its_buffer(void **state)
 {
-    uint32_t owned = loop->segments[a->queue_head].buffer;
+    uint32_t owned = loop->segments[a->out.head].buffer;
 
     (void)state;
     assert_int_not_equal(owned, SXE_NONE);

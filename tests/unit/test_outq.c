@@ -60,38 +60,39 @@ static void test_copies_share_buffers(void **state)
     for (size_t i = 0; i < sizeof(bytes); i++) {
         bytes[i] = (char)i;
     }
-    assert_true(sxe__outq_can_append(conn, sizeof(bytes)));
-    sxe__outq_append(conn, bytes, 40);
-    sxe__outq_append(conn, bytes + 40, 60);
-    assert_int_equal(sxe__outq_validate(conn), 0);
+    assert_true(sxe__outq_can_append(conn, &conn->out, sizeof(bytes)));
+    sxe__outq_append(conn, &conn->out, bytes, 40);
+    sxe__outq_append(conn, &conn->out, bytes + 40, 60);
+    assert_int_equal(sxe__outq_validate(conn, NULL), 0);
     assert_int_equal(conn->queued, 100);
     assert_int_equal(loop->buffers_free, 8 - 2);
-    assert_int_equal(sxe__outq_gather(conn, iov, &before_file), 2);
+    assert_int_equal(sxe__outq_gather(conn, &conn->out, iov, &before_file), 2);
     assert_false(before_file);
     assert_int_equal(iov[0].iov_len, 64);
     assert_int_equal(iov[1].iov_len, 36);
     assert_memory_equal(iov[0].iov_base, bytes, 64);
     assert_memory_equal(iov[1].iov_base, bytes + 64, 36);
 
-    sxe__outq_advance(conn, 70, false); /* the first buffer goes, 6 bytes of the second */
-    assert_int_equal(sxe__outq_validate(conn), 0);
+    sxe__outq_advance(conn, &conn->out, 70,
+                      false); /* the first buffer goes, 6 bytes of the second */
+    assert_int_equal(sxe__outq_validate(conn, NULL), 0);
     assert_int_equal(conn->queued, 30);
     assert_int_equal(loop->buffers_free, 8 - 1);
-    assert_int_equal(sxe__outq_gather(conn, iov, &before_file), 1);
+    assert_int_equal(sxe__outq_gather(conn, &conn->out, iov, &before_file), 1);
     assert_memory_equal(iov[0].iov_base, bytes + 70, 30);
-    sxe__outq_drop(conn);
+    sxe__outq_drop(conn, &conn->out);
     assert_int_equal(conn->queued, 0);
     assert_int_equal(loop->buffers_free, 8);
 
     /* With no buffer free, a partly filled last buffer still takes what fits in it, no more. */
     static const char fill[64 * 7];
-    sxe__outq_append(conn, bytes, 10);
-    sxe__outq_append(peer, fill, sizeof(fill));
+    sxe__outq_append(conn, &conn->out, bytes, 10);
+    sxe__outq_append(peer, &peer->out, fill, sizeof(fill));
     assert_int_equal(loop->buffers_free, 0);
-    assert_true(sxe__outq_can_append(conn, 54));
-    assert_false(sxe__outq_can_append(conn, 55));
-    sxe__outq_drop(peer);
-    sxe__outq_drop(conn);
+    assert_true(sxe__outq_can_append(conn, &conn->out, 54));
+    assert_false(sxe__outq_can_append(conn, &conn->out, 55));
+    sxe__outq_drop(peer, &peer->out);
+    sxe__outq_drop(conn, &conn->out);
 }
 
 /* Bytes behind a reference go on in the buffer before it; the gather stops at a file range. */
@@ -102,34 +103,34 @@ static void test_references_and_files_keep_their_order(void **state)
     bool before_file;
 
     (void)state;
-    sxe__outq_append(conn, "head1", 5);
-    sxe__outq_link(conn, sizeof(body) - 1, release, NULL)->data = body;
-    sxe__outq_append(conn, "head2", 5);
+    sxe__outq_append(conn, &conn->out, "head1", 5);
+    sxe__outq_link(conn, &conn->out, sizeof(body) - 1, release, NULL)->data = body;
+    sxe__outq_append(conn, &conn->out, "head2", 5);
     assert_int_equal(loop->buffers_free, 8 - 1); /* head2 shares head1's buffer */
     int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     assert_true(fd >= 0);
-    struct sxe__segment *file = sxe__outq_link(conn, 10, release, NULL);
+    struct sxe__segment *file = sxe__outq_link(conn, &conn->out, 10, release, NULL);
     file->file_fd = fd;
     file->close_fd = true;
     file->offset = 0;
-    assert_int_equal(sxe__outq_validate(conn), 0);
+    assert_int_equal(sxe__outq_validate(conn, NULL), 0);
     assert_int_equal(conn->queued, 5 + 15 + 5 + 10);
 
-    assert_int_equal(sxe__outq_gather(conn, iov, &before_file), 3);
+    assert_int_equal(sxe__outq_gather(conn, &conn->out, iov, &before_file), 3);
     assert_true(before_file);
     assert_memory_equal(iov[0].iov_base, "head1", 5);
     assert_ptr_equal(iov[1].iov_base, body);
     assert_memory_equal(iov[2].iov_base, "head2", 5);
-    assert_false(sxe__outq_head_is_file(conn));
+    assert_false(sxe__outq_head_is_file(conn, &conn->out));
 
-    sxe__outq_advance(conn, 25, false);
+    sxe__outq_advance(conn, &conn->out, 25, false);
     assert_int_equal(released, 1);
-    assert_true(sxe__outq_head_is_file(conn));
+    assert_true(sxe__outq_head_is_file(conn, &conn->out));
     assert_int_equal(loop->buffers_free, 8); /* head2's segment gave the shared buffer back */
-    sxe__outq_advance(conn, 4, true);
+    sxe__outq_advance(conn, &conn->out, 4, true);
     assert_int_equal(conn->queued, 6);
-    assert_int_equal(sxe__outq_validate(conn), 0);
-    sxe__outq_drop(conn); /* closes the file the connection owns, and releases it */
+    assert_int_equal(sxe__outq_validate(conn, NULL), 0);
+    sxe__outq_drop(conn, &conn->out); /* closes the file the connection owns, and releases it */
     assert_int_equal(released, 2);
     assert_int_equal(fcntl(fd, F_GETFD), -1);
 }
@@ -138,49 +139,49 @@ static void test_references_and_files_keep_their_order(void **state)
 static void test_validate_catches_a_broken_queue(void **state)
 {
     (void)state;
-    sxe__outq_append(conn, "abc", 3);
+    sxe__outq_append(conn, &conn->out, "abc", 3);
     conn->queued = 4;
-    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    assert_int_equal(sxe__outq_validate(conn, NULL), -EUCLEAN);
     assert_int_equal(sxe__conn_validate(loop), -EUCLEAN);
     conn->queued = 3;
 
-    uint32_t tail = conn->queue_tail;
-    conn->queue_tail = SXE_NONE;
-    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
-    conn->queue_tail = tail;
+    uint32_t tail = conn->out.tail;
+    conn->out.tail = SXE_NONE;
+    assert_int_equal(sxe__outq_validate(conn, NULL), -EUCLEAN);
+    conn->out.tail = tail;
 
-    struct sxe__segment *segment = &loop->segments[conn->queue_head];
+    struct sxe__segment *segment = &loop->segments[conn->out.head];
     struct sxe_test_capture capture;
     char finding[128];
     segment->start = 10; /* past its end */
     sxe_test_capture_start(&capture);
-    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    assert_int_equal(sxe__outq_validate(conn, NULL), -EUCLEAN);
     sxe_test_capture_stop();
-    snprintf(finding, sizeof(finding), "buffer segment %u spans 10..3 of buffer %u",
-             conn->queue_head, segment->buffer);
+    snprintf(finding, sizeof(finding), "buffer segment %u spans 10..3 of buffer %u", conn->out.head,
+             segment->buffer);
     assert_non_null(strstr(capture.text, finding));
     segment->start = 0;
 
     segment->owns = false; /* handed over to no one */
-    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    assert_int_equal(sxe__outq_validate(conn, NULL), -EUCLEAN);
     segment->owns = true;
 
-    sxe__outq_link(conn, 3, NULL, NULL)->data = NULL; /* memory without data */
-    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
-    loop->segments[conn->queue_tail].data = "xyz";
-    assert_int_equal(sxe__outq_validate(conn), 0);
+    sxe__outq_link(conn, &conn->out, 3, NULL, NULL)->data = NULL; /* memory without data */
+    assert_int_equal(sxe__outq_validate(conn, NULL), -EUCLEAN);
+    loop->segments[conn->out.tail].data = "xyz";
+    assert_int_equal(sxe__outq_validate(conn, NULL), 0);
 
-    struct sxe__segment *tail_segment = &loop->segments[conn->queue_tail];
+    struct sxe__segment *tail_segment = &loop->segments[conn->out.tail];
     uint32_t start = tail_segment->start;
-    tail_segment->start = conn->queue_tail; /* a reference that follows no buffer */
-    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    tail_segment->start = conn->out.tail; /* a reference that follows no buffer */
+    assert_int_equal(sxe__outq_validate(conn, NULL), -EUCLEAN);
     tail_segment->start = start;
 
-    tail_segment->next = conn->queue_head; /* a cycle */
-    assert_int_equal(sxe__outq_validate(conn), -EUCLEAN);
+    tail_segment->next = conn->out.head; /* a cycle */
+    assert_int_equal(sxe__outq_validate(conn, NULL), -EUCLEAN);
     tail_segment->next = SXE_NONE;
-    assert_int_equal(sxe__outq_validate(conn), 0);
-    sxe__outq_drop(conn);
+    assert_int_equal(sxe__outq_validate(conn, NULL), 0);
+    sxe__outq_drop(conn, &conn->out);
 }
 
 /* The table's self-check: buffers held twice or lost, slots that disagree with their state. */

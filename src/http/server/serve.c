@@ -124,6 +124,7 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
         .count = options->fibers, .stack_size = options->fiber_stack_size};
     apply_limits(&server->config.limits, &options->limits);
     server->config.listen_flags = options->listen_flags;
+    server->config.tls = options->tls;
     struct sxe_loop_options own_options = loop_options(options, &server->config.limits);
     if (options->workers > 0) {
         struct sxe_workers_options workers = {.count = options->workers,
@@ -189,7 +190,12 @@ sxe_loop_t *sxe_http_server_loop(sxe_http_server_t *server)
 
 int sxe_http_server_listen(sxe_http_server_t *server, const char *address_text)
 {
-    struct sxe_listen_options options = {.flags = server->config.listen_flags};
+    return sxe_http_server_listen_tls(server, address_text, server->config.tls);
+}
+
+int sxe_http_server_listen_tls(sxe_http_server_t *server, const char *address_text, sxe_tls_t *tls)
+{
+    struct sxe_listen_options options = {.flags = server->config.listen_flags, .tls = tls};
     struct sockaddr_storage address;
     socklen_t len;
     sxe_conn_t *listener;

@@ -143,6 +143,7 @@ struct http_config {
     struct route routes[ROUTES_MAX];
     unsigned route_count;
     unsigned listen_flags;
+    sxe_tls_t *tls;          /* options.tls: sxe_http_server_listen()'s */
     unsigned listener_count; /* sxe_http_server_listen() calls: each worker listens on each */
     struct sxe_http_limits limits;
     struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */

@@ -1,0 +1,77 @@
+/**
+ * @file sxe/tls.h
+ * @brief TLS (1.2 and 1.3, with OpenSSL 3) for stream connections.
+ *
+ * A TLS context holds a certificate and its key. A listener given one (sxe_listen_options.tls)
+ * makes every connection it accepts speak TLS: the handshake is read and written like any other
+ * bytes, never blocking the loop, and on_read, sxe_conn_write(), sxe_conn_sendfile() and the rest
+ * carry plain bytes as on any connection: the records are sealed and opened under them. A file sent
+ * on a TLS connection is read (pread) and sealed one record at a time as the socket drains.
+ *
+ * @code
+ * sxe_tls_t *tls;
+ * struct sxe_tls_options tls_options = {.certificate = "site.pem", .key = "site.key"};
+ * if (sxe_tls_server_create(&tls, &tls_options) < 0) {
+ *     return 1; // the reason is logged: a missing file, a key that does not match
+ * }
+ * struct sxe_listen_options options = {.tls = tls};
+ * sxe_conn_t *listener;
+ * int rc = sxe_listen_at(loop, &listener, "127.0.0.1:8443", &options, &handlers, NULL);
+ * @endcode
+ *
+ * sxe is built with TLS when OpenSSL's headers are found (Debian's libssl-dev); without them
+ * sxe_tls_available() is false and sxe_tls_server_create() fails with -ENOTSUP.
+ */
+#ifndef SXE_TLS_H
+#define SXE_TLS_H
+
+#include <stdbool.h>
+
+#include "sxe/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A TLS context: a certificate, its key and the protocol settings, shared by connections. */
+typedef struct sxe_tls sxe_tls_t;
+
+/** What a server's TLS context is made from. Every string is read by the create call only. */
+struct sxe_tls_options {
+    /** PEM file: the certificate, then the chain up to (not including) the root. Required. */
+    const char *certificate;
+    /** PEM file: the certificate's private key (not encrypted). Required. */
+    const char *key;
+    /**
+     * TLS 1.2 cipher suites in OpenSSL's list format; NULL for the default: ECDHE with AES-GCM or
+     * ChaCha20-Poly1305 only (forward secrecy, AEAD). TLS 1.3's suites are OpenSSL's defaults.
+     */
+    const char *ciphers;
+};
+
+/** Whether this build of sxe has TLS (OpenSSL). */
+bool sxe_tls_available(void);
+
+/**
+ * Makes a server's TLS context: TLS 1.2 and 1.3 only, renegotiation refused, session tickets on
+ * (keys made here: processes forked after this call, and threads, share them), ALPN answering
+ * "http/1.1" when the client offers it.
+ * @return 0, -ENOTSUP without TLS in this build, -EINVAL (asserts in debug builds) for a NULL
+ *         argument or a missing certificate or key name, -errno when a file cannot be read
+ *         (-ENOENT, -EACCES), or -EPROTO when OpenSSL refuses what it read (not PEM, a key that
+ *         does not match the certificate, a cipher list naming none it knows). Each failure is
+ *         logged with the file and OpenSSL's reason.
+ */
+SXE_MUST_CHECK int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options);
+
+/**
+ * Frees a context. Every listener and connection made with it must be closed first (their loops
+ * destroyed, or sxe_conn_close() and a turn of the loop). NULL is ignored.
+ */
+void sxe_tls_destroy(sxe_tls_t *tls);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

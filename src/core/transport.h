@@ -1,0 +1,71 @@
+/*
+ * Transports: what carries a stream's bytes between stream.c and the socket. The transport calls
+ * nothing above it (outq.c and the seam only): stream.c sends what it queues and closes what fails.
+ *
+ * A plain stream (io kind SXE__IO_STREAM) reads and writes the socket itself (stream.c). A TLS
+ * stream (SXE__IO_TLS) goes through transport_tls.c, which seals the program's bytes into records
+ * and opens the peer's:
+ * - Output. What the program writes goes to a second queue of the connection, its plain bytes
+ *   (copies, memory by reference, file ranges: outq.h), and conn->out holds only records, which
+ *   stream.c sends as it sends any bytes, on either backend. Whenever conn->out empties, the next
+ *   plain bytes are sealed into it, one record at a time (sxe__tls_seal), so a file or a large body
+ *   is read and encrypted as the socket drains, and conn->out empty means all is sent, as on a
+ *   plain stream. conn->queued counts both queues.
+ * - Input. The stream's read (stream.c's read_one) asks sxe__tls_read for plain bytes instead of
+ *   calling recv; OpenSSL reads the socket through the seam (a BIO of our own). The handshake runs
+ *   inside those reads, and what it writes goes to conn->out. A completion backend does not
+ *   receive for TLS streams: it reports readiness, and they read as on epoll.
+ * Without OpenSSL (transport_tls_none.c) no connection is ever TLS.
+ */
+#ifndef SXE_TRANSPORT_H
+#define SXE_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "loop.h"
+
+/* The plain bytes of a TLS connection waiting to be sealed, or NULL for any other. */
+const struct sxe__queue *sxe__transport_queue(const struct sxe_conn *conn);
+
+/* A listener takes tls for its connections (NULL: plain). @return 0 or -ENOMEM (logged). */
+int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls);
+
+/* Whether the listener's connections speak TLS. */
+bool sxe__tls_listening(const struct sxe_conn *listener);
+
+/* Starts the server side of a session on conn, accepted by listener. @return 0 or -ENOMEM. */
+int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn);
+
+/*
+ * Reads and opens records until plain bytes come: up to room of them at into. What the handshake
+ * writes is queued in conn->out, for the caller to send. @return how many,
+ * 0 at the end of the stream (close_notify, or the peer's FIN), or -1 with errno: EAGAIN (nothing
+ * yet; the socket is empty), EPROTO (the peer broke the protocol: logged), or the socket's error.
+ */
+ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room);
+
+/* Whether a read may find more now: opened bytes kept, or the last read filled its buffer. */
+bool sxe__tls_more(const struct sxe_conn *conn);
+
+/* The queue of plain bytes to write to. */
+struct sxe__queue *sxe__tls_plain(struct sxe_conn *conn);
+
+/*
+ * conn->out is empty: seals the next plain bytes (at most a record) into it. @return 1 if it did,
+ * 0 if none wait (or the handshake is not done), or -errno: ENOBUFS (no buffer for the record:
+ * logged), the file's read error, EIO for a file cut short under it.
+ */
+int sxe__tls_seal(struct sxe_conn *conn);
+
+/* Queues close_notify, once per connection. @return true if it did so now. */
+bool sxe__tls_notify(struct sxe_conn *conn);
+
+/* The slot's end (conn.c): frees its session and what its plain queue holds. */
+void sxe__tls_close(struct sxe_conn *conn);
+
+/* The loop's end: frees its TLS state. */
+void sxe__tls_loop_free(sxe_loop_t *loop);
+
+#endif

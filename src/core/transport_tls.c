@@ -1,0 +1,467 @@
+/*
+ * TLS with OpenSSL 3: contexts (sxe/tls.h), and the transport of TLS streams (transport.h).
+ *
+ * Each TLS connection has a session (SSL) whose BIO is ours: its reads call recv through the seam,
+ * its writes append records to conn->out. OpenSSL reads ahead (one recv takes as much as its
+ * buffer holds) and frees its buffers while a connection is idle (SSL_MODE_RELEASE_BUFFERS). The
+ * loop's TLS state, made by its first TLS listener, is a slot per connection (the session, or a
+ * listener's context, and the plain queue) and a staging area where queued plain bytes are
+ * gathered into one record.
+ */
+#define SXE_LOG_MODULE tls_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outq.h"
+#include "sxe/tls.h"
+#include "sys.h"
+#include "transport.h"
+
+static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
+
+/* The largest record's plain bytes (RFC 8446 5.1), and what sealing one may add to them. */
+#define RECORD_MAX      16384
+#define RECORD_OVERHEAD 256
+
+/* The TLS 1.2 suites by default: forward secrecy and AEAD only, ECDSA first. */
+#define DEFAULT_CIPHERS                                                                            \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"     \
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+struct sxe_tls {
+    SSL_CTX *ctx;
+};
+
+#define SLOT_NOTIFIED 0x01u /* close_notify is queued (or there is no session to close) */
+#define SLOT_EMPTIED  0x02u /* the last recv found the socket empty, or at its end */
+#define SLOT_FAILED   0x04u /* the session broke (a fatal alert): no close_notify may follow */
+
+struct tls_slot {
+    SSL *ssl;                /* a connection's session, or NULL */
+    sxe_tls_t *context;      /* a listener's context, or NULL */
+    struct sxe__queue plain; /* plain bytes waiting to be sealed */
+    int err;                 /* the socket's error that stopped the BIO, or 0 */
+    uint8_t flags;           /* SLOT_* */
+};
+
+struct sxe__tls_loop {
+    struct tls_slot *slots; /* options.connections of them, by slot index */
+    char *stage;            /* queued plain bytes gathered for one record */
+    size_t stage_size;
+};
+
+static struct tls_slot *slot_of(const struct sxe_conn *conn)
+{
+    return &conn->loop->tls->slots[sxe__conn_index(conn)];
+}
+
+/* Logs what OpenSSL says went wrong, after what, and empties its queue of errors. */
+static void log_openssl(enum sxe_log_level level, const char *what)
+{
+    unsigned long code = ERR_peek_last_error();
+    char reason[256];
+
+    ERR_error_string_n(code, reason, sizeof(reason));
+    ERR_clear_error();
+    SXE_LOG(level, "%s: %s", what, code != 0 ? reason : "no reason given");
+}
+
+/* The BIO: reads take the socket's bytes through the seam, writes queue records to send. */
+
+static int bio_read(BIO *bio, char *into, int len)
+{
+    struct sxe_conn *conn = BIO_get_data(bio);
+    struct tls_slot *slot = slot_of(conn);
+    ssize_t got;
+
+    BIO_clear_retry_flags(bio);
+    while ((got = sxe__sys.recv(conn->fd, into, (size_t)len, 0)) < 0 && errno == EINTR) {
+    }
+    slot->flags = (uint8_t)((slot->flags & ~SLOT_EMPTIED) | (got < len ? SLOT_EMPTIED : 0));
+    if (got < 0 && errno == EAGAIN) {
+        BIO_set_retry_read(bio);
+    } else if (got < 0) {
+        slot->err = errno;
+    }
+    return (int)got;
+}
+
+static int bio_write(BIO *bio, const char *data, int len)
+{
+    struct sxe_conn *conn = BIO_get_data(bio);
+
+    BIO_clear_retry_flags(bio);
+    if (!sxe__outq_can_append(conn, &conn->out, (size_t)len)) {
+        slot_of(conn)->err = ENOBUFS;
+        return -1;
+    }
+    sxe__outq_append(conn, &conn->out, data, (size_t)len);
+    return len;
+}
+
+static long bio_ctrl(BIO *bio, int command, long number, void *pointer)
+{
+    (void)bio, (void)number, (void)pointer;
+    return command == BIO_CTRL_FLUSH ? 1 : 0; /* records are sent by the loop, not on a flush */
+}
+
+static int bio_create(BIO *bio)
+{
+    BIO_set_init(bio, 1);
+    return 1;
+}
+
+static BIO_METHOD *bio_method;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static void bio_method_make(void)
+{
+    BIO_METHOD *method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "sxe");
+
+    if (method != NULL &&
+        (!BIO_meth_set_read(method, bio_read) || !BIO_meth_set_write(method, bio_write) ||
+         !BIO_meth_set_ctrl(method, bio_ctrl) || !BIO_meth_set_create(method, bio_create))) {
+        BIO_meth_free(method); /* GCOVR_EXCL_LINE: setting a function pointer does not fail */
+        method = NULL;         /* GCOVR_EXCL_LINE */
+    }
+    bio_method = method;
+}
+
+/* Contexts. */
+
+bool sxe_tls_available(void)
+{
+    return true;
+}
+
+/* ALPN: http/1.1 when the client offers it; else no protocol is named. */
+static int select_protocol(SSL *ssl, const unsigned char **out, unsigned char *out_len,
+                           const unsigned char *offered, unsigned offered_len, void *arg)
+{
+    static const unsigned char ours[] = "\x08http/1.1";
+
+    (void)ssl, (void)arg;
+    return SSL_select_next_proto((unsigned char **)(uintptr_t)out, out_len, ours, sizeof(ours) - 1,
+                                 offered, offered_len) == OPENSSL_NPN_NEGOTIATED
+               ? SSL_TLSEXT_ERR_OK
+               : SSL_TLSEXT_ERR_NOACK;
+}
+
+/* Whether path can be opened for reading: -errno (logged) if not, naming what it was for. */
+static int readable(const char *path, const char *what)
+{
+    int fd = sxe__sys.open(path, O_RDONLY | O_CLOEXEC, 0);
+
+    if (fd < 0) {
+        int err = errno;
+        SXE_LOG_ERROR("TLS %s %s: %s", what, path, sxe_strerror(err));
+        return -err;
+    }
+    sxe__sys.close(fd);
+    return 0;
+}
+
+/* Loads the certificate, its key and the settings into ctx. @return 0, -errno or -EPROTO. */
+static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
+{
+    int rc;
+
+    if ((rc = readable(options->certificate, "certificate")) < 0 ||
+        (rc = readable(options->key, "key")) < 0) {
+        return rc;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                                 SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF); /* tickets resume sessions */
+    SSL_CTX_set_alpn_select_cb(ctx, select_protocol, NULL);
+    const char *ciphers = options->ciphers != NULL ? options->ciphers : DEFAULT_CIPHERS;
+    if (!SSL_CTX_set_cipher_list(ctx, ciphers)) {
+        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS ciphers: none known");
+        return -EPROTO;
+    }
+    if (!SSL_CTX_use_certificate_chain_file(ctx, options->certificate)) {
+        SXE_LOG_ERROR("TLS certificate %s: not a PEM certificate chain", options->certificate);
+        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS certificate");
+        return -EPROTO;
+    }
+    if (!SSL_CTX_use_PrivateKey_file(ctx, options->key, SSL_FILETYPE_PEM) ||
+        !SSL_CTX_check_private_key(ctx)) {
+        SXE_LOG_ERROR("TLS key %s: not a PEM key, or not the key of certificate %s", options->key,
+                      options->certificate);
+        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS key");
+        return -EPROTO;
+    }
+    return 0;
+}
+
+int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options)
+{
+    int rc;
+
+    if (!SXE_CHECK(tls != NULL && options != NULL && options->certificate != NULL &&
+                   options->key != NULL)) {
+        return -EINVAL;
+    }
+    *tls = NULL;
+    pthread_once(&bio_once, bio_method_make);
+    sxe_tls_t *made = calloc(1, sizeof(*made));
+    if (made == NULL || bio_method == NULL ||
+        (made->ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+        free(made); /* GCOVR_EXCL_LINE: out of memory */
+        return -ENOMEM;
+    }
+    if ((rc = configure(made->ctx, options)) < 0) {
+        sxe_tls_destroy(made);
+        return rc;
+    }
+    *tls = made;
+    return 0;
+}
+
+void sxe_tls_destroy(sxe_tls_t *tls)
+{
+    if (tls != NULL) {
+        SSL_CTX_free(tls->ctx);
+        free(tls);
+    }
+}
+
+/* The loop's TLS state. */
+
+/* Makes the loop's TLS state on first use. @return 0 or -ENOMEM (logged). */
+static int loop_tls(sxe_loop_t *loop)
+{
+    if (loop->tls != NULL) {
+        return 0;
+    }
+    struct sxe__tls_loop *tls = calloc(1, sizeof(*tls));
+    size_t stage_size =
+        loop->options.buffer_size < RECORD_MAX ? loop->options.buffer_size : RECORD_MAX;
+    if (tls == NULL ||
+        (tls->slots = calloc(loop->options.connections, sizeof(*tls->slots))) == NULL ||
+        (tls->stage = malloc(stage_size)) == NULL) {
+        /* GCOVR_EXCL_START: out of memory */
+        if (tls != NULL) {
+            free(tls->slots);
+        }
+        free(tls);
+        SXE_LOG_ERROR("no memory for the TLS state of %u connections", loop->options.connections);
+        return -ENOMEM;
+        /* GCOVR_EXCL_STOP */
+    }
+    for (uint32_t i = 0; i < loop->options.connections; i++) {
+        tls->slots[i].plain.head = tls->slots[i].plain.tail = SXE_NONE;
+    }
+    tls->stage_size = stage_size;
+    loop->tls = tls;
+    return 0;
+}
+
+void sxe__tls_loop_free(sxe_loop_t *loop)
+{
+    if (loop->tls != NULL) {
+        free(loop->tls->stage);
+        free(loop->tls->slots);
+        free(loop->tls);
+        loop->tls = NULL;
+    }
+}
+
+int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls)
+{
+    int rc = loop_tls(listener->loop);
+
+    if (rc == 0) {
+        slot_of(listener)->context = tls;
+    }
+    return rc;
+}
+
+bool sxe__tls_listening(const struct sxe_conn *listener)
+{
+    return slot_of(listener)->context != NULL;
+}
+
+const struct sxe__queue *sxe__transport_queue(const struct sxe_conn *conn)
+{
+    return conn->io_kind == SXE__IO_TLS && conn->loop->tls != NULL ? &slot_of(conn)->plain : NULL;
+}
+
+struct sxe__queue *sxe__tls_plain(struct sxe_conn *conn)
+{
+    return &slot_of(conn)->plain;
+}
+
+int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
+{
+    struct tls_slot *slot = slot_of(conn);
+    SSL *ssl = SSL_new(slot_of(listener)->context->ctx);
+    BIO *bio = ssl != NULL ? BIO_new(bio_method) : NULL;
+
+    if (bio == NULL) {
+        SSL_free(ssl); /* GCOVR_EXCL_LINE: out of memory */
+        log_openssl(SXE_LOG_LEVEL_ERROR, "no memory for a TLS session"); /* GCOVR_EXCL_LINE */
+        return -ENOMEM;                                                  /* GCOVR_EXCL_LINE */
+    }
+    BIO_set_data(bio, conn);
+    SSL_set_bio(ssl, bio, bio);
+    SSL_set_accept_state(ssl);
+    *slot = (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}};
+    return 0;
+}
+
+void sxe__tls_close(struct sxe_conn *conn)
+{
+    struct tls_slot *slot = slot_of(conn);
+
+    sxe__outq_drop(conn, &slot->plain);
+    SSL_free(slot->ssl);
+    *slot = (struct tls_slot){.plain = {SXE_NONE, SXE_NONE}};
+}
+
+/* Reading. */
+
+ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
+{
+    struct tls_slot *slot = slot_of(conn);
+    size_t got = 0;
+
+    ERR_clear_error();
+    slot->err = 0;
+    int ok = SSL_read_ex(slot->ssl, into, room, &got);
+    int error = ok ? SSL_ERROR_NONE : SSL_get_error(slot->ssl, 0);
+    switch (error) {
+    case SSL_ERROR_NONE:
+        return (ssize_t)got;
+    case SSL_ERROR_WANT_READ:
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        slot->flags |= SLOT_FAILED;
+        errno = slot->err != 0 ? slot->err : EPROTO;
+        return -1;
+    default: /* SSL_ERROR_SSL, or SSL_ERROR_WANT_WRITE: no buffer for its records (err says) */
+        slot->flags |= SLOT_FAILED;
+        if (slot->err != 0) {
+            errno = slot->err;
+            return -1;
+        }
+        log_openssl(SXE_LOG_LEVEL_INFO, SSL_is_init_finished(slot->ssl) ? "TLS record refused"
+                                                                        : "TLS handshake failed");
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+bool sxe__tls_more(const struct sxe_conn *conn)
+{
+    const struct tls_slot *slot = slot_of(conn);
+
+    return (slot->flags & SLOT_EMPTIED) == 0 || SSL_has_pending(slot->ssl);
+}
+
+/* Writing. */
+
+/*
+ * The next plain bytes, at most stage_size: a file's read into the stage, the head segment's own
+ * bytes when it holds that many or is alone, or the leading byte segments gathered into the stage.
+ * @return how many (0 if the file ended early: EIO), or -errno; *from says where they are.
+ */
+static ssize_t next_plain(struct sxe_conn *conn, struct tls_slot *slot, const char **from,
+                          bool *file)
+{
+    sxe_loop_t *loop = conn->loop;
+    struct sxe__tls_loop *tls = loop->tls;
+
+    *file = sxe__outq_head_is_file(conn, &slot->plain);
+    *from = tls->stage;
+    if (*file) {
+        const struct sxe__segment *segment = &loop->segments[slot->plain.head];
+        size_t want = segment->remaining < tls->stage_size ? segment->remaining : tls->stage_size;
+        ssize_t got;
+        while ((got = sxe__sys.pread(segment->file_fd, tls->stage, want, segment->offset)) < 0 &&
+               errno == EINTR) {
+        }
+        return got < 0 ? -errno : got == 0 ? -EIO : got;
+    }
+    struct iovec iov[SXE__GATHER_MAX];
+    bool before_file;
+    int count = sxe__outq_gather(conn, &slot->plain, iov, &before_file);
+    if (count == 1 || iov[0].iov_len >= tls->stage_size) {
+        *from = iov[0].iov_base;
+        return (ssize_t)(iov[0].iov_len < tls->stage_size ? iov[0].iov_len : tls->stage_size);
+    }
+    size_t len = 0;
+    for (int i = 0; i < count && len < tls->stage_size; i++) {
+        size_t part =
+            iov[i].iov_len < tls->stage_size - len ? iov[i].iov_len : tls->stage_size - len;
+        memcpy(tls->stage + len, iov[i].iov_base, part);
+        len += part;
+    }
+    return (ssize_t)len;
+}
+
+int sxe__tls_seal(struct sxe_conn *conn)
+{
+    struct tls_slot *slot = slot_of(conn);
+    const char *from;
+    bool file;
+    size_t written;
+
+    if (slot->plain.head == SXE_NONE || !SSL_is_init_finished(slot->ssl)) {
+        return 0; /* nothing to seal, or not yet: the handshake's end flushes them */
+    }
+    ssize_t len = next_plain(conn, slot, &from, &file);
+    if (len < 0) {
+        return (int)len; /* the file: unreadable, or cut short (EIO) */
+    }
+    if (!sxe__outq_can_append(conn, &conn->out, (size_t)len + RECORD_OVERHEAD)) {
+        conn->loop->stats.no_buffer++;
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
+                     "no free buffer to seal TLS records: closing connections; raise %s (%u)",
+                     sxe_log_setting("options.buffers"), conn->loop->options.buffers);
+        return -ENOBUFS;
+    }
+    ERR_clear_error();
+    if (!SSL_write_ex(slot->ssl, from, (size_t)len, &written)) {
+        /* GCOVR_EXCL_START: the BIO had room (checked above), and the session is established */
+        slot->flags |= SLOT_FAILED;
+        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS record not sealed");
+        return -EPROTO;
+        /* GCOVR_EXCL_STOP */
+    }
+    if (file) {
+        conn->loop->segments[slot->plain.head].offset += (off_t)written;
+    }
+    sxe__outq_advance(conn, &slot->plain, written, file);
+    return 1;
+}
+
+bool sxe__tls_notify(struct sxe_conn *conn)
+{
+    struct tls_slot *slot = slot_of(conn);
+
+    if (slot->flags & (SLOT_NOTIFIED | SLOT_FAILED)) {
+        return false;
+    }
+    slot->flags |= SLOT_NOTIFIED;
+    if (!SSL_is_init_finished(slot->ssl)) {
+        return false; /* no session yet: the socket's end says it */
+    }
+    ERR_clear_error();
+    SSL_shutdown(slot->ssl); /* 0: sent, the peer's not yet read; records go to conn->out */
+    ERR_clear_error();
+    return conn->out.head != SXE_NONE;
+}

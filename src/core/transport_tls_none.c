@@ -1,0 +1,92 @@
+/*
+ * A build without OpenSSL: no TLS context can be made, so no connection is ever TLS and the
+ * transport's entry points are never reached (transport.h).
+ */
+#include <errno.h>
+
+#include "sxe/tls.h"
+#include "transport.h"
+
+bool sxe_tls_available(void)
+{
+    return false;
+}
+
+int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options)
+{
+    (void)options;
+    if (tls != NULL) {
+        *tls = NULL;
+    }
+    return -ENOTSUP;
+}
+
+void sxe_tls_destroy(sxe_tls_t *tls)
+{
+    (void)tls;
+}
+
+const struct sxe__queue *sxe__transport_queue(const struct sxe_conn *conn)
+{
+    (void)conn;
+    return NULL;
+}
+
+int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls)
+{
+    (void)listener, (void)tls;
+    return -ENOTSUP;
+}
+
+void sxe__tls_loop_free(sxe_loop_t *loop)
+{
+    (void)loop;
+}
+
+/* Never reached: no loop has TLS state, and no connection is TLS. */
+bool sxe__tls_listening(const struct sxe_conn *listener)
+{
+    (void)listener;
+    return false;
+}
+
+int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
+{
+    (void)listener, (void)conn;
+    return -ENOTSUP;
+}
+
+ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
+{
+    (void)conn, (void)into, (void)room;
+    errno = ENOTSUP;
+    return -1;
+}
+
+bool sxe__tls_more(const struct sxe_conn *conn)
+{
+    (void)conn;
+    return false;
+}
+
+struct sxe__queue *sxe__tls_plain(struct sxe_conn *conn)
+{
+    return &conn->out;
+}
+
+bool sxe__tls_seal(struct sxe_conn *conn)
+{
+    (void)conn;
+    return false;
+}
+
+bool sxe__tls_notify(struct sxe_conn *conn)
+{
+    (void)conn;
+    return false;
+}
+
+void sxe__tls_close(struct sxe_conn *conn)
+{
+    (void)conn;
+}

@@ -1,0 +1,401 @@
+/*
+ * TLS streams (transport_tls.c) against OpenSSL's own client, verifying the certificate: the
+ * handshake, echo, large bodies by reference and files sealed as the socket drains, close_notify
+ * both ways, protocol versions and ALPN, hostile and broken peers, and faults through the seam.
+ * Harness: tls_test.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loop.h"
+#include "sxe/conn.h"
+#include "sxe/loop.h"
+#include "sxe/tls.h"
+#include "sxe_test.h"
+#include "sys.h"
+#include "tls_test.h"
+
+#define BIG (1024 * 1024)
+
+static sxe_loop_t *loop;
+static sxe_tls_t *tls;
+static sxe_conn_t *listener;
+static int port;
+static char *big; /* BIG bytes of a pattern, sent by reference */
+static char file_path[64];
+static int file_fd = -1; /* the same pattern's first FILE_LEN bytes */
+#define FILE_LEN (300 * 1000 + 7)
+
+static struct {
+    unsigned connects, closes, eofs;
+    enum sxe_close_reason reason;
+    int err;
+    char input[4096];
+    size_t input_len;
+    const char *greeting; /* written by on_connect, before the handshake */
+    int sendfile_rc;
+} seen;
+
+static void on_connect(sxe_conn_t *conn)
+{
+    seen.connects++;
+    if (seen.greeting != NULL) {
+        assert_int_equal(sxe_conn_write(conn, seen.greeting, strlen(seen.greeting)), 0);
+    }
+}
+
+/* Commands, one a line: "big" (1 MB by reference, then the file), "bye" (answers, closes when
+ * sent), "shut" (answers, shuts down); anything else is echoed. */
+static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    size_t room = sizeof(seen.input) - seen.input_len;
+    memcpy(seen.input + seen.input_len, data, len < room ? len : room);
+    seen.input_len += len < room ? len : room;
+    if (len == 4 && memcmp(data, "big\n", 4) == 0) {
+        assert_int_equal(sxe_conn_write_ref(conn, big, BIG, NULL, NULL), 0);
+        seen.sendfile_rc = sxe_conn_sendfile(conn, file_fd, 0, FILE_LEN);
+    } else if (len == 4 && memcmp(data, "bye\n", 4) == 0) {
+        assert_int_equal(sxe_conn_write(conn, "bye\n", 4), 0);
+        assert_int_equal(sxe_conn_close_when_sent(conn), 0);
+    } else if (len == 5 && memcmp(data, "shut\n", 5) == 0) {
+        assert_int_equal(sxe_conn_write(conn, "shut\n", 5), 0);
+        assert_int_equal(sxe_conn_shutdown(conn), 0);
+    } else {
+        assert_int_equal(sxe_conn_write(conn, data, len), 0);
+    }
+    return len;
+}
+
+static void on_eof(sxe_conn_t *conn)
+{
+    seen.eofs++;
+    sxe_conn_close(conn);
+}
+
+static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    (void)conn;
+    seen.closes++;
+    seen.reason = reason;
+    seen.err = err;
+}
+
+static const struct sxe_conn_handlers handlers = {
+    .on_connect = on_connect, .on_read = on_read, .on_eof = on_eof, .on_close = on_close};
+
+static int group_setup(void **state)
+{
+    (void)state;
+    tls_test_files_make();
+    big = malloc(BIG);
+    assert_non_null(big);
+    for (size_t i = 0; i < BIG; i++) {
+        big[i] = (char)('a' + (i * 7 + i / 251) % 26);
+    }
+    strcpy(file_path, "/tmp/sxe-tls-file-XXXXXX");
+    file_fd = mkstemp(file_path);
+    assert_true(file_fd >= 0);
+    assert_int_equal(write(file_fd, big, FILE_LEN), FILE_LEN);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tls_test_files_remove();
+    close(file_fd);
+    unlink(file_path);
+    free(big);
+    return 0;
+}
+
+/* A loop with a TLS listener on a loopback port. */
+static void start(const struct sxe_loop_options *options)
+{
+    struct sxe_tls_options tls_options = {.certificate = tls_certificate, .key = tls_key};
+    struct sockaddr_in address = {.sin_family = AF_INET};
+    socklen_t address_len = sizeof(address);
+
+    memset(&seen, 0, sizeof(seen));
+    assert_int_equal(sxe_tls_server_create(&tls, &tls_options), 0);
+    assert_int_equal(sxe_loop_create(&loop, options), 0);
+    assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1:0",
+                                   &(struct sxe_listen_options){.tls = tls}, &handlers, NULL),
+                     0);
+    assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&address, &address_len), 0);
+    port = ntohs(address.sin_port);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (loop != NULL) {
+        assert_int_equal(sxe__conn_validate(loop), 0);
+        sxe_loop_destroy(loop);
+        loop = NULL;
+    }
+    sxe_tls_destroy(tls);
+    tls = NULL;
+    sxe__sys_reset();
+    return 0;
+}
+
+/* The handshake (TLS 1.3, the certificate verified), then bytes both ways, then the client's
+ * close_notify: the server hears the end of the stream. */
+static void test_echo_over_tls_1_3(void **state)
+{
+    struct tls_client client = {.send = "hello\n", .expect = 6, .notify = true};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_true(client.handshake_ok);
+    assert_int_equal(client.version, TLS1_3_VERSION);
+    assert_int_equal(client.got_len, 6);
+    assert_memory_equal(client.got, "hello\n", 6);
+    assert_string_equal(client.protocol, ""); /* none offered, none named */
+    assert_int_equal(seen.connects, 1);
+    assert_int_equal(seen.eofs, 1); /* its close_notify is the end of the stream */
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.reason, SXE_CLOSE_LOCAL);
+    tls_client_free(&client);
+}
+
+/* TLS 1.2 is spoken too, and ALPN picks http/1.1 from a client that offers h2 first. */
+static void test_tls_1_2_and_alpn(void **state)
+{
+    struct tls_client client = {
+        .send = "ping\n", .expect = 5, .max_version = TLS1_2_VERSION, .offer_alpn = true};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_true(client.handshake_ok);
+    assert_int_equal(client.version, TLS1_2_VERSION);
+    assert_string_equal(client.protocol, "http/1.1");
+    assert_memory_equal(client.got, "ping\n", 5);
+    tls_client_free(&client);
+}
+
+/* 1 MB by reference and a 300 KB file, through the default 16 KB buffers and a 64 KB write
+ * limit: sealed a record at a time as the socket drains, every byte in order. */
+static void test_large_body_and_file(void **state)
+{
+    struct tls_client client = {.send = "big\n", .expect = BIG + FILE_LEN};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(seen.sendfile_rc, 0);
+    assert_int_equal(client.got_len, BIG + FILE_LEN);
+    assert_memory_equal(client.got, big, BIG);
+    assert_memory_equal(client.got + BIG, big, FILE_LEN);
+    tls_client_free(&client);
+}
+
+/* The same with buffers smaller than a record (a record spans two), and over TLS 1.2. */
+static void test_small_buffers(void **state)
+{
+    struct tls_client client = {
+        .send = "big\n", .expect = BIG + FILE_LEN, .max_version = TLS1_2_VERSION};
+
+    (void)state;
+    start(&(struct sxe_loop_options){.buffer_size = 4096, .buffers = 64});
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(seen.sendfile_rc, 0);
+    assert_int_equal(client.got_len, BIG + FILE_LEN);
+    assert_memory_equal(client.got + BIG, big, FILE_LEN);
+    tls_client_free(&client);
+}
+
+/* close_when_sent: the answer, then close_notify, then the end. */
+static void test_close_when_sent_notifies(void **state)
+{
+    struct tls_client client = {.send = "bye\n", .expect = 100};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(client.got_len, 4);
+    assert_true(client.close_notified);
+    assert_int_equal(seen.reason, SXE_CLOSE_LOCAL);
+    tls_client_free(&client);
+}
+
+/* shutdown: the answer, close_notify, and the socket's end; the connection stays open to read. */
+static void test_shutdown_notifies(void **state)
+{
+    struct tls_client client = {.send = "shut\n", .expect = 100};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(client.got_len, 5);
+    assert_true(client.close_notified);
+    tls_client_free(&client);
+}
+
+/* What on_connect writes, before the handshake, is sealed once it is done, and comes first. */
+static void test_write_before_the_handshake(void **state)
+{
+    struct tls_client client = {.send = "after\n", .expect = 12};
+
+    (void)state;
+    start(NULL);
+    seen.greeting = "hello\n";
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(client.got_len, 12);
+    assert_memory_equal(client.got, "hello\nafter\n", 12);
+    tls_client_free(&client);
+}
+
+/* A client that offers only TLS 1.1 is refused with an alert; the server closes (EPROTO) and
+ * says why in one line. */
+static void test_old_protocol_refused(void **state)
+{
+    struct tls_client client = {
+        .expect = 1, .max_version = TLS1_1_VERSION, .min_version = TLS1_VERSION};
+    struct sxe_test_capture capture;
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    sxe_test_capture_start(&capture);
+    tls_client_run(loop, &client);
+    sxe_test_capture_stop();
+    assert_false(client.handshake_ok);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, EPROTO);
+    assert_non_null(strstr(capture.text, "TLS handshake failed"));
+    assert_non_null(strstr(capture.text, "unsupported protocol"));
+    tls_client_free(&client);
+}
+
+/* Plain HTTP to a TLS port: closed (EPROTO) without an answer, and the log says what it was. */
+static void test_plain_text_refused(void **state)
+{
+    struct tls_client client = {.plain = true, .send = "GET / HTTP/1.1\r\n\r\n", .expect = 100};
+    struct sxe_test_capture capture;
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    sxe_test_capture_start(&capture);
+    tls_client_run(loop, &client);
+    sxe_test_capture_stop();
+    assert_true(client.ended);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, EPROTO);
+    assert_non_null(strstr(capture.text, "http request"));
+    tls_client_free(&client);
+}
+
+/* A socket error during the handshake closes with it, through the seam. */
+static void test_socket_error_in_handshake(void **state)
+{
+    struct tls_client client = {.send = "x\n", .expect = 2};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    sxe__sys_fail(SXE_SYS_recv, 1, 1, ECONNRESET);
+    tls_client_run(loop, &client);
+    assert_false(client.got_len == 2);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, ECONNRESET);
+    tls_client_free(&client);
+}
+
+/* A file that cannot be read while it is sealed fails the connection with the read's error (the
+ * sendfile call says so if it was sealing then); what was sealed before went out in order. */
+static void test_file_read_fails(void **state)
+{
+    struct tls_client client = {.send = "big\n", .expect = BIG + FILE_LEN};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    sxe__sys_fail(SXE_SYS_pread, 3, 1, EIO);
+    tls_client_run(loop, &client);
+    assert_true(seen.sendfile_rc == 0 || seen.sendfile_rc == -EIO);
+    assert_true(client.got_len >= BIG && client.got_len < BIG + FILE_LEN);
+    assert_memory_equal(client.got, big, BIG);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, EIO);
+    tls_client_free(&client);
+}
+
+/* The context: each file's problem is told apart. */
+static void test_context_errors(void **state)
+{
+    struct sxe_test_capture capture;
+    sxe_tls_t *made = (sxe_tls_t *)&made;
+
+    (void)state;
+    assert_true(sxe_tls_available());
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_tls_server_create(
+                         &made, &(struct sxe_tls_options){.certificate = "/nonexistent/cert.pem",
+                                                          .key = tls_key}),
+                     -ENOENT);
+    assert_null(made);
+    assert_non_null(strstr(capture.text, "TLS certificate /nonexistent/cert.pem"));
+    assert_int_equal(
+        sxe_tls_server_create(&made, &(struct sxe_tls_options){.certificate = tls_certificate,
+                                                               .key = "/nonexistent/key.pem"}),
+        -ENOENT);
+    assert_int_equal(
+        sxe_tls_server_create(
+            &made, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_other_key}),
+        -EPROTO);
+    assert_non_null(strstr(capture.text, "not the key of certificate"));
+    assert_int_equal(sxe_tls_server_create(
+                         &made, &(struct sxe_tls_options){.certificate = tls_key, .key = tls_key}),
+                     -EPROTO);
+    assert_non_null(strstr(capture.text, "not a PEM certificate chain"));
+    assert_int_equal(
+        sxe_tls_server_create(&made, &(struct sxe_tls_options){.certificate = tls_certificate,
+                                                               .key = tls_key,
+                                                               .ciphers = "NO-SUCH-CIPHER"}),
+        -EPROTO);
+    assert_non_null(strstr(capture.text, "TLS ciphers: none known"));
+    sxe_test_capture_stop();
+    assert_int_equal(
+        sxe_tls_server_create(
+            &made, &(struct sxe_tls_options){.certificate = tls_certificate,
+                                             .key = tls_key,
+                                             .ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256"}),
+        0);
+    sxe_tls_destroy(made);
+    sxe_tls_destroy(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_echo_over_tls_1_3, teardown),
+        cmocka_unit_test_teardown(test_tls_1_2_and_alpn, teardown),
+        cmocka_unit_test_teardown(test_large_body_and_file, teardown),
+        cmocka_unit_test_teardown(test_small_buffers, teardown),
+        cmocka_unit_test_teardown(test_close_when_sent_notifies, teardown),
+        cmocka_unit_test_teardown(test_shutdown_notifies, teardown),
+        cmocka_unit_test_teardown(test_write_before_the_handshake, teardown),
+        cmocka_unit_test_teardown(test_old_protocol_refused, teardown),
+        cmocka_unit_test_teardown(test_plain_text_refused, teardown),
+        cmocka_unit_test_teardown(test_socket_error_in_handshake, teardown),
+        cmocka_unit_test_teardown(test_file_read_fails, teardown),
+        cmocka_unit_test(test_context_errors),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
