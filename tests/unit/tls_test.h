@@ -182,7 +182,7 @@ static inline void *tls_client_main(void *arg)
         const unsigned char *protocol;
         unsigned protocol_len;
         SSL_get0_alpn_selected(ssl, &protocol, &protocol_len);
-        if (protocol_len < sizeof(client->protocol)) {
+        if (protocol_len > 0 && protocol_len < sizeof(client->protocol)) {
             memcpy(client->protocol, protocol, protocol_len);
         }
         size_t written;
