@@ -1,0 +1,127 @@
+"""sxe-httpd over HTTPS (TLS 1.2 and 1.3, OpenSSL under it) against Python's ssl module, which
+verifies the certificate: files small and large (sealed from the file as the socket drains), keep-
+alive, ranges, HTTPS beside plain HTTP, plain HTTP sent to the HTTPS port, and start-up errors."""
+import hashlib
+import http.client
+import socket
+import ssl
+import subprocess
+
+import pytest
+
+from test_sxe_httpd import Httpd, free_port, httpd, root  # noqa: F401 (fixtures)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed ECDSA P-256 certificate for localhost, its key, and another key."""
+    where = tmp_path_factory.mktemp("tls")
+    cert, key, other = where / "cert.pem", where / "key.pem", where / "other.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-out", str(other)], check=True, capture_output=True)
+    return cert, key, other
+
+
+def client_context(cert, maximum=None):
+    context = ssl.create_default_context(cafile=str(cert))
+    if maximum is not None:
+        context.maximum_version = maximum
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def https(port, cert, maximum=None):
+    return http.client.HTTPSConnection("localhost", port, timeout=10,
+                                       context=client_context(cert, maximum))
+
+
+@pytest.mark.parametrize("maximum", [None, ssl.TLSVersion.TLSv1_2])
+def test_files_over_https_keep_alive(httpd, root, certificate, maximum):  # noqa: F811
+    cert, key, _ = certificate
+    big = bytes((i * 7 + i // 251) % 256 for i in range(3 * 1024 * 1024 + 5))
+    (root / "big.bin").write_bytes(big)
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    connection = https(server.port, cert, maximum)
+    for _ in range(2):  # one connection, kept alive
+        connection.request("GET", "/hello.txt")
+        response = connection.getresponse()
+        assert response.status == 200 and response.read() == b"Hello World\n"
+    connection.request("GET", "/big.bin")
+    response = connection.getresponse()
+    body = response.read()
+    assert response.status == 200 and len(body) == len(big)
+    assert hashlib.sha256(body).digest() == hashlib.sha256(big).digest()
+    connection.request("GET", "/big.bin", headers={"Range": "bytes=1000000-1000099"})
+    response = connection.getresponse()
+    assert response.status == 206 and response.read() == big[1000000:1000100]
+    tls = connection.sock
+    assert tls.version() == ("TLSv1.2" if maximum else "TLSv1.3")
+    assert tls.selected_alpn_protocol() == "http/1.1"
+    connection.close()
+    assert server.stop() == 0
+
+
+def test_https_beside_plain_http(httpd, certificate):  # noqa: F811
+    cert, key, _ = certificate
+    secure = free_port()
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--https",
+                   f"127.0.0.1:{secure}", "--workers", "1")
+    plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    plain.request("GET", "/hello.txt")
+    assert plain.getresponse().read() == b"Hello World\n"
+    connection = https(secure, cert)
+    connection.request("GET", "/hello.txt")
+    assert connection.getresponse().read() == b"Hello World\n"
+    assert server.stop() == 0
+    assert f"on 127.0.0.1:{server.port} and https://127.0.0.1:{secure}" in \
+        server.process.stderr.read().decode()
+
+
+def test_plain_http_to_the_https_port_is_closed(httpd, certificate):  # noqa: F811
+    cert, key, _ = certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(4096) == b""  # closed without an answer in plain text
+    connection = https(server.port, cert)  # and the others are served on
+    connection.request("GET", "/hello.txt")
+    assert connection.getresponse().status == 200
+    assert server.stop() == 0
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # offering TLS 1.0 is the point
+def test_an_old_protocol_is_refused(httpd, certificate):  # noqa: F811
+    cert, key, _ = certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    context = client_context(cert)
+    context.minimum_version = ssl.TLSVersion.TLSv1
+    context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.set_ciphers("ALL:@SECLEVEL=0")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        with pytest.raises(ssl.SSLError):
+            context.wrap_socket(sock, server_hostname="localhost")
+    assert server.stop() == 0
+
+
+def test_start_up_errors(build_dir, root, certificate):  # noqa: F811
+    cert, key, other = certificate
+    binary = str((build_dir / "tools" / "sxe-httpd").resolve())
+    base = [binary, "--root", str(root), "--listen", f"127.0.0.1:{free_port()}"]
+
+    def start(*args):
+        done = subprocess.run([*base, *args], capture_output=True, timeout=10)
+        return done.returncode, done.stderr.decode()
+
+    status, said = start("--tls-cert", str(cert))
+    assert status == 2 and "both --tls-cert FILE and --tls-key FILE" in said
+    status, said = start("--tls-cert", str(cert), "--tls-key", str(other))
+    assert status == 1 and "not the key of certificate" in said, said
+    status, said = start("--tls-cert", "/nonexistent.pem", "--tls-key", str(key))
+    assert status == 1 and "TLS certificate /nonexistent.pem: No such file" in said, said
+    status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--spread", "hand-off")
+    assert status == 2 and "not --spread hand-off" in said

@@ -1,0 +1,320 @@
+/*
+ * sxe-httpd's command line: its options, their help, and their checks (options.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <sxe/sxe.h>
+
+#include "access_log.h"
+#include "options.h"
+
+struct httpd_config config = {.listen = "127.0.0.1:8080",
+                              .index = "index.html",
+                              .connections = 10000,
+                              .cache = -1,
+                              .proxy = {.connections = 256,
+                                        .timeout = 30 * SXE_NS_PER_SEC,
+                                        .fail_timeout = 10 * SXE_NS_PER_SEC}};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sxe-httpd --root DIR [--listen IP:PORT] [options]\n"
+            "\n"
+            "Serves the files under DIR over HTTP/1.1: sendfile, MIME types by extension, index\n"
+            "files, ETag and Last-Modified conditional requests, single byte ranges. Requests\n"
+            "for paths outside DIR get 400 (.., %%2e%%2e above the root) or 403 (symbolic\n"
+            "links leading out, encoded separators).\n"
+            "Stops cleanly on SIGTERM or SIGINT.\n"
+            "\n"
+            "  --root DIR            the directory to serve (required)\n"
+            "  --listen IP:PORT      where to listen, [IPv6]:PORT too (127.0.0.1:8080)\n"
+            "  --tls-cert FILE       with --tls-key: serve HTTPS (TLS 1.2 and 1.3) on --listen,\n"
+            "                        or on --https beside plain HTTP on --listen; FILE is PEM,\n"
+            "                        the certificate then its chain\n"
+            "  --tls-key FILE        the certificate's private key (PEM)\n"
+            "  --https IP:PORT       an HTTPS listener beside --listen's plain one\n"
+            "  --index NAME          the file a directory serves (index.html)\n"
+            "  --list                list directories that have no index file\n"
+            "  --access-log FILE     log requests to FILE (- for standard output); off by default\n"
+            "  --log-format FORMAT   common (default) or combined\n"
+            "  --access-log-buffer BYTES\n"
+            "                        gather log lines in a buffer of BYTES, written when\n"
+            "                        full and every second (nginx's buffer=); 0: a write\n"
+            "                        per line (0)\n"
+            "  --connections N       the most connections at once, per worker (10000)\n"
+            "  --workers N           worker processes, each with its own loop and connections\n"
+            "                        (the CPUs it may run on; more to pass the file limit)\n"
+            "  --threads             workers are threads of one process, not processes\n"
+            "  --cache MODE          with --threads: shared (one file cache for all, each\n"
+            "                        file held once) or per-worker (each thread its own,\n"
+            "                        nothing locked) (shared; processes: per-worker)\n"
+            "  --spread MODE         how connections reach workers: reuseport (each its own\n"
+            "                        socket, the kernel's hash), cpu (reuseport, steered to\n"
+            "                        the worker of the receiving CPU) or hand-off (one\n"
+            "                        acceptor passes each to the least loaded) (reuseport)\n"
+            "  --fastopen            TCP Fast Open on the listener\n"
+            "  --defer-accept        wake a worker only once a request's bytes have come\n"
+            "  --evict-idle          when the table is full, close the oldest idle connection\n"
+            "                        to make room, instead of refusing the new one\n"
+            "  --header-timeout SECS answer 408 to a request whose head and body have not\n"
+            "                        all come in this long (10)\n"
+            "  --idle-timeout SECS   close a kept-alive connection idle this long (60)\n"
+            "  --body-rate BYTES     answer 408 to a proxied body that comes at under this\n"
+            "                        many bytes a second, over three seconds or more (4096)\n"
+            "  --proxy PREFIX=HOST:PORT[,HOST:PORT...]\n"
+            "                        forward requests whose path starts with PREFIX to\n"
+            "                        these upstreams, over kept-alive connections (repeatable;\n"
+            "                        the longest prefix wins; static files for the rest)\n"
+            "  --balance MODE        among a prefix's upstreams: least (connections) or\n"
+            "                        round-robin (least)\n"
+            "  --proxy-timeout SECS  an upstream silent this long gets 504 (30)\n"
+            "  --proxy-connections N the most connections to each upstream, per worker (256)\n"
+            "  --proxy-pipeline N    send up to N requests at once on an upstream connection\n"
+            "                        (GETs; only to upstreams that frame answers right) (1)\n"
+            "  --proxy-max-body BYTES  a proxied request body longer than this gets 413\n"
+            "                        (0: no limit; bodies stream, whatever their size) (0)\n"
+            "  --proxy-underscores   pass on request fields whose names have '_' (dropped by\n"
+            "                        default: CGI upstreams read X_A and X-A as one)\n"
+            "  -h, --help            this text\n"
+            "      --version         the versions of sxe-httpd and of the libsxe it runs on\n"
+            "\n"
+            "SIGUSR1 logs one line of counters per worker; SIGHUP reopens the access log\n"
+            "(after logrotate moved it). A worker process that dies is restarted; the others\n"
+            "serve on.\n");
+}
+
+static void __attribute__((format(printf, 2, 3), noreturn)) die(int status, const char *format, ...)
+{
+    va_list args;
+
+    fprintf(stderr, "sxe-httpd: ");
+    va_start(args, format);
+    vfprintf(stderr, format, args);
+    va_end(args);
+    fprintf(stderr, "\n");
+    exit(status);
+}
+
+static unsigned long number(const char *text, unsigned long low, unsigned long high,
+                            const char *option)
+{
+    char *end;
+    unsigned long value = strtoul(text, &end, 10);
+
+    if (*end != '\0' || end == text || strchr(text, '-') != NULL || value < low || value > high) {
+        die(2, "%s must be a number from %lu to %lu, not '%s'", option, low, high, text);
+    }
+    return value;
+}
+
+static enum sxe_workers_spread spread_mode(const char *text)
+{
+    static const char *const names[] = {[SXE_SPREAD_REUSEPORT] = "reuseport",
+                                        [SXE_SPREAD_REUSEPORT_CPU] = "cpu",
+                                        [SXE_SPREAD_HAND_OFF] = "hand-off"};
+
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(text, names[i]) == 0) {
+            return (enum sxe_workers_spread)i;
+        }
+    }
+    die(2, "--spread must be reuseport, cpu or hand-off, not '%s'", text);
+}
+
+void options_parse(int argc, char **argv)
+{
+    static const struct option options[] = {{"root", required_argument, NULL, 'r'},
+                                            {"listen", required_argument, NULL, 'l'},
+                                            {"tls-cert", required_argument, NULL, 'k'},
+                                            {"tls-key", required_argument, NULL, 'K'},
+                                            {"https", required_argument, NULL, 'S'},
+                                            {"index", required_argument, NULL, 'i'},
+                                            {"list", no_argument, NULL, 'L'},
+                                            {"access-log", required_argument, NULL, 'a'},
+                                            {"log-format", required_argument, NULL, 'f'},
+                                            {"access-log-buffer", required_argument, NULL, 'A'},
+                                            {"connections", required_argument, NULL, 'c'},
+                                            {"workers", required_argument, NULL, 'w'},
+                                            {"threads", no_argument, NULL, 'T'},
+                                            {"cache", required_argument, NULL, 'C'},
+                                            {"spread", required_argument, NULL, 's'},
+                                            {"fastopen", no_argument, NULL, 'F'},
+                                            {"defer-accept", no_argument, NULL, 'D'},
+                                            {"evict-idle", no_argument, NULL, 'E'},
+                                            {"header-timeout", required_argument, NULL, 'H'},
+                                            {"idle-timeout", required_argument, NULL, 'I'},
+                                            {"body-rate", required_argument, NULL, 'R'},
+                                            {"proxy", required_argument, NULL, 'P'},
+                                            {"balance", required_argument, NULL, 'B'},
+                                            {"proxy-timeout", required_argument, NULL, 'O'},
+                                            {"proxy-connections", required_argument, NULL, 'N'},
+                                            {"proxy-pipeline", required_argument, NULL, 'Q'},
+                                            {"proxy-max-body", required_argument, NULL, 'M'},
+                                            {"proxy-underscores", no_argument, NULL, 'U'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {"version", no_argument, NULL, 'V'},
+                                            {NULL, 0, NULL, 0}};
+    const char *root = NULL, *access_log = NULL;
+    bool combined = false;
+    int option;
+
+    while ((option = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (option) {
+        case 'r':
+            root = optarg;
+            break;
+        case 'l':
+            config.listen = optarg;
+            break;
+        case 'k':
+            config.tls_cert = optarg;
+            break;
+        case 'K':
+            config.tls_key = optarg;
+            break;
+        case 'S':
+            config.https = optarg;
+            break;
+        case 'i':
+            config.index = optarg;
+            break;
+        case 'L':
+            config.list = true;
+            break;
+        case 'a':
+            access_log = optarg;
+            break;
+        case 'f':
+            if (strcmp(optarg, "combined") != 0 && strcmp(optarg, "common") != 0) {
+                die(2, "--log-format must be common or combined, not '%s'", optarg);
+            }
+            combined = strcmp(optarg, "combined") == 0;
+            break;
+        case 'A':
+            config.log_buffer = number(optarg, 0, 64u << 20, "--access-log-buffer");
+            break;
+        case 'c':
+            config.connections = (uint32_t)number(optarg, 16, 1000000, "--connections");
+            break;
+        case 'w':
+            config.workers = (unsigned)number(optarg, 1, SXE_WORKERS_MAX, "--workers");
+            break;
+        case 'T':
+            config.kind = SXE_WORKERS_THREADS;
+            break;
+        case 'C':
+            if (strcmp(optarg, "shared") != 0 && strcmp(optarg, "per-worker") != 0) {
+                die(2, "--cache must be per-worker or shared, not '%s'", optarg);
+            }
+            config.cache = strcmp(optarg, "shared") == 0;
+            break;
+        case 's':
+            config.spread = spread_mode(optarg);
+            break;
+        case 'F':
+            config.listen_flags |= SXE_LISTEN_FASTOPEN;
+            break;
+        case 'D':
+            config.listen_flags |= SXE_LISTEN_DEFER_ACCEPT;
+            break;
+        case 'E':
+            config.listen_flags |= SXE_LISTEN_EVICT_IDLE;
+            break;
+        case 'H':
+            config.header_timeout = (unsigned)number(optarg, 1, 86400, "--header-timeout");
+            break;
+        case 'I':
+            config.idle_timeout = (unsigned)number(optarg, 1, 86400, "--idle-timeout");
+            break;
+        case 'R':
+            config.body_rate = (unsigned)number(optarg, 1, 1u << 30, "--body-rate");
+            break;
+        case 'P': {
+            const char *wrong = proxy_add(optarg);
+            if (wrong != NULL) {
+                die(2, "--proxy %s: %s", optarg, wrong);
+            }
+            break;
+        }
+        case 'B':
+            if (strcmp(optarg, "least") != 0 && strcmp(optarg, "round-robin") != 0) {
+                die(2, "--balance must be least or round-robin, not '%s'", optarg);
+            }
+            config.proxy.round_robin = strcmp(optarg, "round-robin") == 0;
+            break;
+        case 'O':
+            config.proxy.timeout = number(optarg, 1, 3600, "--proxy-timeout") * SXE_NS_PER_SEC;
+            break;
+        case 'N':
+            config.proxy.connections = (uint32_t)number(optarg, 1, 65536, "--proxy-connections");
+            break;
+        case 'M':
+            config.proxy_max_body = number(optarg, 0, ULONG_MAX, "--proxy-max-body");
+            break;
+        case 'Q':
+            config.proxy.pipeline = (uint32_t)number(optarg, 1, 64, "--proxy-pipeline");
+            break;
+        case 'U':
+            config.proxy.underscores = true;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case 'V':
+            printf("sxe-httpd %s (libsxe %s)\n", SXE_VERSION, sxe_version());
+            exit(0);
+        default:
+            usage(stderr);
+            exit(2);
+        }
+    }
+    if (config.cache == 1 && config.kind != SXE_WORKERS_THREADS) {
+        die(2, "%s", "--cache shared needs --threads (worker processes share no memory)");
+    }
+    if (config.cache == -1) { /* threads share one by default: measured, docs/benchmarks.md */
+        config.cache = config.kind == SXE_WORKERS_THREADS;
+    }
+    if (optind < argc) {
+        die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    }
+    if ((config.tls_cert == NULL) != (config.tls_key == NULL) ||
+        (config.https != NULL && config.tls_cert == NULL)) {
+        die(2, "%s", "HTTPS needs both --tls-cert FILE and --tls-key FILE (see --help)");
+    }
+    if (config.tls_cert != NULL && !sxe_tls_available()) {
+        die(2, "%s", "this sxe-httpd was built without TLS (OpenSSL 3's libssl-dev)");
+    }
+    if (config.tls_cert != NULL && config.spread == SXE_SPREAD_HAND_OFF) {
+        die(2, "%s", "HTTPS listeners spread by reuseport or cpu, not --spread hand-off");
+    }
+    if (root == NULL) {
+        die(2, "%s", "--root DIR is required (see --help)");
+    }
+    struct stat status;
+    if (realpath(root, config.root) == NULL || stat(config.root, &status) < 0) {
+        fprintf(stderr, "sxe-httpd: --root %s: %s\n", root, strerror(errno));
+        exit(1);
+    }
+    if (!S_ISDIR(status.st_mode)) {
+        die(1, "--root %s: not a directory", root);
+    }
+    config.root_len = strlen(config.root);
+    if (config.root_len == 1) {
+        config.root_len = 0; /* "/" itself: every resolved path is under it */
+        config.root[0] = '\0';
+    }
+    int rc;
+    if (access_log != NULL && (rc = access_log_open(access_log, combined, config.log_buffer)) < 0) {
+        fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", access_log, sxe_strerror(rc));
+        exit(1);
+    }
+}

@@ -1,0 +1,45 @@
+/*
+ * sxe-httpd's configuration: the command line, read once at start (options.c).
+ */
+#ifndef SXE_HTTPD_OPTIONS_H
+#define SXE_HTTPD_OPTIONS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sxe/workers.h>
+
+#include "proxy.h"
+
+struct httpd_config {
+    char root[PATH_MAX];
+    size_t root_len;
+    const char *listen;
+    const char *https;    /* --https: an HTTPS listener beside --listen, or NULL */
+    const char *tls_cert; /* --tls-cert, --tls-key: with them, --listen (or --https) is HTTPS */
+    const char *tls_key;
+    const char *index;
+    bool list;
+    uint32_t connections;
+    unsigned workers; /* 0 until given: the CPUs */
+    enum sxe_workers_kind kind;
+    enum sxe_workers_spread spread;
+    unsigned listen_flags;
+    unsigned header_timeout; /* seconds; 0: the module's 10 */
+    unsigned idle_timeout;   /* seconds; 0: the module's 60 */
+    unsigned body_rate;      /* bytes a second; 0: the module's 4096 */
+    size_t log_buffer;       /* --access-log-buffer: bytes; 0: a write per line */
+    int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
+    struct proxy_options proxy;
+    uint64_t proxy_max_body; /* bytes; 0: no limit */
+};
+
+extern struct httpd_config config;
+
+/* Reads the command line into config, opening the access log; exits on --help, --version (0), a
+ * wrong option (2), or a root or log that cannot be opened (1), saying why. */
+void options_parse(int argc, char **argv);
+
+#endif
