@@ -304,7 +304,10 @@ char *sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consu
  */
 void sxe_conn_unkeep(sxe_conn_t *conn);
 
-/** Once queued output is sent, shuts down the sending side (half-close). Reading goes on. */
+/**
+ * Once queued output is sent, shuts down the sending side (half-close). Reading goes on. On a TLS
+ * connection close_notify goes first, and writes after this call are refused (-EPIPE).
+ */
 int sxe_conn_shutdown(sxe_conn_t *conn);
 
 /**
@@ -335,14 +338,15 @@ void sxe_conn_close(sxe_conn_t *conn);
 
 /**
  * Sends fd over the Unix stream connection conn, with one byte of data. The caller still owns fd.
- * @return 0 or -errno (-EAGAIN if the socket buffer is full).
+ * @return 0 or -errno (-EAGAIN if the socket buffer is full; -ENOTSUP on a TLS connection).
  */
 int sxe_conn_send_fd(sxe_conn_t *conn, int fd);
 
 /**
  * Hands the connection to another process over the Unix stream connection via, then closes it
  * here (SXE_CLOSE_HANDED_OFF). Unconsumed input and queued output are not carried over: hand off
- * between requests. @return 0 or -errno (the connection stays open on failure).
+ * between requests. @return 0 or -errno (the connection stays open on failure; -ENOTSUP for a TLS
+ * connection, whose session cannot go with its socket).
  */
 int sxe_conn_hand_off(sxe_conn_t *conn, sxe_conn_t *via);
 

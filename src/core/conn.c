@@ -85,9 +85,11 @@ void sxe__conn_settle(struct sxe_conn *conn)
         from == SXE__CONN_HELD) {
         return;
     }
+    /* A TLS stream part way through its handshake, or a record, is reading a message. */
     to = conn->out.head != SXE_NONE ? SXE__CONN_WRITING
-         : conn->input_len > 0      ? SXE__CONN_READING
-                                    : SXE__CONN_IDLE;
+         : conn->input_len > 0 || (conn->io_kind == SXE__IO_TLS && sxe__tls_partial(conn))
+             ? SXE__CONN_READING
+             : SXE__CONN_IDLE;
     /*
      * A partial message keeps the time its first byte arrived until the callback consumes
      * something: bytes trickled in one at a time must not keep a message alive forever.

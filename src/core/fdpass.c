@@ -109,6 +109,9 @@ int sxe_conn_send_fd(sxe_conn_t *conn, int fd)
 {
     int rc = sxe__stream_check_writable(conn);
 
+    if (rc == 0 && conn->io_kind == SXE__IO_TLS) {
+        rc = -ENOTSUP; /* its marker byte would go out unsealed */
+    }
     return rc < 0 ? rc : sxe__fdpass_send(conn->fd, fd, 0);
 }
 
@@ -118,6 +121,9 @@ int sxe_conn_hand_off(sxe_conn_t *conn, sxe_conn_t *via)
 
     if ((rc = sxe__stream_check_writable(conn)) < 0) {
         return rc;
+    }
+    if (conn->io_kind == SXE__IO_TLS) {
+        return -ENOTSUP; /* its session stays here: the socket alone would be no use there */
     }
     if (conn->flags & SXE__CONN_SENDING) {
         return -EBUSY; /* the backend is still sending from its queue */

@@ -111,14 +111,17 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
         wanted &= ~SXE__IO_OUT;
     }
     uint8_t io_kind = fds ? SXE__IO_FDPASS : tls ? SXE__IO_TLS : SXE__IO_STREAM;
+    if (tls && sxe__tls_accept(listener, conn) < 0) {
+        sxe__conn_untake(conn); /* GCOVR_EXCL_LINE: out of memory (logged) */
+        sxe__sys.close(fd);     /* GCOVR_EXCL_LINE */
+        return true;            /* GCOVR_EXCL_LINE */
+    }
     if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, io_kind, wanted, listener->handlers,
                          listener->user) < 0) {
+        if (tls) {
+            sxe__tls_close(conn);
+        }
         return true;
-    }
-    if (tls && sxe__tls_accept(listener, conn) < 0) {
-        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, ENOMEM);
-        sxe__conn_end_closes(loop);
-        return sxe__conn_is_open(listener);
     }
     loop->stats.accepted++;
     if (fds) {

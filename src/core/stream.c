@@ -47,6 +47,7 @@ int sxe__stream_check_writable(const struct sxe_conn *conn)
 {
     if (!sxe__conn_is_open(conn) || conn->kind != SXE__KIND_STREAM ||
         (conn->flags & SXE__CONN_CLOSE_SENT) ||
+        (conn->io_kind == SXE__IO_TLS && (conn->lists & SXE__LIST_SHUT)) || /* close_notify went */
         (sxe_pool_state(conn->loop->conn_pool, sxe__conn_index(conn)) == SXE__CONN_CONNECTING)) {
         return -EPIPE;
     }
@@ -112,8 +113,13 @@ static bool sealed(struct sxe_conn *conn)
 
 void sxe__stream_flush(struct sxe_conn *conn)
 {
-    while (conn->failed_err == 0 && (conn->flags & SXE__CONN_SENDING) == 0 &&
-           (conn->out.head != SXE_NONE || (conn->io_kind == SXE__IO_TLS && sealed(conn)))) {
+    while (conn->failed_err == 0 && (conn->flags & SXE__CONN_SENDING) == 0) {
+        if (conn->out.head == SXE_NONE) {
+            if (conn->io_kind != SXE__IO_TLS || !sealed(conn)) {
+                break;
+            }
+            continue; /* a release callback the seal ran may have written, and sent, since */
+        }
         bool file;
         ssize_t sent = send_head(conn, &file);
         if (sent == SXE__IO_PENDING) {
@@ -233,7 +239,7 @@ int sxe_conn_write(sxe_conn_t *conn, const void *data, size_t len)
     }
     if (conn->io_kind == SXE__IO_TLS) {
         struct sxe__queue *plain = sxe__tls_plain(conn);
-        if (!sxe__outq_can_append(conn, plain, len)) {
+        if (!sxe__outq_can_append(conn, plain, len + SXE__TLS_RESERVE)) {
             return -ENOBUFS;
         }
         sxe__outq_append(conn, plain, bytes, len);
@@ -346,7 +352,8 @@ int sxe_conn_write_ref(sxe_conn_t *conn, const void *data, size_t len, sxe_conn_
     if (rc == 0 && !tls && !(conn->flags & SXE__CONN_CORKED) && conn->out.head == SXE_NONE) {
         rc = send_now(conn, &bytes, &len);
     }
-    bool copy = rc == 0 && len > 0 && len <= REF_COPY_MAX && sxe__outq_can_append(conn, queue, len);
+    bool copy = rc == 0 && len > 0 && len <= REF_COPY_MAX &&
+                sxe__outq_can_append(conn, queue, len + (tls ? SXE__TLS_RESERVE : 0));
     if (copy) {
         sxe__outq_append(conn, queue, bytes, len);
         len = 0;
@@ -676,8 +683,8 @@ static ssize_t read_one(struct sxe_conn *conn, uint32_t events, bool *more)
     if (tls && conn->queued != 0) {
         int err = errno;
         sxe__stream_flush(conn); /* the handshake's answer, or plain bytes waiting for its end */
-        if (!sxe__conn_is_open(conn)) {
-            return 1; /* on_drained closed it */
+        if (!sxe__conn_is_open(conn) || sxe__stream_closed_when_sent(conn)) {
+            return 1; /* on_drained closed it, or it closes now that all is sent */
         }
         errno = err;
     }

@@ -26,6 +26,10 @@
 
 #include "loop.h"
 
+/* Bytes of free buffers a TLS stream's write leaves for sealing: a record's worth, so that plain
+ * bytes queued never hold every buffer their own records need. */
+#define SXE__TLS_RESERVE (16384 + 256)
+
 /* The plain bytes of a TLS connection waiting to be sealed, or NULL for any other. */
 const struct sxe__queue *sxe__transport_queue(const struct sxe_conn *conn);
 
@@ -45,6 +49,10 @@ int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn);
  * yet; the socket is empty), EPROTO (the peer broke the protocol: logged), or the socket's error.
  */
 ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room);
+
+/* Whether the peer is part way through something: its handshake, or a record not yet whole. The
+ * connection is reading a message then, and the loop's read_timeout applies (conn.c). */
+bool sxe__tls_partial(const struct sxe_conn *conn);
 
 /* Whether a read may find more now: opened bytes kept, or the last read filled its buffer. */
 bool sxe__tls_more(const struct sxe_conn *conn);

@@ -42,6 +42,8 @@ struct sxe_tls {
 #define SLOT_NOTIFIED 0x01u /* close_notify is queued (or there is no session to close) */
 #define SLOT_EMPTIED  0x02u /* the last recv found the socket empty, or at its end */
 #define SLOT_FAILED   0x04u /* the session broke (a fatal alert): no close_notify may follow */
+#define SLOT_EOF      0x08u /* recv said the peer's FIN came: OpenSSL asks (BIO_CTRL_EOF) */
+#define SLOT_SEALING  0x10u /* a record of the program's bytes is being written: no limit */
 
 struct tls_slot {
     SSL *ssl;                /* a connection's session, or NULL */
@@ -84,7 +86,8 @@ static int bio_read(BIO *bio, char *into, int len)
     BIO_clear_retry_flags(bio);
     while ((got = sxe__sys.recv(conn->fd, into, (size_t)len, 0)) < 0 && errno == EINTR) {
     }
-    slot->flags = (uint8_t)((slot->flags & ~SLOT_EMPTIED) | (got < len ? SLOT_EMPTIED : 0));
+    slot->flags = (uint8_t)((slot->flags & ~SLOT_EMPTIED) | (got < len ? SLOT_EMPTIED : 0) |
+                            (got == 0 ? SLOT_EOF : 0));
     if (got < 0 && errno == EAGAIN) {
         BIO_set_retry_read(bio);
     } else if (got < 0) {
@@ -93,13 +96,18 @@ static int bio_read(BIO *bio, char *into, int len)
     return (int)got;
 }
 
+/* Records of the program's bytes are sealed only as conn->out empties; the others (alerts,
+ * tickets, the handshake) come from the peer's doing, and are held to the connection's limit. */
 static int bio_write(BIO *bio, const char *data, int len)
 {
     struct sxe_conn *conn = BIO_get_data(bio);
+    struct tls_slot *slot = slot_of(conn);
 
     BIO_clear_retry_flags(bio);
-    if (!sxe__outq_can_append(conn, &conn->out, (size_t)len)) {
-        slot_of(conn)->err = ENOBUFS;
+    if (((slot->flags & SLOT_SEALING) == 0 &&
+         conn->queued + (size_t)len > conn->loop->options.write_limit) ||
+        !sxe__outq_can_append(conn, &conn->out, (size_t)len)) {
+        slot->err = ENOBUFS;
         return -1;
     }
     sxe__outq_append(conn, &conn->out, data, (size_t)len);
@@ -108,8 +116,16 @@ static int bio_write(BIO *bio, const char *data, int len)
 
 static long bio_ctrl(BIO *bio, int command, long number, void *pointer)
 {
-    (void)bio, (void)number, (void)pointer;
-    return command == BIO_CTRL_FLUSH ? 1 : 0; /* records are sent by the loop, not on a flush */
+    (void)number, (void)pointer;
+    switch (command) {
+    case BIO_CTRL_FLUSH:
+        return 1;      /* records are sent by the loop, not on a flush */
+    case BIO_CTRL_EOF: /* a FIN without close_notify is the end too (SSL_OP_IGNORE_UNEXPECTED_EOF)
+                        */
+        return (slot_of(BIO_get_data(bio))->flags & SLOT_EOF) != 0;
+    default:
+        return 0;
+    }
 }
 
 static int bio_create(BIO *bio)
@@ -340,6 +356,13 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
     slot->err = 0;
     int ok = SSL_read_ex(slot->ssl, into, room, &got);
     int error = ok ? SSL_ERROR_NONE : SSL_get_error(slot->ssl, 0);
+    /* Small records come one a call: take every one the read brought, while there is room. */
+    for (size_t more = 0; ok && got < room && SSL_has_pending(slot->ssl); got += more) {
+        if (!SSL_read_ex(slot->ssl, into + got, room - got, &more)) {
+            ERR_clear_error(); /* the next read meets what stopped this one */
+            break;
+        }
+    }
     switch (error) {
     case SSL_ERROR_NONE:
         return (ssize_t)got;
@@ -350,11 +373,13 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
         return 0;
     case SSL_ERROR_SYSCALL:
         slot->flags |= SLOT_FAILED;
+        ERR_clear_error();
         errno = slot->err != 0 ? slot->err : EPROTO;
         return -1;
-    default: /* SSL_ERROR_SSL, or SSL_ERROR_WANT_WRITE: no buffer for its records (err says) */
+    default: /* SSL_ERROR_SSL, or SSL_ERROR_WANT_WRITE: no room for its records (err says) */
         slot->flags |= SLOT_FAILED;
         if (slot->err != 0) {
+            ERR_clear_error();
             errno = slot->err;
             return -1;
         }
@@ -363,6 +388,13 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
         errno = EPROTO;
         return -1;
     }
+}
+
+bool sxe__tls_partial(const struct sxe_conn *conn)
+{
+    const struct tls_slot *slot = slot_of(conn);
+
+    return !SSL_is_init_finished(slot->ssl) || SSL_has_pending(slot->ssl);
 }
 
 bool sxe__tls_more(const struct sxe_conn *conn)
@@ -435,7 +467,10 @@ int sxe__tls_seal(struct sxe_conn *conn)
         return -ENOBUFS;
     }
     ERR_clear_error();
-    if (!SSL_write_ex(slot->ssl, from, (size_t)len, &written)) {
+    slot->flags |= SLOT_SEALING;
+    int ok = SSL_write_ex(slot->ssl, from, (size_t)len, &written);
+    slot->flags &= (uint8_t)~SLOT_SEALING;
+    if (!ok) {
         /* GCOVR_EXCL_START: the BIO had room (checked above), and the session is established */
         slot->flags |= SLOT_FAILED;
         log_openssl(SXE_LOG_LEVEL_ERROR, "TLS record not sealed");

@@ -37,7 +37,17 @@ static struct {
     size_t input_len;
     const char *greeting; /* written by on_connect, before the handshake */
     int sendfile_rc;
+    unsigned released;
 } seen;
+
+/* Releases the body of "release": the next bytes follow from here, as a stream's would. */
+static void write_more(void *arg)
+{
+    sxe_conn_t *conn = arg;
+
+    seen.released++;
+    assert_int_equal(sxe_conn_write(conn, "done\n", 5), 0);
+}
 
 static void on_connect(sxe_conn_t *conn)
 {
@@ -63,6 +73,13 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     } else if (len == 5 && memcmp(data, "shut\n", 5) == 0) {
         assert_int_equal(sxe_conn_write(conn, "shut\n", 5), 0);
         assert_int_equal(sxe_conn_shutdown(conn), 0);
+        assert_int_equal(sxe_conn_write(conn, "more", 4), -EPIPE); /* close_notify is queued */
+    } else if (len == 8 && memcmp(data, "release\n", 8) == 0) {
+        assert_int_equal(sxe_conn_write_ref(conn, big, BIG, write_more, conn), 0);
+    } else if (len == 3 && memcmp(data, "fd\n", 3) == 0) {
+        assert_int_equal(sxe_conn_send_fd(conn, 0), -ENOTSUP); /* a byte would go unsealed */
+        assert_int_equal(sxe_conn_hand_off(conn, conn), -ENOTSUP);
+        assert_int_equal(sxe_conn_write(conn, data, len), 0);
     } else {
         assert_int_equal(sxe_conn_write(conn, data, len), 0);
     }
@@ -162,6 +179,68 @@ static void test_echo_over_tls_1_3(void **state)
     assert_int_equal(seen.eofs, 1); /* its close_notify is the end of the stream */
     assert_int_equal(seen.closes, 1);
     assert_int_equal(seen.reason, SXE_CLOSE_LOCAL);
+    tls_client_free(&client);
+}
+
+/* A peer that ends with its FIN and no close_notify (as most do) ends the stream too: on_eof, not
+ * an error. */
+static void test_end_without_close_notify(void **state)
+{
+    struct tls_client client = {.send = "hello\n", .expect = 6};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(client.got_len, 6);
+    assert_int_equal(seen.eofs, 1);
+    assert_int_equal(seen.reason, SXE_CLOSE_LOCAL);
+    tls_client_free(&client);
+}
+
+/* A release callback run while a body is sealed writes what follows it: sent after it, once (on
+ * io_uring the seal and that write's send must not both send). */
+static void test_release_callback_writes(void **state)
+{
+    struct tls_client client = {.send = "release\n", .expect = BIG + 5};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(seen.released, 1);
+    assert_int_equal(client.got_len, BIG + 5);
+    assert_memory_equal(client.got, big, BIG);
+    assert_memory_equal(client.got + BIG, "done\n", 5);
+    tls_client_free(&client);
+}
+
+/* A handshake that trickles in is a message being read: read_timeout closes it, however often a
+ * byte comes (idle_timeout would start again with each). */
+static void test_stalled_handshake_times_out(void **state)
+{
+    struct tls_client client = {.plain = true, .send = "\x16\x03\x01", .expect = 1};
+
+    (void)state;
+    start(&(struct sxe_loop_options){.read_timeout = 200 * 1000000ULL});
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_true(client.ended);
+    assert_int_equal(client.got_len, 0);
+    assert_int_equal(seen.reason, SXE_CLOSE_TIMEOUT);
+    tls_client_free(&client);
+}
+
+/* Neither a descriptor nor the connection itself can be passed over TLS: refused, and it goes on. */
+static void test_no_fd_passing(void **state)
+{
+    struct tls_client client = {.send = "fd\n", .expect = 3};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_memory_equal(client.got, "fd\n", 3);
     tls_client_free(&client);
 }
 
@@ -385,6 +464,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_echo_over_tls_1_3, teardown),
+        cmocka_unit_test_teardown(test_end_without_close_notify, teardown),
+        cmocka_unit_test_teardown(test_release_callback_writes, teardown),
+        cmocka_unit_test_teardown(test_stalled_handshake_times_out, teardown),
+        cmocka_unit_test_teardown(test_no_fd_passing, teardown),
         cmocka_unit_test_teardown(test_tls_1_2_and_alpn, teardown),
         cmocka_unit_test_teardown(test_large_body_and_file, teardown),
         cmocka_unit_test_teardown(test_small_buffers, teardown),

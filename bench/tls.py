@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""HTTPS keep-alive, side by side: sxe-httpd against nginx and h2o, each terminating TLS with
+this machine's OpenSSL, one worker on CPU 0, wrk on CPU 1, interleaved rounds.
+
+    bench/tls.py [--build build/release] [--rounds 5] [--seconds 5] [--connections 100]
+
+Each server serves the same files from one root with the same ECDSA P-256 certificate (made for
+the run); wrk keeps its connections (one handshake each, then requests). A round runs every server
+once per file, in a new order each round; the figure is the server's CPU time (its whole process
+tree, from schedstat) per request, with the median and the spread of the rounds. Before its
+rounds each server's answer to each file is fetched once over TLS and its status and size checked;
+a round with an error or a non-2xx answer from wrk fails the run.
+"""
+import argparse
+import os
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import procs  # noqa: E402
+from benchlib import parse_wrk  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILES = {"hello.txt": b"Hello World\n", "4k.bin": bytes(range(256)) * 16}
+
+NGINX = """# nginx terminating TLS as a site that cares about speed runs it: bench/peers/nginx.conf's
+# settings, with a TLS listener. Each line that differs from nginx's default says why.
+worker_processes 1;            # the one core the benchmark gives the server
+daemon off;                    # in the foreground, so the benchmark stops it by its pid
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log error;
+events {{ worker_connections 4096; }}  # room for the connections (default 512)
+http {{
+    access_log off;            # no access log, as for every server in the main tables
+    sendfile on;               # file bytes from the page cache (with TLS nginx reads them)
+    open_file_cache max=8000 inactive=60s;  # keep files open and their stat
+    keepalive_requests 1000000000;  # a connection lives for the whole run (default 1000)
+    ssl_protocols TLSv1.2 TLSv1.3;  # the same protocols as sxe (default adds TLS 1.0 and 1.1)
+    ssl_session_cache shared:SSL:10m;  # resumption as users configure it (default none)
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location / {{ root {root}; }}
+    }}
+}}
+"""
+
+H2O = """# h2o terminating TLS: bench/peers/h2o.conf's settings with a TLS listener.
+listen:
+  host: 127.0.0.1
+  port: {port}
+  ssl:
+    certificate-file: {cert}
+    key-file: {key}
+    minimum-version: TLSv1.2   # the same protocols as sxe (default TLSv1)
+num-threads: 1                 # the one core the benchmark gives the server
+http1-request-timeout: 300     # connections live for the whole run (default 10 s)
+error-log: {tmp}/h2o-error.log
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: {root}
+"""
+
+
+def certificate(tmp):
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "2", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True)
+    os.chmod(key, 0o644)  # h2o reads it after switching to nobody when run as root
+    return cert, key
+
+
+def servers(build, tmp, root, cert, key):
+    def config(name, text):
+        def command(port):
+            path = os.path.join(tmp, f"{name}-{port}.conf")
+            with open(path, "w") as out:
+                out.write(text.format(port=port, tmp=tmp, root=root, cert=cert, key=key))
+            return ["nginx", "-c", path] if name == "nginx" else ["h2o", "-c", path]
+        return command
+
+    made = {"sxe-httpd": lambda port: [os.path.join(build, "tools", "sxe-httpd"), "--root", root,
+                                       "--listen", f"127.0.0.1:{port}", "--workers", "1",
+                                       "--tls-cert", cert, "--tls-key", key]}
+    for name, text in (("nginx", NGINX), ("h2o", H2O)):
+        if shutil.which(name):
+            made[name] = config(name, text)
+        else:
+            print(f"tls: {name} is not installed: left out", file=sys.stderr)
+    return made
+
+
+def check(port, cert):
+    context = ssl.create_default_context(cafile=cert)
+    for name, body in FILES.items():
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/{name}", context=context,
+                                    timeout=5) as answer:
+            got = answer.read()
+            if answer.status != 200 or got != body:
+                raise RuntimeError(f"/{name}: status {answer.status}, {len(got)} bytes")
+
+
+def one_round(command, args, cert, name):
+    port = procs.free_port()
+    server = procs.start(command(port), "0")
+    try:
+        procs.wait_for_port(port, server.pid)
+        check(port, cert)
+        pids = procs.tree(server.pid)
+        results = {}
+        for file in FILES:
+            before = procs.tree_cpu_ns(pids)
+            wrk = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",
+                                  f"-d{args.seconds}s", "--latency", "--timeout", "5s",
+                                  f"https://127.0.0.1:{port}/{file}"],
+                                 capture_output=True, text=True, check=True)
+            cpu = procs.tree_cpu_ns(pids) - before
+            requests, rate, p99, errors = parse_wrk(wrk.stdout)
+            if errors or requests == 0:
+                raise RuntimeError(f"{name} /{file}: {errors} errors in {requests}:\n{wrk.stdout}")
+            results[file] = (cpu / requests / 1000.0, rate)
+        return results
+    finally:
+        procs.stop(server)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=100)
+    args = parser.parse_args()
+    procs.guard()
+    with tempfile.TemporaryDirectory(prefix="sxe-tls-bench-") as tmp:
+        os.chmod(tmp, 0o755)
+        root = os.path.join(tmp, "www")
+        os.mkdir(root)
+        for name, body in FILES.items():
+            with open(os.path.join(root, name), "wb") as out:
+                out.write(body)
+        cert, key = certificate(tmp)
+        made = servers(os.path.abspath(args.build), tmp, root, cert, key)
+        figures = {(name, file): [] for name in made for file in FILES}
+        for round_number in range(args.rounds):
+            order = list(made)[round_number % len(made):] + list(made)[:round_number % len(made)]
+            for name in order:
+                for file, (us, rate) in one_round(made[name], args, cert, name).items():
+                    figures[(name, file)].append(us)
+                    print(f"round {round_number + 1}/{args.rounds}: {name} /{file}: "
+                          f"{us:.2f} µs/request, {rate:,.0f}/s", flush=True)
+        print(f"\nHTTPS keep-alive, {args.connections} connections, server CPU per request "
+              f"(median, min-max of {args.rounds} rounds):")
+        for file in FILES:
+            base = statistics.median(figures[("sxe-httpd", file)])
+            for name in made:
+                values = figures[(name, file)]
+                median = statistics.median(values)
+                print(f"  /{file:10} {name:10} {median:6.2f} µs ({min(values):.2f}-"
+                      f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
