@@ -231,7 +231,7 @@ static void test_stalled_handshake_times_out(void **state)
     tls_client_free(&client);
 }
 
-/* Neither a descriptor nor the connection itself can be passed over TLS: refused, and it goes on. */
+/* Neither a descriptor nor the connection itself can be passed over TLS: refused; it goes on. */
 static void test_no_fd_passing(void **state)
 {
     struct tls_client client = {.send = "fd\n", .expect = 3};
