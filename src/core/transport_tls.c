@@ -407,57 +407,63 @@ bool sxe__tls_more(const struct sxe_conn *conn)
 /* Writing. */
 
 /*
- * The next plain bytes, at most stage_size: a file's read into the stage, the head segment's own
- * bytes when it holds that many or is alone, or the leading byte segments gathered into the stage.
- * @return how many (0 if the file ended early: EIO), or -errno; *from says where they are.
+ * The plain bytes of the next record, at most stage_size: the head segment's own bytes when it
+ * holds that many, or is alone; else the leading copies and references gathered into the stage,
+ * and when a file range follows them (a response's head, then its file) or leads, as much of the
+ * file as the stage still has room for, read after them. @return how many, with *from where they
+ * are and *file_part how many of them, at their end, came from the file; or -errno: the file's
+ * read error, or EIO for a file that ended before its range did.
  */
 static ssize_t next_plain(struct sxe_conn *conn, struct tls_slot *slot, const char **from,
-                          bool *file)
+                          size_t *file_part)
 {
     sxe_loop_t *loop = conn->loop;
     struct sxe__tls_loop *tls = loop->tls;
-
-    *file = sxe__outq_head_is_file(conn, &slot->plain);
-    *from = tls->stage;
-    if (*file) {
-        const struct sxe__segment *segment = &loop->segments[slot->plain.head];
-        size_t want = segment->remaining < tls->stage_size ? segment->remaining : tls->stage_size;
-        ssize_t got;
-        while ((got = sxe__sys.pread(segment->file_fd, tls->stage, want, segment->offset)) < 0 &&
-               errno == EINTR) {
-        }
-        return got < 0 ? -errno : got == 0 ? -EIO : got;
-    }
     struct iovec iov[SXE__GATHER_MAX];
     bool before_file;
     int count = sxe__outq_gather(conn, &slot->plain, iov, &before_file);
-    if (count == 1 || iov[0].iov_len >= tls->stage_size) {
+    uint32_t at = slot->plain.head;
+    size_t len = 0;
+
+    *file_part = 0;
+    if (count > 0 && (iov[0].iov_len >= tls->stage_size || (count == 1 && !before_file))) {
         *from = iov[0].iov_base;
         return (ssize_t)(iov[0].iov_len < tls->stage_size ? iov[0].iov_len : tls->stage_size);
     }
-    size_t len = 0;
-    for (int i = 0; i < count && len < tls->stage_size; i++) {
+    *from = tls->stage;
+    for (int i = 0; i < count && len < tls->stage_size; i++, at = loop->segments[at].next) {
         size_t part =
             iov[i].iov_len < tls->stage_size - len ? iov[i].iov_len : tls->stage_size - len;
         memcpy(tls->stage + len, iov[i].iov_base, part);
         len += part;
     }
-    return (ssize_t)len;
+    if (!before_file || len == tls->stage_size) {
+        return (ssize_t)len;
+    }
+    const struct sxe__segment *segment = &loop->segments[at]; /* the file range */
+    size_t want =
+        segment->remaining < tls->stage_size - len ? segment->remaining : tls->stage_size - len;
+    ssize_t got;
+    while ((got = sxe__sys.pread(segment->file_fd, tls->stage + len, want, segment->offset)) < 0 &&
+           errno == EINTR) {
+    }
+    if (got <= 0) {
+        return got < 0 ? -errno : -EIO;
+    }
+    *file_part = (size_t)got;
+    return (ssize_t)(len + (size_t)got);
 }
 
-int sxe__tls_seal(struct sxe_conn *conn)
+/* Seals a record of the next plain bytes into conn->out. @return as sxe__tls_seal. */
+static int seal_one(struct sxe_conn *conn, struct tls_slot *slot)
 {
-    struct tls_slot *slot = slot_of(conn);
     const char *from;
-    bool file;
+    size_t file_part;
     size_t written;
 
-    if (slot->plain.head == SXE_NONE || !SSL_is_init_finished(slot->ssl)) {
-        return 0; /* nothing to seal, or not yet: the handshake's end flushes them */
-    }
-    ssize_t len = next_plain(conn, slot, &from, &file);
+    ssize_t len = next_plain(conn, slot, &from, &file_part);
     if (len < 0) {
-        return (int)len; /* the file: unreadable, or cut short (EIO) */
+        return (int)len;
     }
     if (!sxe__outq_can_append(conn, &conn->out, (size_t)len + RECORD_OVERHEAD)) {
         conn->loop->stats.no_buffer++;
@@ -477,11 +483,29 @@ int sxe__tls_seal(struct sxe_conn *conn)
         return -EPROTO;
         /* GCOVR_EXCL_STOP */
     }
-    if (file) {
-        conn->loop->segments[slot->plain.head].offset += (off_t)written;
+    /* The bytes went whole (no partial writes without SSL_MODE_ENABLE_PARTIAL_WRITE). */
+    sxe__outq_advance(conn, &slot->plain, written - file_part, false);
+    if (file_part > 0) {
+        conn->loop->segments[slot->plain.head].offset += (off_t)file_part;
+        sxe__outq_advance(conn, &slot->plain, file_part, true);
     }
-    sxe__outq_advance(conn, &slot->plain, written, file);
     return 1;
+}
+
+/*
+ * One record at a time: conn->out holds at most one of the program's records (and what the peer's
+ * doing adds), so the queued bytes, which count it, say how far the program's own bytes are from
+ * being sent, as on a plain stream. A small response is one record anyway (its head, and its body
+ * or file, gathered into one), and a large one is sent 16 KB a call, as nginx sends its records.
+ */
+int sxe__tls_seal(struct sxe_conn *conn)
+{
+    struct tls_slot *slot = slot_of(conn);
+
+    if (slot->plain.head == SXE_NONE || !SSL_is_init_finished(slot->ssl)) {
+        return 0; /* nothing to seal, or not yet: the handshake's end flushes them */
+    }
+    return seal_one(conn, slot);
 }
 
 bool sxe__tls_notify(struct sxe_conn *conn)

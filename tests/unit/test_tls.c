@@ -27,7 +27,8 @@ static int port;
 static char *big; /* BIG bytes of a pattern, sent by reference */
 static char file_path[64];
 static int file_fd = -1; /* the same pattern's first FILE_LEN bytes */
-#define FILE_LEN (300 * 1000 + 7)
+#define FILE_LEN   (300 * 1000 + 7)
+#define SMALL_FILE 4096
 
 static struct {
     unsigned connects, closes, eofs;
@@ -74,6 +75,11 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         assert_int_equal(sxe_conn_write(conn, "shut\n", 5), 0);
         assert_int_equal(sxe_conn_shutdown(conn), 0);
         assert_int_equal(sxe_conn_write(conn, "more", 4), -EPIPE); /* close_notify is queued */
+    } else if (len == 5 && memcmp(data, "file\n", 5) == 0) {       /* a head, then its file */
+        sxe__sys_count(SXE_SYS_send);
+        sxe__sys_count(SXE_SYS_sendmsg);
+        assert_int_equal(sxe_conn_write(conn, "head\n", 5), 0);
+        seen.sendfile_rc = sxe_conn_sendfile(conn, file_fd, 0, SMALL_FILE);
     } else if (len == 8 && memcmp(data, "release\n", 8) == 0) {
         assert_int_equal(sxe_conn_write_ref(conn, big, BIG, write_more, conn), 0);
     } else if (len == 3 && memcmp(data, "fd\n", 3) == 0) {
@@ -278,6 +284,26 @@ static void test_large_body_and_file(void **state)
     tls_client_free(&client);
 }
 
+/* A head written before a small file: one record holds both, and one send takes it (on epoll,
+ * whose sends are system calls). */
+static void test_head_then_file(void **state)
+{
+    struct tls_client client = {.send = "file\n", .expect = 5 + SMALL_FILE};
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_int_equal(seen.sendfile_rc, 0);
+    assert_int_equal(client.got_len, 5 + SMALL_FILE);
+    assert_memory_equal(client.got, "head\n", 5);
+    assert_memory_equal(client.got + 5, big, SMALL_FILE);
+    if (!sxe_test_uring()) {
+        assert_int_equal(sxe__sys_calls(SXE_SYS_send) + sxe__sys_calls(SXE_SYS_sendmsg), 1);
+    }
+    tls_client_free(&client);
+}
+
 /* The same with buffers smaller than a record (a record spans two), and over TLS 1.2. */
 static void test_small_buffers(void **state)
 {
@@ -470,6 +496,7 @@ int main(void)
         cmocka_unit_test_teardown(test_no_fd_passing, teardown),
         cmocka_unit_test_teardown(test_tls_1_2_and_alpn, teardown),
         cmocka_unit_test_teardown(test_large_body_and_file, teardown),
+        cmocka_unit_test_teardown(test_head_then_file, teardown),
         cmocka_unit_test_teardown(test_small_buffers, teardown),
         cmocka_unit_test_teardown(test_close_when_sent_notifies, teardown),
         cmocka_unit_test_teardown(test_shutdown_notifies, teardown),
