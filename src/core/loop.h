@@ -5,7 +5,8 @@
  * - timer.c: the timer heap;
  * - conn.c: the connection table and a connection's life (sxe_loop_create builds both);
  * - outq.c: a connection's output queue;
- * - stream.c, listen.c, udp.c, fdpass.c: the kinds of slot, each with its own callback.
+ * - stream.c, listen.c, udp.c, fdpass.c: the kinds of slot, each with its own callback; write.c,
+ *   the writes of streams; transport_tls.c (transport.h), TLS under them.
  */
 #ifndef SXE_LOOP_INTERNAL_H
 #define SXE_LOOP_INTERNAL_H
@@ -285,6 +286,8 @@ void sxe__stream_io(struct sxe_conn *conn, const struct sxe__io_event *event);
 /* What a stream wants from the backend (io.h). */
 #define SXE__STREAM_WANTS (SXE__IO_IN | SXE__IO_OUT | SXE__IO_EDGE | SXE__IO_RECV)
 void sxe__stream_flush(struct sxe_conn *conn);
+/* Output waits with no send under way: have the backend say when the socket is writable. */
+void sxe__stream_wait_writable(struct sxe_conn *conn);
 /*
  * Handles a send's completion (SXE__IO_SENT) for a stream or fd channel. @return true if the event
  * needs nothing more: the connection has closed, or was closed already with a send under way.

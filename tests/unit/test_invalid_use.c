@@ -14,6 +14,7 @@
 #include "sxe/hash.h"
 #include "sxe/http_client.h"
 #include "sxe/loop.h"
+#include "sxe/pool.h"
 #include "sxe_test.h"
 
 static sxe_hash_t *variable_hash(void)
@@ -115,6 +116,27 @@ static void client_pipelining_past_64(void)
     sxe_loop_destroy(loop);
 }
 
+static const struct sxe_pool_options one_element = {
+    .count = 1, .element_size = 1, .state_count = 1};
+
+static void pool_without_a_place_for_it(void)
+{
+    assert_int_equal(sxe_pool_create(NULL, &one_element), -EINVAL);
+}
+
+static void pool_without_options(void)
+{
+    sxe_pool_t *pool;
+    assert_int_equal(sxe_pool_create(&pool, NULL), -EINVAL);
+}
+
+static void pool_valid(void)
+{
+    sxe_pool_t *pool;
+    assert_int_equal(sxe_pool_create(&pool, &one_element), 0);
+    sxe_pool_destroy(pool);
+}
+
 static void client_valid(void)
 {
     sxe_loop_t *loop;
@@ -145,6 +167,8 @@ static const struct {
     {"sxe_http_client_create() without an address", client_without_an_address, "address != NULL"},
     {"sxe_http_client_create() pipelining 65", client_pipelining_past_64,
      "pipeline <= PIPELINE_MOST"},
+    {"sxe_pool_create() with nowhere to put the pool", pool_without_a_place_for_it, "pool != NULL"},
+    {"sxe_pool_create() without options", pool_without_options, "options_are_valid(options)"},
 };
 
 #ifdef SXE_DEBUG
@@ -173,6 +197,7 @@ static void test_the_valid_neighbours(void **state)
     (void)state;
     find_many_valid();
     client_valid();
+    pool_valid();
 }
 
 int main(void)

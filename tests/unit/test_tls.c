@@ -152,6 +152,14 @@ static void start(const struct sxe_loop_options *options)
     port = ntohs(address.sin_port);
 }
 
+/* Starts the server (start()) and runs client against it to its end. */
+static void serve(struct tls_client *client, const struct sxe_loop_options *options)
+{
+    start(options);
+    client->port = port;
+    tls_client_run(loop, client);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -173,9 +181,7 @@ static void test_echo_over_tls_1_3(void **state)
     struct tls_client client = {.send = "hello\n", .expect = 6, .notify = true};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_true(client.handshake_ok);
     assert_int_equal(client.version, TLS1_3_VERSION);
     assert_int_equal(client.got_len, 6);
@@ -195,9 +201,7 @@ static void test_end_without_close_notify(void **state)
     struct tls_client client = {.send = "hello\n", .expect = 6};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_int_equal(client.got_len, 6);
     assert_int_equal(seen.eofs, 1);
     assert_int_equal(seen.reason, SXE_CLOSE_LOCAL);
@@ -211,9 +215,7 @@ static void test_release_callback_writes(void **state)
     struct tls_client client = {.send = "release\n", .expect = BIG + 5};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_int_equal(seen.released, 1);
     assert_int_equal(client.got_len, BIG + 5);
     assert_memory_equal(client.got, big, BIG);
@@ -228,9 +230,7 @@ static void test_stalled_handshake_times_out(void **state)
     struct tls_client client = {.plain = true, .send = "\x16\x03\x01", .expect = 1};
 
     (void)state;
-    start(&(struct sxe_loop_options){.read_timeout = 200 * 1000000ULL});
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, &(struct sxe_loop_options){.read_timeout = 200 * 1000000ULL});
     assert_true(client.ended);
     assert_int_equal(client.got_len, 0);
     assert_int_equal(seen.reason, SXE_CLOSE_TIMEOUT);
@@ -243,9 +243,7 @@ static void test_no_fd_passing(void **state)
     struct tls_client client = {.send = "fd\n", .expect = 3};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_memory_equal(client.got, "fd\n", 3);
     tls_client_free(&client);
 }
@@ -257,9 +255,7 @@ static void test_tls_1_2_and_alpn(void **state)
         .send = "ping\n", .expect = 5, .max_version = TLS1_2_VERSION, .offer_alpn = true};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_true(client.handshake_ok);
     assert_int_equal(client.version, TLS1_2_VERSION);
     assert_string_equal(client.protocol, "http/1.1");
@@ -274,9 +270,7 @@ static void test_large_body_and_file(void **state)
     struct tls_client client = {.send = "big\n", .expect = BIG + FILE_LEN};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_int_equal(seen.sendfile_rc, 0);
     assert_int_equal(client.got_len, BIG + FILE_LEN);
     assert_memory_equal(client.got, big, BIG);
@@ -291,9 +285,7 @@ static void test_head_then_file(void **state)
     struct tls_client client = {.send = "file\n", .expect = 5 + SMALL_FILE};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_int_equal(seen.sendfile_rc, 0);
     assert_int_equal(client.got_len, 5 + SMALL_FILE);
     assert_memory_equal(client.got, "head\n", 5);
@@ -311,9 +303,7 @@ static void test_small_buffers(void **state)
         .send = "big\n", .expect = BIG + FILE_LEN, .max_version = TLS1_2_VERSION};
 
     (void)state;
-    start(&(struct sxe_loop_options){.buffer_size = 4096, .buffers = 64});
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, &(struct sxe_loop_options){.buffer_size = 4096, .buffers = 64});
     assert_int_equal(seen.sendfile_rc, 0);
     assert_int_equal(client.got_len, BIG + FILE_LEN);
     assert_memory_equal(client.got + BIG, big, FILE_LEN);
@@ -326,9 +316,7 @@ static void test_close_when_sent_notifies(void **state)
     struct tls_client client = {.send = "bye\n", .expect = 100};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_int_equal(client.got_len, 4);
     assert_true(client.close_notified);
     assert_int_equal(seen.reason, SXE_CLOSE_LOCAL);
@@ -341,9 +329,7 @@ static void test_shutdown_notifies(void **state)
     struct tls_client client = {.send = "shut\n", .expect = 100};
 
     (void)state;
-    start(NULL);
-    client.port = port;
-    tls_client_run(loop, &client);
+    serve(&client, NULL);
     assert_int_equal(client.got_len, 5);
     assert_true(client.close_notified);
     tls_client_free(&client);
@@ -486,6 +472,42 @@ static void test_context_errors(void **state)
     sxe_tls_destroy(NULL);
 }
 
+/* Invalid use: an assertion naming the check in debug builds, -EINVAL in release builds. */
+static const struct tls_options_case {
+    bool no_out;
+    struct sxe_tls_options options;
+    bool no_options;
+    const char *check;
+} invalid[] = {
+    {.no_out = true, .options = {.certificate = "c", .key = "k"}, .check = "tls != NULL"},
+    {.no_options = true, .check = "options != NULL"},
+    {.options = {.key = "k"}, .check = "options->certificate != NULL"},
+    {.options = {.certificate = "c"}, .check = "options->key != NULL"},
+};
+
+static void create_invalid(void *arg)
+{
+    const struct tls_options_case *wrong = arg;
+    sxe_tls_t *made;
+
+    assert_int_equal(sxe_tls_server_create(wrong->no_out ? NULL : &made,
+                                           wrong->no_options ? NULL : &wrong->options),
+                     -EINVAL);
+}
+
+static void test_invalid_use(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+#ifdef SXE_DEBUG
+        const char *const expected[] = {"assertion failed: ", invalid[i].check, NULL};
+        sxe_test_expect_abort(create_invalid, (void *)(uintptr_t)&invalid[i], expected);
+#else
+        create_invalid((void *)(uintptr_t)&invalid[i]);
+#endif
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -506,6 +528,7 @@ int main(void)
         cmocka_unit_test_teardown(test_socket_error_in_handshake, teardown),
         cmocka_unit_test_teardown(test_file_read_fails, teardown),
         cmocka_unit_test(test_context_errors),
+        cmocka_unit_test(test_invalid_use),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
