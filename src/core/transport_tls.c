@@ -401,7 +401,9 @@ bool sxe__tls_more(const struct sxe_conn *conn)
 {
     const struct tls_slot *slot = slot_of(conn);
 
-    return (slot->flags & SLOT_EMPTIED) == 0 || SSL_has_pending(slot->ssl);
+    /* (a close_notify opened behind the bytes returned is the end, for the next read to say) */
+    return (slot->flags & SLOT_EMPTIED) == 0 || SSL_has_pending(slot->ssl) ||
+           (SSL_get_shutdown(slot->ssl) & SSL_RECEIVED_SHUTDOWN) != 0;
 }
 
 /* Writing. */

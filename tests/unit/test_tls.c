@@ -39,6 +39,7 @@ static struct {
     const char *greeting; /* written by on_connect, before the handshake */
     int sendfile_rc;
     unsigned released;
+    bool shut_at_connect; /* on_connect shuts the connection down, before its handshake */
 } seen;
 
 /* Releases the body of "release": the next bytes follow from here, as a stream's would. */
@@ -53,6 +54,9 @@ static void write_more(void *arg)
 static void on_connect(sxe_conn_t *conn)
 {
     seen.connects++;
+    if (seen.shut_at_connect) {
+        assert_int_equal(sxe_conn_shutdown(conn), 0); /* no session yet: no close_notify */
+    }
     if (seen.greeting != NULL) {
         assert_int_equal(sxe_conn_write(conn, seen.greeting, strlen(seen.greeting)), 0);
     }
@@ -175,15 +179,17 @@ static int teardown(void **state)
 }
 
 /* The handshake (TLS 1.3, the certificate verified), then bytes both ways, then the client's
- * close_notify: the server hears the end of the stream. */
+ * close_notify, right behind its bytes, with its socket left open: the server hears the end of the
+ * stream (and closes). */
 static void test_echo_over_tls_1_3(void **state)
 {
-    struct tls_client client = {.send = "hello\n", .expect = 6, .notify = true};
+    struct tls_client client = {.send = "hello\n", .expect = 100, .notify = true};
 
     (void)state;
     serve(&client, NULL);
     assert_true(client.handshake_ok);
     assert_int_equal(client.version, TLS1_3_VERSION);
+    assert_true(client.ended); /* the server closed: it heard the end */
     assert_int_equal(client.got_len, 6);
     assert_memory_equal(client.got, "hello\n", 6);
     assert_string_equal(client.protocol, ""); /* none offered, none named */
@@ -237,14 +243,47 @@ static void test_stalled_handshake_times_out(void **state)
     tls_client_free(&client);
 }
 
-/* Neither a descriptor nor the connection itself can be passed over TLS: refused; it goes on. */
+/* Neither a descriptor nor the connection itself can be passed over TLS: refused; it goes on. A
+ * second TLS listener on the loop shares its TLS state. */
 static void test_no_fd_passing(void **state)
 {
     struct tls_client client = {.send = "fd\n", .expect = 3};
+    sxe_conn_t *second;
 
     (void)state;
     serve(&client, NULL);
     assert_memory_equal(client.got, "fd\n", 3);
+    assert_int_equal(sxe_listen_at(loop, &second, "127.0.0.1:0",
+                                   &(struct sxe_listen_options){.tls = tls}, &handlers, NULL),
+                     0);
+    tls_client_free(&client);
+}
+
+/* The peer's records (here the handshake's answer) are held to write_limit: past it, the
+ * connection closes (ENOBUFS) rather than grow. */
+static void test_records_past_the_write_limit(void **state)
+{
+    struct tls_client client = {.send = "x\n", .expect = 2};
+
+    (void)state;
+    serve(&client, &(struct sxe_loop_options){.write_limit = 64});
+    assert_false(client.handshake_ok);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, ENOBUFS);
+    tls_client_free(&client);
+}
+
+/* A shutdown before the handshake ends the socket's side at once: there is no session to close. */
+static void test_shutdown_before_the_handshake(void **state)
+{
+    struct tls_client client = {.send = "x\n", .expect = 2};
+
+    (void)state;
+    start(NULL);
+    seen.shut_at_connect = true;
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_false(client.handshake_ok);
     tls_client_free(&client);
 }
 
@@ -516,6 +555,8 @@ int main(void)
         cmocka_unit_test_teardown(test_release_callback_writes, teardown),
         cmocka_unit_test_teardown(test_stalled_handshake_times_out, teardown),
         cmocka_unit_test_teardown(test_no_fd_passing, teardown),
+        cmocka_unit_test_teardown(test_records_past_the_write_limit, teardown),
+        cmocka_unit_test_teardown(test_shutdown_before_the_handshake, teardown),
         cmocka_unit_test_teardown(test_tls_1_2_and_alpn, teardown),
         cmocka_unit_test_teardown(test_large_body_and_file, teardown),
         cmocka_unit_test_teardown(test_head_then_file, teardown),
