@@ -41,10 +41,11 @@ static void hold(sxe_http_t *http, void *arg)
     struct later *later = free_laters;
 
     (void)arg;
-    if (later == NULL || (later->held = sxe_http_defer(http, NULL, NULL)) == NULL) {
+    if (later == NULL || sxe_http_defer(http, NULL, NULL) < 0) {
         sxe_http_respond(http, 503, "text/plain", "busy\n", 5);
         return;
     }
+    later->held = http;
     free_laters = later->next_free;
     if (sxe_timer_start(loop, &later->timer, 0, 0) < 0) {
         answer(&later->timer, later);

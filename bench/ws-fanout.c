@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <sxe/sxe.h>
 
-static sxe_ws_server_t *set;
+static sxe_ws_client_t *set;
 static sxe_ws_t **sockets;
 static unsigned long open_count, received, closed, count;
 
@@ -32,7 +32,8 @@ static void on_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_l
 {
     (void)ws;
     (void)reason_len;
-    if (code != SXE_WS_NORMAL && code != SXE_WS_ABNORMAL && code != SXE_WS_GOING_AWAY) {
+    if (code != SXE_WS_CLOSE_NORMAL && code != SXE_WS_CLOSE_ABNORMAL &&
+        code != SXE_WS_CLOSE_GOING_AWAY) {
         fprintf(stderr, "ws-fanout: a socket closed with %d: %s\n", code, reason);
     }
     closed++;
@@ -93,7 +94,7 @@ int main(int argc, char **argv)
     }
     printf("{\"open\": %lu, \"delivered\": %lu, \"seconds\": %.6f}\n", open_count, received,
            (double)took / 1e9);
-    sxe_ws_server_destroy(set);
+    sxe_ws_client_destroy(set);
     sxe_loop_destroy(loop);
     return received < messages * count;
 }

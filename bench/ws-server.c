@@ -21,10 +21,10 @@ static void on_message(sxe_ws_t *socket, enum sxe_ws_type type, const char *data
 
 static void chat(sxe_http_t *http, void *arg)
 {
-    sxe_ws_t *socket = sxe_ws_accept(ws, http, NULL);
+    sxe_ws_t *socket;
 
     (void)arg;
-    if (socket != NULL) {
+    if (sxe_ws_accept(ws, http, NULL, &socket) == 0) {
         sxe_ws_set_user(socket, ws); /* marks it a chat socket */
         (void)sxe_ws_join(socket, CHAT);
     }

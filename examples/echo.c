@@ -20,7 +20,7 @@ int main(int argc, char **argv)
 
     if ((rc = sxe_loop_create(&loop, NULL)) < 0 ||
         (rc = sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC)) < 0 ||
-        (rc = sxe_listen_at(loop, &listener, address, NULL, &handlers, NULL)) < 0) {
+        (rc = sxe_conn_listen_at(loop, &listener, address, NULL, &handlers, NULL)) < 0) {
         fprintf(stderr, "echo: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;
     }

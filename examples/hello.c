@@ -39,8 +39,8 @@ int main(int argc, char **argv)
     }
     if ((rc = sxe_loop_create(&loop, &options)) < 0 ||
         (rc = sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC)) < 0 ||
-        (rc = sxe_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address),
-                         &listen_options, &handlers, NULL)) < 0) {
+        (rc = sxe_conn_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address),
+                              &listen_options, &handlers, NULL)) < 0) {
         fprintf(stderr, "hello: cannot serve on port %u: %s\n", ntohs(address.sin_port),
                 sxe_strerror(rc));
         return 1;

@@ -28,13 +28,12 @@ static void subscribe(sxe_http_t *http, void *arg)
     while (slot < SUBSCRIBERS_MAX && subscribers[slot] != NULL) {
         slot++;
     }
-    sxe_http_t *held = slot < SUBSCRIBERS_MAX ? sxe_http_defer(http, forget, (void *)slot) : NULL;
-    if (held == NULL) {
+    if (slot == SUBSCRIBERS_MAX || sxe_http_defer(http, forget, (void *)slot) < 0) {
         sxe_http_respond(http, 503, "text/plain", "too many subscribers\n", 21);
         return;
     }
-    subscribers[slot] = held;
-    if (sxe_http_start(held, 200, "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+    subscribers[slot] = http;
+    if (sxe_http_start(http, 200, "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
                        -1) < 0) {
         subscribers[slot] = NULL; /* the client went away: its hold is gone */
     }

@@ -139,30 +139,30 @@ struct sxe_listen_options {
  * @return 0, -ENOBUFS if the table is full, or -errno from socket, setsockopt, bind or listen
  *         (-EADDRINUSE: the port is taken).
  */
-SXE_MUST_CHECK int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener,
-                              const struct sockaddr *address, socklen_t address_len,
-                              const struct sxe_listen_options *options,
-                              const struct sxe_conn_handlers *handlers, void *user);
+SXE_MUST_CHECK int sxe_conn_listen(sxe_loop_t *loop, sxe_conn_t **listener,
+                                   const struct sockaddr *address, socklen_t address_len,
+                                   const struct sxe_listen_options *options,
+                                   const struct sxe_conn_handlers *handlers, void *user);
 
 /**
  * Parses an address as a person writes it: "IPv4:PORT", "[IPv6]:PORT", "localhost:PORT"
  * (127.0.0.1) or ":PORT" (every IPv4 address). With default_port 0 to 65535 the port may be left
  * out ("127.0.0.1", "::1", "[::1]", "localhost"); with -1 it is required. One parser for the
- * library and its programs: sxe_listen_at(), sxe_http_server_listen(), sxe_http_client_create(),
- * sxe-httpd --listen and sxe-http -i.
+ * library and its programs: sxe_conn_listen_at(), sxe_http_server_listen(),
+ * sxe_http_client_create(), sxe-httpd --listen and sxe-http -i.
  * @return 0, or -EINVAL for text that is none of these, or a port that is not 0 to 65535 in digits.
  */
 SXE_MUST_CHECK int sxe_address_parse(const char *text, int default_port,
                                      struct sockaddr_storage *address, socklen_t *len);
 
 /**
- * sxe_listen() on an address given as text (see sxe_address_parse(); the port is required):
- * sxe_listen_at(loop, &listener, "127.0.0.1:8080", NULL, &handlers, NULL).
- * @return as sxe_listen(), or -EINVAL for an address that does not parse.
+ * sxe_conn_listen() on an address given as text (see sxe_address_parse(); the port is required):
+ * sxe_conn_listen_at(loop, &listener, "127.0.0.1:8080", NULL, &handlers, NULL).
+ * @return as sxe_conn_listen(), or -EINVAL for an address that does not parse.
  */
-SXE_MUST_CHECK int sxe_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *address,
-                                 const struct sxe_listen_options *options,
-                                 const struct sxe_conn_handlers *handlers, void *user);
+SXE_MUST_CHECK int sxe_conn_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *address,
+                                      const struct sxe_listen_options *options,
+                                      const struct sxe_conn_handlers *handlers, void *user);
 
 /**
  * Connects to a TCP or Unix stream address without blocking. on_connect runs when it completes;
@@ -170,10 +170,10 @@ SXE_MUST_CHECK int sxe_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const 
  * @param source  Local address to bind first (NULL: any), for example one of several 127.0.0.x.
  * @return 0, -ENOBUFS if the table is full, or -errno from socket, bind or connect.
  */
-SXE_MUST_CHECK int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn, const struct sockaddr *address,
-                               socklen_t address_len, const struct sockaddr *source,
-                               socklen_t source_len, const struct sxe_conn_handlers *handlers,
-                               void *user);
+SXE_MUST_CHECK int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn,
+                                    const struct sockaddr *address, socklen_t address_len,
+                                    const struct sockaddr *source, socklen_t source_len,
+                                    const struct sxe_conn_handlers *handlers, void *user);
 
 /**
  * Makes a connected pair of Unix stream connections (socketpair), both in this loop.
@@ -293,10 +293,12 @@ void sxe_conn_uncork(sxe_conn_t *conn);
  * program keeps its own deadline). Reading goes on: on_read is called again as bytes arrive, with
  * data at the kept bytes and len counting the new ones; return 0 to keep them all, or pause.
  * A connection that closes while kept says so in on_close as always.
- * @return the kept bytes' address; NULL with errno ENOBUFS if no buffer is free, or EINVAL
- *         outside on_read (asserts in debug builds).
+ * @param kept  Set to the kept bytes' address (may be NULL).
+ * @return 0; -ENOBUFS if no buffer is free (nothing is kept: on_read's return counts as usual),
+ *         or -EINVAL outside on_read (asserts in debug builds).
  */
-char *sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed);
+SXE_MUST_CHECK int sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed,
+                                 char **kept);
 
 /**
  * Ends sxe_conn_keep(): the connection's timeouts apply again, and on_read is offered the kept

@@ -266,22 +266,22 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
 
 /**
  * From a handler: holds the request, to answer it later from any callback on the same loop (a
- * timer, another connection's data, a client's response), with the handle this returns (http
- * itself: a request keeps the slot it was given at its dispatch until its response is finished).
- * Pipelined requests after it wait, so answers still go out in order. The handle's request, path,
- * query and body stay valid until its response is finished.
+ * timer, another connection's data, a client's response) with the same handle: a request keeps
+ * the slot it was given at its dispatch until its response is finished. Pipelined requests after
+ * it wait, so answers still go out in order. The handle's request, path, query and body stay
+ * valid until its response is finished.
  *
  * If the connection goes away before the response is finished, on_cancel(held, arg) is called once
  * and the handle is gone; without on_cancel, the next sxe_http_*() call on it returns -ECANCELED
  * (calling a release it was given) and the handle is gone then. A request not answered within
  * options.response_timeout is answered 503, its connection closes, and it is cancelled so; once
  * its response has started, it may stream for as long as the client reads (server-sent events).
- * @return the handle; NULL, with errno ENOBUFS, when options.deferred requests are held already
- *         (counted: answer now instead, 503 say); NULL with ENOMEM when a path that had to be
- *         normalized cannot be copied; NULL with EINVAL if http is not a handler's request, or
- *         its response has started (asserts in debug builds).
+ * @return 0; -ENOBUFS when options.deferred requests are held already (counted: answer now
+ *         instead, 503 say); -ENOMEM when a path that had to be normalized cannot be copied;
+ *         -EINVAL if http is not a handler's request, or its response has started (asserts in
+ *         debug builds). On an error the request is not held: answer it before returning.
  */
-sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg);
+SXE_MUST_CHECK int sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg);
 
 /** A held request's connection drained: see sxe_http_set_drained(). */
 typedef void (*sxe_http_drained_t)(sxe_http_t *held, void *arg);

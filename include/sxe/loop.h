@@ -12,7 +12,7 @@
  *     static const struct sxe_conn_handlers echo = {.on_read = on_read};
  *     ...
  *     sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 10000});
- *     sxe_listen(loop, &listener, (struct sockaddr *)&addr, sizeof(addr), NULL, &echo, NULL);
+ *     sxe_conn_listen(loop, &listener, (struct sockaddr *)&addr, sizeof(addr), NULL, &echo, NULL);
  *     sxe_loop_run(loop);
  *
  * Memory. The loop allocates everything at creation: the connection table (a pool, see

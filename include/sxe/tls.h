@@ -16,7 +16,7 @@
  * }
  * struct sxe_listen_options options = {.tls = tls};
  * sxe_conn_t *listener;
- * int rc = sxe_listen_at(loop, &listener, "127.0.0.1:8443", &options, &handlers, NULL);
+ * int rc = sxe_conn_listen_at(loop, &listener, "127.0.0.1:8443", &options, &handlers, NULL);
  * @endcode
  *
  * sxe is built with TLS when OpenSSL's headers are found (Debian's libssl-dev); without them

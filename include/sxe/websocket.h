@@ -73,6 +73,9 @@ typedef struct sxe_ws sxe_ws_t;
 /** The WebSocket sockets of one loop: their handlers, options, table and groups. */
 typedef struct sxe_ws_server sxe_ws_server_t;
 
+/** A set of client sockets on one loop (sxe_ws_client_create()). */
+typedef struct sxe_ws_client sxe_ws_client_t;
+
 /** A message's type. */
 enum sxe_ws_type {
     SXE_WS_TEXT = 1,   /**< UTF-8 text (checked). */
@@ -80,16 +83,16 @@ enum sxe_ws_type {
 };
 
 /** Close codes (RFC 6455 §7.4.1) that sxe uses or reports. */
-#define SXE_WS_NORMAL       1000 /**< Done. */
-#define SXE_WS_GOING_AWAY   1001 /**< The server stops, or the page goes. */
-#define SXE_WS_PROTOCOL     1002 /**< The peer broke the protocol. */
-#define SXE_WS_NO_STATUS    1005 /**< A close frame without a code (reported, never sent). */
-#define SXE_WS_ABNORMAL     1006 /**< The connection ended without a close frame (reported). */
-#define SXE_WS_INVALID_DATA 1007 /**< Text that is not UTF-8. */
-#define SXE_WS_POLICY       1008 /**< The peer reads too slowly (options.queue_bytes). */
-#define SXE_WS_TOO_BIG      1009 /**< A message over options.message_bytes. */
-#define SXE_WS_SERVER_ERROR 1011 /**< The server could not go on. */
-#define SXE_WS_TRY_AGAIN    1013 /**< No buffer was free for a large message: try again later. */
+#define SXE_WS_CLOSE_NORMAL       1000 /**< Done. */
+#define SXE_WS_CLOSE_GOING_AWAY   1001 /**< The server stops, or the page goes. */
+#define SXE_WS_CLOSE_PROTOCOL     1002 /**< The peer broke the protocol. */
+#define SXE_WS_CLOSE_NO_STATUS    1005 /**< A close frame without a code (reported, never sent). */
+#define SXE_WS_CLOSE_ABNORMAL     1006 /**< The connection ended without a close frame (reported). */
+#define SXE_WS_CLOSE_INVALID_DATA 1007 /**< Text that is not UTF-8. */
+#define SXE_WS_CLOSE_POLICY       1008 /**< The peer reads too slowly (options.queue_bytes). */
+#define SXE_WS_CLOSE_TOO_BIG      1009 /**< A message over options.message_bytes. */
+#define SXE_WS_SERVER_ERROR       1011 /**< The server could not go on. */
+#define SXE_WS_TRY_AGAIN          1013 /**< No buffer was free for a large message: try again later. */
 
 /** What happens on a socket. Every member may be NULL. */
 struct sxe_ws_handlers {
@@ -103,10 +106,10 @@ struct sxe_ws_handlers {
     void (*on_message)(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len);
 
     /**
-     * The socket closed: code and reason are the peer's close frame's (SXE_WS_NO_STATUS and an
-     * empty reason if it had none), or the code the server closed with (1002, 1007, 1008, 1009,
-     * or the program's sxe_ws_close()), or SXE_WS_ABNORMAL if the connection just ended. Called
-     * once; the handle is gone when it returns. Sends from here fail.
+     * The socket closed: code and reason are the peer's close frame's (SXE_WS_CLOSE_NO_STATUS and
+     * an empty reason if it had none), or the code the server closed with (1002, 1007, 1008, 1009,
+     * or the program's sxe_ws_close()), or SXE_WS_CLOSE_ABNORMAL if the connection just ended.
+     * Called once; the handle is gone when it returns. Sends from here fail.
      */
     void (*on_close)(sxe_ws_t *ws, int code, const char *reason, size_t reason_len);
 };
@@ -185,19 +188,24 @@ SXE_MUST_CHECK int sxe_ws_server_route(sxe_ws_server_t *server, const char *path
  * From an HTTP handler: answers the request's WebSocket handshake with 101 and protocol (NULL
  * for none; it must be one the client offered), or with 400 or 426 if it is not one. On success
  * the connection is a WebSocket from now on, and on_open is called before this returns.
- * @return the socket, or NULL with errno: EPROTO (refused: the request was answered), ENOBUFS,
- *         EINVAL (not from a handler, or a protocol the client did not offer: answered 500).
+ * @param ws  Set to the socket (NULL on an error); may be NULL when the caller needs no handle.
+ * @return 0; -EPROTO (refused: the request was answered), -ENOBUFS, -EPIPE (on_open closed it),
+ *         -EINVAL (not from a handler, or a protocol the client did not offer: answered 500).
  */
-sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol);
+int sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol, sxe_ws_t **ws);
 
 /**
  * Makes a set of client sockets on loop (sxe_ws_connect()): the same table, options and handlers
- * as a server's, without routes. Free it with sxe_ws_server_destroy().
- * @return as sxe_ws_server_create().
+ * as a server's, without routes. Free it with sxe_ws_client_destroy().
+ * @return 0, -EINVAL (client, loop or handlers NULL), -ENOBUFS (the loop has 8 stop hooks
+ *         already), or -ENOMEM.
  */
-SXE_MUST_CHECK int sxe_ws_client_create(sxe_ws_server_t **set, sxe_loop_t *loop,
+SXE_MUST_CHECK int sxe_ws_client_create(sxe_ws_client_t **client, sxe_loop_t *loop,
                                         const struct sxe_ws_handlers *handlers,
                                         const struct sxe_ws_options *options);
+
+/** Closes every open socket of the set (1001, without waiting for answers) and frees it. */
+void sxe_ws_client_destroy(sxe_ws_client_t *client);
 
 /**
  * Opens a WebSocket to address ("IP:PORT", as sxe_address_parse(); also sent as the Host) and
@@ -205,14 +213,14 @@ SXE_MUST_CHECK int sxe_ws_client_create(sxe_ws_server_t **set, sxe_loop_t *loop,
  * 127.0.0.x to pass 28,000 connections). The handshake goes when the connection is up; the
  * server's 101 is checked (its accept key, a sub-protocol we offered, no extension we did not),
  * then on_open is called. If the connection or the handshake fails, on_close is called with
- * SXE_WS_ABNORMAL or SXE_WS_PROTOCOL (and why). Frames a client sends are masked (§5.3), so a
- * client set cannot broadcast. Sends before on_open fail with -EPIPE.
+ * SXE_WS_CLOSE_ABNORMAL or SXE_WS_CLOSE_PROTOCOL (and why). Frames a client sends are masked
+ * (§5.3), so a client set cannot broadcast. Sends before on_open fail with -EPIPE.
  * @param user  the socket's user pointer (sxe_ws_user()), from the start.
  * @return 0 with *ws, -EINVAL (an address that does not parse, a path that does not start with /
  *         or holds a space, a request longer than 460 bytes), -ENOBUFS (the table is full, or 8
  *         different paths, hosts and protocol lists are in use), or -errno from the connect.
  */
-SXE_MUST_CHECK int sxe_ws_connect(sxe_ws_server_t *set, sxe_ws_t **ws, const char *address,
+SXE_MUST_CHECK int sxe_ws_connect(sxe_ws_client_t *client, sxe_ws_t **ws, const char *address,
                                   const char *path, const char *protocols,
                                   const struct sockaddr *source, socklen_t source_len, void *user);
 
@@ -254,7 +262,7 @@ void sxe_ws_set_user(sxe_ws_t *ws, void *user);
 /** The socket's connection (for its peer address, say). */
 sxe_conn_t *sxe_ws_conn(const sxe_ws_t *ws);
 
-/** The server the socket belongs to. */
+/** The server the socket belongs to; NULL for a client's socket (sxe_ws_connect()). */
 sxe_ws_server_t *sxe_ws_server_of(const sxe_ws_t *ws);
 
 /** The server's counters. */

@@ -164,7 +164,7 @@ void sxe_workers_stats(const sxe_workers_t *workers, unsigned index,
 
 /**
  * On a worker: takes its share of listener (an index from sxe_workers_listen()). Connections it
- * gets from the listener start with handlers and user, as sxe_listen() gives them.
+ * gets from the listener start with handlers and user, as sxe_conn_listen() gives them.
  * @return 0, -EINVAL for a listener that does not exist, or -errno.
  */
 SXE_MUST_CHECK int sxe_worker_listen(sxe_worker_t *worker, unsigned listener,

@@ -114,8 +114,8 @@ int sxe_fiber_connect(sxe_fiber_stream_t *stream, sxe_loop_t *loop, const struct
         return -EPERM;
     }
     *stream = (sxe_fiber_stream_t){0};
-    if ((rc = sxe_connect(loop, &stream->conn, address, address_len, NULL, 0, &handlers, stream)) <
-        0) {
+    if ((rc = sxe_conn_connect(loop, &stream->conn, address, address_len, NULL, 0, &handlers,
+                               stream)) < 0) {
         stream->conn = NULL;
         stream->err = rc;
         return rc;

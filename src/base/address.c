@@ -76,9 +76,9 @@ int sxe_address_parse(const char *text, int default_port, struct sockaddr_storag
     return 0;
 }
 
-int sxe_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *address_text,
-                  const struct sxe_listen_options *options,
-                  const struct sxe_conn_handlers *handlers, void *user)
+int sxe_conn_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *address_text,
+                       const struct sxe_listen_options *options,
+                       const struct sxe_conn_handlers *handlers, void *user)
 {
     struct sockaddr_storage address;
     socklen_t len;
@@ -87,5 +87,6 @@ int sxe_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *address_t
     if (rc < 0) {
         return rc;
     }
-    return sxe_listen(loop, listener, (struct sockaddr *)&address, len, options, handlers, user);
+    return sxe_conn_listen(loop, listener, (struct sockaddr *)&address, len, options, handlers,
+                           user);
 }

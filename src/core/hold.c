@@ -37,21 +37,19 @@ void sxe_conn_uncork(sxe_conn_t *conn)
     sxe__stream_closed_when_sent(conn);
 }
 
-char *sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed)
+int sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed, char **kept)
 {
     sxe_loop_t *loop;
 
     if (!SXE_CHECK(conn != NULL && data != NULL && consumed <= len &&
                    (conn->flags & SXE__CONN_CORKED) != 0)) {
-        errno = EINVAL;
-        return NULL;
+        return -EINVAL;
     }
     loop = conn->loop;
     if (conn->input_buffer == SXE_NONE &&
         (conn->input_buffer = sxe__buffer_take(loop)) == SXE_NONE) {
         loop->stats.no_buffer++;
-        errno = ENOBUFS;
-        return NULL;
+        return -ENOBUFS;
     }
     char *at = sxe__buffer_at(loop, conn->input_buffer);
     memmove(at, data + consumed, len - consumed);
@@ -62,7 +60,10 @@ char *sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consu
         sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), state, SXE__CONN_HELD,
                            loop->now);
     }
-    return at;
+    if (kept != NULL) {
+        *kept = at;
+    }
+    return 0;
 }
 
 void sxe_conn_unkeep(sxe_conn_t *conn)

@@ -267,9 +267,9 @@ int sxe__listen_attach(sxe_loop_t *loop, sxe_conn_t **listener, int fd,
     return 0;
 }
 
-int sxe_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *address,
-               socklen_t address_len, const struct sxe_listen_options *options,
-               const struct sxe_conn_handlers *handlers, void *user)
+int sxe_conn_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockaddr *address,
+                    socklen_t address_len, const struct sxe_listen_options *options,
+                    const struct sxe_conn_handlers *handlers, void *user)
 {
     static const struct sxe_listen_options defaults;
 
@@ -325,9 +325,9 @@ static int add_connecting(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, uint1
     return sxe__conn_add(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM, flags,
                          SXE__IO_CONNECT, handlers, user, evict);
 }
-int sxe_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
-                socklen_t address_len, const struct sockaddr *source, socklen_t source_len,
-                const struct sxe_conn_handlers *handlers, void *user)
+int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
+                     socklen_t address_len, const struct sockaddr *source, socklen_t source_len,
+                     const struct sxe_conn_handlers *handlers, void *user)
 {
     int rc;
 

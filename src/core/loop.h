@@ -83,7 +83,7 @@ enum sxe__conn_kind {
 #define SXE__LIST_HUP     0x10u /* the peer's end was reported (an edge that will not come again) */
 /* Not lists, but marks cleared when a slot is taken (not when it is freed, like the lists): */
 #define SXE__LIST_UNREAD   0x40u /* reading stopped, input left in the socket (kept input full) */
-#define SXE__LIST_OUTBOUND 0x80u /* the program opened it (sxe_connect): never evicted */
+#define SXE__LIST_OUTBOUND 0x80u /* the program opened it (sxe_conn_connect): never evicted */
 #define SXE__LIST_SHUT                                                                             \
     0x20u /* not a list: sxe_conn_shutdown() was called (overflow() reads on)                      \
            */

@@ -56,10 +56,11 @@ static int target_index(sxe_ws_server_t *set, const char *host, const char *path
     return (int)set->target_count++;
 }
 
-int sxe_ws_connect(sxe_ws_server_t *set, sxe_ws_t **ws_out, const char *address, const char *path,
-                   const char *protocols, const struct sockaddr *source, socklen_t source_len,
-                   void *user)
+int sxe_ws_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char *address,
+                   const char *path, const char *protocols, const struct sockaddr *source,
+                   socklen_t source_len, void *user)
 {
+    sxe_ws_server_t *set = client != NULL ? &client->set : NULL;
     struct sockaddr_storage to;
     socklen_t to_len;
     sxe_conn_t *conn;
@@ -76,8 +77,8 @@ int sxe_ws_connect(sxe_ws_server_t *set, sxe_ws_t **ws_out, const char *address,
     if ((target = target_index(set, address, path, protocols)) < 0) {
         return target;
     }
-    if ((rc = sxe_connect(set->loop, &conn, (struct sockaddr *)&to, to_len, source, source_len,
-                          &set->handlers, NULL)) < 0) {
+    if ((rc = sxe_conn_connect(set->loop, &conn, (struct sockaddr *)&to, to_len, source, source_len,
+                               &set->handlers, NULL)) < 0) {
         return rc;
     }
     struct sxe_ws *ws = &set->sockets[sxe_conn_index(conn)];
@@ -115,7 +116,7 @@ static size_t refused(struct sxe_ws *ws, const char *why, size_t len)
     ws->closing_next = ws->closing_prev = UINT32_MAX; /* the key is spent: on no list */
     ws->state = WS_DONE;
     if (ws->server->program.on_close != NULL) {
-        ws->server->program.on_close(ws, SXE_WS_PROTOCOL, why, strlen(why));
+        ws->server->program.on_close(ws, SXE_WS_CLOSE_PROTOCOL, why, strlen(why));
     }
     sxe_conn_close(conn);
     return len;

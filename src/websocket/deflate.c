@@ -265,11 +265,11 @@ const uint8_t *sxe__ws_inflate(sxe_ws_server_t *server, const uint8_t *data, siz
      * whatever input is left. */
     size_t made = most + 1 - stream->avail_out;
     if (made > most) {
-        *code = SXE_WS_TOO_BIG;
+        *code = SXE_WS_CLOSE_TOO_BIG;
         return NULL;
     }
     if (rc != Z_OK && rc != Z_STREAM_END) {
-        *code = SXE_WS_INVALID_DATA; /* not deflate data */
+        *code = SXE_WS_CLOSE_INVALID_DATA; /* not deflate data */
         return NULL;
     }
     *out_len = made;

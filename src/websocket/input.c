@@ -28,11 +28,12 @@ static bool deliver(struct sxe_ws *ws, const struct sxe__ws_event *event)
 
     if (event->compressed &&
         (data = sxe__ws_inflate(ws->server, event->data, event->len, &len, &code)) == NULL) {
-        sxe__ws_fail(ws, code, code == SXE_WS_TOO_BIG ? "message too big" : "not deflate data");
+        sxe__ws_fail(ws, code,
+                     code == SXE_WS_CLOSE_TOO_BIG ? "message too big" : "not deflate data");
         return false;
     }
     if (event->compressed && event->opcode == SXE_WS_TEXT && !sxe_utf8_valid(data, len)) {
-        sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "text is not UTF-8");
+        sxe__ws_fail(ws, SXE_WS_CLOSE_INVALID_DATA, "text is not UTF-8");
         return false;
     }
     ws->server->stats.messages_in++;

@@ -18,7 +18,7 @@
 static const char *frame_error(const struct sxe__ws_reader *reader,
                                const struct sxe__ws_frame *frame, size_t most, unsigned *code)
 {
-    *code = SXE_WS_PROTOCOL;
+    *code = SXE_WS_CLOSE_PROTOCOL;
     if (frame->masked == reader->client) {
         return reader->client ? "server frames are not masked" : "client frames must be masked";
     }
@@ -41,7 +41,7 @@ static const char *frame_error(const struct sxe__ws_reader *reader,
     }
     bool compressed = frame->opcode == SXE__WS_CONTINUATION ? reader->compressed : frame->rsv != 0;
     if (reader->assembled + frame->len > (compressed ? SXE__WS_DEFLATED_MOST(most) : most)) {
-        *code = SXE_WS_TOO_BIG;
+        *code = SXE_WS_CLOSE_TOO_BIG;
         return "message too big";
     }
     return NULL;
@@ -68,7 +68,7 @@ static int data_frame(struct sxe__ws_reader *reader, uint8_t *front,
     if (frame->fin && frame->opcode != SXE__WS_CONTINUATION) {
         if (frame->opcode == SXE_WS_TEXT && !reader->compressed &&
             !sxe_utf8_valid(payload, (size_t)frame->len)) {
-            return error(event, SXE_WS_INVALID_DATA, "text is not UTF-8");
+            return error(event, SXE_WS_CLOSE_INVALID_DATA, "text is not UTF-8");
         }
         event->opcode = frame->opcode;
         event->data = payload;
@@ -84,7 +84,7 @@ static int data_frame(struct sxe__ws_reader *reader, uint8_t *front,
         reader->checked += (uint32_t)sxe_utf8_check(front + reader->checked,
                                                     reader->assembled - reader->checked, &bad);
         if (bad || (frame->fin && reader->checked != reader->assembled)) {
-            return error(event, SXE_WS_INVALID_DATA, "text is not UTF-8");
+            return error(event, SXE_WS_CLOSE_INVALID_DATA, "text is not UTF-8");
         }
     }
     if (!frame->fin) {
@@ -108,7 +108,7 @@ int sxe__ws_read(struct sxe__ws_reader *reader, uint8_t *data, size_t len, size_
     event->compressed = false;
 
     if (head < 0) {
-        return error(event, SXE_WS_PROTOCOL, "a length with its top bit set");
+        return error(event, SXE_WS_CLOSE_PROTOCOL, "a length with its top bit set");
     }
     if (head == 0) {
         return SXE__WS_MORE;

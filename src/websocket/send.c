@@ -34,13 +34,15 @@ int sxe__ws_protocol_index(sxe_ws_server_t *server, const char *protocol)
     return (int)server->protocol_count++;
 }
 
-sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol)
+int sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol, sxe_ws_t **ws)
 {
     int index, rc;
 
+    if (ws != NULL) {
+        *ws = NULL;
+    }
     if (!SXE_CHECK(server != NULL && http != NULL)) {
-        errno = EINVAL;
-        return NULL;
+        return -EINVAL;
     }
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
     if (protocol != NULL && protocol[0] != '\0' &&
@@ -48,13 +50,11 @@ sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *p
                            protocol, strlen(protocol))) {
         SXE_LOG_ERROR("the sub-protocol %s was not offered by the client", protocol);
         (void)sxe_http_respond(http, 500, "text/plain", "500 Internal Server Error\n", 26);
-        errno = EINVAL;
-        return NULL;
+        return -EINVAL;
     }
     if ((index = sxe__ws_protocol_index(server, protocol)) < 0) {
         (void)sxe_http_respond(http, 500, "text/plain", "500 Internal Server Error\n", 26);
-        errno = -index;
-        return NULL;
+        return index;
     }
     sxe_conn_t *conn = sxe_http_conn(http);
     char extensions[160] = "";
@@ -63,15 +63,16 @@ sxe_ws_t *sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *p
                       : 0;
     if ((rc = sxe__ws_handshake(http, protocol, extensions, &server->handlers)) < 0) {
         server->stats.refused += rc == -EPROTO;
-        errno = -rc;
-        return NULL;
+        return rc;
     }
     (void)sxe__ws_open(server, conn, (unsigned)index, (unsigned)deflate);
     if (sxe_conn_closed(conn)) {
-        errno = EPIPE; /* closed by on_open */
-        return NULL;
+        return -EPIPE; /* closed by on_open */
     }
-    return &server->sockets[sxe_conn_index(conn)];
+    if (ws != NULL) {
+        *ws = &server->sockets[sxe_conn_index(conn)];
+    }
+    return 0;
 }
 
 /* A route's handshake: the first of the route's sub-protocols that the client offers. */
@@ -92,7 +93,7 @@ static void handshake(sxe_http_t *http, void *arg)
         }
         at += len + (at[len] == ',');
     }
-    (void)sxe_ws_accept(route->server, http, chosen);
+    (void)sxe_ws_accept(route->server, http, chosen, NULL);
 }
 
 int sxe_ws_server_route(sxe_ws_server_t *server, const char *path, const char *protocols)
@@ -132,7 +133,7 @@ static bool room_for(struct sxe_ws *ws, size_t len)
     SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN,
                  "a WebSocket peer reads too slowly (%u bytes queued): closing it with 1008",
                  server->options.queue_bytes);
-    sxe__ws_fail(ws, SXE_WS_POLICY, "reading too slowly");
+    sxe__ws_fail(ws, SXE_WS_CLOSE_POLICY, "reading too slowly");
     return false;
 }
 
@@ -193,8 +194,8 @@ int sxe_ws_server_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws
 
     if (!SXE_CHECK(server != NULL && (type == SXE_WS_TEXT || type == SXE_WS_BINARY) &&
                    (data != NULL || len == 0)) ||
-        group >= server->options.groups || server->http == NULL) {
-        return -EINVAL; /* a client set: its frames are masked, each its own */
+        group >= server->options.groups) {
+        return -EINVAL;
     }
     if ((rc = check_message(type, data, len, server->options.broadcast_bytes)) < 0) {
         return rc;
@@ -275,7 +276,7 @@ sxe_conn_t *sxe_ws_conn(const sxe_ws_t *ws)
 
 sxe_ws_server_t *sxe_ws_server_of(const sxe_ws_t *ws)
 {
-    return ws->server;
+    return ws->server->http != NULL ? ws->server : NULL;
 }
 
 void sxe_ws_server_stats(const sxe_ws_server_t *server, struct sxe_ws_server_stats *stats)

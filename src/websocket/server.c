@@ -53,7 +53,7 @@ static void on_overflow(sxe_conn_t *conn)
 
     ws->reader = (struct sxe__ws_reader){.client = ws->reader.client}; /* its input is gone */
     if (ws->state == WS_OPEN || ws->state == WS_CLOSING) {
-        sxe__ws_fail(ws, err == ENOBUFS ? SXE_WS_TRY_AGAIN : SXE_WS_TOO_BIG,
+        sxe__ws_fail(ws, err == ENOBUFS ? SXE_WS_TRY_AGAIN : SXE_WS_CLOSE_TOO_BIG,
                      err == ENOBUFS ? "no buffer free for a message this large"
                                     : "message too big");
     }
@@ -88,7 +88,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     (void)reason;
     (void)err;
     sxe__ws_closing_remove(ws);
-    sxe__ws_report_close(ws, SXE_WS_ABNORMAL, NULL, 0);
+    sxe__ws_report_close(ws, SXE_WS_CLOSE_ABNORMAL, NULL, 0);
     sxe__ws_unwatch(ws); /* a message may have begun after it closed for the program */
     ws->state = WS_FREE;
     ws->conn = NULL;
@@ -103,15 +103,16 @@ static void going_away(void *arg)
     for (uint32_t i = 0; i < server->socket_count; i++) {
         struct sxe_ws *ws = &server->sockets[i];
         if (ws->state == WS_OPEN) {
-            sxe__ws_send_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
-            sxe__ws_report_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
+            sxe__ws_send_close(ws, SXE_WS_CLOSE_GOING_AWAY, NULL, 0);
+            sxe__ws_report_close(ws, SXE_WS_CLOSE_GOING_AWAY, NULL, 0);
         }
     }
 }
 
 /* Makes a set of sockets on loop, with http for a server's routes (NULL for clients). */
-static int make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server_t *http,
-                const struct sxe_ws_handlers *handlers, const struct sxe_ws_options *options)
+static int make(sxe_ws_server_t **server_out, size_t size, sxe_loop_t *loop,
+                sxe_http_server_t *http, const struct sxe_ws_handlers *handlers,
+                const struct sxe_ws_options *options)
 {
     static const struct sxe_ws_options defaults;
     sxe_ws_server_t *server;
@@ -120,7 +121,7 @@ static int make(sxe_ws_server_t **server_out, sxe_loop_t *loop, sxe_http_server_
     if (!SXE_CHECK(server_out != NULL && loop != NULL && handlers != NULL)) {
         return -EINVAL;
     }
-    if ((server = calloc(1, sizeof(*server))) == NULL) {
+    if ((server = calloc(1, size)) == NULL) {
         return -ENOMEM;
     }
     const struct sxe_loop_options *in_force = sxe_loop_options(loop);
@@ -192,14 +193,28 @@ int sxe_ws_server_create(sxe_ws_server_t **server_out, sxe_http_server_t *http,
     if (!SXE_CHECK(loop != NULL)) {
         return -EINVAL;
     }
-    return make(server_out, loop, http, handlers, options);
+    return make(server_out, sizeof(struct sxe_ws_server), loop, http, handlers, options);
 }
 
-int sxe_ws_client_create(sxe_ws_server_t **set, sxe_loop_t *loop,
+int sxe_ws_client_create(sxe_ws_client_t **client, sxe_loop_t *loop,
                          const struct sxe_ws_handlers *handlers,
                          const struct sxe_ws_options *options)
 {
-    return make(set, loop, NULL, handlers, options);
+    sxe_ws_server_t *set;
+    int rc;
+
+    if (!SXE_CHECK(client != NULL)) {
+        return -EINVAL;
+    }
+    if ((rc = make(&set, sizeof(struct sxe_ws_client), loop, NULL, handlers, options)) == 0) {
+        *client = (struct sxe_ws_client *)set; /* its first member */
+    }
+    return rc;
+}
+
+void sxe_ws_client_destroy(sxe_ws_client_t *client)
+{
+    sxe_ws_server_destroy(client != NULL ? &client->set : NULL);
 }
 
 void sxe_ws_server_destroy(sxe_ws_server_t *server)
@@ -211,9 +226,9 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server)
         struct sxe_ws *ws = &server->sockets[i];
         if (ws->state != WS_FREE) {
             if (ws->state == WS_OPEN) {
-                sxe__ws_send_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
+                sxe__ws_send_close(ws, SXE_WS_CLOSE_GOING_AWAY, NULL, 0);
             }
-            sxe__ws_report_close(ws, SXE_WS_GOING_AWAY, NULL, 0);
+            sxe__ws_report_close(ws, SXE_WS_CLOSE_GOING_AWAY, NULL, 0);
             sxe_conn_close(ws->conn); /* its on_close frees the slot */
         }
     }

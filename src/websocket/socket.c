@@ -221,7 +221,7 @@ void sxe__ws_send_close(struct sxe_ws *ws, unsigned code, const char *reason, si
 void sxe__ws_fail(struct sxe_ws *ws, unsigned code, const char *why)
 {
     SXE_LOG_DEBUG("closing a WebSocket with %u: %s", code, why);
-    if (code != SXE_WS_POLICY) {
+    if (code != SXE_WS_CLOSE_POLICY) {
         ws->server->stats.protocol_errors++;
     }
     if (ws->state == WS_OPEN) { /* one close frame a side: ours may have gone already */
@@ -244,14 +244,14 @@ void sxe__ws_start_close(struct sxe_ws *ws, unsigned code, const char *reason, s
 /* A close frame came: answer it (unless we started), tell the program, and end the connection. */
 void sxe__ws_closed_by_peer(struct sxe_ws *ws, const uint8_t *payload, size_t len)
 {
-    unsigned code = len >= 2 ? (unsigned)payload[0] << 8 | payload[1] : SXE_WS_NO_STATUS;
+    unsigned code = len >= 2 ? (unsigned)payload[0] << 8 | payload[1] : SXE_WS_CLOSE_NO_STATUS;
 
     if (len == 1 || (len >= 2 && !sxe__ws_code_valid(code))) {
-        sxe__ws_fail(ws, SXE_WS_PROTOCOL, "invalid close code");
+        sxe__ws_fail(ws, SXE_WS_CLOSE_PROTOCOL, "invalid close code");
         return;
     }
     if (len > 2 && !sxe_utf8_valid(payload + 2, len - 2)) {
-        sxe__ws_fail(ws, SXE_WS_INVALID_DATA, "close reason not UTF-8");
+        sxe__ws_fail(ws, SXE_WS_CLOSE_INVALID_DATA, "close reason not UTF-8");
         return;
     }
     if (ws->state == WS_OPEN) {
@@ -276,7 +276,7 @@ void sxe__ws_closing_expired(sxe_timer_t *timer, void *arg)
             return;
         }
         sxe__ws_closing_remove(ws);
-        sxe__ws_report_close(ws, SXE_WS_ABNORMAL, NULL, 0); /* our close went unanswered */
+        sxe__ws_report_close(ws, SXE_WS_CLOSE_ABNORMAL, NULL, 0); /* our close went unanswered */
         sxe_conn_close(ws->conn);
     }
 }

@@ -81,7 +81,7 @@ static void too_slow(struct sxe_ws *ws, const char *why)
     ws->server->stats.slow_messages++;
     SXE_LOG_INFO("closing a WebSocket with 1008: %s", why);
     sxe_conn_t *conn = ws->conn;
-    sxe__ws_fail(ws, SXE_WS_POLICY, why);
+    sxe__ws_fail(ws, SXE_WS_CLOSE_POLICY, why);
     if (sxe_conn_close_when_sent(conn) < 0) {
         sxe_conn_close(conn);
     }

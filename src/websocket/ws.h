@@ -202,6 +202,12 @@ struct sxe_ws_server {
     struct sxe_ws_server_stats stats;
 };
 
+/* A set of client sockets: a server's table, timers and handlers without routes or an HTTP
+ * server. Its set is its first member, so a client and its set are one allocation. */
+struct sxe_ws_client {
+    struct sxe_ws_server set;
+};
+
 /* The socket's index in its set's table (and its connection's in the loop). */
 static inline uint32_t sxe__ws_index(const struct sxe_ws *ws)
 {

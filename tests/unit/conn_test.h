@@ -110,8 +110,8 @@ static inline void start_server(const struct sxe_loop_options *options,
     assert_int_equal(sxe_loop_create(&loop, options), 0);
     server_address =
         (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(sxe_listen(loop, &listener, (struct sockaddr *)&server_address,
-                                sizeof(server_address), listen_options, handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &listener, (struct sockaddr *)&server_address,
+                                     sizeof(server_address), listen_options, handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&server_address, &len), 0);
     assert_int_equal(sxe__conn_validate(loop), 0);

@@ -1,4 +1,5 @@
-/* Addresses from text (sxe_address_parse), and a raw server listening on one (sxe_listen_at). */
+/* Addresses from text (sxe_address_parse), and a raw server listening on one (sxe_conn_listen_at).
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -101,11 +102,12 @@ static void test_a_raw_server_listens_on_text(void **state)
 
     (void)state;
     assert_int_equal(sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 8}), 0);
-    assert_int_equal(sxe_listen_at(loop, &listener, "no-such-host:1", NULL, &handlers, NULL),
+    assert_int_equal(sxe_conn_listen_at(loop, &listener, "no-such-host:1", NULL, &handlers, NULL),
                      -EINVAL);
     /* The port is required: an address without one is refused, not bound to a port of chance. */
-    assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1", NULL, &handlers, NULL), -EINVAL);
-    assert_int_equal(sxe_listen_at(loop, &listener, "localhost:0", NULL, &handlers, NULL), 0);
+    assert_int_equal(sxe_conn_listen_at(loop, &listener, "127.0.0.1", NULL, &handlers, NULL),
+                     -EINVAL);
+    assert_int_equal(sxe_conn_listen_at(loop, &listener, "localhost:0", NULL, &handlers, NULL), 0);
     assert_int_equal(getsockname(sxe_conn_fd(listener), (struct sockaddr *)&bound, &len), 0);
     assert_int_equal(bound.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
     int fd = sxe_test_client(ntohs(bound.sin_port));
@@ -143,12 +145,12 @@ static void test_listening_fails_cleanly_at_every_call(void **state)
     unsigned fds = sxe_test_open_fds();
     for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
         sxe__sys_fail(faults[i].call, 1, 1, faults[i].err);
-        assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL),
+        assert_int_equal(sxe_conn_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL),
                          -faults[i].err);
         assert_int_equal(sxe_test_open_fds(), fds);
         sxe__sys_reset();
     }
-    assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL), 0);
+    assert_int_equal(sxe_conn_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL), 0);
     sxe_loop_destroy(loop);
 }
 

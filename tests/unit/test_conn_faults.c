@@ -265,9 +265,9 @@ static size_t close_a_and_connect(sxe_conn_t *conn, const char *data, size_t len
         sxe_conn_close(conn_a);
         conn_a = NULL;
     } else if (data[0] == 'C') {
-        assert_int_equal(sxe_connect(sxe_conn_loop(conn), &seen.adopted,
-                                     (struct sockaddr *)&stuck_address, sizeof(stuck_address), NULL,
-                                     0, &outgoing, NULL),
+        assert_int_equal(sxe_conn_connect(sxe_conn_loop(conn), &seen.adopted,
+                                          (struct sockaddr *)&stuck_address, sizeof(stuck_address),
+                                          NULL, 0, &outgoing, NULL),
                          0);
     }
     return len;
@@ -475,22 +475,22 @@ static void test_connect_errors(void **state)
     (void)state;
     start_server(NULL, NULL, &server_handlers);
     sxe__sys_fail(SXE_SYS_socket, 1, 1, EMFILE);
-    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                 sizeof(server_address), NULL, 0, &server_handlers, NULL),
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                      sizeof(server_address), NULL, 0, &server_handlers, NULL),
                      -EMFILE);
     sxe__sys_fail(SXE_SYS_bind, 1, 1, EADDRNOTAVAIL);
-    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                 sizeof(server_address), (struct sockaddr *)&source, sizeof(source),
-                                 &server_handlers, NULL),
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                      sizeof(server_address), (struct sockaddr *)&source,
+                                      sizeof(source), &server_handlers, NULL),
                      -EADDRNOTAVAIL);
     sxe__sys_fail(SXE_SYS_connect, 1, 1, ENETUNREACH);
-    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                 sizeof(server_address), NULL, 0, &server_handlers, NULL),
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                      sizeof(server_address), NULL, 0, &server_handlers, NULL),
                      -ENETUNREACH);
     /* getsockopt failing when the connect completes: reported as the connect's error. */
     sxe__sys_fail(SXE_SYS_getsockopt, 1, 1, ENOTSOCK);
-    assert_int_equal(sxe_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                 sizeof(server_address), NULL, 0, &server_handlers, NULL),
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
+                                      sizeof(server_address), NULL, 0, &server_handlers, NULL),
                      0);
     want_closes = 1;
     pump_until(closes_reached);

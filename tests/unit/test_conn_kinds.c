@@ -90,8 +90,8 @@ static void test_unix_stream(void **state)
     unlink(address.sun_path);
     memset(&seen, 0, sizeof(seen));
     assert_int_equal(sxe_loop_create(&loop, NULL), 0);
-    assert_int_equal(sxe_listen(loop, &unix_listener, (struct sockaddr *)&address, sizeof(address),
-                                NULL, &server_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &unix_listener, (struct sockaddr *)&address,
+                                     sizeof(address), NULL, &server_handlers, NULL),
                      0);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
@@ -361,8 +361,8 @@ static void test_ipv6(void **state)
     (void)state;
     memset(&seen, 0, sizeof(seen));
     assert_int_equal(sxe_loop_create(&loop, NULL), 0);
-    assert_int_equal(sxe_listen(loop, &v6, (struct sockaddr *)&address, sizeof(address), &options,
-                                &server_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &v6, (struct sockaddr *)&address, sizeof(address),
+                                     &options, &server_handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(v6, (struct sockaddr *)&address, &len), 0);
     int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -379,18 +379,18 @@ static void test_listen_errors(void **state)
 
     (void)state;
     start_server(NULL, NULL, &server_handlers);
-    assert_int_equal(sxe_listen(loop, &second, (struct sockaddr *)&server_address,
-                                sizeof(server_address), NULL, &server_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &second, (struct sockaddr *)&server_address,
+                                     sizeof(server_address), NULL, &server_handlers, NULL),
                      -EADDRINUSE);
     sxe__sys_fail(SXE_SYS_socket, 1, 1, EMFILE);
-    assert_int_equal(sxe_listen(loop, &second, (struct sockaddr *)&server_address,
-                                sizeof(server_address), NULL, &server_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &second, (struct sockaddr *)&server_address,
+                                     sizeof(server_address), NULL, &server_handlers, NULL),
                      -EMFILE);
     if (!sxe_test_uring()) { /* io_uring's watch makes no system call */
         sxe__sys_fail(SXE_SYS_epoll_ctl, 1, 1, ENOMEM);
         struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        assert_int_equal(sxe_listen(loop, &second, (struct sockaddr *)&any, sizeof(any), NULL,
-                                    &server_handlers, NULL),
+        assert_int_equal(sxe_conn_listen(loop, &second, (struct sockaddr *)&any, sizeof(any), NULL,
+                                         &server_handlers, NULL),
                          -ENOMEM);
     }
     struct sxe_loop_stats stats;

@@ -82,8 +82,8 @@ static int setup(void **state)
     sunk = 0;
     assert_int_equal(sxe_loop_create(&loop, &options), 0);
     assert_int_equal(sxe_fibers_create(&fibers, loop, &fiber_options), 0);
-    assert_int_equal(sxe_listen(loop, &listener, (struct sockaddr *)&any, sizeof(any), NULL,
-                                &server_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &listener, (struct sockaddr *)&any, sizeof(any), NULL,
+                                     &server_handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&address, &len), 0);
     return 0;

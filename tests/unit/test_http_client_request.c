@@ -93,8 +93,8 @@ static void start(uint32_t write_limit)
     memset(inboxes, 0, sizeof(inboxes));
     inbox_count = 0;
     assert_int_equal(sxe_loop_create(&loop, &options), 0);
-    assert_int_equal(sxe_listen(loop, &listener, (struct sockaddr *)&any, sizeof(any), NULL,
-                                &upstream_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &listener, (struct sockaddr *)&any, sizeof(any), NULL,
+                                     &upstream_handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&bound, &bound_len), 0);
     snprintf(address, sizeof(address), "127.0.0.1:%d", ntohs(bound.sin_port));

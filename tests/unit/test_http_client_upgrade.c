@@ -99,8 +99,8 @@ static int setup(void **state)
     relayed[0] = head_seen[0] = '\0';
     assert_int_equal(
         sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 16, .timers = 16}), 0);
-    assert_int_equal(sxe_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,
-                                &script_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,
+                                     &script_handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(scripted, (struct sockaddr *)&bound, &bound_len), 0);
     snprintf(address, sizeof(address), "127.0.0.1:%d", ntohs(bound.sin_port));

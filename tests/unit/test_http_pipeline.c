@@ -86,8 +86,8 @@ static int setup(void **state)
                      0);
     assert_int_equal(sxe_http_server_listen(server, "127.0.0.1:0"), 0);
     snprintf(server_address, sizeof(server_address), "127.0.0.1:%d", sxe_http_server_port(server));
-    assert_int_equal(sxe_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,
-                                &script_handlers, NULL),
+    assert_int_equal(sxe_conn_listen(loop, &scripted, (struct sockaddr *)&any, sizeof(any), NULL,
+                                     &script_handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(scripted, (struct sockaddr *)&address, &len), 0);
     snprintf(scripted_address, sizeof(scripted_address), "127.0.0.1:%d", ntohs(address.sin_port));

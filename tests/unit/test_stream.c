@@ -103,7 +103,7 @@ static int start(uint32_t large)
 
     memset(&seen, 0, sizeof(seen));
     assert_int_equal(sxe_loop_create(&loop, &options), 0);
-    assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL), 0);
+    assert_int_equal(sxe_conn_listen_at(loop, &listener, "127.0.0.1:0", NULL, &handlers, NULL), 0);
     return listener_port();
 }
 

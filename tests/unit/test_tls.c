@@ -149,8 +149,8 @@ static void start(const struct sxe_loop_options *options)
     memset(&seen, 0, sizeof(seen));
     assert_int_equal(sxe_tls_server_create(&tls, &tls_options), 0);
     assert_int_equal(sxe_loop_create(&loop, options), 0);
-    assert_int_equal(sxe_listen_at(loop, &listener, "127.0.0.1:0",
-                                   &(struct sxe_listen_options){.tls = tls}, &handlers, NULL),
+    assert_int_equal(sxe_conn_listen_at(loop, &listener, "127.0.0.1:0",
+                                        &(struct sxe_listen_options){.tls = tls}, &handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&address, &address_len), 0);
     port = ntohs(address.sin_port);
@@ -253,8 +253,8 @@ static void test_no_fd_passing(void **state)
     (void)state;
     serve(&client, NULL);
     assert_memory_equal(client.got, "fd\n", 3);
-    assert_int_equal(sxe_listen_at(loop, &second, "127.0.0.1:0",
-                                   &(struct sxe_listen_options){.tls = tls}, &handlers, NULL),
+    assert_int_equal(sxe_conn_listen_at(loop, &second, "127.0.0.1:0",
+                                        &(struct sxe_listen_options){.tls = tls}, &handlers, NULL),
                      0);
     tls_client_free(&client);
 }

@@ -163,13 +163,13 @@ static void test_an_unanswered_close_times_out(void **state)
     start(&(struct sxe_ws_options){.close_timeout = 400 * SXE_NS_PER_MSEC}); /* under idle's 1 s */
     int fd = open_socket(NULL, 0);
     int other = open_socket(NULL, 0);
-    assert_int_equal(sxe_ws_close(seen.sockets[0], SXE_WS_NORMAL, NULL), 0);
+    assert_int_equal(sxe_ws_close(seen.sockets[0], SXE_WS_CLOSE_NORMAL, NULL), 0);
     pump(200 * SXE_NS_PER_MSEC);
-    assert_int_equal(sxe_ws_close(seen.sockets[1], SXE_WS_GOING_AWAY, NULL), 0);
+    assert_int_equal(sxe_ws_close(seen.sockets[1], SXE_WS_CLOSE_GOING_AWAY, NULL), 0);
     assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x8);
     pump(250 * SXE_NS_PER_MSEC); /* only the first's deadline passed */
     assert_int_equal(seen.closes, 1);
-    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     expect_end(fd);
     pump(200 * SXE_NS_PER_MSEC);
     assert_int_equal(seen.closes, 2);
@@ -195,7 +195,7 @@ static void test_a_failure_while_closes_wait_keeps_the_others_waiting(void **sta
         fds[i] = open_socket(NULL, 0);
     }
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(sxe_ws_close(seen.sockets[i], SXE_WS_NORMAL, NULL), 0);
+        assert_int_equal(sxe_ws_close(seen.sockets[i], SXE_WS_CLOSE_NORMAL, NULL), 0);
     }
     pump(0);
     for (int i = 0; i < 3; i++) {
@@ -204,10 +204,10 @@ static void test_a_failure_while_closes_wait_keeps_the_others_waiting(void **sta
     send_frame(fds[1], true, 0x3, "x", 1); /* a reserved opcode */
     pump(0);
     assert_int_equal(seen.closes, 1);
-    assert_int_equal(seen.close_code, SXE_WS_PROTOCOL);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_PROTOCOL);
     pump(450 * SXE_NS_PER_MSEC);
     assert_int_equal(seen.closes, 3);
-    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     for (int i = 0; i < 3; i++) {
         expect_end(fds[i]);
         close(fds[i]);
@@ -234,7 +234,7 @@ static void test_keep_alive_pings(void **state)
     pump(SXE_NS_PER_SEC + 1); /* no answer this time */
     expect_end(fd);
     assert_int_equal(seen.closes, 1);
-    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     sxe_ws_server_stats(server, &stats);
     assert_int_equal(stats.pings, 2);
     assert_int_equal(stats.open, 0);
@@ -343,7 +343,7 @@ static void test_slow_readers(void **state)
         assert_int_equal(drop ? stats.dropped : stats.slow_closed, 1);
         assert_int_equal(seen.closes, drop ? 0 : 1);
         if (!drop) {
-            assert_int_equal(seen.close_code, SXE_WS_POLICY);
+            assert_int_equal(seen.close_code, SXE_WS_CLOSE_POLICY);
         }
         close(fd);
         teardown(NULL);

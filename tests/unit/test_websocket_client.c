@@ -84,7 +84,7 @@ static void test_a_client_of_our_own(void **state)
 {
     static const struct sxe_ws_handlers client_handlers = {
         .on_open = client_open, .on_message = client_message, .on_close = client_close};
-    sxe_ws_server_t *clients;
+    sxe_ws_client_t *clients;
     sxe_ws_t *ws;
     char address[32], *big = malloc(100000);
     uint64_t sum = 0;
@@ -107,7 +107,7 @@ static void test_a_client_of_our_own(void **state)
         sxe_ws_client_create(&clients, sxe_http_server_loop(http), &client_handlers, NULL), 0);
     sxe_test_capture_stop();
     assert_null(strstr(capture.text, "getrandom failed"));
-    sxe_ws_server_destroy(clients);
+    sxe_ws_client_destroy(clients);
     assert_int_equal(sxe_log_set_module_level("WEBSOCKET", was), 0);
     sxe__sys_fail(SXE_SYS_getrandom, 1, 1, ENOSYS);
     sxe_test_capture_start(&capture);
@@ -132,7 +132,7 @@ static void test_a_client_of_our_own(void **state)
     run_until(&client_seen.messages, 2);
     assert_int_equal(client_seen.last_len, 100000);
     assert_true(client_seen.last_sum == sum);
-    assert_int_equal(sxe_ws_server_broadcast(clients, 0, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
+    assert_null(sxe_ws_server_of(ws)); /* a client's: it has no server to broadcast through */
     assert_int_equal(sxe_ws_close(ws, 4002, "done"), 0);
     run_until(&client_seen.closes, 1);
     assert_int_equal(client_seen.close_code, 4002); /* the server answered with ours */
@@ -142,7 +142,7 @@ static void test_a_client_of_our_own(void **state)
 
     assert_int_equal(sxe_ws_connect(clients, &ws, address, "/nowhere", NULL, NULL, 0, NULL), 0);
     run_until(&client_seen.closes, 2);
-    assert_int_equal(client_seen.close_code, SXE_WS_PROTOCOL);
+    assert_int_equal(client_seen.close_code, SXE_WS_CLOSE_PROTOCOL);
     assert_string_equal(client_seen.close_reason, "the server did not switch protocols");
 
     int closed = socket(AF_INET, SOCK_STREAM, 0); /* a port nobody listens on */
@@ -153,7 +153,7 @@ static void test_a_client_of_our_own(void **state)
     snprintf(address, sizeof(address), "127.0.0.1:%d", ntohs(any.sin_port));
     assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", NULL, NULL, 0, NULL), 0);
     run_until(&client_seen.closes, 3);
-    assert_int_equal(client_seen.close_code, SXE_WS_ABNORMAL);
+    assert_int_equal(client_seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     close(closed);
     assert_int_equal(sxe_ws_connect(clients, &ws, "nowhere", "/ws", NULL, NULL, 0, NULL), -EINVAL);
     /* Sub-protocols that would end the handshake's line: invalid use. */
@@ -164,7 +164,7 @@ static void test_a_client_of_our_own(void **state)
     assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", "chat\r\nX: y", NULL, 0, NULL),
                      -EINVAL);
 #endif
-    sxe_ws_server_destroy(clients);
+    sxe_ws_client_destroy(clients);
     free(big);
 }
 
@@ -254,12 +254,12 @@ static void test_permessage_deflate(void **state)
     assert_true(len < 1000);
     memcpy(frame, deflated, len);
     assert_null(sxe__ws_inflate(server, frame, len, &out_len, &code));
-    assert_int_equal(code, SXE_WS_TOO_BIG);
+    assert_int_equal(code, SXE_WS_CLOSE_TOO_BIG);
     assert_non_null(sxe__ws_inflate(server, frame, 0, &out_len, &code)); /* empty: one message */
     assert_int_equal(out_len, 0);
     static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x00};
     assert_null(sxe__ws_inflate(server, garbage, sizeof(garbage), &out_len, &code));
-    assert_int_equal(code, SXE_WS_INVALID_DATA);
+    assert_int_equal(code, SXE_WS_CLOSE_INVALID_DATA);
     static const uint8_t final_then_more[] = {0x03, 0x00, 0x41}; /* an empty final block, and 'A' */
     assert_non_null(sxe__ws_inflate(server, final_then_more, sizeof(final_then_more), &out_len,
                                     &code)); /* what follows a final block is not read */
@@ -295,7 +295,7 @@ static void test_a_client_checks_the_servers_answer(void **state)
     };
     struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t address_len = sizeof(address);
-    sxe_ws_server_t *clients;
+    sxe_ws_client_t *clients;
     sxe_ws_t *ws;
     char text[64];
 
@@ -340,7 +340,7 @@ static void test_a_client_checks_the_servers_answer(void **state)
         close(peer);
     }
     run_until(&client_seen.closes, 6);
-    sxe_ws_server_destroy(clients);
+    sxe_ws_client_destroy(clients);
     close(listener);
 }
 

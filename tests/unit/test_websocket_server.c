@@ -24,7 +24,7 @@
 #include "websocket_test.h"
 
 /*
- * A close frame of no bytes has no code: the program is told SXE_WS_NO_STATUS and an empty
+ * A close frame of no bytes has no code: the program is told SXE_WS_CLOSE_NO_STATUS and an empty
  * reason, and the answer has no code either. The frame comes with a ping behind it in the same
  * read, so the bytes after the close's empty payload are the ping's head, not a code.
  */
@@ -43,7 +43,7 @@ static void test_an_empty_close_is_no_status(void **state)
     assert_int_equal(len, 0);
     expect_end(fd);
     assert_int_equal(seen.closes, 1);
-    assert_int_equal(seen.close_code, SXE_WS_NO_STATUS);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_NO_STATUS);
     assert_string_equal(seen.close_reason, "");
     close(fd);
 }
@@ -60,22 +60,22 @@ static void test_a_close_of_one_byte_is_a_protocol_error(void **state)
     send_frame(fd, true, 0x8, "\x03", 1);
     assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x8);
     assert_true(len >= 2);
-    assert_int_equal(payload[0] << 8 | payload[1], SXE_WS_PROTOCOL);
+    assert_int_equal(payload[0] << 8 | payload[1], SXE_WS_CLOSE_PROTOCOL);
     expect_end(fd);
-    assert_int_equal(seen.close_code, SXE_WS_PROTOCOL);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_PROTOCOL);
     close(fd);
 }
 
 static const char *accepted_protocol;
 static int accept_errno;
 
-/* The program's route: accepts with accepted_protocol, and keeps errno if that fails. */
+/* The program's route: accepts with accepted_protocol, and keeps the error if that fails. */
 static void accept_with(sxe_http_t *request, void *arg)
 {
     (void)arg;
-    errno = 0;
-    sxe_ws_t *ws = sxe_ws_accept(server, request, accepted_protocol);
-    accept_errno = ws == NULL ? errno : 0;
+    sxe_ws_t *ws = (sxe_ws_t *)&ws;
+    accept_errno = -sxe_ws_accept(server, request, accepted_protocol, &ws);
+    assert_true(accept_errno == 0 ? ws != NULL : ws == NULL);
 }
 
 /* Sends a handshake for /mine offering protocol; @return the answer's head (static). */

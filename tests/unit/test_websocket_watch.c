@@ -63,9 +63,9 @@ static void test_pings_between_fragments_do_not_keep_a_stalled_message(void **st
     }
     assert_int_equal(seen.closes, 0);
     pump(SECOND / 2); /* 3 s since the message began */
-    expect_close(fd, SXE_WS_POLICY);
+    expect_close(fd, SXE_WS_CLOSE_POLICY);
     assert_int_equal(seen.closes, 1);
-    assert_int_equal(seen.close_code, SXE_WS_POLICY);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_POLICY);
     assert_int_equal(seen.messages, 0);
     assert_int_equal(slow_messages(), 1);
     close(fd);
@@ -84,7 +84,7 @@ static void test_a_frame_a_byte_at_a_time_is_closed_in_time(void **state)
         pump(SECOND / 2);
     }
     pump(SECOND / 2);
-    expect_close(fd, SXE_WS_POLICY); /* 3 s after the first byte */
+    expect_close(fd, SXE_WS_CLOSE_POLICY); /* 3 s after the first byte */
     assert_int_equal(seen.messages, 0);
     close(fd);
 }
@@ -100,7 +100,7 @@ static void test_tiny_fragments_are_no_progress(void **state)
         send_frame(fd, false, SXE__WS_CONTINUATION, "x", 1);
     }
     pump(SECOND); /* 3 to 4 s after it began: the deadline is checked once a second */
-    expect_close(fd, SXE_WS_POLICY);
+    expect_close(fd, SXE_WS_CLOSE_POLICY);
     close(fd);
 }
 
@@ -177,7 +177,7 @@ static void test_a_large_message_must_keep_its_rate(void **state)
         pump(SECOND / 2);
         send_all(fd, big + 100000 + 1000 * i, 1000);
     }
-    expect_close(fd, SXE_WS_POLICY); /* judged over its first three seconds and more */
+    expect_close(fd, SXE_WS_CLOSE_POLICY); /* judged over its first three seconds and more */
     assert_int_equal(slow_messages(), 1);
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.large_buffers_in_use, 0); /* let go for the next */
@@ -235,16 +235,16 @@ static void test_sockets_that_close_with_a_message_under_way(void **state)
     send_frame(gone, false, SXE_WS_TEXT, "b", 1);
     send_frame(left, false, SXE_WS_TEXT, "c", 1);
     pump(0);
-    assert_int_equal(sxe_ws_close(seen.sockets[0], SXE_WS_NORMAL, "bye"), 0);
+    assert_int_equal(sxe_ws_close(seen.sockets[0], SXE_WS_CLOSE_NORMAL, "bye"), 0);
     close(gone);
     pump(0);
     assert_int_equal(seen.closes, 1); /* gone's: the program's close waits for its answer */
-    assert_int_equal(seen.close_code, SXE_WS_ABNORMAL);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     pump(SECOND);
     pump(SECOND);
     pump(SECOND);
     pump(SECOND);
-    expect_close(left, SXE_WS_POLICY);
+    expect_close(left, SXE_WS_CLOSE_POLICY);
     assert_int_equal(slow_messages(), 1); /* only the one still open and still under way */
     close(closed_by_program);
     close(left);

@@ -282,9 +282,9 @@ static void ws_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_l
         return;
     }
     if (!client->connected && worker.results.first_connect_errno == 0) {
-        worker.results.first_connect_errno = code == SXE_WS_PROTOCOL ? EPROTO : ECONNREFUSED;
+        worker.results.first_connect_errno = code == SXE_WS_CLOSE_PROTOCOL ? EPROTO : ECONNREFUSED;
     }
-    closed(client, code == SXE_WS_ABNORMAL ? SXE_CLOSE_PEER : SXE_CLOSE_ERROR, 0);
+    closed(client, code == SXE_WS_CLOSE_ABNORMAL ? SXE_CLOSE_PEER : SXE_CLOSE_ERROR, 0);
 }
 
 const struct sxe_ws_handlers client_ws_handlers = {
@@ -323,9 +323,9 @@ static int connect_client(struct client *client)
                             source, source ? config.source_len : 0, client);
         client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
     } else {
-        rc = sxe_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
-                         config.target_len, source, source ? config.source_len : 0,
-                         &client_handlers, client);
+        rc = sxe_conn_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
+                              config.target_len, source, source ? config.source_len : 0,
+                              &client_handlers, client);
     }
     if (rc < 0) {
         client->conn = NULL;

@@ -75,7 +75,7 @@ struct worker {
     int up;
     struct progress *progress;
     struct results results;
-    sxe_ws_server_t *ws_set; /* in WebSocket mode */
+    sxe_ws_client_t *ws_set; /* in WebSocket mode */
 };
 
 extern struct worker worker;

@@ -537,10 +537,11 @@ static void handle(sxe_http_t *http, void *arg)
         (void)sxe_http_respond(http, 503, "text/plain", "503 Service Unavailable\n", 24);
         return;
     }
-    if ((exchange->held = sxe_http_defer(http, on_cancel, exchange)) == NULL) {
+    if (sxe_http_defer(http, on_cancel, exchange) < 0) {
         (void)sxe_http_respond(http, 503, "text/plain", "503 Service Unavailable\n", 24);
         return;
     }
+    exchange->held = http;
     state->free = exchange->next_free;
     exchange->proxy = arg;
     exchange->call = NULL;

@@ -24,12 +24,11 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 static void on_deadline(sxe_timer_t *timer, void *arg);
 static void cancel(sxe_http_server_t *server, struct slot *held);
 
-sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg)
+int sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg)
 {
     if (!SXE_CHECK(http != NULL && http->server->running != NULL &&
                    http == &http->server->running->http && !http->held && http->status == 0)) {
-        errno = EINVAL;
-        return NULL;
+        return -EINVAL;
     }
     sxe_http_server_t *server = http->server;
     struct slot *held = sxe__http_slot(http);
@@ -38,15 +37,13 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
         SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
                      "all %u held requests are in use: raise %s; refusing to hold more",
                      server->config.held_max, sxe_log_setting("options.deferred"));
-        errno = ENOBUFS;
-        return NULL;
+        return -ENOBUFS;
     }
     if (http->path == server->path_scratch && http->path != NULL) {
         /* Normalized into the scratch, which the next request reuses: a copy of its own. Only a
          * path that was not normal is copied, so this is rare, and a failure is a 503. */
         if ((held->path = malloc(http->path_len + 1)) == NULL) {
-            errno = ENOMEM;
-            return NULL;
+            return -ENOMEM;
         }
         memcpy(held->path, http->path, http->path_len + 1);
     }
@@ -55,8 +52,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
         free(held->path);
         held->path = NULL;
         server->defer_stats.refused++;
-        errno = ENOBUFS; /* the loop's timers are all running */
-        return NULL;
+        return -ENOBUFS; /* the loop's timers are all running */
     }
     held->state = SLOT_HELD;
     held->on_cancel = on_cancel;
@@ -72,7 +68,7 @@ sxe_http_t *sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *
     http->path = held->path != NULL ? held->path : http->path;
     server->defer_stats.deferred++;
     server->defer_stats.held++;
-    return http;
+    return 0;
 }
 
 /*
@@ -97,8 +93,8 @@ bool sxe__http_defer_keep(sxe_http_server_t *server, sxe_conn_t *conn, const cha
         sxe__http_slot_release(server, held);
         return false;
     }
-    char *kept = sxe_conn_keep(conn, data, len, (size_t)(at - data));
-    if (kept == NULL) { /* no buffer to keep it in: it cannot wait */
+    char *kept;
+    if (sxe_conn_keep(conn, data, len, (size_t)(at - data), &kept) < 0) { /* it cannot wait */
         SXE_LOG_ERROR("no buffer to hold a request in: answering 503");
         sxe__http_refuse(server, conn, 503, request, NULL);
         cancel(server, held);

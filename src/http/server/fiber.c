@@ -38,10 +38,10 @@ static void run(void *arg)
 
 bool sxe__http_run_fiber(sxe_http_server_t *server, sxe_http_t *http, const struct route *route)
 {
-    sxe_http_t *held;
+    sxe_http_t *held = http;
 
     /* The pool was made with the first fiber route, or with a worker's copy of the server. */
-    if ((held = sxe_http_defer(http, NULL, NULL)) == NULL) {
+    if (sxe_http_defer(http, NULL, NULL) < 0) {
         sxe_http_respond(http, 503, "text/plain", "503 Service Unavailable\n", 24);
         return false;
     }

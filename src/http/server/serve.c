@@ -209,8 +209,8 @@ int sxe_http_server_listen_tls(sxe_http_server_t *server, const char *address_te
     }
     if (server->workers != NULL) {
         rc = sxe_workers_listen(server->workers, (struct sockaddr *)&address, len, &options);
-    } else if ((rc = sxe_listen(server->loop, &listener, (struct sockaddr *)&address, len, &options,
-                                &server->handlers, NULL)) == 0 &&
+    } else if ((rc = sxe_conn_listen(server->loop, &listener, (struct sockaddr *)&address, len,
+                                     &options, &server->handlers, NULL)) == 0 &&
                server->listener == NULL) {
         server->listener = listener;
     }

@@ -204,8 +204,8 @@ void sxe__http_upload_kept(sxe_http_server_t *server, sxe_conn_t *conn, struct s
         return;
     }
     if (state->first == slot && held->http.serial == serial) {
-        (void)sxe_conn_keep(conn, kept, len,
-                            consumed); /* the head, moved, leads the buffer again */
+        /* The head, moved, leads the buffer again: the buffer is the connection's own already. */
+        (void)!sxe_conn_keep(conn, kept, len, consumed, NULL);
     } else {
         state->skip += (uint32_t)consumed;
     }
