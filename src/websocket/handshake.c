@@ -73,7 +73,6 @@ static int refuse(sxe_http_t *http, int status, const char *why)
     int len = snprintf(body, sizeof(body), "%d %s: %s\n", status, sxe_http_reason(status), why);
     (void)sxe_http_respond_with(http, status, "text/plain", status == 426 ? upgrade_required : NULL,
                                 body, (size_t)len);
-    errno = EPROTO;
     return -EPROTO;
 }
 
