@@ -67,7 +67,7 @@ int main(int argc, char **argv)
         return 1;
     }
     for (unsigned long i = 0; i < count; i++) {
-        if (sxe_ws_connect(set, &sockets[i], argv[1], argv[2], NULL, NULL, 0, NULL) < 0) {
+        if (sxe_ws_client_connect(set, &sockets[i], argv[1], argv[2], NULL, NULL, 0, NULL) < 0) {
             fprintf(stderr, "ws-fanout: cannot connect socket %lu\n", i);
             return 1;
         }

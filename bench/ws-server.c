@@ -24,7 +24,7 @@ static void chat(sxe_http_t *http, void *arg)
     sxe_ws_t *socket;
 
     (void)arg;
-    if (sxe_ws_accept(ws, http, NULL, &socket) == 0) {
+    if (sxe_ws_server_accept(ws, http, NULL, &socket) == 0) {
         sxe_ws_set_user(socket, ws); /* marks it a chat socket */
         (void)sxe_ws_join(socket, CHAT);
     }

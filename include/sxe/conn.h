@@ -293,9 +293,10 @@ void sxe_conn_uncork(sxe_conn_t *conn);
  * program keeps its own deadline). Reading goes on: on_read is called again as bytes arrive, with
  * data at the kept bytes and len counting the new ones; return 0 to keep them all, or pause.
  * A connection that closes while kept says so in on_close as always.
- * @param kept  Set to the kept bytes' address (may be NULL).
+ * @param kept  Set to the kept bytes' address, NULL on an error (kept may be NULL).
  * @return 0; -ENOBUFS if no buffer is free (nothing is kept: on_read's return counts as usual),
- *         or -EINVAL outside on_read (asserts in debug builds).
+ *         or -EINVAL outside on_read, for data NULL or consumed past len (asserts in debug
+ *         builds).
  */
 SXE_MUST_CHECK int sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consumed,
                                  char **kept);

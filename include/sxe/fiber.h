@@ -15,8 +15,9 @@
  *         }
  *     }
  *     ...
- *     sxe_fibers_create(&fibers, loop, NULL);
- *     sxe_fiber_start(fibers, greet, "hello", NULL);
+ *     if (sxe_fibers_create(&fibers, loop, NULL) < 0 ||
+ *         sxe_fiber_start(fibers, greet, "hello", NULL) < 0)
+ *         return 1;
  *     sxe_loop_run(loop);
  *
  * Memory is fixed at sxe_fibers_create(): options.count stacks of options.stack_size bytes, each

@@ -9,9 +9,10 @@
  *         sxe_http_respond(http, 200, "text/plain", "Hello World\n", 12);
  *     }
  *     ...
- *     sxe_http_server_create(&server, NULL, NULL);
- *     sxe_http_server_route(server, "GET", "/", 0, hello, NULL);
- *     sxe_http_server_listen(server, "127.0.0.1:8080");
+ *     if (sxe_http_server_create(&server, NULL, NULL) < 0 ||
+ *         sxe_http_server_route(server, "GET", "/", 0, hello, NULL) < 0 ||
+ *         sxe_http_server_listen(server, "127.0.0.1:8080") < 0)
+ *         return 1;
  *     return sxe_http_server_run(server);
  *
  * The server reads requests with the parser (sxe/http_parser.h), answers malformed ones itself with
@@ -164,7 +165,7 @@ struct sxe_http_server_options {
 /** Counters of requests held to answer later (sxe_http_defer()). */
 struct sxe_http_defer_stats {
     uint64_t deferred;  /**< Requests held. */
-    uint64_t refused;   /**< sxe_http_defer() calls refused: options.deferred were held. */
+    uint64_t refused;   /**< sxe_http_defer() refused: all held, or no timer free. */
     uint64_t cancelled; /**< Held requests whose connection went away first. */
     uint64_t timed_out; /**< Held requests answered 503 after response_timeout. */
     uint32_t held;      /**< Held now. */
@@ -276,10 +277,11 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
  * (calling a release it was given) and the handle is gone then. A request not answered within
  * options.response_timeout is answered 503, its connection closes, and it is cancelled so; once
  * its response has started, it may stream for as long as the client reads (server-sent events).
- * @return 0; -ENOBUFS when options.deferred requests are held already (counted: answer now
- *         instead, 503 say); -ENOMEM when a path that had to be normalized cannot be copied;
- *         -EINVAL if http is not a handler's request, or its response has started (asserts in
- *         debug builds). On an error the request is not held: answer it before returning.
+ * @return 0; -ENOBUFS when options.deferred requests are held already, or the loop's timers
+ *         are all running (both counted in refused); -ENOMEM when a path that had to be
+ *         normalized cannot be copied. After these the request is not held: answer it now (503,
+ *         say). -EINVAL if http is not a handler's request, is held already, or its response
+ *         has started (asserts in debug builds).
  */
 SXE_MUST_CHECK int sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel, void *arg);
 

@@ -11,8 +11,10 @@
  *     }
  *     static const struct sxe_conn_handlers echo = {.on_read = on_read};
  *     ...
- *     sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 10000});
- *     sxe_conn_listen(loop, &listener, (struct sockaddr *)&addr, sizeof(addr), NULL, &echo, NULL);
+ *     if (sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 10000}) < 0 ||
+ *         sxe_conn_listen(loop, &listener, (struct sockaddr *)&addr, sizeof(addr), NULL, &echo,
+ *                         NULL) < 0)
+ *         return 1; // the log says why
  *     sxe_loop_run(loop);
  *
  * Memory. The loop allocates everything at creation: the connection table (a pool, see

@@ -6,15 +6,16 @@
  *
  *     static void on_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
  *     {
- *         sxe_ws_server_broadcast(sxe_ws_server_of(ws), 0, type, data, len);
+ *         sxe_ws_server_broadcast(sxe_ws_server_of(ws), 0, type, data, len, NULL);
  *     }
  *     static const struct sxe_ws_handlers chat = {.on_message = on_message};
  *     ...
- *     sxe_http_server_create(&http, NULL, NULL);
- *     sxe_ws_server_create(&ws, http, &chat, NULL);
- *     sxe_ws_server_route(ws, "/chat", NULL);
- *     sxe_http_server_listen(http, "127.0.0.1:8080");
- *     return sxe_http_server_run(http);
+ *     if (sxe_http_server_create(&server, NULL, NULL) < 0 ||
+ *         sxe_ws_server_create(&ws, server, &chat, NULL) < 0 ||
+ *         sxe_ws_server_route(ws, "/chat", NULL) < 0 ||
+ *         sxe_http_server_listen(server, "127.0.0.1:8080") < 0)
+ *         return 1;
+ *     return sxe_http_server_run(server);
  *
  * The handshake (RFC 6455 §4.2): a GET with Upgrade: websocket, Connection: upgrade, a
  * Sec-WebSocket-Key of 16 bytes in Base64 and Sec-WebSocket-Version: 13 is answered 101 with
@@ -86,13 +87,13 @@ enum sxe_ws_type {
 #define SXE_WS_CLOSE_NORMAL       1000 /**< Done. */
 #define SXE_WS_CLOSE_GOING_AWAY   1001 /**< The server stops, or the page goes. */
 #define SXE_WS_CLOSE_PROTOCOL     1002 /**< The peer broke the protocol. */
-#define SXE_WS_CLOSE_NO_STATUS    1005 /**< A close frame without a code (reported, never sent). */
-#define SXE_WS_CLOSE_ABNORMAL     1006 /**< The connection ended without a close frame (reported). */
+#define SXE_WS_CLOSE_NO_STATUS    1005 /**< A close frame had no code (reported, never sent). */
+#define SXE_WS_CLOSE_ABNORMAL     1006 /**< It ended without a close frame (reported). */
 #define SXE_WS_CLOSE_INVALID_DATA 1007 /**< Text that is not UTF-8. */
 #define SXE_WS_CLOSE_POLICY       1008 /**< The peer reads too slowly (options.queue_bytes). */
 #define SXE_WS_CLOSE_TOO_BIG      1009 /**< A message over options.message_bytes. */
-#define SXE_WS_SERVER_ERROR       1011 /**< The server could not go on. */
-#define SXE_WS_TRY_AGAIN          1013 /**< No buffer was free for a large message: try again later. */
+#define SXE_WS_CLOSE_SERVER_ERROR 1011 /**< The server could not go on. */
+#define SXE_WS_CLOSE_TRY_AGAIN    1013 /**< No buffer free for a large message: try later. */
 
 /** What happens on a socket. Every member may be NULL. */
 struct sxe_ws_handlers {
@@ -133,7 +134,7 @@ struct sxe_ws_options {
     uint32_t message_rate;
     bool no_ping;             /**< Do not ping silent sockets: close them at idle_timeout. */
     uint32_t groups;          /**< Groups of sxe_ws_server_broadcast() (16); sockets start in 0. */
-    uint32_t broadcasts;      /**< Broadcast frames that may be in flight at once (64). */
+    uint32_t broadcasts;      /**< Broadcast frames in flight at once (64; a client set: 0). */
     uint32_t broadcast_bytes; /**< Largest broadcast message (65536). */
     /**
      * permessage-deflate (RFC 7692), taken when a client offers it: messages of 32 bytes or more
@@ -189,14 +190,18 @@ SXE_MUST_CHECK int sxe_ws_server_route(sxe_ws_server_t *server, const char *path
  * for none; it must be one the client offered), or with 400 or 426 if it is not one. On success
  * the connection is a WebSocket from now on, and on_open is called before this returns.
  * @param ws  Set to the socket (NULL on an error); may be NULL when the caller needs no handle.
- * @return 0; -EPROTO (refused: the request was answered), -ENOBUFS, -EPIPE (on_open closed it),
- *         -EINVAL (not from a handler, or a protocol the client did not offer: answered 500).
+ * @return 0; -EPROTO (refused: the request was answered 400 or 426); -ENOBUFS (the server knows
+ *         16 other sub-protocols already, or the name is too long: answered 500); -EINVAL (not
+ *         from a handler, or a protocol the client did not offer: answered 500); -EPIPE (on_open
+ *         closed it); -ECANCELED (a held request whose client left), or the write's -errno for
+ *         the 101.
  */
-int sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol, sxe_ws_t **ws);
+int sxe_ws_server_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol,
+                         sxe_ws_t **ws);
 
 /**
- * Makes a set of client sockets on loop (sxe_ws_connect()): the same table, options and handlers
- * as a server's, without routes. Free it with sxe_ws_client_destroy().
+ * Makes a set of client sockets on loop (sxe_ws_client_connect()): the same table, options and
+ * handlers as a server's, without routes. Free it with sxe_ws_client_destroy().
  * @return 0, -EINVAL (client, loop or handlers NULL), -ENOBUFS (the loop has 8 stop hooks
  *         already), or -ENOMEM.
  */
@@ -206,6 +211,9 @@ SXE_MUST_CHECK int sxe_ws_client_create(sxe_ws_client_t **client, sxe_loop_t *lo
 
 /** Closes every open socket of the set (1001, without waiting for answers) and frees it. */
 void sxe_ws_client_destroy(sxe_ws_client_t *client);
+
+/** The set's counters, as a server's (no broadcasts, refusals or handshakes answered). */
+void sxe_ws_client_stats(const sxe_ws_client_t *client, struct sxe_ws_server_stats *stats);
 
 /**
  * Opens a WebSocket to address ("IP:PORT", as sxe_address_parse(); also sent as the Host) and
@@ -220,9 +228,10 @@ void sxe_ws_client_destroy(sxe_ws_client_t *client);
  *         or holds a space, a request longer than 460 bytes), -ENOBUFS (the table is full, or 8
  *         different paths, hosts and protocol lists are in use), or -errno from the connect.
  */
-SXE_MUST_CHECK int sxe_ws_connect(sxe_ws_client_t *client, sxe_ws_t **ws, const char *address,
-                                  const char *path, const char *protocols,
-                                  const struct sockaddr *source, socklen_t source_len, void *user);
+SXE_MUST_CHECK int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws,
+                                         const char *address, const char *path,
+                                         const char *protocols, const struct sockaddr *source,
+                                         socklen_t source_len, void *user);
 
 /**
  * Sends a message: one frame, queued whole (copied). @return 0; -EPIPE if the socket is closing;
@@ -236,8 +245,7 @@ int sxe_ws_send(sxe_ws_t *ws, enum sxe_ws_type type, const void *data, size_t le
  * Sends one message to every open socket of group (but except, if not NULL), encoding the frame
  * once and sending it by reference. Slow readers are handled as by sxe_ws_send().
  * @return how many sockets it was queued to, or -EMSGSIZE past broadcast_bytes, -EILSEQ, -EINVAL
- *         for a group out of range or a client set, -ENOBUFS when options.broadcasts are all in
- *         flight.
+ *         for a group out of range, -ENOBUFS when options.broadcasts are all in flight.
  */
 int sxe_ws_server_broadcast(sxe_ws_server_t *server, uint32_t group, enum sxe_ws_type type,
                             const void *data, size_t len, const sxe_ws_t *except);
@@ -262,7 +270,7 @@ void sxe_ws_set_user(sxe_ws_t *ws, void *user);
 /** The socket's connection (for its peer address, say). */
 sxe_conn_t *sxe_ws_conn(const sxe_ws_t *ws);
 
-/** The server the socket belongs to; NULL for a client's socket (sxe_ws_connect()). */
+/** The server the socket belongs to; NULL for a client's socket (sxe_ws_client_connect()). */
 sxe_ws_server_t *sxe_ws_server_of(const sxe_ws_t *ws);
 
 /** The server's counters. */

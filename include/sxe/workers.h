@@ -10,9 +10,10 @@
  *         return sxe_worker_listen(worker, 0, &handlers, my_state_for(worker));
  *     }
  *     ...
- *     sxe_workers_create(&workers, &(struct sxe_workers_options){.count = 4});
- *     sxe_workers_listen(workers, (struct sockaddr *)&address, sizeof(address), NULL);
- *     sxe_workers_run(workers, start, NULL, NULL);   // until SIGINT or SIGTERM
+ *     if (sxe_workers_create(&workers, &(struct sxe_workers_options){.count = 4}) < 0 ||
+ *         sxe_workers_listen(workers, (struct sockaddr *)&address, sizeof(address), NULL) < 0)
+ *         return 1;
+ *     rc = sxe_workers_run(workers, start, NULL, NULL);   // until SIGINT or SIGTERM
  *     sxe_workers_destroy(workers);
  *
  * Each worker has its own loop, with its own fixed-memory connection table (options.loop sizes

@@ -41,6 +41,9 @@ int sxe_conn_keep(sxe_conn_t *conn, const char *data, size_t len, size_t consume
 {
     sxe_loop_t *loop;
 
+    if (kept != NULL) {
+        *kept = NULL;
+    }
     if (!SXE_CHECK(conn != NULL && data != NULL && consumed <= len &&
                    (conn->flags & SXE__CONN_CORKED) != 0)) {
         return -EINVAL;

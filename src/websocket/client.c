@@ -56,9 +56,9 @@ static int target_index(sxe_ws_server_t *set, const char *host, const char *path
     return (int)set->target_count++;
 }
 
-int sxe_ws_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char *address,
-                   const char *path, const char *protocols, const struct sockaddr *source,
-                   socklen_t source_len, void *user)
+int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char *address,
+                          const char *path, const char *protocols, const struct sockaddr *source,
+                          socklen_t source_len, void *user)
 {
     sxe_ws_server_t *set = client != NULL ? &client->set : NULL;
     struct sockaddr_storage to;

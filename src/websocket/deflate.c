@@ -247,7 +247,7 @@ const uint8_t *sxe__ws_inflate(sxe_ws_server_t *server, const uint8_t *data, siz
     int rc = Z_OK;
 
     if (inflateReset(stream) != Z_OK) {
-        *code = SXE_WS_SERVER_ERROR;
+        *code = SXE_WS_CLOSE_SERVER_ERROR;
         return NULL;
     }
     stream->next_out = shared->in_scratch;

@@ -34,7 +34,8 @@ int sxe__ws_protocol_index(sxe_ws_server_t *server, const char *protocol)
     return (int)server->protocol_count++;
 }
 
-int sxe_ws_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol, sxe_ws_t **ws)
+int sxe_ws_server_accept(sxe_ws_server_t *server, sxe_http_t *http, const char *protocol,
+                         sxe_ws_t **ws)
 {
     int index, rc;
 
@@ -93,7 +94,7 @@ static void handshake(sxe_http_t *http, void *arg)
         }
         at += len + (at[len] == ',');
     }
-    (void)sxe_ws_accept(route->server, http, chosen, NULL);
+    (void)sxe_ws_server_accept(route->server, http, chosen, NULL);
 }
 
 int sxe_ws_server_route(sxe_ws_server_t *server, const char *path, const char *protocols)

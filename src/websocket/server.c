@@ -53,7 +53,7 @@ static void on_overflow(sxe_conn_t *conn)
 
     ws->reader = (struct sxe__ws_reader){.client = ws->reader.client}; /* its input is gone */
     if (ws->state == WS_OPEN || ws->state == WS_CLOSING) {
-        sxe__ws_fail(ws, err == ENOBUFS ? SXE_WS_TRY_AGAIN : SXE_WS_CLOSE_TOO_BIG,
+        sxe__ws_fail(ws, err == ENOBUFS ? SXE_WS_CLOSE_TRY_AGAIN : SXE_WS_CLOSE_TOO_BIG,
                      err == ENOBUFS ? "no buffer free for a message this large"
                                     : "message too big");
     }
@@ -142,7 +142,7 @@ static int make(sxe_ws_server_t **server_out, size_t size, sxe_loop_t *loop,
     set->message_timeout = set->message_timeout ? set->message_timeout : 30 * SXE_NS_PER_SEC;
     set->message_rate = set->message_rate ? set->message_rate : 16384;
     set->groups = set->groups ? set->groups : 16;
-    set->broadcasts = set->broadcasts ? set->broadcasts : 64;
+    set->broadcasts = http == NULL ? 0 : set->broadcasts ? set->broadcasts : 64; /* clients: none */
     set->broadcast_bytes = set->broadcast_bytes ? set->broadcast_bytes : 65536;
     server->handlers = (struct sxe_conn_handlers){.on_connect = on_connect,
                                                   .on_read = on_read,
@@ -159,11 +159,13 @@ static int make(sxe_ws_server_t **server_out, size_t size, sxe_loop_t *loop,
     int rc = sxe__ws_watch_init(server, in_force);
     server->sockets = calloc(server->socket_count, sizeof(*server->sockets));
     server->group_heads = malloc(set->groups * sizeof(*server->group_heads));
-    server->broadcasts = calloc(set->broadcasts, sizeof(*server->broadcasts));
-    server->broadcast_memory =
-        calloc(set->broadcasts, (size_t)set->broadcast_bytes + SXE__WS_HEAD_MAX);
+    if (set->broadcasts > 0) {
+        server->broadcasts = calloc(set->broadcasts, sizeof(*server->broadcasts));
+        server->broadcast_memory =
+            calloc(set->broadcasts, (size_t)set->broadcast_bytes + SXE__WS_HEAD_MAX);
+    }
     if (rc < 0 || server->sockets == NULL || server->group_heads == NULL ||
-        server->broadcasts == NULL || server->broadcast_memory == NULL) {
+        (set->broadcasts > 0 && (server->broadcasts == NULL || server->broadcast_memory == NULL))) {
         sxe_ws_server_destroy(server);
         return -ENOMEM;
     }
@@ -210,6 +212,11 @@ int sxe_ws_client_create(sxe_ws_client_t **client, sxe_loop_t *loop,
         *client = (struct sxe_ws_client *)set; /* its first member */
     }
     return rc;
+}
+
+void sxe_ws_client_stats(const sxe_ws_client_t *client, struct sxe_ws_server_stats *stats)
+{
+    sxe_ws_server_stats(&client->set, stats);
 }
 
 void sxe_ws_client_destroy(sxe_ws_client_t *client)

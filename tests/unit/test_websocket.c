@@ -465,9 +465,9 @@ static void test_a_large_message_with_no_large_buffer_free(void **state)
         pump(0);
     }
     assert_int_equal(read_frame(second, payload, sizeof(payload), &len), 0x8);
-    assert_int_equal(payload[0] << 8 | payload[1], SXE_WS_TRY_AGAIN);
+    assert_int_equal(payload[0] << 8 | payload[1], SXE_WS_CLOSE_TRY_AGAIN);
     assert_int_equal(seen.closes, 1);
-    assert_int_equal(seen.close_code, SXE_WS_TRY_AGAIN);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_TRY_AGAIN);
     for (size_t sent = 100000; sent < sizeof(big); pump(0)) { /* the first is served whole */
         ssize_t put = send(first, big + sent, sizeof(big) - sent, MSG_DONTWAIT);
         sent += put > 0 ? (size_t)put : 0;

@@ -69,7 +69,8 @@ static void run_until(const int *counter, int count)
 static void connect_with_a_line_break(void *clients)
 {
     sxe_ws_t *ws;
-    int rc = sxe_ws_connect(clients, &ws, "127.0.0.1:9", "/ws", "chat\r\nX: y", NULL, 0, NULL);
+    int rc =
+        sxe_ws_client_connect(clients, &ws, "127.0.0.1:9", "/ws", "chat\r\nX: y", NULL, 0, NULL);
     (void)rc; /* not reached: the assertion aborts first */
 }
 #endif
@@ -116,8 +117,8 @@ static void test_a_client_of_our_own(void **state)
     sxe_test_capture_stop();
     assert_non_null(strstr(capture.text, "getrandom failed; WebSocket client keys"));
     snprintf(address, sizeof(address), "127.0.0.1:%d", port);
-    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", "chat, other", NULL, 0, &seen),
-                     0);
+    assert_int_equal(
+        sxe_ws_client_connect(clients, &ws, address, "/ws", "chat, other", NULL, 0, &seen), 0);
     assert_ptr_equal(sxe_ws_user(ws), &seen);
     assert_int_equal(sxe_ws_send(ws, SXE_WS_TEXT, "early", 5), -EPIPE);
     run_until(&client_seen.opens, 1);
@@ -140,7 +141,8 @@ static void test_a_client_of_our_own(void **state)
     assert_int_equal(seen.close_code, 4002);
     assert_string_equal(seen.close_reason, "done");
 
-    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/nowhere", NULL, NULL, 0, NULL), 0);
+    assert_int_equal(sxe_ws_client_connect(clients, &ws, address, "/nowhere", NULL, NULL, 0, NULL),
+                     0);
     run_until(&client_seen.closes, 2);
     assert_int_equal(client_seen.close_code, SXE_WS_CLOSE_PROTOCOL);
     assert_string_equal(client_seen.close_reason, "the server did not switch protocols");
@@ -151,18 +153,20 @@ static void test_a_client_of_our_own(void **state)
     assert_int_equal(bind(closed, (struct sockaddr *)&any, sizeof(any)), 0);
     assert_int_equal(getsockname(closed, (struct sockaddr *)&any, &any_len), 0);
     snprintf(address, sizeof(address), "127.0.0.1:%d", ntohs(any.sin_port));
-    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", NULL, NULL, 0, NULL), 0);
+    assert_int_equal(sxe_ws_client_connect(clients, &ws, address, "/ws", NULL, NULL, 0, NULL), 0);
     run_until(&client_seen.closes, 3);
     assert_int_equal(client_seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     close(closed);
-    assert_int_equal(sxe_ws_connect(clients, &ws, "nowhere", "/ws", NULL, NULL, 0, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_client_connect(clients, &ws, "nowhere", "/ws", NULL, NULL, 0, NULL),
+                     -EINVAL);
     /* Sub-protocols that would end the handshake's line: invalid use. */
 #ifdef SXE_DEBUG
     const char *const expected[] = {"strpbrk(protocols, \"\\r\\n\") == NULL", NULL};
     sxe_test_expect_abort(connect_with_a_line_break, clients, expected);
 #else
-    assert_int_equal(sxe_ws_connect(clients, &ws, address, "/ws", "chat\r\nX: y", NULL, 0, NULL),
-                     -EINVAL);
+    assert_int_equal(
+        sxe_ws_client_connect(clients, &ws, address, "/ws", "chat\r\nX: y", NULL, 0, NULL),
+        -EINVAL);
 #endif
     sxe_ws_client_destroy(clients);
     free(big);
@@ -312,7 +316,7 @@ static void test_a_client_checks_the_servers_answer(void **state)
     for (size_t i = 0; i < sizeof(answers) / sizeof(answers[0]); i++) {
         char request[1024] = "", answer[512], proof[29];
         int peer = -1;
-        assert_int_equal(sxe_ws_connect(clients, &ws, text, "/x", "chat", NULL, 0, NULL), 0);
+        assert_int_equal(sxe_ws_client_connect(clients, &ws, text, "/x", "chat", NULL, 0, NULL), 0);
         for (int turns = 0; strstr(request, "\r\n\r\n") == NULL && turns < 2000; turns++) {
             pump(0);
             peer = peer >= 0 ? peer : accept(listener, NULL, NULL);

@@ -74,7 +74,7 @@ static void accept_with(sxe_http_t *request, void *arg)
 {
     (void)arg;
     sxe_ws_t *ws = (sxe_ws_t *)&ws;
-    accept_errno = -sxe_ws_accept(server, request, accepted_protocol, &ws);
+    accept_errno = -sxe_ws_server_accept(server, request, accepted_protocol, &ws);
     assert_true(accept_errno == 0 ? ws != NULL : ws == NULL);
 }
 

@@ -79,7 +79,7 @@ static uint32_t large_bodies; /* the HTTP server's large buffers: 0 for its defa
 static inline void accept_unoffered(sxe_http_t *request, void *arg)
 {
     (void)arg;
-    assert_int_equal(sxe_ws_accept(server, request, "bogus", NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_accept(server, request, "bogus", NULL), -EINVAL);
 }
 
 static inline void start(const struct sxe_ws_options *options)

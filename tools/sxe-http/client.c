@@ -319,8 +319,8 @@ static int connect_client(struct client *client)
 
     client->connect_start = sxe_clock_mono_ns();
     if (config.ws_path != NULL) {
-        rc = sxe_ws_connect(worker.ws_set, &client->ws, config.target_text, config.ws_path, NULL,
-                            source, source ? config.source_len : 0, client);
+        rc = sxe_ws_client_connect(worker.ws_set, &client->ws, config.target_text, config.ws_path,
+                                   NULL, source, source ? config.source_len : 0, client);
         client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
     } else {
         rc = sxe_conn_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
