@@ -347,6 +347,22 @@ void sxe__tls_close(struct sxe_conn *conn)
 
 /* Reading. */
 
+/* What a client that spoke plain HTTP to a TLS port is told, as nginx tells it, before the close:
+ * a person who typed http:// for an https:// address sees why nothing works. The socket's buffer
+ * is empty at the first bytes of a connection, so one send takes it all (else it is a clean close,
+ * as before); the request itself was read into OpenSSL's buffer, so the close sends a FIN. */
+static void answer_plain_http(struct sxe_conn *conn)
+{
+    static const char answer[] = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                                 "Content-Length: 47\r\nConnection: close\r\n\r\n"
+                                 "400 Bad Request: plain HTTP sent to a TLS port\n";
+    int reason = ERR_GET_REASON(ERR_peek_last_error());
+
+    if (reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST) {
+        (void)!sxe__sys.send(conn->fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+}
+
 ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
 {
     struct tls_slot *slot = slot_of(conn);
@@ -383,6 +399,7 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
             errno = slot->err;
             return -1;
         }
+        answer_plain_http(conn);
         log_openssl(SXE_LOG_LEVEL_INFO, SSL_is_init_finished(slot->ssl) ? "TLS record refused"
                                                                         : "TLS handshake failed");
         errno = EPROTO;

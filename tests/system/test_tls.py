@@ -82,12 +82,18 @@ def test_https_beside_plain_http(httpd, certificate):  # noqa: F811
         server.process.stderr.read().decode()
 
 
-def test_plain_http_to_the_https_port_is_closed(httpd, certificate):  # noqa: F811
+def test_plain_http_to_the_https_port_is_told_400(httpd, certificate):  # noqa: F811
     cert, key, _ = certificate
     server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
-        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert sock.recv(4096) == b""  # closed without an answer in plain text
+        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nUser-Agent: curl/7.88\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")  # as nginx: why, in plain HTTP, then the end
+    assert head.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert body == b"400 Bad Request: plain HTTP sent to a TLS port\n"
+    assert b"Content-Length: %d" % len(body) in head
     connection = https(server.port, cert)  # and the others are served on
     connection.request("GET", "/hello.txt")
     assert connection.getresponse().status == 200

@@ -412,10 +412,11 @@ static void test_old_protocol_refused(void **state)
     tls_client_free(&client);
 }
 
-/* Plain HTTP to a TLS port: closed (EPROTO) without an answer, and the log says what it was. */
+/* Plain HTTP to a TLS port: told so in plain HTTP, as nginx does, then closed (EPROTO); the log
+ * says what it was. */
 static void test_plain_text_refused(void **state)
 {
-    struct tls_client client = {.plain = true, .send = "GET / HTTP/1.1\r\n\r\n", .expect = 100};
+    struct tls_client client = {.plain = true, .send = "GET / HTTP/1.1\r\n\r\n", .expect = 1000};
     struct sxe_test_capture capture;
 
     (void)state;
@@ -428,6 +429,30 @@ static void test_plain_text_refused(void **state)
     assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
     assert_int_equal(seen.err, EPROTO);
     assert_non_null(strstr(capture.text, "http request"));
+    assert_non_null(strstr(client.got, "HTTP/1.1 400 Bad Request\r\n"));
+    const char *body = strstr(client.got, "\r\n\r\n");
+    assert_non_null(body);
+    assert_string_equal(body + 4, "400 Bad Request: plain HTTP sent to a TLS port\n");
+    assert_non_null(strstr(client.got, "Content-Length: 47\r\n"));
+    tls_client_free(&client);
+}
+
+/* Bytes that are not TLS and not HTTP: a clean close, no answer. */
+static void test_garbage_closed_without_an_answer(void **state)
+{
+    struct tls_client client = {.plain = true, .send = "HELO there\r\n\r\n", .expect = 1000};
+    struct sxe_test_capture capture;
+
+    (void)state;
+    start(NULL);
+    client.port = port;
+    sxe_test_capture_start(&capture);
+    tls_client_run(loop, &client);
+    sxe_test_capture_stop();
+    assert_true(client.ended);
+    assert_int_equal(client.got_len, 0);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, EPROTO);
     tls_client_free(&client);
 }
 
@@ -566,6 +591,7 @@ int main(void)
         cmocka_unit_test_teardown(test_write_before_the_handshake, teardown),
         cmocka_unit_test_teardown(test_old_protocol_refused, teardown),
         cmocka_unit_test_teardown(test_plain_text_refused, teardown),
+        cmocka_unit_test_teardown(test_garbage_closed_without_an_answer, teardown),
         cmocka_unit_test_teardown(test_socket_error_in_handshake, teardown),
         cmocka_unit_test_teardown(test_file_read_fails, teardown),
         cmocka_unit_test(test_context_errors),
