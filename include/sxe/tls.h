@@ -47,15 +47,24 @@ struct sxe_tls_options {
      * ChaCha20-Poly1305 only (forward secrecy, AEAD). TLS 1.3's suites are OpenSSL's defaults.
      */
     const char *ciphers;
+    /**
+     * No session tickets: every connection makes a full handshake. (By default a client may resume
+     * its session with a ticket the server sealed, under keys every worker shares.)
+     */
+    bool no_tickets;
 };
+
+/** The longest server name sxe_tls_server_add_name() takes (a DNS name's limit). */
+#define SXE_TLS_NAME_MAX 253
 
 /** Whether this build of sxe has TLS (OpenSSL). */
 bool sxe_tls_available(void);
 
 /**
  * Makes a server's TLS context: TLS 1.2 and 1.3 only, renegotiation refused, session tickets on
- * (keys made here: processes forked after this call, and threads, share them), ALPN answering
- * "http/1.1" when the client offers it.
+ * unless options.no_tickets (keys made here: processes forked after this call, and threads, share
+ * them), ALPN answering "http/1.1" when the client offers it. sxe_tls_server_add_name() adds
+ * certificates for other server names.
  * @return 0, -ENOTSUP without TLS in this build, -EINVAL (asserts in debug builds) for a NULL
  *         argument or a missing certificate or key name, -errno when a file cannot be read
  *         (-ENOENT, -EACCES), or -EPROTO when OpenSSL refuses what it read (not PEM, a key that
@@ -63,6 +72,21 @@ bool sxe_tls_available(void);
  *         logged with the file and OpenSSL's reason.
  */
 SXE_MUST_CHECK int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options);
+
+/**
+ * Gives the server name `name` a certificate of its own (SNI): a client that asks for that name
+ * gets this certificate; a client that asks for no name, or for one not added, gets the context's
+ * own (the default). "*.example.com" stands for every name one label under example.com (not
+ * example.com itself, nor a.b.example.com); an exact name wins over a wildcard. Names are compared
+ * without regard to case. Only options' certificate and key are used: the protocol settings and
+ * tickets are the context's. Add every name before a listener uses the context.
+ * @return 0; -EINVAL for a name that is not a host name (letters, digits, '-' and '.', up to
+ *         SXE_TLS_NAME_MAX), nor "*." and one, or a NULL argument (asserts in debug builds);
+ *         -EEXIST for a name given a certificate already; -ENOTSUP without TLS; or
+ *         sxe_tls_server_create()'s errors for the files (logged).
+ */
+SXE_MUST_CHECK int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name,
+                                           const struct sxe_tls_options *options);
 
 /**
  * Frees a context. Every listener and connection made with it must be closed first (their loops

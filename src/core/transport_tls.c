@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "outq.h"
 #include "sxe/tls.h"
@@ -35,8 +36,16 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"     \
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
-struct sxe_tls {
+/* A certificate for a server name (SNI): "www.example.com", or "*.example.com" for one label. */
+struct tls_name {
+    char name[SXE_TLS_NAME_MAX + 1]; /* compared without regard to case */
     SSL_CTX *ctx;
+};
+
+struct sxe_tls {
+    SSL_CTX *ctx;           /* the default: for a client that names no server, or one not here */
+    struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
+    unsigned name_count;
 };
 
 #define SLOT_NOTIFIED 0x01u /* close_notify is queued (or there is no session to close) */
@@ -220,6 +229,21 @@ static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
     return 0;
 }
 
+/* Makes a context of options into *ctx. @return 0, -ENOMEM, or configure()'s error. */
+static int context_make(SSL_CTX **ctx, const struct sxe_tls_options *options)
+{
+    int rc;
+
+    if ((*ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    if ((rc = configure(*ctx, options)) < 0) {
+        SSL_CTX_free(*ctx);
+        *ctx = NULL;
+    }
+    return rc;
+}
+
 int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options)
 {
     int rc;
@@ -231,22 +255,113 @@ int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options
     *tls = NULL;
     pthread_once(&bio_once, bio_method_make);
     sxe_tls_t *made = calloc(1, sizeof(*made));
-    if (made == NULL || bio_method == NULL ||
-        (made->ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+    if (made == NULL || bio_method == NULL) {
         free(made); /* GCOVR_EXCL_LINE: out of memory */
         return -ENOMEM;
     }
-    if ((rc = configure(made->ctx, options)) < 0) {
-        sxe_tls_destroy(made);
+    if ((rc = context_make(&made->ctx, options)) < 0) {
+        free(made);
         return rc;
     }
+    if (options->no_tickets) { /* TLS 1.2's tickets; and TLS 1.3 sends none at all */
+        SSL_CTX_set_options(made->ctx, SSL_OP_NO_TICKET);
+        SSL_CTX_set_num_tickets(made->ctx, 0);
+    }
     *tls = made;
+    return 0;
+}
+
+/* The context for the name a client asked for: exact, else "*." and all but its first label. */
+static SSL_CTX *context_named(const sxe_tls_t *tls, const char *name)
+{
+    const char *parent = strchr(name, '.');
+
+    for (unsigned i = 0; i < tls->name_count; i++) {
+        if (strcasecmp(tls->names[i].name, name) == 0) {
+            return tls->names[i].ctx;
+        }
+    }
+    for (unsigned i = 0; parent != NULL && parent != name && i < tls->name_count; i++) {
+        if (tls->names[i].name[0] == '*' && strcasecmp(tls->names[i].name + 1, parent) == 0) {
+            return tls->names[i].ctx;
+        }
+    }
+    return NULL;
+}
+
+/* SNI: the certificate of the name the client asked for, or the default's. */
+static int choose_certificate(SSL *ssl, int *alert, void *arg)
+{
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    SSL_CTX *ctx = name != NULL ? context_named(arg, name) : NULL;
+
+    if (ctx != NULL && SSL_set_SSL_CTX(ssl, ctx) == NULL) {
+        *alert = SSL_AD_INTERNAL_ERROR; /* GCOVR_EXCL_LINE: out of memory */
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* Whether name is a host name as SNI carries it, or "*." and one. */
+static bool name_valid(const char *name)
+{
+    size_t len = strlen(name), at = strncmp(name, "*.", 2) == 0 ? 2 : 0;
+
+    if (len <= at || len > SXE_TLS_NAME_MAX || name[at] == '.' || name[len - 1] == '.') {
+        return false;
+    }
+    for (; at < len; at++) {
+        unsigned char c = (unsigned char)name[at];
+        if (!(c == '-' || c == '.' || (c >= '0' && c <= '9') ||
+              ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) ||
+            (c == '.' && name[at + 1] == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_tls_options *options)
+{
+    int rc;
+
+    if (!SXE_CHECK(tls != NULL && name != NULL && options != NULL && options->certificate != NULL &&
+                   options->key != NULL)) {
+        return -EINVAL;
+    }
+    if (!name_valid(name)) {
+        SXE_LOG_ERROR("TLS server name '%s': not a host name, nor '*.' and one", name);
+        return -EINVAL;
+    }
+    for (unsigned i = 0; i < tls->name_count; i++) {
+        if (strcasecmp(tls->names[i].name, name) == 0) {
+            SXE_LOG_ERROR("TLS server name %s: given a certificate already", name);
+            return -EEXIST;
+        }
+    }
+    struct tls_name *names = realloc(tls->names, (tls->name_count + 1) * sizeof(*names));
+    if (names == NULL) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    tls->names = names;
+    struct tls_name *added = &names[tls->name_count];
+    if ((rc = context_make(&added->ctx, options)) < 0) {
+        return rc;
+    }
+    memcpy(added->name, name, strlen(name) + 1); /* name_valid() held it to the size */
+    tls->name_count++;
+    SSL_CTX_set_tlsext_servername_callback(tls->ctx, choose_certificate);
+    SSL_CTX_set_tlsext_servername_arg(tls->ctx, tls);
     return 0;
 }
 
 void sxe_tls_destroy(sxe_tls_t *tls)
 {
     if (tls != NULL) {
+        for (unsigned i = 0; i < tls->name_count; i++) {
+            SSL_CTX_free(tls->names[i].ctx);
+        }
+        free(tls->names);
         SSL_CTX_free(tls->ctx);
         free(tls);
     }

@@ -21,6 +21,12 @@ int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options
     return -ENOTSUP;
 }
 
+int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_tls_options *options)
+{
+    (void)tls, (void)name, (void)options;
+    return -ENOTSUP;
+}
+
 void sxe_tls_destroy(sxe_tls_t *tls)
 {
     (void)tls;

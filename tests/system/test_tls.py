@@ -1,6 +1,7 @@
 """sxe-httpd over HTTPS (TLS 1.2 and 1.3, OpenSSL under it) against Python's ssl module, which
 verifies the certificate: files small and large (sealed from the file as the socket drains), keep-
-alive, ranges, HTTPS beside plain HTTP, plain HTTP sent to the HTTPS port, and start-up errors."""
+alive, ranges, HTTPS beside plain HTTP, plain HTTP sent to the HTTPS port, a certificate per server
+name (SNI), session tickets on and off, and start-up errors."""
 import hashlib
 import http.client
 import socket
@@ -131,3 +132,79 @@ def test_start_up_errors(build_dir, root, certificate):  # noqa: F811
     assert status == 1 and "TLS certificate /nonexistent.pem: No such file" in said, said
     status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--spread", "hand-off")
     assert status == 2 and "not --spread hand-off" in said
+    for wrong in ("other.test", "other.test=", "other.test=a", "=a,b", "n=a,", "n=,b", "n=a,b,c"):
+        status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--tls", wrong)
+        assert status == 2 and "give NAME=CERT,KEY" in said, (wrong, said)
+    status, said = start("--tls", f"n.test={cert},{key}")
+    assert status == 2 and "both --tls-cert FILE and --tls-key FILE" in said
+    status, said = start("--tls-cert", str(cert), "--tls-key", str(key),
+                         "--tls", f"bad name={cert},{key}")
+    assert status == 1 and "--tls bad name=" in said and "not a host name" in said, said
+    status, said = start("--tls-cert", str(cert), "--tls-key", str(key),
+                         "--tls", f"n.test={cert},{other}")
+    assert status == 1 and "not the key of certificate" in said, said
+
+
+@pytest.fixture(scope="module")
+def other_certificate(tmp_path_factory):
+    """A second self-signed certificate, for other.test and *.wild.test, and its key."""
+    where = tmp_path_factory.mktemp("tls-other")
+    cert, key = where / "other-cert.pem", where / "other-key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=other.test", "-addext",
+                    "subjectAltName=DNS:other.test,DNS:*.wild.test"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def shown_to(port, name, trusted):
+    """The common name of the certificate the server shows a client that asks for name (SNI),
+    verified against trusted for that name."""
+    context = ssl.create_default_context(cafile=str(trusted))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        with context.wrap_socket(sock, server_hostname=name) as tls:
+            tls.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: %s\r\n\r\n" % name.encode())
+            assert tls.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
+            subject = dict(pair[0] for pair in tls.getpeercert()["subject"])
+            return subject["commonName"]
+
+
+def test_a_certificate_per_server_name(httpd, certificate, other_certificate):  # noqa: F811
+    cert, key, _ = certificate
+    other_cert, other_key = other_certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "2",
+                   "--tls", f"other.test={other_cert},{other_key}",
+                   "--tls", f"*.wild.test={other_cert},{other_key}")
+    for _ in range(2):  # each worker, likely
+        assert shown_to(server.port, "localhost", cert) == "localhost"
+        assert shown_to(server.port, "other.test", other_cert) == "other.test"
+        assert shown_to(server.port, "Other.Test", other_cert) == "other.test"
+        assert shown_to(server.port, "a.wild.test", other_cert) == "other.test"
+    with pytest.raises(ssl.SSLCertVerificationError):  # the default's, for a name not given
+        shown_to(server.port, "b.a.wild.test", other_cert)
+    assert server.stop() == 0
+
+
+def resumed(port, cert):
+    """Whether a second connection resumes the first one's session."""
+    context = client_context(cert)
+    session = None
+    for _ in range(2):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            with context.wrap_socket(sock, server_hostname="localhost", session=session) as tls:
+                tls.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert tls.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
+                was_resumed, session = tls.session_reused, tls.session
+    return was_resumed
+
+
+def test_session_tickets_on_and_off(httpd, certificate):  # noqa: F811
+    cert, key, _ = certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    assert resumed(server.port, cert)
+    assert server.stop() == 0
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1",
+                   "--tls-no-tickets")
+    assert not resumed(server.port, cert)
+    assert server.stop() == 0

@@ -139,21 +139,28 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* A loop with a TLS listener on a loopback port. */
-static void start(const struct sxe_loop_options *options)
+/* A loop with a listener of the context tls on a loopback port. */
+static void start_with_tls(const struct sxe_loop_options *options)
 {
-    struct sxe_tls_options tls_options = {.certificate = tls_certificate, .key = tls_key};
     struct sockaddr_in address = {.sin_family = AF_INET};
     socklen_t address_len = sizeof(address);
 
     memset(&seen, 0, sizeof(seen));
-    assert_int_equal(sxe_tls_server_create(&tls, &tls_options), 0);
     assert_int_equal(sxe_loop_create(&loop, options), 0);
     assert_int_equal(sxe_conn_listen_at(loop, &listener, "127.0.0.1:0",
                                         &(struct sxe_listen_options){.tls = tls}, &handlers, NULL),
                      0);
     assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&address, &address_len), 0);
     port = ntohs(address.sin_port);
+}
+
+/* A loop with a TLS listener of the localhost certificate on a loopback port. */
+static void start(const struct sxe_loop_options *options)
+{
+    struct sxe_tls_options tls_options = {.certificate = tls_certificate, .key = tls_key};
+
+    assert_int_equal(sxe_tls_server_create(&tls, &tls_options), 0);
+    start_with_tls(options);
 }
 
 /* Starts the server (start()) and runs client against it to its end. */
@@ -197,6 +204,103 @@ static void test_echo_over_tls_1_3(void **state)
     assert_int_equal(seen.eofs, 1); /* its close_notify is the end of the stream */
     assert_int_equal(seen.closes, 1);
     assert_int_equal(seen.reason, SXE_CLOSE_LOCAL);
+    tls_client_free(&client);
+}
+
+/* A certificate per server name (SNI): exact names in any case, a wildcard for one label, and the
+ * default for no name or another; each connection echoes as usual. */
+static void test_server_names(void **state)
+{
+    static const struct {
+        const char *asked, *shown;
+        bool verified;
+    } cases[] = {{NULL, "localhost", true},
+                 {"other.test", "other.test", true},
+                 {"OTHER.Test", "other.test", true},
+                 {"a.wild.test", "other.test", true},
+                 {"b.a.wild.test", "localhost", false},
+                 {"wild.test", "localhost", false},
+                 {"", "localhost", true},
+                 {"nowhere.test", "localhost", false}};
+    struct sxe_tls_options other = {.certificate = tls_other_certificate, .key = tls_other_key};
+
+    (void)state;
+    assert_int_equal(
+        sxe_tls_server_create(
+            &tls, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_key}),
+        0);
+    assert_int_equal(sxe_tls_server_add_name(tls, "other.test", &other), 0);
+    assert_int_equal(sxe_tls_server_add_name(tls, "*.wild.test", &other), 0);
+    start_with_tls(NULL);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tls_client client = {
+            .port = port, .server_name = cases[i].asked, .send = "hi\n", .expect = 3};
+        tls_client_run(loop, &client);
+        assert_string_equal(client.subject, cases[i].shown);
+        assert_int_equal(client.handshake_ok, cases[i].verified);
+        assert_int_equal(client.got_len, 3);
+        assert_true(client.ticket); /* resumption is the default context's, whichever is shown */
+        tls_client_free(&client);
+    }
+}
+
+/* Names refused: not host names, twice, or with files that do not serve. */
+static void test_server_name_errors(void **state)
+{
+    static const char *const invalid[] = {"",   "*.", "*",     "bad name", "a..b",
+                                          ".a", "a.", "*.*.a", "a_b",      "é.test"};
+    struct sxe_tls_options other = {.certificate = tls_other_certificate, .key = tls_other_key};
+    struct sxe_test_capture capture;
+    char long_name[SXE_TLS_NAME_MAX + 2];
+
+    (void)state;
+    assert_int_equal(
+        sxe_tls_server_create(
+            &tls, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_key}),
+        0);
+    sxe_test_capture_start(&capture);
+    for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+        assert_int_equal(sxe_tls_server_add_name(tls, invalid[i], &other), -EINVAL);
+    }
+    memset(long_name, 'a', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    assert_int_equal(sxe_tls_server_add_name(tls, long_name, &other), -EINVAL);
+    long_name[sizeof(long_name) - 2] = '\0'; /* SXE_TLS_NAME_MAX: taken */
+    assert_int_equal(sxe_tls_server_add_name(tls, long_name, &other), 0);
+    assert_non_null(strstr(capture.text, "not a host name"));
+    assert_int_equal(sxe_tls_server_add_name(tls, "other.test", &other), 0);
+    assert_int_equal(sxe_tls_server_add_name(tls, "Other.TEST", &other), -EEXIST);
+    assert_non_null(strstr(capture.text, "given a certificate already"));
+    assert_int_equal(sxe_tls_server_add_name(
+                         tls, "x.test",
+                         &(struct sxe_tls_options){.certificate = "/nonexistent", .key = tls_key}),
+                     -ENOENT);
+    assert_int_equal(
+        sxe_tls_server_add_name(
+            tls, "x.test",
+            &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_other_key}),
+        -EPROTO);
+    sxe_test_capture_stop();
+    assert_int_equal(sxe_tls_server_add_name(tls, "x.test", &other), 0); /* after the failures */
+}
+
+/* no_tickets: no session ticket is given, so every connection makes a full handshake. */
+static void test_no_tickets(void **state)
+{
+    struct tls_client client = {.send = "hi\n", .expect = 3};
+
+    (void)state;
+    assert_int_equal(
+        sxe_tls_server_create(&tls, &(struct sxe_tls_options){.certificate = tls_certificate,
+                                                              .key = tls_key,
+                                                              .no_tickets = true}),
+        0);
+    start_with_tls(NULL);
+    client.port = port;
+    tls_client_run(loop, &client);
+    assert_true(client.handshake_ok);
+    assert_int_equal(client.got_len, 3);
+    assert_false(client.ticket);
     tls_client_free(&client);
 }
 
@@ -541,12 +645,14 @@ static const struct tls_options_case {
     bool no_out;
     struct sxe_tls_options options;
     bool no_options;
+    bool no_name; /* sxe_tls_server_add_name() only */
     const char *check;
 } invalid[] = {
     {.no_out = true, .options = {.certificate = "c", .key = "k"}, .check = "tls != NULL"},
     {.no_options = true, .check = "options != NULL"},
     {.options = {.key = "k"}, .check = "options->certificate != NULL"},
     {.options = {.certificate = "c"}, .check = "options->key != NULL"},
+    {.no_name = true, .options = {.certificate = "c", .key = "k"}, .check = "name != NULL"},
 };
 
 static void create_invalid(void *arg)
@@ -559,15 +665,36 @@ static void create_invalid(void *arg)
                      -EINVAL);
 }
 
+static void add_name_invalid(void *arg)
+{
+    const struct tls_options_case *wrong = arg;
+
+    assert_int_equal(sxe_tls_server_add_name(wrong->no_out ? NULL : tls,
+                                             wrong->no_name ? NULL : "a.test",
+                                             wrong->no_options ? NULL : &wrong->options),
+                     -EINVAL);
+}
+
 static void test_invalid_use(void **state)
 {
     (void)state;
+    assert_int_equal(
+        sxe_tls_server_create(
+            &tls, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_key}),
+        0);
     for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+        void *wrong = (void *)(uintptr_t)&invalid[i];
 #ifdef SXE_DEBUG
         const char *const expected[] = {"assertion failed: ", invalid[i].check, NULL};
-        sxe_test_expect_abort(create_invalid, (void *)(uintptr_t)&invalid[i], expected);
+        if (!invalid[i].no_name) {
+            sxe_test_expect_abort(create_invalid, wrong, expected);
+        }
+        sxe_test_expect_abort(add_name_invalid, wrong, expected);
 #else
-        create_invalid((void *)(uintptr_t)&invalid[i]);
+        if (!invalid[i].no_name) {
+            create_invalid(wrong);
+        }
+        add_name_invalid(wrong);
 #endif
     }
 }
@@ -591,11 +718,14 @@ int main(void)
         cmocka_unit_test_teardown(test_write_before_the_handshake, teardown),
         cmocka_unit_test_teardown(test_old_protocol_refused, teardown),
         cmocka_unit_test_teardown(test_plain_text_refused, teardown),
+        cmocka_unit_test_teardown(test_server_names, teardown),
+        cmocka_unit_test_teardown(test_server_name_errors, teardown),
+        cmocka_unit_test_teardown(test_no_tickets, teardown),
         cmocka_unit_test_teardown(test_garbage_closed_without_an_answer, teardown),
         cmocka_unit_test_teardown(test_socket_error_in_handshake, teardown),
         cmocka_unit_test_teardown(test_file_read_fails, teardown),
         cmocka_unit_test(test_context_errors),
-        cmocka_unit_test(test_invalid_use),
+        cmocka_unit_test_teardown(test_invalid_use, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

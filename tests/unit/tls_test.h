@@ -1,8 +1,8 @@
 /*
- * The harness of the TLS tests: a certificate made for the run (ECDSA P-256, self-signed, for
- * "localhost"), and an OpenSSL client in a thread of its own, blocking, so the test's thread turns
- * the loop meanwhile (tls_client_run). Static inline, so a test program that does not use a helper
- * is not warned about it.
+ * The harness of the TLS tests: certificates made for the run (ECDSA P-256, self-signed, one for
+ * "localhost" and one for "other.test" and "*.wild.test"), and an OpenSSL client in a thread of its
+ * own, blocking, so the test's thread turns the loop meanwhile (tls_client_run). Static inline, so
+ * a test program that does not use a helper is not warned about it.
  */
 #ifndef SXE_TLS_TEST_H
 #define SXE_TLS_TEST_H
@@ -27,10 +27,12 @@
 #include "sxe/tls.h"
 #include "sxe_test.h"
 
-/* The files of the run's certificate and key, and of a key that is not the certificate's. */
+/* The files of the run's certificate and key, and of a key that is not the certificate's: the
+ * other certificate's. */
 static char tls_certificate[64] = "/tmp/sxe-tls-cert-XXXXXX";
 static char tls_key[64] = "/tmp/sxe-tls-key-XXXXXX";
 static char tls_other_key[64] = "/tmp/sxe-tls-other-XXXXXX";
+static char tls_other_certificate[64] = "/tmp/sxe-tls-other-cert-XXXXXX";
 
 /* Makes a key and writes it to a file made from the template path. */
 static inline EVP_PKEY *tls_test_key(char *path)
@@ -46,11 +48,10 @@ static inline EVP_PKEY *tls_test_key(char *path)
     return key;
 }
 
-/* Writes the run's certificate and keys (call once, from the group's setup). */
-static inline void tls_test_files_make(void)
+/* Writes a self-signed certificate of key for common_name and the names san lists. */
+static inline void tls_test_certificate(char *path, EVP_PKEY *key, const char *common_name,
+                                        const char *san_names)
 {
-    EVP_PKEY *key = tls_test_key(tls_key);
-    EVP_PKEY_free(tls_test_key(tls_other_key));
     X509 *cert = X509_new();
     assert_non_null(cert);
     ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
@@ -58,25 +59,37 @@ static inline void tls_test_files_make(void)
     X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
     X509_set_pubkey(cert, key);
     X509_NAME *name = X509_get_subject_name(cert);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1,
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)common_name, -1, -1,
                                0);
     X509_set_issuer_name(cert, name);
-    X509_EXTENSION *san = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, "DNS:localhost");
+    X509_EXTENSION *san = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, san_names);
     assert_non_null(san);
     X509_add_ext(cert, san, -1);
     X509_EXTENSION_free(san);
     assert_true(X509_sign(cert, key, EVP_sha256()) > 0);
-    int fd = mkstemp(tls_certificate);
+    int fd = mkstemp(path);
     FILE *file = fd >= 0 ? fdopen(fd, "w") : NULL;
     assert_non_null(file);
     assert_true(PEM_write_X509(file, cert));
     fclose(file);
     X509_free(cert);
+}
+
+/* Writes the run's certificates and keys (call once, from the group's setup). */
+static inline void tls_test_files_make(void)
+{
+    EVP_PKEY *key = tls_test_key(tls_key);
+    EVP_PKEY *other = tls_test_key(tls_other_key);
+    tls_test_certificate(tls_certificate, key, "localhost", "DNS:localhost");
+    tls_test_certificate(tls_other_certificate, other, "other.test",
+                         "DNS:other.test,DNS:*.wild.test");
     EVP_PKEY_free(key);
+    EVP_PKEY_free(other);
 }
 
 static inline void tls_test_files_remove(void)
 {
+    unlink(tls_other_certificate);
     unlink(tls_certificate);
     unlink(tls_key);
     unlink(tls_other_key);
@@ -95,11 +108,14 @@ struct tls_client {
     size_t expect;    /* reads until it has this many bytes, or the end */
     char *got;        /* what it read (malloc'ed, expect + 1 bytes) */
     size_t got_len;
-    bool handshake_ok;   /* the handshake completed, and the certificate was verified */
-    bool close_notified; /* the end was the server's close_notify */
-    bool ended;          /* the server ended the stream (close_notify or FIN) */
-    char protocol[16];   /* the ALPN protocol chosen, or "" */
-    int version;         /* the protocol version agreed */
+    bool handshake_ok;       /* the handshake completed, and the certificate was verified */
+    bool close_notified;     /* the end was the server's close_notify */
+    bool ended;              /* the server ended the stream (close_notify or FIN) */
+    char protocol[16];       /* the ALPN protocol chosen, or "" */
+    const char *server_name; /* asked for by SNI and verified (NULL: "localhost"; "": none) */
+    char subject[64];        /* the common name of the certificate the server showed */
+    bool ticket;             /* the server gave a session ticket (by the end of the reads) */
+    int version;             /* the protocol version agreed */
     volatile int done;
     pthread_t thread;
 };
@@ -167,11 +183,16 @@ static inline void *tls_client_main(void *arg)
         SSL_CTX_set_min_proto_version(ctx, client->min_version);
     }
     SSL_CTX_load_verify_locations(ctx, tls_certificate, NULL);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_load_verify_locations(ctx, tls_other_certificate, NULL);
+    /* With a name of its own the client goes on past a certificate of another name, to say so. */
+    SSL_CTX_set_verify(ctx, client->server_name == NULL ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     SSL *ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
-    SSL_set_tlsext_host_name(ssl, "localhost");
-    SSL_set1_host(ssl, "localhost");
+    const char *server_name = client->server_name != NULL ? client->server_name : "localhost";
+    if (server_name[0] != '\0') {
+        SSL_set_tlsext_host_name(ssl, server_name);
+        SSL_set1_host(ssl, server_name);
+    }
     if (client->offer_alpn) {
         static const unsigned char offered[] = "\x02h2\x08http/1.1";
         SSL_set_alpn_protos(ssl, offered, sizeof(offered) - 1);
@@ -179,6 +200,12 @@ static inline void *tls_client_main(void *arg)
     if (SSL_connect(ssl) == 1) {
         client->handshake_ok = SSL_get_verify_result(ssl) == X509_V_OK;
         client->version = SSL_version(ssl);
+        X509 *shown = SSL_get1_peer_certificate(ssl);
+        if (shown != NULL) {
+            X509_NAME_get_text_by_NID(X509_get_subject_name(shown), NID_commonName, client->subject,
+                                      sizeof(client->subject));
+            X509_free(shown);
+        }
         const unsigned char *protocol;
         unsigned protocol_len;
         SSL_get0_alpn_selected(ssl, &protocol, &protocol_len);
@@ -191,6 +218,7 @@ static inline void *tls_client_main(void *arg)
                 SSL_shutdown(ssl);
             }
             tls_client_read(client, ssl);
+            client->ticket = SSL_SESSION_has_ticket(SSL_get_session(ssl));
         }
     }
     SSL_free(ssl);

@@ -405,18 +405,32 @@ static void reopen_logs(void *arg)
     }
 }
 
-/* Makes the TLS context of --tls-cert and --tls-key (exits 1 saying why it cannot), or NULL. */
+/* Makes the TLS context of --tls-cert and --tls-key, with --tls's names (exits 1 saying why it
+ * cannot), or NULL. */
 static sxe_tls_t *tls_context(void)
 {
+    struct sxe_tls_options options = {
+        .certificate = config.tls_cert, .key = config.tls_key, .no_tickets = config.tls_no_tickets};
     sxe_tls_t *tls = NULL;
     int rc;
 
-    if (config.tls_cert != NULL &&
-        (rc = sxe_tls_server_create(&tls, &(struct sxe_tls_options){.certificate = config.tls_cert,
-                                                                    .key = config.tls_key})) < 0) {
+    if (config.tls_cert != NULL && (rc = sxe_tls_server_create(&tls, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: --tls-cert %s --tls-key %s: %s (the log above says why)\n",
                 config.tls_cert, config.tls_key, sxe_strerror(rc));
         exit(1);
+    }
+    for (unsigned i = 0; i < config.tls_name_count; i++) {
+        char *name = config.tls_names[i], *certificate = strchr(name, '=');
+        char *key = strchr(certificate, ','); /* options.c checked that both are there */
+        *certificate++ = '\0';
+        *key++ = '\0';
+        options.certificate = certificate;
+        options.key = key;
+        if ((rc = sxe_tls_server_add_name(tls, name, &options)) < 0) {
+            fprintf(stderr, "sxe-httpd: --tls %s=%s,%s: %s (the log above says why)\n", name,
+                    certificate, key, sxe_strerror(rc));
+            exit(1);
+        }
     }
     return tls;
 }

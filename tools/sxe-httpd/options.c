@@ -41,6 +41,11 @@ static void usage(FILE *out)
             "                        or on --https beside plain HTTP on --listen; FILE is PEM,\n"
             "                        the certificate then its chain\n"
             "  --tls-key FILE        the certificate's private key (PEM)\n"
+            "  --tls NAME=CERT,KEY   another certificate and key, for clients that ask for\n"
+            "                        server NAME (SNI; *.example.com: one label under it);\n"
+            "                        may be repeated; --tls-cert's serves the others\n"
+            "  --tls-no-tickets      no TLS session tickets: every connection's handshake\n"
+            "                        is a full one\n"
             "  --https IP:PORT       an HTTPS listener beside --listen's plain one\n"
             "  --index NAME          the file a directory serves (index.html)\n"
             "  --list                list directories that have no index file\n"
@@ -130,12 +135,29 @@ static enum sxe_workers_spread spread_mode(const char *text)
     die(2, "--spread must be reuseport, cpu or hand-off, not '%s'", text);
 }
 
+/* --tls NAME=CERT,KEY: kept whole (optarg, in argv) and cut where main.c reads it. */
+static void tls_name(char *text)
+{
+    char *equals = strchr(text, '='), *comma = equals != NULL ? strchr(equals, ',') : NULL;
+
+    if (equals == NULL || comma == NULL || equals == text || comma == equals + 1 ||
+        comma[1] == '\0' || strchr(comma + 1, ',') != NULL) {
+        die(2, "--tls %s: give NAME=CERT,KEY (see --help)", text);
+    }
+    if (config.tls_name_count == HTTPD_TLS_NAMES) {
+        die(2, "--tls: at most %d names", HTTPD_TLS_NAMES);
+    }
+    config.tls_names[config.tls_name_count++] = text;
+}
+
 void options_parse(int argc, char **argv)
 {
     static const struct option options[] = {{"root", required_argument, NULL, 'r'},
                                             {"listen", required_argument, NULL, 'l'},
                                             {"tls-cert", required_argument, NULL, 'k'},
                                             {"tls-key", required_argument, NULL, 'K'},
+                                            {"tls", required_argument, NULL, 'n'},
+                                            {"tls-no-tickets", no_argument, NULL, 't'},
                                             {"https", required_argument, NULL, 'S'},
                                             {"index", required_argument, NULL, 'i'},
                                             {"list", no_argument, NULL, 'L'},
@@ -180,6 +202,12 @@ void options_parse(int argc, char **argv)
             break;
         case 'K':
             config.tls_key = optarg;
+            break;
+        case 'n':
+            tls_name(optarg);
+            break;
+        case 't':
+            config.tls_no_tickets = true;
             break;
         case 'S':
             config.https = optarg;
@@ -287,7 +315,8 @@ void options_parse(int argc, char **argv)
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
     }
     if ((config.tls_cert == NULL) != (config.tls_key == NULL) ||
-        (config.https != NULL && config.tls_cert == NULL)) {
+        ((config.https != NULL || config.tls_name_count > 0 || config.tls_no_tickets) &&
+         config.tls_cert == NULL)) {
         die(2, "%s", "HTTPS needs both --tls-cert FILE and --tls-key FILE (see --help)");
     }
     if (config.tls_cert != NULL && !sxe_tls_available()) {

@@ -13,6 +13,8 @@
 
 #include "proxy.h"
 
+#define HTTPD_TLS_NAMES 64 /* --tls NAME=CERT,KEY given at most this often */
+
 struct httpd_config {
     char root[PATH_MAX];
     size_t root_len;
@@ -20,6 +22,9 @@ struct httpd_config {
     const char *https;    /* --https: an HTTPS listener beside --listen, or NULL */
     const char *tls_cert; /* --tls-cert, --tls-key: with them, --listen (or --https) is HTTPS */
     const char *tls_key;
+    char *tls_names[HTTPD_TLS_NAMES]; /* --tls NAME=CERT,KEY: each cut into its three strings */
+    unsigned tls_name_count;
+    bool tls_no_tickets; /* --tls-no-tickets */
     const char *index;
     bool list;
     uint32_t connections;
