@@ -76,6 +76,8 @@ struct sxe_loop_options {
     uint64_t read_timeout;    /**< ns a partial message may wait for more bytes (0: none). */
     uint64_t write_timeout;   /**< ns queued output may wait for the peer to read (0: none). */
     uint64_t connect_timeout; /**< ns an outgoing connect may take (0: none). */
+    /** ns a TLS handshake may take, from the accept to its end, however its bytes come (10 s). */
+    uint64_t handshake_timeout;
     enum sxe_backend backend; /**< The event backend (SXE_BACKEND_DEFAULT). */
     /**
      * Large buffers (0: none), shared by all connections, for the few messages that outgrow

@@ -29,8 +29,9 @@
 
 static struct sxe_log_module conn_log = SXE_LOG_MODULE_INIT(CONN);
 
-static const char *const conn_state_names[] = {"FREE",       "IDLE",      "READING", "WRITING",
-                                               "CONNECTING", "LISTENING", "CLOSING", "HELD"};
+static const char *const conn_state_names[] = {"FREE",    "IDLE",       "READING",
+                                               "WRITING", "CONNECTING", "LISTENING",
+                                               "CLOSING", "HELD",       "HANDSHAKING"};
 
 static const char *const close_reason_names[] = {"local",    "peer",     "error",
                                                  "timeout",  "evicted",  "no buffer",
@@ -85,11 +86,15 @@ void sxe__conn_settle(struct sxe_conn *conn)
         from == SXE__CONN_HELD) {
         return;
     }
-    /* A TLS stream part way through its handshake, or a record, is reading a message. */
-    to = conn->out.head != SXE_NONE ? SXE__CONN_WRITING
-         : conn->input_len > 0 || (conn->io_kind == SXE__IO_TLS && sxe__tls_partial(conn))
-             ? SXE__CONN_READING
-             : SXE__CONN_IDLE;
+    /* A TLS stream is handshaking until its handshake ends, whatever it reads or writes (its clock
+     * runs from the accept); part way through a record, it is reading a message. */
+    bool tls = conn->io_kind == SXE__IO_TLS;
+    if (tls && sxe__tls_handshaking(conn)) {
+        return; /* it was accepted HANDSHAKING, and stays so until the end */
+    }
+    to = conn->out.head != SXE_NONE                               ? SXE__CONN_WRITING
+         : conn->input_len > 0 || (tls && sxe__tls_partial(conn)) ? SXE__CONN_READING
+                                                                  : SXE__CONN_IDLE;
     /*
      * A partial message keeps the time its first byte arrived until the callback consumes
      * something: bytes trickled in one at a time must not keep a message alive forever.
@@ -376,7 +381,9 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
         sxe_pool_touch(pool, index, loop->now);
         return;
     }
-    if (conn->handlers->on_timeout != NULL) {
+    /* A handshake too slow: the program has nothing to say on a stream it has not heard from. */
+    if (conn->handlers->on_timeout != NULL &&
+        sxe_pool_state(pool, index) != SXE__CONN_HANDSHAKING) {
         uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
         conn->handlers->on_timeout(conn); /* a last word, such as HTTP's 408 */
         sxe_log_set_id(previous_id);
@@ -536,6 +543,7 @@ static int table_create(sxe_loop_t *loop)
     loop->timeouts[SXE__CONN_READING] = settings->read_timeout;
     loop->timeouts[SXE__CONN_WRITING] = settings->write_timeout;
     loop->timeouts[SXE__CONN_CONNECTING] = settings->connect_timeout;
+    loop->timeouts[SXE__CONN_HANDSHAKING] = settings->handshake_timeout;
     loop->timeouts[SXE__CONN_CLOSING] =
         settings->write_timeout != 0 ? settings->write_timeout : SXE__CLOSING_TIMEOUT;
     for (unsigned state = 0; state < SXE__CONN_STATE_COUNT; state++) {

@@ -86,8 +86,9 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
 {
     sxe_loop_t *loop = listener->loop;
 
-    struct sxe_conn *conn =
-        sxe__conn_take(loop, SXE__CONN_IDLE, (listener->flags & SXE__CONN_EVICT_IDLE) != 0);
+    bool tls = loop->tls != NULL && sxe__tls_listening(listener);
+    struct sxe_conn *conn = sxe__conn_take(loop, tls ? SXE__CONN_HANDSHAKING : SXE__CONN_IDLE,
+                                           (listener->flags & SXE__CONN_EVICT_IDLE) != 0);
     if (!sxe__conn_is_open(listener)) {
         /* GCOVR_EXCL_START: an evicted connection's on_close closed the listener */
         if (conn != NULL) {
@@ -102,7 +103,6 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
         return true;
     }
     bool fds = (listener->flags & SXE__CONN_RECEIVE_FDS) != 0;
-    bool tls = loop->tls != NULL && sxe__tls_listening(listener);
     /* An fd channel, and a TLS stream, read for themselves: a completion backend says when. */
     unsigned wanted = fds || tls ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
     /* A completion backend sends in the ring: writability is watched only once a write waits. */

@@ -48,6 +48,9 @@ static void apply_defaults(struct sxe_loop_options *options)
     if (options->events == 0) {
         options->events = 256;
     }
+    if (options->handshake_timeout == 0) {
+        options->handshake_timeout = 10 * SXE_NS_PER_SEC;
+    }
 }
 
 static bool options_are_valid(const struct sxe_loop_options *options)

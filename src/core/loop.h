@@ -34,14 +34,16 @@
  */
 enum sxe__conn_state {
     SXE__CONN_FREE,
-    SXE__CONN_IDLE,       /* open, nothing pending: idle_timeout */
-    SXE__CONN_READING,    /* holds part of a message: read_timeout */
-    SXE__CONN_WRITING,    /* has output queued: write_timeout */
-    SXE__CONN_CONNECTING, /* outgoing connect under way: connect_timeout */
-    SXE__CONN_LISTENING,  /* listeners and UDP sockets: no timeout */
-    SXE__CONN_CLOSING,    /* closed, but the backend still sends from its queue: write_timeout,
-                             or SXE__CLOSING_TIMEOUT without one */
-    SXE__CONN_HELD,       /* its input kept by the program (sxe_conn_keep): no timeout */
+    SXE__CONN_IDLE,        /* open, nothing pending: idle_timeout */
+    SXE__CONN_READING,     /* holds part of a message: read_timeout */
+    SXE__CONN_WRITING,     /* has output queued: write_timeout */
+    SXE__CONN_CONNECTING,  /* outgoing connect under way: connect_timeout */
+    SXE__CONN_LISTENING,   /* listeners and UDP sockets: no timeout */
+    SXE__CONN_CLOSING,     /* closed, but the backend still sends from its queue: write_timeout,
+                              or SXE__CLOSING_TIMEOUT without one */
+    SXE__CONN_HELD,        /* its input kept by the program (sxe_conn_keep): no timeout */
+    SXE__CONN_HANDSHAKING, /* a TLS stream before its handshake ends: handshake_timeout, from the
+                              accept, whatever it reads or writes meanwhile */
     SXE__CONN_STATE_COUNT
 };
 

@@ -50,9 +50,12 @@ int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn);
  */
 ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room);
 
-/* Whether the peer is part way through something: its handshake, or a record not yet whole. The
- * connection is reading a message then, and the loop's read_timeout applies (conn.c). */
+/* Whether the peer is part way through something: its handshake, or a record not yet whole. After
+ * the handshake the connection is reading a message then, and read_timeout applies (conn.c). */
 bool sxe__tls_partial(const struct sxe_conn *conn);
+
+/* Whether a TLS stream's handshake has not ended yet: handshake_timeout applies (conn.c). */
+bool sxe__tls_handshaking(const struct sxe_conn *conn);
 
 /* Whether a read may find more now: opened bytes kept, or the last read filled its buffer. */
 bool sxe__tls_more(const struct sxe_conn *conn);

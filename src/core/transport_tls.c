@@ -522,6 +522,11 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
     }
 }
 
+bool sxe__tls_handshaking(const struct sxe_conn *conn)
+{
+    return !SSL_is_init_finished(slot_of(conn)->ssl);
+}
+
 bool sxe__tls_partial(const struct sxe_conn *conn)
 {
     const struct tls_slot *slot = slot_of(conn);

@@ -92,6 +92,12 @@ bool sxe__tls_partial(const struct sxe_conn *conn)
     return false;
 }
 
+bool sxe__tls_handshaking(const struct sxe_conn *conn)
+{
+    (void)conn;
+    return false;
+}
+
 bool sxe__tls_notify(struct sxe_conn *conn)
 {
     (void)conn;

@@ -31,7 +31,7 @@ static int file_fd = -1; /* the same pattern's first FILE_LEN bytes */
 #define SMALL_FILE 4096
 
 static struct {
-    unsigned connects, closes, eofs;
+    unsigned connects, closes, eofs, timeouts;
     enum sxe_close_reason reason;
     int err;
     char input[4096];
@@ -110,8 +110,17 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     seen.err = err;
 }
 
-static const struct sxe_conn_handlers handlers = {
-    .on_connect = on_connect, .on_read = on_read, .on_eof = on_eof, .on_close = on_close};
+static void on_timeout(sxe_conn_t *conn)
+{
+    (void)conn;
+    seen.timeouts++;
+}
+
+static const struct sxe_conn_handlers handlers = {.on_connect = on_connect,
+                                                  .on_read = on_read,
+                                                  .on_eof = on_eof,
+                                                  .on_close = on_close,
+                                                  .on_timeout = on_timeout};
 
 static int group_setup(void **state)
 {
@@ -340,10 +349,44 @@ static void test_stalled_handshake_times_out(void **state)
     struct tls_client client = {.plain = true, .send = "\x16\x03\x01", .expect = 1};
 
     (void)state;
-    serve(&client, &(struct sxe_loop_options){.read_timeout = 200 * 1000000ULL});
+    serve(&client, &(struct sxe_loop_options){.handshake_timeout = 200 * 1000000ULL});
     assert_true(client.ended);
     assert_int_equal(client.got_len, 0);
     assert_int_equal(seen.reason, SXE_CLOSE_TIMEOUT);
+    assert_int_equal(seen.timeouts, 0); /* on_timeout is not asked: nothing was read yet */
+    tls_client_free(&client);
+}
+
+/* A client that connects and says nothing is closed by handshake_timeout, not idle_timeout. */
+static void test_silent_client_times_out(void **state)
+{
+    struct tls_client client = {.plain = true, .expect = 1};
+    uint64_t began = sxe_clock_mono_ns();
+
+    (void)state;
+    serve(&client, &(struct sxe_loop_options){.handshake_timeout = 200 * 1000000ULL,
+                                              .idle_timeout = 60 * SXE_NS_PER_SEC});
+    assert_true(client.ended);
+    assert_int_equal(seen.reason, SXE_CLOSE_TIMEOUT);
+    assert_true(sxe_clock_mono_ns() - began < 5 * SXE_NS_PER_SEC);
+    tls_client_free(&client);
+}
+
+/* A handshake trickled in a byte at a time is closed when handshake_timeout has passed since the
+ * accept: the bytes coming do not restart its clock, as they would restart read_timeout's. */
+static void test_trickled_handshake_times_out(void **state)
+{
+    static const char hello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"
+                                "0123456789012345678901234567890123456789";
+    struct tls_client client = {
+        .plain = true, .send = hello, .send_len = sizeof(hello) - 1, .trickle_ms = 20, .expect = 1};
+
+    (void)state;
+    serve(&client, &(struct sxe_loop_options){.handshake_timeout = 300 * 1000000ULL,
+                                              .read_timeout = 100 * 1000000ULL});
+    assert_int_equal(seen.reason, SXE_CLOSE_TIMEOUT);
+    assert_true(client.sent > 5);                 /* it outlived several of read_timeout */
+    assert_true(client.sent < sizeof(hello) - 1); /* and was cut before the end */
     tls_client_free(&client);
 }
 
@@ -706,6 +749,8 @@ int main(void)
         cmocka_unit_test_teardown(test_end_without_close_notify, teardown),
         cmocka_unit_test_teardown(test_release_callback_writes, teardown),
         cmocka_unit_test_teardown(test_stalled_handshake_times_out, teardown),
+        cmocka_unit_test_teardown(test_silent_client_times_out, teardown),
+        cmocka_unit_test_teardown(test_trickled_handshake_times_out, teardown),
         cmocka_unit_test_teardown(test_no_fd_passing, teardown),
         cmocka_unit_test_teardown(test_records_past_the_write_limit, teardown),
         cmocka_unit_test_teardown(test_shutdown_before_the_handshake, teardown),

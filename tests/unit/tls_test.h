@@ -115,6 +115,8 @@ struct tls_client {
     const char *server_name; /* asked for by SNI and verified (NULL: "localhost"; "": none) */
     char subject[64];        /* the common name of the certificate the server showed */
     bool ticket;             /* the server gave a session ticket (by the end of the reads) */
+    unsigned trickle_ms;     /* plain: sends a byte at a time, this far apart */
+    size_t sent;             /* plain: the bytes the server took before it closed */
     int version;             /* the protocol version agreed */
     volatile int done;
     pthread_t thread;
@@ -161,7 +163,13 @@ static inline void *tls_client_main(void *arg)
         return NULL;
     }
     if (client->plain) {
-        if (send(fd, client->send, send_len, MSG_NOSIGNAL) == (ssize_t)send_len) {
+        size_t piece = client->trickle_ms > 0 ? 1 : send_len;
+        while (client->sent < send_len &&
+               send(fd, client->send + client->sent, piece, MSG_NOSIGNAL) == (ssize_t)piece) {
+            client->sent += piece;
+            usleep(client->trickle_ms * 1000u);
+        }
+        if (client->sent == send_len) {
             ssize_t got;
             while (client->got_len < client->expect &&
                    (got = recv(fd, client->got + client->got_len, client->expect - client->got_len,
