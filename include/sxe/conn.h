@@ -164,15 +164,37 @@ SXE_MUST_CHECK int sxe_conn_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, c
                                       const struct sxe_listen_options *options,
                                       const struct sxe_conn_handlers *handlers, void *user);
 
+/** How a connection is made. Zeroed fields (or NULL options) take the defaults. */
+struct sxe_connect_options {
+    /** Local address to bind first (NULL: any), for example one of several 127.0.0.x. */
+    const struct sockaddr *source;
+    socklen_t source_len;
+    /**
+     * A client TLS context (sxe_tls_client_create()): the connection speaks TLS, as a client. Its
+     * handshake starts once the connect completes, right after on_connect; what the program
+     * writes meanwhile waits for its end. A certificate the context does not trust for
+     * server_name fails the handshake: on_close with SXE_CLOSE_ERROR and EPROTO, and the log
+     * says why. The context must outlive the connection.
+     */
+    sxe_tls_t *tls;
+    /**
+     * With tls: the server's name, sent by SNI and checked against its certificate: a host name,
+     * or an IP address in text (checked against the certificate's IP addresses, and not sent).
+     * Required unless the context was made with no_verify.
+     */
+    const char *server_name;
+};
+
 /**
  * Connects to a TCP or Unix stream address without blocking. on_connect runs when it completes;
  * on_close (SXE_CLOSE_ERROR with err ECONNREFUSED, or SXE_CLOSE_TIMEOUT) when it fails.
- * @param source  Local address to bind first (NULL: any), for example one of several 127.0.0.x.
- * @return 0, -ENOBUFS if the table is full, or -errno from socket, bind or connect.
+ * @param options  NULL for defaults: see struct sxe_connect_options (a source address, TLS).
+ * @return 0, -ENOBUFS if the table is full, -EINVAL for a server context or a missing
+ *         server_name with tls (asserts in debug builds), or -errno from socket, bind or connect.
  */
 SXE_MUST_CHECK int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn,
                                     const struct sockaddr *address, socklen_t address_len,
-                                    const struct sockaddr *source, socklen_t source_len,
+                                    const struct sxe_connect_options *options,
                                     const struct sxe_conn_handlers *handlers, void *user);
 
 /**

@@ -57,6 +57,18 @@ struct sxe_tls_options {
 /** The longest server name sxe_tls_server_add_name() takes (a DNS name's limit). */
 #define SXE_TLS_NAME_MAX 253
 
+/** What a client's TLS context is made from (sxe_tls_client_create()). */
+struct sxe_tls_client_options {
+    /** PEM file of the certificate authorities to trust; NULL: the system's (Debian's
+     * ca-certificates, /etc/ssl/certs). */
+    const char *ca_file;
+    /**
+     * Check no server certificate: anyone on the path can read and change what is sent. For
+     * tests and load generators against self-signed servers; the create logs a warning.
+     */
+    bool no_verify;
+};
+
 /** Whether this build of sxe has TLS (OpenSSL). */
 bool sxe_tls_available(void);
 
@@ -72,6 +84,18 @@ bool sxe_tls_available(void);
  *         logged with the file and OpenSSL's reason.
  */
 SXE_MUST_CHECK int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options);
+
+/**
+ * Makes a client's TLS context, for connections sxe_conn_connect() makes (struct
+ * sxe_connect_options.tls) and the HTTP client's: TLS 1.2 and 1.3 only, ALPN offering
+ * "http/1.1", and the server's certificate checked against the trusted authorities for the name
+ * each connection gives (host names and IP addresses; a failure ends the handshake, logged).
+ * options may be NULL (the system's authorities). A client context cannot be listened with.
+ * @return 0, -ENOTSUP without TLS in this build, -EINVAL (asserts in debug builds) for tls NULL,
+ *         -errno when ca_file cannot be read, -EPROTO when it holds no certificate (logged).
+ */
+SXE_MUST_CHECK int sxe_tls_client_create(sxe_tls_t **tls,
+                                         const struct sxe_tls_client_options *options);
 
 /**
  * Gives the server name `name` a certificate of its own (SNI): a client that asks for that name

@@ -114,7 +114,7 @@ int sxe_fiber_connect(sxe_fiber_stream_t *stream, sxe_loop_t *loop, const struct
         return -EPERM;
     }
     *stream = (sxe_fiber_stream_t){0};
-    if ((rc = sxe_conn_connect(loop, &stream->conn, address, address_len, NULL, 0, &handlers,
+    if ((rc = sxe_conn_connect(loop, &stream->conn, address, address_len, NULL, &handlers,
                                stream)) < 0) {
         stream->conn = NULL;
         stream->err = rc;

@@ -300,12 +300,23 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
         sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err);
         return;
     }
-    sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), SXE__CONN_CONNECTING, SXE__CONN_IDLE,
-                       loop->now);
-    conn->io_kind = conn->flags & SXE__CONN_RECEIVE_FDS ? SXE__IO_FDPASS : SXE__IO_STREAM;
+    bool tls = sxe__tls_client(conn);
+    sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), SXE__CONN_CONNECTING,
+                       tls ? SXE__CONN_HANDSHAKING : SXE__CONN_IDLE, loop->now);
+    conn->io_kind = conn->flags & SXE__CONN_RECEIVE_FDS ? SXE__IO_FDPASS
+                    : tls                               ? SXE__IO_TLS
+                                                        : SXE__IO_STREAM;
     loop->stats.connected++;
     if (conn->handlers->on_connect != NULL) {
         conn->handlers->on_connect(conn);
+    }
+    if (tls && sxe__conn_is_open(conn)) { /* the hello, and what on_connect wrote waits for it */
+        int rc = sxe__tls_start(conn);
+        if (rc < 0) {
+            sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, -rc); /* GCOVR_EXCL_LINE */
+            return;                                             /* GCOVR_EXCL_LINE */
+        }
+        sxe__stream_flush(conn);
     }
     /* Input that came with the connection (a socketpair's peer wrote first) is not lost. */
     if (sxe__conn_is_open(conn) && (event->events & (SXE__IO_IN | SXE__IO_HUP | SXE__IO_RECV))) {
@@ -325,15 +336,49 @@ static int add_connecting(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, uint1
     return sxe__conn_add(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM, flags,
                          SXE__IO_CONNECT, handlers, user, evict);
 }
+/*
+ * A TLS client's slot: its session is made before the socket is watched, for readiness only (it
+ * reads for itself, as an accepted TLS stream does).
+ */
+static int add_connecting_tls(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd,
+                              const struct sxe_connect_options *options,
+                              const struct sxe_conn_handlers *handlers, void *user)
+{
+    int rc;
+
+    register_kinds(loop);
+    struct sxe_conn *conn = sxe__conn_take(loop, SXE__CONN_CONNECTING, false);
+    if (conn == NULL) {
+        sxe__sys.close(fd);
+        return -ENOBUFS;
+    }
+    if ((rc = sxe__tls_connect(conn, options->tls, options->server_name)) < 0) {
+        sxe__conn_untake(conn);
+        sxe__sys.close(fd);
+        return rc;
+    }
+    if ((rc = sxe__conn_attach(conn, fd, SXE__KIND_STREAM, SXE__IO_CONNECT,
+                               SXE__STREAM_WANTS & ~SXE__IO_RECV, handlers, user)) < 0) {
+        sxe__tls_close(conn); /* GCOVR_EXCL_LINE: the backend has no room to watch it */
+        return rc;            /* GCOVR_EXCL_LINE */
+    }
+    *conn_out = conn;
+    return 0;
+}
+
 int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
-                     socklen_t address_len, const struct sockaddr *source, socklen_t source_len,
+                     socklen_t address_len, const struct sxe_connect_options *options,
                      const struct sxe_conn_handlers *handlers, void *user)
 {
+    static const struct sxe_connect_options defaults;
     int rc;
 
     if (!SXE_CHECK(loop != NULL && conn_out != NULL && address != NULL && handlers != NULL)) {
         return -EINVAL;
     }
+    options = options != NULL ? options : &defaults;
+    const struct sockaddr *source = options->source;
+    socklen_t source_len = options->source_len;
     int fd = make_socket(address->sa_family, SOCK_STREAM);
     if (fd < 0) {
         return fd;
@@ -360,7 +405,9 @@ int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct socka
         return rc;
     }
     /* Even a connect that completed at once reports through on_connect, from the loop. */
-    if ((rc = add_connecting(loop, conn_out, fd, 0, handlers, user, false)) == 0) {
+    rc = options->tls != NULL ? add_connecting_tls(loop, conn_out, fd, options, handlers, user)
+                              : add_connecting(loop, conn_out, fd, 0, handlers, user, false);
+    if (rc == 0) {
         (*conn_out)->lists |= SXE__LIST_OUTBOUND; /* the program's own: an upstream, say */
     }
     return rc;

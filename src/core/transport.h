@@ -42,6 +42,18 @@ bool sxe__tls_listening(const struct sxe_conn *listener);
 /* Starts the server side of a session on conn, accepted by listener. @return 0 or -ENOMEM. */
 int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn);
 
+/* Starts the client side of a session of tls on conn, for server_name (SNI and the certificate's
+ * check). @return 0, -EINVAL (a server's context; no name to check; a name that is neither a host
+ * name nor an IP address) or -ENOMEM. */
+int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name);
+
+/* Whether conn, connecting, was given a client session (sxe__tls_connect). */
+bool sxe__tls_client(const struct sxe_conn *conn);
+
+/* Begins a client's handshake: its hello goes to conn->out, for the caller to flush. @return 0, or
+ * a negative errno the connection fails with. */
+int sxe__tls_start(struct sxe_conn *conn);
+
 /*
  * Reads and opens records until plain bytes come: up to room of them at into. What the handshake
  * writes is queued in conn->out, for the caller to send. @return how many,

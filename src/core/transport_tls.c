@@ -13,7 +13,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <openssl/err.h>
+#include <openssl/x509v3.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -44,6 +46,8 @@ struct tls_name {
 
 struct sxe_tls {
     SSL_CTX *ctx;           /* the default: for a client that names no server, or one not here */
+    bool client;            /* sxe_tls_client_create()'s: for connections made, not accepted */
+    bool no_verify;         /* a client's that checks no certificate */
     struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
     unsigned name_count;
 };
@@ -271,6 +275,49 @@ int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options
     return 0;
 }
 
+int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *options)
+{
+    static const struct sxe_tls_client_options defaults;
+    static const unsigned char offered[] = "\x08http/1.1";
+
+    if (!SXE_CHECK(tls != NULL)) {
+        return -EINVAL;
+    }
+    *tls = NULL;
+    options = options != NULL ? options : &defaults;
+    pthread_once(&bio_once, bio_method_make);
+    int rc = options->ca_file != NULL ? readable(options->ca_file, "CA file") : 0;
+    sxe_tls_t *made = rc == 0 ? calloc(1, sizeof(*made)) : NULL;
+    if (rc < 0 || made == NULL || bio_method == NULL ||
+        (made->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+        free(made);
+        return rc < 0 ? rc : -ENOMEM;
+    }
+    made->client = true;
+    made->no_verify = options->no_verify;
+    SSL_CTX_set_min_proto_version(made->ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(made->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
+                                       SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_mode(made->ctx, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(made->ctx, 1);
+    SSL_CTX_set_alpn_protos(made->ctx, offered, sizeof(offered) - 1);
+    SSL_CTX_set_verify(made->ctx, options->no_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    if (options->no_verify) {
+        SXE_LOG_WARN("TLS client: no server certificate is checked (no_verify): anyone on the "
+                     "path can read and change what is sent");
+    } else if (!(options->ca_file != NULL
+                     ? SSL_CTX_load_verify_locations(made->ctx, options->ca_file, NULL)
+                     : SSL_CTX_set_default_verify_paths(made->ctx))) {
+        SXE_LOG_ERROR("TLS CA file %s: no PEM certificate in it",
+                      options->ca_file != NULL ? options->ca_file : "(the system's store)");
+        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS CA file");
+        sxe_tls_destroy(made);
+        return -EPROTO;
+    }
+    *tls = made;
+    return 0;
+}
+
 /* The context for the name a client asked for: exact, else "*." and all but its first label. */
 static SSL_CTX *context_named(const sxe_tls_t *tls, const char *name)
 {
@@ -325,8 +372,8 @@ int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_t
 {
     int rc;
 
-    if (!SXE_CHECK(tls != NULL && name != NULL && options != NULL && options->certificate != NULL &&
-                   options->key != NULL)) {
+    if (!SXE_CHECK(tls != NULL && !tls->client && name != NULL && options != NULL &&
+                   options->certificate != NULL && options->key != NULL)) {
         return -EINVAL;
     }
     if (!name_valid(name)) {
@@ -410,6 +457,9 @@ void sxe__tls_loop_free(sxe_loop_t *loop)
 
 int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls)
 {
+    if (!SXE_CHECK(!tls->client)) {
+        return -EINVAL; /* a client's context has no certificate to show */
+    }
     int rc = loop_tls(listener->loop);
 
     if (rc == 0) {
@@ -433,21 +483,82 @@ struct sxe__queue *sxe__tls_plain(struct sxe_conn *conn)
     return &slot_of(conn)->plain;
 }
 
-int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
+/* A session of ctx for conn, reading and writing through our BIO. @return it, or NULL (logged). */
+static SSL *session_make(struct sxe_conn *conn, SSL_CTX *ctx)
 {
-    struct tls_slot *slot = slot_of(conn);
-    SSL *ssl = SSL_new(slot_of(listener)->context->ctx);
+    SSL *ssl = SSL_new(ctx);
     BIO *bio = ssl != NULL ? BIO_new(bio_method) : NULL;
 
     if (bio == NULL) {
         SSL_free(ssl); /* GCOVR_EXCL_LINE: out of memory */
         log_openssl(SXE_LOG_LEVEL_ERROR, "no memory for a TLS session"); /* GCOVR_EXCL_LINE */
-        return -ENOMEM;                                                  /* GCOVR_EXCL_LINE */
+        return NULL;                                                     /* GCOVR_EXCL_LINE */
     }
     BIO_set_data(bio, conn);
     SSL_set_bio(ssl, bio, bio);
+    return ssl;
+}
+
+int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
+{
+    SSL *ssl = session_make(conn, slot_of(listener)->context->ctx);
+
+    if (ssl == NULL) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
     SSL_set_accept_state(ssl);
-    *slot = (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}};
+    *slot_of(conn) = (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}};
+    return 0;
+}
+
+int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name)
+{
+    unsigned char ip[16];
+    int rc;
+
+    if (!SXE_CHECK(tls->client && (server_name != NULL || tls->no_verify))) {
+        return -EINVAL;
+    }
+    if ((rc = loop_tls(conn->loop)) < 0) {
+        return rc; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    SSL *ssl = session_make(conn, tls->ctx);
+    if (ssl == NULL) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    bool is_ip = server_name != NULL && (inet_pton(AF_INET, server_name, ip) == 1 ||
+                                         inet_pton(AF_INET6, server_name, ip) == 1);
+    if (server_name != NULL && ((!is_ip && !SSL_set_tlsext_host_name(ssl, server_name)) ||
+                                (!tls->no_verify && !(is_ip ? X509_VERIFY_PARAM_set1_ip_asc(
+                                                                  SSL_get0_param(ssl), server_name)
+                                                            : SSL_set1_host(ssl, server_name))))) {
+        SSL_free(ssl);
+        SXE_LOG_ERROR("TLS server name '%s': not a host name or an IP address", server_name);
+        ERR_clear_error();
+        return -EINVAL;
+    }
+    SSL_set_connect_state(ssl);
+    *slot_of(conn) = (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}};
+    return 0;
+}
+
+bool sxe__tls_client(const struct sxe_conn *conn)
+{
+    return conn->loop->tls != NULL && slot_of(conn)->ssl != NULL;
+}
+
+int sxe__tls_start(struct sxe_conn *conn)
+{
+    struct tls_slot *slot = slot_of(conn);
+
+    ERR_clear_error();
+    slot->err = 0;
+    int ok = SSL_do_handshake(slot->ssl);
+    if (ok != 1 && SSL_get_error(slot->ssl, ok) != SSL_ERROR_WANT_READ) {
+        slot->flags |= SLOT_FAILED; /* GCOVR_EXCL_START: the hello had room (write_limit) */
+        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS handshake not begun");
+        return slot->err != 0 ? -slot->err : -EPROTO; /* GCOVR_EXCL_STOP */
+    }
     return 0;
 }
 

@@ -27,6 +27,33 @@ int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_t
     return -ENOTSUP;
 }
 
+int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *options)
+{
+    (void)options;
+    if (tls != NULL) {
+        *tls = NULL;
+    }
+    return -ENOTSUP;
+}
+
+int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name)
+{
+    (void)conn, (void)tls, (void)server_name;
+    return -ENOTSUP;
+}
+
+bool sxe__tls_client(const struct sxe_conn *conn)
+{
+    (void)conn;
+    return false;
+}
+
+int sxe__tls_start(struct sxe_conn *conn)
+{
+    (void)conn;
+    return -ENOTSUP;
+}
+
 void sxe_tls_destroy(sxe_tls_t *tls)
 {
     (void)tls;

@@ -77,8 +77,10 @@ int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char
     if ((target = target_index(set, address, path, protocols)) < 0) {
         return target;
     }
-    if ((rc = sxe_conn_connect(set->loop, &conn, (struct sockaddr *)&to, to_len, source, source_len,
-                               &set->handlers, NULL)) < 0) {
+    if ((rc = sxe_conn_connect(
+             set->loop, &conn, (struct sockaddr *)&to, to_len,
+             &(struct sxe_connect_options){.source = source, .source_len = source_len},
+             &set->handlers, NULL)) < 0) {
         return rc;
     }
     struct sxe_ws *ws = &set->sockets[sxe_conn_index(conn)];

@@ -358,7 +358,7 @@ static void test_the_programs_own_connections_are_not_evicted(void **state)
     assert_int_equal(listen(upstream, 4), 0);
     assert_int_equal(getsockname(upstream, (struct sockaddr *)&elsewhere, &len), 0);
     assert_int_equal(sxe_conn_connect(loop, &outbound, (struct sockaddr *)&elsewhere,
-                                      sizeof(elsewhere), NULL, 0, &server_handlers, NULL),
+                                      sizeof(elsewhere), NULL, &server_handlers, NULL),
                      0);
     uint64_t outbound_id = sxe_conn_id(outbound);
     want_connects = 1;
@@ -457,10 +457,12 @@ static void test_connect(void **state)
     start_server(&options, NULL, &server_handlers);
 
     /* From a chosen source address, to our own listener: a request gets its reply. */
-    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                      sizeof(server_address), (struct sockaddr *)&source,
-                                      sizeof(source), &handlers, NULL),
-                     0);
+    assert_int_equal(
+        sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address, sizeof(server_address),
+                         &(struct sxe_connect_options){.source = (struct sockaddr *)&source,
+                                                       .source_len = sizeof(source)},
+                         &handlers, NULL),
+        0);
     assert_int_equal(sxe_conn_write(conn, "x", 1), -EPIPE); /* not connected yet */
     want_connects = 2;                                      /* ours, and the server's accept */
     pump_until(connects_reached);
@@ -483,7 +485,7 @@ static void test_connect(void **state)
     nobody.sin_port = probe_address.sin_port; /* bound but not listening */
     unsigned closes = seen.closes;
     assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&nobody, sizeof(nobody), NULL,
-                                      0, &handlers, NULL),
+                                      &handlers, NULL),
                      0);
     want_closes = closes + 1;
     pump_until(closes_reached);
@@ -509,7 +511,7 @@ static void test_connect_timeout(void **state)
     server_address = (struct sockaddr_in){
         .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(9)};
     assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                      sizeof(server_address), NULL, 0, &handlers, NULL),
+                                      sizeof(server_address), NULL, &handlers, NULL),
                      0);
     pump();
     assert_int_equal(seen.closes, 0);

@@ -267,7 +267,7 @@ static size_t close_a_and_connect(sxe_conn_t *conn, const char *data, size_t len
     } else if (data[0] == 'C') {
         assert_int_equal(sxe_conn_connect(sxe_conn_loop(conn), &seen.adopted,
                                           (struct sockaddr *)&stuck_address, sizeof(stuck_address),
-                                          NULL, 0, &outgoing, NULL),
+                                          NULL, &outgoing, NULL),
                          0);
     }
     return len;
@@ -476,21 +476,23 @@ static void test_connect_errors(void **state)
     start_server(NULL, NULL, &server_handlers);
     sxe__sys_fail(SXE_SYS_socket, 1, 1, EMFILE);
     assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                      sizeof(server_address), NULL, 0, &server_handlers, NULL),
+                                      sizeof(server_address), NULL, &server_handlers, NULL),
                      -EMFILE);
     sxe__sys_fail(SXE_SYS_bind, 1, 1, EADDRNOTAVAIL);
-    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                      sizeof(server_address), (struct sockaddr *)&source,
-                                      sizeof(source), &server_handlers, NULL),
-                     -EADDRNOTAVAIL);
+    assert_int_equal(
+        sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address, sizeof(server_address),
+                         &(struct sxe_connect_options){.source = (struct sockaddr *)&source,
+                                                       .source_len = sizeof(source)},
+                         &server_handlers, NULL),
+        -EADDRNOTAVAIL);
     sxe__sys_fail(SXE_SYS_connect, 1, 1, ENETUNREACH);
     assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                      sizeof(server_address), NULL, 0, &server_handlers, NULL),
+                                      sizeof(server_address), NULL, &server_handlers, NULL),
                      -ENETUNREACH);
     /* getsockopt failing when the connect completes: reported as the connect's error. */
     sxe__sys_fail(SXE_SYS_getsockopt, 1, 1, ENOTSOCK);
     assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&server_address,
-                                      sizeof(server_address), NULL, 0, &server_handlers, NULL),
+                                      sizeof(server_address), NULL, &server_handlers, NULL),
                      0);
     want_closes = 1;
     pump_until(closes_reached);

@@ -230,7 +230,7 @@ static int open_for(sxe_http_client_t *client, struct sxe_http_call *call)
         up++;
     }
     rc = sxe_conn_connect(client->loop, &up->conn, (const struct sockaddr *)&client->address,
-                          client->address_len, NULL, 0, &up_handlers, up);
+                          client->address_len, NULL, &up_handlers, up);
     if (rc < 0) {
         up->conn = NULL;
         return rc;

@@ -1,0 +1,274 @@
+/*
+ * TLS as a client (sxe_tls_client_create(), sxe_connect_options.tls): a connection sxe makes to a
+ * TLS listener of its own, on the same loop, on both backends. The server's certificate is checked
+ * for the name given (a host name or an IP address) against a CA file, or not at all (no_verify);
+ * a name the certificate does not carry fails the handshake. Invalid use: a server's context to
+ * connect with, a client's to listen with, no name to check.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "loop.h"
+#include "sxe/conn.h"
+#include "sxe/loop.h"
+#include "sxe_test.h"
+#include "tls_test.h"
+
+static sxe_loop_t *loop;
+static sxe_tls_t *server_tls, *client_tls;
+static sxe_conn_t *listener;
+static struct sockaddr_in address = {.sin_family = AF_INET};
+
+static struct {
+    unsigned connects, closes;
+    enum sxe_close_reason reason;
+    int err;
+    char input[64];
+    size_t input_len;
+} client_seen;
+
+/* The server: echoes. */
+static size_t echo(sxe_conn_t *conn, const char *data, size_t len)
+{
+    assert_int_equal(sxe_conn_write(conn, data, len), 0);
+    return len;
+}
+
+static const struct sxe_conn_handlers server_handlers = {.on_read = echo};
+
+/* The client: says hello at once (it waits for the handshake), then reads the echo. */
+static void client_connect(sxe_conn_t *conn)
+{
+    client_seen.connects++;
+    assert_int_equal(sxe_conn_write(conn, "hello\n", 6), 0);
+}
+
+static size_t client_read(sxe_conn_t *conn, const char *data, size_t len)
+{
+    size_t room = sizeof(client_seen.input) - client_seen.input_len;
+
+    memcpy(client_seen.input + client_seen.input_len, data, len < room ? len : room);
+    client_seen.input_len += len < room ? len : room;
+    if (client_seen.input_len >= 6) {
+        sxe_conn_close(conn);
+    }
+    return len;
+}
+
+static void client_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    (void)conn;
+    client_seen.closes++;
+    client_seen.reason = reason;
+    client_seen.err = err;
+}
+
+static const struct sxe_conn_handlers client_handlers = {
+    .on_connect = client_connect, .on_read = client_read, .on_close = client_close};
+
+static int group_setup(void **state)
+{
+    (void)state;
+    tls_test_files_make();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tls_test_files_remove();
+    return 0;
+}
+
+/* A loop with a TLS listener of the localhost certificate, and a client context of options. */
+static void start(const struct sxe_tls_client_options *options)
+{
+    socklen_t address_len = sizeof(address);
+
+    memset(&client_seen, 0, sizeof(client_seen));
+    assert_int_equal(
+        sxe_tls_server_create(
+            &server_tls, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_key}),
+        0);
+    assert_int_equal(sxe_tls_client_create(&client_tls, options), 0);
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_conn_listen_at(loop, &listener, "127.0.0.1:0",
+                                        &(struct sxe_listen_options){.tls = server_tls},
+                                        &server_handlers, NULL),
+                     0);
+    assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&address, &address_len), 0);
+}
+
+/* Connects to the listener as server_name, and turns the loop until the client's close. */
+static void connect_as(const char *server_name)
+{
+    sxe_conn_t *conn;
+    uint64_t deadline = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&address, sizeof(address),
+                                      &(struct sxe_connect_options){.tls = client_tls,
+                                                                    .server_name = server_name},
+                                      &client_handlers, NULL),
+                     0);
+    while (client_seen.closes == 0) {
+        assert_true(sxe_clock_mono_ns() < deadline);
+        assert_true(sxe_loop_run_once(loop, 10 * 1000000ULL) >= 0);
+    }
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (loop != NULL) {
+        assert_int_equal(sxe__conn_validate(loop), 0);
+        sxe_loop_destroy(loop);
+        loop = NULL;
+    }
+    sxe_tls_destroy(server_tls);
+    sxe_tls_destroy(client_tls);
+    server_tls = client_tls = NULL;
+    return 0;
+}
+
+/* The certificate checked for its name: the hello waits for the handshake, the echo comes back. */
+static void test_client_verifies_and_echoes(void **state)
+{
+    (void)state;
+    start(&(struct sxe_tls_client_options){.ca_file = tls_certificate});
+    connect_as("localhost");
+    assert_int_equal(client_seen.connects, 1);
+    assert_int_equal(client_seen.reason, SXE_CLOSE_LOCAL);
+    assert_int_equal(client_seen.input_len, 6);
+    assert_memory_equal(client_seen.input, "hello\n", 6);
+}
+
+/* A name the certificate does not carry (a host name, an IP address), or an authority that did
+ * not sign it: the handshake fails, and the log says why. */
+static void test_client_refuses_a_certificate_not_for_it(void **state)
+{
+    static const char *const names[] = {"other.test", "127.0.0.1"};
+    struct sxe_test_capture capture;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        start(&(struct sxe_tls_client_options){.ca_file = tls_certificate});
+        sxe_test_capture_start(&capture);
+        connect_as(names[i]);
+        sxe_test_capture_stop();
+        assert_int_equal(client_seen.reason, SXE_CLOSE_ERROR);
+        assert_int_equal(client_seen.err, EPROTO);
+        assert_int_equal(client_seen.input_len, 0);
+        assert_non_null(strstr(capture.text, "certificate verify failed"));
+        teardown(NULL);
+    }
+    start(&(struct sxe_tls_client_options){.ca_file = tls_other_certificate});
+    sxe_test_capture_start(&capture);
+    connect_as("localhost");
+    sxe_test_capture_stop();
+    assert_int_equal(client_seen.err, EPROTO);
+    assert_non_null(strstr(capture.text, "certificate verify failed"));
+}
+
+/* no_verify: any certificate, any name or none; the create warns. */
+static void test_client_without_verification(void **state)
+{
+    struct sxe_test_capture capture;
+
+    (void)state;
+    sxe_test_capture_start(&capture);
+    start(&(struct sxe_tls_client_options){.no_verify = true});
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "no server certificate is checked"));
+    connect_as(NULL);
+    assert_int_equal(client_seen.input_len, 6);
+}
+
+/* Context errors, and invalid use: an assertion in debug builds, -EINVAL in release builds. */
+static void test_client_context_errors(void **state)
+{
+    struct sxe_test_capture capture;
+    sxe_tls_t *made = (sxe_tls_t *)&made;
+
+    (void)state;
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_tls_client_create(
+                         &made, &(struct sxe_tls_client_options){.ca_file = "/nonexistent.pem"}),
+                     -ENOENT);
+    assert_null(made);
+    assert_int_equal(
+        sxe_tls_client_create(&made, &(struct sxe_tls_client_options){.ca_file = tls_key}),
+        -EPROTO);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "CA file /nonexistent.pem"));
+    assert_non_null(strstr(capture.text, "no PEM certificate"));
+    assert_int_equal(sxe_tls_client_create(&made, NULL), 0); /* the system's authorities */
+    sxe_tls_destroy(made);
+}
+
+static void connect_with_server_context(void *arg)
+{
+    sxe_conn_t *conn;
+
+    (void)arg;
+    start(NULL);
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&address, sizeof(address),
+                                      &(struct sxe_connect_options){.tls = server_tls,
+                                                                    .server_name = "localhost"},
+                                      &client_handlers, NULL),
+                     -EINVAL);
+}
+
+static void connect_without_a_name(void *arg)
+{
+    sxe_conn_t *conn;
+
+    (void)arg;
+    start(NULL);
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&address, sizeof(address),
+                                      &(struct sxe_connect_options){.tls = client_tls},
+                                      &client_handlers, NULL),
+                     -EINVAL);
+}
+
+static void listen_with_client_context(void *arg)
+{
+    sxe_conn_t *second;
+
+    (void)arg;
+    start(NULL);
+    assert_int_equal(sxe_conn_listen_at(loop, &second, "127.0.0.1:0",
+                                        &(struct sxe_listen_options){.tls = client_tls},
+                                        &server_handlers, NULL),
+                     -EINVAL);
+}
+
+static void test_client_invalid_use(void **state)
+{
+    static void (*const uses[])(void *) = {connect_with_server_context, connect_without_a_name,
+                                           listen_with_client_context};
+    static const char *const checks[] = {"tls->client", "server_name != NULL", "!tls->client"};
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(uses) / sizeof(uses[0]); i++) {
+#ifdef SXE_DEBUG
+        const char *const expected[] = {"assertion failed: ", checks[i], NULL};
+        sxe_test_expect_abort(uses[i], NULL, expected);
+#else
+        (void)checks;
+        uses[i](NULL);
+        teardown(NULL);
+#endif
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_client_verifies_and_echoes, teardown),
+        cmocka_unit_test_teardown(test_client_refuses_a_certificate_not_for_it, teardown),
+        cmocka_unit_test_teardown(test_client_without_verification, teardown),
+        cmocka_unit_test(test_client_context_errors),
+        cmocka_unit_test_teardown(test_client_invalid_use, teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
