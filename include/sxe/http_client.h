@@ -69,6 +69,7 @@
 #include "sxe/error.h"
 #include "sxe/http_parser.h"
 #include "sxe/loop.h"
+#include "sxe/tls.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +90,12 @@ struct sxe_http_client_options {
     bool no_retry;    /**< Never send a request twice (see above); turns pipelining off. */
     /** Requests one connection may carry at once (1: no pipelining; at most 64). See above. */
     uint32_t pipeline;
+    /**
+     * A client TLS context (sxe_tls_client_create()): HTTPS to the upstream. Its certificate is
+     * checked for host's name (without a port; the address's IP when host is NULL), which SNI
+     * sends too. The context must outlive the client.
+     */
+    sxe_tls_t *tls;
 };
 
 /**

@@ -208,3 +208,38 @@ def test_session_tickets_on_and_off(httpd, certificate):  # noqa: F811
                    "--tls-no-tickets")
     assert not resumed(server.port, cert)
     assert server.stop() == 0
+
+
+def test_proxy_to_https_upstreams(httpd, root, certificate, other_certificate):  # noqa: F811
+    cert, key, _ = certificate
+    big = bytes((i * 13 + i // 509) % 256 for i in range(2 * 1024 * 1024 + 3))
+    (root / "big-up.bin").write_bytes(big)
+    upstream = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    front = httpd("--workers", "1", "--proxy", f"/=https://127.0.0.1:{upstream.port}",
+                  "--proxy-ca", str(cert))
+    connection = http.client.HTTPConnection("127.0.0.1", front.port, timeout=10)
+    for _ in range(3):  # one connection each way, kept alive
+        connection.request("GET", "/hello.txt")
+        response = connection.getresponse()
+        assert response.status == 200 and response.read() == b"Hello World\n"
+    connection.request("GET", "/big-up.bin")
+    response = connection.getresponse()
+    body = response.read()
+    assert response.status == 200 and hashlib.sha256(body).digest() == hashlib.sha256(big).digest()
+    # TLS both ways: HTTPS in front, HTTPS behind.
+    secure = httpd("--workers", "1", "--tls-cert", str(cert), "--tls-key", str(key),
+                   "--proxy", f"/=https://127.0.0.1:{upstream.port}", "--proxy-ca", str(cert))
+    connection = https(secure.port, cert)
+    connection.request("GET", "/big-up.bin")
+    response = connection.getresponse()
+    assert response.status == 200 and response.read() == big
+    # A front that does not trust the upstream's certificate: 502, and the log says why.
+    other_cert, _ = other_certificate
+    wary = httpd("--workers", "1", "--proxy", f"/=https://127.0.0.1:{upstream.port}",
+                 "--proxy-ca", str(other_cert))
+    connection = http.client.HTTPConnection("127.0.0.1", wary.port, timeout=10)
+    connection.request("GET", "/hello.txt")
+    assert connection.getresponse().status == 502
+    for server in (front, secure, wary, upstream):
+        assert server.stop() == 0
+    assert "certificate verify failed" in wary.process.stderr.read().decode()

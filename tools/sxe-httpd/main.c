@@ -462,6 +462,13 @@ int main(int argc, char **argv)
     (void)sxe_log_name_setting("SXE_LISTEN_EVICT_IDLE", "--evict-idle");
     cache_configure(config.cache == 1);
     sxe_tls_t *tls = tls_context(); /* before the workers start: they share its ticket keys */
+    if (proxy_secure() &&
+        (rc = sxe_tls_client_create(&config.proxy.tls, &(struct sxe_tls_client_options){
+                                                           .ca_file = config.proxy.ca_file})) < 0) {
+        fprintf(stderr, "sxe-httpd: https:// upstreams: %s (the log above says why)\n",
+                sxe_strerror(rc));
+        return 1;
+    }
     struct sxe_http_server_options options = {
         .loop = {.connections = config.connections},
         .workers = config.workers ? config.workers : sxe_workers_cpus(),
@@ -509,6 +516,7 @@ int main(int argc, char **argv)
     rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     sxe_tls_destroy(tls);
+    sxe_tls_destroy(config.proxy.tls);
     cache_clear();
     access_log_flush();
     return rc < 0 ? 1 : 0;

@@ -78,7 +78,10 @@ static void usage(FILE *out)
             "  --proxy PREFIX=HOST:PORT[,HOST:PORT...]\n"
             "                        forward requests whose path starts with PREFIX to\n"
             "                        these upstreams, over kept-alive connections (repeatable;\n"
-            "                        the longest prefix wins; static files for the rest)\n"
+            "                        the longest prefix wins; static files for the rest);\n"
+            "                        https://HOST:PORT: over TLS, the certificate checked\n"
+            "  --proxy-ca FILE       the authorities https:// upstreams' certificates are\n"
+            "                        checked against (PEM; the system's by default)\n"
             "  --balance MODE        among a prefix's upstreams: least (connections) or\n"
             "                        round-robin (least)\n"
             "  --proxy-timeout SECS  an upstream silent this long gets 504 (30)\n"
@@ -182,6 +185,7 @@ void options_parse(int argc, char **argv)
                                             {"proxy-pipeline", required_argument, NULL, 'Q'},
                                             {"proxy-max-body", required_argument, NULL, 'M'},
                                             {"proxy-underscores", no_argument, NULL, 'U'},
+                                            {"proxy-ca", required_argument, NULL, 'G'},
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
@@ -273,6 +277,9 @@ void options_parse(int argc, char **argv)
             }
             break;
         }
+        case 'G':
+            config.proxy.ca_file = optarg;
+            break;
         case 'B':
             if (strcmp(optarg, "least") != 0 && strcmp(optarg, "round-robin") != 0) {
                 die(2, "--balance must be least or round-robin, not '%s'", optarg);

@@ -50,10 +50,12 @@ struct proxy {
     unsigned index; /* in proxies[] */
     unsigned count;
     char addresses[UPSTREAMS_MAX][64];
+    bool secure[UPSTREAMS_MAX]; /* https://: TLS to it (options.tls), its certificate checked */
 };
 
 static struct proxy proxies[PROXIES_MAX];
 static unsigned proxy_total;
+static bool proxies_secure; /* an upstream is https:// */
 static struct proxy_options options;
 
 struct upstream {
@@ -111,6 +113,10 @@ const char *proxy_add(const char *spec)
     memset(proxy, 0, sizeof(*proxy));
     memcpy(proxy->prefix, spec, (size_t)(equals - spec));
     for (const char *at = equals + 1; *at != '\0';) {
+        bool secure = strncmp(at, "https://", 8) == 0;
+        at += secure ? 8 : strncmp(at, "http://", 7) == 0 ? 7 : 0;
+        proxy->secure[proxy->count] = secure;
+        proxies_secure |= secure;
         size_t len = strcspn(at, ",");
         if (len == 0 || len >= sizeof(proxy->addresses[0]) || proxy->count == UPSTREAMS_MAX) {
             return "expected HOST:PORT upstreams separated by commas (at most 16)";
@@ -138,6 +144,11 @@ bool proxy_covers(const char *prefix)
 unsigned proxy_count(void)
 {
     return proxy_total;
+}
+
+bool proxy_secure(void)
+{
+    return proxies_secure;
 }
 
 uint32_t proxy_timers(const struct proxy_options *given)
@@ -422,11 +433,13 @@ static int forward(struct exchange *exchange, const struct upstream *avoid)
         return -EHOSTUNREACH;
     }
     if (upstream->client == NULL) {
+        unsigned index = (unsigned)(upstream - local->upstreams[proxy->index]);
         struct sxe_http_client_options client_options = {.connections = options.connections,
                                                          .queue = options.requests,
                                                          .timeout = options.timeout,
-                                                         .pipeline = options.pipeline};
-        unsigned index = (unsigned)(upstream - local->upstreams[proxy->index]);
+                                                         .pipeline = options.pipeline,
+                                                         .tls = proxy->secure[index] ? options.tls
+                                                                                     : NULL};
         if ((rc = sxe_http_client_create(&upstream->client, local->loop, proxy->addresses[index],
                                          &client_options)) < 0) {
             return rc;

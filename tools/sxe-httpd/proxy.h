@@ -18,9 +18,12 @@ struct proxy_options {
     uint32_t pipeline;     /* requests one upstream connection may carry at once (1: none) */
     bool round_robin;      /* else least connections */
     bool underscores;      /* request fields with '_' in their names are passed on too */
+    sxe_tls_t *tls;        /* the client context for https:// upstreams */
+    const char *ca_file;   /* --proxy-ca: the authorities it trusts (NULL: the system's) */
 };
 
-/* Adds "PREFIX=HOST:PORT[,HOST:PORT...]". @return NULL, or what is wrong with it. */
+/* Adds "PREFIX=HOST:PORT[,HOST:PORT...]", each upstream http:// (the default) or https://.
+ * @return NULL, or what is wrong with it. */
 const char *proxy_add(const char *spec);
 
 /* Whether prefix is proxied ("/" for everything: then no file is served). */
@@ -28,6 +31,9 @@ bool proxy_covers(const char *prefix);
 
 /* How many prefixes are proxied. */
 unsigned proxy_count(void);
+
+/* Whether an upstream is https://: options.tls is needed. */
+bool proxy_secure(void);
 
 /* The loop timers each worker needs for its proxied requests. */
 uint32_t proxy_timers(const struct proxy_options *options);

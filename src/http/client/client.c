@@ -43,6 +43,16 @@ static const struct sxe_conn_handlers up_handlers = {.on_connect = on_connect,
                                                      .on_drained = sxe__http_client_on_drained,
                                                      .on_close = on_close};
 
+/* A Host's name: "[::1]:8443" is ::1, "example.com:8443" example.com, "example.com" itself. */
+static void server_name_of(const char *host, char *name, size_t size)
+{
+    const char *end = host[0] == '[' ? strchr(host, ']') : strrchr(host, ':');
+    const char *start = host + (host[0] == '[');
+    size_t len = end != NULL ? (size_t)(end - start) : strlen(start);
+
+    snprintf(name, size, "%.*s", (int)len, start);
+}
+
 int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, const char *address,
                            const struct sxe_http_client_options *options)
 {
@@ -75,6 +85,7 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     client->calls_count = o->connections * o->pipeline + o->queue;
     snprintf(client->host, sizeof(client->host), "%s", o->host != NULL ? o->host : address);
     o->host = client->host;
+    server_name_of(client->host, client->server_name, sizeof(client->server_name));
     client->ups = calloc(o->connections, sizeof(*client->ups));
     client->calls = calloc(client->calls_count, sizeof(*client->calls));
     if (sxe_address_parse(address, -1, &client->address, &client->address_len) < 0 ||
@@ -229,8 +240,11 @@ static int open_for(sxe_http_client_t *client, struct sxe_http_call *call)
     while (up->state != SXE__UP_FREE) { /* the caller knows one is free */
         up++;
     }
+    struct sxe_connect_options secure = {.tls = client->options.tls,
+                                         .server_name = client->server_name};
     rc = sxe_conn_connect(client->loop, &up->conn, (const struct sockaddr *)&client->address,
-                          client->address_len, NULL, &up_handlers, up);
+                          client->address_len, client->options.tls != NULL ? &secure : NULL,
+                          &up_handlers, up);
     if (rc < 0) {
         up->conn = NULL;
         return rc;

@@ -84,6 +84,7 @@ struct sxe_http_client {
     struct sockaddr_storage address;
     socklen_t address_len;
     char host[80];
+    char server_name[80]; /* host without its port or brackets: for TLS (SNI, the check) */
     struct sxe_http_client_options options;
     struct sxe_http_limits stream_limits; /* no body limit: bodies pass through */
     struct sxe__upstream *ups;
