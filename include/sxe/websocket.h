@@ -144,6 +144,12 @@ struct sxe_ws_options {
      * state is one byte. Broadcasts go uncompressed.
      */
     bool deflate;
+    /**
+     * A client set's TLS context (sxe_tls_client_create()): its sockets connect over TLS (wss),
+     * each server's certificate checked for the host of the address given to
+     * sxe_ws_client_connect(). A server's sockets speak TLS when its HTTP listener does.
+     */
+    sxe_tls_t *tls;
 };
 
 /** Counters. */

@@ -77,10 +77,14 @@ int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char
     if ((target = target_index(set, address, path, protocols)) < 0) {
         return target;
     }
-    if ((rc = sxe_conn_connect(
-             set->loop, &conn, (struct sockaddr *)&to, to_len,
-             &(struct sxe_connect_options){.source = source, .source_len = source_len},
-             &set->handlers, NULL)) < 0) {
+    /* The name its certificate is checked for: the address's host, "[::1]" as ::1. */
+    char name[64];
+    size_t name_len = strcspn(address + (address[0] == '['), address[0] == '[' ? "]" : ":");
+    snprintf(name, sizeof(name), "%.*s", (int)name_len, address + (address[0] == '['));
+    struct sxe_connect_options connect = {
+        .source = source, .source_len = source_len, .tls = set->options.tls, .server_name = name};
+    if ((rc = sxe_conn_connect(set->loop, &conn, (struct sockaddr *)&to, to_len, &connect,
+                               &set->handlers, NULL)) < 0) {
         return rc;
     }
     struct sxe_ws *ws = &set->sockets[sxe_conn_index(conn)];

@@ -2,15 +2,17 @@
  * TLS as a client (sxe_tls_client_create(), sxe_connect_options.tls): a connection sxe makes to a
  * TLS listener of its own, on the same loop, on both backends. The server's certificate is checked
  * for the name given (a host name or an IP address) against a CA file, or not at all (no_verify);
- * a name the certificate does not carry fails the handshake. Invalid use: a server's context to
- * connect with, a client's to listen with, no name to check.
+ * a name the certificate does not carry fails the handshake. WebSocket over TLS both ways (wss).
+ * Invalid use: a server's context to connect with, a client's to listen with, no name to check.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "loop.h"
 #include "sxe/conn.h"
+#include "sxe/http.h"
 #include "sxe/loop.h"
+#include "sxe/websocket.h"
 #include "sxe_test.h"
 #include "tls_test.h"
 
@@ -183,6 +185,95 @@ static void test_client_without_verification(void **state)
     assert_int_equal(client_seen.input_len, 6);
 }
 
+/* wss: a WebSocket server on an HTTPS listener, and a client set over TLS, messages both ways. */
+static struct {
+    unsigned opens, closes;
+    int close_code;
+    char message[16];
+} wss_seen;
+
+static void wss_echo(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
+{
+    assert_int_equal(sxe_ws_send(ws, type, data, len), 0);
+}
+
+static void wss_client_open(sxe_ws_t *ws)
+{
+    wss_seen.opens++;
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_TEXT, "over tls", 8), 0);
+}
+
+static void wss_client_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, size_t len)
+{
+    (void)type;
+    snprintf(wss_seen.message, sizeof(wss_seen.message), "%.*s", (int)len, data);
+    assert_int_equal(sxe_ws_close(ws, SXE_WS_CLOSE_NORMAL, NULL), 0);
+}
+
+static void wss_client_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
+{
+    (void)ws, (void)reason, (void)reason_len;
+    wss_seen.closes++;
+    wss_seen.close_code = code;
+}
+
+static void test_websocket_over_tls(void **state)
+{
+    static const struct sxe_ws_handlers server_ws = {.on_message = wss_echo};
+    static const struct sxe_ws_handlers client_ws = {
+        .on_open = wss_client_open, .on_message = wss_client_message, .on_close = wss_client_close};
+    sxe_http_server_t *http;
+    sxe_ws_server_t *ws_server;
+    sxe_ws_client_t *ws_clients;
+    sxe_ws_t *ws;
+    char target[32];
+    uint64_t deadline = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+
+    (void)state;
+    assert_int_equal(
+        sxe_tls_server_create(
+            &server_tls, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_key}),
+        0);
+    assert_int_equal(sxe_tls_client_create(
+                         &client_tls, &(struct sxe_tls_client_options){.ca_file = tls_certificate}),
+                     0);
+    assert_int_equal(
+        sxe_http_server_create(&http, NULL, &(struct sxe_http_server_options){.tls = server_tls}),
+        0);
+    assert_int_equal(sxe_ws_server_create(&ws_server, http, &server_ws, NULL), 0);
+    assert_int_equal(sxe_ws_server_route(ws_server, "/ws", NULL), 0);
+    assert_int_equal(sxe_http_server_listen(http, "127.0.0.1:0"), 0);
+    assert_int_equal(sxe_ws_client_create(&ws_clients, sxe_http_server_loop(http), &client_ws,
+                                          &(struct sxe_ws_options){.tls = client_tls}),
+                     0);
+    /* The certificate is localhost's, so the client checks it for that name: 127.0.0.1 fails. */
+    snprintf(target, sizeof(target), "127.0.0.1:%d", sxe_http_server_port(http));
+    struct sxe_test_capture capture;
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_ws_client_connect(ws_clients, &ws, target, "/ws", NULL, NULL, 0, NULL), 0);
+    while (wss_seen.closes == 0) {
+        assert_true(sxe_clock_mono_ns() < deadline);
+        assert_true(sxe_loop_run_once(sxe_http_server_loop(http), 10 * 1000000ULL) >= 0);
+    }
+    assert_int_equal(wss_seen.opens, 0);
+    assert_int_equal(wss_seen.close_code, SXE_WS_CLOSE_ABNORMAL);
+    memset(&wss_seen, 0, sizeof(wss_seen));
+    snprintf(target, sizeof(target), "localhost:%d", sxe_http_server_port(http));
+    assert_int_equal(sxe_ws_client_connect(ws_clients, &ws, target, "/ws", NULL, NULL, 0, NULL), 0);
+    while (wss_seen.closes == 0) {
+        assert_true(sxe_clock_mono_ns() < deadline);
+        assert_true(sxe_loop_run_once(sxe_http_server_loop(http), 10 * 1000000ULL) >= 0);
+    }
+    sxe_test_capture_stop(); /* (the server's log of the first handshake's alert came here) */
+    assert_int_equal(wss_seen.opens, 1);
+    assert_string_equal(wss_seen.message, "over tls");
+    assert_int_equal(wss_seen.close_code, SXE_WS_CLOSE_NORMAL);
+    assert_non_null(strstr(capture.text, "certificate verify failed"));
+    sxe_ws_client_destroy(ws_clients);
+    sxe_ws_server_destroy(ws_server);
+    sxe_http_server_destroy(http);
+}
+
 /* Context errors, and invalid use: an assertion in debug builds, -EINVAL in release builds. */
 static void test_client_context_errors(void **state)
 {
@@ -268,6 +359,7 @@ int main(void)
         cmocka_unit_test_teardown(test_client_refuses_a_certificate_not_for_it, teardown),
         cmocka_unit_test_teardown(test_client_without_verification, teardown),
         cmocka_unit_test(test_client_context_errors),
+        cmocka_unit_test_teardown(test_websocket_over_tls, teardown),
         cmocka_unit_test_teardown(test_client_invalid_use, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
