@@ -3,6 +3,7 @@ verifies the certificate: files small and large (sealed from the file as the soc
 alive, ranges, HTTPS beside plain HTTP, plain HTTP sent to the HTTPS port, a certificate per server
 name (SNI), session tickets on and off, and start-up errors."""
 import hashlib
+import json
 import http.client
 import socket
 import ssl
@@ -243,3 +244,19 @@ def test_proxy_to_https_upstreams(httpd, root, certificate, other_certificate): 
     for server in (front, secure, wary, upstream):
         assert server.stop() == 0
     assert "certificate verify failed" in wary.process.stderr.read().decode()
+
+
+def test_sxe_http_over_tls(build_dir, httpd, certificate):  # noqa: F811
+    """The load generator over TLS: kept-alive connections, and a full handshake per request."""
+    cert, key, _ = certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    binary = str((build_dir / "tools" / "sxe-http").resolve())
+    for mode in ([], ["--http1.0"]):
+        done = subprocess.run([binary, "-i", "127.0.0.1", "-p", str(server.port), "-u",
+                               "/hello.txt", "-c", "4", "-n", "25", "--body-length", "12",
+                               "--tls", "--json", *mode], capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["queries"] == 100, report
+        assert "no server certificate is checked" in done.stderr.decode()
+    assert server.stop() == 0

@@ -323,11 +323,11 @@ static int connect_client(struct client *client)
                                    NULL, source, source ? config.source_len : 0, client);
         client->conn = rc == 0 ? sxe_ws_conn(client->ws) : NULL;
     } else {
-        rc = sxe_conn_connect(worker.loop, &client->conn, (const struct sockaddr *)&config.target,
-                              config.target_len,
-                              &(struct sxe_connect_options){
-                                  .source = source, .source_len = source ? config.source_len : 0},
-                              &client_handlers, client);
+        rc = sxe_conn_connect(
+            worker.loop, &client->conn, (const struct sockaddr *)&config.target, config.target_len,
+            &(struct sxe_connect_options){
+                .source = source, .source_len = source ? config.source_len : 0, .tls = config.tls},
+            &client_handlers, client);
     }
     if (rc < 0) {
         client->conn = NULL;

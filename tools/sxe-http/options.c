@@ -80,6 +80,10 @@ static void usage(FILE *out)
             "                   HdrHistogram's interval log format (ns; max in ms)\n"
             "  --http1.0        requests say HTTP/1.0: no keep-alive, each on a new\n"
             "                   connection (reset once answered), timed from its connect\n"
+            "  --tls            speak TLS (1.2 or 1.3) on every connection, HTTP or --ws; the\n"
+            "                   server's certificate is not checked (a load generator's\n"
+            "                   peer is a test server); with --http1.0 each request makes a\n"
+            "                   full handshake\n"
             "  --warmup SECONDS with -d: load for SECONDS before the measured window and\n"
             "                   count only its errors; say on stderr when the window\n"
             "                   starts and ends ('sxe-http: measuring', 'sxe-http:\n"
@@ -250,6 +254,7 @@ static void parse_sources(const char *list)
 struct parsed {
     const char *ip, *method, *path, *body, *file, *targets;
     bool pipeline_set;
+    bool tls;
     char headers[8192];
     size_t headers_len;
     long port;
@@ -353,6 +358,9 @@ static void take_option(int option, struct parsed *parsed)
     case 'J':
         config.json = true;
         break;
+    case 'S':
+        parsed->tls = true;
+        break;
     case 'W':
         if (optarg[0] != '/' || strpbrk(optarg, " \r\n") != NULL) {
             die_usage("--ws '%s': a path starts with / and has no spaces", optarg);
@@ -389,6 +397,7 @@ void parse_options(int argc, char **argv)
                                                  {"latency-log", required_argument, NULL, 'L'},
                                                  {"warmup", required_argument, NULL, 'M'},
                                                  {"http1.0", no_argument, NULL, '0'},
+                                                 {"tls", no_argument, NULL, 'S'},
                                                  {NULL, 0, NULL, 0}};
     struct parsed parsed = {.method = "GET", .port = -1};
     int option;
@@ -431,6 +440,10 @@ void parse_options(int argc, char **argv)
         die_usage("-U FILE gives the paths: not with %s", parsed.path   ? "-u"
                                                           : parsed.file ? "-f"
                                                                         : "--ws");
+    }
+    if (parsed.tls && sxe_tls_client_create(
+                          &config.tls, &(struct sxe_tls_client_options){.no_verify = true}) < 0) {
+        die_usage("%s", "--tls: this sxe-http has no TLS (built without OpenSSL)");
     }
     if (config.ws_path != NULL) {
         /* A query is a binary message; the request's length bounds what one queues (its frame). */

@@ -64,6 +64,7 @@ struct config {
     bool graceful_close;
     bool head;
     bool http10;             /* --http1.0: requests say HTTP/1.0, a new connection for each */
+    sxe_tls_t *tls;          /* --tls: every connection speaks TLS (no certificate checked) */
     bool timeline;           /* --timeline: each second's rate, errors and p99 in the JSON */
     bool random;             /* --random: -U targets drawn at random, not in turn */
     double rate;             /* -R: requests per second over all connections; 0: closed loop */

@@ -235,7 +235,8 @@ static void allocate(uint64_t count)
         .timers = 4,
     };
     options.high_water = options.write_limit;
-    struct sxe_ws_options ws_options = {.message_bytes = (uint32_t)config.ws_size, .no_ping = true};
+    struct sxe_ws_options ws_options = {
+        .message_bytes = (uint32_t)config.ws_size, .no_ping = true, .tls = config.tls};
 
     worker.ring_mask = 1;
     while (worker.ring_mask < config.pipeline) {
