@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""HTTPS keep-alive, side by side: sxe-httpd against nginx and h2o, each terminating TLS with
-this machine's OpenSSL, one worker on CPU 0, wrk on CPU 1, interleaved rounds.
+"""HTTPS side by side: sxe-httpd against nginx and h2o, each terminating TLS with this machine's
+OpenSSL, one worker on CPU 0, the load on CPU 1, interleaved rounds.
 
     bench/tls.py [--build build/release] [--rounds 5] [--seconds 5] [--connections 100]
 
 Each server serves the same files from one root with the same ECDSA P-256 certificate (made for
-the run); wrk keeps its connections (one handshake each, then requests). A round runs every server
-once per file, in a new order each round; the figure is the server's CPU time (its whole process
-tree, from schedstat) per request, with the median and the spread of the rounds. Before its
-rounds each server's answer to each file is fetched once over TLS and its status and size checked;
-a round with an error or a non-2xx answer from wrk fails the run.
+the run). Keep-alive: wrk keeps its connections (one handshake each, then requests) for 12 B,
+4 KB and 1 MB. Handshakes: sxe-http --tls --http1.0 opens a connection per request and resumes
+no session, so every request is a full handshake (X25519 and ECDSA P-256), 16 at a time. A round
+runs every server once per case, in a new order each round; the figure is the server's CPU time
+(its whole process tree, from schedstat) per request, with the median and the spread of the
+rounds. Before its rounds each server's answer to each file is fetched once over TLS and its status
+and size checked; wrk's errors or non-2xx answers, or any error sxe-http counts (it checks every
+status and length), fail the run.
 """
 import argparse
+import json
 import os
 import shutil
 import ssl
@@ -26,7 +30,9 @@ from harness import procs  # noqa: E402
 from benchlib import parse_wrk  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = {"hello.txt": b"Hello World\n", "4k.bin": bytes(range(256)) * 16}
+FILES = {"hello.txt": b"Hello World\n", "4k.bin": bytes(range(256)) * 16,
+         "1m.bin": bytes(range(256)) * 4096}
+HANDSHAKES = "handshakes"  # the case of a full handshake per request
 
 NGINX = """# nginx terminating TLS as a site that cares about speed runs it: bench/peers/nginx.conf's
 # settings, with a TLS listener. Each line that differs from nginx's default says why.
@@ -129,6 +135,18 @@ def one_round(command, args, cert, name):
             if errors or requests == 0:
                 raise RuntimeError(f"{name} /{file}: {errors} errors in {requests}:\n{wrk.stdout}")
             results[file] = (cpu / requests / 1000.0, rate)
+        before = procs.tree_cpu_ns(pids)
+        load = subprocess.run(["taskset", "-c", "1", os.path.join(os.path.abspath(args.build), "tools", "sxe-http"),
+                               "-i", "127.0.0.1", "-p", str(port), "-u", "/hello.txt", "-c", "16",
+                               "-d", str(args.seconds), "--http1.0", "--tls", "--body-length",
+                               "12", "--json"], capture_output=True, text=True)
+        cpu = procs.tree_cpu_ns(pids) - before
+        report = json.loads(load.stdout) if load.stdout else {}
+        if load.returncode != 0 or not report.get("queries"):
+            raise RuntimeError(f"{name} handshakes: sxe-http exit {load.returncode}:\n"
+                               f"{load.stdout}{load.stderr}")
+        results[HANDSHAKES] = (cpu / report["queries"] / 1000.0,
+                               report["queries"] / (args.seconds or 1))
         return results
     finally:
         procs.stop(server)
@@ -151,7 +169,8 @@ def main():
                 out.write(body)
         cert, key = certificate(tmp)
         made = servers(os.path.abspath(args.build), tmp, root, cert, key)
-        figures = {(name, file): [] for name in made for file in FILES}
+        cases = list(FILES) + [HANDSHAKES]
+        figures = {(name, case): [] for name in made for case in cases}
         for round_number in range(args.rounds):
             order = list(made)[round_number % len(made):] + list(made)[:round_number % len(made)]
             for name in order:
@@ -159,14 +178,15 @@ def main():
                     figures[(name, file)].append(us)
                     print(f"round {round_number + 1}/{args.rounds}: {name} /{file}: "
                           f"{us:.2f} µs/request, {rate:,.0f}/s", flush=True)
-        print(f"\nHTTPS keep-alive, {args.connections} connections, server CPU per request "
-              f"(median, min-max of {args.rounds} rounds):")
-        for file in FILES:
-            base = statistics.median(figures[("sxe-httpd", file)])
+        print(f"\nHTTPS: keep-alive ({args.connections} connections) and full handshakes (16 at a "
+              f"time), server CPU per request (median, min-max of {args.rounds} rounds):")
+        for case in cases:
+            base = statistics.median(figures[("sxe-httpd", case)])
             for name in made:
-                values = figures[(name, file)]
+                values = figures[(name, case)]
                 median = statistics.median(values)
-                print(f"  /{file:10} {name:10} {median:6.2f} µs ({min(values):.2f}-"
+                label = case if case == HANDSHAKES else "/" + case
+                print(f"  {label:11} {name:10} {median:7.2f} µs ({min(values):.2f}-"
                       f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x")
 
 

@@ -49,6 +49,7 @@ struct record {
 CONTEXT = {
     "loop": "static sxe_loop_t *loop;",
     "listener": "static sxe_conn_t *listener;",
+    "conn": "static sxe_conn_t *conn;",
     "handlers": "static struct sxe_conn_handlers handlers;",
     "echo": "static const struct sxe_conn_handlers echo;",
     "http": "static sxe_http_t *http;",
