@@ -227,6 +227,12 @@ def test_proxy_to_https_upstreams(httpd, root, certificate, other_certificate): 
     response = connection.getresponse()
     body = response.read()
     assert response.status == 200 and hashlib.sha256(body).digest() == hashlib.sha256(big).digest()
+    # Two hops, the first written http:// (the default, said outright).
+    chain = httpd("--workers", "1", "--proxy", f"/=http://127.0.0.1:{front.port}")
+    connection = http.client.HTTPConnection("127.0.0.1", chain.port, timeout=10)
+    connection.request("GET", "/hello.txt")
+    response = connection.getresponse()
+    assert response.status == 200 and response.read() == b"Hello World\n"
     # TLS both ways: HTTPS in front, HTTPS behind.
     secure = httpd("--workers", "1", "--tls-cert", str(cert), "--tls-key", str(key),
                    "--proxy", f"/=https://127.0.0.1:{upstream.port}", "--proxy-ca", str(cert))
@@ -241,7 +247,7 @@ def test_proxy_to_https_upstreams(httpd, root, certificate, other_certificate): 
     connection = http.client.HTTPConnection("127.0.0.1", wary.port, timeout=10)
     connection.request("GET", "/hello.txt")
     assert connection.getresponse().status == 502
-    for server in (front, secure, wary, upstream):
+    for server in (chain, front, secure, wary, upstream):
         assert server.stop() == 0
     assert "certificate verify failed" in wary.process.stderr.read().decode()
 

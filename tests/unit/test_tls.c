@@ -342,8 +342,7 @@ static void test_release_callback_writes(void **state)
     tls_client_free(&client);
 }
 
-/* A handshake that trickles in is a message being read: read_timeout closes it, however often a
- * byte comes (idle_timeout would start again with each). */
+/* A handshake that stops part way: handshake_timeout closes it. */
 static void test_stalled_handshake_times_out(void **state)
 {
     struct tls_client client = {.plain = true, .send = "\x16\x03\x01", .expect = 1};

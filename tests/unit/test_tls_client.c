@@ -171,6 +171,27 @@ static void test_client_refuses_a_certificate_not_for_it(void **state)
     assert_non_null(strstr(capture.text, "certificate verify failed"));
 }
 
+/* A server name SNI cannot carry (past 255 bytes): refused before anything is sent. */
+static void test_client_name_too_long(void **state)
+{
+    char name[300];
+    sxe_conn_t *conn;
+    struct sxe_test_capture capture;
+
+    (void)state;
+    start(&(struct sxe_tls_client_options){.ca_file = tls_certificate});
+    memset(name, 'a', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&address, sizeof(address),
+                                      &(struct sxe_connect_options){.tls = client_tls,
+                                                                    .server_name = name},
+                                      &client_handlers, NULL),
+                     -EINVAL);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "not a host name or an IP address"));
+}
+
 /* no_verify: any certificate, any name or none; the create warns. */
 static void test_client_without_verification(void **state)
 {
@@ -358,6 +379,7 @@ int main(void)
         cmocka_unit_test_teardown(test_client_verifies_and_echoes, teardown),
         cmocka_unit_test_teardown(test_client_refuses_a_certificate_not_for_it, teardown),
         cmocka_unit_test_teardown(test_client_without_verification, teardown),
+        cmocka_unit_test_teardown(test_client_name_too_long, teardown),
         cmocka_unit_test(test_client_context_errors),
         cmocka_unit_test_teardown(test_websocket_over_tls, teardown),
         cmocka_unit_test_teardown(test_client_invalid_use, teardown),
