@@ -1,5 +1,5 @@
 /*
- * TLS with OpenSSL 3: contexts (sxe/tls.h), and the transport of TLS streams (transport.h).
+ * TLS with OpenSSL 3: the transport of TLS streams (transport.h); tls_context.c makes the contexts.
  *
  * Each TLS connection has a session (SSL) whose BIO is ours: its reads call recv through the seam,
  * its writes append records to conn->out. OpenSSL reads ahead (one recv takes as much as its
@@ -12,7 +12,6 @@
 #include "sxe/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
@@ -20,11 +19,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "outq.h"
 #include "sxe/tls.h"
 #include "sys.h"
+#include "tls_context.h"
 #include "transport.h"
 
 static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
@@ -32,25 +31,6 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
 /* The largest record's plain bytes (RFC 8446 5.1), and what sealing one may add to them. */
 #define RECORD_MAX      16384
 #define RECORD_OVERHEAD 256
-
-/* The TLS 1.2 suites by default: forward secrecy and AEAD only, ECDSA first. */
-#define DEFAULT_CIPHERS                                                                            \
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"     \
-    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
-
-/* A certificate for a server name (SNI): "www.example.com", or "*.example.com" for one label. */
-struct tls_name {
-    char name[SXE_TLS_NAME_MAX + 1]; /* compared without regard to case */
-    SSL_CTX *ctx;
-};
-
-struct sxe_tls {
-    SSL_CTX *ctx;           /* the default: for a client that names no server, or one not here */
-    bool client;            /* sxe_tls_client_create()'s: for connections made, not accepted */
-    bool no_verify;         /* a client's that checks no certificate */
-    struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
-    unsigned name_count;
-};
 
 #define SLOT_NOTIFIED 0x01u /* close_notify is queued (or there is no session to close) */
 #define SLOT_EMPTIED  0x02u /* the last recv found the socket empty, or at its end */
@@ -75,17 +55,6 @@ struct sxe__tls_loop {
 static struct tls_slot *slot_of(const struct sxe_conn *conn)
 {
     return &conn->loop->tls->slots[sxe__conn_index(conn)];
-}
-
-/* Logs what OpenSSL says went wrong, after what, and empties its queue of errors. */
-static void log_openssl(enum sxe_log_level level, const char *what)
-{
-    unsigned long code = ERR_peek_last_error();
-    char reason[256];
-
-    ERR_error_string_n(code, reason, sizeof(reason));
-    ERR_clear_error();
-    SXE_LOG(level, "%s: %s", what, code != 0 ? reason : "no reason given");
 }
 
 /* The BIO: reads take the socket's bytes through the seam, writes queue records to send. */
@@ -163,257 +132,6 @@ static void bio_method_make(void)
     bio_method = method;
 }
 
-/* Contexts. */
-
-bool sxe_tls_available(void)
-{
-    return true;
-}
-
-/* ALPN: http/1.1 when the client offers it; else no protocol is named. */
-static int select_protocol(SSL *ssl, const unsigned char **out, unsigned char *out_len,
-                           const unsigned char *offered, unsigned offered_len, void *arg)
-{
-    static const unsigned char ours[] = "\x08http/1.1";
-
-    (void)ssl, (void)arg;
-    return SSL_select_next_proto((unsigned char **)(uintptr_t)out, out_len, ours, sizeof(ours) - 1,
-                                 offered, offered_len) == OPENSSL_NPN_NEGOTIATED
-               ? SSL_TLSEXT_ERR_OK
-               : SSL_TLSEXT_ERR_NOACK;
-}
-
-/* Whether path can be opened for reading: -errno (logged) if not, naming what it was for. */
-static int readable(const char *path, const char *what)
-{
-    int fd = sxe__sys.open(path, O_RDONLY | O_CLOEXEC, 0);
-
-    if (fd < 0) {
-        int err = errno;
-        SXE_LOG_ERROR("TLS %s %s: %s", what, path, sxe_strerror(err));
-        return -err;
-    }
-    sxe__sys.close(fd);
-    return 0;
-}
-
-/* Loads the certificate, its key and the settings into ctx. @return 0, -errno or -EPROTO. */
-static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
-{
-    int rc;
-
-    if ((rc = readable(options->certificate, "certificate")) < 0 ||
-        (rc = readable(options->key, "key")) < 0) {
-        return rc;
-    }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                 SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_read_ahead(ctx, 1);
-    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF); /* tickets resume sessions */
-    SSL_CTX_set_alpn_select_cb(ctx, select_protocol, NULL);
-    const char *ciphers = options->ciphers != NULL ? options->ciphers : DEFAULT_CIPHERS;
-    if (!SSL_CTX_set_cipher_list(ctx, ciphers)) {
-        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS ciphers: none known");
-        return -EPROTO;
-    }
-    if (!SSL_CTX_use_certificate_chain_file(ctx, options->certificate)) {
-        SXE_LOG_ERROR("TLS certificate %s: not a PEM certificate chain", options->certificate);
-        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS certificate");
-        return -EPROTO;
-    }
-    if (!SSL_CTX_use_PrivateKey_file(ctx, options->key, SSL_FILETYPE_PEM) ||
-        !SSL_CTX_check_private_key(ctx)) {
-        SXE_LOG_ERROR("TLS key %s: not a PEM key, or not the key of certificate %s", options->key,
-                      options->certificate);
-        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS key");
-        return -EPROTO;
-    }
-    return 0;
-}
-
-/* Makes a context of options into *ctx. @return 0, -ENOMEM, or configure()'s error. */
-static int context_make(SSL_CTX **ctx, const struct sxe_tls_options *options)
-{
-    int rc;
-
-    if ((*ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
-        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
-    }
-    if ((rc = configure(*ctx, options)) < 0) {
-        SSL_CTX_free(*ctx);
-        *ctx = NULL;
-    }
-    return rc;
-}
-
-int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options)
-{
-    int rc;
-
-    if (!SXE_CHECK(tls != NULL && options != NULL && options->certificate != NULL &&
-                   options->key != NULL)) {
-        return -EINVAL;
-    }
-    *tls = NULL;
-    pthread_once(&bio_once, bio_method_make);
-    sxe_tls_t *made = calloc(1, sizeof(*made));
-    if (made == NULL || bio_method == NULL) {
-        free(made); /* GCOVR_EXCL_LINE: out of memory */
-        return -ENOMEM;
-    }
-    if ((rc = context_make(&made->ctx, options)) < 0) {
-        free(made);
-        return rc;
-    }
-    if (options->no_tickets) { /* TLS 1.2's tickets; and TLS 1.3 sends none at all */
-        SSL_CTX_set_options(made->ctx, SSL_OP_NO_TICKET);
-        SSL_CTX_set_num_tickets(made->ctx, 0);
-    }
-    *tls = made;
-    return 0;
-}
-
-int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *options)
-{
-    static const struct sxe_tls_client_options defaults;
-    static const unsigned char offered[] = "\x08http/1.1";
-
-    if (!SXE_CHECK(tls != NULL)) {
-        return -EINVAL;
-    }
-    *tls = NULL;
-    options = options != NULL ? options : &defaults;
-    pthread_once(&bio_once, bio_method_make);
-    int rc = options->ca_file != NULL ? readable(options->ca_file, "CA file") : 0;
-    sxe_tls_t *made = rc == 0 ? calloc(1, sizeof(*made)) : NULL;
-    if (rc < 0 || made == NULL || bio_method == NULL ||
-        (made->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
-        free(made);
-        return rc < 0 ? rc : -ENOMEM;
-    }
-    made->client = true;
-    made->no_verify = options->no_verify;
-    SSL_CTX_set_min_proto_version(made->ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(made->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                       SSL_OP_NO_COMPRESSION);
-    SSL_CTX_set_mode(made->ctx, SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_read_ahead(made->ctx, 1);
-    SSL_CTX_set_alpn_protos(made->ctx, offered, sizeof(offered) - 1);
-    SSL_CTX_set_verify(made->ctx, options->no_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
-    if (options->no_verify) {
-        SXE_LOG_WARN("TLS client: no server certificate is checked (no_verify): anyone on the "
-                     "path can read and change what is sent");
-    } else if (!(options->ca_file != NULL
-                     ? SSL_CTX_load_verify_locations(made->ctx, options->ca_file, NULL)
-                     : SSL_CTX_set_default_verify_paths(made->ctx))) {
-        SXE_LOG_ERROR("TLS CA file %s: no PEM certificate in it",
-                      options->ca_file != NULL ? options->ca_file : "(the system's store)");
-        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS CA file");
-        sxe_tls_destroy(made);
-        return -EPROTO;
-    }
-    *tls = made;
-    return 0;
-}
-
-/* The context for the name a client asked for: exact, else "*." and all but its first label. */
-static SSL_CTX *context_named(const sxe_tls_t *tls, const char *name)
-{
-    const char *parent = strchr(name, '.');
-
-    for (unsigned i = 0; i < tls->name_count; i++) {
-        if (strcasecmp(tls->names[i].name, name) == 0) {
-            return tls->names[i].ctx;
-        }
-    }
-    for (unsigned i = 0; parent != NULL && parent != name && i < tls->name_count; i++) {
-        if (tls->names[i].name[0] == '*' && strcasecmp(tls->names[i].name + 1, parent) == 0) {
-            return tls->names[i].ctx;
-        }
-    }
-    return NULL;
-}
-
-/* SNI: the certificate of the name the client asked for, or the default's. */
-static int choose_certificate(SSL *ssl, int *alert, void *arg)
-{
-    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    SSL_CTX *ctx = name != NULL ? context_named(arg, name) : NULL;
-
-    if (ctx != NULL && SSL_set_SSL_CTX(ssl, ctx) == NULL) {
-        *alert = SSL_AD_INTERNAL_ERROR; /* GCOVR_EXCL_LINE: out of memory */
-        return SSL_TLSEXT_ERR_ALERT_FATAL;
-    }
-    return SSL_TLSEXT_ERR_OK;
-}
-
-/* Whether name is a host name as SNI carries it, or "*." and one. */
-static bool name_valid(const char *name)
-{
-    size_t len = strlen(name), at = strncmp(name, "*.", 2) == 0 ? 2 : 0;
-
-    if (len <= at || len > SXE_TLS_NAME_MAX || name[at] == '.' || name[len - 1] == '.') {
-        return false;
-    }
-    for (; at < len; at++) {
-        unsigned char c = (unsigned char)name[at];
-        if (!(c == '-' || c == '.' || (c >= '0' && c <= '9') ||
-              ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) ||
-            (c == '.' && name[at + 1] == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
-int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_tls_options *options)
-{
-    int rc;
-
-    if (!SXE_CHECK(tls != NULL && !tls->client && name != NULL && options != NULL &&
-                   options->certificate != NULL && options->key != NULL)) {
-        return -EINVAL;
-    }
-    if (!name_valid(name)) {
-        SXE_LOG_ERROR("TLS server name '%s': not a host name, nor '*.' and one", name);
-        return -EINVAL;
-    }
-    for (unsigned i = 0; i < tls->name_count; i++) {
-        if (strcasecmp(tls->names[i].name, name) == 0) {
-            SXE_LOG_ERROR("TLS server name %s: given a certificate already", name);
-            return -EEXIST;
-        }
-    }
-    struct tls_name *names = realloc(tls->names, (tls->name_count + 1) * sizeof(*names));
-    if (names == NULL) {
-        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
-    }
-    tls->names = names;
-    struct tls_name *added = &names[tls->name_count];
-    if ((rc = context_make(&added->ctx, options)) < 0) {
-        return rc;
-    }
-    memcpy(added->name, name, strlen(name) + 1); /* name_valid() held it to the size */
-    tls->name_count++;
-    SSL_CTX_set_tlsext_servername_callback(tls->ctx, choose_certificate);
-    SSL_CTX_set_tlsext_servername_arg(tls->ctx, tls);
-    return 0;
-}
-
-void sxe_tls_destroy(sxe_tls_t *tls)
-{
-    if (tls != NULL) {
-        for (unsigned i = 0; i < tls->name_count; i++) {
-            SSL_CTX_free(tls->names[i].ctx);
-        }
-        free(tls->names);
-        SSL_CTX_free(tls->ctx);
-        free(tls);
-    }
-}
-
 /* The loop's TLS state. */
 
 /* Makes the loop's TLS state on first use. @return 0 or -ENOMEM (logged). */
@@ -422,7 +140,8 @@ static int loop_tls(sxe_loop_t *loop)
     if (loop->tls != NULL) {
         return 0;
     }
-    struct sxe__tls_loop *tls = calloc(1, sizeof(*tls));
+    pthread_once(&bio_once, bio_method_make); /* the BIO the loop's sessions read and write by */
+    struct sxe__tls_loop *tls = bio_method != NULL ? calloc(1, sizeof(*tls)) : NULL;
     size_t stage_size =
         loop->options.buffer_size < RECORD_MAX ? loop->options.buffer_size : RECORD_MAX;
     if (tls == NULL ||
@@ -491,8 +210,9 @@ static SSL *session_make(struct sxe_conn *conn, SSL_CTX *ctx)
 
     if (bio == NULL) {
         SSL_free(ssl); /* GCOVR_EXCL_LINE: out of memory */
-        log_openssl(SXE_LOG_LEVEL_ERROR, "no memory for a TLS session"); /* GCOVR_EXCL_LINE */
-        return NULL;                                                     /* GCOVR_EXCL_LINE */
+        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR,
+                             "no memory for a TLS session"); /* GCOVR_EXCL_LINE */
+        return NULL;                                         /* GCOVR_EXCL_LINE */
     }
     BIO_set_data(bio, conn);
     SSL_set_bio(ssl, bio, bio);
@@ -556,7 +276,7 @@ int sxe__tls_start(struct sxe_conn *conn)
     int ok = SSL_do_handshake(slot->ssl);
     if (ok != 1 && SSL_get_error(slot->ssl, ok) != SSL_ERROR_WANT_READ) {
         slot->flags |= SLOT_FAILED; /* GCOVR_EXCL_START: the hello had room (write_limit) */
-        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS handshake not begun");
+        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS handshake not begun");
         return slot->err != 0 ? -slot->err : -EPROTO; /* GCOVR_EXCL_STOP */
     }
     return 0;
@@ -626,8 +346,9 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
             return -1;
         }
         answer_plain_http(conn);
-        log_openssl(SXE_LOG_LEVEL_INFO, SSL_is_init_finished(slot->ssl) ? "TLS record refused"
-                                                                        : "TLS handshake failed");
+        sxe__tls_log_openssl(SXE_LOG_LEVEL_INFO, SSL_is_init_finished(slot->ssl)
+                                                     ? "TLS record refused"
+                                                     : "TLS handshake failed");
         errno = EPROTO;
         return -1;
     }
@@ -729,7 +450,7 @@ static int seal_one(struct sxe_conn *conn, struct tls_slot *slot)
     if (!ok) {
         /* GCOVR_EXCL_START: the BIO had room (checked above), and the session is established */
         slot->flags |= SLOT_FAILED;
-        log_openssl(SXE_LOG_LEVEL_ERROR, "TLS record not sealed");
+        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS record not sealed");
         return -EPROTO;
         /* GCOVR_EXCL_STOP */
     }

@@ -1,0 +1,31 @@
+/*
+ * TLS contexts, as the TLS transport sees them (tls_context.c makes them; transport_tls.c makes a
+ * session of one for each connection).
+ */
+#ifndef SXE_CORE_TLS_CONTEXT_H
+#define SXE_CORE_TLS_CONTEXT_H
+
+#include <openssl/ssl.h>
+#include <stdbool.h>
+
+#include "sxe/log.h"
+#include "sxe/tls.h"
+
+/* A certificate for a server name (SNI): "www.example.com", or "*.example.com" for one label. */
+struct tls_name {
+    char name[SXE_TLS_NAME_MAX + 1]; /* compared without regard to case */
+    SSL_CTX *ctx;
+};
+
+struct sxe_tls {
+    SSL_CTX *ctx;           /* the default: for a client that names no server, or one not here */
+    bool client;            /* sxe_tls_client_create()'s: for connections made, not accepted */
+    bool no_verify;         /* a client's that checks no certificate */
+    struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
+    unsigned name_count;
+};
+
+/* Logs what OpenSSL says went wrong, after what, at level, and empties its queue of errors. */
+void sxe__tls_log_openssl(enum sxe_log_level level, const char *what);
+
+#endif
