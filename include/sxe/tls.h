@@ -26,6 +26,7 @@
 #define SXE_TLS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "sxe/error.h"
 
@@ -52,6 +53,15 @@ struct sxe_tls_options {
      * its session with a ticket the server sealed, under keys every worker shares.)
      */
     bool no_tickets;
+    /**
+     * A file of 32 bytes or more (`openssl rand 80 > FILE`) the ticket keys are derived from:
+     * servers (and restarts) given the same file resume each other's sessions. NULL: a secret
+     * made at create, shared by the threads and the worker processes forked after it.
+     */
+    const char *ticket_key_file;
+    /** ns each period's ticket keys are used for (1 h): a ticket opens in its period and the
+     * next, never later, and the keys change without a restart. */
+    uint64_t ticket_period;
 };
 
 /** The longest server name sxe_tls_server_add_name() takes (a DNS name's limit). */

@@ -134,9 +134,9 @@ int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options
         free(made);
         return rc;
     }
-    if (options->no_tickets) { /* TLS 1.2's tickets; and TLS 1.3 sends none at all */
-        SSL_CTX_set_options(made->ctx, SSL_OP_NO_TICKET);
-        SSL_CTX_set_num_tickets(made->ctx, 0);
+    if ((rc = sxe__tls_tickets(made, options)) < 0) {
+        sxe_tls_destroy(made);
+        return rc;
     }
     *tls = made;
     return 0;
@@ -261,6 +261,7 @@ int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_t
         return rc;
     }
     memcpy(added->name, name, strlen(name) + 1); /* name_valid() held it to the size */
+    SSL_CTX_set_app_data(added->ctx, tls); /* a ticket's key is the default's, whichever is shown */
     tls->name_count++;
     SSL_CTX_set_tlsext_servername_callback(tls->ctx, choose_certificate);
     SSL_CTX_set_tlsext_servername_arg(tls->ctx, tls);
@@ -275,6 +276,7 @@ void sxe_tls_destroy(sxe_tls_t *tls)
         }
         free(tls->names);
         SSL_CTX_free(tls->ctx);
+        OPENSSL_cleanse(tls->ticket_secret, sizeof(tls->ticket_secret));
         free(tls);
     }
 }

@@ -7,6 +7,7 @@
 
 #include <openssl/ssl.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "sxe/log.h"
 #include "sxe/tls.h"
@@ -23,7 +24,13 @@ struct sxe_tls {
     bool no_verify;         /* a client's that checks no certificate */
     struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
     unsigned name_count;
+    uint64_t ticket_period;          /* ns each set of ticket keys is used for (tls_tickets.c) */
+    unsigned char ticket_secret[32]; /* what the ticket keys are derived from */
 };
+
+/* Sets up a server context's session tickets as options say (none, or keys derived from a secret
+ * made here or read from options.ticket_key_file). @return 0 or -errno (logged). */
+int sxe__tls_tickets(sxe_tls_t *tls, const struct sxe_tls_options *options);
 
 /* Logs what OpenSSL says went wrong, after what, at level, and empties its queue of errors. */
 void sxe__tls_log_openssl(enum sxe_log_level level, const char *what);

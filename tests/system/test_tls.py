@@ -4,6 +4,7 @@ alive, ranges, HTTPS beside plain HTTP, plain HTTP sent to the HTTPS port, a cer
 name (SNI), session tickets on and off, and start-up errors."""
 import hashlib
 import json
+import os
 import http.client
 import socket
 import ssl
@@ -200,11 +201,34 @@ def resumed(port, cert):
     return was_resumed
 
 
-def test_session_tickets_on_and_off(httpd, certificate):  # noqa: F811
+def resumed_across(port, other_port, cert):
+    """Whether a session made with port resumes with other_port."""
+    context = client_context(cert)
+    session = None
+    for each in (port, other_port):
+        with socket.create_connection(("127.0.0.1", each), timeout=5) as sock:
+            with context.wrap_socket(sock, server_hostname="localhost", session=session) as tls:
+                tls.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert tls.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
+                was_resumed, session = tls.session_reused, tls.session
+    return was_resumed
+
+
+def test_session_tickets_on_and_off(httpd, certificate, tmp_path):  # noqa: F811
     cert, key, _ = certificate
     server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
     assert resumed(server.port, cert)
     assert server.stop() == 0
+    # Two servers given one key file resume each other's sessions; one given another does not.
+    keys, other = tmp_path / "keys", tmp_path / "other-keys"
+    keys.write_bytes(os.urandom(80))
+    other.write_bytes(os.urandom(80))
+    first, second, third = (httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "2",
+                                  "--tls-ticket-key", str(path)) for path in (keys, keys, other))
+    assert resumed_across(first.port, second.port, cert)
+    assert not resumed_across(first.port, third.port, cert)
+    for each in (first, second, third):
+        assert each.stop() == 0
     server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1",
                    "--tls-no-tickets")
     assert not resumed(server.port, cert)

@@ -116,6 +116,9 @@ struct tls_client {
     char subject[64];        /* the common name of the certificate the server showed */
     bool ticket;             /* the server gave a session ticket (by the end of the reads) */
     unsigned trickle_ms;     /* plain: sends a byte at a time, this far apart */
+    SSL_SESSION *resume;     /* a session to resume (the caller's), or NULL */
+    SSL_SESSION *kept;       /* the session it had, to resume later (the caller frees it) */
+    bool resumed;            /* the server resumed the session */
     size_t sent;             /* plain: the bytes the server took before it closed */
     int version;             /* the protocol version agreed */
     volatile int done;
@@ -196,6 +199,9 @@ static inline void *tls_client_main(void *arg)
     SSL_CTX_set_verify(ctx, client->server_name == NULL ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     SSL *ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
+    if (client->resume != NULL) {
+        SSL_set_session(ssl, client->resume);
+    }
     const char *server_name = client->server_name != NULL ? client->server_name : "localhost";
     if (server_name[0] != '\0') {
         SSL_set_tlsext_host_name(ssl, server_name);
@@ -227,6 +233,10 @@ static inline void *tls_client_main(void *arg)
             }
             tls_client_read(client, ssl);
             client->ticket = SSL_SESSION_has_ticket(SSL_get_session(ssl));
+            client->resumed = SSL_session_reused(ssl);
+            client->kept = SSL_get1_session(ssl);
+            /* Ended without close_notify, OpenSSL would mark the session not to be resumed. */
+            SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN);
         }
     }
     SSL_free(ssl);

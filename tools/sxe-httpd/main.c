@@ -409,8 +409,10 @@ static void reopen_logs(void *arg)
  * cannot), or NULL. */
 static sxe_tls_t *tls_context(void)
 {
-    struct sxe_tls_options options = {
-        .certificate = config.tls_cert, .key = config.tls_key, .no_tickets = config.tls_no_tickets};
+    struct sxe_tls_options options = {.certificate = config.tls_cert,
+                                      .key = config.tls_key,
+                                      .no_tickets = config.tls_no_tickets,
+                                      .ticket_key_file = config.tls_ticket_key};
     sxe_tls_t *tls = NULL;
     int rc;
 

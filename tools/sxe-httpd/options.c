@@ -46,6 +46,9 @@ static void usage(FILE *out)
             "                        may be repeated; --tls-cert's serves the others\n"
             "  --tls-no-tickets      no TLS session tickets: every connection's handshake\n"
             "                        is a full one\n"
+            "  --tls-ticket-key FILE derive the tickets' keys (new each hour) from FILE's\n"
+            "                        bytes (32 or more): servers given the same file resume\n"
+            "                        each other's sessions\n"
             "  --https IP:PORT       an HTTPS listener beside --listen's plain one\n"
             "  --index NAME          the file a directory serves (index.html)\n"
             "  --list                list directories that have no index file\n"
@@ -161,6 +164,7 @@ void options_parse(int argc, char **argv)
                                             {"tls-key", required_argument, NULL, 'K'},
                                             {"tls", required_argument, NULL, 'n'},
                                             {"tls-no-tickets", no_argument, NULL, 't'},
+                                            {"tls-ticket-key", required_argument, NULL, 'y'},
                                             {"https", required_argument, NULL, 'S'},
                                             {"index", required_argument, NULL, 'i'},
                                             {"list", no_argument, NULL, 'L'},
@@ -212,6 +216,9 @@ void options_parse(int argc, char **argv)
             break;
         case 't':
             config.tls_no_tickets = true;
+            break;
+        case 'y':
+            config.tls_ticket_key = optarg;
             break;
         case 'S':
             config.https = optarg;
@@ -322,7 +329,8 @@ void options_parse(int argc, char **argv)
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
     }
     if ((config.tls_cert == NULL) != (config.tls_key == NULL) ||
-        ((config.https != NULL || config.tls_name_count > 0 || config.tls_no_tickets) &&
+        ((config.https != NULL || config.tls_name_count > 0 || config.tls_no_tickets ||
+          config.tls_ticket_key != NULL) &&
          config.tls_cert == NULL)) {
         die(2, "%s", "HTTPS needs both --tls-cert FILE and --tls-key FILE (see --help)");
     }

@@ -24,7 +24,8 @@ struct httpd_config {
     const char *tls_key;
     char *tls_names[HTTPD_TLS_NAMES]; /* --tls NAME=CERT,KEY: each cut into its three strings */
     unsigned tls_name_count;
-    bool tls_no_tickets; /* --tls-no-tickets */
+    bool tls_no_tickets;        /* --tls-no-tickets */
+    const char *tls_ticket_key; /* --tls-ticket-key FILE */
     const char *index;
     bool list;
     uint32_t connections;

@@ -1,0 +1,141 @@
+/*
+ * Session tickets' keys. A ticket is the session, sealed by the server (AES-256-CBC and
+ * HMAC-SHA256, as OpenSSL's own tickets are) and kept by the client, who shows it to resume. The
+ * keys are not kept anywhere: each period's keys are derived from a secret and the period's number
+ * (HMAC-SHA256 of the secret over a label and the number), so every process that holds the secret
+ * seals and opens the same tickets without talking to the others, and the keys change each period
+ * without a restart. The secret is made at the context's creation (shared by threads and by the
+ * worker processes forked after it), or read from a file that several servers share. A ticket
+ * sealed in one period opens in the next too (and is then sealed anew), never later.
+ */
+#define SXE_LOG_MODULE tls_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sxe/clock.h"
+#include "sys.h"
+#include "tls_context.h"
+
+static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
+
+#define TICKET_NAME 16 /* bytes of a key's name, which the ticket carries in clear */
+#define TICKET_KEY  32 /* bytes of the AES key, and of the HMAC key */
+
+/* Derives one of period's keys: HMAC-SHA256(secret, label and the period, big-endian). */
+static bool derive(const sxe_tls_t *tls, char label, uint64_t period, unsigned char out[32])
+{
+    unsigned char input[9] = {(unsigned char)label};
+    size_t len = 0;
+
+    for (int i = 0; i < 8; i++) {
+        input[1 + i] = (unsigned char)(period >> (56 - 8 * i));
+    }
+    return EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, tls->ticket_secret,
+                     sizeof(tls->ticket_secret), input, sizeof(input), out, 32, &len) != NULL &&
+           len == 32;
+}
+
+/* Sets cipher and mac to period's keys (encrypt: 1 to seal, 0 to open). @return success. */
+static bool keys_set(const sxe_tls_t *tls, uint64_t period, const unsigned char *iv,
+                     EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
+{
+    unsigned char aes[TICKET_KEY], hmac[TICKET_KEY];
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, hmac, sizeof(hmac)),
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+        OSSL_PARAM_construct_end()};
+
+    bool ok = derive(tls, 'a', period, aes) && derive(tls, 'h', period, hmac) &&
+              EVP_CipherInit_ex(cipher, EVP_aes_256_cbc(), NULL, aes, iv, encrypt) == 1 &&
+              EVP_MAC_CTX_set_params(mac, params) == 1;
+    OPENSSL_cleanse(aes, sizeof(aes));
+    OPENSSL_cleanse(hmac, sizeof(hmac));
+    return ok;
+}
+
+/* OpenSSL's ticket callback: @return 1 (this period's key), 2 (the last period's: seal anew), 0
+ * (no key of ours: a full handshake), -1 (an error). */
+static int ticket_key(SSL *ssl, unsigned char name[TICKET_NAME], unsigned char *iv,
+                      EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
+{
+    const sxe_tls_t *tls = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    uint64_t period = sxe_clock_wall_ns() / tls->ticket_period;
+    unsigned char named[32];
+
+    if (encrypt) {
+        if (!derive(tls, 'n', period, named) || RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1) {
+            return -1; /* GCOVR_EXCL_LINE: OpenSSL out of memory, or of randomness */
+        }
+        memcpy(name, named, TICKET_NAME);
+        return keys_set(tls, period, iv, cipher, mac, 1) ? 1 : -1;
+    }
+    for (uint64_t back = 0; back < 2 && back <= period; back++) {
+        if (derive(tls, 'n', period - back, named) && memcmp(name, named, TICKET_NAME) == 0) {
+            return !keys_set(tls, period - back, iv, cipher, mac, 0) ? -1 : back == 0 ? 1 : 2;
+        }
+    }
+    return 0;
+}
+
+/* The secret of a key file: the SHA-256 of its bytes, of which there must be 32 or more. */
+static int secret_read(sxe_tls_t *tls, const char *path)
+{
+    unsigned char bytes[4096];
+    ssize_t got;
+    int fd = sxe__sys.open(path, O_RDONLY | O_CLOEXEC, 0);
+
+    if (fd < 0) {
+        int err = errno;
+        SXE_LOG_ERROR("TLS ticket key file %s: %s", path, sxe_strerror(err));
+        return -err;
+    }
+    while ((got = sxe__sys.read(fd, bytes, sizeof(bytes))) < 0 && errno == EINTR) {
+    }
+    int err = got < 0 ? errno : 0;
+    sxe__sys.close(fd);
+    if (got < 32) {
+        SXE_LOG_ERROR("TLS ticket key file %s: %s", path,
+                      got < 0 ? sxe_strerror(err)
+                              : "fewer than 32 bytes (make it with `openssl "
+                                "rand 80 > FILE`)");
+        return got < 0 ? -err : -EINVAL;
+    }
+    unsigned int len = 0;
+    bool ok = EVP_Digest(bytes, (size_t)got, tls->ticket_secret, &len, EVP_sha256(), NULL) == 1;
+    OPENSSL_cleanse(bytes, sizeof(bytes));
+    return ok ? 0 : -ENOMEM; /* GCOVR_EXCL_LINE: OpenSSL out of memory */
+}
+
+int sxe__tls_tickets(sxe_tls_t *tls, const struct sxe_tls_options *options)
+{
+    int rc;
+
+    if (options->no_tickets) { /* TLS 1.2's tickets; and TLS 1.3 sends none at all */
+        SSL_CTX_set_options(tls->ctx, SSL_OP_NO_TICKET);
+        SSL_CTX_set_num_tickets(tls->ctx, 0);
+        return 0;
+    }
+    tls->ticket_period = options->ticket_period ? options->ticket_period : 3600 * SXE_NS_PER_SEC;
+    if (options->ticket_key_file != NULL) {
+        if ((rc = secret_read(tls, options->ticket_key_file)) < 0) {
+            return rc;
+        }
+    } else if (RAND_bytes(tls->ticket_secret, sizeof(tls->ticket_secret)) != 1) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: no randomness to be had */
+    }
+    /* A session lives as long as its ticket can be opened: the rest of this period and the next. */
+    long lifetime = (long)(tls->ticket_period / SXE_NS_PER_SEC);
+    SSL_CTX_set_timeout(tls->ctx, lifetime > 0 ? lifetime : 1);
+    SSL_CTX_set_app_data(tls->ctx, tls);
+    SSL_CTX_set_tlsext_ticket_key_evp_cb(tls->ctx, ticket_key);
+    return 0;
+}
