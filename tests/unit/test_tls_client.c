@@ -183,11 +183,11 @@ static void test_client_name_too_long(void **state)
     memset(name, 'a', sizeof(name) - 1);
     name[sizeof(name) - 1] = '\0';
     sxe_test_capture_start(&capture);
-    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&address, sizeof(address),
-                                      &(struct sxe_connect_options){.tls = client_tls,
-                                                                    .server_name = name},
-                                      &client_handlers, NULL),
-                     -EINVAL);
+    assert_int_equal(
+        sxe_conn_connect(loop, &conn, (struct sockaddr *)&address, sizeof(address),
+                         &(struct sxe_connect_options){.tls = client_tls, .server_name = name},
+                         &client_handlers, NULL),
+        -EINVAL);
     sxe_test_capture_stop();
     assert_non_null(strstr(capture.text, "not a host name or an IP address"));
 }
