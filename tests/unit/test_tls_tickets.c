@@ -114,8 +114,7 @@ static bool resumes(int port, SSL_SESSION *resume, SSL_SESSION **kept)
     assert_non_null(client.kept);
     if (kept != NULL) {
         *kept = client.kept;
-    } else {
-        SSL_SESSION_free(client.kept);
+        client.kept = NULL; /* the caller's now */
     }
     tls_client_free(&client);
     return client.resumed;

@@ -117,7 +117,7 @@ struct tls_client {
     bool ticket;             /* the server gave a session ticket (by the end of the reads) */
     unsigned trickle_ms;     /* plain: sends a byte at a time, this far apart */
     SSL_SESSION *resume;     /* a session to resume (the caller's), or NULL */
-    SSL_SESSION *kept;       /* the session it had, to resume later (the caller frees it) */
+    SSL_SESSION *kept;       /* the session it had, to resume later (tls_client_free frees it) */
     bool resumed;            /* the server resumed the session */
     size_t sent;             /* plain: the bytes the server took before it closed */
     int version;             /* the protocol version agreed */
@@ -267,6 +267,8 @@ static inline void tls_client_free(struct tls_client *client)
 {
     free(client->got);
     client->got = NULL;
+    SSL_SESSION_free(client->kept);
+    client->kept = NULL;
 }
 
 #endif
