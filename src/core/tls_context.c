@@ -161,8 +161,9 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
     made->client = true;
     made->no_verify = options->no_verify;
     SSL_CTX_set_min_proto_version(made->ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(made->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                       SSL_OP_NO_COMPRESSION);
+    /* Not SSL_OP_IGNORE_UNEXPECTED_EOF: a server's FIN without close_notify may be an attacker
+     * cutting a close-delimited body short, so it is an error (EPROTO) here, not an end. */
+    SSL_CTX_set_options(made->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_mode(made->ctx, SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_read_ahead(made->ctx, 1);
     SSL_CTX_set_alpn_protos(made->ctx, offered, sizeof(offered) - 1);
@@ -184,8 +185,16 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
 }
 
 /* The context for the name a client asked for: exact, else "*." and all but its first label. */
-static SSL_CTX *context_named(const sxe_tls_t *tls, const char *name)
+static SSL_CTX *context_named(const sxe_tls_t *tls, const char *asked)
 {
+    char name[SXE_TLS_NAME_MAX + 2];
+    size_t len = strlen(asked);
+
+    if (len == 0 || len > SXE_TLS_NAME_MAX + 1) {
+        return NULL;
+    }
+    memcpy(name, asked, len + 1);
+    name[len - 1] = name[len - 1] == '.' ? '\0' : name[len - 1]; /* "example.com." is absolute */
     const char *parent = strchr(name, '.');
 
     for (unsigned i = 0; i < tls->name_count; i++) {

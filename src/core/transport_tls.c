@@ -93,6 +93,11 @@ static int bio_write(BIO *bio, const char *data, int len)
         return -1;
     }
     sxe__outq_append(conn, &conn->out, data, (size_t)len);
+    /* Records the program did not write (the handshake's, tickets, alerts): whoever waits for the
+     * queue to empty (an end of stream waiting for what was queued, say) hears when it does. */
+    if ((slot->flags & SLOT_SEALING) == 0) {
+        conn->flags |= SXE__CONN_NOTIFY_DRAIN;
+    }
     return len;
 }
 
@@ -439,7 +444,8 @@ static int seal_one(struct sxe_conn *conn, struct tls_slot *slot)
     if (!sxe__outq_can_append(conn, &conn->out, (size_t)len + RECORD_OVERHEAD)) {
         conn->loop->stats.no_buffer++;
         SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
-                     "no free buffer to seal TLS records: closing connections; raise %s (%u)",
+                     "no free buffer to seal TLS records: closing connections (a buffer each while "
+                     "a response is sent); raise %s (%u)",
                      sxe_log_setting("options.buffers"), conn->loop->options.buffers);
         return -ENOBUFS;
     }

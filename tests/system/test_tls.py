@@ -9,6 +9,8 @@ import http.client
 import socket
 import ssl
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -290,3 +292,54 @@ def test_sxe_http_over_tls(build_dir, httpd, certificate):  # noqa: F811
         assert report["queries"] == 100, report
         assert "no server certificate is checked" in done.stderr.decode()
     assert server.stop() == 0
+
+
+def test_a_client_that_ends_after_its_handshake_is_let_go(httpd, certificate):  # noqa: F811
+    """A TLS health check or a scanner: a handshake, then the client's FIN. The server closes at
+    once (on io_uring its end of stream once waited, unheard, behind the tickets it was sending,
+    until the idle timeout)."""
+    cert, key, _ = certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    context = client_context(cert)
+    for _ in range(10):
+        began = time.monotonic()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            tls = context.wrap_socket(sock, server_hostname="localhost")
+            tls.shutdown(socket.SHUT_WR)  # the socket's FIN, no close_notify
+            try:
+                while tls.recv(4096):
+                    pass
+            except (ssl.SSLError, ConnectionResetError):
+                pass
+        assert time.monotonic() - began < 3
+    assert server.stop() == 0
+
+
+def test_a_cut_body_from_an_https_upstream_is_not_passed_on_whole(httpd, certificate):  # noqa: F811
+    """An upstream whose body runs to the close, cut by a FIN without close_notify (as someone on
+    the path could cut it): the front must not end its answer as if the body were whole."""
+    cert, key, _ = certificate
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+
+    def upstream():
+        raw, _ = listener.accept()
+        with context.wrap_socket(raw, server_side=True) as tls:
+            tls.recv(65536)
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n" + b"x" * 1000)
+            tls.shutdown(socket.SHUT_RDWR)  # the FIN, without close_notify
+
+    thread = threading.Thread(target=upstream, daemon=True)
+    thread.start()
+    front = httpd("--workers", "1", "--proxy", f"/=https://127.0.0.1:{port}", "--proxy-ca",
+                  str(cert))
+    connection = http.client.HTTPConnection("127.0.0.1", front.port, timeout=10)
+    connection.request("GET", "/cut")
+    response = connection.getresponse()
+    with pytest.raises(http.client.IncompleteRead):
+        response.read()
+    thread.join(timeout=5)
+    listener.close()
+    assert front.stop() == 0

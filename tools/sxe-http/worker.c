@@ -228,7 +228,8 @@ static void allocate(uint64_t count)
     size_t ws_buffer = config.ws_size + config.ws_size / 512 + 1024;
     struct sxe_loop_options options = {
         .connections = (uint32_t)count + 4,
-        .buffers = (uint32_t)(count / 8 + 64),
+        /* Over TLS each connection's request is sealed into a record of its own: a buffer each. */
+        .buffers = (uint32_t)(config.tls != NULL ? 2 * count + 64 : count / 8 + 64),
         .buffer_size = (uint32_t)(ws_buffer > RESPONSE_HEAD_MAX ? ws_buffer : RESPONSE_HEAD_MAX),
         .write_limit = (uint32_t)(PIPELINE_MAX * config.request_max + RESPONSE_HEAD_MAX),
         .connect_timeout = config.timeout_ns,

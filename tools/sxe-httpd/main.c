@@ -472,7 +472,11 @@ int main(int argc, char **argv)
         return 1;
     }
     struct sxe_http_server_options options = {
-        .loop = {.connections = config.connections},
+        /* Over TLS a response being sent holds a sealed record in a buffer until the client takes
+         * it (a file too, unlike sendfile's): a buffer for every connection, so that slow readers
+         * cannot take the ones new clients need. The buffers' memory is touched only when used. */
+        .loop = {.connections = config.connections,
+                 .buffers = tls != NULL ? config.connections + config.connections / 4 + 272 : 0},
         .workers = config.workers ? config.workers : sxe_workers_cpus(),
         .worker_kind = config.kind,
         .spread = config.spread,

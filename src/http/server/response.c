@@ -143,9 +143,9 @@ static int broken(sxe_http_t *http, int rc)
 {
     if (http->failed == 0) {
         http->failed = rc;
-        if (rc == -ENOBUFS) { /* the response is too large to queue: worth an operator's look */
-            SXE_LOG_WARN("cannot queue the %d response to %.*s (write_limit); closing the "
-                         "connection",
+        if (rc == -ENOBUFS) { /* too large to queue, or no buffer: worth an operator's look */
+            SXE_LOG_WARN("cannot queue the %d response to %.*s (past write_limit, or no free "
+                         "buffer); closing the connection",
                          http->status, (int)http->request->target_len, http->request->target);
         } else { /* the connection failed: a client that went away is no news */
             SXE_LOG_DEBUG("cannot send the %d response to %.*s: %s; closing the connection",
