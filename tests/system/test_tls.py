@@ -192,15 +192,7 @@ def test_a_certificate_per_server_name(httpd, certificate, other_certificate):  
 
 def resumed(port, cert):
     """Whether a second connection resumes the first one's session."""
-    context = client_context(cert)
-    session = None
-    for _ in range(2):
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-            with context.wrap_socket(sock, server_hostname="localhost", session=session) as tls:
-                tls.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-                assert tls.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
-                was_resumed, session = tls.session_reused, tls.session
-    return was_resumed
+    return resumed_across(port, port, cert)
 
 
 def resumed_across(port, other_port, cert):
