@@ -17,6 +17,7 @@
 #include <openssl/x509v3.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,7 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
 #define SLOT_FAILED   0x04u /* the session broke (a fatal alert): no close_notify may follow */
 #define SLOT_EOF      0x08u /* recv said the peer's FIN came: OpenSSL asks (BIO_CTRL_EOF) */
 #define SLOT_SEALING  0x10u /* a record of the program's bytes is being written: no limit */
+#define SLOT_DONE     0x20u /* the handshake ended (a fatal alert later makes OpenSSL forget) */
 
 struct tls_slot {
     SSL *ssl;                /* a connection's session, or NULL */
@@ -314,6 +316,22 @@ static void answer_plain_http(struct sxe_conn *conn)
     }
 }
 
+/* Says why a session broke: a record refused after the handshake, or the handshake, and then
+ * whether the peer's certificate failed our check, and why (a client's). */
+static void log_failure(const struct tls_slot *slot)
+{
+    const char *what = slot->flags & SLOT_DONE ? "TLS record refused" : "TLS handshake failed";
+    long verified = SSL_get_verify_result(slot->ssl);
+    char said[192];
+
+    if (verified != X509_V_OK) {
+        snprintf(said, sizeof(said), "%s (the certificate: %s)", what,
+                 X509_verify_cert_error_string(verified));
+        what = said;
+    }
+    sxe__tls_log_openssl(SXE_LOG_LEVEL_INFO, what);
+}
+
 ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
 {
     struct tls_slot *slot = slot_of(conn);
@@ -323,6 +341,7 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
     slot->err = 0;
     int ok = SSL_read_ex(slot->ssl, into, room, &got);
     int error = ok ? SSL_ERROR_NONE : SSL_get_error(slot->ssl, 0);
+    slot->flags |= SSL_is_init_finished(slot->ssl) ? SLOT_DONE : 0;
     /* Small records come one a call: take every one the read brought, while there is room. */
     for (size_t more = 0; ok && got < room && SSL_has_pending(slot->ssl); got += more) {
         if (!SSL_read_ex(slot->ssl, into + got, room - got, &more)) {
@@ -351,9 +370,7 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
             return -1;
         }
         answer_plain_http(conn);
-        sxe__tls_log_openssl(SXE_LOG_LEVEL_INFO, SSL_is_init_finished(slot->ssl)
-                                                     ? "TLS record refused"
-                                                     : "TLS handshake failed");
+        log_failure(slot);
         errno = EPROTO;
         return -1;
     }

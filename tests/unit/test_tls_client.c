@@ -149,6 +149,8 @@ static void test_client_verifies_and_echoes(void **state)
 static void test_client_refuses_a_certificate_not_for_it(void **state)
 {
     static const char *const names[] = {"other.test", "127.0.0.1"};
+    static const char *const why[] = {"(the certificate: hostname mismatch)",
+                                      "(the certificate: IP address mismatch)"};
     struct sxe_test_capture capture;
 
     (void)state;
@@ -161,6 +163,7 @@ static void test_client_refuses_a_certificate_not_for_it(void **state)
         assert_int_equal(client_seen.err, EPROTO);
         assert_int_equal(client_seen.input_len, 0);
         assert_non_null(strstr(capture.text, "certificate verify failed"));
+        assert_non_null(strstr(capture.text, why[i]));
         teardown(NULL);
     }
     start(&(struct sxe_tls_client_options){.ca_file = tls_other_certificate});
