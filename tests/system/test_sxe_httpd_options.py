@@ -195,6 +195,7 @@ def test_the_limits_of_proxy_options(httpd, upstreams, build_dir, root):
         return result.stderr
 
     assert "(at most 16)" in refused("--proxy", "/api/=" + ",".join([address] * 17))
+    assert "(at most 16)" in refused("--proxy", "/api/=" + ",".join(["https://" + address] * 17))
     assert "too many --proxy options" in refused(
         *[arg for i in range(17) for arg in ("--proxy", f"/p{i}/={address}")])
     assert "(at most 16)" in refused("--proxy", "/api/=" + "1" + padded)

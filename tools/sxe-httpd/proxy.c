@@ -115,12 +115,12 @@ const char *proxy_add(const char *spec)
     for (const char *at = equals + 1; *at != '\0';) {
         bool secure = strncmp(at, "https://", 8) == 0;
         at += secure ? 8 : strncmp(at, "http://", 7) == 0 ? 7 : 0;
-        proxy->secure[proxy->count] = secure;
-        proxies_secure |= secure;
         size_t len = strcspn(at, ",");
         if (len == 0 || len >= sizeof(proxy->addresses[0]) || proxy->count == UPSTREAMS_MAX) {
             return "expected HOST:PORT upstreams separated by commas (at most 16)";
         }
+        proxy->secure[proxy->count] = secure;
+        proxies_secure |= secure;
         memcpy(proxy->addresses[proxy->count++], at, len);
         at += len + (at[len] == ',');
     }
