@@ -156,6 +156,15 @@ SXE_MUST_CHECK int sxe_address_parse(const char *text, int default_port,
                                      struct sockaddr_storage *address, socklen_t *len);
 
 /**
+ * Copies the host of an address written as sxe_address_parse() reads it, without its brackets or
+ * its port, into host (size bytes with the NUL): "[::1]:443" gives "::1", "localhost:80"
+ * "localhost". It is the name a TLS client checks the certificate for (struct
+ * sxe_connect_options.server_name).
+ * @return 0, or -EINVAL if it does not fit in size bytes.
+ */
+SXE_MUST_CHECK int sxe_address_host(const char *text, char *host, size_t size);
+
+/**
  * sxe_conn_listen() on an address given as text (see sxe_address_parse(); the port is required):
  * sxe_conn_listen_at(loop, &listener, "127.0.0.1:8080", NULL, &handlers, NULL).
  * @return as sxe_conn_listen(), or -EINVAL for an address that does not parse.

@@ -27,42 +27,60 @@ static int port_of(const char *text)
     return port <= 65535 ? port : -1;
 }
 
-int sxe_address_parse(const char *text, int default_port, struct sockaddr_storage *address,
-                      socklen_t *len)
+/* The length of text's host (brackets kept); *port is its port's text, or NULL if it has none. */
+static size_t host_length(const char *text, const char **port)
 {
-    char host[INET6_ADDRSTRLEN + 2];
     const char *colon = strrchr(text, ':');
-    int port = default_port;
 
     /* A bare IPv6 address has colons of its own: the port cannot be given with it. */
     bool bare_v6 = colon != NULL && text[0] != '[' && strchr(text, ':') != colon;
     if (colon != NULL && !bare_v6 && (text[0] != '[' || colon[-1] == ']')) {
-        port = port_of(colon + 1);
-    } else {
-        colon = text + strlen(text);
+        *port = colon + 1;
+        return (size_t)(colon - text);
     }
-    if (port < 0 || port > 65535 || (size_t)(colon - text) >= sizeof(host)) {
+    *port = NULL;
+    return strlen(text);
+}
+
+int sxe_address_host(const char *text, char *host, size_t size)
+{
+    const char *port;
+    size_t len = host_length(text, &port);
+    bool bracketed = text[0] == '[' && len > 2 && text[len - 1] == ']';
+
+    if (bracketed) {
+        text++;
+        len -= 2;
+    }
+    if (len >= size) {
         return -EINVAL;
     }
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
+    memcpy(host, text, len);
+    host[len] = '\0';
+    return 0;
+}
 
+int sxe_address_parse(const char *text, int default_port, struct sockaddr_storage *address,
+                      socklen_t *len)
+{
+    char host[INET6_ADDRSTRLEN];
+    const char *port_text;
+
+    (void)host_length(text, &port_text);
+    int port = port_text != NULL ? port_of(port_text) : default_port;
+    if (port < 0 || port > 65535 || sxe_address_host(text, host, sizeof(host)) < 0) {
+        return -EINVAL;
+    }
     memset(address, 0, sizeof(*address));
     struct sockaddr_in *v4 = (struct sockaddr_in *)address;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)address;
-    size_t host_len = strlen(host);
-    bool bracketed = host[0] == '[' && host_len > 2 && host[host_len - 1] == ']';
-    if (bracketed) {
-        host[host_len - 1] = '\0';
-        memmove(host, host + 1, host_len - 1);
-    }
     if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
         v6->sin6_family = AF_INET6;
         v6->sin6_port = htons((uint16_t)port);
         *len = sizeof(*v6);
         return 0;
     }
-    if (bracketed) {
+    if (text[0] == '[') {
         return -EINVAL; /* brackets hold an IPv6 address only */
     }
     if (host[0] == '\0' || strcmp(host, "localhost") == 0) {

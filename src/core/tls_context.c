@@ -65,6 +65,16 @@ static int readable(const char *path, const char *what)
     return 0;
 }
 
+/* What every context holds, server's or client's, with more_options: TLS 1.2 and 1.3 only, no
+ * renegotiation or compression, no record buffers while idle, records read ahead (fewer reads). */
+static void set_common(SSL_CTX *ctx, uint64_t more_options)
+{
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | more_options);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_read_ahead(ctx, 1);
+}
+
 /* Loads the certificate, its key and the settings into ctx. @return 0, -errno or -EPROTO. */
 static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
 {
@@ -74,11 +84,7 @@ static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
         (rc = readable(options->key, "key")) < 0) {
         return rc;
     }
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-                                 SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_read_ahead(ctx, 1);
+    set_common(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF); /* tickets resume sessions */
     SSL_CTX_set_alpn_select_cb(ctx, select_protocol, NULL);
     const char *ciphers = options->ciphers != NULL ? options->ciphers : DEFAULT_CIPHERS;
@@ -160,12 +166,9 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
     }
     made->client = true;
     made->no_verify = options->no_verify;
-    SSL_CTX_set_min_proto_version(made->ctx, TLS1_2_VERSION);
     /* Not SSL_OP_IGNORE_UNEXPECTED_EOF: a server's FIN without close_notify may be an attacker
      * cutting a close-delimited body short, so it is an error (EPROTO) here, not an end. */
-    SSL_CTX_set_options(made->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
-    SSL_CTX_set_mode(made->ctx, SSL_MODE_RELEASE_BUFFERS);
-    SSL_CTX_set_read_ahead(made->ctx, 1);
+    set_common(made->ctx, 0);
     SSL_CTX_set_alpn_protos(made->ctx, offered, sizeof(offered) - 1);
     SSL_CTX_set_verify(made->ctx, options->no_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     if (options->no_verify) {

@@ -13,6 +13,7 @@
 #include "sxe/log.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -77,10 +78,10 @@ int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char
     if ((target = target_index(set, address, path, protocols)) < 0) {
         return target;
     }
-    /* The name its certificate is checked for: the address's host, "[::1]" as ::1. */
-    char name[64];
-    size_t name_len = strcspn(address + (address[0] == '['), address[0] == '[' ? "]" : ":");
-    snprintf(name, sizeof(name), "%.*s", (int)name_len, address + (address[0] == '['));
+    char name[INET6_ADDRSTRLEN]; /* the name its certificate is checked for */
+    if (sxe_address_host(address, name, sizeof(name)) < 0) {
+        return -EINVAL; /* none longer parses */
+    }
     struct sxe_connect_options connect = {
         .source = source, .source_len = source_len, .tls = set->options.tls, .server_name = name};
     if ((rc = sxe_conn_connect(set->loop, &conn, (struct sockaddr *)&to, to_len, &connect,

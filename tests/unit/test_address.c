@@ -85,6 +85,36 @@ static void test_addresses_as_people_write_them(void **state)
     }
 }
 
+static void test_the_host_of_an_address(void **state)
+{
+    static const struct {
+        const char *text, *host;
+    } cases[] = {
+        {"127.0.0.1:8080", "127.0.0.1"},
+        {"[::1]:443", "::1"},
+        {"[::1]", "::1"},
+        {"::1", "::1"},
+        {"localhost:80", "localhost"},
+        {":8080", ""},
+        {"example.com:8443", "example.com"},
+        {"example.com", "example.com"},
+        {"[::1:80", "[::1:80"},
+    };
+    char host[16];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memset(host, 'x', sizeof(host));
+        assert_int_equal(sxe_address_host(cases[i].text, host, sizeof(host)), 0);
+        assert_string_equal(host, cases[i].host);
+    }
+    /* The whole host and its NUL must fit: 15 bytes of name in 16, not 16. */
+    assert_int_equal(sxe_address_host("[1111:2222:3333:4444]:1", host, sizeof(host)), -EINVAL);
+    assert_int_equal(sxe_address_host("abcdefghijklmno:1", host, sizeof(host)), 0);
+    assert_string_equal(host, "abcdefghijklmno");
+    assert_int_equal(sxe_address_host("abcdefghijklmnop:1", host, sizeof(host)), -EINVAL);
+}
+
 static size_t echo(sxe_conn_t *conn, const char *data, size_t len)
 {
     assert_true(sxe_conn_write(conn, data, len) >= 0);
@@ -158,6 +188,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_addresses_as_people_write_them),
+        cmocka_unit_test(test_the_host_of_an_address),
         cmocka_unit_test(test_a_raw_server_listens_on_text),
         cmocka_unit_test(test_listening_fails_cleanly_at_every_call),
     };

@@ -43,16 +43,6 @@ static const struct sxe_conn_handlers up_handlers = {.on_connect = on_connect,
                                                      .on_drained = sxe__http_client_on_drained,
                                                      .on_close = on_close};
 
-/* A Host's name: "[::1]:8443" is ::1, "example.com:8443" example.com, "example.com" itself. */
-static void server_name_of(const char *host, char *name, size_t size)
-{
-    const char *end = host[0] == '[' ? strchr(host, ']') : strrchr(host, ':');
-    const char *start = host + (host[0] == '[');
-    size_t len = end != NULL ? (size_t)(end - start) : strlen(start);
-
-    snprintf(name, size, "%.*s", (int)len, start);
-}
-
 int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, const char *address,
                            const struct sxe_http_client_options *options)
 {
@@ -85,10 +75,10 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     client->calls_count = o->connections * o->pipeline + o->queue;
     snprintf(client->host, sizeof(client->host), "%s", o->host != NULL ? o->host : address);
     o->host = client->host;
-    server_name_of(client->host, client->server_name, sizeof(client->server_name));
     client->ups = calloc(o->connections, sizeof(*client->ups));
     client->calls = calloc(client->calls_count, sizeof(*client->calls));
     if (sxe_address_parse(address, -1, &client->address, &client->address_len) < 0 ||
+        sxe_address_host(client->host, client->server_name, sizeof(client->server_name)) < 0 ||
         client->ups == NULL || client->calls == NULL) {
         int rc = client->ups == NULL || client->calls == NULL ? -ENOMEM : -EINVAL;
         sxe_http_client_destroy(client);
@@ -634,8 +624,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     client->batch = client->batch == up ? NULL : client->batch;
     up->corked = false;
     up->conn = NULL;
-    up->first = up->last = NULL;
-    up->calls = 0;
+    up->first = up->last = NULL; /* open_for() counts its calls afresh */
     up->state = SXE__UP_FREE;
     if (call != NULL) {
         requeue_behind(client, call->up_next);
