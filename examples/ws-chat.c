@@ -1,6 +1,7 @@
 /* A chat room: GET / serves the page PAGE, read once at start-up, and every text message sent on
  * the WebSocket /chat goes to everyone as "guest-N: message", joins and leaves announced too.
- * Usage: ws-chat [IP:PORT [PAGE]] (127.0.0.1:8080, ws-chat.html). */
+ * Usage: ws-chat [IP:PORT [PAGE [CERT KEY]]] (127.0.0.1:8080, ws-chat.html); given a certificate
+ * and its key (PEM files), the page and the socket are served over TLS: https:// and wss://. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +56,9 @@ int main(int argc, char **argv)
     struct sxe_ws_options options = {.message_bytes = 60000}; /* with a name, under 64 KiB */
     const char *path = argc > 2 ? argv[2] : WS_CHAT_PAGE;
     FILE *file = fopen(path, "rb");
+    const char *cert = argc > 4 ? argv[3] : NULL, *key = argc > 4 ? argv[4] : NULL;
+    struct sxe_tls_options certificate = {.certificate = cert, .key = key};
+    struct sxe_http_server_options secure = {0}; /* .tls: NULL, or the certificate's context */
     sxe_http_server_t *http;
     sxe_ws_server_t *ws;
     int rc;
@@ -65,7 +69,11 @@ int main(int argc, char **argv)
         return 1;
     }
     fclose(file);
-    if ((rc = sxe_http_server_create(&http, NULL, NULL)) < 0 ||
+    if (cert != NULL && (rc = sxe_tls_server_create(&secure.tls, &certificate)) < 0) {
+        fprintf(stderr, "ws-chat: no TLS with %s and %s: %s\n", cert, key, sxe_strerror(rc));
+        return 1; /* the log said why */
+    }
+    if ((rc = sxe_http_server_create(&http, NULL, &secure)) < 0 ||
         (rc = sxe_ws_server_create(&ws, http, &chat, &options)) < 0 ||
         (rc = sxe_http_server_route(http, "GET", "/", 0, home, page)) < 0 ||
         (rc = sxe_ws_server_route(ws, "/chat", NULL)) < 0 ||
@@ -76,5 +84,6 @@ int main(int argc, char **argv)
     rc = sxe_http_server_run(http);
     sxe_ws_server_destroy(ws);
     sxe_http_server_destroy(http);
+    sxe_tls_destroy(secure.tls);
     return rc < 0;
 }

@@ -202,12 +202,13 @@ def browsers(tmp_path):
         pytest.fail("Chromium is missing: install chromium and chromium-driver (Debian)")
     opened = []
 
-    def open_browser():
+    def open_browser(*more):
+        """A new browser, with more of Chromium's switches."""
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
         for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
                          "--disable-dev-shm-usage", "--window-size=800,600",
-                         f"--user-data-dir={tmp_path / f'profile-{len(opened)}'}"):
+                         f"--user-data-dir={tmp_path / f'profile-{len(opened)}'}", *more):
             options.add_argument(argument)
         browser = webdriver.Chrome(service=Service(driver), options=options)
         browser.set_page_load_timeout(10)

@@ -1,12 +1,17 @@
 """examples/ws-chat, the chat room: its page in two headless Chromium windows, and its WebSocket
-with a plain client. Every message reaches everyone with its sender's name; joins and leaves are
-announced."""
+with a plain client, over HTTP, through sxe-httpd's proxy, and over HTTPS (wss://, the browser
+told to trust the test certificate). Every message reaches everyone with its sender's name; joins
+and leaves are announced."""
 import asyncio
+import base64
+import hashlib
 import http.client
 import pathlib
 import signal
 import socket
+import ssl
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -29,14 +34,37 @@ def stop(process):
     return process.wait(timeout=WAIT)
 
 
-@pytest.fixture(params=["direct", "proxied"])
-def chat(request, build_dir, tmp_path):
-    """ws-chat on a free port, serving the page from the source tree, reached directly or through
-    sxe-httpd's proxy (the page, and the WebSocket through the proxy's tunnel): (port, process)."""
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed ECDSA P-256 certificate for 127.0.0.1, its key, and its public key's SHA-256
+    in base64 (what Chromium is told to trust)."""
+    where = tmp_path_factory.mktemp("ws-chat-tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    public = subprocess.run(["openssl", "x509", "-pubkey", "-noout", "-in", str(cert)],
+                            check=True, capture_output=True).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=public,
+                         check=True, capture_output=True).stdout
+    return cert, key, base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+@pytest.fixture(params=["direct", "proxied", "tls"])
+def chat(request, build_dir, tmp_path, certificate):
+    """ws-chat on a free port, serving the page from the source tree, reached directly, through
+    sxe-httpd's proxy (the page, and the WebSocket through the proxy's tunnel), or over TLS: its
+    port, process, scheme, the TLS context a client trusts it with (or None), and the switches a
+    browser trusts it with."""
     port = free_port()
     program = build_dir / "examples" / "ws-chat"
     assert program.exists(), f"{program} was not built"
-    processes = [subprocess.Popen([str(program), f"127.0.0.1:{port}", str(PAGE)],
+    cert, key, spki = certificate
+    secure = request.param == "tls"
+    processes = [subprocess.Popen([str(program), f"127.0.0.1:{port}", str(PAGE)] +
+                                  ([str(cert), str(key)] if secure else []),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
     try:
         wait_for_port(port, processes[0], "ws-chat")
@@ -47,7 +75,10 @@ def chat(request, build_dir, tmp_path):
                  f"127.0.0.1:{port}", "--workers", "1", "--proxy", f"/=127.0.0.1:{upstream}"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             wait_for_port(port, processes[1], "sxe-httpd")
-        yield port, processes[0]
+        yield SimpleNamespace(
+            port=port, process=processes[0], scheme="https" if secure else "http",
+            context=ssl.create_default_context(cafile=str(cert)) if secure else None,
+            switches=[f"--ignore-certificate-errors-spki-list={spki}"] if secure else [])
     finally:
         for process in processes:
             if process.poll() is None:
@@ -69,9 +100,9 @@ def page_state(browser):
         return f"nothing readable ({error})"
 
 
-def load(browser, port):
+def load(browser, chat):
     """Loads the page, waits for it to connect, and returns its guest name from its own join."""
-    browser.get(f"http://127.0.0.1:{port}/")
+    browser.get(f"{chat.scheme}://127.0.0.1:{chat.port}/")
     wait_until(browser, lambda: browser.find_element("id", "status").text == "connected",
                "the page did not connect")
     wait_until(browser, lambda: browser.execute_script(MESSAGES), "the page was not told it joined")
@@ -89,10 +120,9 @@ def shows(browser, message):
 def test_two_browsers_chat(chat, browsers, build_dir):
     from selenium.webdriver.common.keys import Keys
 
-    port, process = chat
-    a, b = browsers(), browsers()
-    name_a = load(a, port)
-    name_b = load(b, port)
+    a, b = browsers(*chat.switches), browsers(*chat.switches)
+    name_a = load(a, chat)
+    name_b = load(b, chat)
     assert name_a != name_b
     shows(a, f"{name_b} joined")
 
@@ -118,7 +148,7 @@ def test_two_browsers_chat(chat, browsers, build_dir):
                                           f"{name_b}: and from B, h\u00e9h\u00e9 \u2713",
                                           f"{name_a} left"]
 
-    assert stop(process) == 0, process.stderr.read()
+    assert stop(chat.process) == 0, chat.process.stderr.read()
     wait_until(b, lambda: b.find_element("id", "status").text == "disconnected",
                "the page did not see the server go")
 
@@ -126,8 +156,11 @@ def test_two_browsers_chat(chat, browsers, build_dir):
 def test_page_and_socket_without_a_browser(chat):
     import websockets
 
-    port, process = chat
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    if chat.context is not None:
+        conn = http.client.HTTPSConnection("127.0.0.1", chat.port, timeout=WAIT,
+                                           context=chat.context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", chat.port, timeout=WAIT)
     conn.request("GET", "/")
     response = conn.getresponse()
     body = response.read()
@@ -141,14 +174,15 @@ def test_page_and_socket_without_a_browser(chat):
     conn.close()
 
     async def talk():
-        url = f"ws://127.0.0.1:{port}/chat"
+        url = f"{'wss' if chat.context else 'ws'}://127.0.0.1:{chat.port}/chat"
+        secure = {"ssl": chat.context} if chat.context else {}
 
         async def receive(client):
             return await asyncio.wait_for(client.recv(), WAIT)
 
-        async with websockets.connect(url) as one:
+        async with websockets.connect(url, **secure) as one:
             assert await receive(one) == "guest-1 joined"
-            async with websockets.connect(url) as two:
+            async with websockets.connect(url, **secure) as two:
                 assert await receive(two) == "guest-2 joined"
                 assert await receive(one) == "guest-2 joined"
                 await one.send("hello, two")
@@ -162,7 +196,7 @@ def test_page_and_socket_without_a_browser(chat):
             assert await receive(one) == "guest-2 left"
 
     asyncio.run(talk())
-    assert stop(process) == 0, process.stderr.read()
+    assert stop(chat.process) == 0, chat.process.stderr.read()
 
 
 def test_a_missing_page_is_one_line_and_exit_1(build_dir, tmp_path):
@@ -171,3 +205,13 @@ def test_a_missing_page_is_one_line_and_exit_1(build_dir, tmp_path):
                             capture_output=True, text=True, timeout=WAIT, check=False)
     assert result.returncode == 1
     assert result.stderr == f"ws-chat: cannot read {missing}, a page of less than 64 KiB\n"
+
+
+def test_a_certificate_it_cannot_read_is_one_line_and_exit_1(build_dir, tmp_path):
+    missing = tmp_path / "nowhere.pem"
+    result = subprocess.run([str(build_dir / "examples" / "ws-chat"), "127.0.0.1:0", str(PAGE),
+                             str(missing), str(missing)],
+                            capture_output=True, text=True, timeout=WAIT, check=False)
+    assert result.returncode == 1
+    assert result.stderr.endswith(f"ws-chat: no TLS with {missing} and {missing}: "
+                                  "No such file or directory\n"), result.stderr
