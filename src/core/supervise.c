@@ -141,7 +141,8 @@ static void begin_stop(sxe_workers_t *set, uint64_t now, const char *why)
     if (set->stopping) {
         return;
     }
-    SXE_LOG_INFO("%s: stopping %u workers; draining for up to %llu ms", why, set->options.count,
+    SXE_LOG_INFO("%s: stopping %u worker%s; draining for up to %llu ms", why, set->options.count,
+                 set->options.count == 1 ? "" : "s",
                  (unsigned long long)(set->options.drain_ns / SXE_NS_PER_MSEC));
     set->stopping = true;
     set->stop_deadline = now + set->options.drain_ns + KILL_GRACE_NS;

@@ -94,7 +94,27 @@ def test_evict_idle_makes_room_for_new_connections(httpd):
     assert closed >= 64 - 32, closed
     assert server.stop() == 0
     log = server.process.stderr.read().decode()
-    assert "SIGTERM: stopping 1 workers" in log and "every worker has stopped" in log, log
+    assert "SIGTERM: stopping 1 worker;" in log and "every worker has stopped" in log, log
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_port_0_is_told_as_the_port_chosen(build_dir, root, workers):  # noqa: F811
+    """Listening on port 0, the start-up line names the port the kernel chose (the one that
+    answers), and its workers in the right number."""
+    process = subprocess.Popen([str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+                                "--listen", "127.0.0.1:0", "--workers", workers],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        said = line.split(" on 127.0.0.1:")[1].split()
+        assert said[0] != "0" and said[1:4] == ["with", workers, "worker"], line
+        assert said[4] == ("process" if workers == "1" else "processes"), line
+        with socket.create_connection(("127.0.0.1", int(said[0])), timeout=5) as sock:
+            sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert sock.recv(65536).endswith(b"\r\n\r\nHello World\n")
+    finally:
+        process.terminate()
+        assert process.wait(timeout=10) == 0
 
 
 def test_defer_accept_and_fastopen_are_set_on_the_listener(httpd):

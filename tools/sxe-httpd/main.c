@@ -438,6 +438,18 @@ static sxe_tls_t *tls_context(void)
 }
 
 /* Listens on --listen (HTTPS if it is the only one and a certificate is given) and --https. */
+/* The address as listened on: a port of 0 is told as the one the kernel chose. */
+static const char *bound(const char *address, int port, char *text, size_t size)
+{
+    size_t len = strlen(address);
+
+    if (port > 0 && len >= 2 && strcmp(address + len - 2, ":0") == 0) {
+        snprintf(text, size, "%.*s:%d", (int)(len - 2), address, port);
+        return text;
+    }
+    return address;
+}
+
 static int listen_all(sxe_http_server_t *server, sxe_tls_t *tls, const char **failed)
 {
     int rc;
@@ -513,11 +525,14 @@ int main(int argc, char **argv)
         sxe_tls_destroy(tls);
         return 1;
     }
+    char listen[80];
+    static const char *const kinds[2][2] = {{"processes", "process"}, {"threads", "thread"}};
+    const char *kind = kinds[config.kind == SXE_WORKERS_THREADS][options.workers == 1];
     SXE_LOG_INFO("serving %s on %s%s%s%s with %u worker %s of up to %u connections each%s",
                  config.root[0] ? config.root : "/", config.https == NULL && tls ? "https://" : "",
-                 config.listen, config.https ? " and https://" : "",
-                 config.https ? config.https : "", options.workers,
-                 config.kind == SXE_WORKERS_THREADS ? "threads" : "processes", config.connections,
+                 bound(config.listen, sxe_http_server_port(server), listen, sizeof(listen)),
+                 config.https ? " and https://" : "", config.https ? config.https : "",
+                 options.workers, kind, config.connections,
                  config.cache == 1 ? ", sharing one file cache" : "");
     rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
