@@ -109,6 +109,8 @@ struct sxe_loop_stats {
     uint32_t buffers_in_use;    /**< I/O buffers held now. */
     uint64_t no_large_buffer; /**< Messages that outgrew buffer_size when no large one was free. */
     uint32_t large_buffers_in_use; /**< Large buffers held now. */
+    /** TLS handshakes refused: a ClientHello longer than a record while 16 such were being read. */
+    uint64_t large_hellos_refused;
 };
 
 /**

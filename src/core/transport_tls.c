@@ -39,6 +39,17 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
 #define SLOT_EOF      0x08u /* recv said the peer's FIN came: OpenSSL asks (BIO_CTRL_EOF) */
 #define SLOT_SEALING  0x10u /* a record of the program's bytes is being written: no limit */
 #define SLOT_DONE     0x20u /* the handshake ended (a fatal alert later makes OpenSSL forget) */
+#define SLOT_JUDGED   0x40u /* the ClientHello's size was judged (or the session is a client's) */
+#define SLOT_LARGE    0x80u /* its ClientHello is one of the loop's large_hellos */
+
+/*
+ * A ClientHello longer than its first record makes OpenSSL reserve and clear the size it declares,
+ * up to 128 KB, as soon as that record comes: a client that sends 16 KB and waits holds 150 KB of
+ * the server's memory until handshake_timeout. Browsers send 2 KB, so such hellos are rare: a
+ * loop reads at most this many at once, and refuses the next until one ends.
+ */
+#define LARGE_HELLOS_MOST 16
+#define HELLO_HEAD        9 /* a record's header (5 bytes), then its handshake message's (4) */
 
 struct tls_slot {
     SSL *ssl;                /* a connection's session, or NULL */
@@ -46,17 +57,60 @@ struct tls_slot {
     struct sxe__queue plain; /* plain bytes waiting to be sealed */
     int err;                 /* the socket's error that stopped the BIO, or 0 */
     uint8_t flags;           /* SLOT_* */
+    uint8_t head_len;        /* bytes of head read, until the ClientHello is judged */
+    uint8_t head[HELLO_HEAD];
 };
 
 struct sxe__tls_loop {
     struct tls_slot *slots; /* options.connections of them, by slot index */
     char *stage;            /* queued plain bytes gathered for one record */
     size_t stage_size;
+    uint32_t large_hellos; /* ClientHellos longer than their first record, being read */
 };
 
 static struct tls_slot *slot_of(const struct sxe_conn *conn)
 {
     return &conn->loop->tls->slots[sxe__conn_index(conn)];
+}
+
+/* A server's session judges its ClientHello's size from the first bytes it reads (got of them at
+ * data). @return 0, or -1 (err EMSGSIZE) for a large one past LARGE_HELLOS_MOST. */
+static int judge_hello(struct sxe_conn *conn, struct tls_slot *slot, const char *data, size_t got)
+{
+    size_t room = (size_t)(HELLO_HEAD - slot->head_len), take = got < room ? got : room;
+    struct sxe__tls_loop *tls = conn->loop->tls;
+
+    memcpy(slot->head + slot->head_len, data, take);
+    slot->head_len = (uint8_t)(slot->head_len + take);
+    if (slot->head_len < HELLO_HEAD) {
+        return 0; /* OpenSSL cannot take the message's size before we can */
+    }
+    slot->flags |= SLOT_JUDGED;
+    size_t record = (size_t)slot->head[3] << 8 | slot->head[4];
+    size_t message = (size_t)slot->head[6] << 16 | (size_t)slot->head[7] << 8 | slot->head[8];
+    if (slot->head[0] != 22 || (record >= 4 && 4 + message <= record)) {
+        return 0; /* whole in its first record, or not a handshake at all (OpenSSL says so) */
+    }
+    if (tls->large_hellos >= LARGE_HELLOS_MOST) {
+        conn->loop->stats.large_hellos_refused++;
+        SXE_LOG_ONCE(
+            SXE_LOG_LEVEL_WARN,
+            "TLS ClientHello of %zu bytes refused: %u longer than a record are being read, "
+            "the most at once (said once; the loop's large_hellos_refused counts them)",
+            4 + message, tls->large_hellos);
+        slot->err = EMSGSIZE;
+        return -1;
+    }
+    tls->large_hellos++;
+    slot->flags |= SLOT_LARGE;
+    return 0;
+}
+
+/* Its large ClientHello no longer holds OpenSSL's memory: the handshake or the connection ended. */
+static void large_hello_done(struct sxe_conn *conn, struct tls_slot *slot)
+{
+    conn->loop->tls->large_hellos--;
+    slot->flags &= (uint8_t)~SLOT_LARGE;
 }
 
 /* The BIO: reads take the socket's bytes through the seam, writes queue records to send. */
@@ -76,6 +130,9 @@ static int bio_read(BIO *bio, char *into, int len)
         BIO_set_retry_read(bio);
     } else if (got < 0) {
         slot->err = errno;
+    } else if (got > 0 && (slot->flags & SLOT_JUDGED) == 0 &&
+               judge_hello(conn, slot, into, (size_t)got) < 0) {
+        return -1;
     }
     return (int)got;
 }
@@ -265,7 +322,8 @@ int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_n
         return -EINVAL;
     }
     SSL_set_connect_state(ssl);
-    *slot_of(conn) = (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}};
+    *slot_of(conn) =
+        (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}, .flags = SLOT_JUDGED};
     return 0;
 }
 
@@ -294,6 +352,9 @@ void sxe__tls_close(struct sxe_conn *conn)
     struct tls_slot *slot = slot_of(conn);
 
     sxe__outq_drop(conn, &slot->plain);
+    if (slot->flags & SLOT_LARGE) {
+        large_hello_done(conn, slot);
+    }
     SSL_free(slot->ssl);
     *slot = (struct tls_slot){.plain = {SXE_NONE, SXE_NONE}};
 }
@@ -342,6 +403,9 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
     int ok = SSL_read_ex(slot->ssl, into, room, &got);
     int error = ok ? SSL_ERROR_NONE : SSL_get_error(slot->ssl, 0);
     slot->flags |= SSL_is_init_finished(slot->ssl) ? SLOT_DONE : 0;
+    if ((slot->flags & (SLOT_DONE | SLOT_LARGE)) == (SLOT_DONE | SLOT_LARGE)) {
+        large_hello_done(conn, slot); /* OpenSSL frees its handshake's buffer at the end */
+    }
     /* Small records come one a call: take every one the read brought, while there is room. */
     for (size_t more = 0; ok && got < room && SSL_has_pending(slot->ssl); got += more) {
         if (!SSL_read_ex(slot->ssl, into + got, room - got, &more)) {
