@@ -59,6 +59,7 @@ struct tls_slot {
     uint8_t flags;           /* SLOT_* */
     uint8_t head_len;        /* bytes of head read, until the ClientHello is judged */
     uint8_t head[HELLO_HEAD];
+    uint16_t skip; /* bytes of a ChangeCipherSpec record still to pass over, before a hello */
 };
 
 struct sxe__tls_loop {
@@ -73,23 +74,19 @@ static struct tls_slot *slot_of(const struct sxe_conn *conn)
     return &conn->loop->tls->slots[sxe__conn_index(conn)];
 }
 
-/* A server's session judges its ClientHello's size from the first bytes it reads (got of them at
- * data). @return 0, or -1 (err EMSGSIZE) for a large one past LARGE_HELLOS_MOST. */
-static int judge_hello(struct sxe_conn *conn, struct tls_slot *slot, const char *data, size_t got)
+/* Counts the ClientHello whose first record's head and handshake message's head are in head
+ * if it is longer than that record. @return 0, or -1 (err EMSGSIZE) past LARGE_HELLOS_MOST. */
+static int judged(struct sxe_conn *conn, struct tls_slot *slot)
 {
-    size_t room = (size_t)(HELLO_HEAD - slot->head_len), take = got < room ? got : room;
     struct sxe__tls_loop *tls = conn->loop->tls;
-
-    memcpy(slot->head + slot->head_len, data, take);
-    slot->head_len = (uint8_t)(slot->head_len + take);
-    if (slot->head_len < HELLO_HEAD) {
-        return 0; /* OpenSSL cannot take the message's size before we can */
-    }
-    slot->flags |= SLOT_JUDGED;
     size_t record = (size_t)slot->head[3] << 8 | slot->head[4];
     size_t message = (size_t)slot->head[6] << 16 | (size_t)slot->head[7] << 8 | slot->head[8];
-    if (slot->head[0] != 22 || (record >= 4 && 4 + message <= record)) {
-        return 0; /* whole in its first record, or not a handshake at all (OpenSSL says so) */
+
+    slot->flags |= SLOT_JUDGED;
+    if (slot->head[0] != 22 || (record >= 4 && 4 + message <= record) ||
+        (slot->flags & SLOT_LARGE)) {
+        return 0; /* whole in its first record, not a handshake at all (OpenSSL says so), or the
+                   * second hello (after a HelloRetryRequest) of one already counted */
     }
     if (tls->large_hellos >= LARGE_HELLOS_MOST) {
         conn->loop->stats.large_hellos_refused++;
@@ -103,6 +100,35 @@ static int judge_hello(struct sxe_conn *conn, struct tls_slot *slot, const char 
     }
     tls->large_hellos++;
     slot->flags |= SLOT_LARGE;
+    return 0;
+}
+
+/* A server's session judges each ClientHello's size from its first bytes, got of them at data,
+ * read after the start or a HelloRetryRequest: OpenSSL cannot take a message's size before.
+ * A ChangeCipherSpec record ahead of a second hello is passed over. @return as judged(). */
+static int judge_hello(struct sxe_conn *conn, struct tls_slot *slot, const char *data, size_t got)
+{
+    while (got > 0) {
+        if (slot->skip > 0) { /* the content of a ChangeCipherSpec record */
+            size_t take = got < slot->skip ? got : slot->skip;
+            slot->skip = (uint16_t)(slot->skip - take);
+            data += take;
+            got -= take;
+            continue;
+        }
+        size_t want = (slot->head_len < 5 ? 5u : HELLO_HEAD) - slot->head_len;
+        size_t take = got < want ? got : want;
+        memcpy(slot->head + slot->head_len, data, take);
+        slot->head_len = (uint8_t)(slot->head_len + take);
+        data += take;
+        got -= take;
+        if (slot->head_len == 5 && slot->head[0] == 20) {
+            slot->skip = (uint16_t)(slot->head[3] << 8 | slot->head[4]);
+            slot->head_len = 0;
+        } else if (slot->head_len == HELLO_HEAD) {
+            return judged(conn, slot);
+        }
+    }
     return 0;
 }
 
@@ -137,6 +163,19 @@ static int bio_read(BIO *bio, char *into, int len)
     return (int)got;
 }
 
+/* Whether a record a server writes is a HelloRetryRequest: a ServerHello whose random is
+ * SHA-256("HelloRetryRequest") (RFC 8446 4.1.3). */
+static bool retry_request(const char *record, size_t len)
+{
+    static const unsigned char random[32] = {0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11,
+                                             0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+                                             0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e,
+                                             0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c};
+
+    return len >= 5 + 4 + 2 + sizeof(random) && record[0] == 22 && record[5] == 2 &&
+           memcmp(record + 11, random, sizeof(random)) == 0;
+}
+
 /* Records of the program's bytes are sealed only as conn->out empties; the others (alerts,
  * tickets, the handshake) come from the peer's doing, and are held to the connection's limit. */
 static int bio_write(BIO *bio, const char *data, int len)
@@ -152,6 +191,10 @@ static int bio_write(BIO *bio, const char *data, int len)
         return -1;
     }
     sxe__outq_append(conn, &conn->out, data, (size_t)len);
+    if ((slot->flags & SLOT_DONE) == 0 && retry_request(data, (size_t)len)) {
+        slot->flags &= (uint8_t)~SLOT_JUDGED; /* the second ClientHello is judged as the first */
+        slot->head_len = 0;
+    }
     /* Records the program did not write (the handshake's, tickets, alerts): whoever waits for the
      * queue to empty (an end of stream waiting for what was queued, say) hears when it does. */
     if ((slot->flags & SLOT_SEALING) == 0) {

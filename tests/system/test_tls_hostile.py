@@ -164,6 +164,46 @@ def test_a_thousand_half_open_handshakes(httpd, certificate):  # noqa: F811
     assert server.stop() == 0
 
 
+def retried_hello():
+    """A TLS 1.3 ClientHello that offers X25519 and no key share for it: the server answers with
+    a HelloRetryRequest."""
+    extensions = (extension(43, b"\x02\x03\x04") +  # supported_versions: TLS 1.3
+                  extension(10, b"\x00\x02\x00\x1d") +  # groups: X25519
+                  extension(51, b"\x00\x00") +  # key_share: none
+                  extension(13, b"\x00\x02\x04\x03"))  # ECDSA P-256 with SHA-256
+    body = (b"\x03\x03" + os.urandom(32) + b"\x20" + os.urandom(32) + b"\x00\x02\x13\x01" +
+            b"\x01\x00" + struct.pack(">H", len(extensions)) + extensions)
+    message = b"\x01" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(message)) + message
+
+
+@pytest.mark.serial
+def test_a_large_second_hello_after_a_retry_is_counted(httpd, certificate):  # noqa: F811
+    """A client may send a small ClientHello, be asked to retry (HelloRetryRequest), and send a
+    large one: that one is judged as a first would be. With the room for large hellos held by 16
+    stalled ones, it is refused at once, not left holding 150 KB until handshake_timeout."""
+    cert, key, _ = certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
+    held = []
+    try:
+        for _ in range(16):
+            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT))
+            held[-1].sendall(declaring(131396))
+        with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+            sock.sendall(retried_hello())
+            answer = sock.recv(5 + 4 + 2 + 32)
+            retry = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
+            assert answer[0] == 22 and answer[5] == 2 and answer[11:43] == retry, answer
+            sock.sendall(b"\x14\x03\x03\x00\x01\x01" + declaring(131396))  # CCS, then the hello
+            sock.settimeout(3)  # refused at once, well before handshake_timeout (10 s)
+            while sock.recv(65536):  # the rest of the retry's record, then the end
+                pass
+    finally:
+        for sock in held:
+            sock.close()
+    assert server.stop() == 0
+
+
 def test_renegotiation_is_refused(httpd, certificate):  # noqa: F811
     """openssl s_client's 'R' asks a TLS 1.2 server to renegotiate: it is refused (no
     renegotiation takes place), and the connection still serves its request."""
