@@ -3,6 +3,7 @@
  * TLS listener of its own, on the same loop, on both backends. The server's certificate is checked
  * for the name given (a host name or an IP address) against a CA file, or not at all (no_verify);
  * a name the certificate does not carry fails the handshake. WebSocket over TLS both ways (wss).
+ * Bytes written outside any callback: sent as the socket drains, on_drained at the end.
  * Invalid use: a server's context to connect with, a client's to listen with, no name to check.
  */
 #include <errno.h>
@@ -376,6 +377,65 @@ static void test_client_invalid_use(void **state)
     }
 }
 
+/* A server that counts what it reads, and a client that says when its queue has drained. */
+static size_t received;
+static unsigned drained;
+
+static size_t count(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)conn, (void)data;
+    received += len;
+    return len;
+}
+
+static void client_drained(sxe_conn_t *conn)
+{
+    (void)conn;
+    drained++;
+}
+
+/* Bytes written outside any callback are sealed and sent at once as far as the socket takes
+ * them, the rest as it drains (nothing else wakes the connection here: the server never answers),
+ * and on_drained says when the queue is empty. */
+static void test_client_writes_outside_callbacks(void **state)
+{
+    static const struct sxe_conn_handlers counting = {.on_read = count};
+    static const struct sxe_conn_handlers writer = {.on_drained = client_drained};
+    enum { BYTES = 8 * 1024 * 1024 };
+    char *bytes = calloc(1, BYTES);
+    sxe_conn_t *counter, *conn;
+    socklen_t len = sizeof(address);
+    uint64_t deadline = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+
+    (void)state;
+    assert_non_null(bytes);
+    start(&(struct sxe_tls_client_options){.ca_file = tls_certificate});
+    received = drained = 0;
+    assert_int_equal(sxe_conn_listen_at(loop, &counter, "127.0.0.1:0",
+                                        &(struct sxe_listen_options){.tls = server_tls}, &counting,
+                                        NULL),
+                     0);
+    assert_int_equal(sxe_conn_local(counter, (struct sockaddr *)&address, &len), 0);
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&address, sizeof(address),
+                                      &(struct sxe_connect_options){.tls = client_tls,
+                                                                    .server_name = "localhost"},
+                                      &writer, NULL),
+                     0);
+    for (int turns = 0; turns < 20; turns++) { /* the handshake */
+        assert_true(sxe_loop_run_once(loop, 1000000ULL) >= 0);
+    }
+    drained = 0; /* (the handshake's records said so too) */
+    assert_true(sxe_conn_write_ref(conn, bytes, BYTES, NULL, NULL) >= 0);
+    while (received < BYTES || drained == 0) {
+        assert_true(sxe_clock_mono_ns() < deadline);
+        assert_true(sxe_loop_run_once(loop, 10 * 1000000ULL) >= 0);
+    }
+    assert_int_equal(received, BYTES);
+    assert_true(drained >= 1);
+    sxe_conn_close(conn);
+    free(bytes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_client_context_errors),
         cmocka_unit_test_teardown(test_websocket_over_tls, teardown),
         cmocka_unit_test_teardown(test_client_invalid_use, teardown),
+        cmocka_unit_test_teardown(test_client_writes_outside_callbacks, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
