@@ -111,6 +111,8 @@ struct sxe_loop_stats {
     uint32_t large_buffers_in_use; /**< Large buffers held now. */
     /** TLS handshakes refused: a ClientHello longer than a record while 16 such were being read. */
     uint64_t large_hellos_refused;
+    uint64_t tls_handshakes; /**< TLS handshakes completed, as a server and as a client. */
+    uint64_t tls_resumed;    /**< Of those, the ones that resumed a session. */
 };
 
 /**

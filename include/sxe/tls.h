@@ -77,6 +77,13 @@ struct sxe_tls_client_options {
      * tests and load generators against self-signed servers; the create logs a warning.
      */
     bool no_verify;
+    /**
+     * Resume no sessions: every connection makes a full handshake (a load generator measuring
+     * them). By default the latest session each server gives is kept, for each of the last 16
+     * server names, and offered to the next connection to that name (the name its certificate
+     * is checked for, never another's).
+     */
+    bool no_resume;
 };
 
 /** Whether this build of sxe has TLS (OpenSSL). */

@@ -183,6 +183,10 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
         sxe_tls_destroy(made);
         return -EPROTO;
     }
+    if (!options->no_resume && (rc = sxe__tls_sessions_make(made)) < 0) {
+        sxe_tls_destroy(made); /* GCOVR_EXCL_LINE: out of memory */
+        return rc;             /* GCOVR_EXCL_LINE */
+    }
     *tls = made;
     return 0;
 }
@@ -287,6 +291,7 @@ void sxe_tls_destroy(sxe_tls_t *tls)
             SSL_CTX_free(tls->names[i].ctx);
         }
         free(tls->names);
+        sxe__tls_sessions_free(tls);
         SSL_CTX_free(tls->ctx);
         OPENSSL_cleanse(tls->ticket_secret, sizeof(tls->ticket_secret));
         free(tls);

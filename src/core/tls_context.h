@@ -24,9 +24,16 @@ struct sxe_tls {
     bool no_verify;         /* a client's that checks no certificate */
     struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
     unsigned name_count;
-    uint64_t ticket_period;          /* ns each set of ticket keys is used for (tls_tickets.c) */
-    unsigned char ticket_secret[32]; /* what the ticket keys are derived from */
+    uint64_t ticket_period;             /* ns each set of ticket keys is used for (tls_tickets.c) */
+    unsigned char ticket_secret[32];    /* what the ticket keys are derived from */
+    struct sxe__tls_sessions *sessions; /* a client's, kept to resume (tls_resume.c), or NULL */
 };
+
+/* Has a client context keep the sessions servers give, to resume. @return 0 or -ENOMEM. */
+int sxe__tls_sessions_make(sxe_tls_t *tls);
+/* Offers ssl (a new client session, its server's name set) the session kept for that name. */
+void sxe__tls_sessions_offer(sxe_tls_t *tls, SSL *ssl);
+void sxe__tls_sessions_free(sxe_tls_t *tls);
 
 /* Sets up a server context's session tickets as options say (none, or keys derived from a secret
  * made here or read from options.ticket_key_file). @return 0 or -errno (logged). */

@@ -364,6 +364,7 @@ int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_n
         ERR_clear_error();
         return -EINVAL;
     }
+    sxe__tls_sessions_offer(tls, ssl);
     SSL_set_connect_state(ssl);
     *slot_of(conn) =
         (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}, .flags = SLOT_JUDGED};
@@ -436,6 +437,17 @@ static void log_failure(const struct tls_slot *slot)
     sxe__tls_log_openssl(SXE_LOG_LEVEL_INFO, what);
 }
 
+/* The handshake has just ended: counted, and its large ClientHello (if it was) makes room. */
+static void handshake_done(struct sxe_conn *conn, struct tls_slot *slot)
+{
+    slot->flags |= SLOT_DONE;
+    conn->loop->stats.tls_handshakes++;
+    conn->loop->stats.tls_resumed += SSL_session_reused(slot->ssl) ? 1 : 0;
+    if (slot->flags & SLOT_LARGE) {
+        large_hello_done(conn, slot); /* OpenSSL frees its handshake's buffer at the end */
+    }
+}
+
 ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
 {
     struct tls_slot *slot = slot_of(conn);
@@ -445,9 +457,8 @@ ssize_t sxe__tls_read(struct sxe_conn *conn, char *into, size_t room)
     slot->err = 0;
     int ok = SSL_read_ex(slot->ssl, into, room, &got);
     int error = ok ? SSL_ERROR_NONE : SSL_get_error(slot->ssl, 0);
-    slot->flags |= SSL_is_init_finished(slot->ssl) ? SLOT_DONE : 0;
-    if ((slot->flags & (SLOT_DONE | SLOT_LARGE)) == (SLOT_DONE | SLOT_LARGE)) {
-        large_hello_done(conn, slot); /* OpenSSL frees its handshake's buffer at the end */
+    if ((slot->flags & SLOT_DONE) == 0 && SSL_is_init_finished(slot->ssl)) {
+        handshake_done(conn, slot);
     }
     /* Small records come one a call: take every one the read brought, while there is room. */
     for (size_t more = 0; ok && got < room && SSL_has_pending(slot->ssl); got += more) {

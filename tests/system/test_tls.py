@@ -286,6 +286,56 @@ def test_sxe_http_over_tls(build_dir, httpd, certificate):  # noqa: F811
     assert server.stop() == 0
 
 
+class ResumptionCounter:
+    """An HTTPS server of Python's ssl module (OpenSSL's server, tickets on) that answers every
+    request with "ok" on a connection of its own, and counts the handshakes that resumed."""
+
+    def __init__(self, cert, key):
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(str(cert), str(key))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.handshakes = self.resumed = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            try:
+                with self.context.wrap_socket(sock, server_side=True) as tls:
+                    request = b""
+                    while b"\r\n\r\n" not in request and (data := tls.recv(4096)):
+                        request += data
+                    self.handshakes += 1
+                    self.resumed += tls.session_reused
+                    tls.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            except (ssl.SSLError, OSError):
+                pass  # the client reset the connection once answered
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_sxe_http_resumes_sessions_when_asked(build_dir, certificate, resume):  # noqa: F811
+    """--tls-resume: each new connection resumes the session its worker was given last (after
+    the first, which has none); --tls alone makes a full handshake every time."""
+    cert, key, _ = certificate
+    server = ResumptionCounter(cert, key)
+    try:
+        done = subprocess.run([str(build_dir / "tools" / "sxe-http"), "-i", "127.0.0.1", "-p",
+                               str(server.port), "-u", "/", "-c", "1", "-w", "1", "-n", "20",
+                               "--http1.0", "--json", "--tls-resume" if resume else "--tls"],
+                              capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["queries"] == 20
+    finally:
+        server.listener.close()
+    assert server.handshakes == 20
+    assert server.resumed == (19 if resume else 0), server.resumed
+
+
 def test_a_client_that_ends_after_its_handshake_is_let_go(httpd, certificate):  # noqa: F811
     """A TLS health check or a scanner: a handshake, then the client's FIN. The server closes at
     once (on io_uring its end of stream once waited, unheard, behind the tickets it was sending,

@@ -3,7 +3,8 @@
  * TLS listener of its own, on the same loop, on both backends. The server's certificate is checked
  * for the name given (a host name or an IP address) against a CA file, or not at all (no_verify);
  * a name the certificate does not carry fails the handshake. WebSocket over TLS both ways (wss).
- * Bytes written outside any callback: sent as the socket drains, on_drained at the end.
+ * Sessions resumed, per server name, unless no_resume. Bytes written outside any callback: sent
+ * as the socket drains, on_drained at the end.
  * Invalid use: a server's context to connect with, a client's to listen with, no name to check.
  */
 #include <errno.h>
@@ -208,6 +209,34 @@ static void test_client_without_verification(void **state)
     assert_non_null(strstr(capture.text, "no server certificate is checked"));
     connect_as(NULL);
     assert_int_equal(client_seen.input_len, 6);
+}
+
+/* Connects as "localhost" twice: @return how many handshakes of the four resumed a session. */
+static uint64_t resumed_of_two(const struct sxe_tls_client_options *options)
+{
+    struct sxe_loop_stats stats;
+
+    start(options);
+    connect_as("localhost");
+    memset(&client_seen, 0, sizeof(client_seen));
+    connect_as("localhost");
+    assert_int_equal(client_seen.input_len, 6);
+    sxe_loop_stats(loop, &stats);
+    assert_int_equal(stats.tls_handshakes, 4); /* two a connection: the client's, the server's */
+    teardown(NULL);
+    return stats.tls_resumed;
+}
+
+/* The second connection to a name resumes the session the first was given (both sides count
+ * it), unless the context was made with no_resume. */
+static void test_client_resumes_sessions(void **state)
+{
+    (void)state;
+    assert_int_equal(resumed_of_two(&(struct sxe_tls_client_options){.ca_file = tls_certificate}),
+                     2);
+    assert_int_equal(resumed_of_two(&(struct sxe_tls_client_options){.ca_file = tls_certificate,
+                                                                     .no_resume = true}),
+                     0);
 }
 
 /* wss: a WebSocket server on an HTTPS listener, and a client set over TLS, messages both ways. */
@@ -447,6 +476,7 @@ int main(void)
         cmocka_unit_test_teardown(test_websocket_over_tls, teardown),
         cmocka_unit_test_teardown(test_client_invalid_use, teardown),
         cmocka_unit_test_teardown(test_client_writes_outside_callbacks, teardown),
+        cmocka_unit_test_teardown(test_client_resumes_sessions, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -84,6 +84,8 @@ static void usage(FILE *out)
             "                   server's certificate is not checked (a load generator's\n"
             "                   peer is a test server); with --http1.0 each request makes a\n"
             "                   full handshake\n"
+            "  --tls-resume     --tls, each connection resuming the session its worker was\n"
+            "                   given last (with --http1.0: resumed handshakes)\n"
             "  --warmup SECONDS with -d: load for SECONDS before the measured window and\n"
             "                   count only its errors; say on stderr when the window\n"
             "                   starts and ends ('sxe-http: measuring', 'sxe-http:\n"
@@ -254,7 +256,7 @@ static void parse_sources(const char *list)
 struct parsed {
     const char *ip, *method, *path, *body, *file, *targets;
     bool pipeline_set;
-    bool tls;
+    bool tls, tls_resume;
     char headers[8192];
     size_t headers_len;
     long port;
@@ -361,6 +363,9 @@ static void take_option(int option, struct parsed *parsed)
     case 'S':
         parsed->tls = true;
         break;
+    case 'E':
+        parsed->tls = parsed->tls_resume = true;
+        break;
     case 'W':
         if (optarg[0] != '/' || strpbrk(optarg, " \r\n") != NULL) {
             die_usage("--ws '%s': a path starts with / and has no spaces", optarg);
@@ -398,6 +403,7 @@ void parse_options(int argc, char **argv)
                                                  {"warmup", required_argument, NULL, 'M'},
                                                  {"http1.0", no_argument, NULL, '0'},
                                                  {"tls", no_argument, NULL, 'S'},
+                                                 {"tls-resume", no_argument, NULL, 'E'},
                                                  {NULL, 0, NULL, 0}};
     struct parsed parsed = {.method = "GET", .port = -1};
     int option;
@@ -441,8 +447,8 @@ void parse_options(int argc, char **argv)
                                                           : parsed.file ? "-f"
                                                                         : "--ws");
     }
-    if (parsed.tls && sxe_tls_client_create(
-                          &config.tls, &(struct sxe_tls_client_options){.no_verify = true}) < 0) {
+    struct sxe_tls_client_options tls = {.no_verify = true, .no_resume = !parsed.tls_resume};
+    if (parsed.tls && sxe_tls_client_create(&config.tls, &tls) < 0) {
         die_usage("%s", "--tls: this sxe-http has no TLS (built without OpenSSL)");
     }
     if (config.ws_path != NULL) {
