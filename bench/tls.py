@@ -7,7 +7,9 @@ OpenSSL, one worker on CPU 0, the load on CPU 1, interleaved rounds.
 Each server serves the same files from one root with the same ECDSA P-256 certificate (made for
 the run). Keep-alive: wrk keeps its connections (one handshake each, then requests) for 12 B,
 4 KB and 1 MB. Handshakes: sxe-http --tls --http1.0 opens a connection per request and resumes
-no session, so every request is a full handshake (X25519 and ECDSA P-256), 16 at a time. A round
+no session, so every request is a full handshake (X25519 and ECDSA P-256), 16 at a time; with
+--tls-resume each resumes its worker's last session (a ticket), so every request after the first
+is a resumed handshake (each server is checked to resume with openssl s_client first). A round
 runs every server once per case, in a new order each round; the figure is the server's CPU time
 (its whole process tree, from schedstat) per request, with the median and the spread of the
 rounds. Before its rounds each server's answer to each file is fetched once over TLS and its status
@@ -33,6 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = {"hello.txt": b"Hello World\n", "4k.bin": bytes(range(256)) * 16,
          "1m.bin": bytes(range(256)) * 4096}
 HANDSHAKES = "handshakes"  # the case of a full handshake per request
+RESUMED = "resumed"  # the case of a resumed handshake per request
 
 NGINX = """# nginx terminating TLS as a site that cares about speed runs it: bench/peers/nginx.conf's
 # settings, with a TLS listener. Each line that differs from nginx's default says why.
@@ -114,6 +117,28 @@ def check(port, cert):
             got = answer.read()
             if answer.status != 200 or got != body:
                 raise RuntimeError(f"/{name}: status {answer.status}, {len(got)} bytes")
+    with tempfile.NamedTemporaryFile(suffix=".pem") as session:
+        said = [subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", option,
+                                session.name], stdin=subprocess.DEVNULL, capture_output=True,
+                               text=True, timeout=30).stdout
+                for option in ("-sess_out", "-sess_in")]
+    if "\nReused, " not in said[1]:
+        raise RuntimeError(f"port {port}: a session is not resumed:\n{said[1][-2000:]}")
+
+
+def handshakes(port, args, name, option):
+    """sxe-http --http1.0 with option (--tls or --tls-resume), 16 connections at a time: @return
+    the requests (each its own handshake)."""
+    load = subprocess.run(["taskset", "-c", "1",
+                           os.path.join(os.path.abspath(args.build), "tools", "sxe-http"),
+                           "-i", "127.0.0.1", "-p", str(port), "-u", "/hello.txt", "-c", "16",
+                           "-d", str(args.seconds), "--http1.0", option, "--body-length", "12",
+                           "--json"], capture_output=True, text=True)
+    report = json.loads(load.stdout) if load.stdout else {}
+    if load.returncode != 0 or not report.get("queries"):
+        raise RuntimeError(f"{name} {option}: sxe-http exit {load.returncode}:\n"
+                           f"{load.stdout}{load.stderr}")
+    return report["queries"]
 
 
 def one_round(command, args, cert, name):
@@ -135,18 +160,11 @@ def one_round(command, args, cert, name):
             if errors or requests == 0:
                 raise RuntimeError(f"{name} /{file}: {errors} errors in {requests}:\n{wrk.stdout}")
             results[file] = (cpu / requests / 1000.0, rate)
-        before = procs.tree_cpu_ns(pids)
-        load = subprocess.run(["taskset", "-c", "1", os.path.join(os.path.abspath(args.build), "tools", "sxe-http"),
-                               "-i", "127.0.0.1", "-p", str(port), "-u", "/hello.txt", "-c", "16",
-                               "-d", str(args.seconds), "--http1.0", "--tls", "--body-length",
-                               "12", "--json"], capture_output=True, text=True)
-        cpu = procs.tree_cpu_ns(pids) - before
-        report = json.loads(load.stdout) if load.stdout else {}
-        if load.returncode != 0 or not report.get("queries"):
-            raise RuntimeError(f"{name} handshakes: sxe-http exit {load.returncode}:\n"
-                               f"{load.stdout}{load.stderr}")
-        results[HANDSHAKES] = (cpu / report["queries"] / 1000.0,
-                               report["queries"] / (args.seconds or 1))
+        for case, option in ((HANDSHAKES, "--tls"), (RESUMED, "--tls-resume")):
+            before = procs.tree_cpu_ns(pids)
+            queries = handshakes(port, args, name, option)
+            cpu = procs.tree_cpu_ns(pids) - before
+            results[case] = (cpu / queries / 1000.0, queries / (args.seconds or 1))
         return results
     finally:
         procs.stop(server)
@@ -169,7 +187,7 @@ def main():
                 out.write(body)
         cert, key = certificate(tmp)
         made = servers(os.path.abspath(args.build), tmp, root, cert, key)
-        cases = list(FILES) + [HANDSHAKES]
+        cases = list(FILES) + [HANDSHAKES, RESUMED]
         figures = {(name, case): [] for name in made for case in cases}
         for round_number in range(args.rounds):
             order = list(made)[round_number % len(made):] + list(made)[:round_number % len(made)]
@@ -178,14 +196,14 @@ def main():
                     figures[(name, file)].append(us)
                     print(f"round {round_number + 1}/{args.rounds}: {name} /{file}: "
                           f"{us:.2f} µs/request, {rate:,.0f}/s", flush=True)
-        print(f"\nHTTPS: keep-alive ({args.connections} connections) and full handshakes (16 at a "
-              f"time), server CPU per request (median, min-max of {args.rounds} rounds):")
+        print(f"\nHTTPS: keep-alive ({args.connections} connections), full and resumed handshakes "
+              f"(16 at a time), server CPU per request (median, min-max of {args.rounds} rounds):")
         for case in cases:
             base = statistics.median(figures[("sxe-httpd", case)])
             for name in made:
                 values = figures[(name, case)]
                 median = statistics.median(values)
-                label = case if case == HANDSHAKES else "/" + case
+                label = case if case in (HANDSHAKES, RESUMED) else "/" + case
                 print(f"  {label:11} {name:10} {median:7.2f} µs ({min(values):.2f}-"
                       f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x")
 

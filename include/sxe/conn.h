@@ -422,6 +422,9 @@ sxe_loop_t *sxe_conn_loop(const sxe_conn_t *conn);
 /** The socket; for options sxe does not wrap. Do not close it or change its blocking mode. */
 int sxe_conn_fd(const sxe_conn_t *conn);
 
+/** Whether the connection speaks TLS: accepted on a TLS listener, or connected with a context. */
+bool sxe_conn_secure(const sxe_conn_t *conn);
+
 /**
  * Turns Nagle's algorithm off (TCP_NODELAY) on a TCP connection, so a small reply leaves at once.
  * @return 0; -EPIPE if the connection is closed; -errno if the socket refuses (not TCP: harmless).

@@ -690,6 +690,11 @@ int sxe_conn_fd(const sxe_conn_t *conn)
     return sxe__conn_is_open(conn) ? conn->fd : -1;
 }
 
+bool sxe_conn_secure(const sxe_conn_t *conn)
+{
+    return conn->io_kind == SXE__IO_TLS;
+}
+
 uint32_t sxe_conn_index(const sxe_conn_t *conn)
 {
     return sxe__conn_index(conn);

@@ -87,6 +87,40 @@ def test_https_beside_plain_http(httpd, certificate):  # noqa: F811
         server.process.stderr.read().decode()
 
 
+def test_plain_requests_redirected_to_https(httpd, build_dir, root, certificate):  # noqa: F811
+    """--redirect-https: every plain request (a file's, a proxied one's) is answered 301 to the
+    same path and query on the HTTPS listener's port, at the host the client named; HTTPS serves."""
+    cert, key, _ = certificate
+    secure = free_port()
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--https",
+                   f"127.0.0.1:{secure}", "--redirect-https", "--proxy", "/api/=127.0.0.1:1",
+                   "--workers", "1")
+    plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    for host, target, location in (
+            ("example.test:8080", "/hello.txt?x=1&y",
+             f"https://example.test:{secure}/hello.txt?x=1&y"),
+            ("localhost", "/a/./b//c", f"https://localhost:{secure}/a/b/c"),
+            ("[::1]:80", "/api/items", f"https://[::1]:{secure}/api/items"),
+            ("in_side.test", "/", f"https://in_side.test:{secure}/")):
+        plain.request("GET", target, headers={"Host": host})
+        response = plain.getresponse()
+        response.read()
+        assert (response.status, response.getheader("Location")) == (301, location), host
+    for host in ("evil.test/x", "[::1", "a b", ""):  # not a name: nothing to send it to
+        plain.request("GET", "/hello.txt", headers={"Host": host})
+        response = plain.getresponse()
+        assert response.status == 400 and response.getheader("Location") is None, host
+        response.read()
+    connection = https(secure, cert)
+    connection.request("GET", "/hello.txt")
+    assert connection.getresponse().read() == b"Hello World\n"
+    assert server.stop() == 0
+    refused = subprocess.run([str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+                              "--listen", "127.0.0.1:0", "--redirect-https"],
+                             capture_output=True, text=True, timeout=10)
+    assert refused.returncode == 2 and "--redirect-https" in refused.stderr, refused.stderr
+
+
 def test_plain_http_to_the_https_port_is_told_400(httpd, certificate):  # noqa: F811
     cert, key, _ = certificate
     server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")

@@ -305,6 +305,9 @@ static void serve(sxe_http_t *http, void *arg)
     struct stat status;
 
     (void)arg;
+    if (path_redirect_https(http)) {
+        return;
+    }
     const char *why = "";
     long decoded_len = path_resolve(path, path_len, decoded, sizeof(decoded), &why);
     if (decoded_len < 0) {

@@ -50,6 +50,8 @@ static void usage(FILE *out)
             "                        bytes (32 or more): servers given the same file resume\n"
             "                        each other's sessions\n"
             "  --https IP:PORT       an HTTPS listener beside --listen's plain one\n"
+            "  --redirect-https      with --https: every plain request is answered 301 to\n"
+            "                        the same path on the HTTPS listener's port\n"
             "  --index NAME          the file a directory serves (index.html)\n"
             "  --list                list directories that have no index file\n"
             "  --access-log FILE     log requests to FILE (- for standard output); off by default\n"
@@ -166,6 +168,7 @@ void options_parse(int argc, char **argv)
                                             {"tls-no-tickets", no_argument, NULL, 't'},
                                             {"tls-ticket-key", required_argument, NULL, 'y'},
                                             {"https", required_argument, NULL, 'S'},
+                                            {"redirect-https", no_argument, NULL, 'j'},
                                             {"index", required_argument, NULL, 'i'},
                                             {"list", no_argument, NULL, 'L'},
                                             {"access-log", required_argument, NULL, 'a'},
@@ -222,6 +225,9 @@ void options_parse(int argc, char **argv)
             break;
         case 'S':
             config.https = optarg;
+            break;
+        case 'j':
+            config.redirect_https = true;
             break;
         case 'i':
             config.index = optarg;
@@ -333,6 +339,11 @@ void options_parse(int argc, char **argv)
           config.tls_ticket_key != NULL) &&
          config.tls_cert == NULL)) {
         die(2, "%s", "HTTPS needs both --tls-cert FILE and --tls-key FILE (see --help)");
+    }
+    if (config.redirect_https &&
+        (config.https == NULL ||
+         sxe_address_parse(config.https, -1, &(struct sockaddr_storage){0}, &(socklen_t){0}) < 0)) {
+        die(2, "%s", "--redirect-https sends plain requests to --https IP:PORT: give it");
     }
     if (config.tls_cert != NULL && !sxe_tls_available()) {
         die(2, "%s", "this sxe-httpd was built without TLS (OpenSSL 3's libssl-dev)");

@@ -20,6 +20,7 @@ struct httpd_config {
     size_t root_len;
     const char *listen;
     const char *https;    /* --https: an HTTPS listener beside --listen, or NULL */
+    bool redirect_https;  /* --redirect-https: plain requests are sent to the HTTPS listener */
     const char *tls_cert; /* --tls-cert, --tls-key: with them, --listen (or --https) is HTTPS */
     const char *tls_key;
     char *tls_names[HTTPD_TLS_NAMES]; /* --tls NAME=CERT,KEY: each cut into its three strings */

@@ -5,15 +5,20 @@
  * decoding, since after it they cannot be told from the real ones; and no decoded byte can make a
  * new dot segment, since '.' was decoded already and '/' may not be.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/types.h>
 
 #include <sxe/http.h>
+#include <sxe/http_parser.h>
 
+#include "options.h"
 #include "path.h"
 
 /* Whether the raw path escapes a NUL, a '/' or a '\'. */
@@ -45,4 +50,58 @@ long path_resolve(const char *path, size_t len, char *out, size_t size, const ch
         return -403;
     }
     return (long)decoded;
+}
+
+/* The length of host's name (a DNS name, an IPv4 address or a bracketed IPv6 one) before any
+ * ":port", or 0 if it is none of these. */
+static size_t host_name_length(const char *host, size_t len)
+{
+    bool bracketed = len > 0 && host[0] == '[';
+    size_t at = bracketed;
+
+    for (; at < len && host[at] != (bracketed ? ']' : ':'); at++) {
+        char c = host[at];
+        bool digit = c >= '0' && c <= '9', letter = (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+        if (!(digit || letter || c == '.' || (bracketed ? c == ':' : c == '-' || c == '_'))) {
+            return 0;
+        }
+    }
+    return bracketed ? (at < len ? at + 1 : 0) : at;
+}
+
+bool path_redirect_https(sxe_http_t *http)
+{
+    static int port; /* --https's, read once */
+    struct sockaddr_storage address;
+    socklen_t address_len;
+
+    if (!config.redirect_https || sxe_conn_secure(sxe_http_conn(http))) {
+        return false;
+    }
+    if (port == 0 && sxe_address_parse(config.https, -1, &address, &address_len) == 0) {
+        port = ntohs(address.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&address)->sin6_port
+                                                   : ((struct sockaddr_in *)&address)->sin_port);
+    }
+    const struct sxe_http_header *host =
+        sxe_http_request_header(sxe_http_request_head(http), "Host");
+    size_t name_len = host != NULL ? host_name_length(host->value, host->value_len) : 0;
+    if (name_len == 0) {
+        (void)sxe_http_respond(http, 400, "text/plain", "no host to send the request to\n", 31);
+        return true;
+    }
+    size_t path_len, query_len;
+    const char *path = sxe_http_path(http, &path_len), *query = sxe_http_query(http, &query_len);
+    char location[8192], port_text[8] = ""; /* no port for 443, as browsers write it */
+    if (port != 443) {
+        snprintf(port_text, sizeof(port_text), ":%d", port);
+    }
+    int len = snprintf(location, sizeof(location), "Location: https://%.*s%s%.*s%s%.*s\r\n",
+                       (int)name_len, host->value, port_text, (int)path_len, path,
+                       query != NULL ? "?" : "", (int)query_len, query != NULL ? query : "");
+    if (len < 0 || (size_t)len >= sizeof(location)) {
+        (void)sxe_http_respond(http, 414, "text/plain", "the location is too long\n", 25);
+        return true;
+    }
+    (void)sxe_http_respond_with(http, 301, "text/plain", location, "moved to https\n", 15);
+    return true;
 }

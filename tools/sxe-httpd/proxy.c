@@ -36,6 +36,7 @@
 #include <sxe/clock.h>
 #include <sxe/http_client.h>
 
+#include "path.h"
 #include "proxy.h"
 #include "tunnel.h"
 
@@ -536,6 +537,9 @@ static void on_writable(sxe_http_call_t *call, void *arg)
 
 static void handle(sxe_http_t *http, void *arg)
 {
+    if (path_redirect_https(http)) {
+        return;
+    }
     struct local *state = local_get(sxe_conn_loop(sxe_http_conn(http)));
     if (state != NULL && state->free == NULL && state->untouched < options.requests) {
         state->free = &state->exchanges[state->untouched++];
