@@ -70,20 +70,6 @@ static void client_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err
 static const struct sxe_conn_handlers client_handlers = {
     .on_connect = client_connect, .on_read = client_read, .on_close = client_close};
 
-static int group_setup(void **state)
-{
-    (void)state;
-    tls_test_files_make();
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tls_test_files_remove();
-    return 0;
-}
-
 /* A loop with a TLS listener of the localhost certificate, and a client context of options. */
 static void start(const struct sxe_tls_client_options *options)
 {
@@ -478,5 +464,5 @@ int main(void)
         cmocka_unit_test_teardown(test_client_writes_outside_callbacks, teardown),
         cmocka_unit_test_teardown(test_client_resumes_sessions, teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, tls_test_group_setup, tls_test_group_teardown);
 }

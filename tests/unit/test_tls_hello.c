@@ -41,20 +41,6 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 
 static const struct sxe_conn_handlers handlers = {.on_read = echo, .on_close = on_close};
 
-static int group_setup(void **state)
-{
-    (void)state;
-    tls_test_files_make();
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    tls_test_files_remove();
-    return 0;
-}
-
 static int setup(void **state)
 {
     struct sockaddr_in address;
@@ -216,5 +202,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_large_hellos_are_bounded, setup, teardown),
     };
 
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, tls_test_group_setup, tls_test_group_teardown);
 }

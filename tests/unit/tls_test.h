@@ -95,6 +95,21 @@ static inline void tls_test_files_remove(void)
     unlink(tls_other_key);
 }
 
+/* A group's setup and teardown that need nothing but the run's certificates and keys. */
+static inline int tls_test_group_setup(void **state)
+{
+    (void)state;
+    tls_test_files_make();
+    return 0;
+}
+
+static inline int tls_test_group_teardown(void **state)
+{
+    (void)state;
+    tls_test_files_remove();
+    return 0;
+}
+
 /* What a client does, and what it saw. */
 struct tls_client {
     int port;
