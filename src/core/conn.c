@@ -104,6 +104,13 @@ void sxe__conn_settle(struct sxe_conn *conn)
     if (from == SXE__CONN_READING && to == SXE__CONN_READING && !progressed) {
         return;
     }
+    /* Nor do TLS records that bring the program nothing (a KeyUpdate, an empty record, one still
+     * coming) or what the session answers them with: an idle connection stays idle, keeping its
+     * time, until the program reads or writes a byte (a KeyUpdate a second kept it open). */
+    if (tls && from == SXE__CONN_IDLE && !progressed &&
+        (to != SXE__CONN_READING || conn->input_len == 0)) {
+        return;
+    }
     sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), from, to, loop->now);
 }
 

@@ -341,6 +341,7 @@ static int add_connecting(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, uint1
  * reads for itself, as an accepted TLS stream does).
  */
 static int add_connecting_tls(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd,
+                              const struct sockaddr *address,
                               const struct sxe_connect_options *options,
                               const struct sxe_conn_handlers *handlers, void *user)
 {
@@ -352,7 +353,7 @@ static int add_connecting_tls(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd,
         sxe__sys.close(fd);
         return -ENOBUFS;
     }
-    if ((rc = sxe__tls_connect(conn, options->tls, options->server_name)) < 0) {
+    if ((rc = sxe__tls_connect(conn, options->tls, options->server_name, address)) < 0) {
         sxe__conn_untake(conn);
         sxe__sys.close(fd);
         return rc;
@@ -405,8 +406,9 @@ int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct socka
         return rc;
     }
     /* Even a connect that completed at once reports through on_connect, from the loop. */
-    rc = options->tls != NULL ? add_connecting_tls(loop, conn_out, fd, options, handlers, user)
-                              : add_connecting(loop, conn_out, fd, 0, handlers, user, false);
+    rc = options->tls != NULL
+             ? add_connecting_tls(loop, conn_out, fd, address, options, handlers, user)
+             : add_connecting(loop, conn_out, fd, 0, handlers, user, false);
     if (rc == 0) {
         (*conn_out)->lists |= SXE__LIST_OUTBOUND; /* the program's own: an upstream, say */
     }

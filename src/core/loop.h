@@ -53,14 +53,15 @@ enum sxe__conn_kind {
     SXE__KIND_UDP,
 };
 
-#define SXE__CONN_EOF           0x01u /* the peer shut down its side */
-#define SXE__CONN_SHUTDOWN      0x02u /* shut our side down once the queue drains */
-#define SXE__CONN_RECEIVE_FDS   0x04u /* stream that carries fds, not bytes */
-#define SXE__CONN_EVICT_IDLE    0x08u /* listener: evict the oldest idle when full */
-#define SXE__CONN_NOTIFY_DRAIN  0x10u /* call on_drained when the queue empties */
-#define SXE__CONN_RESUMED       0x20u /* offer kept input, then read to the end (sxe_conn_resume) */
-#define SXE__CONN_CORKED        0x40u /* in on_read: writes queue, and one send takes them after */
-#define SXE__CONN_PROGRESS      0x80u /* on_read consumed bytes since the last settle */
+#define SXE__CONN_EOF          0x01u /* the peer shut down its side */
+#define SXE__CONN_SHUTDOWN     0x02u /* shut our side down once the queue drains */
+#define SXE__CONN_RECEIVE_FDS  0x04u /* stream that carries fds, not bytes */
+#define SXE__CONN_EVICT_IDLE   0x08u /* listener: evict the oldest idle when full */
+#define SXE__CONN_NOTIFY_DRAIN 0x10u /* call on_drained when the queue empties */
+#define SXE__CONN_RESUMED      0x20u /* offer kept input, then read to the end (sxe_conn_resume) */
+#define SXE__CONN_CORKED       0x40u /* in on_read: writes queue, and one send takes them after */
+/* on_read consumed, or the program wrote TLS plain bytes, since the last settle */
+#define SXE__CONN_PROGRESS      0x80u
 #define SXE__CONN_CLOSE_SENT    0x100u /* close once the queue drains (sxe_conn_close_when_sent) */
 #define SXE__CONN_PAUSED        0x200u /* not reading: input stays in the socket (sxe_conn_pause) */
 #define SXE__CONN_SENDING       0x400u /* a send is pending in the backend: the queue stays put */

@@ -6,6 +6,7 @@
 #define SXE_CORE_TLS_CONTEXT_H
 
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -31,8 +32,9 @@ struct sxe_tls {
 
 /* Has a client context keep the sessions servers give, to resume. @return 0 or -ENOMEM. */
 int sxe__tls_sessions_make(sxe_tls_t *tls);
-/* Offers ssl (a new client session, its server's name set) the session kept for that name. */
-void sxe__tls_sessions_offer(sxe_tls_t *tls, SSL *ssl);
+/* Offers ssl (a new client session, its server's name set, to connect to server) the session kept
+ * for that name and server's port. */
+void sxe__tls_sessions_offer(sxe_tls_t *tls, SSL *ssl, const struct sockaddr *server);
 void sxe__tls_sessions_free(sxe_tls_t *tls);
 
 /* Sets up a server context's session tickets as options say (none, or keys derived from a secret

@@ -42,10 +42,12 @@ bool sxe__tls_listening(const struct sxe_conn *listener);
 /* Starts the server side of a session on conn, accepted by listener. @return 0 or -ENOMEM. */
 int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn);
 
-/* Starts the client side of a session of tls on conn, for server_name (SNI and the certificate's
- * check). @return 0, -EINVAL (a server's context; no name to check; a name that is neither a host
- * name nor an IP address) or -ENOMEM. */
-int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name);
+/* Starts the client side of a session of tls on conn, to server (its address: its port chooses
+ * the session to resume), for server_name (SNI and the certificate's check). @return 0, -EINVAL (a
+ * server's context; no name to check; a name that is neither a host name nor an IP address) or
+ * -ENOMEM. */
+int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name,
+                     const struct sockaddr *server);
 
 /* Whether conn, connecting, was given a client session (sxe__tls_connect). */
 bool sxe__tls_client(const struct sxe_conn *conn);

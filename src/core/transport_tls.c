@@ -39,17 +39,21 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
 #define SLOT_EOF      0x08u /* recv said the peer's FIN came: OpenSSL asks (BIO_CTRL_EOF) */
 #define SLOT_SEALING  0x10u /* a record of the program's bytes is being written: no limit */
 #define SLOT_DONE     0x20u /* the handshake ended (a fatal alert later makes OpenSSL forget) */
-#define SLOT_JUDGED   0x40u /* the ClientHello's size was judged (or the session is a client's) */
-#define SLOT_LARGE    0x80u /* its ClientHello is one of the loop's large_hellos */
+#define SLOT_JUDGED   0x40u /* the server answered its ClientHello (or the session is a client's) */
+#define SLOT_LARGE    0x80u /* it declared a large ClientHello: one of the loop's large_hellos */
 
 /*
- * A ClientHello longer than its first record makes OpenSSL reserve and clear the size it declares,
- * up to 128 KB, as soon as that record comes: a client that sends 16 KB and waits holds 150 KB of
- * the server's memory until handshake_timeout. Browsers send 2 KB, so such hellos are rare: a
- * loop reads at most this many at once, and refuses the next until one ends.
+ * A handshake message that declares more than a record holds makes OpenSSL reserve and clear the
+ * size it declares (a ClientHello: up to 128 KB) as soon as its header comes: a client that sends
+ * 16 KB and waits holds 150 KB of the server's memory until handshake_timeout, where one that
+ * declares less holds 50 KB. Browsers' hellos are 2 KB, so such hellos are rare: a loop reads at
+ * most LARGE_HELLOS_MOST at once, and refuses the next until one ends. Until the server answers
+ * the hello (a ServerHello that is not a HelloRetryRequest: after it, OpenSSL takes only small
+ * messages), every record the client sends is followed and every handshake message header in
+ * them read, however records split them and whatever other records come between.
  */
+#define LARGE_HELLO       16384
 #define LARGE_HELLOS_MOST 16
-#define HELLO_HEAD        9 /* a record's header (5 bytes), then its handshake message's (4) */
 
 struct tls_slot {
     SSL *ssl;                /* a connection's session, or NULL */
@@ -57,9 +61,14 @@ struct tls_slot {
     struct sxe__queue plain; /* plain bytes waiting to be sealed */
     int err;                 /* the socket's error that stopped the BIO, or 0 */
     uint8_t flags;           /* SLOT_* */
-    uint8_t head_len;        /* bytes of head read, until the ClientHello is judged */
-    uint8_t head[HELLO_HEAD];
-    uint16_t skip; /* bytes of a ChangeCipherSpec record still to pass over, before a hello */
+    /* Following the client's records until the hello is answered (SLOT_JUDGED): */
+    uint8_t record_type;      /* the record's content type (22: handshake) */
+    uint8_t head_len;         /* bytes of head (a record's header, 5) read */
+    uint8_t message_head_len; /* bytes of message_head (a handshake message's header, 4) read */
+    uint8_t head[5];
+    uint8_t message_head[4];
+    uint16_t record_left;  /* bytes of the record's content still to come */
+    uint32_t message_left; /* bytes of the handshake message's body still to come */
 };
 
 struct sxe__tls_loop {
@@ -74,27 +83,22 @@ static struct tls_slot *slot_of(const struct sxe_conn *conn)
     return &conn->loop->tls->slots[sxe__conn_index(conn)];
 }
 
-/* Counts the ClientHello whose first record's head and handshake message's head are in head
- * if it is longer than that record. @return 0, or -1 (err EMSGSIZE) past LARGE_HELLOS_MOST. */
-static int judged(struct sxe_conn *conn, struct tls_slot *slot)
+/* A handshake message of the client declares size bytes: counted among the large, or refused.
+ * @return 0, or -1 (err EMSGSIZE) for one more than LARGE_HELLOS_MOST. */
+static int declared(struct sxe_conn *conn, struct tls_slot *slot, size_t size)
 {
     struct sxe__tls_loop *tls = conn->loop->tls;
-    size_t record = (size_t)slot->head[3] << 8 | slot->head[4];
-    size_t message = (size_t)slot->head[6] << 16 | (size_t)slot->head[7] << 8 | slot->head[8];
 
-    slot->flags |= SLOT_JUDGED;
-    if (slot->head[0] != 22 || (record >= 4 && 4 + message <= record) ||
-        (slot->flags & SLOT_LARGE)) {
-        return 0; /* whole in its first record, not a handshake at all (OpenSSL says so), or the
-                   * second hello (after a HelloRetryRequest) of one already counted */
+    if (size <= LARGE_HELLO || (slot->flags & SLOT_LARGE)) {
+        return 0; /* small, or its connection counts already */
     }
     if (tls->large_hellos >= LARGE_HELLOS_MOST) {
         conn->loop->stats.large_hellos_refused++;
         SXE_LOG_ONCE(
             SXE_LOG_LEVEL_WARN,
-            "TLS ClientHello of %zu bytes refused: %u longer than a record are being read, "
+            "TLS ClientHello of %zu bytes refused: %u larger than a record are being read, "
             "the most at once (said once; the loop's large_hellos_refused counts them)",
-            4 + message, tls->large_hellos);
+            size, tls->large_hellos);
         slot->err = EMSGSIZE;
         return -1;
     }
@@ -103,30 +107,62 @@ static int judged(struct sxe_conn *conn, struct tls_slot *slot)
     return 0;
 }
 
-/* A server's session judges each ClientHello's size from its first bytes, got of them at data,
- * read after the start or a HelloRetryRequest: OpenSSL cannot take a message's size before.
- * A ChangeCipherSpec record ahead of a second hello is passed over. @return as judged(). */
-static int judge_hello(struct sxe_conn *conn, struct tls_slot *slot, const char *data, size_t got)
+/* Takes len of the bytes at *data (a handshake record's content) into the handshake messages'
+ * heads and bodies, moving *data on. @return as declared(). */
+static int follow_messages(struct sxe_conn *conn, struct tls_slot *slot, const uint8_t **data,
+                           size_t len)
 {
-    while (got > 0) {
-        if (slot->skip > 0) { /* the content of a ChangeCipherSpec record */
-            size_t take = got < slot->skip ? got : slot->skip;
-            slot->skip = (uint16_t)(slot->skip - take);
-            data += take;
-            got -= take;
+    while (len > 0) {
+        if (slot->message_left > 0) {
+            size_t take = len < slot->message_left ? len : slot->message_left;
+            slot->message_left -= (uint32_t)take;
+            *data += take;
+            len -= take;
             continue;
         }
-        size_t want = (slot->head_len < 5 ? 5u : HELLO_HEAD) - slot->head_len;
-        size_t take = got < want ? got : want;
-        memcpy(slot->head + slot->head_len, data, take);
-        slot->head_len = (uint8_t)(slot->head_len + take);
-        data += take;
-        got -= take;
-        if (slot->head_len == 5 && slot->head[0] == 20) {
-            slot->skip = (uint16_t)(slot->head[3] << 8 | slot->head[4]);
-            slot->head_len = 0;
-        } else if (slot->head_len == HELLO_HEAD) {
-            return judged(conn, slot);
+        size_t take = len < 4u - slot->message_head_len ? len : 4u - slot->message_head_len;
+        memcpy(slot->message_head + slot->message_head_len, *data, take);
+        slot->message_head_len = (uint8_t)(slot->message_head_len + take);
+        *data += take;
+        len -= take;
+        if (slot->message_head_len == 4) {
+            const uint8_t *head = slot->message_head;
+            slot->message_left = (uint32_t)head[1] << 16 | (uint32_t)head[2] << 8 | head[3];
+            slot->message_head_len = 0;
+            if (declared(conn, slot, slot->message_left) < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A server's session follows the got bytes at data the client sent (see LARGE_HELLO): records'
+ * heads, and the handshake messages in those of type 22. @return as declared(). */
+static int judge_hello(struct sxe_conn *conn, struct tls_slot *slot, const char *data, size_t got)
+{
+    const uint8_t *at = (const uint8_t *)data, *end = at + got;
+
+    while (at < end) {
+        size_t left = (size_t)(end - at);
+        if (slot->record_left == 0 && slot->head_len < 5) {
+            size_t take = left < 5u - slot->head_len ? left : 5u - slot->head_len;
+            memcpy(slot->head + slot->head_len, at, take);
+            slot->head_len = (uint8_t)(slot->head_len + take);
+            at += take;
+            if (slot->head_len == 5) {
+                slot->record_type = slot->head[0];
+                slot->record_left = (uint16_t)(slot->head[3] << 8 | slot->head[4]);
+                slot->head_len = 0;
+            }
+            continue;
+        }
+        size_t take = left < slot->record_left ? left : slot->record_left;
+        slot->record_left = (uint16_t)(slot->record_left - take);
+        if (slot->record_type != 22) {
+            at += take; /* an alert, a ChangeCipherSpec, early data: passed over */
+        } else if (follow_messages(conn, slot, &at, take) < 0) {
+            return -1;
         }
     }
     return 0;
@@ -163,17 +199,17 @@ static int bio_read(BIO *bio, char *into, int len)
     return (int)got;
 }
 
-/* Whether a record a server writes is a HelloRetryRequest: a ServerHello whose random is
- * SHA-256("HelloRetryRequest") (RFC 8446 4.1.3). */
-static bool retry_request(const char *record, size_t len)
+/* Whether a record a server writes answers the client's hello: a ServerHello whose random is not
+ * SHA-256("HelloRetryRequest") (RFC 8446 4.1.3), after which another hello may come. */
+static bool answers_hello(const char *record, size_t len)
 {
-    static const unsigned char random[32] = {0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11,
-                                             0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
-                                             0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e,
-                                             0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c};
+    static const unsigned char retry[32] = {0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11,
+                                            0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+                                            0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e,
+                                            0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c};
 
-    return len >= 5 + 4 + 2 + sizeof(random) && record[0] == 22 && record[5] == 2 &&
-           memcmp(record + 11, random, sizeof(random)) == 0;
+    return len >= 5 + 4 + 2 + sizeof(retry) && record[0] == 22 && record[5] == 2 &&
+           memcmp(record + 11, retry, sizeof(retry)) != 0;
 }
 
 /* Records of the program's bytes are sealed only as conn->out empties; the others (alerts,
@@ -191,9 +227,8 @@ static int bio_write(BIO *bio, const char *data, int len)
         return -1;
     }
     sxe__outq_append(conn, &conn->out, data, (size_t)len);
-    if ((slot->flags & SLOT_DONE) == 0 && retry_request(data, (size_t)len)) {
-        slot->flags &= (uint8_t)~SLOT_JUDGED; /* the second ClientHello is judged as the first */
-        slot->head_len = 0;
+    if ((slot->flags & SLOT_JUDGED) == 0 && answers_hello(data, (size_t)len)) {
+        slot->flags |= SLOT_JUDGED; /* the client's next messages are small, or sealed */
     }
     /* Records the program did not write (the handshake's, tickets, alerts): whoever waits for the
      * queue to empty (an end of stream waiting for what was queued, say) hears when it does. */
@@ -338,7 +373,8 @@ int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
     return 0;
 }
 
-int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name)
+int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name,
+                     const struct sockaddr *server)
 {
     unsigned char ip[16];
     int rc;
@@ -364,7 +400,7 @@ int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_n
         ERR_clear_error();
         return -EINVAL;
     }
-    sxe__tls_sessions_offer(tls, ssl);
+    sxe__tls_sessions_offer(tls, ssl, server);
     SSL_set_connect_state(ssl);
     *slot_of(conn) =
         (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}, .flags = SLOT_JUDGED};

@@ -36,9 +36,10 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
     return -ENOTSUP;
 }
 
-int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name)
+int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_name,
+                     const struct sockaddr *server)
 {
-    (void)conn, (void)tls, (void)server_name;
+    (void)conn, (void)tls, (void)server_name, (void)server;
     return -ENOTSUP;
 }
 

@@ -40,6 +40,7 @@ static int write_result(struct sxe_conn *conn)
  */
 static int queued_plain(struct sxe_conn *conn)
 {
+    conn->flags |= SXE__CONN_PROGRESS; /* the program's bytes: a sign of life, unlike a record's */
     if ((conn->flags & SXE__CONN_CORKED) == 0) {
         sxe__stream_flush(conn);
         if (conn->failed_err != 0) {

@@ -179,10 +179,13 @@ def retried_hello():
 
 
 @pytest.mark.serial
-def test_a_large_second_hello_after_a_retry_is_counted(httpd, certificate):  # noqa: F811
+@pytest.mark.parametrize("way", ["after the retry", "with the first", "after an alert"])
+def test_a_large_second_hello_is_counted(httpd, certificate, way):  # noqa: F811
     """A client may send a small ClientHello, be asked to retry (HelloRetryRequest), and send a
-    large one: that one is judged as a first would be. With the room for large hellos held by 16
-    stalled ones, it is refused at once, not left holding 150 KB until handshake_timeout."""
+    large one: after the retry, behind a ChangeCipherSpec; in the same send as the first, before
+    the retry is written (OpenSSL reads ahead); or behind a warning alert, which TLS 1.3 passes
+    over. However it comes, it is counted as a first would be: with the room for large hellos held
+    by 16 stalled ones, it is refused at once, not left holding 150 KB until handshake_timeout."""
     cert, key, _ = certificate
     server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "1")
     held = []
@@ -191,11 +194,16 @@ def test_a_large_second_hello_after_a_retry_is_counted(httpd, certificate):  # n
             held.append(socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT))
             held[-1].sendall(declaring(131396))
         with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
-            sock.sendall(retried_hello())
-            answer = sock.recv(5 + 4 + 2 + 32)
-            retry = hashlib.sha256(b"HelloRetryRequest").digest()  # its random (RFC 8446 4.1.3)
-            assert answer[0] == 22 and answer[5] == 2 and answer[11:43] == retry, answer
-            sock.sendall(b"\x14\x03\x03\x00\x01\x01" + declaring(131396))  # CCS, then the hello
+            if way == "with the first":
+                sock.sendall(retried_hello() + declaring(131396))
+            else:
+                sock.sendall(retried_hello())
+                answer = sock.recv(5 + 4 + 2 + 32)
+                retry = hashlib.sha256(b"HelloRetryRequest").digest()  # its random (RFC 8446)
+                assert answer[0] == 22 and answer[5] == 2 and answer[11:43] == retry, answer
+                between = (b"\x14\x03\x03\x00\x01\x01" if way == "after the retry"
+                           else b"\x15\x03\x03\x00\x02\x01\x5a")  # CCS; user_canceled
+                sock.sendall(between + declaring(131396))
             sock.settimeout(3)  # refused at once, well before handshake_timeout (10 s)
             while sock.recv(65536):  # the rest of the retry's record, then the end
                 pass
