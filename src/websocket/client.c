@@ -31,6 +31,10 @@ void sxe__ws_seed(sxe_ws_server_t *server)
     }
 }
 
+/* The room a handshake request's target leaves for its key's line ("Sec-WebSocket-Key: " and 24
+ * characters, and the blank line), and its NUL. */
+#define KEY_LINE (19 + 24 + 4 + 1)
+
 /* The index of the set's handshake request for path, host and protocols, added if new. */
 static int target_index(sxe_ws_server_t *set, const char *host, const char *path,
                         const char *protocols)
@@ -42,7 +46,7 @@ static int target_index(sxe_ws_server_t *set, const char *host, const char *path
                  "Sec-WebSocket-Version: 13\r\n%s%s%s",
                  path, host, protocols ? "Sec-WebSocket-Protocol: " : "",
                  protocols ? protocols : "", protocols ? "\r\n" : "");
-    if (len < 0 || (size_t)len + 48 >= sizeof(request)) { /* room for the key's line */
+    if (len < 0 || (size_t)len + KEY_LINE >= sizeof(request)) {
         return -EINVAL;
     }
     for (unsigned i = 0; i < set->target_count; i++) {
@@ -106,7 +110,7 @@ int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char
 
 void sxe__ws_client_connected(struct sxe_ws *ws)
 {
-    char key[25], request[sizeof(ws->server->targets[0]) + 64];
+    char key[25], request[sizeof(ws->server->targets[0])]; /* a target leaves its key room */
 
     sxe__base64(ws->nonce, sizeof(ws->nonce), key);
     int len = snprintf(request, sizeof(request), "%sSec-WebSocket-Key: %s\r\n\r\n",

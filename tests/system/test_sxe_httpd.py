@@ -127,6 +127,41 @@ def test_serves_files_with_their_metadata(httpd, root):
     assert server.stop() == 0
 
 
+# Every type sxe-httpd names, by the file name's extension (of any case); others are
+# application/octet-stream.
+TYPES = {
+    "html": "text/html; charset=utf-8", "htm": "text/html; charset=utf-8",
+    "css": "text/css; charset=utf-8", "js": "text/javascript; charset=utf-8",
+    "mjs": "text/javascript; charset=utf-8", "json": "application/json",
+    "txt": "text/plain; charset=utf-8", "md": "text/markdown; charset=utf-8",
+    "csv": "text/csv; charset=utf-8", "xml": "application/xml", "svg": "image/svg+xml",
+    "png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "gif": "image/gif",
+    "webp": "image/webp", "avif": "image/avif", "ico": "image/x-icon",
+    "pdf": "application/pdf", "wasm": "application/wasm", "mp4": "video/mp4",
+    "webm": "video/webm", "mp3": "audio/mpeg", "woff": "font/woff", "woff2": "font/woff2",
+    "ttf": "font/ttf", "zip": "application/zip", "gz": "application/gzip",
+    "tar": "application/x-tar", "bin": "application/octet-stream",
+    "exe": "application/octet-stream",
+}
+
+
+def test_every_type_by_its_extension(httpd, root):
+    for extension in TYPES:
+        (root / f"file.{extension}").write_bytes(b"x")
+        (root / f"UPPER.{extension.upper()}").write_bytes(b"x")
+    (root / "no-extension").write_bytes(b"x")
+    (root / "dir.png").mkdir()
+    (root / "dir.png" / "inside").write_bytes(b"x")
+    server = httpd("--workers", "1")
+    for extension, content_type in TYPES.items():
+        for name in (f"file.{extension}", f"UPPER.{extension.upper()}"):
+            status, headers, _ = get(server.port, "/" + name)
+            assert (status, headers["content-type"]) == (200, content_type), name
+    for name in ("no-extension", "dir.png/inside"):  # a dot in a directory's name is not a type
+        assert get(server.port, "/" + name)[1]["content-type"] == "application/octet-stream"
+    assert server.stop() == 0
+
+
 def test_the_start_line_says_how_it_serves(httpd, root):
     """The INFO line at start names the root, the address, the workers and each one's capacity
     (10,000 connections unless --connections says), and says when worker threads share one file

@@ -57,6 +57,11 @@ static void test_addresses_as_people_write_them(void **state)
         {"[::1]", 9, "v6 ::1 9"},
         {"localhost", 9, "v4 127.0.0.1 9"},
         {"127.0.0.1:65535", -1, "v4 127.0.0.1 65535"},
+        /* The longest an IPv6 address is written (45 characters): the host's buffer holds it. */
+        {"[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255]:1", -1,
+         "v6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff 1"},
+        {"ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255", 2,
+         "v6 ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff 2"},
         {"127.0.0.1", -1, "error -22"},
         {"::1", -1, "error -22"},
         {"127.0.0.1:65536", -1, "error -22"},

@@ -528,9 +528,13 @@ static void test_udp_errors(void **state)
     want_requests = 1;
     pump_until(requests_reached); /* our own "x" came back to us */
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sxe_test_capture capture;
     sxe__sys_fail(SXE_SYS_recvmmsg, 1, 1, ENOMEM);
     assert_int_equal(sendto(fd, "y", 1, 0, (struct sockaddr *)&address, sizeof(address)), 1);
+    sxe_test_capture_start(&capture);
     pump();
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "recvmmsg failed: Cannot allocate memory")); /* and why */
     close(fd);
 }
 

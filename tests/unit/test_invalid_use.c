@@ -130,6 +130,18 @@ static void pool_without_options(void)
     assert_int_equal(sxe_pool_create(&pool, NULL), -EINVAL);
 }
 
+static void pool_attached_nowhere(void)
+{
+    assert_int_equal(sxe_pool_attach(NULL, "/tmp/sxe-invalid-pool", &one_element, SXE_POOL_CREATE),
+                     -EINVAL);
+}
+
+static void pool_attached_to_no_path(void)
+{
+    sxe_pool_t *pool;
+    assert_int_equal(sxe_pool_attach(&pool, NULL, &one_element, SXE_POOL_CREATE), -EINVAL);
+}
+
 static void pool_valid(void)
 {
     sxe_pool_t *pool;
@@ -169,6 +181,8 @@ static const struct {
      "pipeline <= PIPELINE_MOST"},
     {"sxe_pool_create() with nowhere to put the pool", pool_without_a_place_for_it, "pool != NULL"},
     {"sxe_pool_create() without options", pool_without_options, "options_are_valid(options)"},
+    {"sxe_pool_attach() with nowhere to put the pool", pool_attached_nowhere, "pool != NULL"},
+    {"sxe_pool_attach() to no file", pool_attached_to_no_path, "path != NULL"},
 };
 
 #ifdef SXE_DEBUG

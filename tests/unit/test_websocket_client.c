@@ -146,6 +146,20 @@ static void test_a_client_of_our_own(void **state)
     run_until(&client_seen.closes, 2);
     assert_int_equal(client_seen.close_code, SXE_WS_CLOSE_PROTOCOL);
     assert_string_equal(client_seen.close_reason, "the server did not switch protocols");
+    /* The longest handshake request a set takes (its key's line fills the last of its room) goes
+     * out whole: the server answers it (404, no route). */
+    char path[512];
+    int rc = -EINVAL;
+    for (size_t n = sizeof(path) - 1; rc == -EINVAL && n > 1; n--) {
+        memset(path, 'a', n);
+        path[0] = '/';
+        path[n] = '\0';
+        rc = sxe_ws_client_connect(clients, &ws, address, path, NULL, NULL, 0, NULL);
+    }
+    assert_int_equal(rc, 0);
+    assert_true(strlen(path) > 300);
+    run_until(&client_seen.closes, 3);
+    assert_string_equal(client_seen.close_reason, "the server did not switch protocols");
 
     int closed = socket(AF_INET, SOCK_STREAM, 0); /* a port nobody listens on */
     struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -154,7 +168,7 @@ static void test_a_client_of_our_own(void **state)
     assert_int_equal(getsockname(closed, (struct sockaddr *)&any, &any_len), 0);
     snprintf(address, sizeof(address), "127.0.0.1:%d", ntohs(any.sin_port));
     assert_int_equal(sxe_ws_client_connect(clients, &ws, address, "/ws", NULL, NULL, 0, NULL), 0);
-    run_until(&client_seen.closes, 3);
+    run_until(&client_seen.closes, 4);
     assert_int_equal(client_seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     close(closed);
     assert_int_equal(sxe_ws_client_connect(clients, &ws, "nowhere", "/ws", NULL, NULL, 0, NULL),

@@ -53,6 +53,7 @@ static const struct {
     {"jpeg", "image/jpeg"},
     {"gif", "image/gif"},
     {"webp", "image/webp"},
+    {"avif", "image/avif"},
     {"ico", "image/x-icon"},
     {"pdf", "application/pdf"},
     {"wasm", "application/wasm"},
