@@ -1,11 +1,13 @@
 /*
  * fd channels (src/core/fdpass.c): a descriptor sent over a pair made with SXE_LISTEN_RECEIVE_FDS,
  * a send interrupted by a signal and one the kernel refuses, a hand-off that cannot be sent, and
- * a descriptor that arrives where nobody takes it. The hand-off that works is in test_conn_kinds.c.
+ * a descriptor that arrives where nobody takes it, several in one message. The hand-off that works
+ * is in test_conn_kinds.c.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,6 +128,44 @@ static void test_a_descriptor_nobody_takes_is_closed(void **state)
     close(file);
 }
 
+/* Several descriptors in one message (a sender that is not sxe may send them so): each is taken,
+ * in the order sent. */
+static void test_several_descriptors_in_one_message(void **state)
+{
+    sxe_conn_t *sender, *receiver;
+    int files[3] = {open("/dev/null", O_RDONLY | O_CLOEXEC),
+                    open("/dev/zero", O_RDONLY | O_CLOEXEC),
+                    open("/dev/urandom", O_RDONLY | O_CLOEXEC)};
+    char control[CMSG_SPACE(sizeof(files))] = {0};
+    char x = 'x';
+    struct iovec byte = {.iov_base = &x, .iov_len = 1};
+    struct msghdr message = {.msg_iov = &byte,
+                             .msg_iovlen = 1,
+                             .msg_control = control,
+                             .msg_controllen = sizeof(control)};
+
+    (void)state;
+    assert_int_equal(sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &taking, NULL),
+                     0);
+    pump();
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    assert_non_null(header);
+    if (header == NULL) {
+        return;
+    }
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(files));
+    memcpy(CMSG_DATA(header), files, sizeof(files));
+    assert_int_equal(sendmsg(sxe_conn_fd(sender), &message, 0), 1);
+    pump();
+    assert_int_equal(received_count, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_true(same_file(received[i], files[i]));
+        close(files[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -134,6 +174,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_hand_off_that_fails_keeps_the_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_descriptor_nobody_takes_is_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_several_descriptors_in_one_message, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

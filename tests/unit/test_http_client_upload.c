@@ -38,7 +38,8 @@ static struct {
 /* One upload: what to send, how it went, how it ended. */
 struct upload {
     size_t total, sent;
-    size_t stop_at; /* the writer pauses here until the test goes on (0: never) */
+    size_t stop_at;    /* the writer pauses here until the test goes on (0: never) */
+    bool empty_writes; /* the writer writes nothing (len 0) before each piece, too */
     int fulls, writables;
     bool ended;
     int err, status, order;
@@ -184,6 +185,9 @@ static void pump(struct upload *upload)
         for (size_t i = 0; i < len; i++) {
             piece[i] = (char)byte_at(upload->sent + i);
         }
+        if (upload->empty_writes) {
+            assert_int_equal(sxe_http_call_write(upload->call, piece, 0), 0);
+        }
         assert_int_equal(sxe_http_call_write(upload->call, piece, len), 0);
         upload->sent += len;
         if (sxe_http_call_backed_up(upload->call)) {
@@ -261,7 +265,7 @@ static void expected_sum(size_t total, char *out, size_t size)
 
 static void test_a_body_of_any_size_goes_in_pieces_with_a_length_or_chunked(void **state)
 {
-    struct upload sized = {0}, chunked = {0}, empty = {0};
+    struct upload sized = {0}, chunked = {0}, empty = {0}, nothing = {.empty_writes = true};
     char want[64];
 
     (void)state;
@@ -285,10 +289,17 @@ static void test_a_body_of_any_size_goes_in_pieces_with_a_length_or_chunked(void
     assert_int_equal(empty.err, 0);
     assert_string_equal(empty.body, "0 0");
 
+    /* Writes of nothing write nothing: no empty chunk, which would end a chunked body early. */
+    start(&nothing, "/sum", 100 * 1000, true);
+    sxe_test_run_until(loop, &finished, 4);
+    expected_sum(nothing.total, want, sizeof(want));
+    assert_int_equal(nothing.err, 0);
+    assert_string_equal(nothing.body, want);
+
     struct sxe_http_client_stats stats;
     sxe_http_client_stats(client, &stats);
     assert_int_equal(stats.connects, 1); /* each whole body left the connection reusable */
-    assert_int_equal(stats.requests, 3);
+    assert_int_equal(stats.requests, 4);
 }
 
 static void test_a_slow_upstream_holds_the_writer_back_and_a_silent_one_times_out(void **state)
