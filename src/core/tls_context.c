@@ -110,16 +110,18 @@ static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
 /* Makes a context of options into *ctx. @return 0, -ENOMEM, or configure()'s error. */
 static int context_make(SSL_CTX **ctx, const struct sxe_tls_options *options)
 {
+    SSL_CTX *made = SSL_CTX_new(TLS_server_method());
     int rc;
 
-    if ((*ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
+    if (made == NULL) {
         return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
     }
-    if ((rc = configure(*ctx, options)) < 0) {
-        SSL_CTX_free(*ctx);
-        *ctx = NULL;
+    if ((rc = configure(made, options)) < 0) {
+        SSL_CTX_free(made);
+        return rc;
     }
-    return rc;
+    *ctx = made;
+    return 0;
 }
 
 int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options)

@@ -589,6 +589,32 @@ def test_start_up_errors(build_dir, root, tmp_path):
     assert result.returncode == 0 and "usage: sxe-httpd --root DIR" in result.stdout
 
 
+# Each numeric option's range: (option, lowest, highest).
+RANGES = [("--access-log-buffer", 0, 64 << 20), ("--connections", 16, 1000000),
+          ("--workers", 1, 256), ("--header-timeout", 1, 86400), ("--idle-timeout", 1, 86400),
+          ("--body-rate", 1, 1 << 30), ("--proxy-timeout", 1, 3600),
+          ("--proxy-connections", 1, 65536), ("--proxy-max-body", 0, 2**64 - 1),
+          ("--proxy-pipeline", 1, 64)]
+
+
+@pytest.mark.parametrize("option,low,high", RANGES)
+def test_numeric_options_take_their_range_only(build_dir, tmp_path, option, low, high):
+    """Each bound is taken and one past it is refused (exit 2, saying the range). A root that is
+    missing makes a value taken end the run at once (exit 1), after the options are read."""
+    def run(value):
+        return subprocess.run([str(build_dir / "tools" / "sxe-httpd"), "--root",
+                               str(tmp_path / "missing"), option, value],
+                              capture_output=True, text=True, timeout=10)
+
+    for value in (low, high):
+        result = run(str(value))
+        assert result.returncode == 1 and "No such file or directory" in result.stderr, value
+    for value in ([str(low - 1)] if low > 0 else []) + [str(high + 1), "", "12x", "+"]:
+        result = run(value)
+        assert result.returncode == 2, (value, result.stderr)
+        assert f"{option} must be a number from {low} to {high}, not '{value}'" in result.stderr
+
+
 def test_a_full_table_is_explained_in_the_programs_words(httpd):
     server = httpd("--connections", "16", "--workers", "1")
     held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(48)]

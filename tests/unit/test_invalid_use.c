@@ -6,6 +6,7 @@
  * their own invalid-use cases, and this table takes the checks they leave.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,16 @@ static void pool_attached_to_no_path(void)
     assert_int_equal(sxe_pool_attach(&pool, NULL, &one_element, SXE_POOL_CREATE), -EINVAL);
 }
 
+static void fiber_connect_outside_a_fiber(void)
+{
+    sxe_loop_t *loop;
+    sxe_fiber_stream_t stream;
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(9)};
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_fiber_connect(&stream, loop, (struct sockaddr *)&to, sizeof(to)), -EPERM);
+    sxe_loop_destroy(loop);
+}
+
 static void pool_valid(void)
 {
     sxe_pool_t *pool;
@@ -183,6 +194,8 @@ static const struct {
     {"sxe_pool_create() without options", pool_without_options, "options_are_valid(options)"},
     {"sxe_pool_attach() with nowhere to put the pool", pool_attached_nowhere, "pool != NULL"},
     {"sxe_pool_attach() to no file", pool_attached_to_no_path, "path != NULL"},
+    {"sxe_fiber_connect() outside a fiber", fiber_connect_outside_a_fiber,
+     "sxe_fiber_self() != NULL"},
 };
 
 #ifdef SXE_DEBUG

@@ -121,9 +121,11 @@ static unsigned long number(const char *text, unsigned long low, unsigned long h
                             const char *option)
 {
     char *end;
+    errno = 0;
     unsigned long value = strtoul(text, &end, 10);
 
-    if (*end != '\0' || end == text || strchr(text, '-') != NULL || value < low || value > high) {
+    if (*end != '\0' || end == text || strchr(text, '-') != NULL || errno == ERANGE ||
+        value < low || value > high) {
         die(2, "%s must be a number from %lu to %lu, not '%s'", option, low, high, text);
     }
     return value;
