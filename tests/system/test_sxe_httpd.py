@@ -169,9 +169,9 @@ def test_the_start_line_says_how_it_serves(httpd, root):
     each = "of up to 10000 connections each"
     for args, says in ((["--workers", "2"], f"2 worker processes {each}\n"),
                        (["--workers", "1", "--threads", "--connections", "16"],
-                        "1 worker threads of up to 16 connections each, sharing one file cache"),
+                        "1 worker thread of up to 16 connections each, sharing one file cache"),
                        (["--workers", "1", "--threads", "--cache", "per-worker"],
-                        f"1 worker threads {each}\n")):
+                        f"1 worker thread {each}\n")):
         server = httpd(*args)
         assert server.stop() == 0
         log = server.process.stderr.read().decode()

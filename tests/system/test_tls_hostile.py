@@ -132,7 +132,7 @@ def resident_kb(pid):
 
 
 @pytest.mark.serial
-def test_a_thousand_half_open_handshakes(httpd, certificate):  # noqa: F811
+def test_a_thousand_half_open_handshakes(httpd, build_dir, certificate):  # noqa: F811
     """1,000 clients each declare a ClientHello of 128 KB (the most OpenSSL reads) and send its
     first record of 16 KB, which would have OpenSSL reserve and clear 128 KB for each. The loop
     reads 16 such at once and refuses the rest; every other client is served meanwhile, and the
@@ -158,7 +158,10 @@ def test_a_thousand_half_open_handshakes(httpd, certificate):  # noqa: F811
             connection.close()
             assert time.monotonic() - began < 1
         each = (resident_kb(server.process.pid) - before) / len(held)
-        assert each < 64, f"{each:.1f} KB a half-open handshake"
+        # AddressSanitizer's build about doubles what each allocation holds; without the bound a
+        # stalled large hello holds 153 KB, and twice that there.
+        most = 160 if b"libasan" in (build_dir / "tools" / "sxe-httpd").read_bytes() else 64
+        assert each < most, f"{each:.1f} KB a half-open handshake"
     finally:
         for sock in held:
             sock.close()
