@@ -40,6 +40,7 @@ def resumed(port, version):
 
 
 @pytest.mark.one_backend
+@pytest.mark.serial  # hundreds of openssl processes: alone, so that it slows no other test
 @pytest.mark.parametrize("kind", ["rsa:2048", "ec"])
 def test_testssl_flags_nothing(httpd, tmp_path, kind):  # noqa: F811
     testssl = shutil.which("testssl") or shutil.which("testssl.sh")
