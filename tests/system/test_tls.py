@@ -106,11 +106,15 @@ def test_plain_requests_redirected_to_https(httpd, build_dir, root, certificate)
         response = plain.getresponse()
         response.read()
         assert (response.status, response.getheader("Location")) == (301, location), host
-    for host in ("evil.test/x", "[::1", "a b", ""):  # not a name: nothing to send it to
+    for host in ("evil.test/x", "[::1", "a b", "", "a@b", "a!b:80", "[::1]x"):  # not a name
         plain.request("GET", "/hello.txt", headers={"Host": host})
         response = plain.getresponse()
         assert response.status == 400 and response.getheader("Location") is None, host
         response.read()
+    plain.request("GET", "/" + "a" * 4000 + "?" + "b" * 4000, headers={"Host": "h" * 200})
+    response = plain.getresponse()  # a Location past 8 KB
+    assert response.status == 414 and response.getheader("Location") is None
+    assert response.read() == b"the location is too long\n"
     connection = https(secure, cert)
     connection.request("GET", "/hello.txt")
     assert connection.getresponse().read() == b"Hello World\n"
