@@ -426,6 +426,17 @@ int sxe_conn_fd(const sxe_conn_t *conn);
 bool sxe_conn_secure(const sxe_conn_t *conn);
 
 /**
+ * The subject of the certificate the peer showed and the handshake verified (a client's, asked
+ * for with sxe_tls_options.client_ca; or a server's, to a client context that verifies), as one
+ * line in RFC 2253's form ("CN=alice,O=Example"), bytes outside printable ASCII escaped, into
+ * subject (size bytes with its NUL).
+ * @return its length; -ENOENT for a plain connection, a handshake not yet done, or a peer that
+ *         showed no certificate or one not verified; -ENOSPC when size is too small (subject
+ *         then holds "").
+ */
+int sxe_conn_peer_subject(const sxe_conn_t *conn, char *subject, size_t size);
+
+/**
  * Turns Nagle's algorithm off (TCP_NODELAY) on a TCP connection, so a small reply leaves at once.
  * @return 0; -EPIPE if the connection is closed; -errno if the socket refuses (not TCP: harmless).
  */

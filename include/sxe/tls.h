@@ -62,6 +62,23 @@ struct sxe_tls_options {
     /** ns each period's ticket keys are used for (1 h): a ticket opens in its period and the
      * next, never later, and the keys change without a restart. */
     uint64_t ticket_period;
+    /**
+     * PEM file of the certificate authorities whose certificates clients must show (mutual TLS):
+     * a client that shows none, or one that does not verify against them, fails the handshake
+     * (logged at INFO). A handler reads the verified subject with sxe_conn_peer_subject(). NULL:
+     * clients are asked for none. Read at create; the names given with sxe_tls_server_add_name()
+     * ask for the same.
+     */
+    const char *client_ca;
+    /** With client_ca: a client may show no certificate (one it shows must still verify). */
+    bool client_certificate_optional;
+    /**
+     * A DER OCSP response for the certificate (`openssl ocsp -respout FILE`), stapled to every
+     * handshake whose client asks for one. Read at create (and by the create a reload makes):
+     * one that is not a successful response for this certificate is refused (-EPROTO, logged);
+     * one past its next update is logged at WARN and stapled no more. NULL: nothing stapled.
+     */
+    const char *ocsp_response;
 };
 
 /** The longest server name sxe_tls_server_add_name() takes (a DNS name's limit). */
@@ -84,6 +101,10 @@ struct sxe_tls_client_options {
      * is checked for, never another's).
      */
     bool no_resume;
+    /** PEM files of a certificate and its key to show a server that asks for one (mutual TLS);
+     * both or neither. */
+    const char *certificate;
+    const char *key;
 };
 
 /** Whether this build of sxe has TLS (OpenSSL). */
@@ -128,6 +149,18 @@ SXE_MUST_CHECK int sxe_tls_client_create(sxe_tls_t **tls,
  */
 SXE_MUST_CHECK int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name,
                                            const struct sxe_tls_options *options);
+
+/**
+ * Replaces tls's certificates and settings with fresh's (a server context made anew from the same
+ * or changed files, names added): handshakes that begin after this call show fresh's certificates
+ * and ask for its client authorities; connections already made go on with what they began with, on
+ * any thread. Tickets go on opening: the keys stay tls's, unless fresh read a ticket_key_file
+ * (then its keys are used) or tls had tickets off. A reload makes fresh first, and calls this
+ * only if that succeeded: a file that fails leaves the old serving.
+ * @return 0 (fresh is freed: do not use it again), or -EINVAL (asserts in debug builds) for a
+ *         NULL or client context, or tls == fresh; nothing changes then.
+ */
+SXE_MUST_CHECK int sxe_tls_server_replace(sxe_tls_t *tls, sxe_tls_t *fresh);
 
 /**
  * Frees a context. Every listener and connection made with it must be closed first (their loops

@@ -75,34 +75,74 @@ static void set_common(SSL_CTX *ctx, uint64_t more_options)
     SSL_CTX_set_read_ahead(ctx, 1);
 }
 
-/* Loads the certificate, its key and the settings into ctx. @return 0, -errno or -EPROTO. */
-static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
+/* Loads a certificate (and its chain) and its key into ctx. @return 0, -errno or -EPROTO. */
+static int load_pair(SSL_CTX *ctx, const char *certificate, const char *key)
 {
     int rc;
 
-    if ((rc = readable(options->certificate, "certificate")) < 0 ||
-        (rc = readable(options->key, "key")) < 0) {
+    if ((rc = readable(certificate, "certificate")) < 0 || (rc = readable(key, "key")) < 0) {
         return rc;
     }
+    if (!SSL_CTX_use_certificate_chain_file(ctx, certificate)) {
+        SXE_LOG_ERROR("TLS certificate %s: not a PEM certificate chain", certificate);
+        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS certificate");
+        return -EPROTO;
+    }
+    if (!SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) ||
+        !SSL_CTX_check_private_key(ctx)) {
+        SXE_LOG_ERROR("TLS key %s: not a PEM key, or not the key of certificate %s", key,
+                      certificate);
+        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS key");
+        return -EPROTO;
+    }
+    return 0;
+}
+
+/* Has ctx ask clients for a certificate issued by one of the authorities in the file at ca (the
+ * names sent in the request, and the store the certificate is verified against), and require
+ * one unless optional. @return 0, -errno or -EPROTO (logged). */
+static int ask_clients(SSL_CTX *ctx, const char *ca, bool optional)
+{
+    int rc = readable(ca, "client CA file");
+    STACK_OF(X509_NAME) *names = rc == 0 ? SSL_load_client_CA_file(ca) : NULL;
+
+    if (rc < 0) {
+        return rc;
+    }
+    if (names == NULL || !SSL_CTX_load_verify_locations(ctx, ca, NULL)) {
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        SXE_LOG_ERROR("TLS client CA file %s: no PEM certificate in it", ca);
+        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS client CA file");
+        return -EPROTO;
+    }
+    SSL_CTX_set_client_CA_list(ctx, names);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (optional ? 0 : SSL_VERIFY_FAIL_IF_NO_PEER_CERT),
+                       NULL);
+    return 0;
+}
+
+/* Loads the certificate, its key and the settings into ctx. @return 0, -errno or -EPROTO. */
+static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
+{
+    static const unsigned char session_context[] = "sxe";
+    int rc;
+
     set_common(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF); /* tickets resume sessions */
+    /* A session resumes only where it was made: with client certificates OpenSSL requires it. */
+    SSL_CTX_set_session_id_context(ctx, session_context, sizeof(session_context) - 1);
     SSL_CTX_set_alpn_select_cb(ctx, select_protocol, NULL);
     const char *ciphers = options->ciphers != NULL ? options->ciphers : DEFAULT_CIPHERS;
     if (!SSL_CTX_set_cipher_list(ctx, ciphers)) {
         sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS ciphers: none known");
         return -EPROTO;
     }
-    if (!SSL_CTX_use_certificate_chain_file(ctx, options->certificate)) {
-        SXE_LOG_ERROR("TLS certificate %s: not a PEM certificate chain", options->certificate);
-        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS certificate");
-        return -EPROTO;
-    }
-    if (!SSL_CTX_use_PrivateKey_file(ctx, options->key, SSL_FILETYPE_PEM) ||
-        !SSL_CTX_check_private_key(ctx)) {
-        SXE_LOG_ERROR("TLS key %s: not a PEM key, or not the key of certificate %s", options->key,
-                      options->certificate);
-        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS key");
-        return -EPROTO;
+    if ((rc = load_pair(ctx, options->certificate, options->key)) < 0 ||
+        (options->client_ca != NULL &&
+         (rc = ask_clients(ctx, options->client_ca, options->client_certificate_optional)) < 0) ||
+        (options->ocsp_response != NULL &&
+         (rc = sxe__tls_ocsp_load(ctx, options->ocsp_response)) < 0)) {
+        return rc;
     }
     return 0;
 }
@@ -138,8 +178,9 @@ int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options
         free(made); /* GCOVR_EXCL_LINE: out of memory */
         return -ENOMEM;
     }
+    pthread_mutex_init(&made->lock, NULL);
     if ((rc = context_make(&made->ctx, options)) < 0) {
-        free(made);
+        sxe_tls_destroy(made);
         return rc;
     }
     if ((rc = sxe__tls_tickets(made, options)) < 0) {
@@ -155,11 +196,11 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
     static const struct sxe_tls_client_options defaults;
     static const unsigned char offered[] = "\x08http/1.1";
 
-    if (!SXE_CHECK(tls != NULL)) {
+    options = options != NULL ? options : &defaults;
+    if (!SXE_CHECK(tls != NULL && (options->certificate == NULL) == (options->key == NULL))) {
         return -EINVAL;
     }
     *tls = NULL;
-    options = options != NULL ? options : &defaults;
     int rc = options->ca_file != NULL ? readable(options->ca_file, "CA file") : 0;
     sxe_tls_t *made = rc == 0 ? calloc(1, sizeof(*made)) : NULL;
     if (rc < 0 || made == NULL || (made->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
@@ -168,6 +209,7 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
     }
     made->client = true;
     made->no_verify = options->no_verify;
+    pthread_mutex_init(&made->lock, NULL);
     /* Not SSL_OP_IGNORE_UNEXPECTED_EOF: a server's FIN without close_notify may be an attacker
      * cutting a close-delimited body short, so it is an error (EPROTO) here, not an end. */
     set_common(made->ctx, 0);
@@ -184,6 +226,11 @@ int sxe_tls_client_create(sxe_tls_t **tls, const struct sxe_tls_client_options *
         sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS CA file");
         sxe_tls_destroy(made);
         return -EPROTO;
+    }
+    if (options->certificate != NULL &&
+        (rc = load_pair(made->ctx, options->certificate, options->key)) < 0) {
+        sxe_tls_destroy(made);
+        return rc;
     }
     if (!options->no_resume && (rc = sxe__tls_sessions_make(made)) < 0) {
         sxe_tls_destroy(made); /* GCOVR_EXCL_LINE: out of memory */
@@ -219,17 +266,35 @@ static SSL_CTX *context_named(const sxe_tls_t *tls, const char *asked)
     return NULL;
 }
 
-/* SNI: the certificate of the name the client asked for, or the default's. */
+/* SNI: the certificate of the name the client asked for, or the default's. The names are read
+ * under the lock (a reload may replace them); the session takes a reference to the one chosen. */
 static int choose_certificate(SSL *ssl, int *alert, void *arg)
 {
+    sxe_tls_t *tls = arg;
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-    SSL_CTX *ctx = name != NULL ? context_named(arg, name) : NULL;
 
-    if (ctx != NULL && SSL_set_SSL_CTX(ssl, ctx) == NULL) {
+    pthread_mutex_lock(&tls->lock);
+    SSL_CTX *ctx = name != NULL ? context_named(tls, name) : NULL;
+    bool failed = ctx != NULL && SSL_set_SSL_CTX(ssl, ctx) == NULL;
+    pthread_mutex_unlock(&tls->lock);
+    if (failed) {
         *alert = SSL_AD_INTERNAL_ERROR; /* GCOVR_EXCL_LINE: out of memory */
         return SSL_TLSEXT_ERR_ALERT_FATAL;
     }
     return SSL_TLSEXT_ERR_OK;
+}
+
+/* A name's context asks clients for what the default's asks (the request's names, the store
+ * their certificates are verified against, and whether one is required). */
+static void share_clients(SSL_CTX *named, SSL_CTX *ctx)
+{
+    int mode = SSL_CTX_get_verify_mode(ctx);
+
+    if (mode & SSL_VERIFY_PEER) {
+        SSL_CTX_set1_cert_store(named, SSL_CTX_get_cert_store(ctx));
+        SSL_CTX_set_client_CA_list(named, SSL_dup_CA_list(SSL_CTX_get_client_CA_list(ctx)));
+        SSL_CTX_set_verify(named, mode, NULL);
+    }
 }
 
 /* Whether name is a host name as SNI carries it, or "*." and one. */
@@ -275,9 +340,13 @@ int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_t
     }
     tls->names = names;
     struct tls_name *added = &names[tls->name_count];
-    if ((rc = context_make(&added->ctx, options)) < 0) {
+    struct sxe_tls_options own = {.certificate = options->certificate,
+                                  .key = options->key,
+                                  .ocsp_response = options->ocsp_response};
+    if ((rc = context_make(&added->ctx, &own)) < 0) {
         return rc;
     }
+    share_clients(added->ctx, tls->ctx);
     memcpy(added->name, name, strlen(name) + 1); /* name_valid() held it to the size */
     SSL_CTX_set_app_data(added->ctx, tls); /* a ticket's key is the default's, whichever is shown */
     tls->name_count++;
@@ -286,16 +355,58 @@ int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_t
     return 0;
 }
 
+/* Frees the default context and the names' (sessions that use them hold references of their
+ * own). */
+static void contexts_free(SSL_CTX *ctx, struct tls_name *names, unsigned name_count)
+{
+    for (unsigned i = 0; i < name_count; i++) {
+        SSL_CTX_free(names[i].ctx);
+    }
+    free(names);
+    SSL_CTX_free(ctx);
+}
+
+int sxe_tls_server_replace(sxe_tls_t *tls, sxe_tls_t *fresh)
+{
+    if (!SXE_CHECK(tls != NULL && fresh != NULL && tls != fresh && !tls->client &&
+                   !fresh->client)) {
+        return -EINVAL;
+    }
+    SSL_CTX_set_app_data(fresh->ctx, tls); /* the ticket callback's and the names' context */
+    for (unsigned i = 0; i < fresh->name_count; i++) {
+        SSL_CTX_set_app_data(fresh->names[i].ctx, tls);
+    }
+    if (fresh->name_count > 0) {
+        SSL_CTX_set_tlsext_servername_arg(fresh->ctx, tls);
+    }
+    pthread_mutex_lock(&tls->lock);
+    SSL_CTX *ctx = tls->ctx;
+    struct tls_name *names = tls->names;
+    unsigned name_count = tls->name_count;
+    tls->ctx = fresh->ctx;
+    tls->names = fresh->names;
+    tls->name_count = fresh->name_count;
+    if (fresh->ticket_period != 0 && (fresh->ticket_file || tls->ticket_period == 0)) {
+        memcpy(tls->ticket_secret, fresh->ticket_secret, sizeof(tls->ticket_secret));
+        tls->ticket_file = fresh->ticket_file;
+    }
+    tls->ticket_period = fresh->ticket_period != 0 ? fresh->ticket_period : tls->ticket_period;
+    pthread_mutex_unlock(&tls->lock);
+    contexts_free(ctx, names, name_count);
+    fresh->ctx = NULL;
+    fresh->names = NULL;
+    fresh->name_count = 0;
+    sxe_tls_destroy(fresh);
+    return 0;
+}
+
 void sxe_tls_destroy(sxe_tls_t *tls)
 {
     if (tls != NULL) {
-        for (unsigned i = 0; i < tls->name_count; i++) {
-            SSL_CTX_free(tls->names[i].ctx);
-        }
-        free(tls->names);
+        contexts_free(tls->ctx, tls->names, tls->name_count);
         sxe__tls_sessions_free(tls);
-        SSL_CTX_free(tls->ctx);
         OPENSSL_cleanse(tls->ticket_secret, sizeof(tls->ticket_secret));
+        pthread_mutex_destroy(&tls->lock);
         free(tls);
     }
 }

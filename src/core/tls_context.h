@@ -6,6 +6,7 @@
 #define SXE_CORE_TLS_CONTEXT_H
 
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,13 +20,21 @@ struct tls_name {
     SSL_CTX *ctx;
 };
 
+/*
+ * A server's ctx, names and ticket secret may be replaced (sxe_tls_server_replace()) while other
+ * threads begin handshakes: lock is held to read or change them. A session holds a reference to
+ * each SSL_CTX it uses, so the old ones live on until their last connection ends.
+ */
 struct sxe_tls {
+    pthread_mutex_t lock;
     SSL_CTX *ctx;           /* the default: for a client that names no server, or one not here */
     bool client;            /* sxe_tls_client_create()'s: for connections made, not accepted */
     bool no_verify;         /* a client's that checks no certificate */
+    bool ticket_file;       /* the ticket secret was read from a file */
     struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
     unsigned name_count;
-    uint64_t ticket_period;             /* ns each set of ticket keys is used for (tls_tickets.c) */
+    uint64_t ticket_period;             /* ns each set of ticket keys is used for (tls_tickets.c);
+                                           0: tickets off, no secret made */
     unsigned char ticket_secret[32];    /* what the ticket keys are derived from */
     struct sxe__tls_sessions *sessions; /* a client's, kept to resume (tls_resume.c), or NULL */
 };
@@ -40,6 +49,10 @@ void sxe__tls_sessions_free(sxe_tls_t *tls);
 /* Sets up a server context's session tickets as options say (none, or keys derived from a secret
  * made here or read from options.ticket_key_file). @return 0 or -errno (logged). */
 int sxe__tls_tickets(sxe_tls_t *tls, const struct sxe_tls_options *options);
+
+/* Staples the DER OCSP response in the file at path to ctx's handshakes that ask for one, after
+ * checking that it is a successful one for ctx's certificate. @return 0 or -errno (logged). */
+int sxe__tls_ocsp_load(SSL_CTX *ctx, const char *path);
 
 /* Logs what OpenSSL says went wrong, after what, at level, and empties its queue of errors. */
 void sxe__tls_log_openssl(enum sxe_log_level level, const char *what);

@@ -62,12 +62,10 @@ static bool keys_set(const sxe_tls_t *tls, uint64_t period, const unsigned char 
     return ok;
 }
 
-/* OpenSSL's ticket callback: @return 1 (this period's key), 2 (the last period's: seal anew), 0
- * (no key of ours: a full handshake), -1 (an error). */
-static int ticket_key(SSL *ssl, unsigned char name[TICKET_NAME], unsigned char *iv,
-                      EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
+/* Finds or makes the key for name: @return as ticket_key(). */
+static int ticket_key_of(const sxe_tls_t *tls, unsigned char name[TICKET_NAME], unsigned char *iv,
+                         EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
 {
-    const sxe_tls_t *tls = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
     uint64_t period = sxe_clock_wall_ns() / tls->ticket_period;
     unsigned char named[32];
 
@@ -84,6 +82,20 @@ static int ticket_key(SSL *ssl, unsigned char name[TICKET_NAME], unsigned char *
         }
     }
     return 0;
+}
+
+/* OpenSSL's ticket callback: @return 1 (this period's key), 2 (the last period's: seal anew), 0
+ * (no key of ours: a full handshake), -1 (an error). The secret is read under the context's lock,
+ * as a reload may change it on another thread. */
+static int ticket_key(SSL *ssl, unsigned char name[TICKET_NAME], unsigned char *iv,
+                      EVP_CIPHER_CTX *cipher, EVP_MAC_CTX *mac, int encrypt)
+{
+    sxe_tls_t *tls = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+
+    pthread_mutex_lock(&tls->lock);
+    int rc = ticket_key_of(tls, name, iv, cipher, mac, encrypt);
+    pthread_mutex_unlock(&tls->lock);
+    return rc;
 }
 
 /* The secret of a key file: the SHA-256 of its bytes, of which there must be 32 or more. */
@@ -129,6 +141,7 @@ int sxe__tls_tickets(sxe_tls_t *tls, const struct sxe_tls_options *options)
         if ((rc = secret_read(tls, options->ticket_key_file)) < 0) {
             return rc;
         }
+        tls->ticket_file = true;
     } else if (RAND_bytes(tls->ticket_secret, sizeof(tls->ticket_secret)) != 1) {
         return -ENOMEM; /* GCOVR_EXCL_LINE: no randomness to be had */
     }

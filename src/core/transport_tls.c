@@ -344,11 +344,10 @@ struct sxe__queue *sxe__tls_plain(struct sxe_conn *conn)
     return &slot_of(conn)->plain;
 }
 
-/* A session of ctx for conn, reading and writing through our BIO. @return it, or NULL (logged). */
-static SSL *session_make(struct sxe_conn *conn, SSL_CTX *ctx)
+/* ssl, reading and writing conn through our BIO. @return it, or NULL (logged; ssl freed). */
+static SSL *session_bio(struct sxe_conn *conn, SSL *ssl)
 {
-    SSL *ssl = SSL_new(ctx);
-    BIO *bio = ssl != NULL ? BIO_new(bio_method) : NULL;
+    BIO *bio = BIO_new(bio_method);
 
     if (bio == NULL) {
         SSL_free(ssl); /* GCOVR_EXCL_LINE: out of memory */
@@ -363,8 +362,12 @@ static SSL *session_make(struct sxe_conn *conn, SSL_CTX *ctx)
 
 int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
 {
-    SSL *ssl = session_make(conn, slot_of(listener)->context->ctx);
+    sxe_tls_t *tls = slot_of(listener)->context;
 
+    pthread_mutex_lock(&tls->lock); /* a reload may replace the context on another thread */
+    SSL *ssl = SSL_new(tls->ctx);
+    pthread_mutex_unlock(&tls->lock);
+    ssl = ssl != NULL ? session_bio(conn, ssl) : NULL;
     if (ssl == NULL) {
         return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
     }
@@ -385,7 +388,8 @@ int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_n
     if ((rc = loop_tls(conn->loop)) < 0) {
         return rc; /* GCOVR_EXCL_LINE: out of memory */
     }
-    SSL *ssl = session_make(conn, tls->ctx);
+    SSL *ssl = SSL_new(tls->ctx);
+    ssl = ssl != NULL ? session_bio(conn, ssl) : NULL;
     if (ssl == NULL) {
         return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
     }
@@ -405,6 +409,34 @@ int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_n
     *slot_of(conn) =
         (struct tls_slot){.ssl = ssl, .plain = {SXE_NONE, SXE_NONE}, .flags = SLOT_JUDGED};
     return 0;
+}
+
+int sxe_conn_peer_subject(const sxe_conn_t *conn, char *subject, size_t size)
+{
+    if (!SXE_CHECK(conn != NULL && subject != NULL)) {
+        return -EINVAL;
+    }
+    SSL *ssl = conn->io_kind == SXE__IO_TLS && conn->loop->tls != NULL ? slot_of(conn)->ssl : NULL;
+    X509 *peer = ssl != NULL && SSL_is_init_finished(ssl) ? SSL_get0_peer_certificate(ssl) : NULL;
+    BIO *bio =
+        peer != NULL && SSL_get_verify_result(ssl) == X509_V_OK ? BIO_new(BIO_s_mem()) : NULL;
+    char *text;
+    int rc = -ENOENT;
+
+    if (size > 0) {
+        subject[0] = '\0';
+    }
+    if (bio != NULL &&
+        X509_NAME_print_ex(bio, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253) >= 0) {
+        long len = BIO_get_mem_data(bio, &text);
+        rc = (size_t)len < size ? (int)len : -ENOSPC;
+        if (rc >= 0) {
+            memcpy(subject, text, (size_t)len);
+            subject[len] = '\0';
+        }
+    }
+    BIO_free(bio);
+    return rc;
 }
 
 bool sxe__tls_client(const struct sxe_conn *conn)

@@ -55,6 +55,21 @@ int sxe__tls_start(struct sxe_conn *conn)
     return -ENOTSUP;
 }
 
+int sxe_tls_server_replace(sxe_tls_t *tls, sxe_tls_t *fresh)
+{
+    (void)tls, (void)fresh;
+    return -ENOTSUP;
+}
+
+int sxe_conn_peer_subject(const sxe_conn_t *conn, char *subject, size_t size)
+{
+    (void)conn;
+    if (subject != NULL && size > 0) {
+        subject[0] = '\0';
+    }
+    return -ENOENT; /* no connection is TLS */
+}
+
 void sxe_tls_destroy(sxe_tls_t *tls)
 {
     (void)tls;

@@ -136,6 +136,10 @@ struct tls_client {
     bool resumed;            /* the server resumed the session */
     size_t sent;             /* plain: the bytes the server took before it closed */
     int version;             /* the protocol version agreed */
+    const char *certificate; /* a certificate (and key) to show a server that asks, or NULL */
+    const char *key;
+    bool ask_status;  /* asks for the certificate's OCSP status */
+    long stapled_len; /* the bytes of the OCSP response stapled (-1: none) */
     volatile int done;
     pthread_t thread;
 };
@@ -212,8 +216,15 @@ static inline void *tls_client_main(void *arg)
     SSL_CTX_load_verify_locations(ctx, tls_other_certificate, NULL);
     /* With a name of its own the client goes on past a certificate of another name, to say so. */
     SSL_CTX_set_verify(ctx, client->server_name == NULL ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
+    if (client->certificate != NULL) {
+        SSL_CTX_use_certificate_file(ctx, client->certificate, SSL_FILETYPE_PEM);
+        SSL_CTX_use_PrivateKey_file(ctx, client->key, SSL_FILETYPE_PEM);
+    }
     SSL *ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
+    if (client->ask_status) {
+        SSL_set_tlsext_status_type(ssl, TLSEXT_STATUSTYPE_ocsp);
+    }
     if (client->resume != NULL) {
         SSL_set_session(ssl, client->resume);
     }
@@ -229,6 +240,8 @@ static inline void *tls_client_main(void *arg)
     if (SSL_connect(ssl) == 1) {
         client->handshake_ok = SSL_get_verify_result(ssl) == X509_V_OK;
         client->version = SSL_version(ssl);
+        const unsigned char *stapled;
+        client->stapled_len = SSL_get_tlsext_status_ocsp_resp(ssl, &stapled);
         X509 *shown = SSL_get1_peer_certificate(ssl);
         if (shown != NULL) {
             X509_NAME_get_text_by_NID(X509_get_subject_name(shown), NID_commonName, client->subject,
