@@ -174,11 +174,19 @@ def test_start_up_errors(build_dir, root, certificate):  # noqa: F811
     assert status == 1 and "TLS certificate /nonexistent.pem: No such file" in said, said
     status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--spread", "hand-off")
     assert status == 2 and "not --spread hand-off" in said
-    for wrong in ("other.test", "other.test=", "other.test=a", "=a,b", "n=a,", "n=,b", "n=a,b,c"):
+    for wrong in ("other.test", "other.test=", "other.test=a", "=a,b", "n=a,", "n=,b", "n=a,,c",
+                  "n=a,b,", "n=a,b,c,d"):
         status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--tls", wrong)
         assert status == 2 and "give NAME=CERT,KEY" in said, (wrong, said)
-    status, said = start("--tls", f"n.test={cert},{key}")
-    assert status == 2 and "both --tls-cert FILE and --tls-key FILE" in said
+    for alone in (["--tls", f"n.test={cert},{key}"], ["--tls-client-ca", str(cert)],
+                  ["--tls-ocsp", str(cert)]):
+        status, said = start(*alone)
+        assert status == 2 and "both --tls-cert FILE and --tls-key FILE" in said
+    status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--tls-client-optional")
+    assert status == 2 and "--tls-client-optional goes with --tls-client-ca FILE" in said
+    status, said = start("--tls-cert", str(cert), "--tls-key", str(key),
+                         "--tls", f"n.test={cert},{key},/nonexistent.der")
+    assert status == 1 and "OCSP response /nonexistent.der: No such file" in said, said
     status, said = start("--tls-cert", str(cert), "--tls-key", str(key),
                          "--tls", f"bad name={cert},{key}")
     assert status == 1 and "--tls bad name=" in said and "not a host name" in said, said

@@ -392,53 +392,68 @@ static void serve(sxe_http_t *http, void *arg)
     serve_file(http, file);
 }
 
-/* SIGHUP, in every process that serves: the access log is opened again at its path, so that
- * logrotate can move it away without copytruncate. */
-static void reopen_logs(void *arg)
-{
-    (void)arg;
-    if (!access_log_on()) {
-        SXE_LOG_INFO("SIGHUP: no access log to reopen");
-        return;
-    }
-    int rc = access_log_reopen();
-    if (rc < 0) {
-        SXE_LOG_ERROR("SIGHUP: cannot reopen the access log: %s", sxe_strerror(rc));
-    } else {
-        SXE_LOG_INFO("SIGHUP: reopened the access log");
-    }
-}
-
-/* Makes the TLS context of --tls-cert and --tls-key, with --tls's names (exits 1 saying why it
- * cannot), or NULL. */
-static sxe_tls_t *tls_context(void)
+/* Makes the TLS context of --tls-cert and --tls-key, with --tls's names, into *tls. @return 0,
+ * or an error, said on standard error (where) as well as in the log (why). */
+static int tls_make(sxe_tls_t **tls, FILE *where)
 {
     struct sxe_tls_options options = {.certificate = config.tls_cert,
                                       .key = config.tls_key,
                                       .no_tickets = config.tls_no_tickets,
-                                      .ticket_key_file = config.tls_ticket_key};
-    sxe_tls_t *tls = NULL;
-    int rc;
+                                      .ticket_key_file = config.tls_ticket_key,
+                                      .client_ca = config.tls_client_ca,
+                                      .client_certificate_optional = config.tls_client_optional,
+                                      .ocsp_response = config.tls_ocsp};
+    int rc = sxe_tls_server_create(tls, &options);
 
-    if (config.tls_cert != NULL && (rc = sxe_tls_server_create(&tls, &options)) < 0) {
-        fprintf(stderr, "sxe-httpd: --tls-cert %s --tls-key %s: %s (the log above says why)\n",
+    if (rc < 0) {
+        fprintf(where, "sxe-httpd: --tls-cert %s --tls-key %s: %s (the log above says why)\n",
                 config.tls_cert, config.tls_key, sxe_strerror(rc));
-        exit(1);
+        return rc;
     }
     for (unsigned i = 0; i < config.tls_name_count; i++) {
-        char *name = config.tls_names[i], *certificate = strchr(name, '=');
-        char *key = strchr(certificate, ','); /* options.c checked that both are there */
-        *certificate++ = '\0';
-        *key++ = '\0';
-        options.certificate = certificate;
-        options.key = key;
-        if ((rc = sxe_tls_server_add_name(tls, name, &options)) < 0) {
-            fprintf(stderr, "sxe-httpd: --tls %s=%s,%s: %s (the log above says why)\n", name,
-                    certificate, key, sxe_strerror(rc));
-            exit(1);
+        const struct httpd_tls_name *name = &config.tls_names[i];
+        options = (struct sxe_tls_options){
+            .certificate = name->certificate, .key = name->key, .ocsp_response = name->ocsp};
+        if ((rc = sxe_tls_server_add_name(*tls, name->name, &options)) < 0) {
+            fprintf(where, "sxe-httpd: --tls %s=%s,%s: %s (the log above says why)\n", name->name,
+                    name->certificate, name->key, sxe_strerror(rc));
+            sxe_tls_destroy(*tls);
+            *tls = NULL;
+            return rc;
         }
     }
-    return tls;
+    return 0;
+}
+
+static sxe_tls_t *httpd_tls; /* the HTTPS listeners' context, or NULL */
+
+/* SIGHUP, in every process that serves: the access log is opened again at its path, so that
+ * logrotate can move it away without copytruncate, and the TLS files are read again: new
+ * handshakes get the new certificates, connections made go on, and files that fail leave the old
+ * ones serving. */
+static void hangup(void *arg)
+{
+    sxe_tls_t *fresh;
+    int rc;
+
+    (void)arg;
+    if (httpd_tls != NULL) {
+        if (tls_make(&fresh, stderr) < 0) {
+            SXE_LOG_ERROR("SIGHUP: the TLS files were not reloaded; the old ones serve on");
+        } else {
+            rc = sxe_tls_server_replace(httpd_tls, fresh);
+            SXE_LOG_INFO("SIGHUP: reloaded the TLS files%s", rc < 0 ? ": failed" : "");
+        }
+    }
+    if (!access_log_on()) {
+        SXE_LOG_INFO("SIGHUP: no access log to reopen");
+        return;
+    }
+    if ((rc = access_log_reopen()) < 0) {
+        SXE_LOG_ERROR("SIGHUP: cannot reopen the access log: %s", sxe_strerror(rc));
+    } else {
+        SXE_LOG_INFO("SIGHUP: reopened the access log");
+    }
 }
 
 /* Listens on --listen (HTTPS if it is the only one and a certificate is given) and --https. */
@@ -479,7 +494,11 @@ int main(int argc, char **argv)
     (void)sxe_log_name_setting("options.connections", "--connections");
     (void)sxe_log_name_setting("SXE_LISTEN_EVICT_IDLE", "--evict-idle");
     cache_configure(config.cache == 1);
-    sxe_tls_t *tls = tls_context(); /* before the workers start: they share its ticket keys */
+    /* Made before the workers start: they share its ticket keys. */
+    if (config.tls_cert != NULL && tls_make(&httpd_tls, stderr) < 0) {
+        return 1;
+    }
+    sxe_tls_t *tls = httpd_tls;
     if (proxy_secure() &&
         (rc = sxe_tls_client_create(&config.proxy.tls, &(struct sxe_tls_client_options){
                                                            .ca_file = config.proxy.ca_file})) < 0) {
@@ -503,7 +522,7 @@ int main(int argc, char **argv)
         .on_log = access_log_on() ? access_log_write : NULL,
         .on_loop_start = access_log_loop_start,
         .on_loop_stop = access_log_loop_stop,
-        .on_hangup = reopen_logs};
+        .on_hangup = hangup};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
      * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
     options.limits.body_bytes = 48 * 1024;

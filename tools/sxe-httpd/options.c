@@ -33,7 +33,8 @@ static void usage(FILE *out)
             "files, ETag and Last-Modified conditional requests, single byte ranges. Requests\n"
             "for paths outside DIR get 400 (.., %%2e%%2e above the root) or 403 (symbolic\n"
             "links leading out, encoded separators).\n"
-            "Stops cleanly on SIGTERM or SIGINT.\n"
+            "Stops cleanly on SIGTERM or SIGINT; SIGHUP reopens the access log and reloads\n"
+            "the TLS files (the old ones serve on if the new fail).\n"
             "\n"
             "  --root DIR            the directory to serve (required)\n"
             "  --listen IP:PORT      where to listen, [IPv6]:PORT too (127.0.0.1:8080)\n"
@@ -41,9 +42,17 @@ static void usage(FILE *out)
             "                        or on --https beside plain HTTP on --listen; FILE is PEM,\n"
             "                        the certificate then its chain\n"
             "  --tls-key FILE        the certificate's private key (PEM)\n"
-            "  --tls NAME=CERT,KEY   another certificate and key, for clients that ask for\n"
-            "                        server NAME (SNI; *.example.com: one label under it);\n"
-            "                        may be repeated; --tls-cert's serves the others\n"
+            "  --tls NAME=CERT,KEY[,OCSP]\n"
+            "                        another certificate and key (and OCSP response), for\n"
+            "                        clients that ask for server NAME (SNI; *.example.com:\n"
+            "                        one label under it); may be repeated; --tls-cert's\n"
+            "                        serves the others\n"
+            "  --tls-ocsp FILE       staple FILE (DER, from `openssl ocsp -respout`) to\n"
+            "                        --tls-cert's handshakes\n"
+            "  --tls-client-ca FILE  clients must show a certificate FILE's authorities\n"
+            "                        issued (PEM); its subject goes to proxied upstreams\n"
+            "                        as X-Client-Subject\n"
+            "  --tls-client-optional with --tls-client-ca: a client may show none\n"
             "  --tls-no-tickets      no TLS session tickets: every connection's handshake\n"
             "                        is a full one\n"
             "  --tls-ticket-key FILE derive the tickets' keys (new each hour) from FILE's\n"
@@ -145,19 +154,26 @@ static enum sxe_workers_spread spread_mode(const char *text)
     die(2, "--spread must be reuseport, cpu or hand-off, not '%s'", text);
 }
 
-/* --tls NAME=CERT,KEY: kept whole (optarg, in argv) and cut where main.c reads it. */
+/* --tls NAME=CERT,KEY[,OCSP]: cut into its parts (optarg, in argv). */
 static void tls_name(char *text)
 {
     char *equals = strchr(text, '='), *comma = equals != NULL ? strchr(equals, ',') : NULL;
+    char *ocsp = comma != NULL ? strchr(comma + 1, ',') : NULL;
 
     if (equals == NULL || comma == NULL || equals == text || comma == equals + 1 ||
-        comma[1] == '\0' || strchr(comma + 1, ',') != NULL) {
-        die(2, "--tls %s: give NAME=CERT,KEY (see --help)", text);
+        comma[1] == '\0' || comma[1] == ',' ||
+        (ocsp != NULL && (ocsp[1] == '\0' || strchr(ocsp + 1, ',') != NULL))) {
+        die(2, "--tls %s: give NAME=CERT,KEY or NAME=CERT,KEY,OCSP (see --help)", text);
     }
     if (config.tls_name_count == HTTPD_TLS_NAMES) {
         die(2, "--tls: at most %d names", HTTPD_TLS_NAMES);
     }
-    config.tls_names[config.tls_name_count++] = text;
+    *equals = *comma = '\0';
+    if (ocsp != NULL) {
+        *ocsp++ = '\0';
+    }
+    config.tls_names[config.tls_name_count++] = (struct httpd_tls_name){
+        .name = text, .certificate = equals + 1, .key = comma + 1, .ocsp = ocsp};
 }
 
 void options_parse(int argc, char **argv)
@@ -169,6 +185,9 @@ void options_parse(int argc, char **argv)
                                             {"tls", required_argument, NULL, 'n'},
                                             {"tls-no-tickets", no_argument, NULL, 't'},
                                             {"tls-ticket-key", required_argument, NULL, 'y'},
+                                            {"tls-client-ca", required_argument, NULL, 'x'},
+                                            {"tls-client-optional", no_argument, NULL, 'o'},
+                                            {"tls-ocsp", required_argument, NULL, 'e'},
                                             {"https", required_argument, NULL, 'S'},
                                             {"redirect-https", no_argument, NULL, 'j'},
                                             {"index", required_argument, NULL, 'i'},
@@ -224,6 +243,15 @@ void options_parse(int argc, char **argv)
             break;
         case 'y':
             config.tls_ticket_key = optarg;
+            break;
+        case 'x':
+            config.tls_client_ca = optarg;
+            break;
+        case 'o':
+            config.tls_client_optional = true;
+            break;
+        case 'e':
+            config.tls_ocsp = optarg;
             break;
         case 'S':
             config.https = optarg;
@@ -338,9 +366,13 @@ void options_parse(int argc, char **argv)
     }
     if ((config.tls_cert == NULL) != (config.tls_key == NULL) ||
         ((config.https != NULL || config.tls_name_count > 0 || config.tls_no_tickets ||
-          config.tls_ticket_key != NULL) &&
+          config.tls_ticket_key != NULL || config.tls_client_ca != NULL ||
+          config.tls_ocsp != NULL) &&
          config.tls_cert == NULL)) {
         die(2, "%s", "HTTPS needs both --tls-cert FILE and --tls-key FILE (see --help)");
+    }
+    if (config.tls_client_optional && config.tls_client_ca == NULL) {
+        die(2, "%s", "--tls-client-optional goes with --tls-client-ca FILE");
     }
     if (config.redirect_https &&
         (config.https == NULL ||

@@ -15,6 +15,14 @@
 
 #define HTTPD_TLS_NAMES 64 /* --tls NAME=CERT,KEY given at most this often */
 
+/* --tls NAME=CERT,KEY[,OCSP], cut into its parts (in argv's own text). */
+struct httpd_tls_name {
+    const char *name;
+    const char *certificate;
+    const char *key;
+    const char *ocsp; /* or NULL */
+};
+
 struct httpd_config {
     char root[PATH_MAX];
     size_t root_len;
@@ -23,10 +31,13 @@ struct httpd_config {
     bool redirect_https;  /* --redirect-https: plain requests are sent to the HTTPS listener */
     const char *tls_cert; /* --tls-cert, --tls-key: with them, --listen (or --https) is HTTPS */
     const char *tls_key;
-    char *tls_names[HTTPD_TLS_NAMES]; /* --tls NAME=CERT,KEY: each cut into its three strings */
+    struct httpd_tls_name tls_names[HTTPD_TLS_NAMES];
     unsigned tls_name_count;
     bool tls_no_tickets;        /* --tls-no-tickets */
     const char *tls_ticket_key; /* --tls-ticket-key FILE */
+    const char *tls_client_ca;  /* --tls-client-ca FILE: clients must show a certificate */
+    bool tls_client_optional;   /* --tls-client-optional: ... or none */
+    const char *tls_ocsp;       /* --tls-ocsp FILE: stapled */
     const char *index;
     bool list;
     uint32_t connections;

@@ -5,9 +5,10 @@
  * Safe against request smuggling towards the upstream: nothing of the client's header section is
  * passed on as bytes. The request is re-framed from what the parser accepted: the method and
  * target, every end-to-end field (hop-by-hop ones, those named by Connection, and the framing
- * fields dropped), Host, then X-Forwarded-For and Via, and the body (chunked framing already
- * removed) framed by us: a Content-Length when the client gave one, else chunked. Responses are
- * re-framed the same way by sxe_http_start().
+ * fields dropped), Host, then X-Forwarded-For, Via and (when the listener asked the client for a
+ * certificate and one was verified) X-Client-Subject, which a client cannot set itself, and the
+ * body (chunked framing already removed) framed by us: a Content-Length when the client gave one,
+ * else chunked. Responses are re-framed the same way by sxe_http_start().
  *
  * Bodies of any size stream both ways, with backpressure. The prefix routes are streamed
  * (SXE_HTTP_ROUTE_STREAM): a request is forwarded as soon as its head has come, and its body is
@@ -249,8 +250,10 @@ static bool dropped(const struct sxe_http_header *field,
                     const struct sxe_http_request_head *request)
 {
     static const char *const names[] = {
-        "connection", "keep-alive", "proxy-connection", "te",     "transfer-encoding", "upgrade",
-        "trailer",    "host",       "content-length",   "expect", "x-forwarded-for",   "via"};
+        "connection",        "keep-alive", "proxy-connection", "te",
+        "transfer-encoding", "upgrade",    "trailer",          "host",
+        "content-length",    "expect",     "x-forwarded-for",  "via",
+        "x-client-subject"};
 
     return named(field, names, sizeof(names) / sizeof(names[0])) ||
            (!options.underscores && memchr(field->name, '_', field->name_len) != NULL) ||
@@ -315,12 +318,15 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     const struct sxe_http_header *forwarded = sxe_http_request_header(request, "X-Forwarded-For");
     const struct sxe_http_header *via = sxe_http_request_header(request, "Via");
     const char *peer_text = peer_of(sxe_http_conn(exchange->held));
+    char subject[1024]; /* the client's certificate's, when the listener asks for one */
+    int subject_len =
+        sxe_conn_peer_subject(sxe_http_conn(exchange->held), subject, sizeof(subject));
     size_t path_len, query_len;
     const char *path = sxe_http_path(exchange->held, &path_len);
     const char *query = sxe_http_query(exchange->held, &query_len);
     size_t need = request->method_len + path_len + query_len + 128 + strlen(peer_text) +
                   request->host_len + (forwarded ? forwarded->value_len : 0) +
-                  (via ? via->value_len : 0);
+                  (via ? via->value_len : 0) + (subject_len > 0 ? (size_t)subject_len + 20 : 0);
     for (unsigned i = 0; i < request->header_count; i++) {
         need += request->headers[i].name_len + request->headers[i].value_len + 4;
     }
@@ -367,6 +373,11 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
         at = put(at, ", ", 2);
     }
     at = put(at, "1.1 sxe-httpd\r\n", 15);
+    if (subject_len > 0) {
+        at = put(at, "X-Client-Subject: ", 18);
+        at = put(at, subject, (size_t)subject_len);
+        at = put(at, "\r\n", 2);
+    }
     *at = '\0';
     const struct sxe_http_header *upgrade = sxe_http_request_header(request, "Upgrade");
     out->upgrade = NULL;
