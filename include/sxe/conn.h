@@ -165,6 +165,12 @@ SXE_MUST_CHECK int sxe_address_parse(const char *text, int default_port,
 SXE_MUST_CHECK int sxe_address_host(const char *text, char *host, size_t size);
 
 /**
+ * The port of an IPv4 or IPv6 socket address (not NULL), in host order.
+ * @return 0 to 65535, or -EAFNOSUPPORT for an address of another family.
+ */
+int sxe_address_port(const struct sockaddr *address);
+
+/**
  * sxe_conn_listen() on an address given as text (see sxe_address_parse(); the port is required):
  * sxe_conn_listen_at(loop, &listener, "127.0.0.1:8080", NULL, &handlers, NULL).
  * @return as sxe_conn_listen(), or -EINVAL for an address that does not parse.

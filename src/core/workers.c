@@ -115,8 +115,7 @@ static int bound_port(int fd, struct sockaddr_storage *address)
     if (sxe__sys.getsockname(fd, (struct sockaddr *)address, &len) < 0) {
         return -errno;
     }
-    return ntohs(address->ss_family == AF_INET6 ? ((struct sockaddr_in6 *)address)->sin6_port
-                                                : ((struct sockaddr_in *)address)->sin_port);
+    return sxe_address_port((struct sockaddr *)address);
 }
 
 /* Steers each connection to the listener whose index is the receiving CPU's (modulo count). */

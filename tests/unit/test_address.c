@@ -126,6 +126,23 @@ static size_t echo(sxe_conn_t *conn, const char *data, size_t len)
     return len;
 }
 
+/* The port of a parsed address, either family; another family has none. */
+static void test_the_port_of_an_address(void **state)
+{
+    struct sockaddr_storage address;
+    socklen_t len;
+
+    (void)state;
+    assert_int_equal(sxe_address_parse("127.0.0.1:8443", -1, &address, &len), 0);
+    assert_int_equal(sxe_address_port((struct sockaddr *)&address), 8443);
+    assert_int_equal(sxe_address_parse("[::1]:65535", -1, &address, &len), 0);
+    assert_int_equal(sxe_address_port((struct sockaddr *)&address), 65535);
+    assert_int_equal(sxe_address_parse(":0", -1, &address, &len), 0);
+    assert_int_equal(sxe_address_port((struct sockaddr *)&address), 0);
+    address.ss_family = AF_UNIX;
+    assert_int_equal(sxe_address_port((struct sockaddr *)&address), -EAFNOSUPPORT);
+}
+
 static void test_a_raw_server_listens_on_text(void **state)
 {
     static const struct sxe_conn_handlers handlers = {.on_read = echo};
@@ -194,6 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_addresses_as_people_write_them),
         cmocka_unit_test(test_the_host_of_an_address),
+        cmocka_unit_test(test_the_port_of_an_address),
         cmocka_unit_test(test_a_raw_server_listens_on_text),
         cmocka_unit_test(test_listening_fails_cleanly_at_every_call),
     };

@@ -427,8 +427,8 @@ void parse_options(int argc, char **argv)
     bool is_v6 = config.target.ss_family == AF_INET6;
     inet_ntop(config.target.ss_family, is_v6 ? (const void *)&v6->sin6_addr : &v4->sin_addr, host,
               sizeof(host));
-    snprintf(config.target_text, sizeof(config.target_text), is_v6 ? "[%s]:%u" : "%s:%u", host,
-             ntohs(is_v6 ? v6->sin6_port : v4->sin_port));
+    snprintf(config.target_text, sizeof(config.target_text), is_v6 ? "[%s]:%d" : "%s:%d", host,
+             sxe_address_port((const struct sockaddr *)&config.target));
     if (config.rate > 0 && !parsed.pipeline_set) {
         config.pipeline = RATE_CAP;
     }

@@ -374,11 +374,13 @@ void options_parse(int argc, char **argv)
     if (config.tls_client_optional && config.tls_client_ca == NULL) {
         die(2, "%s", "--tls-client-optional goes with --tls-client-ca FILE");
     }
+    struct sockaddr_storage https;
     if (config.redirect_https &&
         (config.https == NULL ||
-         sxe_address_parse(config.https, -1, &(struct sockaddr_storage){0}, &(socklen_t){0}) < 0)) {
+         sxe_address_parse(config.https, -1, &https, &(socklen_t){0}) < 0)) {
         die(2, "%s", "--redirect-https sends plain requests to --https IP:PORT: give it");
     }
+    config.https_port = config.redirect_https ? sxe_address_port((struct sockaddr *)&https) : 0;
     if (config.tls_cert != NULL && !sxe_tls_available()) {
         die(2, "%s", "this sxe-httpd was built without TLS (OpenSSL 3's libssl-dev)");
     }

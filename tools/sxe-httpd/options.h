@@ -29,6 +29,7 @@ struct httpd_config {
     const char *listen;
     const char *https;    /* --https: an HTTPS listener beside --listen, or NULL */
     bool redirect_https;  /* --redirect-https: plain requests are sent to the HTTPS listener */
+    int https_port;       /* --https's port, for --redirect-https's Location */
     const char *tls_cert; /* --tls-cert, --tls-key: with them, --listen (or --https) is HTTPS */
     const char *tls_key;
     struct httpd_tls_name tls_names[HTTPD_TLS_NAMES];

@@ -71,16 +71,8 @@ static size_t host_name_length(const char *host, size_t len)
 
 bool path_redirect_https(sxe_http_t *http)
 {
-    static int port; /* --https's, read once */
-    struct sockaddr_storage address;
-    socklen_t address_len;
-
     if (!config.redirect_https || sxe_conn_secure(sxe_http_conn(http))) {
         return false;
-    }
-    if (port == 0 && sxe_address_parse(config.https, -1, &address, &address_len) == 0) {
-        port = ntohs(address.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&address)->sin6_port
-                                                   : ((struct sockaddr_in *)&address)->sin_port);
     }
     const struct sxe_http_header *host =
         sxe_http_request_header(sxe_http_request_head(http), "Host");
@@ -92,8 +84,8 @@ bool path_redirect_https(sxe_http_t *http)
     size_t path_len, query_len;
     const char *path = sxe_http_path(http, &path_len), *query = sxe_http_query(http, &query_len);
     char location[8192], port_text[8] = ""; /* no port for 443, as browsers write it */
-    if (port != 443) {
-        snprintf(port_text, sizeof(port_text), ":%d", port);
+    if (config.https_port != 443) {
+        snprintf(port_text, sizeof(port_text), ":%d", config.https_port);
     }
     int len = snprintf(location, sizeof(location), "Location: https://%.*s%s%.*s%s%.*s\r\n",
                        (int)name_len, host->value, port_text, (int)path_len, path,

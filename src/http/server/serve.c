@@ -234,8 +234,8 @@ int sxe_http_server_port(sxe_http_server_t *server)
         sxe_conn_local(server->listener, (struct sockaddr *)&address, &len) < 0) {
         return 0;
     }
-    return address.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&address)->sin6_port)
-                                         : ntohs(((struct sockaddr_in *)&address)->sin_port);
+    int port = sxe_address_port((struct sockaddr *)&address);
+    return port > 0 ? port : 0;
 }
 
 /* On a worker: its copy of the server, on its loop, with its share of every listener. */
