@@ -254,20 +254,21 @@ static char *read_file(const char *path, size_t *size)
 static void usage(void)
 {
     fprintf(stderr, "usage: sxe-dict -D DATA [-l IP:PORT] [-w WORKERS] [-c CONNECTIONS] "
-                    "[-t IDLE] [-p PAGE]\n");
+                    "[-t IDLE] [-p PAGE] [-k CERT -K KEY]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     const char *data = NULL, *address = "127.0.0.1:8080", *page_path = SXE_DICTIONARY_PAGE;
+    const char *certificate = NULL, *key = NULL; /* -k, -K: HTTPS */
     struct sxe_http_server_options options = {.workers = sxe_workers_cpus()};
     struct dictionary dictionary;
     char path[4096];
     int option, rc;
 
     options.loop.connections = 10000;
-    while ((option = getopt(argc, argv, "D:l:w:c:t:p:")) != -1) {
+    while ((option = getopt(argc, argv, "D:l:w:c:t:p:k:K:")) != -1) {
         switch (option) {
         case 'D':
             data = optarg;
@@ -287,12 +288,27 @@ int main(int argc, char **argv)
         case 'p':
             page_path = optarg;
             break;
+        case 'k':
+            certificate = optarg;
+            break;
+        case 'K':
+            key = optarg;
+            break;
         default:
             usage();
         }
     }
-    if (data == NULL || optind != argc) {
+    if (data == NULL || optind != argc || (certificate == NULL) != (key == NULL)) {
         usage();
+    }
+    /* Made before the workers start, so that they share its session tickets' keys. */
+    if (certificate != NULL &&
+        (rc = sxe_tls_server_create(
+             &options.tls, &(struct sxe_tls_options){.certificate = certificate, .key = key})) <
+            0) {
+        fprintf(stderr, "sxe-dict: -k %s -K %s: %s (the log above says why)\n", certificate, key,
+                sxe_strerror(rc));
+        return 1;
     }
     snprintf(path, sizeof(path), "%s/dictionary.map", data);
     if ((rc = sxe_map_attach(&dictionary.map, path, NULL, 0)) < 0) {
@@ -316,11 +332,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "sxe-dict: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;
     }
-    printf("sxe-dict: %u words, serving on %s with %u workers\n", dictionary.words.file->count,
-           address, options.workers);
+    printf("sxe-dict: %u words, serving on %s%s with %u workers\n", dictionary.words.file->count,
+           options.tls != NULL ? "https://" : "", address, options.workers);
     fflush(stdout);
     rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
+    sxe_tls_destroy(options.tls);
     words_close(&dictionary.words);
     sxe_map_detach(dictionary.map);
     free(dictionary.page);

@@ -105,7 +105,12 @@ struct sxe_http_server_options {
     unsigned listen_flags;
     /**
      * TLS (sxe/tls.h) for the listeners of sxe_http_server_listen(), or NULL for plain HTTP;
-     * sxe_http_server_listen_tls() chooses per listener. It must outlive the server.
+     * sxe_http_server_listen_tls() chooses per listener. It must outlive the server. With it the
+     * loop's buffers (loop.buffers, unless set) are one for every connection beside the held
+     * requests': a response being sent over TLS holds its sealed record in one until the client
+     * takes it, so slow readers cannot take the ones new clients need (untouched memory until
+     * used). A program with TLS on some listeners only (sxe_http_server_listen_tls()) sizes
+     * loop.buffers the same way.
      */
     sxe_tls_t *tls;
     /**

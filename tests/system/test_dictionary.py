@@ -1,11 +1,12 @@
 """apps/dictionary: sxe-dict-build turns Debian's GCIDE into a data directory, sxe-dict serves it
 with workers, sxe-dict-update changes it while it serves. Lookups, misses with suggestions, bad
-input, the page in headless Chromium, and updates that no request ever sees half-applied."""
+input, the page in headless Chromium, updates that no request ever sees half-applied, and HTTPS."""
 import http.client
 import json
 import pathlib
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import urllib.parse
@@ -85,6 +86,40 @@ def test_lookup(server):
     assert get(server, "/d/%7Aygote")[2]["word"] == "zygote"
     status, _, entry = get(server, "/d/" + urllib.parse.quote("1-naphthoic acid"))
     assert status == 200 and entry["word"] == "1-naphthoic acid"
+
+
+def test_served_over_https(build_dir, data, tmp_path):
+    """-k CERT -K KEY: the same answers over TLS, every worker sharing the certificate; a key
+    that is not the certificate's is a one-line error at start."""
+    cert, key, other = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "other.pem"
+    for pem, out in ((key, cert), (other, None)):
+        command = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                   "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(pem), "-days", "2",
+                   "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                   "-out", str(out or tmp_path / "unused.pem")]
+        subprocess.run(command, check=True, capture_output=True)
+    binary = str(build_dir / "apps" / "dictionary" / "sxe-dict")
+    port = free_port()
+    process = subprocess.Popen([binary, "-D", str(data), "-l", f"127.0.0.1:{port}", "-w", "2",
+                                "-c", "200", "-k", str(cert), "-K", str(key)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_port(port, process, "sxe-dict")
+        context = ssl.create_default_context(cafile=str(cert))
+        for _ in range(4):  # new connections: each worker, likely
+            connection = http.client.HTTPSConnection("localhost", port, timeout=10,
+                                                     context=context)
+            status, _, entry = get(port, "/d/zygote", connection)
+            assert status == 200 and entry["word"] == "zygote"
+            assert get(port, "/s/zyg", connection)[0] == 200  # kept alive
+            connection.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    assert "serving on https://127.0.0.1:" in process.stdout.read()
+    done = subprocess.run([binary, "-D", str(data), "-l", "127.0.0.1:0", "-k", str(cert),
+                           "-K", str(other)], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 1 and "not the key of certificate" in done.stderr, done.stderr
 
 
 def test_a_miss_is_404_with_suggestions(server):

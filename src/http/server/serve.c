@@ -59,9 +59,12 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
     loop.read_timeout = options->header_timeout ? options->header_timeout : 10 * SXE_NS_PER_SEC;
     loop.idle_timeout = options->idle_timeout ? options->idle_timeout : 60 * SXE_NS_PER_SEC;
     loop.write_timeout = options->write_timeout ? options->write_timeout : 30 * SXE_NS_PER_SEC;
-    /* A buffer for each request that may be held (its bytes wait there), beside the usual share. */
+    /* A buffer for each request that may be held (its bytes wait there), beside the usual share:
+     * over TLS, one for every connection (a sealed record waits in one for a slow reader). */
     if (loop.buffers == 0) {
-        loop.buffers = loop.connections / 4 + 16 + (options->deferred ? options->deferred : 256);
+        uint64_t buffers = (options->tls != NULL ? loop.connections : loop.connections / 4) +
+                           16ULL + (options->deferred ? options->deferred : 256);
+        loop.buffers = (uint32_t)(buffers < UINT32_MAX / 2 ? buffers : UINT32_MAX / 2);
     }
     /* A timer for each request that may be held (its deadline), beside the program's own. */
     loop.timers = (loop.timers ? loop.timers : 64) + (options->deferred ? options->deferred : 256) +
