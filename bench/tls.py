@@ -3,6 +3,7 @@
 OpenSSL, one worker on CPU 0, the load on CPU 1, interleaved rounds.
 
     bench/tls.py [--build build/release] [--rounds 5] [--seconds 5] [--connections 100]
+                 [--idle 10000]
 
 Each server serves the same files from one root with the same ECDSA P-256 certificate (made for
 the run). Keep-alive: wrk keeps its connections (one handshake each, then requests) for 12 B,
@@ -25,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,6 +38,7 @@ FILES = {"hello.txt": b"Hello World\n", "4k.bin": bytes(range(256)) * 16,
          "1m.bin": bytes(range(256)) * 4096}
 HANDSHAKES = "handshakes"  # the case of a full handshake per request
 RESUMED = "resumed"  # the case of a resumed handshake per request
+IDLE = "idle"  # the memory case: KB per idle connection, TLS less plain
 
 NGINX = """# nginx terminating TLS as a site that cares about speed runs it: bench/peers/nginx.conf's
 # settings, with a TLS listener. Each line that differs from nginx's default says why.
@@ -43,7 +46,7 @@ worker_processes 1;            # the one core the benchmark gives the server
 daemon off;                    # in the foreground, so the benchmark stops it by its pid
 pid {tmp}/nginx.pid;
 error_log {tmp}/nginx-error.log error;
-events {{ worker_connections 4096; }}  # room for the connections (default 512)
+events {{ worker_connections 12000; }}  # room for the idle case's connections (default 512)
 http {{
     access_log off;            # no access log, as for every server in the main tables
     sendfile on;               # file bytes from the page cache (with TLS nginx reads them)
@@ -52,7 +55,7 @@ http {{
     ssl_protocols TLSv1.2 TLSv1.3;  # the same protocols as sxe (default adds TLS 1.0 and 1.1)
     ssl_session_cache shared:SSL:10m;  # resumption as users configure it (default none)
     server {{
-        listen 127.0.0.1:{port} ssl;
+        listen 127.0.0.1:{port}{ssl};  # " ssl", or "" for the idle case's plain run
         ssl_certificate {cert};
         ssl_certificate_key {key};
         location / {{ root {root}; }}
@@ -64,11 +67,8 @@ H2O = """# h2o terminating TLS: bench/peers/h2o.conf's settings with a TLS liste
 listen:
   host: 127.0.0.1
   port: {port}
-  ssl:
-    certificate-file: {cert}
-    key-file: {key}
-    minimum-version: TLSv1.2   # the same protocols as sxe (default TLSv1)
-num-threads: 1                 # the one core the benchmark gives the server
+{ssl}num-threads: 1                 # the one core the benchmark gives the server
+max-connections: 12000         # room for the idle case's connections (default 1024)
 http1-request-timeout: 300     # connections live for the whole run (default 10 s)
 error-log: {tmp}/h2o-error.log
 hosts:
@@ -77,6 +77,14 @@ hosts:
       /:
         file.dir: {root}
 """
+
+
+H2O_TLS = """  ssl:                         # (left out for the idle case's plain run)
+    certificate-file: {cert}
+    key-file: {key}
+    minimum-version: TLSv1.2   # the same protocols as sxe (default TLSv1)
+"""
+FLOOR = "tls-floor"  # in the idle case only
 
 
 def certificate(tmp):
@@ -90,22 +98,29 @@ def certificate(tmp):
 
 
 def servers(build, tmp, root, cert, key):
+    """name: command(port, tls) for each server installed."""
     def config(name, text):
-        def command(port):
+        def command(port, tls=True):
             path = os.path.join(tmp, f"{name}-{port}.conf")
+            ssl_text = (" ssl" if tls else "") if name == "nginx" else \
+                (H2O_TLS.format(cert=cert, key=key) if tls else "")
             with open(path, "w") as out:
-                out.write(text.format(port=port, tmp=tmp, root=root, cert=cert, key=key))
+                out.write(text.format(port=port, tmp=tmp, root=root, cert=cert, key=key,
+                                      ssl=ssl_text))
             return ["nginx", "-c", path] if name == "nginx" else ["h2o", "-c", path]
         return command
 
-    made = {"sxe-httpd": lambda port: [os.path.join(build, "tools", "sxe-httpd"), "--root", root,
-                                       "--listen", f"127.0.0.1:{port}", "--workers", "1",
-                                       "--tls-cert", cert, "--tls-key", key]}
+    made = {"sxe-httpd": lambda port, tls=True: [
+        os.path.join(build, "tools", "sxe-httpd"), "--root", root, "--listen", f"127.0.0.1:{port}",
+        "--workers", "1", "--connections", "12000",
+        *(["--tls-cert", cert, "--tls-key", key] if tls else [])]}
     for name, text in (("nginx", NGINX), ("h2o", H2O)):
         if shutil.which(name):
             made[name] = config(name, text)
         else:
             print(f"tls: {name} is not installed: left out", file=sys.stderr)
+    made[FLOOR] = lambda port, tls=True: [os.path.join(build, "bench", "tls-floor"), str(port),
+                                          *([cert, key] if tls else [])]
     return made
 
 
@@ -143,6 +158,32 @@ def handshakes(port, args, name, option):
     return report["queries"]
 
 
+def idle_bytes(command, args, tls):
+    """Starts the server, holds args.idle connections on it: @return the growth of its resident
+    memory per connection, in bytes."""
+    port = procs.free_port()
+    server = procs.start(command(port, tls), "0")
+    try:
+        procs.wait_for_port(port, server.pid)
+        pids = procs.tree(server.pid)
+        before = procs.tree_kb(pids, "VmRSS")
+        hold = subprocess.Popen(["taskset", "-c", "1", sys.executable,
+                                 os.path.join(ROOT, "bench", "tls_hold.py"), "--port", str(port),
+                                 "--connections", str(args.idle), *(["--tls"] if tls else [])],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        held = json.loads(hold.stdout.readline() or "{}").get("held")
+        time.sleep(1)  # the last answers' buffers given back
+        after = procs.tree_kb(procs.tree(server.pid), "VmRSS")
+        hold.stdin.close()
+        lost = json.loads(hold.stdout.readline() or "{}").get("lost")
+        hold.wait(timeout=60)
+        if held != args.idle or lost != 0:
+            raise RuntimeError(f"idle {'TLS' if tls else 'plain'}: held {held}, lost {lost}")
+        return (after - before) * 1024 / args.idle
+    finally:
+        procs.stop(server)
+
+
 def one_round(command, args, cert, name):
     port = procs.free_port()
     server = procs.start(command(port), "0")
@@ -178,6 +219,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--connections", type=int, default=100)
+    parser.add_argument("--idle", type=int, default=10000,
+                        help="idle connections held for the memory case (0: no memory case)")
     args = parser.parse_args()
     procs.guard()
     with tempfile.TemporaryDirectory(prefix="sxe-tls-bench-") as tmp:
@@ -190,24 +233,48 @@ def main():
         cert, key = certificate(tmp)
         made = servers(os.path.abspath(args.build), tmp, root, cert, key)
         cases = list(FILES) + [HANDSHAKES, RESUMED]
-        figures = {(name, case): [] for name in made for case in cases}
+        figures = {(name, case): [] for name in made for case in cases + [IDLE]}
         for round_number in range(args.rounds):
             order = list(made)[round_number % len(made):] + list(made)[:round_number % len(made)]
             for name in order:
-                for file, (us, rate) in one_round(made[name], args, cert, name).items():
+                results = one_round(made[name], args, cert, name) if name != FLOOR else {}
+                for file, (us, rate) in results.items():
                     figures[(name, file)].append(us)
                     print(f"round {round_number + 1}/{args.rounds}: {name} /{file}: "
                           f"{us:.2f} µs/request, {rate:,.0f}/s", flush=True)
-        print(f"\nHTTPS: keep-alive ({args.connections} connections), full and resumed handshakes "
-              f"(16 at a time), server CPU per request (median, min-max of {args.rounds} rounds):")
-        for case in cases:
-            base = statistics.median(figures[("sxe-httpd", case)])
-            for name in made:
-                values = figures[(name, case)]
-                median = statistics.median(values)
-                label = case if case in (HANDSHAKES, RESUMED) else "/" + case
-                print(f"  {label:11} {name:10} {median:7.2f} µs ({min(values):.2f}-"
-                      f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x")
+                if args.idle:
+                    print(f"round {round_number + 1}/{args.rounds}: {name}: holding {args.idle:,} "
+                          "idle connections, TLS then plain", flush=True)
+                    secure, plain = (idle_bytes(made[name], args, tls) for tls in (True, False))
+                    figures[(name, IDLE)].append((secure - plain) / 1024)
+                    print(f"round {round_number + 1}/{args.rounds}: {name}: idle TLS "
+                          f"{secure / 1024:.1f} KB, plain {plain / 1024:.2f} KB per connection",
+                          flush=True)
+        report(figures, cases, made, args)
+
+
+def report(figures, cases, made, args):
+    print(f"\nHTTPS: keep-alive ({args.connections} connections), full and resumed handshakes "
+          f"(16 at a time), server CPU per request (median, min-max of {args.rounds} rounds):")
+    for case in cases:
+        base = statistics.median(figures[("sxe-httpd", case)])
+        for name in made:
+            if name == FLOOR:
+                continue
+            values = figures[(name, case)]
+            median = statistics.median(values)
+            label = case if case in (HANDSHAKES, RESUMED) else "/" + case
+            print(f"  {label:11} {name:10} {median:7.2f} µs ({min(values):.2f}-"
+                  f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x")
+    if args.idle:
+        print(f"\nIdle memory: {args.idle:,} keep-alive connections, each after one request, "
+              "server RSS growth per connection over TLS less over plain HTTP (median, min-max):")
+        base = statistics.median(figures[("sxe-httpd", IDLE)])
+        for name in made:
+            values = figures[(name, IDLE)]
+            median = statistics.median(values)
+            print(f"  {name:10} {median:6.1f} KB ({min(values):.1f}-{max(values):.1f})  "
+                  f"sxe-httpd/{name} {base / median:.2f}x")
 
 
 if __name__ == "__main__":
