@@ -16,13 +16,17 @@ class Scenario:
     after one request each, for memory)."""
 
     def __init__(self, key, title, specs, connections=100, path="/f12.txt", body="f12.txt",
-                 pipeline=1, mode="keep-alive", paths=None, rate=None, extra=(), check=True):
+                 pipeline=1, mode="keep-alive", paths=None, rate=None, extra=(), check=True,
+                 tls=False):
         self.key, self.title, self.specs, self.connections = key, title, specs, connections
         self.path, self.body, self.pipeline, self.mode = path, body, pipeline, mode
         self.paths = paths
         self.rate = rate  # requests/s on a fixed schedule (a function of the server's name)
         self.extra = list(extra)  # more of sxe-http's options (-f FILE, -e STATUS, --http1.0)
         self.check = check  # whether a GET of path before the load must answer the body
+        self.tls = tls  # over TLS: the check, and the load (sxe-http --tls)
+        if tls:
+            self.extra.append("--tls")
 
     def path_of(self, spec):
         return self.path(spec) if callable(self.path) else self.path
@@ -101,7 +105,7 @@ def measure(ctx, spec, scenario):
         expected = open(body_file, "rb").read() if body_file else None
         path = scenario.path_of(spec)
         if scenario.check:
-            server.check(path, expected)
+            server.check(path, expected, tls=scenario.tls)
         if scenario.mode == "idle":
             return hold_idle(server, scenario, path, expected)
         window = server.load(ctx.build, connections=scenario.connections,

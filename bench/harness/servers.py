@@ -2,6 +2,7 @@
 process started is the one listening and that it answers right, loads it, and stops it by its
 pid."""
 import http.client
+import ssl
 import os
 
 from . import load, procs
@@ -46,11 +47,14 @@ class Running:
     def memory_kb(self, field="VmRSS"):
         return procs.tree_kb(self.pids(), field)
 
-    def check(self, path=None, body=None, method="GET"):
-        """One request, over its own connection: the answer must be 200 with the expected body."""
+    def check(self, path=None, body=None, method="GET", tls=False):
+        """One request, over its own connection (TLS, checking no certificate, if tls): the answer
+        must be 200 with the expected body."""
         path = path or self.spec.path
         body = body if body is not None else self.spec.body
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.port, timeout=5, context=ssl._create_unverified_context()) \
+            if tls else http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
         try:
             connection.request(method, path)
             response = connection.getresponse()
