@@ -98,39 +98,19 @@ static int load_pair(SSL_CTX *ctx, const char *certificate, const char *key)
     return 0;
 }
 
-/* Has ctx ask clients for a certificate issued by one of the authorities in the file at ca (the
- * names sent in the request, and the store the certificate is verified against), and require
- * one unless optional. @return 0, -errno or -EPROTO (logged). */
-static int ask_clients(SSL_CTX *ctx, const char *ca, bool optional)
+/* Loads the certificate, its key and the settings into ctx, and its session context into
+ * *context. @return 0, -errno or -EPROTO. */
+static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options,
+                     struct tls_session_context *context)
 {
-    int rc = readable(ca, "client CA file");
-    STACK_OF(X509_NAME) *names = rc == 0 ? SSL_load_client_CA_file(ca) : NULL;
-
-    if (rc < 0) {
-        return rc;
-    }
-    if (names == NULL || !SSL_CTX_load_verify_locations(ctx, ca, NULL)) {
-        sk_X509_NAME_pop_free(names, X509_NAME_free);
-        SXE_LOG_ERROR("TLS client CA file %s: no PEM certificate in it", ca);
-        sxe__tls_log_openssl(SXE_LOG_LEVEL_ERROR, "TLS client CA file");
-        return -EPROTO;
-    }
-    SSL_CTX_set_client_CA_list(ctx, names);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (optional ? 0 : SSL_VERIFY_FAIL_IF_NO_PEER_CERT),
-                       NULL);
-    return 0;
-}
-
-/* Loads the certificate, its key and the settings into ctx. @return 0, -errno or -EPROTO. */
-static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
-{
-    static const unsigned char session_context[] = "sxe";
     int rc;
 
     set_common(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF); /* tickets resume sessions */
-    /* A session resumes only where it was made: with client certificates OpenSSL requires it. */
-    SSL_CTX_set_session_id_context(ctx, session_context, sizeof(session_context) - 1);
+    /* A session resumes only under the client-certificate check it was made under (none here;
+     * tls_clients.c's digest of the CA file with one). */
+    *context = (struct tls_session_context){.bytes = "sxe", .len = 3};
+    SSL_CTX_set_session_id_context(ctx, context->bytes, context->len);
     SSL_CTX_set_alpn_select_cb(ctx, select_protocol, NULL);
     const char *ciphers = options->ciphers != NULL ? options->ciphers : DEFAULT_CIPHERS;
     if (!SSL_CTX_set_cipher_list(ctx, ciphers)) {
@@ -139,7 +119,8 @@ static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
     }
     if ((rc = load_pair(ctx, options->certificate, options->key)) < 0 ||
         (options->client_ca != NULL &&
-         (rc = ask_clients(ctx, options->client_ca, options->client_certificate_optional)) < 0) ||
+         (rc = sxe__tls_clients_ask(ctx, options->client_ca, options->client_certificate_optional,
+                                    context)) < 0) ||
         (options->ocsp_response != NULL &&
          (rc = sxe__tls_ocsp_load(ctx, options->ocsp_response)) < 0)) {
         return rc;
@@ -148,7 +129,8 @@ static int configure(SSL_CTX *ctx, const struct sxe_tls_options *options)
 }
 
 /* Makes a context of options into *ctx. @return 0, -ENOMEM, or configure()'s error. */
-static int context_make(SSL_CTX **ctx, const struct sxe_tls_options *options)
+static int context_make(SSL_CTX **ctx, const struct sxe_tls_options *options,
+                        struct tls_session_context *context)
 {
     SSL_CTX *made = SSL_CTX_new(TLS_server_method());
     int rc;
@@ -156,7 +138,7 @@ static int context_make(SSL_CTX **ctx, const struct sxe_tls_options *options)
     if (made == NULL) {
         return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
     }
-    if ((rc = configure(made, options)) < 0) {
+    if ((rc = configure(made, options, context)) < 0) {
         SSL_CTX_free(made);
         return rc;
     }
@@ -179,7 +161,7 @@ int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options
         return -ENOMEM;
     }
     pthread_mutex_init(&made->lock, NULL);
-    if ((rc = context_make(&made->ctx, options)) < 0) {
+    if ((rc = context_make(&made->ctx, options, &made->session_context)) < 0) {
         sxe_tls_destroy(made);
         return rc;
     }
@@ -284,19 +266,6 @@ static int choose_certificate(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
-/* A name's context asks clients for what the default's asks (the request's names, the store
- * their certificates are verified against, and whether one is required). */
-static void share_clients(SSL_CTX *named, SSL_CTX *ctx)
-{
-    int mode = SSL_CTX_get_verify_mode(ctx);
-
-    if (mode & SSL_VERIFY_PEER) {
-        SSL_CTX_set1_cert_store(named, SSL_CTX_get_cert_store(ctx));
-        SSL_CTX_set_client_CA_list(named, SSL_dup_CA_list(SSL_CTX_get_client_CA_list(ctx)));
-        SSL_CTX_set_verify(named, mode, NULL);
-    }
-}
-
 /* Whether name is a host name as SNI carries it, or "*." and one. */
 static bool name_valid(const char *name)
 {
@@ -343,10 +312,11 @@ int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name, const struct sxe_t
     struct sxe_tls_options own = {.certificate = options->certificate,
                                   .key = options->key,
                                   .ocsp_response = options->ocsp_response};
-    if ((rc = context_make(&added->ctx, &own)) < 0) {
+    struct tls_session_context unused;
+    if ((rc = context_make(&added->ctx, &own, &unused)) < 0) {
         return rc;
     }
-    share_clients(added->ctx, tls->ctx);
+    sxe__tls_clients_share(added->ctx, tls->ctx, &tls->session_context);
     memcpy(added->name, name, strlen(name) + 1); /* name_valid() held it to the size */
     SSL_CTX_set_app_data(added->ctx, tls); /* a ticket's key is the default's, whichever is shown */
     tls->name_count++;
@@ -386,6 +356,7 @@ int sxe_tls_server_replace(sxe_tls_t *tls, sxe_tls_t *fresh)
     tls->ctx = fresh->ctx;
     tls->names = fresh->names;
     tls->name_count = fresh->name_count;
+    tls->session_context = fresh->session_context;
     if (fresh->ticket_period != 0 && (fresh->ticket_file || tls->ticket_period == 0)) {
         memcpy(tls->ticket_secret, fresh->ticket_secret, sizeof(tls->ticket_secret));
         tls->ticket_file = fresh->ticket_file;

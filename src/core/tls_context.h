@@ -20,6 +20,12 @@ struct tls_name {
     SSL_CTX *ctx;
 };
 
+/* What binds a session to the client-certificate check it was made under (tls_clients.c). */
+struct tls_session_context {
+    unsigned char bytes[32];
+    unsigned len;
+};
+
 /*
  * A server's ctx, names and ticket secret may be replaced (sxe_tls_server_replace()) while other
  * threads begin handshakes: lock is held to read or change them. A session holds a reference to
@@ -37,6 +43,7 @@ struct sxe_tls {
                                            0: tickets off, no secret made */
     unsigned char ticket_secret[32];    /* what the ticket keys are derived from */
     struct sxe__tls_sessions *sessions; /* a client's, kept to resume (tls_resume.c), or NULL */
+    struct tls_session_context session_context; /* a server's, its names' too */
 };
 
 /* Has a client context keep the sessions servers give, to resume. @return 0 or -ENOMEM. */
@@ -49,6 +56,15 @@ void sxe__tls_sessions_free(sxe_tls_t *tls);
 /* Sets up a server context's session tickets as options say (none, or keys derived from a secret
  * made here or read from options.ticket_key_file). @return 0 or -errno (logged). */
 int sxe__tls_tickets(sxe_tls_t *tls, const struct sxe_tls_options *options);
+
+/* Has a server's ctx ask clients for a certificate of an authority in the file at ca (required
+ * unless optional), and sets its session context (*context too) to that check's.
+ * @return 0, -errno or -EPROTO (logged). */
+int sxe__tls_clients_ask(SSL_CTX *ctx, const char *ca, bool optional,
+                         struct tls_session_context *context);
+/* A name's context asks what the default's asks, under its session context. */
+void sxe__tls_clients_share(SSL_CTX *named, SSL_CTX *ctx,
+                            const struct tls_session_context *context);
 
 /* Staples the DER OCSP response in the file at path to ctx's handshakes that ask for one, after
  * checking that it is a successful one for ctx's certificate. @return 0 or -errno (logged). */

@@ -17,7 +17,9 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sxe/clock.h"
@@ -98,6 +100,56 @@ static int ticket_key(SSL *ssl, unsigned char name[TICKET_NAME], unsigned char *
     return rc;
 }
 
+/* When a ticket is sealed: a session from a full handshake is stamped with its time (wall
+ * seconds), which the tickets of its resumptions carry on. */
+static int ticket_made(SSL *ssl, void *arg)
+{
+    SSL_SESSION *session = SSL_get0_session(ssl);
+    void *stamp;
+    size_t len = 0;
+
+    (void)arg;
+    if (session != NULL && (!SSL_SESSION_get0_ticket_appdata(session, &stamp, &len) || len != 8)) {
+        uint64_t now = sxe_clock_wall_ns() / SXE_NS_PER_SEC;
+        return SSL_SESSION_set1_ticket_appdata(session, &now, sizeof(now));
+    }
+    return 1;
+}
+
+/*
+ * When a ticket is opened: its session resumes only within two ticket periods of its full
+ * handshake (OpenSSL renews a session's time with each ticket, so without this a client that
+ * comes back often would never make a full handshake again), and never with a peer certificate
+ * that has expired since (a client's certificate is checked at the full handshake only).
+ */
+static SSL_TICKET_RETURN ticket_opened(SSL *ssl, SSL_SESSION *session, const unsigned char *name,
+                                       size_t name_len, SSL_TICKET_STATUS status, void *arg)
+{
+    sxe_tls_t *tls = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    void *stamp;
+    size_t len = 0;
+    uint64_t made;
+
+    (void)name, (void)name_len, (void)arg;
+    if (status == SSL_TICKET_FATAL_ERR_MALLOC || status == SSL_TICKET_FATAL_ERR_OTHER) {
+        return SSL_TICKET_RETURN_ABORT; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    if (status != SSL_TICKET_SUCCESS && status != SSL_TICKET_SUCCESS_RENEW) {
+        return SSL_TICKET_RETURN_IGNORE_RENEW; /* none, or not ours: a full handshake */
+    }
+    pthread_mutex_lock(&tls->lock);
+    uint64_t most = 2 * tls->ticket_period / SXE_NS_PER_SEC;
+    pthread_mutex_unlock(&tls->lock);
+    X509 *peer = SSL_SESSION_get0_peer(session);
+    time_t now = (time_t)(sxe_clock_wall_ns() / SXE_NS_PER_SEC);
+    if (!SSL_SESSION_get0_ticket_appdata(session, &stamp, &len) || len != sizeof(made) ||
+        (memcpy(&made, stamp, sizeof(made)), (uint64_t)now > made + most) ||
+        (peer != NULL && X509_cmp_time(X509_get0_notAfter(peer), &now) <= 0)) {
+        return SSL_TICKET_RETURN_IGNORE_RENEW;
+    }
+    return status == SSL_TICKET_SUCCESS_RENEW ? SSL_TICKET_RETURN_USE_RENEW : SSL_TICKET_RETURN_USE;
+}
+
 /* The secret of a key file: the SHA-256 of its bytes, of which there must be 32 or more. */
 static int secret_read(sxe_tls_t *tls, const char *path)
 {
@@ -150,5 +202,6 @@ int sxe__tls_tickets(sxe_tls_t *tls, const struct sxe_tls_options *options)
     SSL_CTX_set_timeout(tls->ctx, lifetime > 0 ? lifetime : 1);
     SSL_CTX_set_app_data(tls->ctx, tls);
     SSL_CTX_set_tlsext_ticket_key_evp_cb(tls->ctx, ticket_key);
+    SSL_CTX_set_session_ticket_cb(tls->ctx, ticket_made, ticket_opened, NULL);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include "loop.h"
 #include "sxe/conn.h"
 #include "sxe/loop.h"
+#include "sys.h"
 #include "sxe_test.h"
 #include "tls_test.h"
 
@@ -478,6 +479,113 @@ static void test_replace_invalid_use(void **state)
     }
 }
 
+/* A listener on loop of its own context (for sessions), returning its port. */
+static int listen_also(sxe_tls_t **tls, const struct sxe_tls_options *options)
+{
+    sxe_conn_t *also;
+    struct sockaddr_in bound;
+    socklen_t bound_len = sizeof(bound);
+
+    assert_int_equal(sxe_tls_server_create(tls, options), 0);
+    assert_int_equal(sxe_conn_listen_at(loop, &also, "127.0.0.1:0",
+                                        &(struct sxe_listen_options){.tls = *tls}, &server_handlers,
+                                        NULL),
+                     0);
+    assert_int_equal(sxe_conn_local(also, (struct sockaddr *)&bound, &bound_len), 0);
+    return ntohs(bound.sin_port);
+}
+
+/* A client that shows the localhost certificate to port, offering resume: whether it was
+ * answered, and whether it resumed; the session it had into *kept (if not NULL). */
+static bool resumes(int port, SSL_SESSION *resume, SSL_SESSION **kept, bool *answered)
+{
+    struct tls_client client = {.port = port,
+                                .certificate = tls_certificate,
+                                .key = tls_key,
+                                .resume = resume,
+                                .send = "hi",
+                                .expect = 1};
+
+    tls_client_run(loop, &client);
+    *answered = client.got_len == 1;
+    if (kept != NULL) {
+        *kept = client.kept;
+        client.kept = NULL;
+    }
+    tls_client_free(&client);
+    return client.resumed;
+}
+
+/* A session resumes only under the client-certificate check it was made under: not where one is
+ * required if it was made where none was asked (the ticket keys shared by a file), nor after a
+ * reload changed the authorities; nor, made with a certificate that has expired since. */
+static void test_sessions_bound_to_client_checks(void **state)
+{
+    char keys[] = "/tmp/sxe-tls-peers-keys-XXXXXX";
+    int fd = mkstemp(keys);
+    sxe_tls_t *open_tls, *fresh;
+    SSL_SESSION *anonymous, *shown;
+    bool answered;
+
+    (void)state;
+    assert_true(fd >= 0 && write(fd, "0123456789abcdef0123456789abcdef0123456789", 42) == 42);
+    close(fd);
+    listen_with(&(struct sxe_tls_options){.certificate = tls_certificate,
+                                          .key = tls_key,
+                                          .client_ca = tls_certificate,
+                                          .ticket_key_file = keys});
+    int required = ntohs(address.sin_port);
+    int open_port = listen_also(&open_tls, &(struct sxe_tls_options){.certificate = tls_certificate,
+                                                                     .key = tls_key,
+                                                                     .ticket_key_file = keys});
+    assert_false(resumes(open_port, NULL, &anonymous, &answered));
+    assert_true(resumes(open_port, anonymous, NULL, &answered));   /* the keys are shared */
+    assert_false(resumes(required, anonymous, &shown, &answered)); /* but not the check */
+    assert_true(answered);
+    assert_true(resumes(required, shown, NULL, &answered));
+    assert_false(resumes(open_port, shown, NULL, &answered));
+
+    assert_int_equal(
+        sxe_tls_server_create(&fresh, &(struct sxe_tls_options){.certificate = tls_certificate,
+                                                                .key = tls_key,
+                                                                .client_ca = tls_other_certificate,
+                                                                .ticket_key_file = keys}),
+        0);
+    assert_int_equal(sxe_tls_server_replace(server_tls, fresh), 0);
+    struct sxe_test_capture capture;
+    sxe_test_capture_start(&capture);
+    assert_false(resumes(required, shown, NULL, &answered)); /* another authority now */
+    sxe_test_capture_stop();
+    assert_false(answered);
+    SSL_SESSION_free(anonymous);
+    SSL_SESSION_free(shown);
+    sxe_tls_destroy(open_tls);
+    unlink(keys);
+}
+
+/* The client's certificate expires (an hour after it was made) while its session lives (tickets
+ * of 10 h periods): on a faked wall clock, the session resumes before, not after. */
+static void test_sessions_end_with_the_client_certificate(void **state)
+{
+    const uint64_t now = sxe_clock_wall_ns();
+    SSL_SESSION *session;
+    bool answered;
+
+    (void)state;
+    listen_with(&(struct sxe_tls_options){.certificate = tls_certificate,
+                                          .key = tls_key,
+                                          .client_ca = tls_certificate,
+                                          .ticket_period = 36000 * SXE_NS_PER_SEC});
+    int port = ntohs(address.sin_port);
+    assert_false(resumes(port, NULL, &session, &answered));
+    sxe__sys_clock_fake(sxe_clock_mono_ns(), now + 1800 * SXE_NS_PER_SEC);
+    assert_true(resumes(port, session, NULL, &answered));
+    sxe__sys_clock_fake(sxe_clock_mono_ns(), now + 7200 * SXE_NS_PER_SEC);
+    assert_false(resumes(port, session, NULL, &answered));
+    sxe__sys_reset();
+    SSL_SESSION_free(session);
+}
+
 static int group_setup(void **state)
 {
     int fd;
@@ -505,6 +613,8 @@ int main(void)
         cmocka_unit_test_teardown(test_ocsp_stapled, teardown),
         cmocka_unit_test_teardown(test_ocsp_refused, teardown),
         cmocka_unit_test_teardown(test_replace, teardown),
+        cmocka_unit_test_teardown(test_sessions_bound_to_client_checks, teardown),
+        cmocka_unit_test_teardown(test_sessions_end_with_the_client_certificate, teardown),
         cmocka_unit_test_teardown(test_replace_invalid_use, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -28,6 +28,7 @@
 #include <sxe/log.h>
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +241,26 @@ static bool named_by_connection(const struct sxe_http_header *field,
     return false;
 }
 
+/* Whether field is, with '_' for '-', one the proxy writes itself: an upstream that maps them alike
+ * (CGI, PHP) must never read a client's as ours, whatever --proxy-underscores lets through. */
+static bool written_by_us(const struct sxe_http_header *field)
+{
+    static const char *const ours[] = {"x-forwarded-for", "x-client-subject"};
+
+    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+        size_t at = 0;
+        while (at < field->name_len && ours[i][at] != '\0' &&
+               (field->name[at] == '_' ? '-' : tolower((unsigned char)field->name[at])) ==
+                   ours[i][at]) {
+            at++;
+        }
+        if (at == field->name_len && ours[i][at] == '\0') {
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * Whether a request field stays behind: hop-by-hop, framing, or one we write ourselves; and a name
  * with '_', unless options.underscores lets it through. CGI, WSGI and PHP upstreams map '-' and
@@ -256,7 +277,8 @@ static bool dropped(const struct sxe_http_header *field,
         "x-client-subject"};
 
     return named(field, names, sizeof(names) / sizeof(names[0])) ||
-           (!options.underscores && memchr(field->name, '_', field->name_len) != NULL) ||
+           (memchr(field->name, '_', field->name_len) != NULL &&
+            (!options.underscores || written_by_us(field))) ||
            named_by_connection(field, request->headers, request->header_count);
 }
 
