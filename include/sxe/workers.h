@@ -43,7 +43,7 @@
  * closes its listeners, gives queued output up to drain_ns to be sent, closes its connections)
  * and returns once all have ended; a process still running drain_ns plus a second later is
  * killed. On SIGUSR1 it writes one line per worker with its statistics to the log; on SIGHUP it
- * calls options.on_hangup in every process (see there).
+ * calls options.on_hangup in it and in every worker process (see there).
  */
 #ifndef SXE_WORKERS_H
 #define SXE_WORKERS_H
@@ -85,10 +85,12 @@ struct sxe_workers_options {
     struct sxe_loop_options loop;   /**< Each worker's loop (its connections, buffers...). */
     uint64_t drain_ns;              /**< ns queued output may take to drain on a stop (5 s). */
     /**
-     * On SIGHUP to the supervisor: called once in every process that serves, on_hangup(hangup_arg)
-     * (a program reopens its logs there). Each worker process gets the signal and calls it on its
-     * loop's thread; with threads, the supervisor calls it once, on its own thread, so it must be
-     * safe beside the workers. NULL: SIGHUP is logged and ignored. It never stops the set.
+     * On SIGHUP to the supervisor: called in the supervisor, on_hangup(hangup_arg) (a program
+     * reopens its logs and reloads its certificates there), then, with worker processes, in each
+     * of them: each gets the signal and calls it on its loop's thread. The supervisor's call is
+     * what a worker it starts later inherits. With threads it is called once, on the supervisor's
+     * thread, so it must be safe beside the workers. NULL: SIGHUP is logged and ignored. It never
+     * stops the set.
      */
     void (*on_hangup)(void *arg);
     void *hangup_arg;

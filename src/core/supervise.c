@@ -211,17 +211,18 @@ static void report(const sxe_workers_t *set)
     }
 }
 
-/* SIGHUP: on to every worker process, whose loop calls the hook; with threads, the hook here. */
+/* SIGHUP: the hook here; then, with worker processes, on to each, whose loop calls it too. The
+ * supervisor's own call is what a worker it starts later begins with (a log opened again,
+ * certificates read again), as a restarted worker must not go back to the files of the start. */
 static void hangup(sxe_workers_t *set)
 {
+    SXE_LOG_INFO("SIGHUP: %s", set->options.on_hangup != NULL ? "passing it on" : "ignored");
+    if (set->options.on_hangup != NULL) {
+        set->options.on_hangup(set->options.hangup_arg);
+    }
     if (set->options.kind == SXE_WORKERS_THREADS) {
-        SXE_LOG_INFO("SIGHUP: %s", set->options.on_hangup != NULL ? "passing it on" : "ignored");
-        if (set->options.on_hangup != NULL) {
-            set->options.on_hangup(set->options.hangup_arg);
-        }
         return;
     }
-    SXE_LOG_INFO("SIGHUP: passing it on to the worker processes");
     for (unsigned i = 0; i < set->options.count; i++) {
         if (set->workers[i].running && set->workers[i].pid > 0) {
             sxe__sys.kill(set->workers[i].pid, SIGHUP);

@@ -1,6 +1,6 @@
 """sxe-httpd's TLS beyond one certificate: clients made to show certificates (required or
 optional; the verified subject passed to proxied upstreams as X-Client-Subject, a client's own
-dropped), an OCSP response stapled (made with `openssl ocsp` from a test CA, read back with
+dropped, however spelt), an OCSP response stapled (made with `openssl ocsp` from a test CA, read back with
 `openssl s_client -status`), and the certificates reloaded on SIGHUP, in worker processes and
 threads, while a connection made before goes on; files that fail leave the old ones serving."""
 import json
@@ -93,7 +93,7 @@ def subject_seen(port, tls_context, forged=""):
     status, body = get(port, tls_context, "/api/echo", forged)
     assert status == 200, body
     return [value for name, value in json.loads(body)["fields"]
-            if name.lower() == "x-client-subject"]
+            if name.lower().replace("_", "-") == "x-client-subject"]
 
 
 @pytest.fixture
@@ -118,8 +118,11 @@ def test_client_certificates_required(httpd, pki, upstream):  # noqa: F811
 def test_client_certificates_optional(httpd, pki, upstream):  # noqa: F811
     server = httpd("--workers", "1", "--tls-cert", str(pki["server"][0]), "--tls-key",
                    str(pki["server"][1]), "--tls-client-ca", str(pki["ca"][0]),
-                   "--tls-client-optional", "--proxy", f"/api/=http://127.0.0.1:{upstream.port}")
+                   "--tls-client-optional", "--proxy", f"/api/=http://127.0.0.1:{upstream.port}",
+                   "--proxy-underscores")
     assert subject_seen(server.port, context(pki), "X-Client-Subject: CN=root\r\n") == []
+    # Passed with --proxy-underscores, X_Client_Subject would be HTTP_X_CLIENT_SUBJECT to PHP.
+    assert subject_seen(server.port, context(pki), "X_Client_Subject: CN=root\r\n") == []
     assert subject_seen(server.port, context(pki, "alice")) == ["O=Test,CN=alice"]
     assert refused(server.port, context(pki, "mallory"))
     assert server.stop() == 0
@@ -193,6 +196,15 @@ def test_certificates_reloaded_on_sighup(httpd, pki, tmp_path, workers):  # noqa
         reply += chunk
     assert reply.startswith(b"HTTP/1.1 200 OK\r\n") and reply.endswith(b"Hello World\n")
     before.close()
+    if "--threads" not in workers:  # a worker restarted begins with what its supervisor reloaded
+        children = subprocess.run(["pgrep", "-P", str(server.process.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        os.kill(int(children[0]), signal.SIGKILL)
+        wait_for(lambda: children[0] not in subprocess.run(
+            ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True).stdout.split()
+            and len(subprocess.run(["pgrep", "-P", str(server.process.pid)], capture_output=True,
+                                   text=True).stdout.split()) == 2)
+        assert all(serial_shown(server.port, pki) == 0x5678 for _ in range(8))
     # A key that is not the certificate's: said, and the certificate before serves on.
     shutil.copy(pki["server"][1], key)
     os.kill(server.process.pid, signal.SIGHUP)

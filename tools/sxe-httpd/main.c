@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -487,8 +488,14 @@ int main(int argc, char **argv)
 {
     sxe_http_server_t *server;
     const char *failed = config.listen;
+    sigset_t hangup_set;
     int rc;
 
+    /* A SIGHUP before the loops read signals (a reload sent as the server starts) waits for them,
+     * rather than ending the server as SIGHUP's default does. */
+    sigemptyset(&hangup_set);
+    sigaddset(&hangup_set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &hangup_set, NULL);
     options_parse(argc, argv);
     /* The library's advice, in this program's words. */
     (void)sxe_log_name_setting("options.connections", "--connections");
