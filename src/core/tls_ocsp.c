@@ -2,9 +2,12 @@
  * OCSP stapling from a file: a server context's handshakes whose client asks for the status of
  * the certificate get the DER response the operator fetched (`openssl ocsp -respout FILE`), so
  * the client need not ask the authority itself. The response is read and checked once, when the
- * context is made (a reload makes a new one): a successful response, for this certificate (its
- * serial number), not saying it is revoked. Each context that has one keeps it in its ex_data, so
- * it lives and dies with the context (a name's context staples its own, after SNI chose it).
+ * context is made (a reload makes a new one): a successful response and nothing after it, for this
+ * certificate (its issuer's name and key and its serial number, when the chain carries the
+ * issuer; else the serial number alone), saying it is good, made no later than now (5 minutes'
+ * leeway), and signed by the issuer or a responder it made. Each context that has one keeps it in
+ * its ex_data, so it lives and dies with the context (a name's context staples its own, after SNI
+ * chose it).
  */
 #define SXE_LOG_MODULE tls_log
 #include "sxe/log.h"
@@ -29,6 +32,7 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
 
 struct stapled {
     time_t next_update; /* when the response goes stale (0: it names no next update) */
+    bool warned;        /* that it has gone stale (said once for each response read) */
     size_t len;
     unsigned char der[];
 };
@@ -51,7 +55,7 @@ static void ex_index_make(void)
 /* The status callback: staples ctx's response, unless it has gone stale. */
 static int staple(SSL *ssl, void *arg)
 {
-    const struct stapled *stapled = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_index);
+    struct stapled *stapled = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_index);
     time_t now = (time_t)(sxe_clock_wall_ns() / SXE_NS_PER_SEC);
 
     (void)arg;
@@ -59,9 +63,10 @@ static int staple(SSL *ssl, void *arg)
         return SSL_TLSEXT_ERR_NOACK; /* GCOVR_EXCL_LINE: a name's context without one */
     }
     if (stapled->next_update != 0 && now > stapled->next_update) {
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN,
-                     "TLS OCSP response past its next update: no longer stapled (fetch a new "
-                     "one and reload; said once)");
+        if (!__atomic_exchange_n(&stapled->warned, true, __ATOMIC_RELAXED)) {
+            SXE_LOG_WARN("TLS OCSP response past its next update: no longer stapled (fetch a new "
+                         "one and reload; said once for this response)");
+        }
         return SSL_TLSEXT_ERR_NOACK;
     }
     unsigned char *copy = OPENSSL_memdup(stapled->der, stapled->len); /* OpenSSL frees it */
@@ -102,43 +107,109 @@ static struct stapled *file_read(const char *path, int *rc)
     }
     stapled->len = len;
     stapled->next_update = 0;
+    stapled->warned = false;
     return stapled;
 }
 
-/* The single response in basic for cert (by its serial number), or NULL. */
-static OCSP_SINGLERESP *single_for(OCSP_BASICRESP *basic, const X509 *cert)
+/* The certificate in ctx's chain that issued cert (cert itself if it is self-issued), or NULL. */
+static X509 *issuer_of(SSL_CTX *ctx, X509 *cert)
 {
-    for (int i = 0; i < OCSP_resp_count(basic); i++) {
-        OCSP_SINGLERESP *single = OCSP_resp_get0(basic, i);
-        ASN1_INTEGER *serial = NULL;
-        OCSP_id_get0_info(NULL, NULL, NULL, &serial,
-                          (OCSP_CERTID *)(uintptr_t)OCSP_SINGLERESP_get0_id(single));
-        if (serial != NULL && ASN1_INTEGER_cmp(serial, X509_get0_serialNumber(cert)) == 0) {
-            return single;
+    STACK_OF(X509) *chain = NULL;
+
+    if (X509_check_issued(cert, cert) == X509_V_OK) {
+        return cert;
+    }
+    SSL_CTX_get0_chain_certs(ctx, &chain);
+    for (int i = 0; i < sk_X509_num(chain); i++) {
+        if (X509_check_issued(sk_X509_value(chain, i), cert) == X509_V_OK) {
+            return sk_X509_value(chain, i);
         }
     }
     return NULL;
 }
 
-/* Checks that stapled holds a successful response for cert that does not call it revoked, and
- * notes when it goes stale. @return NULL, or what is wrong with it. */
-static const char *judge(struct stapled *stapled, const X509 *cert)
+/* Whether id names cert: its issuer's name and key (hashed as id hashes them) and its serial
+ * number, or with no issuer at hand its serial number alone. */
+static bool names_cert(const OCSP_CERTID *id, X509 *cert, X509 *issuer)
+{
+    ASN1_OBJECT *hash = NULL;
+    ASN1_INTEGER *serial = NULL;
+
+    OCSP_id_get0_info(NULL, &hash, NULL, &serial, (OCSP_CERTID *)(uintptr_t)id);
+    if (serial == NULL || ASN1_INTEGER_cmp(serial, X509_get0_serialNumber(cert)) != 0) {
+        return false;
+    }
+    const EVP_MD *md = hash != NULL ? EVP_get_digestbyobj(hash) : NULL;
+    OCSP_CERTID *mine = issuer != NULL && md != NULL ? OCSP_cert_to_id(md, cert, issuer) : NULL;
+    bool same = issuer == NULL || (mine != NULL && OCSP_id_cmp(mine, id) == 0);
+    OCSP_CERTID_free(mine);
+    return same;
+}
+
+/* Whether basic is signed by issuer, or by a responder issuer made for it. */
+static bool signed_by(OCSP_BASICRESP *basic, X509 *issuer)
+{
+    STACK_OF(X509) *certs = sk_X509_new_null();
+    X509_STORE *store = X509_STORE_new();
+    bool ok = certs != NULL && store != NULL && sk_X509_push(certs, issuer) > 0 &&
+              X509_STORE_add_cert(store, issuer) == 1 &&
+              X509_STORE_set_flags(store, X509_V_FLAG_PARTIAL_CHAIN) == 1 &&
+              OCSP_basic_verify(basic, certs, store, 0) > 0;
+
+    X509_STORE_free(store);
+    sk_X509_free(certs);
+    return ok;
+}
+
+/* What is wrong with a successful response's basic part, for cert of ctx: @return NULL, or why
+ * it is refused; its next update into *next_update. */
+static const char *judge_basic(OCSP_BASICRESP *basic, SSL_CTX *ctx, X509 *cert,
+                               ASN1_GENERALIZEDTIME **next_update)
+{
+    X509 *issuer = issuer_of(ctx, cert);
+    OCSP_SINGLERESP *single = NULL;
+    ASN1_GENERALIZEDTIME *this_update = NULL;
+    int reason, status = -1;
+    time_t soon = (time_t)(sxe_clock_wall_ns() / SXE_NS_PER_SEC) + 300;
+
+    for (int i = 0; single == NULL && i < OCSP_resp_count(basic); i++) {
+        single = OCSP_resp_get0(basic, i);
+        single = names_cert(OCSP_SINGLERESP_get0_id(single), cert, issuer) ? single : NULL;
+    }
+    if (single != NULL) {
+        status = OCSP_single_get0_status(single, &reason, NULL, &this_update, next_update);
+    }
+    if (issuer == NULL) {
+        SXE_LOG_INFO("TLS OCSP response: the certificate's issuer is not in its chain, so the "
+                     "response is matched by serial number and its signature not checked");
+    }
+    return single == NULL                        ? "not a response for this certificate"
+           : status == V_OCSP_CERTSTATUS_REVOKED ? "says the certificate is revoked"
+           : status != V_OCSP_CERTSTATUS_GOOD    ? "does not know the certificate's status"
+           : this_update == NULL || X509_cmp_time(this_update, &soon) > 0
+               ? "made in the future (this machine's clock, or the responder's, is wrong)"
+           : issuer != NULL && !signed_by(basic, issuer)
+               ? "its signature does not verify against the certificate's issuer"
+               : NULL;
+}
+
+/* Checks that stapled holds a successful response, nothing after it, for ctx's certificate,
+ * that says it is good, and notes when it goes stale. @return NULL, or what is wrong with it. */
+static const char *judge(struct stapled *stapled, SSL_CTX *ctx)
 {
     const unsigned char *at = stapled->der;
     OCSP_RESPONSE *response = d2i_OCSP_RESPONSE(NULL, &at, (long)stapled->len);
     OCSP_BASICRESP *basic = response != NULL ? OCSP_response_get1_basic(response) : NULL;
-    OCSP_SINGLERESP *single = basic != NULL && cert != NULL ? single_for(basic, cert) : NULL;
+    X509 *cert = SSL_CTX_get0_certificate(ctx);
     ASN1_GENERALIZEDTIME *next_update = NULL;
-    int reason, status = single != NULL
-                             ? OCSP_single_get0_status(single, &reason, NULL, NULL, &next_update)
-                             : -1;
     struct tm tm;
-    const char *wrong = response == NULL ? "not a DER OCSP response"
+    const char *wrong = response == NULL                    ? "not a DER OCSP response"
+                        : at != stapled->der + stapled->len ? "bytes after the OCSP response"
                         : OCSP_response_status(response) != OCSP_RESPONSE_STATUS_SUCCESSFUL
                             ? "not a successful OCSP response"
-                        : single == NULL ? "not a response for this certificate (its serial number)"
-                        : status == V_OCSP_CERTSTATUS_REVOKED ? "says the certificate is revoked"
-                                                              : NULL;
+                        : basic == NULL || cert == NULL
+                            ? "not a response for this certificate"
+                            : judge_basic(basic, ctx, cert, &next_update);
 
     if (wrong == NULL && next_update != NULL && ASN1_TIME_to_tm(next_update, &tm)) {
         stapled->next_update = timegm(&tm);
@@ -156,7 +227,7 @@ int sxe__tls_ocsp_load(SSL_CTX *ctx, const char *path)
     if (stapled == NULL) {
         return rc;
     }
-    const char *wrong = judge(stapled, SSL_CTX_get0_certificate(ctx));
+    const char *wrong = judge(stapled, ctx);
     pthread_once(&ex_once, ex_index_make);
     if (wrong != NULL || ex_index < 0 || !SSL_CTX_set_ex_data(ctx, ex_index, stapled)) {
         SXE_LOG_ERROR("TLS OCSP response %s: %s", path,

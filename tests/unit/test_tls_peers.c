@@ -264,30 +264,61 @@ static void test_client_certificate_errors(void **state)
     assert_non_null(strstr(capture.text, "no PEM certificate"));
 }
 
+/* How ocsp_write() makes a response beyond its arguments (all 0: the usual). */
+static struct {
+    long this_update;  /* seconds from now */
+    bool other_signer; /* signed by the other certificate's key, not the issuer's */
+    size_t trailing;   /* bytes of junk after it */
+} ocsp_knobs;
+
+/* Reads a PEM certificate or key. */
+static X509 *pem_certificate(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    X509 *cert = PEM_read_X509(in, NULL, NULL, NULL);
+
+    fclose(in);
+    return cert;
+}
+
+static EVP_PKEY *pem_key(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    EVP_PKEY *key = PEM_read_PrivateKey(in, NULL, NULL, NULL);
+
+    fclose(in);
+    return key;
+}
+
 /* Writes an OCSP response of status (a successful one saying cert_status for a certificate of
- * serial serial, signed by the localhost certificate's key, next update next_update seconds
- * on, none if 0) to ocsp_file. */
+ * serial serial issued by the localhost certificate, signed by its key, next update next_update
+ * seconds on, none if 0) to ocsp_file, as ocsp_knobs say. */
 static void ocsp_write(int status, int cert_status, long serial, long next_update)
 {
-    FILE *in = fopen(tls_certificate, "r"), *key_in = fopen(tls_key, "r");
-    X509 *cert = PEM_read_X509(in, NULL, NULL, NULL);
-    EVP_PKEY *key = PEM_read_PrivateKey(key_in, NULL, NULL, NULL);
+    X509 *cert = pem_certificate(tls_certificate);
+    X509 *signer =
+        pem_certificate(ocsp_knobs.other_signer ? tls_other_certificate : tls_certificate);
+    EVP_PKEY *key = pem_key(ocsp_knobs.other_signer ? tls_other_key : tls_key);
     ASN1_INTEGER *number = ASN1_INTEGER_new();
     OCSP_BASICRESP *basic = OCSP_BASICRESP_new();
-    ASN1_TIME *now = X509_gmtime_adj(NULL, 0), *next = X509_gmtime_adj(NULL, next_update);
+    ASN1_TIME *now = X509_gmtime_adj(NULL, ocsp_knobs.this_update);
+    ASN1_TIME *next = X509_gmtime_adj(NULL, next_update);
 
     ASN1_INTEGER_set(number, serial);
     OCSP_CERTID *id = OCSP_cert_id_new(EVP_sha1(), X509_get_subject_name(cert),
                                        X509_get0_pubkey_bitstr(cert), number);
     assert_non_null(OCSP_basic_add1_status(basic, id, cert_status, 0, now, now,
                                            next_update != 0 ? next : NULL));
-    assert_true(OCSP_basic_sign(basic, cert, key, EVP_sha256(), NULL, 0));
+    assert_true(OCSP_basic_sign(basic, signer, key, EVP_sha256(), NULL, 0));
     OCSP_RESPONSE *response =
         OCSP_response_create(status, status == OCSP_RESPONSE_STATUS_SUCCESSFUL ? basic : NULL);
     unsigned char *der = NULL;
     int len = i2d_OCSP_RESPONSE(response, &der);
     FILE *out = fopen(ocsp_file, "w");
     assert_true(len > 0 && fwrite(der, 1, (size_t)len, out) == (size_t)len);
+    for (size_t i = 0; i < ocsp_knobs.trailing; i++) {
+        fputc('x', out);
+    }
     fclose(out);
     OPENSSL_free(der);
     OCSP_RESPONSE_free(response);
@@ -297,9 +328,9 @@ static void ocsp_write(int status, int cert_status, long serial, long next_updat
     ASN1_TIME_free(next);
     ASN1_INTEGER_free(number);
     EVP_PKEY_free(key);
+    X509_free(signer);
     X509_free(cert);
-    fclose(key_in);
-    fclose(in);
+    memset(&ocsp_knobs, 0, sizeof(ocsp_knobs));
 }
 
 static long file_size(const char *path)
@@ -340,8 +371,12 @@ static void test_ocsp_stapled(void **state)
     listen_with(&(struct sxe_tls_options){
         .certificate = tls_certificate, .key = tls_key, .ocsp_response = ocsp_file});
     assert_int_equal(stapled(true), -1);
+    assert_int_equal(stapled(true), -1);
     sxe_test_capture_stop();
-    assert_non_null(strstr(capture.text, "past its next update"));
+    assert_non_null(strstr(capture.text, "past its next update, so not stapled"));
+    const char *said = strstr(capture.text, "no longer stapled"); /* once for this response */
+    assert_non_null(said);
+    assert_null(strstr(said + 1, "no longer stapled"));
 }
 
 /* A response that is not for this certificate, says it is revoked, or is no response: refused. */
@@ -352,10 +387,24 @@ static void test_ocsp_refused(void **state)
         long serial;
         int rc;
         const char *said;
+        long this_update;
+        bool other_signer;
+        size_t trailing;
     } cases[] = {
-        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, 2, -EPROTO, "not a response for"},
-        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_REVOKED, 1, -EPROTO, "revoked"},
-        {OCSP_RESPONSE_STATUS_TRYLATER, 0, 1, -EPROTO, "not a successful OCSP response"},
+        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, 2, -EPROTO, "not a response for",
+         0, false, 0},
+        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_REVOKED, 1, -EPROTO, "revoked", 0,
+         false, 0},
+        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_UNKNOWN, 1, -EPROTO, "does not know", 0,
+         false, 0},
+        {OCSP_RESPONSE_STATUS_TRYLATER, 0, 1, -EPROTO, "not a successful OCSP response", 0, false,
+         0},
+        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, 1, -EPROTO, "in the future", 3600,
+         false, 0},
+        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, 1, -EPROTO, "signature", 0, true,
+         0},
+        {OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, 1, -EPROTO, "bytes after", 0,
+         false, 100},
     };
     struct sxe_test_capture capture;
     struct sxe_tls_options options = {
@@ -363,11 +412,15 @@ static void test_ocsp_refused(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        ocsp_write(cases[i].status, cases[i].cert_status, cases[i].serial, 3600);
+        ocsp_knobs.this_update = cases[i].this_update;
+        ocsp_knobs.other_signer = cases[i].other_signer;
+        ocsp_knobs.trailing = cases[i].trailing;
+        ocsp_write(cases[i].status, cases[i].cert_status, cases[i].serial, 7200);
         sxe_test_capture_start(&capture);
         assert_int_equal(sxe_tls_server_create(&server_tls, &options), cases[i].rc);
         sxe_test_capture_stop();
         assert_non_null(strstr(capture.text, cases[i].said));
+        assert_null(server_tls);
     }
     FILE *out = fopen(ocsp_file, "w");
     fputs("not DER", out);
