@@ -60,14 +60,19 @@ struct sxe_tls_options {
      */
     const char *ticket_key_file;
     /** ns each period's ticket keys are used for (1 h): a ticket opens in its period and the
-     * next, never later, and the keys change without a restart. */
+     * next, never later, a session resumes for two periods after its full handshake at most, and
+     * the keys change without a restart. */
     uint64_t ticket_period;
     /**
      * PEM file of the certificate authorities whose certificates clients must show (mutual TLS):
      * a client that shows none, or one that does not verify against them, fails the handshake
      * (logged at INFO). A handler reads the verified subject with sxe_conn_peer_subject(). NULL:
-     * clients are asked for none. Read at create; the names given with sxe_tls_server_add_name()
-     * ask for the same.
+     * clients are asked for none. Read at create (a file whose authorities' names exceed what a
+     * handshake carries, 64 KB, is refused: -EPROTO); an intermediate in it is trusted as it is;
+     * the names given with sxe_tls_server_add_name() ask for the same. Sessions are bound to the
+     * file's bytes and to client_certificate_optional: a session made under another check (none,
+     * another file, optional) is never resumed here, and one whose client certificate has
+     * expired is not resumed either.
      */
     const char *client_ca;
     /** With client_ca: a client may show no certificate (one it shows must still verify). */
@@ -75,8 +80,10 @@ struct sxe_tls_options {
     /**
      * A DER OCSP response for the certificate (`openssl ocsp -respout FILE`), stapled to every
      * handshake whose client asks for one. Read at create (and by the create a reload makes):
-     * one that is not a successful response for this certificate is refused (-EPROTO, logged);
-     * one past its next update is logged at WARN and stapled no more. NULL: nothing stapled.
+     * one that is not a successful response, with nothing after it, for this certificate, saying
+     * it is good, not made in the future, and signed by its issuer (when the chain carries the
+     * issuer) is refused (-EPROTO, logged); one past its next update is logged at WARN and
+     * stapled no more. NULL: nothing stapled.
      */
     const char *ocsp_response;
 };
