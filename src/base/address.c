@@ -60,16 +60,6 @@ int sxe_address_host(const char *text, char *host, size_t size)
     return 0;
 }
 
-int sxe_address_port(const struct sockaddr *address)
-{
-    if (address->sa_family == AF_INET6) {
-        return ntohs(((const struct sockaddr_in6 *)(const void *)address)->sin6_port);
-    }
-    return address->sa_family == AF_INET
-               ? ntohs(((const struct sockaddr_in *)(const void *)address)->sin_port)
-               : -EAFNOSUPPORT;
-}
-
 int sxe_address_parse(const char *text, int default_port, struct sockaddr_storage *address,
                       socklen_t *len)
 {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -479,4 +480,14 @@ int sxe_conn_adopt(sxe_loop_t *loop, sxe_conn_t **conn, int fd,
         return rc;
     }
     return adopt(loop, conn, fd, 0, handlers, user);
+}
+
+int sxe_address_port(const struct sockaddr *address)
+{
+    if (address->sa_family == AF_INET6) {
+        return ntohs(((const struct sockaddr_in6 *)(const void *)address)->sin6_port);
+    }
+    return address->sa_family == AF_INET
+               ? ntohs(((const struct sockaddr_in *)(const void *)address)->sin_port)
+               : -EAFNOSUPPORT;
 }

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sxe/conn.h"
 #include "tls_context.h"
 
 #define RESUMABLE_MOST 16
@@ -122,8 +121,10 @@ void sxe__tls_sessions_offer(sxe_tls_t *tls, SSL *ssl, const struct sockaddr *se
     if (tls->sessions == NULL) {
         return; /* no_resume */
     }
-    int port = sxe_address_port(server); /* a TCP connection's: IPv4 or IPv6 */
-    SSL_set_ex_data(ssl, port_index, (void *)(uintptr_t)(port > 0 ? port : 0));
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)server;
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)server;
+    uint16_t port = ntohs(server->sa_family == AF_INET6 ? v6->sin6_port : v4->sin_port);
+    SSL_set_ex_data(ssl, port_index, (void *)(uintptr_t)port);
     name_of(ssl, name);
     pthread_mutex_lock(&tls->sessions->lock);
     struct tls_resumable *entry = kept_for(tls->sessions, name);
