@@ -123,6 +123,17 @@ static void next_copy_without_copies(void *arg)
     (void)!sxe_map_next_copy(arg, &cursor, &key, &value, sizeof(value));
 }
 
+/* A map both in place and durable (a machine crash could lose a log page): refused. */
+static void create_durable_in_place(void *arg)
+{
+    struct sxe_map_options options = in_place_options(4);
+    sxe_map_t *made;
+
+    (void)arg;
+    options.flags |= SXE_MAP_DURABLE;
+    (void)!sxe_map_create(&made, &options);
+}
+
 /* Invalid use: pointers into an in-place map, copies out of one that is not, and options an
  * in-place map cannot have. */
 static void test_invalid_use_in_place(void **state)
@@ -140,6 +151,8 @@ static void test_invalid_use_in_place(void **state)
     sxe_test_expect_abort(find_in_place, &reader, expected);
     const char *const expected_copy[] = {"assertion failed:", "!hands_out_pointers(reader)", NULL};
     sxe_test_expect_abort(next_copy_without_copies, &plain_reader, expected_copy);
+    const char *const expected_shape[] = {"assertion failed:", "shape_of(options, &shape)", NULL};
+    sxe_test_expect_abort(create_durable_in_place, NULL, expected_shape);
 #else
     const void *key = &(uint64_t){1}, *value;
     const void *found[1];
@@ -147,6 +160,7 @@ static void test_invalid_use_in_place(void **state)
     size_t size;
     (void)find_in_place;
     (void)next_copy_without_copies;
+    (void)create_durable_in_place;
     assert_null(sxe_map_find(&reader, key, 8, NULL));
     assert_int_equal(sxe_map_find_many(&reader, 1, &key, NULL, found, NULL), 0);
     assert_int_equal(sxe_map_next(&reader, &cursor, &key, &size, &value, NULL), 0);
