@@ -6,7 +6,8 @@
  * makes every connection it accepts speak TLS: the handshake is read and written like any other
  * bytes, never blocking the loop, and on_read, sxe_conn_write(), sxe_conn_sendfile() and the rest
  * carry plain bytes as on any connection: the records are sealed and opened under them. A file sent
- * on a TLS connection is read (pread) and sealed one record at a time as the socket drains.
+ * on a TLS connection is read (pread) and sealed a few records (64 KB) at a time as the socket
+ * drains.
  *
  * @code
  * sxe_tls_t *tls;

@@ -8,9 +8,9 @@
  * - Output. What the program writes goes to a second queue of the connection, its plain bytes
  *   (copies, memory by reference, file ranges: outq.h), and conn->out holds only records, which
  *   stream.c sends as it sends any bytes, on either backend. Whenever conn->out empties, the next
- *   plain bytes are sealed into it, one record at a time (sxe__tls_seal), so a file or a large body
- *   is read and encrypted as the socket drains, and conn->out empty means all is sent, as on a
- *   plain stream. conn->queued counts both queues.
+ *   plain bytes are sealed into it, a record or a few (up to 64 KB) at a time (sxe__tls_seal), so a
+ *   file or a large body is read and encrypted as the socket drains, and conn->out empty means
+ *   all is sent, as on a plain stream. conn->queued counts both queues.
  * - Input. The stream's read (stream.c's read_one) asks sxe__tls_read for plain bytes instead of
  *   calling recv; OpenSSL reads the socket through the seam (a BIO of our own). The handshake runs
  *   inside those reads, and what it writes goes to conn->out. A completion backend does not

@@ -6,7 +6,7 @@
  * buffer holds) and frees its buffers while a connection is idle (SSL_MODE_RELEASE_BUFFERS). The
  * loop's TLS state, made by its first TLS listener, is a slot per connection (the session, or a
  * listener's context, and the plain queue) and a staging area where queued plain bytes are
- * gathered into one record.
+ * gathered to be sealed.
  */
 #define SXE_LOG_MODULE tls_log
 #include "sxe/log.h"
@@ -32,6 +32,14 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
 /* The largest record's plain bytes (RFC 8446 5.1), and what sealing one may add to them. */
 #define RECORD_MAX      16384
 #define RECORD_OVERHEAD 256
+
+/*
+ * Records sealed at once for one send, while the loop has buffers to spare: a megabyte leaves in
+ * 18 sends, most of four records, instead of 64 of one (5% less CPU here), as much is read per
+ * pread, and conn->out holds about the default write_limit (64 KB) at most. A quarter of the
+ * loop's buffers are kept for others: below that, a connection seals one record at a time.
+ */
+#define BATCH_RECORDS 4
 
 #define SLOT_NOTIFIED 0x01u /* close_notify is queued (or there is no session to close) */
 #define SLOT_EMPTIED  0x02u /* the last recv found the socket empty, or at its end */
@@ -73,9 +81,10 @@ struct tls_slot {
 
 struct sxe__tls_loop {
     struct tls_slot *slots; /* options.connections of them, by slot index */
-    char *stage;            /* queued plain bytes gathered for one record */
-    size_t stage_size;
-    uint32_t large_hellos; /* ClientHellos longer than their first record, being read */
+    char *stage;            /* queued plain bytes gathered to be sealed at once */
+    size_t record_size;     /* the most plain bytes a record takes: RECORD_MAX, or buffer_size */
+    size_t stage_size;      /* BATCH_RECORDS of them */
+    uint32_t large_hellos;  /* ClientHellos longer than their first record, being read */
 };
 
 static struct tls_slot *slot_of(const struct sxe_conn *conn)
@@ -284,8 +293,9 @@ static int loop_tls(sxe_loop_t *loop)
     }
     pthread_once(&bio_once, bio_method_make); /* the BIO the loop's sessions read and write by */
     struct sxe__tls_loop *tls = bio_method != NULL ? calloc(1, sizeof(*tls)) : NULL;
-    size_t stage_size =
+    size_t record_size =
         loop->options.buffer_size < RECORD_MAX ? loop->options.buffer_size : RECORD_MAX;
+    size_t stage_size = record_size * BATCH_RECORDS;
     if (tls == NULL ||
         (tls->slots = calloc(loop->options.connections, sizeof(*tls->slots))) == NULL ||
         (tls->stage = malloc(stage_size)) == NULL) {
@@ -301,6 +311,7 @@ static int loop_tls(sxe_loop_t *loop)
     for (uint32_t i = 0; i < loop->options.connections; i++) {
         tls->slots[i].plain.head = tls->slots[i].plain.tail = SXE_NONE;
     }
+    tls->record_size = record_size;
     tls->stage_size = stage_size;
     loop->tls = tls;
     return 0;
@@ -586,15 +597,15 @@ bool sxe__tls_more(const struct sxe_conn *conn)
 /* Writing. */
 
 /*
- * The plain bytes of the next record, at most stage_size: the head segment's own bytes when it
- * holds that many, or is alone; else the leading copies and references gathered into the stage,
- * and when a file range follows them (a response's head, then its file) or leads, as much of the
- * file as the stage still has room for, read after them. @return how many, with *from where they
- * are and *file_part how many of them, at their end, came from the file; or -errno: the file's
- * read error, or EIO for a file that ended before its range did.
+ * The next plain bytes to seal, no more than most: the head segment's own bytes when it holds that
+ * many, or is alone; else the leading copies and references gathered into the stage, and when a
+ * file range follows them (a response's head, then its file) or leads, as much of the file as the
+ * stage still has room for, read after them. @return how many, with *from where they are and
+ * *file_part how many of them, at their end, came from the file; or -errno: the file's read error,
+ * or EIO for a file that ended before its range did.
  */
-static ssize_t next_plain(struct sxe_conn *conn, struct tls_slot *slot, const char **from,
-                          size_t *file_part)
+static ssize_t next_plain(struct sxe_conn *conn, struct tls_slot *slot, size_t most,
+                          const char **from, size_t *file_part)
 {
     sxe_loop_t *loop = conn->loop;
     struct sxe__tls_loop *tls = loop->tls;
@@ -605,23 +616,21 @@ static ssize_t next_plain(struct sxe_conn *conn, struct tls_slot *slot, const ch
     size_t len = 0;
 
     *file_part = 0;
-    if (count > 0 && (iov[0].iov_len >= tls->stage_size || (count == 1 && !before_file))) {
+    if (count > 0 && (iov[0].iov_len >= most || (count == 1 && !before_file))) {
         *from = iov[0].iov_base;
-        return (ssize_t)(iov[0].iov_len < tls->stage_size ? iov[0].iov_len : tls->stage_size);
+        return (ssize_t)(iov[0].iov_len < most ? iov[0].iov_len : most);
     }
     *from = tls->stage;
-    for (int i = 0; i < count && len < tls->stage_size; i++, at = loop->segments[at].next) {
-        size_t part =
-            iov[i].iov_len < tls->stage_size - len ? iov[i].iov_len : tls->stage_size - len;
+    for (int i = 0; i < count && len < most; i++, at = loop->segments[at].next) {
+        size_t part = iov[i].iov_len < most - len ? iov[i].iov_len : most - len;
         memcpy(tls->stage + len, iov[i].iov_base, part);
         len += part;
     }
-    if (!before_file || len == tls->stage_size) {
+    if (!before_file || len == most) {
         return (ssize_t)len;
     }
     const struct sxe__segment *segment = &loop->segments[at]; /* the file range */
-    size_t want =
-        segment->remaining < tls->stage_size - len ? segment->remaining : tls->stage_size - len;
+    size_t want = segment->remaining < most - len ? segment->remaining : most - len;
     ssize_t got;
     while ((got = sxe__sys.pread(segment->file_fd, tls->stage + len, want, segment->offset)) < 0 &&
            errno == EINTR) {
@@ -633,18 +642,55 @@ static ssize_t next_plain(struct sxe_conn *conn, struct tls_slot *slot, const ch
     return (ssize_t)(len + (size_t)got);
 }
 
-/* Seals a record of the next plain bytes into conn->out. @return as sxe__tls_seal. */
+/* The most bytes len plain bytes take once sealed: a peer may have asked for records of as few as
+ * 512 bytes (RFC 6066's max_fragment_length), each with its overhead. */
+static size_t sealed_most(const struct tls_slot *slot, size_t len)
+{
+    uint8_t mode = SSL_SESSION_get_max_fragment_length(SSL_get0_session(slot->ssl));
+    size_t fragment =
+        mode >= TLSEXT_max_fragment_length_512 && mode <= TLSEXT_max_fragment_length_4096
+            ? (size_t)256 << mode
+            : RECORD_MAX;
+
+    return len + (len / fragment + 1) * RECORD_OVERHEAD;
+}
+
+/*
+ * How many plain bytes to seal at once. A batch (up to the stage's BATCH_RECORDS records) takes
+ * bytes of the plain queue's head segment only, and never its last record's worth: the seal that
+ * ends a segment, and so runs its release callback, seals one record, so a callback that writes
+ * finds conn->out holding that record at most, not a batch that would take its write past
+ * write_limit. Small heads (a response's head, pipelined answers) are gathered
+ * into one record; a batch needs the loop to keep a quarter of its buffers free beside it.
+ */
+static size_t batch_size(const struct sxe_conn *conn, const struct tls_slot *slot)
+{
+    const sxe_loop_t *loop = conn->loop;
+    const struct sxe__tls_loop *tls = loop->tls;
+    const struct sxe__segment *head = &loop->segments[slot->plain.head];
+    size_t head_len = head->buffer != SXE_NONE ? head->end - head->start : head->remaining;
+    size_t reserve = (size_t)(loop->options.buffers / 4) * loop->options.buffer_size;
+
+    if (head_len <= 2 * tls->record_size ||
+        !sxe__outq_can_append(conn, &conn->out, sealed_most(slot, tls->stage_size) + reserve)) {
+        return tls->record_size;
+    }
+    return head_len - tls->record_size < tls->stage_size ? head_len - tls->record_size
+                                                         : tls->stage_size;
+}
+
+/* Seals the next plain bytes into conn->out, one record or a few. @return as sxe__tls_seal. */
 static int seal_one(struct sxe_conn *conn, struct tls_slot *slot)
 {
     const char *from;
     size_t file_part;
     size_t written;
 
-    ssize_t len = next_plain(conn, slot, &from, &file_part);
+    ssize_t len = next_plain(conn, slot, batch_size(conn, slot), &from, &file_part);
     if (len < 0) {
         return (int)len;
     }
-    if (!sxe__outq_can_append(conn, &conn->out, (size_t)len + RECORD_OVERHEAD)) {
+    if (!sxe__outq_can_append(conn, &conn->out, sealed_most(slot, (size_t)len))) {
         conn->loop->stats.no_buffer++;
         SXE_LOG_ONCE(SXE_LOG_LEVEL_ERROR,
                      "no free buffer to seal TLS records: closing connections (a buffer each while "
@@ -673,10 +719,10 @@ static int seal_one(struct sxe_conn *conn, struct tls_slot *slot)
 }
 
 /*
- * One record at a time: conn->out holds at most one of the program's records (and what the peer's
- * doing adds), so the queued bytes, which count it, say how far the program's own bytes are from
- * being sent, as on a plain stream. A small response is one record anyway (its head, and its body
- * or file, gathered into one), and a large one is sent 16 KB a call, as nginx sends its records.
+ * A batch at a time: conn->out holds at most one seal's records, up to BATCH_RECORDS (and what the
+ * peer's doing adds), so the queued bytes, which count them, say how far the program's own bytes
+ * are from being sent, as on a plain stream. A small response is one record anyway (its head, and
+ * its body or file, gathered into one), and a large one leaves 64 KB a send.
  */
 int sxe__tls_seal(struct sxe_conn *conn)
 {

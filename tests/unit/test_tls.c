@@ -70,6 +70,8 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     memcpy(seen.input + seen.input_len, data, len < room ? len : room);
     seen.input_len += len < room ? len : room;
     if (len == 4 && memcmp(data, "big\n", 4) == 0) {
+        sxe__sys_count(SXE_SYS_send);
+        sxe__sys_count(SXE_SYS_sendmsg);
         assert_int_equal(sxe_conn_write_ref(conn, big, BIG, NULL, NULL), 0);
         seen.sendfile_rc = sxe_conn_sendfile(conn, file_fd, 0, FILE_LEN);
     } else if (len == 4 && memcmp(data, "bye\n", 4) == 0) {
@@ -452,6 +454,14 @@ static void test_tls_1_2_and_alpn(void **state)
 
 /* 1 MB by reference and a 300 KB file, through the default 16 KB buffers and a 64 KB write
  * limit: sealed a record at a time as the socket drains, every byte in order. */
+/* The sends of "big" (on epoll, whose sends are system calls). */
+static unsigned big_sends(void)
+{
+    return sxe__sys_calls(SXE_SYS_send) + sxe__sys_calls(SXE_SYS_sendmsg);
+}
+
+/* A large body and a file leave a few records a send: fewer sends than records (a fourth of them,
+ * and a few more where a send takes less than it is given). */
 static void test_large_body_and_file(void **state)
 {
     struct tls_client client = {.send = "big\n", .expect = BIG + FILE_LEN};
@@ -459,6 +469,40 @@ static void test_large_body_and_file(void **state)
     (void)state;
     serve(&client, NULL);
     assert_int_equal(seen.sendfile_rc, 0);
+    assert_int_equal(client.got_len, BIG + FILE_LEN);
+    assert_memory_equal(client.got, big, BIG);
+    assert_memory_equal(client.got + BIG, big, FILE_LEN);
+    if (!sxe_test_uring()) {
+        assert_true(big_sends() < (BIG + FILE_LEN) / 16384);
+    }
+    tls_client_free(&client);
+}
+
+/* A loop short of buffers seals a record at a time (it keeps a quarter of them for others), and
+ * still sends everything: a send or more per record. */
+static void test_few_buffers_one_record_a_send(void **state)
+{
+    struct tls_client client = {.send = "big\n", .expect = BIG + FILE_LEN};
+
+    (void)state;
+    serve(&client, &(struct sxe_loop_options){.buffers = 5});
+    assert_int_equal(client.got_len, BIG + FILE_LEN);
+    assert_memory_equal(client.got, big, BIG);
+    assert_memory_equal(client.got + BIG, big, FILE_LEN);
+    if (!sxe_test_uring()) {
+        assert_true(big_sends() >= (BIG + FILE_LEN) / 16384);
+    }
+    tls_client_free(&client);
+}
+
+/* A client that asks for records of 512 bytes (RFC 6066) gets them, however many a batch makes. */
+static void test_small_records(void **state)
+{
+    struct tls_client client = {
+        .send = "big\n", .expect = BIG + FILE_LEN, .max_fragment = TLSEXT_max_fragment_length_512};
+
+    (void)state;
+    serve(&client, &(struct sxe_loop_options){.buffers = 40});
     assert_int_equal(client.got_len, BIG + FILE_LEN);
     assert_memory_equal(client.got, big, BIG);
     assert_memory_equal(client.got + BIG, big, FILE_LEN);
@@ -757,6 +801,8 @@ int main(void)
         cmocka_unit_test_teardown(test_shutdown_before_the_handshake, teardown),
         cmocka_unit_test_teardown(test_tls_1_2_and_alpn, teardown),
         cmocka_unit_test_teardown(test_large_body_and_file, teardown),
+        cmocka_unit_test_teardown(test_few_buffers_one_record_a_send, teardown),
+        cmocka_unit_test_teardown(test_small_records, teardown),
         cmocka_unit_test_teardown(test_head_then_file, teardown),
         cmocka_unit_test_teardown(test_small_buffers, teardown),
         cmocka_unit_test_teardown(test_close_when_sent_notifies, teardown),

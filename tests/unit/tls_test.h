@@ -113,15 +113,16 @@ static inline int tls_test_group_teardown(void **state)
 /* What a client does, and what it saw. */
 struct tls_client {
     int port;
-    int max_version;  /* TLS1_2_VERSION...: the highest it offers (0: OpenSSL's) */
-    int min_version;  /* the lowest (0: OpenSSL's) */
-    bool offer_alpn;  /* offers h2 and http/1.1 */
-    bool plain;       /* sends its bytes without TLS */
-    bool notify;      /* sends close_notify after its bytes */
-    const char *send; /* what it sends once connected */
-    size_t send_len;  /* its length (0: strlen) */
-    size_t expect;    /* reads until it has this many bytes, or the end */
-    char *got;        /* what it read (malloc'ed, expect + 1 bytes) */
+    int max_version;      /* TLS1_2_VERSION...: the highest it offers (0: OpenSSL's) */
+    uint8_t max_fragment; /* asks for records this small (TLSEXT_max_fragment_length_*), or 0 */
+    int min_version;      /* the lowest (0: OpenSSL's) */
+    bool offer_alpn;      /* offers h2 and http/1.1 */
+    bool plain;           /* sends its bytes without TLS */
+    bool notify;          /* sends close_notify after its bytes */
+    const char *send;     /* what it sends once connected */
+    size_t send_len;      /* its length (0: strlen) */
+    size_t expect;        /* reads until it has this many bytes, or the end */
+    char *got;            /* what it read (malloc'ed, expect + 1 bytes) */
     size_t got_len;
     bool handshake_ok;       /* the handshake completed, and the certificate was verified */
     bool close_notified;     /* the end was the server's close_notify */
@@ -222,6 +223,9 @@ static inline void *tls_client_main(void *arg)
     }
     SSL *ssl = SSL_new(ctx);
     SSL_set_fd(ssl, fd);
+    if (client->max_fragment) {
+        SSL_set_tlsext_max_fragment_length(ssl, client->max_fragment);
+    }
     if (client->ask_status) {
         SSL_set_tlsext_status_type(ssl, TLSEXT_STATUSTYPE_ocsp);
     }
