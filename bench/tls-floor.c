@@ -1,38 +1,154 @@
 /*
- * The TLS floor: the least a server can keep for an idle HTTPS keep-alive connection with
- * OpenSSL, what sxe-httpd's memory per idle TLS connection is measured against (bench/tls.py's
- * idle case). One thread, level-triggered epoll, non-blocking sockets, an SSL per connection read
- * and written on the socket itself, the same context settings as sxe's (TLS 1.2 and 1.3,
- * SSL_MODE_RELEASE_BUFFERS, OpenSSL's own session tickets) and nothing of its own per connection:
- * the SSL is the connection's state, kept in epoll's data. Every request (found by its blank
- * line) is answered a canned 12-byte Hello World. No timeouts, limits, files or logs.
+ * The TLS floor: the least a server can do to answer HTTPS with OpenSSL, what sxe-httpd is measured
+ * against in bench/tls.py: memory per idle keep-alive connection, and CPU per request for its
+ * files and its handshakes. One thread, level-triggered epoll, non-blocking sockets, an SSL per
+ * connection read and written on the socket itself, the same context settings as sxe's (TLS 1.2
+ * and 1.3, SSL_MODE_RELEASE_BUFFERS, OpenSSL's own session tickets) and nothing of its own per
+ * connection but what an answer not yet written needs: the SSL is the connection's state, kept
+ * in epoll's data. Every request (found by its blank line) is answered from memory: the file of
+ * ROOT its path names (read at start, each answer's head and body in one buffer), or a canned
+ * 12-byte Hello World without ROOT; an HTTP/1.0 request is answered, then the connection closed.
+ * No timeouts, limits, logs or parsing beyond that.
  *
- * Usage: tls-floor PORT CERT KEY   (PORT 0: any; the port is printed: "tls-floor: port N")
- *        tls-floor PORT            (no TLS: plain sockets, the same answers, for the difference)
+ * Usage: tls-floor PORT CERT KEY [ROOT] (PORT 0: any; the port is printed: "tls-floor: port N")
+ *        tls-floor PORT                 (no TLS: plain sockets, the canned answer, for the idle
+ *                                        case's difference)
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "
-                             "12\r\n\r\nHello World\n";
+#define FILES_MOST 16
+
+struct answer {
+    char path[64];     /* "/name", or "" for the canned answer */
+    const char *bytes; /* the head, then the body */
+    size_t len;
+};
+
+static struct answer answers[FILES_MOST] = {
+    {"", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nHello World\n",
+     80}};
+static int answer_count = 1;
+static const char missing[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+
+/* An answer being written: kept as the SSL's app data only while the socket has no room. */
+struct pending {
+    const char *at;
+    size_t left;
+    bool close_after;
+};
+
+/* Reads every regular file of root into an answer of its own. @return 0, or -1. */
+static int load(const char *root)
+{
+    DIR *dir = opendir(root);
+    struct dirent *entry;
+
+    if (dir == NULL) {
+        return -1;
+    }
+    answer_count = 0;
+    while ((entry = readdir(dir)) != NULL && answer_count < FILES_MOST) {
+        char name[4096], head[128];
+        struct stat st;
+        snprintf(name, sizeof(name), "%s/%s", root, entry->d_name);
+        int fd = open(name, O_RDONLY);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || strlen(entry->d_name) > 60) {
+            if (fd >= 0) {
+                close(fd);
+            }
+            continue;
+        }
+        struct answer *answer = &answers[answer_count++];
+        int head_len =
+            snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %lld\r\n\r\n",
+                     (long long)st.st_size);
+        snprintf(answer->path, sizeof(answer->path), "/%s", entry->d_name);
+        answer->len = (size_t)head_len + (size_t)st.st_size;
+        char *bytes = malloc(answer->len);
+        if (bytes == NULL || read(fd, bytes + head_len, (size_t)st.st_size) != st.st_size) {
+            close(fd);
+            closedir(dir);
+            return -1;
+        }
+        memcpy(bytes, head, (size_t)head_len);
+        answer->bytes = bytes;
+        close(fd);
+    }
+    closedir(dir);
+    return 0;
+}
+
+/* The answer to the request starting at request: its path's file, the canned one, or a 404. */
+static const struct answer *answer_for(const char *request, size_t len)
+{
+    static const struct answer not_found = {"", missing, sizeof(missing) - 1};
+    const char *path = memchr(request, ' ', len);
+    const char *end =
+        path != NULL ? memchr(path + 1, ' ', len - (size_t)(path + 1 - request)) : NULL;
+
+    if (answers[0].path[0] == '\0') {
+        return &answers[0];
+    }
+    for (int i = 0; end != NULL && i < answer_count; i++) {
+        if ((size_t)(end - path - 1) == strlen(answers[i].path) &&
+            memcmp(path + 1, answers[i].path, (size_t)(end - path - 1)) == 0) {
+            return &answers[i];
+        }
+    }
+    return &not_found;
+}
+
+/* Writes what the connection's pending answer has left. @return 0 when it is written (and the
+ * connection stays), 1 when the socket has no room (wait for EPOLLOUT), -1 when it is over. */
+static int flush(SSL *ssl)
+{
+    struct pending *pending = SSL_get_app_data(ssl);
+
+    while (pending->left > 0) {
+        int sent =
+            SSL_write(ssl, pending->at, pending->left < (1u << 30) ? (int)pending->left : 1 << 30);
+        if (sent <= 0) {
+            int error = SSL_get_error(ssl, sent);
+            ERR_clear_error();
+            return error == SSL_ERROR_WANT_WRITE ? 1 : -1;
+        }
+        pending->at += sent;
+        pending->left -= (size_t)sent;
+    }
+    bool close_after = pending->close_after;
+    free(pending);
+    SSL_set_app_data(ssl, NULL);
+    if (close_after) {
+        SSL_shutdown(ssl);
+        return -1;
+    }
+    return 0;
+}
 
 /* Reads what came (a stack buffer: nothing kept), answering each request it completes; a request
- * split across reads is answered when its end comes (the floor's clients send whole requests).
- * @return 0, or -1 when the connection is over. */
+ * split across reads is answered when its end comes (the floor's clients send whole requests, and
+ * none sends another before its answer).
+ * @return 0, 1 while an answer waits for room, or -1 when the connection is over. */
 static int serve(int fd, SSL *ssl)
 {
     char input[4096];
+    int rc = ssl != NULL && SSL_get_app_data(ssl) != NULL ? flush(ssl) : 0;
 
-    for (;;) {
+    while (rc == 0) {
         int got = ssl != NULL ? SSL_read(ssl, input, sizeof(input))
                               : (int)recv(fd, input, sizeof(input), MSG_DONTWAIT);
         if (got <= 0) {
@@ -43,16 +159,28 @@ static int serve(int fd, SSL *ssl)
             }
             return got < 0 && (errno == EAGAIN || errno == EINTR) ? 0 : -1;
         }
-        for (char *at = input;
-             (at = memmem(at, (size_t)got - (size_t)(at - input), "\r\n\r\n", 4)) != NULL;
-             at += 4) {
-            int sent = ssl != NULL ? SSL_write(ssl, answer, sizeof(answer) - 1)
-                                   : (int)send(fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL);
-            if (sent != (int)sizeof(answer) - 1) {
-                return -1; /* an idle client's socket always has room for 80 bytes */
+        for (char *from = input, *at;
+             rc == 0 &&
+             (at = memmem(from, (size_t)got - (size_t)(from - input), "\r\n\r\n", 4)) != NULL;
+             from = at + 4) {
+            const struct answer *answer = answer_for(from, (size_t)(at - from));
+            if (ssl == NULL) { /* plain: the idle case's canned answer always has room */
+                if (send(fd, answer->bytes, answer->len, MSG_NOSIGNAL) != (ssize_t)answer->len) {
+                    return -1;
+                }
+                continue;
             }
+            struct pending *pending = malloc(sizeof(*pending));
+            if (pending == NULL) {
+                return -1;
+            }
+            *pending = (struct pending){answer->bytes, answer->len,
+                                        memmem(from, (size_t)(at - from), "HTTP/1.0", 8) != NULL};
+            SSL_set_app_data(ssl, pending);
+            rc = flush(ssl);
         }
     }
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -63,11 +191,15 @@ int main(int argc, char **argv)
     int one = 1, listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     int poller = epoll_create1(0);
 
-    if (argc != 2 && argc != 4) {
-        fprintf(stderr, "usage: tls-floor PORT [CERT KEY]\n");
+    if (argc != 2 && argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: tls-floor PORT [CERT KEY [ROOT]]\n");
         return 2;
     }
-    if (argc == 4) {
+    if (argc == 5 && load(argv[4]) < 0) {
+        fprintf(stderr, "tls-floor: cannot read the files of %s\n", argv[4]);
+        return 1;
+    }
+    if (argc >= 4) {
         ctx = SSL_CTX_new(TLS_server_method());
         SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
         SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
@@ -108,9 +240,15 @@ int main(int argc, char **argv)
             }
             SSL *ssl = ctx != NULL ? events[i].data.ptr : NULL;
             int fd = ssl != NULL ? SSL_get_fd(ssl) : (int)(intptr_t)events[i].data.ptr - 1;
-            if (serve(fd, ssl) < 0) {
+            int rc = serve(fd, ssl);
+            if (rc < 0) {
+                free(ssl != NULL ? SSL_get_app_data(ssl) : NULL);
                 SSL_free(ssl);
                 close(fd);
+            } else if (rc == 1 || (events[i].events & EPOLLOUT)) { /* room wanted, or no more */
+                struct epoll_event wanted = {.events = EPOLLIN | (rc == 1 ? EPOLLOUT : 0),
+                                             .data.ptr = ssl};
+                epoll_ctl(poller, EPOLL_CTL_MOD, fd, &wanted);
             }
         }
     }

@@ -10,7 +10,10 @@ the run). Keep-alive: wrk keeps its connections (one handshake each, then reques
 4 KB and 1 MB. Handshakes: sxe-http --tls --http1.0 opens a connection per request and resumes
 no session, so every request is a full handshake (X25519 and ECDSA P-256), 16 at a time; with
 --tls-resume each resumes its worker's last session (a ticket), so every request after the first
-is a resumed handshake (each server is checked to resume with openssl s_client first). A round
+is a resumed handshake (each server is checked to resume with openssl s_client first). Beside the
+servers runs the OpenSSL floor (bench/tls-floor): the same files answered from memory by a loop
+that does nothing but OpenSSL's reads and writes on the socket, what the least a server can spend
+is, measured the same way. A round
 runs every server once per case, in a new order each round; the figure is the server's CPU time
 (its whole process tree, from schedstat) per request, with the median and the spread of the
 rounds. Before its rounds each server's answer to each file is fetched once over TLS and its status
@@ -84,7 +87,7 @@ H2O_TLS = """  ssl:                         # (left out for the idle case's plai
     key-file: {key}
     minimum-version: TLSv1.2   # the same protocols as sxe (default TLSv1)
 """
-FLOOR = "tls-floor"  # in the idle case only
+FLOOR = "tls-floor"  # OpenSSL and the socket, nothing else: what the servers are measured against
 
 
 def certificate(tmp):
@@ -120,7 +123,7 @@ def servers(build, tmp, root, cert, key):
         else:
             print(f"tls: {name} is not installed: left out", file=sys.stderr)
     made[FLOOR] = lambda port, tls=True: [os.path.join(build, "bench", "tls-floor"), str(port),
-                                          *([cert, key] if tls else [])]
+                                          *([cert, key, root] if tls else [])]
     return made
 
 
@@ -237,7 +240,7 @@ def main():
         for round_number in range(args.rounds):
             order = list(made)[round_number % len(made):] + list(made)[:round_number % len(made)]
             for name in order:
-                results = one_round(made[name], args, cert, name) if name != FLOOR else {}
+                results = one_round(made[name], args, cert, name)
                 for file, (us, rate) in results.items():
                     figures[(name, file)].append(us)
                     print(f"round {round_number + 1}/{args.rounds}: {name} /{file}: "
@@ -259,8 +262,6 @@ def report(figures, cases, made, args):
     for case in cases:
         base = statistics.median(figures[("sxe-httpd", case)])
         for name in made:
-            if name == FLOOR:
-                continue
             values = figures[(name, case)]
             median = statistics.median(values)
             label = case if case in (HANDSHAKES, RESUMED) else "/" + case
