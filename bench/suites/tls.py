@@ -66,7 +66,11 @@ def scenarios(ctx, plain_up, tls_up):
     cert, key = certificate(ctx)
     h2o = Spec("h2o", lambda p: ["h2o", "-c", ctx.config("h2o-tls.conf", p, cert=cert, key=key)],
                packages=("h2o",))
-    files = [Spec("sxe-httpd", sxe(ctx)), nginx(ctx), h2o]
+    # The OpenSSL floor: the same files answered from memory by OpenSSL's reads and writes on the
+    # socket and nothing else, what the least a server can spend is (bench/tls-floor.c).
+    floor = Spec("tls floor", lambda p: [ctx.program("bench/tls-floor"), str(p), cert, key,
+                                         ctx.root])
+    files = [Spec("sxe-httpd", sxe(ctx)), nginx(ctx), h2o, floor]
     to_plain = [Spec("sxe-httpd", sxe(ctx, "--proxy", f"/up/=127.0.0.1:{plain_up}")),
                 nginx(ctx, plain_up)]
     to_tls = [Spec("sxe-httpd", sxe(ctx, "--proxy", f"/up/=https://127.0.0.1:{tls_up}",
@@ -103,7 +107,8 @@ def run(ctx, say):
     section = Section(KEY, TITLE, (
         "Each server on CPU 0 with one worker, the load (`sxe-http --tls`, every answer's status "
         "and length checked) on CPU 1, TLS 1.3 with X25519 and an ECDSA P-256 certificate, "
-        "keep-alive. nginx: bench/peers/nginx-tls.conf (sendfile, open_file_cache, a shared "
+        "keep-alive. The TLS floor (bench/tls-floor.c) answers the same files from memory with "
+        "OpenSSL's reads and writes on the socket and nothing else. nginx: bench/peers/nginx-tls.conf (sendfile, open_file_cache, a shared "
         "session cache; for the proxy, upstream keepalive sized to the clients and the upstream's "
         "certificate checked, as sxe-httpd checks it); h2o: bench/peers/h2o-tls.conf. The "
         "proxies' upstream is sxe-httpd on CPU 1 beside the load, over plain HTTP or HTTPS. The "
