@@ -89,6 +89,8 @@ def main():
     for service in ("nginx", "h2o"):  # Debian starts them on install; they are not measured
         subprocess.run(["systemctl", "stop", service], capture_output=True, check=False)
     ctx = prepare(args)
+    # The commit as built, before the run: edits made while it runs are not in what it measures.
+    measured = report.versions(ROOT, args.build_dir)
     started = time.monotonic()
     planned = sum(suite.estimate(ctx) for suite in suites)
     print(f"bench/all: {len(suites)} suite(s), {args.rounds} round(s) of {args.seconds} s per "
@@ -113,8 +115,7 @@ def main():
         print(f"{target.verdict:13} {target.area}: {target.text}: "
               f"{target.sample.show(target.digits, target.unit)}")
     if args.docs:
-        commit = report.write(args.docs, args.command, sections, args, ROOT, args.build_dir,
-                              minutes)
+        commit = report.write(args.docs, args.command, sections, args, measured, minutes)
         print(f"bench/all: wrote {args.docs}", file=sys.stderr)
         if args.readme:
             report.write_readme(args.readme, targets, commit)

@@ -85,8 +85,9 @@ def versions(root, build):
     }, commit
 
 
-def write(path, command, sections, args, root, build, minutes):
-    info, commit = versions(root, build)
+def write(path, command, sections, args, measured, minutes):
+    """The report; measured is versions()'s answer from before the run (what was built)."""
+    info, commit = measured
     targets = [t for s in sections for t in s.targets]
     lines = [
         "# Benchmarks",

@@ -114,7 +114,7 @@ void sxe__stream_flush(struct sxe_conn *conn)
             if (conn->io_kind != SXE__IO_TLS || !sealed(conn)) {
                 break;
             }
-            continue; /* a release callback the seal ran may have written, and sent, since */
+            continue; /* (a release callback the seal ran may have written since) */
         }
         bool file;
         ssize_t sent = send_head(conn, &file);
@@ -128,6 +128,8 @@ void sxe__stream_flush(struct sxe_conn *conn)
             }
             if (sent != -EAGAIN) {
                 sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, (int)-sent);
+            } else if (conn->io_kind == SXE__IO_TLS) {
+                sxe__tls_crowded(conn); /* the socket is full: seal a record at a time */
             }
             break;
         }
@@ -562,6 +564,9 @@ static void sent(struct sxe_conn *conn, int result)
     conn->flags &= (uint16_t)~SXE__CONN_SENDING;
     if (result >= 0) {
         sxe__outq_advance(conn, &conn->out, (size_t)result, false);
+        if (conn->io_kind == SXE__IO_TLS && conn->out.head != SXE_NONE) {
+            sxe__tls_crowded(conn); /* the socket took part: seal a record at a time */
+        }
     }
     if (conn->flags & SXE__CONN_CLOSE_PENDING) {
         if (result > 0 && conn->out.head != SXE_NONE) {

@@ -77,8 +77,12 @@ bool sxe__tls_more(const struct sxe_conn *conn);
 /* The queue of plain bytes to write to. */
 struct sxe__queue *sxe__tls_plain(struct sxe_conn *conn);
 
+/* A send found the socket full (or took part of what it was given): the next seals take a record
+ * each until one leaves whole. */
+void sxe__tls_crowded(struct sxe_conn *conn);
+
 /*
- * conn->out is empty: seals the next plain bytes (at most a record) into it. @return 1 if it did,
+ * conn->out is empty: seals the next plain bytes (a record, or a few) into it. @return 1 if it did,
  * 0 if none wait (or the handshake is not done), or -errno: ENOBUFS (no buffer for the record:
  * logged), the file's read error, EIO for a file cut short under it.
  */

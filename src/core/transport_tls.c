@@ -34,12 +34,17 @@ static struct sxe_log_module tls_log = SXE_LOG_MODULE_INIT(TLS);
 #define RECORD_OVERHEAD 256
 
 /*
- * Records sealed at once for one send, while the loop has buffers to spare: a megabyte leaves in
- * 18 sends, most of four records, instead of 64 of one (5% less CPU here), as much is read per
- * pread, and conn->out holds about the default write_limit (64 KB) at most. A quarter of the
- * loop's buffers are kept for others: below that, a connection seals one record at a time.
+ * Records sealed at once for one send, while the socket takes what it is given and the loop has
+ * buffers to spare: a megabyte leaves in 18 sends, most of four records, instead of 64 of one (5%
+ * less CPU here), as much is read per pread, and conn->out holds about the default write_limit
+ * (64 KB) at most. A connection whose socket was full seals one record at a time until one leaves
+ * whole (a slow reader holds a record's buffers, not a batch's), and a quarter of the loop's
+ * buffers are kept for others.
  */
 #define BATCH_RECORDS 4
+
+_Static_assert(SXE__TLS_RESERVE == RECORD_MAX + RECORD_OVERHEAD,
+               "a write leaves room for the record sealed_most() asks for");
 
 #define SLOT_NOTIFIED 0x01u /* close_notify is queued (or there is no session to close) */
 #define SLOT_EMPTIED  0x02u /* the last recv found the socket empty, or at its end */
@@ -75,6 +80,7 @@ struct tls_slot {
     uint8_t message_head_len; /* bytes of message_head (a handshake message's header, 4) read */
     uint8_t head[5];
     uint8_t message_head[4];
+    bool crowded;          /* the socket was full since the last seal: a record at a time */
     uint16_t record_left;  /* bytes of the record's content still to come */
     uint32_t message_left; /* bytes of the handshake message's body still to come */
 };
@@ -642,8 +648,9 @@ static ssize_t next_plain(struct sxe_conn *conn, struct tls_slot *slot, size_t m
     return (ssize_t)(len + (size_t)got);
 }
 
-/* The most bytes len plain bytes take once sealed: a peer may have asked for records of as few as
- * 512 bytes (RFC 6066's max_fragment_length), each with its overhead. */
+/* The most bytes len plain bytes take once sealed: RECORD_OVERHEAD a record, which leaves room
+ * for a KeyUpdate OpenSSL may send before them, and a peer may have asked for records of as few as
+ * 512 bytes (RFC 6066's max_fragment_length). */
 static size_t sealed_most(const struct tls_slot *slot, size_t len)
 {
     uint8_t mode = SSL_SESSION_get_max_fragment_length(SSL_get0_session(slot->ssl));
@@ -651,8 +658,9 @@ static size_t sealed_most(const struct tls_slot *slot, size_t len)
         mode >= TLSEXT_max_fragment_length_512 && mode <= TLSEXT_max_fragment_length_4096
             ? (size_t)256 << mode
             : RECORD_MAX;
+    size_t records = (len + fragment - 1) / fragment;
 
-    return len + (len / fragment + 1) * RECORD_OVERHEAD;
+    return len + (records > 0 ? records : 1) * RECORD_OVERHEAD;
 }
 
 /*
@@ -660,18 +668,21 @@ static size_t sealed_most(const struct tls_slot *slot, size_t len)
  * bytes of the plain queue's head segment only, and never its last record's worth: the seal that
  * ends a segment, and so runs its release callback, seals one record, so a callback that writes
  * finds conn->out holding that record at most, not a batch that would take its write past
- * write_limit. Small heads (a response's head, pipelined answers) are gathered
- * into one record; a batch needs the loop to keep a quarter of its buffers free beside it.
+ * write_limit. Small heads (a response's head, pipelined answers) are gathered into one record. A
+ * batch needs a socket that was not full since the last seal, and the loop to keep a quarter of
+ * its buffers free beside it.
  */
-static size_t batch_size(const struct sxe_conn *conn, const struct tls_slot *slot)
+static size_t batch_size(const struct sxe_conn *conn, struct tls_slot *slot)
 {
     const sxe_loop_t *loop = conn->loop;
     const struct sxe__tls_loop *tls = loop->tls;
     const struct sxe__segment *head = &loop->segments[slot->plain.head];
     size_t head_len = head->buffer != SXE_NONE ? head->end - head->start : head->remaining;
     size_t reserve = (size_t)(loop->options.buffers / 4) * loop->options.buffer_size;
+    bool crowded = slot->crowded;
 
-    if (head_len <= 2 * tls->record_size ||
+    slot->crowded = false; /* until a send of what this seals finds the socket full again */
+    if (crowded || head_len <= 2 * tls->record_size ||
         !sxe__outq_can_append(conn, &conn->out, sealed_most(slot, tls->stage_size) + reserve)) {
         return tls->record_size;
     }
@@ -700,8 +711,10 @@ static int seal_one(struct sxe_conn *conn, struct tls_slot *slot)
     }
     ERR_clear_error();
     slot->flags |= SLOT_SEALING;
+    uint64_t before = conn->queued;
     int ok = SSL_write_ex(slot->ssl, from, (size_t)len, &written);
     slot->flags &= (uint8_t)~SLOT_SEALING;
+    SXE_ASSERT(!ok || conn->queued - before <= sealed_most(slot, (size_t)len));
     if (!ok) {
         /* GCOVR_EXCL_START: the BIO had room (checked above), and the session is established */
         slot->flags |= SLOT_FAILED;
@@ -709,13 +722,23 @@ static int seal_one(struct sxe_conn *conn, struct tls_slot *slot)
         return -EPROTO;
         /* GCOVR_EXCL_STOP */
     }
-    /* The bytes went whole (no partial writes without SSL_MODE_ENABLE_PARTIAL_WRITE). */
+    /* The bytes went whole (no partial writes without SSL_MODE_ENABLE_PARTIAL_WRITE). The release
+     * callbacks the plain queue's advance runs are corked: what one writes waits for the flush
+     * that sealed, until this bookkeeping is done (the file range's offset moved). */
+    uint16_t corked = conn->flags & SXE__CONN_CORKED;
+    conn->flags |= SXE__CONN_CORKED;
     sxe__outq_advance(conn, &slot->plain, written - file_part, false);
     if (file_part > 0) {
         conn->loop->segments[slot->plain.head].offset += (off_t)file_part;
         sxe__outq_advance(conn, &slot->plain, file_part, true);
     }
+    conn->flags = (uint16_t)((conn->flags & ~SXE__CONN_CORKED) | corked);
     return 1;
+}
+
+void sxe__tls_crowded(struct sxe_conn *conn)
+{
+    slot_of(conn)->crowded = true;
 }
 
 /*

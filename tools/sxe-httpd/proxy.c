@@ -5,10 +5,10 @@
  * Safe against request smuggling towards the upstream: nothing of the client's header section is
  * passed on as bytes. The request is re-framed from what the parser accepted: the method and
  * target, every end-to-end field (hop-by-hop ones, those named by Connection, and the framing
- * fields dropped), Host, then X-Forwarded-For, Via and (when the listener asked the client for a
- * certificate and one was verified) X-Client-Subject, which a client cannot set itself, and the
- * body (chunked framing already removed) framed by us: a Content-Length when the client gave one,
- * else chunked. Responses are re-framed the same way by sxe_http_start().
+ * fields dropped: proxy_fields.c), Host, then X-Forwarded-For, Via and (when the listener asked the
+ * client for a certificate and one was verified) X-Client-Subject, which a client cannot set
+ * itself, and the body (chunked framing already removed) framed by us: a Content-Length when the
+ * client gave one, else chunked. Responses are re-framed the same way by sxe_http_start().
  *
  * Bodies of any size stream both ways, with backpressure. The prefix routes are streamed
  * (SXE_HTTP_ROUTE_STREAM): a request is forwarded as soon as its head has come, and its body is
@@ -28,18 +28,17 @@
 #include <sxe/log.h>
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <sxe/clock.h>
 #include <sxe/http_client.h>
 
 #include "path.h"
 #include "proxy.h"
+#include "proxy_fields.h"
 #include "tunnel.h"
 
 static struct sxe_log_module proxy_log = SXE_LOG_MODULE_INIT(PROXY);
@@ -198,114 +197,6 @@ static void exchange_free(struct exchange *exchange)
     local->free = exchange;
 }
 
-/* Whether the field's name is in the list of names (lower case). */
-static bool named(const struct sxe_http_header *field, const char *const *names, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        if (field->name_len == strlen(names[i]) &&
-            strncasecmp(field->name, names[i], field->name_len) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Whether a Connection field among headers names the field: it is for this hop only (RFC 9110
- * §7.6.1). Every Connection field counts, not only the first. */
-static bool named_by_connection(const struct sxe_http_header *field,
-                                const struct sxe_http_header *headers, unsigned count)
-{
-    static const char *const connection[] = {"connection"};
-
-    for (unsigned i = 0; i < count; i++) {
-        if (!named(&headers[i], connection, 1)) {
-            continue;
-        }
-        const char *at = headers[i].value, *end = at + headers[i].value_len;
-        while (at < end) {
-            const char *comma = memchr(at, ',', (size_t)(end - at));
-            const char *stop = comma != NULL ? comma : end;
-            while (at < stop && (*at == ' ' || *at == '\t')) {
-                at++;
-            }
-            while (stop > at && (stop[-1] == ' ' || stop[-1] == '\t')) {
-                stop--;
-            }
-            if ((size_t)(stop - at) == field->name_len &&
-                strncasecmp(at, field->name, field->name_len) == 0) {
-                return true;
-            }
-            at = comma != NULL ? comma + 1 : end;
-        }
-    }
-    return false;
-}
-
-/* Whether field is, with '_' for '-', one the proxy writes itself: an upstream that maps them alike
- * (CGI, PHP) must never read a client's as ours, whatever --proxy-underscores lets through. */
-static bool written_by_us(const struct sxe_http_header *field)
-{
-    static const char *const ours[] = {"x-forwarded-for", "x-client-subject"};
-
-    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
-        size_t at = 0;
-        while (at < field->name_len && ours[i][at] != '\0' &&
-               (field->name[at] == '_' ? '-' : tolower((unsigned char)field->name[at])) ==
-                   ours[i][at]) {
-            at++;
-        }
-        if (at == field->name_len && ours[i][at] == '\0') {
-            return true;
-        }
-    }
-    return false;
-}
-
-/*
- * Whether a request field stays behind: hop-by-hop, framing, or one we write ourselves; and a name
- * with '_', unless options.underscores lets it through. CGI, WSGI and PHP upstreams map '-' and
- * '_' alike (both X-Forwarded-For and X_Forwarded_For are HTTP_X_FORWARDED_FOR), so a client would
- * set a field the proxy means to write; nginx drops them too (underscores_in_headers off).
- */
-static bool dropped(const struct sxe_http_header *field,
-                    const struct sxe_http_request_head *request)
-{
-    static const char *const names[] = {
-        "connection",        "keep-alive", "proxy-connection", "te",
-        "transfer-encoding", "upgrade",    "trailer",          "host",
-        "content-length",    "expect",     "x-forwarded-for",  "via",
-        "x-client-subject"};
-
-    return named(field, names, sizeof(names) / sizeof(names[0])) ||
-           (memchr(field->name, '_', field->name_len) != NULL &&
-            (!options.underscores || written_by_us(field))) ||
-           named_by_connection(field, request->headers, request->header_count);
-}
-
-/*
- * Whether an upgrade asks for h2c: it is not relayed (the request goes on as a plain one, as nginx
- * sends it). Its HTTP2-Settings field is hop-by-hop, so an upstream would refuse the upgrade
- * anyway, and HTTP/2 between a client and an upstream is not this proxy's to pass blind.
- */
-static bool asks_for_h2c(const struct sxe_http_request_head *request)
-{
-    const struct sxe_http_header *upgrade = sxe_http_request_header(request, "Upgrade");
-
-    for (size_t at = 0; upgrade != NULL && at + 3 <= upgrade->value_len; at++) {
-        if (strncasecmp(upgrade->value + at, "h2c", 3) == 0) {
-            return true;
-        }
-    }
-    return upgrade == NULL;
-}
-
-/* Appends to the exchange's text; the caller sized it. */
-static char *put(char *at, const char *text, size_t len)
-{
-    memcpy(at, text, len);
-    return at + len;
-}
-
 /* The connection's peer address as text: a system call for its first request only. */
 static const char *peer_of(sxe_conn_t *conn)
 {
@@ -358,54 +249,54 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     }
     char *at = exchange->text;
     out->method = at;
-    at = put(at, request->method, request->method_len);
+    at = proxy_put(at, request->method, request->method_len);
     *at++ = '\0';
     out->target = at;
-    at = put(at, path, path_len);
+    at = proxy_put(at, path, path_len);
     if (query != NULL) {
         *at++ = '?';
-        at = put(at, query, query_len);
+        at = proxy_put(at, query, query_len);
     }
     *at++ = '\0';
     out->host = NULL;
     if (request->host_len > 0) {
         out->host = at;
-        at = put(at, request->host, request->host_len);
+        at = proxy_put(at, request->host, request->host_len);
         *at++ = '\0';
     }
     out->headers = at;
     for (unsigned i = 0; i < request->header_count; i++) {
         const struct sxe_http_header *field = &request->headers[i];
-        if (!dropped(field, request)) {
-            at = put(at, field->name, field->name_len);
-            at = put(at, ": ", 2);
-            at = put(at, field->value, field->value_len);
-            at = put(at, "\r\n", 2);
+        if (!proxy_request_field_dropped(field, request, options.underscores)) {
+            at = proxy_put(at, field->name, field->name_len);
+            at = proxy_put(at, ": ", 2);
+            at = proxy_put(at, field->value, field->value_len);
+            at = proxy_put(at, "\r\n", 2);
         }
     }
-    at = put(at, "X-Forwarded-For: ", 17);
+    at = proxy_put(at, "X-Forwarded-For: ", 17);
     if (forwarded != NULL) {
-        at = put(at, forwarded->value, forwarded->value_len);
-        at = put(at, ", ", 2);
+        at = proxy_put(at, forwarded->value, forwarded->value_len);
+        at = proxy_put(at, ", ", 2);
     }
-    at = put(at, peer_text, strlen(peer_text));
-    at = put(at, "\r\nVia: ", 7);
+    at = proxy_put(at, peer_text, strlen(peer_text));
+    at = proxy_put(at, "\r\nVia: ", 7);
     if (via != NULL) {
-        at = put(at, via->value, via->value_len);
-        at = put(at, ", ", 2);
+        at = proxy_put(at, via->value, via->value_len);
+        at = proxy_put(at, ", ", 2);
     }
-    at = put(at, "1.1 sxe-httpd\r\n", 15);
+    at = proxy_put(at, "1.1 sxe-httpd\r\n", 15);
     if (subject_len > 0) {
-        at = put(at, "X-Client-Subject: ", 18);
-        at = put(at, subject, (size_t)subject_len);
-        at = put(at, "\r\n", 2);
+        at = proxy_put(at, "X-Client-Subject: ", 18);
+        at = proxy_put(at, subject, (size_t)subject_len);
+        at = proxy_put(at, "\r\n", 2);
     }
     *at = '\0';
     const struct sxe_http_header *upgrade = sxe_http_request_header(request, "Upgrade");
     out->upgrade = NULL;
     if (exchange->upgrade && upgrade != NULL) { /* the client library writes it, and Connection */
         out->upgrade = ++at;
-        at = put(at, upgrade->value, upgrade->value_len);
+        at = proxy_put(at, upgrade->value, upgrade->value_len);
         *at = '\0';
     }
     out->body = NULL;
@@ -599,7 +490,7 @@ static void handle(sxe_http_t *http, void *arg)
     exchange->started = exchange->tried_other = exchange->corked = exchange->body_begun = false;
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
     exchange->upgrade = request->upgrade && !request->has_body && request->minor_version == 1 &&
-                        !asks_for_h2c(request);
+                        !proxy_asks_for_h2c(request);
     exchange->text = NULL;
     if ((rc = forward(exchange, NULL)) < 0) {
         SXE_LOG_ERROR("cannot forward %s to %s: %s", exchange->proxy->prefix,
@@ -621,50 +512,6 @@ int proxy_route(sxe_http_server_t *server, const struct proxy_options *given)
         }
     }
     return 0;
-}
-
-/* Whether a response field stays behind: hop-by-hop, framing, or one sxe_http_start() writes. */
-static bool response_dropped(const struct sxe_http_header *field,
-                             const struct sxe_http_response_head *response)
-{
-    static const char *const names[] = {
-        "connection", "keep-alive", "proxy-connection", "te",   "transfer-encoding",
-        "upgrade",    "trailer",    "content-length",   "date", "server"};
-
-    return named(field, names, sizeof(names) / sizeof(names[0])) ||
-           named_by_connection(field, response->headers, response->header_count);
-}
-
-/*
- * Writes the response's end-to-end fields and our Via at at, up to end; @return the NUL's place.
- * A 426 keeps its Upgrade (hop-by-hop, but it names what the client must switch to, RFC 9110
- * §15.5.22), with the Connection option that goes with it.
- */
-static char *forwarded_fields(const struct sxe_http_response_head *response, char *at,
-                              const char *end)
-{
-    const struct sxe_http_header *upgrade = sxe_http_response_header(response, "Upgrade");
-
-    if (response->status == 426 && upgrade != NULL &&
-        at + upgrade->value_len + 40 < end) { /* first: nothing else can crowd it out */
-        at = put(at, "Upgrade: ", 9);
-        at = put(at, upgrade->value, upgrade->value_len);
-        at = put(at, "\r\nConnection: upgrade\r\n", 23);
-    }
-    for (unsigned i = 0; i < response->header_count; i++) {
-        const struct sxe_http_header *field = &response->headers[i];
-        if (response_dropped(field, response) ||
-            at + field->name_len + field->value_len + 4 > end) {
-            continue;
-        }
-        at = put(at, field->name, field->name_len);
-        at = put(at, ": ", 2);
-        at = put(at, field->value, field->value_len);
-        at = put(at, "\r\n", 2);
-    }
-    at = put(at, "Via: 1.1 sxe-httpd\r\n", 20);
-    *at = '\0';
-    return at;
 }
 
 /*
@@ -691,7 +538,7 @@ static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response_hea
         fail(exchange, 502); /* the client library closes conn: nobody took it */
         return;
     }
-    char *at = forwarded_fields(response, headers, headers + sizeof(headers) - 1100);
+    char *at = proxy_forwarded_fields(response, headers, headers + sizeof(headers) - 1100);
     snprintf(at, (size_t)(headers + sizeof(headers) - at),
              "Connection: upgrade\r\nUpgrade: %.*s\r\n", (int)upgrade->value_len, upgrade->value);
     if (sxe_http_upgrade(held, headers, tunnel_handlers()) < 0) {
@@ -721,7 +568,7 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *
         return;
     }
     exchange->upstream->down_until = 0;
-    forwarded_fields(response, headers, headers + sizeof(headers) - 32);
+    proxy_forwarded_fields(response, headers, headers + sizeof(headers) - 32);
     const struct sxe_http_header *declared = sxe_http_response_header(response, "Content-Length");
     if (!response->has_body) { /* HEAD keeps the length it would have had; 204 and 304 none */
         length = declared != NULL && response->status >= 200 && response->status != 204 &&
