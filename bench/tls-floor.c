@@ -76,7 +76,7 @@ static int load(const char *root)
         int head_len =
             snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %lld\r\n\r\n",
                      (long long)st.st_size);
-        snprintf(answer->path, sizeof(answer->path), "/%s", entry->d_name);
+        snprintf(answer->path, sizeof(answer->path), "/%.60s", entry->d_name);
         answer->len = (size_t)head_len + (size_t)st.st_size;
         char *bytes = malloc(answer->len);
         if (bytes == NULL || read(fd, bytes + head_len, (size_t)st.st_size) != st.st_size) {
