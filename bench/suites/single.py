@@ -6,7 +6,8 @@ from harness.report import Section
 
 KEY = "single"
 TITLE = "One core: sxe against the floors, libuv, node.js, nginx and h2o"
-PACKAGES = ("nginx-light", "libnginx-mod-http-lua", "h2o", "nodejs", "libuv1-dev")
+PACKAGES = ("nginx-light", "libnginx-mod-http-lua", "h2o", "nodejs", "libuv1-dev",
+            "python3-matplotlib")  # the chart of CPU and memory per server
 HELLO = dict(path="/", body="f12.txt")
 REFERENCE = {"canned": "sxe hello", "http": "sxe http-hello", "files": "sxe-httpd"}
 
