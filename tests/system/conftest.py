@@ -210,11 +210,20 @@ def browsers(tmp_path):
                          "--disable-dev-shm-usage", "--window-size=800,600",
                          f"--user-data-dir={tmp_path / f'profile-{len(opened)}'}", *more):
             options.add_argument(argument)
-        browser = webdriver.Chrome(service=Service(driver), options=options)
+        log = tmp_path / f"chromedriver-{len(opened)}.log"
+        browser = webdriver.Chrome(service=Service(driver, log_path=str(log)), options=options)
         browser.set_page_load_timeout(10)
         opened.append(browser)
+        logs.append(log)
         return browser
 
+    def driver_logs():
+        """The last lines each driver logged, for a test to show when one went away."""
+        return "\n".join(f"{log.name}: ...{log.read_text(errors='replace')[-2000:]}"
+                         for log in logs if log.exists())
+
+    logs = []
+    open_browser.driver_logs = driver_logs
     yield open_browser
     for browser in opened:
         try:
