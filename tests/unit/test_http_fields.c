@@ -2,8 +2,9 @@
  * What the request parser's rules mean, byte by byte and at each boundary (src/http/parser/fields.c
  * and the helpers of src/http/parser/parser.h): every byte's character classes against the RFCs'
  * grammar, the hex digits, case-folded names across the eight-byte steps, trimming, Host values at
- * each edge of a port, Transfer-Encoding lists, and the request-target forms. test_http_parser.c
- * runs the parser on whole requests; these pin each rule on both sides of its edge.
+ * each edge of a port, Transfer-Encoding lists, the request-target forms, and each limit.
+ * test_http_parser.c runs the parser on whole requests; these pin each rule on both sides of its
+ * edge.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -283,6 +284,115 @@ static void test_target_forms_at_their_edges(void **state)
     expect_target("GET", "h", 400, NULL, NULL);
 }
 
+/* A request head parsed whole under limits: 0 if it parsed to its end, else the refusal. */
+static int head_status(const char *text, size_t len, const struct sxe_http_limits *limits)
+{
+    struct sxe_http_parser parser;
+    struct sxe_http_request_head request;
+
+    sxe_http_parser_init(&parser);
+    int rc = sxe_http_parse_request_head(&parser, text, len, limits, &request);
+    if (rc < 0) {
+        assert_int_equal(rc, -EPROTO);
+        return sxe_http_parser_status(&parser);
+    }
+    assert_int_equal(rc, (int)len);
+    return 0;
+}
+
+/* A chunked body of size bytes in one chunk, parsed after its head: 0 if it was read to its end,
+ * else its refusal's status. */
+static int chunked_status(size_t size, const struct sxe_http_limits *limits)
+{
+    static const char top[] = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    size_t most = sizeof(top) + 32 + size;
+    char *text = malloc(most);
+    struct sxe_http_parser parser;
+    struct sxe_http_request_head request;
+    struct sxe_http_body body = {0};
+
+    assert_non_null(text);
+    int len = snprintf(text, most, "%s%zx\r\n", top, size);
+    memset(text + len, 'b', size);
+    len += (int)size;
+    len += snprintf(text + len, most - (size_t)len, "\r\n0\r\n\r\n");
+    sxe_http_parser_init(&parser);
+    long at = sxe_http_parse_request_head(&parser, text, (size_t)len, limits, &request), rc = 0;
+    assert_int_equal(at, (long)sizeof(top) - 1);
+    while (!body.done && (rc = sxe_http_parse_body(&parser, text + at, (size_t)len - (size_t)at,
+                                                   limits, &body)) > 0) {
+        at += rc;
+    }
+    free(text);
+    if (!body.done) {
+        assert_int_equal(rc, -EPROTO);
+        return sxe_http_parser_status(&parser);
+    }
+    assert_int_equal(at, len);
+    return 0;
+}
+
+/* Each limit on both sides of its edge, under the defaults the header documents (8192, 16384, 100,
+ * 1 MiB) and under small ones: a request exactly at a limit is served, one byte or field past it
+ * gets the limit's refusal. */
+static void test_limits_at_their_edges(void **state)
+{
+    static const struct sxe_http_limits small = {
+        .request_line = 32, .header_bytes = 64, .header_count = 2, .body_bytes = 10};
+    const struct sxe_http_limits *each[] = {&sxe_http_default_limits, &small};
+    char *text = malloc(1 << 15);
+
+    (void)state;
+    assert_non_null(text);
+    assert_int_equal(sxe_http_default_limits.request_line, 8192);
+    assert_int_equal(sxe_http_default_limits.header_bytes, 16384);
+    assert_int_equal(sxe_http_default_limits.header_count, 100);
+    assert_int_equal(sxe_http_default_limits.body_bytes, 1 << 20);
+    for (size_t i = 0; i < sizeof(each) / sizeof(each[0]); i++) {
+        const struct sxe_http_limits *limits = each[i];
+        static const char line_rest[] = " HTTP/1.1\r\n", host[] = "Host: x\r\n";
+
+        /* The request line, CRLF included: "GET /aaa...a HTTP/1.1\r\n". */
+        for (uint32_t extra = 0; extra <= 1; extra++) {
+            size_t target = limits->request_line + extra - strlen("GET ") - strlen(line_rest);
+            int len = snprintf(text, 16, "GET /");
+            memset(text + len, 'a', target - 1);
+            len += (int)target - 1;
+            len += sprintf(text + len, "%s%s\r\n", line_rest, host);
+            assert_int_equal(head_status(text, (size_t)len, limits), extra ? 414 : 0);
+        }
+
+        /* The header section, request line and its final empty line included. */
+        for (uint32_t extra = 0; extra <= 1; extra++) {
+            int len = sprintf(text, "GET / HTTP/1.1\r\n%sA: ", host);
+            size_t value = limits->header_bytes + extra - (size_t)len - strlen("\r\n\r\n");
+            memset(text + len, 'v', value);
+            len += (int)value;
+            len += sprintf(text + len, "\r\n\r\n");
+            assert_int_equal(head_status(text, (size_t)len, limits), extra ? 431 : 0);
+        }
+
+        /* The number of fields, Host one of them. */
+        for (uint32_t extra = 0; extra <= 1; extra++) {
+            int len = sprintf(text, "GET / HTTP/1.1\r\n%s", host);
+            for (uint32_t field = 1; field < limits->header_count + extra; field++) {
+                len += sprintf(text + len, "F%u: 1\r\n", field);
+            }
+            len += sprintf(text + len, "\r\n");
+            assert_int_equal(head_status(text, (size_t)len, limits), extra ? 431 : 0);
+        }
+
+        /* The body, by its Content-Length (refused with the head) and chunked. */
+        for (uint64_t extra = 0; extra <= 1; extra++) {
+            int len = sprintf(text, "POST / HTTP/1.1\r\n%sContent-Length: %llu\r\n\r\n", host,
+                              (unsigned long long)(limits->body_bytes + extra));
+            assert_int_equal(head_status(text, (size_t)len, limits), extra ? 413 : 0);
+            assert_int_equal(chunked_status(limits->body_bytes + extra, limits), extra ? 413 : 0);
+        }
+    }
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_hosts_at_each_edge),
         cmocka_unit_test(test_transfer_coding_lists),
         cmocka_unit_test(test_target_forms_at_their_edges),
+        cmocka_unit_test(test_limits_at_their_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
