@@ -34,11 +34,27 @@ static void test_defaults(void **state)
     assert_int_equal(loop->options.buffer_size, 16384);
     assert_int_equal(loop->options.write_limit, 4 * 16384);
     assert_int_equal(loop->options.high_water, 2 * 16384);
+    assert_int_equal(loop->options.timers, 64);
+    assert_int_equal(loop->options.events, 256);
+    assert_int_equal(loop->options.handshake_timeout, 10 * SXE_NS_PER_SEC);
+    assert_int_equal(loop->options.large_buffers, 0);
     sxe_loop_stats(loop, &stats);
     assert_int_equal(stats.open, 0);
     assert_int_equal(stats.buffers_in_use, 0);
     sxe_loop_destroy(loop);
     sxe_loop_destroy(NULL);
+
+    /* Each default that follows another follows the value given, not its default. */
+    assert_int_equal(sxe_loop_create(&loop, &(struct sxe_loop_options){.connections = 4000}), 0);
+    assert_int_equal(loop->options.buffers, 4000 / 4 + 16);
+    sxe_loop_destroy(loop);
+    assert_int_equal(sxe_loop_create(&loop, &(struct sxe_loop_options){.buffer_size = 4096}), 0);
+    assert_int_equal(loop->options.write_limit, 4 * 4096);
+    assert_int_equal(loop->options.high_water, 2 * 4096);
+    sxe_loop_destroy(loop);
+    assert_int_equal(sxe_loop_create(&loop, &(struct sxe_loop_options){.write_limit = 1000}), 0);
+    assert_int_equal(loop->options.high_water, 500);
+    sxe_loop_destroy(loop);
 }
 
 /* The loop reads the clock once per turn and hands out that value. */
@@ -199,12 +215,28 @@ static const struct sxe_loop_options invalid_options[] = {
      .large_buffer_size = 128},
 };
 
+/* Options exactly at each clause's edge, on its valid side. */
+static const struct sxe_loop_options edge_options[] = {
+    {.buffer_size = 64},
+    {.buffer_size = 1u << 30},
+    {.write_limit = 200, .high_water = 200},
+    {.buffers = 1u << 30, .buffer_size = 1024}, /* 1 TiB of buffers */
+    {.events = 1u << 20},
+    {.large_buffers = 1, .buffer_size = 4096, .large_buffer_size = 4097},
+    {.large_buffers = 1, .large_buffer_size = 1u << 30},
+    {.large_buffers = 1u << 20, .large_buffer_size = 1u << 20}, /* 1 TiB of large buffers */
+    {.buffers = 3000000000u,
+     .buffer_size = 64,
+     .large_buffers = UINT32_MAX - 3000000001u, /* in all, the most a buffer index names */
+     .large_buffer_size = 128},
+};
+
 /*
- * Makes a loop with invalid options. Every mmap fails meanwhile: a check that let the options
- * through would then fail on its buffers (-ENOMEM, no abort), before it could touch gigabytes of
- * free lists. @return what sxe_loop_create() said.
+ * Makes a loop with options at or past an edge. Every mmap fails meanwhile: a check that let
+ * invalid options through would then fail on its buffers (-ENOMEM, no abort), before it could
+ * touch gigabytes of free lists. @return what sxe_loop_create() said.
  */
-static int create_invalid(const struct sxe_loop_options *options)
+static int create_unmapped(const struct sxe_loop_options *options)
 {
     sxe_loop_t *loop = NULL;
 
@@ -215,24 +247,28 @@ static int create_invalid(const struct sxe_loop_options *options)
 }
 
 #ifdef SXE_DEBUG
-static void create_invalid_in_child(void *arg)
+static void create_unmapped_in_child(void *arg)
 {
-    (void)!create_invalid(arg);
+    (void)!create_unmapped(arg);
 }
 #endif
 
-/* Each invalid option is an assertion in debug builds (a death test each) and -EINVAL in release.
- */
+/* Each invalid option is an assertion in debug builds (a death test each) and -EINVAL in release;
+ * options at the edge are valid. */
 static void test_invalid_options(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof(invalid_options) / sizeof(invalid_options[0]); i++) {
 #ifdef SXE_DEBUG
         const char *const expected[] = {"assertion failed: options_are_valid", NULL};
-        sxe_test_expect_abort(create_invalid_in_child, (void *)&invalid_options[i], expected);
+        sxe_test_expect_abort(create_unmapped_in_child, (void *)&invalid_options[i], expected);
 #else
-        assert_int_equal(create_invalid(&invalid_options[i]), -EINVAL);
+        assert_int_equal(create_unmapped(&invalid_options[i]), -EINVAL);
 #endif
+    }
+    /* At each edge the options pass the check, and the loop goes on to map its buffers. */
+    for (size_t i = 0; i < sizeof(edge_options) / sizeof(edge_options[0]); i++) {
+        assert_int_equal(create_unmapped(&edge_options[i]), -ENOMEM);
     }
 }
 
