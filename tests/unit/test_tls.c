@@ -47,14 +47,20 @@ static struct {
 /* send and sendmsg through the seam: the first send of more than a record finds the socket full. */
 static bool full_once;
 
-static ssize_t send_full_once(int fd, const void *data, size_t len, int flags)
+/* Whether a send of len bytes is refused as full (EAGAIN): the first longer than a record. */
+static bool refused_as_full(size_t len)
 {
     if (len > 16384 + 256 && !full_once) {
         full_once = true;
         errno = EAGAIN;
-        return -1;
+        return true;
     }
-    return send(fd, data, len, flags);
+    return false;
+}
+
+static ssize_t send_full_once(int fd, const void *data, size_t len, int flags)
+{
+    return refused_as_full(len) ? -1 : send(fd, data, len, flags);
 }
 
 static ssize_t sendmsg_full_once(int fd, const struct msghdr *message, int flags)
@@ -64,12 +70,7 @@ static ssize_t sendmsg_full_once(int fd, const struct msghdr *message, int flags
     for (size_t i = 0; i < message->msg_iovlen; i++) {
         len += message->msg_iov[i].iov_len;
     }
-    if (len > 16384 + 256 && !full_once) {
-        full_once = true;
-        errno = EAGAIN;
-        return -1;
-    }
-    return sendmsg(fd, message, flags);
+    return refused_as_full(len) ? -1 : sendmsg(fd, message, flags);
 }
 
 /* pread through the seam, its sizes recorded. */
