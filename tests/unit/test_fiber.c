@@ -292,6 +292,34 @@ static void test_a_fiber_may_use_most_of_its_stack(void **state)
     assert_string_equal(trace, "dd");
 }
 
+/* The defaults the header shows: 256 fibers at once, each with stack for about 40 KB of frames
+ * (64 KB, less what sanitizers' bigger frames take). */
+static void test_the_default_pool(void **state)
+{
+    enum { DEFAULT_COUNT = 256 };
+    sxe_fibers_t *pool;
+    sxe_fiber_t *held[DEFAULT_COUNT];
+    int got[DEFAULT_COUNT] = {0};
+    unsigned depth = 40;
+
+    (void)state;
+    assert_int_equal(sxe_fibers_create(&pool, loop, NULL), 0);
+    for (int i = 0; i < DEFAULT_COUNT; i++) {
+        assert_int_equal(sxe_fiber_start(pool, waiter, &got[i], &held[i]), 0);
+    }
+    assert_int_equal(sxe_fiber_start(pool, straight, TEXT("s"), NULL), -ENOBUFS);
+    for (int i = 0; i < DEFAULT_COUNT; i++) {
+        assert_int_equal(sxe_fiber_wake(held[i], 0), 0);
+        assert_int_equal(sxe_fiber_wake(held[i], 0), 0);
+    }
+    assert_int_equal(got[DEFAULT_COUNT - 1], 0);
+    trace[0] = '\0';
+    assert_int_equal(sxe_fiber_start(pool, deep_body, &depth, NULL), 0);
+    advance(1);
+    assert_string_equal(trace, "d");
+    sxe_fibers_destroy(pool);
+}
+
 static volatile unsigned endless_limit = UINT32_MAX;
 
 static unsigned __attribute__((noinline)) endless(unsigned depth)
@@ -578,6 +606,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fibers_start_and_wake_fibers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_full_pool_refuses_and_recovers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_may_use_most_of_its_stack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_default_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_stack_overflow_stops_the_process_with_a_message,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_creation_faults, setup, teardown),

@@ -1,8 +1,8 @@
 /*
  * The WebSocket server's edges that test_websocket.c does not pin: what a peer's close frame of no
- * bytes is reported as, and the 500 a handshake gets when the server cannot keep the sub-protocol
- * the program accepts with (its name too long, or its table of names full). The harness is
- * websocket_test.h.
+ * bytes is reported as, the 500 a handshake gets when the server cannot keep the sub-protocol
+ * the program accepts with (its name too long, or its table of names full), and the options in
+ * force. The harness is websocket_test.h.
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -180,6 +180,41 @@ static void test_keys_are_base64_of_16_bytes_at_every_character(void **state)
     assert_false(sxe__ws_key_valid("dGhlIHNhbXBsZSBub25jZ===", 24));
 }
 
+/*
+ * The options in force: each default the header shows where the loop leaves room for it; else the
+ * largest message is the most the loop's largest buffer holds, deflated, with a frame head and a
+ * ping behind, and the queue is held to the loop's write limit.
+ */
+static void test_defaults_in_force(void **state)
+{
+    struct sxe_http_server_options roomy = {.loop = {.connections = 16, .write_limit = 2 << 20},
+                                            .limits = {.body_bytes = 4 << 20}};
+
+    (void)state;
+    assert_int_equal(sxe_http_server_create(&http, NULL, &roomy), 0);
+    assert_int_equal(sxe_ws_server_create(&server, http, &handlers, NULL), 0);
+    const struct sxe_ws_options *set = &server->options;
+    assert_int_equal(set->message_bytes, 1 << 20);
+    assert_int_equal(set->queue_bytes, 1 << 20);
+    assert_int_equal(set->close_timeout, 5 * SXE_NS_PER_SEC);
+    assert_int_equal(set->message_timeout, 30 * SXE_NS_PER_SEC);
+    assert_int_equal(set->message_rate, 16384);
+    assert_int_equal(set->groups, 16);
+    assert_int_equal(set->broadcasts, 64);
+    assert_int_equal(set->broadcast_bytes, 65536);
+    sxe_ws_server_destroy(server);
+    sxe_http_server_destroy(http);
+    server = NULL;
+
+    start(NULL);
+    const struct sxe_loop_options *loop = sxe_loop_options(sxe_http_server_loop(http));
+    uint64_t room = (loop->large_buffers > 0 ? loop->large_buffer_size : loop->buffer_size) - 256;
+    uint64_t most = server->options.message_bytes;
+    assert_true(most < 1 << 20);
+    assert_true(SXE__WS_DEFLATED_MOST(most) <= room && SXE__WS_DEFLATED_MOST(most + 2) > room);
+    assert_int_equal(server->options.queue_bytes, loop->write_limit);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +222,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_close_of_one_byte_is_a_protocol_error, teardown),
         cmocka_unit_test_teardown(test_a_protocol_the_server_cannot_keep_is_answered_500, teardown),
         cmocka_unit_test(test_keys_are_base64_of_16_bytes_at_every_character),
+        cmocka_unit_test_teardown(test_defaults_in_force, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
