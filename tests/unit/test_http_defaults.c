@@ -3,12 +3,15 @@
  * the header shows, in force; the loop it sizes for its own use (connections and a few more for
  * listeners, a buffer that holds a head and a small body, large buffers for larger bodies, a
  * buffer and a timer for each request that may be held, timers for sleeping fibers); and a body
- * limit held to what a loop passed in can hold.
+ * limit held to what a loop passed in can hold. And the HTTP client's defaults, and pipelining
+ * that only a client that may send a request twice takes.
  */
 #include <stdint.h>
 
 #include "../../src/http/server/server.h"
+#include "http/client/client.h"
 #include "sxe/clock.h"
+#include "sxe/http_client.h"
 #include "sxe_test.h"
 
 static sxe_http_server_t *server;
@@ -125,6 +128,53 @@ static void test_a_loop_passed_in_bounds_bodies(void **state)
     }
 }
 
+/* The client's defaults; options given are kept; pipelining is for clients that may retry. */
+static void test_the_client_defaults(void **state)
+{
+    sxe_loop_t *loop;
+    sxe_http_client_t *client;
+    const struct sxe_http_client_options *in_force;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_http_client_create(&client, loop, "127.0.0.1:1", NULL), 0);
+    in_force = &client->options;
+    assert_int_equal(in_force->connections, 64);
+    assert_int_equal(in_force->queue, 256);
+    assert_int_equal(in_force->timeout, 30 * SXE_NS_PER_SEC);
+    assert_int_equal(in_force->pipeline, 1);
+    assert_memory_equal(&in_force->limits, &sxe_http_default_limits, sizeof(in_force->limits));
+    assert_true(client->stream_limits.body_bytes == UINT64_MAX);
+    assert_int_equal(client->stream_limits.header_bytes, 16384);
+    assert_string_equal(in_force->host, "127.0.0.1:1");
+    assert_int_equal(client->calls_count, 64 + 256);
+    sxe_http_client_destroy(client);
+
+    struct sxe_http_client_options given = {
+        .connections = 3,
+        .queue = 4,
+        .timeout = 5,
+        .limits = {.request_line = 6, .header_bytes = 7, .header_count = 8, .body_bytes = 9},
+        .host = "h",
+        .pipeline = 2};
+    assert_int_equal(sxe_http_client_create(&client, loop, "127.0.0.1:1", &given), 0);
+    in_force = &client->options;
+    assert_int_equal(in_force->connections, 3);
+    assert_int_equal(in_force->queue, 4);
+    assert_int_equal(in_force->timeout, 5);
+    assert_int_equal(in_force->pipeline, 2);
+    assert_memory_equal(&in_force->limits, &given.limits, sizeof(given.limits));
+    assert_string_equal(in_force->host, "h");
+    assert_int_equal(client->calls_count, 3 * 2 + 4);
+    sxe_http_client_destroy(client);
+
+    given.no_retry = true; /* a pipelined request may have to be sent again */
+    assert_int_equal(sxe_http_client_create(&client, loop, "127.0.0.1:1", &given), 0);
+    assert_int_equal(client->options.pipeline, 1);
+    sxe_http_client_destroy(client);
+    sxe_loop_destroy(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +182,7 @@ int main(void)
         cmocka_unit_test_teardown(test_small_bodies_take_no_large_buffers, teardown),
         cmocka_unit_test_teardown(test_options_given, teardown),
         cmocka_unit_test_teardown(test_a_loop_passed_in_bounds_bodies, teardown),
+        cmocka_unit_test(test_the_client_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
