@@ -3,7 +3,7 @@
 OpenSSL, one worker on CPU 0, the load on CPU 1, interleaved rounds.
 
     bench/tls.py [--build build/release] [--rounds 5] [--seconds 5] [--connections 100]
-                 [--idle 10000]
+                 [--idle 10000] [--cases hello.txt 4k.bin 1m.bin handshakes resumed]
 
 Each server serves the same files from one root with the same ECDSA P-256 certificate (made for
 the run). Keep-alive: wrk keeps its connections (one handshake each, then requests) for 12 B,
@@ -195,7 +195,7 @@ def one_round(command, args, cert, name):
         check(port, cert)
         pids = procs.tree(server.pid)
         results = {}
-        for file in FILES:
+        for file in (case for case in FILES if case in args.cases):
             before = procs.tree_cpu_ns(pids)
             wrk = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",
                                   f"-d{args.seconds}s", "--latency", "--timeout", "5s",
@@ -207,6 +207,8 @@ def one_round(command, args, cert, name):
                 raise RuntimeError(f"{name} /{file}: {errors} errors in {requests}:\n{wrk.stdout}")
             results[file] = (cpu / requests / 1000.0, rate)
         for case, option in ((HANDSHAKES, "--tls"), (RESUMED, "--tls-resume")):
+            if case not in args.cases:
+                continue
             before = procs.tree_cpu_ns(pids)
             queries = handshakes(port, args, name, option)
             cpu = procs.tree_cpu_ns(pids) - before
@@ -224,6 +226,9 @@ def main():
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--idle", type=int, default=10000,
                         help="idle connections held for the memory case (0: no memory case)")
+    parser.add_argument("--cases", nargs="+", choices=list(FILES) + [HANDSHAKES, RESUMED],
+                        default=list(FILES) + [HANDSHAKES, RESUMED],
+                        help="the keep-alive files and handshake cases to measure (all)")
     args = parser.parse_args()
     procs.guard()
     with tempfile.TemporaryDirectory(prefix="sxe-tls-bench-") as tmp:
@@ -235,7 +240,7 @@ def main():
                 out.write(body)
         cert, key = certificate(tmp)
         made = servers(os.path.abspath(args.build), tmp, root, cert, key)
-        cases = list(FILES) + [HANDSHAKES, RESUMED]
+        cases = args.cases
         figures = {(name, case): [] for name in made for case in cases + [IDLE]}
         for round_number in range(args.rounds):
             order = list(made)[round_number % len(made):] + list(made)[:round_number % len(made)]
@@ -260,13 +265,17 @@ def report(figures, cases, made, args):
     print(f"\nHTTPS: keep-alive ({args.connections} connections), full and resumed handshakes "
           f"(16 at a time), server CPU per request (median, min-max of {args.rounds} rounds):")
     for case in cases:
-        base = statistics.median(figures[("sxe-httpd", case)])
+        ours = figures[("sxe-httpd", case)]
+        base = statistics.median(ours)
         for name in made:
             values = figures[(name, case)]
             median = statistics.median(values)
             label = case if case in (HANDSHAKES, RESUMED) else "/" + case
+            # Each round's own ratio: the servers of one round ran minutes apart at most.
+            ratios = [mine / theirs for mine, theirs in zip(ours, values)]
             print(f"  {label:11} {name:10} {median:7.2f} µs ({min(values):.2f}-"
-                  f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x")
+                  f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x "
+                  f"(rounds {min(ratios):.2f}-{max(ratios):.2f})")
     if args.idle:
         print(f"\nIdle memory: {args.idle:,} keep-alive connections, each after one request, "
               "server RSS growth per connection over TLS less over plain HTTP (median, min-max):")
