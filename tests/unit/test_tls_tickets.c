@@ -137,28 +137,33 @@ static void test_a_key_file_shared(void **state)
     SSL_SESSION_free(session);
 }
 
-/* Periods of 100 s on a faked wall clock: a ticket opens in its period and the next, not after,
- * and a session resumes for two periods after its full handshake, however often it is renewed. */
+/* Periods of 100 s, then the default hour, on a faked wall clock starting at a period's edge: a
+ * ticket opens in its period and the next, not after, and a session resumes for two periods after
+ * its full handshake, however often it is renewed. */
 static void test_keys_change_each_period(void **state)
 {
-    const uint64_t period = 100 * SXE_NS_PER_SEC, start = 1795296600ULL * SXE_NS_PER_SEC;
+    const uint64_t given[] = {100 * SXE_NS_PER_SEC, 0};
+    const uint64_t start = 498693ULL * 3600 * SXE_NS_PER_SEC; /* an hour's edge, and 100 s's */
     SSL_SESSION *session, *renewed;
 
     (void)state;
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start);
-    int port = listen_with(0, NULL, period);
-    assert_false(resumes(port, NULL, &session));
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + period / 2);
-    assert_true(resumes(port, session, NULL)); /* the same period */
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + period + period / 2);
-    assert_true(resumes(port, session, &renewed)); /* the next: opened, and sealed anew */
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + 2 * period - period / 10);
-    assert_true(resumes(port, renewed, NULL)); /* the one sealed in the last period opens */
-    sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + 2 * period + period / 2);
-    assert_false(resumes(port, session, NULL)); /* two periods on: no longer */
-    assert_false(resumes(port, renewed, NULL)); /* nor its renewal: the session is too old */
-    SSL_SESSION_free(session);
-    SSL_SESSION_free(renewed);
+    for (unsigned i = 0; i < sizeof(given) / sizeof(given[0]); i++) {
+        uint64_t period = given[i] != 0 ? given[i] : 3600 * SXE_NS_PER_SEC;
+        sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start);
+        int port = listen_with(i, NULL, given[i]);
+        assert_false(resumes(port, NULL, &session));
+        sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + period / 2);
+        assert_true(resumes(port, session, NULL)); /* the same period */
+        sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + period + period / 2);
+        assert_true(resumes(port, session, &renewed)); /* the next: opened, and sealed anew */
+        sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + 2 * period - period / 10);
+        assert_true(resumes(port, renewed, NULL)); /* the one sealed in the last period opens */
+        sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, start + 2 * period + period / 2);
+        assert_false(resumes(port, session, NULL)); /* two periods on: no longer */
+        assert_false(resumes(port, renewed, NULL)); /* nor its renewal: the session is too old */
+        SSL_SESSION_free(session);
+        SSL_SESSION_free(renewed);
+    }
 }
 
 static void test_key_file_errors(void **state)
