@@ -143,6 +143,59 @@ static void pool_attached_to_no_path(void)
     assert_int_equal(sxe_pool_attach(&pool, NULL, &one_element, SXE_POOL_CREATE), -EINVAL);
 }
 
+static void pool_attached_with_invalid_options(void)
+{
+    sxe_pool_t *pool;
+    struct sxe_pool_options none = one_element;
+    none.count = 0;
+    assert_int_equal(sxe_pool_attach(&pool, "/tmp/sxe-invalid-pool", &none, SXE_POOL_CREATE),
+                     -EINVAL);
+}
+
+static void pool_attached_with_an_unknown_flag(void)
+{
+    sxe_pool_t *pool;
+    assert_int_equal(sxe_pool_attach(&pool, "/tmp/sxe-invalid-pool", &one_element, 0x80), -EINVAL);
+}
+
+/* Memory for a pool of one element in the caller's memory: aligned, and just large enough. */
+static _Alignas(64) char pool_memory[64 * 1024];
+
+static void pool_initialised_nowhere(void)
+{
+    assert_int_equal(sxe_pool_init(NULL, pool_memory, sxe_pool_size(&one_element), &one_element),
+                     -EINVAL);
+}
+
+static void pool_initialised_in_no_memory(void)
+{
+    sxe_pool_t *pool;
+    assert_int_equal(sxe_pool_init(&pool, NULL, sxe_pool_size(&one_element), &one_element),
+                     -EINVAL);
+}
+
+static void pool_initialised_in_misaligned_memory(void)
+{
+    sxe_pool_t *pool;
+    assert_int_equal(
+        sxe_pool_init(&pool, pool_memory + 8, sxe_pool_size(&one_element), &one_element), -EINVAL);
+}
+
+static void pool_initialised_with_invalid_options(void)
+{
+    sxe_pool_t *pool;
+    struct sxe_pool_options none = one_element;
+    none.state_count = 0;
+    assert_int_equal(sxe_pool_init(&pool, pool_memory, sizeof(pool_memory), &none), -EINVAL);
+}
+
+static void pool_initialised_in_too_little_memory(void)
+{
+    sxe_pool_t *pool;
+    assert_int_equal(
+        sxe_pool_init(&pool, pool_memory, sxe_pool_size(&one_element) - 1, &one_element), -EINVAL);
+}
+
 static void fiber_connect_outside_a_fiber(void)
 {
     sxe_loop_t *loop;
@@ -158,6 +211,9 @@ static void pool_valid(void)
     sxe_pool_t *pool;
     assert_int_equal(sxe_pool_create(&pool, &one_element), 0);
     sxe_pool_destroy(pool);
+    assert_int_equal(sxe_pool_init(&pool, pool_memory, sxe_pool_size(&one_element), &one_element),
+                     0);
+    sxe_pool_fini(pool);
 }
 
 static void client_valid(void)
@@ -194,6 +250,18 @@ static const struct {
     {"sxe_pool_create() without options", pool_without_options, "options_are_valid(options)"},
     {"sxe_pool_attach() with nowhere to put the pool", pool_attached_nowhere, "pool != NULL"},
     {"sxe_pool_attach() to no file", pool_attached_to_no_path, "path != NULL"},
+    {"sxe_pool_attach() with no elements", pool_attached_with_invalid_options,
+     "options_are_valid(options)"},
+    {"sxe_pool_attach() with an unknown flag", pool_attached_with_an_unknown_flag,
+     "(flags & ~SXE_POOL_CREATE) == 0"},
+    {"sxe_pool_init() with nowhere to put the pool", pool_initialised_nowhere, "pool != NULL"},
+    {"sxe_pool_init() in no memory", pool_initialised_in_no_memory, "memory != NULL"},
+    {"sxe_pool_init() in memory off 64 bytes", pool_initialised_in_misaligned_memory,
+     "% POOL_ALIGN) == 0"},
+    {"sxe_pool_init() with no states", pool_initialised_with_invalid_options,
+     "options_are_valid(options)"},
+    {"sxe_pool_init() in a byte too little", pool_initialised_in_too_little_memory,
+     "size >= sxe_pool_size(options)"},
     {"sxe_fiber_connect() outside a fiber", fiber_connect_outside_a_fiber,
      "sxe_fiber_self() != NULL"},
 };

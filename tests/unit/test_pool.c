@@ -139,9 +139,36 @@ static void test_set_state_from_wrong_state(void **state)
     sxe_pool_destroy(pool);
 }
 
-static void out_of_range_index(void *arg)
+/* Calls one past the last element or the last state, each refused by its own check. */
+static void state_of_no_element(void *pool)
 {
-    (void)sxe_pool_state(arg, 2);
+    (void)sxe_pool_state(pool, 2);
+}
+
+static void count_of_no_state(void *pool)
+{
+    (void)sxe_pool_count(pool, STATE_COUNT);
+}
+
+static void move_from_no_state(void *pool)
+{
+    (void)sxe_pool_try_set_state(pool, 0, STATE_COUNT, BUSY, 0);
+}
+
+static void move_to_no_state(void *pool)
+{
+    (void)sxe_pool_try_set_state(pool, 0, FREE, STATE_COUNT, 0);
+}
+
+static void move_oldest_to_no_state(void *pool)
+{
+    (void)sxe_pool_set_oldest_state(pool, FREE, STATE_COUNT, 0);
+}
+
+static void walk_no_state(void *pool)
+{
+    struct sxe_pool_walker walker = {.pool = pool, .state = STATE_COUNT};
+    (void)sxe_pool_walker_next(&walker);
 }
 
 /* Arguments out of range: an assertion in debug, an error value in release. */
@@ -151,23 +178,64 @@ static void test_out_of_range_arguments(void **state)
 
     (void)state;
 #ifdef SXE_DEBUG
-    const char *const expected[] = {"assertion failed: index < pool->count", NULL};
-    sxe_test_expect_abort(out_of_range_index, pool, expected);
+    const struct {
+        void (*call)(void *pool);
+        const char *check;
+    } calls[] = {
+        {state_of_no_element, "index < pool->count"},
+        {count_of_no_state, "state < pool->state_count"},
+        {move_from_no_state, "from < pool->state_count"},
+        {move_to_no_state, "to < pool->state_count"},
+        {move_oldest_to_no_state, "to < pool->state_count"},
+        {walk_no_state, "walker->state < pool->state_count"},
+    };
+    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+        const char *const expected[] = {"assertion failed: ", calls[i].check, NULL};
+        sxe_test_expect_abort(calls[i].call, pool, expected);
+    }
 #else
-    (void)out_of_range_index;
+    (void)state_of_no_element;
+    (void)count_of_no_state;
+    (void)move_from_no_state;
+    (void)move_to_no_state;
+    (void)move_oldest_to_no_state;
+    (void)walk_no_state;
     struct sxe_pool_walker walker = {.pool = pool, .state = STATE_COUNT};
     assert_int_equal(sxe_pool_state(pool, 2), -EINVAL);
     assert_int_equal(sxe_pool_set_state(pool, 2, FREE, BUSY, 0), -EINVAL);
     assert_int_equal(sxe_pool_set_state(pool, 0, STATE_COUNT, BUSY, 0), -EINVAL);
     assert_int_equal(sxe_pool_try_set_state(pool, 0, FREE, STATE_COUNT, 0), -EINVAL);
     assert_int_equal(sxe_pool_set_oldest_state(pool, STATE_COUNT, FREE, 0), SXE_POOL_NONE);
+    assert_int_equal(sxe_pool_set_oldest_state(pool, FREE, STATE_COUNT, 0), SXE_POOL_NONE);
     assert_int_equal(sxe_pool_oldest(pool, STATE_COUNT, NULL), SXE_POOL_NONE);
     assert_int_equal(sxe_pool_count(pool, STATE_COUNT), 0);
     assert_int_equal(sxe_pool_time(pool, 2), 0);
     assert_int_equal(sxe_pool_touch(pool, 2, 0), -EINVAL);
     assert_int_equal(sxe_pool_set_timeout(pool, STATE_COUNT, 1), -EINVAL);
     assert_int_equal(sxe_pool_walker_next(&walker), SXE_POOL_NONE);
+
+    /* What lies one past the end is refused, not read: the unused state slot after the last
+     * state and the first state's sentinel node after the last element, each given a value. */
+    pool->states[STATE_COUNT].count = 7;
+    assert_int_equal(sxe_pool_count(pool, STATE_COUNT), 0);
+    pool->states[STATE_COUNT].count = 0;
+    sxe__pool_nodes(pool)[2].time = 77;
+    assert_int_equal(sxe_pool_time(pool, 2), 0);
+    sxe__pool_nodes(pool)[2].time = 0;
 #endif
+    assert_int_equal(sxe_pool_count(pool, FREE), 2);
+    assert_int_equal(sxe__pool_validate(pool), 0);
+
+    /* The last element and the last state are in range. */
+    assert_int_equal(sxe_pool_set_timeout(pool, BUSY, 0), 0);
+    assert_int_equal(sxe_pool_try_set_state(pool, 1, FREE, BUSY, 5), FREE);
+    assert_int_equal(sxe_pool_state(pool, 1), BUSY);
+    assert_int_equal(sxe_pool_time(pool, 1), 5);
+    assert_int_equal(sxe_pool_touch(pool, 1, 6), 0);
+    assert_int_equal(sxe_pool_count(pool, BUSY), 1);
+    assert_int_equal(sxe_pool_oldest(pool, BUSY, NULL), 1);
+    assert_int_equal(sxe_pool_set_oldest_state(pool, BUSY, BUSY, 7), 1);
+    assert_int_equal(sxe_pool_try_set_state(pool, 1, BUSY, FREE, 8), BUSY);
     assert_int_equal(sxe__pool_validate(pool), 0);
     sxe_pool_destroy(pool);
 }
@@ -191,6 +259,28 @@ static void test_invalid_options(void **state)
     assert_int_equal(sxe_pool_size(&opts), 0);
     opts = options(4, 0);
     assert_true(sxe_pool_size(&opts) >= 4 * sizeof(struct conn));
+
+    /* Each bound at its edge is accepted, one past it refused. */
+    opts = options(UINT32_MAX - 1 - SXE_POOL_STATES_MAX, 0);
+    assert_int_not_equal(sxe_pool_size(&opts), 0);
+    opts.count++;
+    assert_int_equal(sxe_pool_size(&opts), 0);
+    opts = options(1, 0);
+    opts.element_size = 1;
+    assert_int_not_equal(sxe_pool_size(&opts), 0);
+    opts.element_size = 1ULL << 32;
+    assert_int_not_equal(sxe_pool_size(&opts), 0);
+    opts.element_size++;
+    assert_int_equal(sxe_pool_size(&opts), 0);
+    opts = options(1, 0);
+    opts.state_count = 1;
+    assert_int_not_equal(sxe_pool_size(&opts), 0);
+    opts.state_count = SXE_POOL_STATES_MAX;
+    opts.state_names = NULL;
+    assert_int_not_equal(sxe_pool_size(&opts), 0);
+    opts = options(1, SXE_POOL_LOCKED | SXE_POOL_SHARED);
+    assert_int_not_equal(sxe_pool_size(&opts), 0);
+    opts = options(4, 0);
 #ifndef SXE_DEBUG
     opts.count = 0;
     assert_int_equal(sxe_pool_create(&pool, &opts), -EINVAL);
@@ -432,6 +522,8 @@ static void test_init_in_caller_memory(void **state)
     const char *const expected[] = {"assertion failed:", "options_are_valid(options)", NULL};
     sxe_test_expect_abort(init_with_invalid_options, roomy, expected);
 #else
+    assert_int_equal(sxe_pool_init(NULL, memory, size, &opts), -EINVAL);
+    assert_int_equal(sxe_pool_init(&pool, NULL, size, &opts), -EINVAL);
     assert_int_equal(sxe_pool_init(&pool, memory, size - 1, &opts), -EINVAL);
     assert_int_equal(sxe_pool_init(&pool, (char *)memory + 8, size, &opts), -EINVAL);
     opts.state_count = 0;
