@@ -405,7 +405,11 @@ int64_t sxe_hash_get(sxe_hash_t *hash, const void *key, size_t key_size, void *v
     if (sxe__hash_probe(hash, key, key_size, &where)) {
         size_t size;
         const void *found = sxe__hash_value(hash, &where, &size);
-        memcpy(value, found, size < value_capacity ? size : value_capacity);
+        size_t copied = size < value_capacity ? size : value_capacity;
+        /* A caller that asks only for the size may pass no buffer, and memcpy takes no NULL. */
+        if (copied > 0) {
+            memcpy(value, found, copied);
+        }
         rc = (int64_t)size;
     }
     sxe__hash_unlock(hash, where.stripe);

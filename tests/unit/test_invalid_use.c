@@ -72,6 +72,210 @@ static void find_many_valid(void)
     sxe_hash_destroy(hash);
 }
 
+/* A table of 8-byte keys and 8-byte values that holds key 1. */
+static sxe_hash_t *fixed_hash(void)
+{
+    struct sxe_hash_options options = {
+        .name = "invalid", .capacity = 8, .key_size = 8, .value_size = 8};
+    sxe_hash_t *hash;
+    uint64_t key = 1, value = 10;
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    assert_int_equal(sxe_hash_put(hash, &key, 8, &value, 8), 0);
+    return hash;
+}
+
+static const uint64_t hash_key = 1;
+
+static void hash_created_nowhere(void)
+{
+    struct sxe_hash_options options = {.capacity = 8, .key_size = 8};
+    assert_int_equal(sxe_hash_create(NULL, &options), -EINVAL);
+}
+
+static void hash_created_without_options(void)
+{
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_create(&hash, NULL), -EINVAL);
+}
+
+static void hash_attached_nowhere(void)
+{
+    struct sxe_hash_options options = {.capacity = 8, .key_size = 8};
+    assert_int_equal(sxe_hash_attach(NULL, "/tmp/sxe-invalid-hash", &options, SXE_HASH_CREATE),
+                     -EINVAL);
+}
+
+static void hash_attached_to_no_path(void)
+{
+    struct sxe_hash_options options = {.capacity = 8, .key_size = 8};
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_attach(&hash, NULL, &options, SXE_HASH_CREATE), -EINVAL);
+}
+
+static void hash_attached_without_options(void)
+{
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_attach(&hash, "/tmp/sxe-invalid-hash", NULL, SXE_HASH_CREATE),
+                     -EINVAL);
+}
+
+static void hash_attached_with_an_unknown_flag(void)
+{
+    struct sxe_hash_options options = {.capacity = 8, .key_size = 8};
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_attach(&hash, "/tmp/sxe-invalid-hash", &options, 0x80), -EINVAL);
+}
+
+/* Memory for a table in the caller's memory: aligned, and large enough. */
+static _Alignas(64) char hash_memory[64 * 1024];
+static const struct sxe_hash_options small_hash = {.capacity = 8, .key_size = 8};
+
+static void hash_initialised_nowhere(void)
+{
+    assert_int_equal(sxe_hash_init(NULL, hash_memory, sizeof(hash_memory), &small_hash), -EINVAL);
+}
+
+static void hash_initialised_in_no_memory(void)
+{
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_init(&hash, NULL, sizeof(hash_memory), &small_hash), -EINVAL);
+}
+
+static void hash_initialised_without_options(void)
+{
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_init(&hash, hash_memory, sizeof(hash_memory), NULL), -EINVAL);
+}
+
+static void hash_initialised_in_a_byte_too_little(void)
+{
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_init(&hash, hash_memory, sxe_hash_size(&small_hash) - 1, &small_hash),
+                     -EINVAL);
+}
+
+static void hash_put_in_no_table(void)
+{
+    uint64_t value = 2;
+    assert_int_equal(sxe_hash_put(NULL, &hash_key, 8, &value, 8), -EINVAL);
+}
+
+/* A put of no key: refused, and key 1 keeps its value. */
+static void hash_put_of_no_key(void)
+{
+    sxe_hash_t *hash = fixed_hash();
+    uint64_t value = 2;
+    assert_int_equal(sxe_hash_put(hash, NULL, 8, &value, 8), -EINVAL);
+    assert_int_equal(sxe_hash_get(hash, &hash_key, 8, &value, 8), 8);
+    assert_int_equal(value, 10);
+    sxe_hash_destroy(hash);
+}
+
+static void hash_put_of_a_value_past_4_gb(void)
+{
+    struct sxe_hash_options options = {.capacity = 8,
+                                       .key_size = SXE_HASH_VARIABLE,
+                                       .value_size = SXE_HASH_VARIABLE,
+                                       .arena_bytes = 4096};
+    sxe_hash_t *hash;
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    assert_int_equal(sxe_hash_put(hash, "k", 1, "v", (size_t)UINT32_MAX + 1), -EINVAL);
+    assert_int_equal(sxe_hash_count(hash), 0);
+    sxe_hash_destroy(hash);
+}
+
+static void hash_put_of_an_empty_key(void)
+{
+    sxe_hash_t *hash = variable_hash();
+    assert_int_equal(sxe_hash_put(hash, "", 0, "vvvv", 4), -EINVAL);
+    assert_int_equal(sxe_hash_count(hash), 0);
+    sxe_hash_destroy(hash);
+}
+
+static void hash_get_of_no_table(void)
+{
+    uint64_t value;
+    assert_int_equal(sxe_hash_get(NULL, &hash_key, 8, &value, 8), -EINVAL);
+}
+
+static void hash_get_of_no_key(void)
+{
+    sxe_hash_t *hash = fixed_hash();
+    uint64_t value;
+    assert_int_equal(sxe_hash_get(hash, NULL, 8, &value, 8), -EINVAL);
+    sxe_hash_destroy(hash);
+}
+
+/* Refused, not missed: -EINVAL where an absent key is -ENOENT. */
+static void hash_get_of_a_key_of_the_wrong_size(void)
+{
+    sxe_hash_t *hash = fixed_hash();
+    uint64_t value;
+    assert_int_equal(sxe_hash_get(hash, &hash_key, 4, &value, 8), -EINVAL);
+    sxe_hash_destroy(hash);
+}
+
+static void hash_get_into_nothing(void)
+{
+    sxe_hash_t *hash = fixed_hash();
+    assert_int_equal(sxe_hash_get(hash, &hash_key, 8, NULL, 8), -EINVAL);
+    sxe_hash_destroy(hash);
+}
+
+static void hash_find_in_no_table(void)
+{
+    assert_null(sxe_hash_find(NULL, &hash_key, 8, NULL));
+}
+
+static void hash_find_of_no_key(void)
+{
+    sxe_hash_t *hash = fixed_hash();
+    assert_null(sxe_hash_find(hash, NULL, 8, NULL));
+    sxe_hash_destroy(hash);
+}
+
+static void hash_delete_in_no_table(void)
+{
+    assert_int_equal(sxe_hash_delete(NULL, &hash_key, 8), -EINVAL);
+}
+
+/* A delete of no key, or of a key of the wrong size: refused, and key 1 stays. */
+static void hash_delete_with_a_bad_key(const void *key, size_t key_size)
+{
+    sxe_hash_t *hash = fixed_hash();
+    assert_int_equal(sxe_hash_delete(hash, key, key_size), -EINVAL);
+    assert_int_equal(sxe_hash_count(hash), 1);
+    sxe_hash_destroy(hash);
+}
+
+static void hash_delete_of_no_key(void)
+{
+    hash_delete_with_a_bad_key(NULL, 8);
+}
+
+static void hash_delete_of_a_key_of_the_wrong_size(void)
+{
+    hash_delete_with_a_bad_key(&hash_key, 4);
+}
+
+/* The valid neighbours: a key of one byte, a get into nothing of capacity 0, a table in memory
+ * of exactly its size. */
+static void hash_valid(void)
+{
+    sxe_hash_t *hash = fixed_hash();
+    assert_int_equal(sxe_hash_get(hash, &hash_key, 8, NULL, 0), 8);
+    assert_non_null(sxe_hash_find(hash, &hash_key, 8, NULL));
+    assert_int_equal(sxe_hash_delete(hash, &hash_key, 8), 0);
+    sxe_hash_destroy(hash);
+    hash = variable_hash();
+    assert_int_equal(sxe_hash_put(hash, "k", 1, "vvvv", 4), 0);
+    assert_int_equal(sxe_hash_get(hash, "k", 1, NULL, 0), 4);
+    assert_int_equal(sxe_hash_delete(hash, "k", 1), 0);
+    sxe_hash_destroy(hash);
+    assert_int_equal(sxe_hash_init(&hash, hash_memory, sxe_hash_size(&small_hash), &small_hash), 0);
+    sxe_hash_fini(hash);
+}
+
 static void fibers_with_a_stack_past_half_of_4_gb(void)
 {
     sxe_loop_t *loop;
@@ -239,6 +443,37 @@ static const struct {
     {"sxe_hash_find_many() without values", find_many_without_values, "values != NULL"},
     {"sxe_hash_find_many() of variable keys without their sizes",
      find_many_variable_keys_without_sizes, "key_sizes != NULL"},
+    {"sxe_hash_create() with nowhere to put the table", hash_created_nowhere, "hash != NULL"},
+    {"sxe_hash_create() without options", hash_created_without_options,
+     "options_are_valid(options)"},
+    {"sxe_hash_attach() with nowhere to put the table", hash_attached_nowhere, "hash != NULL"},
+    {"sxe_hash_attach() to no file", hash_attached_to_no_path, "path != NULL"},
+    {"sxe_hash_attach() without options", hash_attached_without_options,
+     "options_are_valid(options)"},
+    {"sxe_hash_attach() with an unknown flag", hash_attached_with_an_unknown_flag,
+     "(flags & ~SXE_HASH_CREATE) == 0"},
+    {"sxe_hash_init() with nowhere to put the table", hash_initialised_nowhere, "hash != NULL"},
+    {"sxe_hash_init() in no memory", hash_initialised_in_no_memory, "memory != NULL"},
+    {"sxe_hash_init() without options", hash_initialised_without_options,
+     "options_are_valid(options)"},
+    {"sxe_hash_init() in a byte too little", hash_initialised_in_a_byte_too_little,
+     "size >= sxe_hash_size(options)"},
+    {"sxe_hash_put() in no table", hash_put_in_no_table, "hash != NULL"},
+    {"sxe_hash_put() of no key", hash_put_of_no_key, "key != NULL"},
+    {"sxe_hash_put() of a value past 4 GB", hash_put_of_a_value_past_4_gb,
+     "value_size <= UINT32_MAX"},
+    {"sxe_hash_put() of an empty key", hash_put_of_an_empty_key, "key_size_fits(hash, key_size)"},
+    {"sxe_hash_get() of no table", hash_get_of_no_table, "hash != NULL"},
+    {"sxe_hash_get() of no key", hash_get_of_no_key, "key != NULL"},
+    {"sxe_hash_get() of a 4-byte key", hash_get_of_a_key_of_the_wrong_size,
+     "key_size_fits(hash, key_size)"},
+    {"sxe_hash_get() into nothing", hash_get_into_nothing, "value != NULL || value_capacity == 0"},
+    {"sxe_hash_find() in no table", hash_find_in_no_table, "hash != NULL"},
+    {"sxe_hash_find() of no key", hash_find_of_no_key, "key != NULL"},
+    {"sxe_hash_delete() in no table", hash_delete_in_no_table, "hash != NULL"},
+    {"sxe_hash_delete() of no key", hash_delete_of_no_key, "key != NULL"},
+    {"sxe_hash_delete() of a 4-byte key", hash_delete_of_a_key_of_the_wrong_size,
+     "key_size_fits(hash, key_size)"},
     {"sxe_fibers_create() with 3 GB stacks", fibers_with_a_stack_past_half_of_4_gb,
      "stack_size <= UINT32_MAX / 2"},
     {"sxe_fibers_create() of 2^31 fibers", fibers_past_half_of_4_g, "count <= UINT32_MAX / 2"},
@@ -291,6 +526,7 @@ static void test_the_valid_neighbours(void **state)
 {
     (void)state;
     find_many_valid();
+    hash_valid();
     client_valid();
     pool_valid();
 }
