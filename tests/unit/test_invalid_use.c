@@ -276,6 +276,20 @@ static void hash_valid(void)
     sxe_hash_fini(hash);
 }
 
+static void fibers_without_a_loop(void)
+{
+    sxe_fibers_t *fibers;
+    assert_int_equal(sxe_fibers_create(&fibers, NULL, NULL), -EINVAL);
+}
+
+static void fibers_created_nowhere(void)
+{
+    sxe_loop_t *loop;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_fibers_create(NULL, loop, NULL), -EINVAL);
+    sxe_loop_destroy(loop);
+}
+
 static void fibers_with_a_stack_past_half_of_4_gb(void)
 {
     sxe_loop_t *loop;
@@ -474,6 +488,9 @@ static const struct {
     {"sxe_hash_delete() of no key", hash_delete_of_no_key, "key != NULL"},
     {"sxe_hash_delete() of a 4-byte key", hash_delete_of_a_key_of_the_wrong_size,
      "key_size_fits(hash, key_size)"},
+    {"sxe_fibers_create() without a loop", fibers_without_a_loop, "loop != NULL"},
+    {"sxe_fibers_create() with nowhere to put the pool", fibers_created_nowhere,
+     "fibers_out != NULL"},
     {"sxe_fibers_create() with 3 GB stacks", fibers_with_a_stack_past_half_of_4_gb,
      "stack_size <= UINT32_MAX / 2"},
     {"sxe_fibers_create() of 2^31 fibers", fibers_past_half_of_4_g, "count <= UINT32_MAX / 2"},
