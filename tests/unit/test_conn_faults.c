@@ -65,9 +65,14 @@ static void test_accept_faults(void **state)
     assert_int_equal(stats.accept_errors, 5); /* EINTR is retried, not an error */
 }
 
-/* read faults: EINTR is retried; ECONNRESET closes that connection only. */
+/*
+ * read faults: EINTR is retried; any other error, numbered below it (EPERM) or above it
+ * (ECONNRESET), is not read again: it closes that connection only, with that error.
+ */
 static void test_read_faults(void **state)
 {
+    static const int errors[] = {EPERM, ECONNRESET};
+
     (void)state;
     sxe_test_skip_on_uring("it fails recv, which the kernel does for io_uring");
     start_server(NULL, NULL, &server_handlers);
@@ -80,13 +85,20 @@ static void test_read_faults(void **state)
     send_all(a, request, sizeof(request) - 1);
     expect_reply(a, 1);
 
-    sxe__sys_fail(SXE_SYS_recv, 1, 1, ECONNRESET);
-    send_all(a, request, sizeof(request) - 1);
-    want_closes = 1;
-    pump_until(closes_reached);
-    assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
-    assert_int_equal(seen.last_err, ECONNRESET);
-    expect_closed(a);
+    for (unsigned i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+        sxe__sys_fail(SXE_SYS_recv, 1, 1, errors[i]);
+        send_all(a, request, sizeof(request) - 1);
+        pump(); /* over loopback the request is there at once: one turn reads it */
+        assert_int_equal(sxe__sys_calls(SXE_SYS_recv), 1);
+        assert_int_equal(seen.closes, i + 1);
+        assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
+        assert_int_equal(seen.last_err, errors[i]);
+        expect_closed(a);
+        close(a);
+        a = client();
+        want_connects = seen.connects + 1;
+        pump_until(connects_reached);
+    }
 
     send_all(b, request, sizeof(request) - 1);
     expect_reply(b, 1);
@@ -170,6 +182,45 @@ static void test_write_faults(void **state)
     assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
     assert_int_equal(seen.last_err, EPIPE);
     close(fd);
+}
+
+/*
+ * A write outside on_read, with nothing queued, goes straight to send. An interrupted send
+ * (EINTR) is sent again and the bytes arrive; any other failure, numbered below EINTR (EPERM,
+ * a firewall's answer) or above it (ECONNRESET), is not sent again: the write returns it and the
+ * connection closes with it.
+ */
+static void test_direct_send_faults(void **state)
+{
+    static const int errors[] = {EPERM, ECONNRESET};
+
+    (void)state;
+    start_server(NULL, NULL, &server_handlers);
+    int fd = client();
+    want_connects = 1;
+    pump_until(connects_reached);
+    sxe__sys_fail(SXE_SYS_send, 1, 1, EINTR);
+    assert_int_equal(sxe_conn_write(seen.last_conn, "now", 3), 0);
+    assert_int_equal(sxe__sys_calls(SXE_SYS_send), 2);
+    expect_bytes(fd, "now", 3);
+    close(fd);
+    want_closes = 1;
+    pump_until(closes_reached);
+
+    for (unsigned i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+        fd = client();
+        want_connects = seen.connects + 1;
+        pump_until(connects_reached);
+        sxe__sys_fail(SXE_SYS_send, 1, 1, errors[i]);
+        assert_int_equal(sxe_conn_write(seen.last_conn, "lost", 4), -errors[i]);
+        assert_int_equal(sxe__sys_calls(SXE_SYS_send), 1);
+        want_closes = seen.closes + 1;
+        pump_until(closes_reached);
+        assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
+        assert_int_equal(seen.last_err, errors[i]);
+        expect_closed(fd);
+        close(fd);
+    }
 }
 
 /* Consumes everything; a connection whose input starts with 'A' answers, through a failing send. */
@@ -628,6 +679,7 @@ int main(void)
         cmocka_unit_test_teardown(test_accept_faults, teardown),
         cmocka_unit_test_teardown(test_read_faults, teardown),
         cmocka_unit_test_teardown(test_write_faults, teardown),
+        cmocka_unit_test_teardown(test_direct_send_faults, teardown),
         cmocka_unit_test_teardown(test_epoll_wait_eintr, teardown),
         cmocka_unit_test_teardown(test_epoll_waits_to_the_nanosecond, teardown),
         cmocka_unit_test_teardown(test_stale_events_are_dropped, teardown),
