@@ -136,6 +136,10 @@ static void test_bodies_by_length_and_chunks(void **state)
                 false, (int[]){200, 0});
     expect_read("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\n\n", false,
                 (int[]){200, 0});
+    /* Trailer lines ended by a bare LF, each consumed whole: the next response starts after. */
+    expect_read("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\nTrailer: x\n\n"
+                "HTTP/1.1 202 B\r\nContent-Length: 0\r\n\r\n",
+                false, (int[]){200, 202, 0});
     expect_read(
         "HTTP/1.1 201 A\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 202 B\r\nContent-Length: 0\r\n"
         "\r\nHTTP/1.1 203 C\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n",
