@@ -474,6 +474,27 @@ static void test_a_dead_pooled_connection_is_retried_once_for_idempotent_methods
     assert_int_equal(stats.retried, 1);
 }
 
+/* A pooled connection that stays silent until the call's time runs out is not a connection that
+ * died under it: the call fails with the timeout, and is not sent again (it would wait as long). */
+static void test_a_pooled_connection_that_times_out_is_not_retried(void **state)
+{
+    struct sxe_http_client_options options = {.timeout = 50 * SXE_NS_PER_MSEC};
+    struct sxe_http_client_stats stats;
+    struct result result;
+
+    (void)state;
+    use_scripted(&options);
+    fetch(NULL, "/continue", NULL, &result);
+    run_until(1);
+    assert_int_equal(result.err, 0);
+    fetch(NULL, "/hang", NULL, &result); /* on the pooled connection */
+    run_until(2);
+    assert_int_equal(result.err, -ETIMEDOUT);
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.retried, 0);
+    assert_int_equal(stats.connects, 1);
+}
+
 /*
  * Sent again once only: two pooled connections, both dead, under one GET: the first fails it,
  * the second, its one retry, fails it for good (a third try would have found a new connection).
@@ -697,6 +718,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_fiber_fetches_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_requests_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resuming_a_call_that_is_not_paused_changes_nothing,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_pooled_connection_that_times_out_is_not_retried,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_retry_that_fails_too_is_not_retried_again, setup,
                                         teardown),
