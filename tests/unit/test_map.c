@@ -242,6 +242,11 @@ static void test_variable_sizes(void **state)
         assert_true(key_size >= 3);
     }
     assert_int_equal(seen, 3);
+    /* And without asking for the values' sizes. */
+    for (cursor = 0; sxe_map_next(&reader, &cursor, &key, &key_size, &value, NULL) == 1;) {
+        seen--;
+    }
+    assert_int_equal(seen, 0);
     sxe_map_read_end(&reader);
     sxe_map_destroy(map);
 }
