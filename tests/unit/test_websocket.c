@@ -435,6 +435,24 @@ static void test_invalid_use(void **state)
     assert_int_equal(sxe_ws_send(ws, 7, "x", 1), -EINVAL);
     assert_int_equal(sxe_ws_close(ws, 1005, NULL), -EINVAL);
     assert_int_equal(sxe_ws_server_create(&server, NULL, &handlers, NULL), -EINVAL);
+
+    /* Each part of the checks refused alone, its neighbours valid. */
+    char reason[125];
+    memset(reason, 'r', sizeof(reason) - 1);
+    reason[124] = '\0';
+    assert_int_equal(sxe_ws_send(NULL, SXE_WS_TEXT, "x", 1), -EINVAL);
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_BINARY, NULL, 1), -EINVAL);
+    assert_int_equal(sxe_ws_server_broadcast(NULL, 0, SXE_WS_TEXT, "x", 1, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_broadcast(server, 0, 7, "x", 1, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_broadcast(server, 0, SXE_WS_BINARY, NULL, 1, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_join(NULL, 0), -EINVAL);
+    assert_int_equal(sxe_ws_close(NULL, 1000, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_close(ws, 1000, reason), -EINVAL); /* 124 bytes */
+    assert_int_equal(sxe_ws_close(ws, 1000, "\xff"), -EINVAL);
+    assert_int_equal(sxe_ws_send(ws, SXE_WS_BINARY, NULL, 0), 0);
+    assert_int_equal(sxe_ws_server_broadcast(server, 0, SXE_WS_BINARY, NULL, 0, NULL), 1);
+    assert_int_equal(sxe_ws_join(ws, 0), 0);
+    assert_int_equal(sxe_ws_close(ws, 1000, reason + 1), 0); /* 123 bytes, the most */
 #endif
     close(fd);
 }
