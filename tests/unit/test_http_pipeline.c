@@ -357,6 +357,39 @@ static void test_a_paused_call_behind_holds_its_answer_until_resumed(void **stat
     assert_int_equal(streamed[1].heads, 1);
 }
 
+/* The first call paused holds the connection's reading: a call behind it paused and resumed
+ * meanwhile does not take the hold off. Twice, so that the calls' places in memory come in either
+ * order (the second pair takes the first's places as they were freed). */
+static void test_a_call_behind_resumed_leaves_the_first_paused(void **state)
+{
+    static const struct sxe_http_client_handlers handlers = {.on_head = on_head,
+                                                             .on_done = on_done};
+    struct sxe_http_client_request ok = {.target = "/ok"};
+    sxe_http_call_t *calls[2];
+
+    (void)state;
+    memset(streamed, 0, sizeof(streamed));
+    warm_client(4); /* both calls on the one connection */
+    for (int pair = 0; pair < 2; pair++) {
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(
+                sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]), 0);
+        }
+        sxe_http_call_pause(calls[0]); /* on the pooled connection, before any answer */
+        sxe_http_call_pause(calls[1]);
+        sxe_http_call_resume(calls[1]);
+        for (int i = 0; i < 5; i++) {
+            assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+        }
+        assert_int_equal(streamed[0].heads, pair); /* the answers wait, unread */
+        assert_int_equal(streamed[1].heads, pair);
+        sxe_http_call_resume(calls[0]);
+        run_until(1 + 2 * (pair + 1));
+        assert_int_equal(streamed[0].heads, pair + 1);
+        assert_int_equal(streamed[1].heads, pair + 1);
+    }
+}
+
 /* A call that waits for a connection (all four have one each) is paused and resumed before it
  * has one: its answer comes once one is free. */
 static void test_a_call_waiting_for_a_connection_pauses_and_resumes(void **state)
@@ -399,6 +432,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_call_waiting_for_a_connection_pauses_and_resumes,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_call_behind_resumed_leaves_the_first_paused, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
