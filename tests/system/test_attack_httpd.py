@@ -170,6 +170,24 @@ def test_a_reopen_that_fails_keeps_the_old_file(httpd, tmp_path):
     assert server.stop() == 0
 
 
+def test_lines_buffered_at_a_reopen_go_to_the_old_file(httpd, root):
+    """With --access-log-buffer, the lines gathered when SIGHUP comes are written to the file they
+    were logged to, before the log is opened anew: a rotated file ends with its own lines."""
+    log = root.parent / "access.log"
+    server = httpd("--access-log", str(log), "--access-log-buffer", "65536")
+    assert answer(server.port, "/hello.txt")[0] == 200  # gathered; written within a second
+    log.rename(root.parent / "access.log.1")
+    server.process.send_signal(signal.SIGHUP)
+    said(server, b"SIGHUP: reopened the access log")
+    wait_until(lambda: (root.parent / "access.log.1").read_text().count("\n") == 1,
+               what="the line in the rotated file")
+    assert answer(server.port, "/hello.txt")[0] == 200
+    wait_until(lambda: log.exists() and log.read_text().count("\n") == 1,
+               what="the next line in the new file")
+    assert (root.parent / "access.log.1").read_text().count("\n") == 1
+    assert server.stop() == 0
+
+
 @pytest.mark.parametrize("kind", [(), ("--threads",), ("--workers", "1")])
 def test_sighup_reopens_the_log_and_stops_nothing(httpd, root, kind):
     """kill -HUP (what logrotate's postrotate sends) once took the site down; it now reopens the
