@@ -181,6 +181,23 @@ static void test_a_client_of_our_own(void **state)
     assert_int_equal(
         sxe_ws_client_connect(clients, &ws, address, "/ws", "chat\r\nX: y", NULL, 0, NULL),
         -EINVAL);
+    /* Each other part of the check refused alone, the rest valid. */
+    assert_int_equal(sxe_ws_client_connect(NULL, &ws, address, "/ws", NULL, NULL, 0, NULL),
+                     -EINVAL);
+    assert_int_equal(sxe_ws_client_connect(clients, NULL, address, "/ws", NULL, NULL, 0, NULL),
+                     -EINVAL);
+    assert_int_equal(sxe_ws_client_connect(clients, &ws, NULL, "/ws", NULL, NULL, 0, NULL),
+                     -EINVAL);
+    assert_int_equal(sxe_ws_client_connect(clients, &ws, address, NULL, NULL, NULL, 0, NULL),
+                     -EINVAL);
+    assert_int_equal(sxe_ws_client_connect(clients, &ws, address, "ws", NULL, NULL, 0, NULL),
+                     -EINVAL);
+    for (const char *c = " \r\n"; *c != '\0'; c++) {
+        char broken[] = "/w?s";
+        broken[2] = *c;
+        assert_int_equal(sxe_ws_client_connect(clients, &ws, address, broken, NULL, NULL, 0, NULL),
+                         -EINVAL);
+    }
 #endif
     sxe_ws_client_destroy(clients);
     free(big);
