@@ -111,7 +111,10 @@ static size_t script(sxe_conn_t *conn, const char *data, size_t len)
         {"/continue ",
          "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
         {"/switch ", "HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n", false},
-        {"/extra ", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", false},
+        {"/extra ",
+         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" /* 40 bytes, then 50 more */
+         "EXTRA-BYTES-EXTRA-BYTES-EXTRA-BYTES-EXTRA-BYTES-EX",
+         false},
         {"/once ", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
         {"/too-big ", "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", false},
         {"/hang ", "", false},
@@ -420,9 +423,13 @@ static void test_upstream_faults_fail_the_call_with_their_reason(void **state)
     assert_int_equal(result.err, 0);
     assert_int_equal(result.status, 200);
     assert_memory_equal(result.body, "ok", 2);
+    sxe_test_capture_start(&capture);
     fetch(NULL, "/extra", NULL, &result); /* answered, but the connection is not reused */
     run_until(9);
     assert_int_equal(result.err, 0);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "50 bytes from"));
+    assert_non_null(strstr(capture.text, "after a whole response; closing the connection"));
     struct sxe_http_client_stats stats;
     sxe_http_client_stats(client, &stats);
     assert_int_equal(stats.failed, 6);
