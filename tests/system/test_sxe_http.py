@@ -293,6 +293,14 @@ def test_bad_status_is_counted(sxe_http):
     server.close()
 
 
+def fnv1a(data):
+    """The 64-bit FNV-1a of data, the hash sxe-http compares bodies by."""
+    value = 14695981039346656037
+    for byte in data:
+        value = ((value ^ byte) * 1099511628211) % 2**64
+    return value
+
+
 def test_bodies_of_the_wrong_length_or_bytes_are_counted(sxe_http, tmp_path):
     """--body-length: every body's length, chunked framing left out; --body FILE: its length
     for every body, its bytes for every 64th (a server that answers with the wrong bytes of the
@@ -301,11 +309,13 @@ def test_bodies_of_the_wrong_length_or_bytes_are_counted(sxe_http, tmp_path):
                     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhe\r\n"
                     b"3\r\nllo\r\n0\r\n\r\n"] * 1000)
     server = FakeServer(lambda request: next(replies))
-    expected, other = tmp_path / "hello", tmp_path / "jello"
+    expected, above, below = tmp_path / "hello", tmp_path / "jello", tmp_path / "cello"
     expected.write_bytes(b"hello")
-    other.write_bytes(b"jello")
+    above.write_bytes(b"jello")  # bytes whose FNV-1a is above the answer's
+    below.write_bytes(b"cello")  # and below it: only the same bytes pass
+    assert fnv1a(b"cello") < fnv1a(b"hello") < fnv1a(b"jello")
     for args, bad in ((["--body-length", 5], 0), (["--body-length", 4], 100),
-                      (["--body", expected], 0), (["--body", other], 2)):
+                      (["--body", expected], 0), (["--body", above], 2), (["--body", below], 2)):
         result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 100, *args, "--json")
         assert result.returncode == (1 if bad else 0), result.stdout
         data = report(result)
