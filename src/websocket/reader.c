@@ -136,8 +136,6 @@ int sxe__ws_read(struct sxe__ws_reader *reader, uint8_t *data, size_t len, size_
 
 size_t sxe__ws_read_done(const struct sxe__ws_reader *reader, uint8_t *data, size_t at)
 {
-    if (reader->assembled > 0) {
-        memmove(data + at - reader->assembled, data, reader->assembled);
-    }
+    memmove(data + at - reader->assembled, data, reader->assembled);
     return at - reader->assembled;
 }
