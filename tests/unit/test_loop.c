@@ -136,6 +136,14 @@ static void test_creation_failures(void **state)
         assert_int_equal(sxe_loop_create(&loop, NULL), -ENOMEM);
     }
     assert_non_null(strstr(capture.text, "cannot allocate a loop for 1024 connections"));
+    /* With large buffers, one mapping more: theirs, after the ordinary buffers and the scratch. */
+    for (unsigned nth = 1; nth <= 4; nth++) {
+        sxe__sys_fail(SXE_SYS_mmap, nth, 1, ENOMEM);
+        assert_int_equal(
+            sxe_loop_create(&loop, &(struct sxe_loop_options){.large_buffers = 2,
+                                                              .large_buffer_size = 1 << 20}),
+            -ENOMEM);
+    }
     sxe__sys_reset();
     sxe__sys_fail(sxe_test_uring() ? SXE_SYS_io_uring_setup : SXE_SYS_epoll_create1, 1, 1, EMFILE);
     assert_int_equal(sxe_loop_create(&loop, NULL), -EMFILE);
