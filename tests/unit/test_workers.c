@@ -110,13 +110,26 @@ static void server_start(struct server *server, const struct sxe_workers_options
     }
 }
 
-/* Stops the server with SIGTERM. @return its exit status. */
+static void sleep_ms(long ms)
+{
+    nanosleep(&(struct timespec){.tv_nsec = ms * 1000000}, NULL);
+}
+
+/* Stops the server with SIGTERM, within 10 s (or fails, killing it). @return its exit status. */
 static int server_stop(struct server *server)
 {
     int status;
+    pid_t reaped = 0;
 
     kill(server->pid, SIGTERM);
-    assert_int_equal(waitpid(server->pid, &status, 0), server->pid);
+    for (int waited = 0; waited < 1000 && (reaped = waitpid(server->pid, &status, WNOHANG)) == 0;
+         waited++) {
+        sleep_ms(10);
+    }
+    if (reaped != server->pid) {
+        kill(server->pid, SIGKILL);
+        fail_msg("the server did not stop within 10 s of SIGTERM");
+    }
     sxe_workers_destroy(server->set);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -157,11 +170,6 @@ static int ask(int fd)
     }
     ssize_t got = read(fd, reply, sizeof(reply) - 1);
     return got > 0 ? atoi(reply) : -1;
-}
-
-static void sleep_ms(long ms)
-{
-    nanosleep(&(struct timespec){.tv_nsec = ms * 1000000}, NULL);
 }
 
 /* Waits up to 5 s for worker index's counters to satisfy done(stats, want). */
@@ -489,6 +497,51 @@ static void test_failed_starts_end_the_set(void **state)
     }
 }
 
+/*
+ * The hand-off supervisor, forked with one failure armed in its seam: an interrupted accept4 or
+ * poll (EINTR) is called again without a word; an accept4 failing otherwise, with an errno below
+ * EINTR's (EPERM, a firewall's) or above it (EMFILE), is logged once and tried again on the next
+ * turn. Each time the connection is served, and the set stops cleanly.
+ */
+static void test_hand_off_accept_and_poll_failures(void **state)
+{
+    static const struct {
+        enum sxe__sys_call call;
+        int err;
+        const char *logged; /* NULL: no "accept failed" line */
+    } faults[] = {
+        {SXE_SYS_accept4, EINTR, NULL},
+        {SXE_SYS_accept4, EPERM, "accept failed: Operation not permitted"},
+        {SXE_SYS_accept4, EMFILE, "accept failed: Too many open files"},
+        {SXE_SYS_poll, EINTR, NULL},
+    };
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+        char path[] = "/tmp/sxe-test-workers-log-XXXXXX";
+        struct server server = {.log_fd = mkstemp(path)};
+        char log[4096] = "";
+        assert_true(server.log_fd > 0);
+        unlink(path);
+        sxe__sys_fail(faults[i].call, 1, 1, faults[i].err);
+        server_start(&server, &(struct sxe_workers_options){.count = 2,
+                                                            .kind = SXE_WORKERS_THREADS,
+                                                            .spread = SXE_SPREAD_HAND_OFF});
+        sxe__sys_reset();
+        int fd = client(server.port);
+        int index = ask(fd);
+        assert_true(pread(server.log_fd, log, sizeof(log) - 1, 0) >= 0); /* written before */
+        bool said = strstr(log, "accept failed") != NULL;
+        if (index < 0 || index > 1 || said != (faults[i].logged != NULL) ||
+            (said && strstr(log, faults[i].logged) == NULL)) {
+            fail_msg("errno %d: served by %d, log: %s", faults[i].err, index, log);
+        }
+        close(fd);
+        assert_int_equal(server_stop(&server), 0);
+        close(server.log_fd);
+    }
+}
+
 /* Faults of starting, run in this process: the error comes back, and what started stops. */
 static void test_start_faults(void **state)
 {
@@ -736,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_cpu_steering),
         cmocka_unit_test(test_sighup_reaches_every_process_and_stops_nothing),
         cmocka_unit_test(test_failed_starts_end_the_set),
+        cmocka_unit_test(test_hand_off_accept_and_poll_failures),
         cmocka_unit_test(test_start_faults),
         cmocka_unit_test(test_invalid_use),
         cmocka_unit_test(test_listen_ipv6_and_faults),
