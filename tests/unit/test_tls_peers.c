@@ -2,8 +2,8 @@
  * TLS peers that show each other certificates, and what a server shows changing under it:
  * client certificates asked for (required, optional), the verified subject a handler reads
  * (sxe_conn_peer_subject), a sxe client that shows one; OCSP responses stapled from a file, and
- * the files refused; a context's certificates replaced while connections made under the old go on,
- * and tickets sealed before still opening. On both backends.
+ * the files refused, or unreadable through the seam; a context's certificates replaced while
+ * connections made under the old go on, and tickets sealed before still opening. On both backends.
  */
 #include <errno.h>
 #include <openssl/ocsp.h>
@@ -87,6 +87,7 @@ static int teardown(void **state)
     sxe_tls_destroy(client_tls);
     server_tls = client_tls = NULL;
     subject_room = 128;
+    sxe__sys_reset();
     return 0;
 }
 
@@ -437,6 +438,51 @@ static void test_ocsp_refused(void **state)
     assert_non_null(strstr(capture.text, "/nonexistent.der"));
 }
 
+/*
+ * The client CA file and the OCSP response are read through the seam: a read interrupted (EINTR)
+ * is read again, and the server is made; one failing with an errno below EINTR's (EPERM) or above
+ * it (EIO) is not read again: the creation fails with that error, and says which file.
+ */
+static void test_file_read_faults(void **state)
+{
+    static const int errors[] = {EINTR, EPERM, EIO};
+    const struct {
+        struct sxe_tls_options options;
+        const char *said;
+    } files[] = {
+        {{.certificate = tls_certificate, .key = tls_key, .client_ca = tls_certificate},
+         "TLS client CA file"},
+        {{.certificate = tls_certificate, .key = tls_key, .ocsp_response = ocsp_file},
+         "TLS OCSP response"},
+    };
+    struct sxe_test_capture capture;
+    char expected[256];
+
+    (void)state;
+    ocsp_write(OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, 1, 3600);
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        const char *path = f == 0 ? tls_certificate : ocsp_file;
+        for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+            sxe__sys_fail(SXE_SYS_read, 1, 1, errors[i]);
+            sxe_test_capture_start(&capture);
+            int rc = sxe_tls_server_create(&server_tls, &files[f].options);
+            sxe_test_capture_stop();
+            if (errors[i] == EINTR) {
+                assert_int_equal(rc, 0);
+                assert_int_equal(sxe__sys_calls(SXE_SYS_read), 3); /* EINTR, the file, its end */
+                sxe_tls_destroy(server_tls);
+                server_tls = NULL;
+                continue;
+            }
+            assert_int_equal(rc, -errors[i]);
+            assert_int_equal(sxe__sys_calls(SXE_SYS_read), 1);
+            snprintf(expected, sizeof(expected), "%s %s: %s", files[f].said, path,
+                     sxe_strerror(errors[i]));
+            assert_non_null(strstr(capture.text, expected));
+        }
+    }
+}
+
 /* What an OpenSSL client asking for name (NULL: none) is shown, and whether it resumed. */
 static void shown(const char *name, SSL_SESSION *resume, const char *expected, bool resumed)
 {
@@ -665,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_client_certificate_errors),
         cmocka_unit_test_teardown(test_ocsp_stapled, teardown),
         cmocka_unit_test_teardown(test_ocsp_refused, teardown),
+        cmocka_unit_test_teardown(test_file_read_faults, teardown),
         cmocka_unit_test_teardown(test_replace, teardown),
         cmocka_unit_test_teardown(test_sessions_bound_to_client_checks, teardown),
         cmocka_unit_test_teardown(test_sessions_end_with_the_client_certificate, teardown),
