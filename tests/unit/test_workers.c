@@ -520,9 +520,10 @@ static void test_hand_off_accept_and_poll_failures(void **state)
     for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
         char path[] = "/tmp/sxe-test-workers-log-XXXXXX";
         struct server server = {.log_fd = mkstemp(path)};
-        char log[4096] = "";
+        static char log[1 << 20]; /* room for every line, tracing included */
         assert_true(server.log_fd > 0);
         unlink(path);
+        memset(log, 0, sizeof(log));
         sxe__sys_fail(faults[i].call, 1, 1, faults[i].err);
         server_start(&server, &(struct sxe_workers_options){.count = 2,
                                                             .kind = SXE_WORKERS_THREADS,
