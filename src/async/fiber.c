@@ -443,6 +443,11 @@ void sxe_fibers_destroy(sxe_fibers_t *fibers)
 #endif
     }
     unguard_pool(fibers);
+#ifdef SXE_FIBER_ASAN
+    /* Frames that never returned left their poison in ASan's shadow: memory mapped here next (a
+     * loop's table, say) must not be taken for a stack's red zones. */
+    __asan_unpoison_memory_region(fibers->mapping, fibers->mapping_size);
+#endif
     (void)sxe__sys.munmap(fibers->mapping, fibers->mapping_size);
     free(fibers);
 }
