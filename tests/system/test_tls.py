@@ -87,6 +87,38 @@ def test_https_beside_plain_http(httpd, certificate):  # noqa: F811
         server.process.stderr.read().decode()
 
 
+def test_a_large_cached_file_both_ways_and_changed(httpd, root, certificate):  # noqa: F811
+    """A cached file past the small files' 64 KB on a server with both listeners: sealed from its
+    cached descriptor over HTTPS, sent with sendfile over plain HTTP, whole and in ranges both ways,
+    each time; rewritten in place, it is served anew once a second has passed."""
+    cert, key, _ = certificate
+    first = bytes((i * 11 + i // 253) % 256 for i in range(1024 * 1024 + 3))
+    (root / "large.bin").write_bytes(first)
+    secure = free_port()
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--https",
+                   f"127.0.0.1:{secure}", "--workers", "1")
+    plain = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection = https(secure, cert)
+
+    def both(expected):
+        for each in (connection, plain, connection, plain):  # loaded, then cached
+            each.request("GET", "/large.bin")
+            response = each.getresponse()
+            assert response.status == 200 and response.read() == expected
+            each.request("GET", "/large.bin", headers={"Range": "bytes=700000-700099"})
+            response = each.getresponse()
+            assert response.status == 206 and response.read() == expected[700000:700100]
+
+    both(first)
+    second = bytes(reversed(first))
+    with open(root / "large.bin", "r+b") as rewrite:  # the same inode, the same size
+        rewrite.write(second)
+    os.utime(root / "large.bin", ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+    time.sleep(1.1)  # a cached path is checked again at most once a second
+    both(second)
+    assert server.stop() == 0
+
+
 def test_plain_requests_redirected_to_https(httpd, build_dir, root, certificate):  # noqa: F811
     """--redirect-https: every plain request (a file's, a proxied one's) is answered 301 to the
     same path and query on the HTTPS listener's port, at the host the client named; HTTPS serves."""
