@@ -98,6 +98,26 @@ const char *sxe_test_expect_abort(void (*body)(void *arg), void *arg, const char
     return log;
 }
 
+#ifdef SXE_DEBUG
+static void make_invalid_use(void *arg)
+{
+    ((const struct sxe_test_invalid_use *)arg)->call();
+}
+#endif
+
+void sxe_test_invalid_uses(const struct sxe_test_invalid_use *uses, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        print_message("%s\n", uses[i].what);
+#ifdef SXE_DEBUG
+        const char *const expected[] = {"assertion failed: ", uses[i].check, NULL};
+        (void)sxe_test_expect_abort(make_invalid_use, (void *)(uintptr_t)&uses[i], expected);
+#else
+        uses[i].call();
+#endif
+    }
+}
+
 bool sxe_test_uring(void)
 {
     const char *backend = getenv("SXE_BACKEND");

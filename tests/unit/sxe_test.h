@@ -34,6 +34,18 @@ void sxe_test_capture_stop(void);
  */
 const char *sxe_test_expect_abort(void (*body)(void *arg), void *arg, const char *const *expected);
 
+/* An invalid use of the API: what it is, a call that makes it, and a piece of the assertion's
+ * text it trips in debug builds. */
+struct sxe_test_invalid_use {
+    const char *what;
+    void (*call)(void);
+    const char *check;
+};
+
+/* Makes each invalid use in turn: in debug builds each must abort naming its check (a child
+ * process each); in release builds each call runs here and asserts its own error code. */
+void sxe_test_invalid_uses(const struct sxe_test_invalid_use *uses, size_t count);
+
 /*
  * Whether the tests run on io_uring (SXE_BACKEND=io_uring). A test that drives or counts the
  * system calls of the epoll path (recv, send, accept4, epoll_wait: io_uring makes none of them)

@@ -447,11 +447,7 @@ static void client_valid(void)
     sxe_loop_destroy(loop);
 }
 
-static const struct {
-    const char *what;
-    void (*call)(void);
-    const char *check; /* a piece of the assertion's text */
-} cases[] = {
+static const struct sxe_test_invalid_use cases[] = {
     {"sxe_hash_find_many() of no table", find_many_in_no_hash, "hash != NULL"},
     {"sxe_hash_find_many() without keys", find_many_without_keys, "keys != NULL"},
     {"sxe_hash_find_many() without values", find_many_without_values, "values != NULL"},
@@ -518,25 +514,10 @@ static const struct {
      "sxe_fiber_self() != NULL"},
 };
 
-#ifdef SXE_DEBUG
-static void call(void *arg)
-{
-    ((void (*)(void))arg)();
-}
-#endif
-
 static void test_each_invalid_use(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        print_message("%s\n", cases[i].what);
-#ifdef SXE_DEBUG
-        const char *const expected[] = {"assertion failed: ", cases[i].check, NULL};
-        sxe_test_expect_abort(call, (void *)cases[i].call, expected);
-#else
-        cases[i].call();
-#endif
-    }
+    sxe_test_invalid_uses(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 static void test_the_valid_neighbours(void **state)

@@ -334,11 +334,7 @@ static void abort_of_no_map(void)
     sxe_map_abort(NULL);
 }
 
-static const struct {
-    const char *what;
-    void (*call)(void);
-    const char *check; /* a piece of the assertion's text */
-} cases[] = {
+static const struct sxe_test_invalid_use cases[] = {
     {"sxe_map_read_begin() into no reader", read_begin_into_nothing, "reader != NULL"},
     {"sxe_map_read_end() of no reader", read_end_of_nothing, "reader != NULL"},
     {"sxe_map_read_end() twice", read_end_twice, "reader->map != NULL"},
@@ -384,25 +380,10 @@ static const struct {
     {"sxe_map_abort() of no map", abort_of_no_map, "map != NULL"},
 };
 
-#ifdef SXE_DEBUG
-static void call(void *arg)
-{
-    ((void (*)(void))arg)();
-}
-#endif
-
 static void test_each_invalid_use(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        print_message("%s\n", cases[i].what);
-#ifdef SXE_DEBUG
-        const char *const expected[] = {"assertion failed: ", cases[i].check, NULL};
-        sxe_test_expect_abort(call, (void *)cases[i].call, expected);
-#else
-        cases[i].call();
-#endif
-    }
+    sxe_test_invalid_uses(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 /*
