@@ -66,6 +66,29 @@ static void test_accept_faults(void **state)
 }
 
 /*
+ * A request on fd whose one call (recv or send) fails with err, once: the call is made once, and
+ * the connection closes with that error. @return a new client, connected, in fd's place.
+ */
+static int closed_by(int fd, enum sxe__sys_call call, int err)
+{
+    unsigned closes = seen.closes;
+
+    sxe__sys_fail(call, 1, 1, err);
+    send_all(fd, request, sizeof(request) - 1);
+    pump(); /* over loopback the request is there at once: one turn reads and answers it */
+    assert_int_equal(sxe__sys_calls(call), 1);
+    assert_int_equal(seen.closes, closes + 1);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.last_err, err);
+    expect_closed(fd);
+    close(fd);
+    fd = client();
+    want_connects = seen.connects + 1;
+    pump_until(connects_reached);
+    return fd;
+}
+
+/*
  * read faults: EINTR is retried; any other error, numbered below it (EPERM) or above it
  * (ECONNRESET), is not read again: it closes that connection only, with that error.
  */
@@ -86,18 +109,7 @@ static void test_read_faults(void **state)
     expect_reply(a, 1);
 
     for (unsigned i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
-        sxe__sys_fail(SXE_SYS_recv, 1, 1, errors[i]);
-        send_all(a, request, sizeof(request) - 1);
-        pump(); /* over loopback the request is there at once: one turn reads it */
-        assert_int_equal(sxe__sys_calls(SXE_SYS_recv), 1);
-        assert_int_equal(seen.closes, i + 1);
-        assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
-        assert_int_equal(seen.last_err, errors[i]);
-        expect_closed(a);
-        close(a);
-        a = client();
-        want_connects = seen.connects + 1;
-        pump_until(connects_reached);
+        a = closed_by(a, SXE_SYS_recv, errors[i]);
     }
 
     send_all(b, request, sizeof(request) - 1);
@@ -188,18 +200,7 @@ static void test_write_faults(void **state)
 
     /* The connection closes once on_read has returned, with the error. */
     for (unsigned i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
-        sxe__sys_fail(SXE_SYS_send, 1, 1, errors[i]);
-        send_all(fd, request, sizeof(request) - 1);
-        pump(); /* over loopback the request is there at once: one turn answers it */
-        assert_int_equal(sxe__sys_calls(SXE_SYS_send), 1);
-        assert_int_equal(seen.closes, i + 1);
-        assert_int_equal(seen.last_reason, SXE_CLOSE_ERROR);
-        assert_int_equal(seen.last_err, errors[i]);
-        expect_closed(fd);
-        close(fd);
-        fd = client();
-        want_connects = seen.connects + 1;
-        pump_until(connects_reached);
+        fd = closed_by(fd, SXE_SYS_send, errors[i]);
     }
     close(fd);
 }
