@@ -234,15 +234,17 @@ def test_timeline(sxe_http, hello):
 
 def test_cap_on_outstanding_requests(sxe_http):
     """Nothing is ever answered: each connection sends its first request; the other 99 due on it
-    find the cap (-P 1) reached. The first ones time out after 2 s."""
+    find the cap (-P 1) reached. The first ones time out after 2 s. The timeline counts them."""
     server = FakeServer(lambda request: b"")
     result = sxe_http("-i", "127.0.0.1", "-p", server.port, "-R", 200, "-P", 1, "-c", 2, "-d", 1,
-                      "-t", 2, "--json")
+                      "-t", 2, "--timeline", "--json")
     assert result.returncode == 1
     data = report(result)
     assert data["errors"]["cap"] == 198
     assert data["errors"]["timeout"] == 2
     assert (data["sent"], data["queries"]) == (2, 0)
+    # The timeline's seconds count the errors each saw: all of them, in all.
+    assert sum(second["errors"] for second in data["timeline"]) == 200, data["timeline"]
     server.close()
 
 
