@@ -269,6 +269,44 @@ static int setup_without_ext_arg(unsigned entries, struct io_uring_params *param
     return fd;
 }
 
+/* The ring moved to descriptor 0, as it is in a program that closed its standard input. */
+static int setup_on_descriptor_0(unsigned entries, struct io_uring_params *params)
+{
+    int fd = real_setup(entries, params);
+
+    if (fd > 0) {
+        assert_int_equal(dup2(fd, 0), 0);
+        close(fd);
+        fd = 0;
+    }
+    return fd;
+}
+
+/* A ring on descriptor 0 is a ring like any other: it opens, and a poll through it is reported. */
+static void test_a_ring_on_descriptor_0(void **state)
+{
+    struct sxe__io_event events[EVENTS_MAX];
+    int pipe_fds[2];
+    int input = dup(0);
+
+    (void)state;
+    assert_true(input > 0);
+    real_setup = sxe__sys.io_uring_setup;
+    sxe__sys.io_uring_setup = setup_on_descriptor_0;
+    sxe_loop_t *loop = open_loop();
+    sxe__sys_reset();
+    assert_int_equal(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC), 0);
+    assert_int_equal(sxe__io_uring.watch(loop, pipe_fds[0], 4, SXE__IO_IN), 0);
+    assert_int_equal(write(pipe_fds[1], "!", 1), 1);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].tag, 4);
+    sxe__io_uring.forget(loop, pipe_fds[0], true);
+    close(pipe_fds[1]);
+    close_loop(loop);
+    assert_int_equal(dup2(input, 0), 0); /* standard input back */
+    close(input);
+}
+
 /* Each failure after io_uring_setup is reported, leaves no fd open, and the next open works. */
 static void test_later_setup_failures(void **state)
 {
@@ -359,6 +397,7 @@ int main(void)
         cmocka_unit_test_teardown(test_deadline_is_the_timeout, reset),
         cmocka_unit_test_teardown(test_deadlines, reset),
         cmocka_unit_test_teardown(test_setup_fails, reset),
+        cmocka_unit_test_teardown(test_a_ring_on_descriptor_0, reset),
         cmocka_unit_test_teardown(test_later_setup_failures, reset),
         cmocka_unit_test_teardown(test_enter_eagain_loses_nothing, reset),
         cmocka_unit_test_teardown(test_failed_completion, reset),
