@@ -449,6 +449,13 @@ static void test_invalid_use(void **state)
     assert_int_equal(sxe_ws_close(NULL, 1000, NULL), -EINVAL);
     assert_int_equal(sxe_ws_close(ws, 1000, reason), -EINVAL); /* 124 bytes */
     assert_int_equal(sxe_ws_close(ws, 1000, "\xff"), -EINVAL);
+    char protocols[257]; /* 256 bytes: one more than a route keeps with its end */
+    memset(protocols, 'p', sizeof(protocols) - 1);
+    protocols[256] = '\0';
+    assert_int_equal(sxe_ws_server_route(NULL, "/r", NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_route(server, NULL, NULL), -EINVAL);
+    assert_int_equal(sxe_ws_server_route(server, "/r", protocols), -EINVAL);
+    assert_int_equal(sxe_ws_server_route(server, "/r", protocols + 1), 0); /* 255: the most */
     assert_int_equal(sxe_ws_send(ws, SXE_WS_BINARY, NULL, 0), 0);
     assert_int_equal(sxe_ws_server_broadcast(server, 0, SXE_WS_BINARY, NULL, 0, NULL), 1);
     assert_int_equal(sxe_ws_join(ws, 0), 0);
