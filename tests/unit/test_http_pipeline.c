@@ -331,25 +331,38 @@ static void on_done(sxe_http_call_t *call, int err, void *arg)
     finished++;
 }
 
-static void test_a_paused_call_behind_holds_its_answer_until_resumed(void **state)
+/* Streams count calls of /ok, call i counted in streamed[i]. */
+static void stream_ok(sxe_http_call_t **calls, int count)
 {
     static const struct sxe_http_client_handlers handlers = {.on_head = on_head,
                                                              .on_done = on_done};
     struct sxe_http_client_request ok = {.target = "/ok"};
+
+    for (int i = 0; i < count; i++) {
+        assert_int_equal(sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]),
+                         0);
+    }
+}
+
+/* A few turns of the loop, a millisecond each at most: whatever was coming has come. */
+static void turn_a_few(void)
+{
+    for (int i = 0; i < 5; i++) {
+        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+static void test_a_paused_call_behind_holds_its_answer_until_resumed(void **state)
+{
     sxe_http_call_t *calls[2];
 
     (void)state;
     memset(streamed, 0, sizeof(streamed));
     warm_client(4);
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]),
-                         0);
-    }
+    stream_ok(calls, 2);
     sxe_http_call_pause(calls[1]);
     run_until(2);
-    for (int i = 0; i < 5; i++) {
-        assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
-    }
+    turn_a_few();
     assert_int_equal(streamed[0].done, 1);
     assert_int_equal(streamed[1].heads, 0); /* its answer waits, unread */
     sxe_http_call_resume(calls[1]);
@@ -362,25 +375,17 @@ static void test_a_paused_call_behind_holds_its_answer_until_resumed(void **stat
  * order (the second pair takes the first's places as they were freed). */
 static void test_a_call_behind_resumed_leaves_the_first_paused(void **state)
 {
-    static const struct sxe_http_client_handlers handlers = {.on_head = on_head,
-                                                             .on_done = on_done};
-    struct sxe_http_client_request ok = {.target = "/ok"};
     sxe_http_call_t *calls[2];
 
     (void)state;
     memset(streamed, 0, sizeof(streamed));
     warm_client(4); /* both calls on the one connection */
     for (int pair = 0; pair < 2; pair++) {
-        for (int i = 0; i < 2; i++) {
-            assert_int_equal(
-                sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]), 0);
-        }
+        stream_ok(calls, 2);
         sxe_http_call_pause(calls[0]); /* on the pooled connection, before any answer */
         sxe_http_call_pause(calls[1]);
         sxe_http_call_resume(calls[1]);
-        for (int i = 0; i < 5; i++) {
-            assert_true(sxe_loop_run_once(loop, SXE_NS_PER_MSEC) >= 0);
-        }
+        turn_a_few();
         assert_int_equal(streamed[0].heads, pair); /* the answers wait, unread */
         assert_int_equal(streamed[1].heads, pair);
         sxe_http_call_resume(calls[0]);
@@ -394,18 +399,12 @@ static void test_a_call_behind_resumed_leaves_the_first_paused(void **state)
  * has one: its answer comes once one is free. */
 static void test_a_call_waiting_for_a_connection_pauses_and_resumes(void **state)
 {
-    static const struct sxe_http_client_handlers handlers = {.on_head = on_head,
-                                                             .on_done = on_done};
-    struct sxe_http_client_request ok = {.target = "/ok"};
     sxe_http_call_t *calls[5];
 
     (void)state;
     memset(streamed, 0, sizeof(streamed));
     warm_client(1);
-    for (int i = 0; i < 5; i++) {
-        assert_int_equal(sxe_http_client_stream(client, &ok, &handlers, &streamed[i], &calls[i]),
-                         0);
-    }
+    stream_ok(calls, 5);
     sxe_http_call_pause(calls[4]);
     sxe_http_call_resume(calls[4]);
     run_until(1 + 5);
