@@ -489,54 +489,49 @@ static void test_large_body_and_file(void **state)
     tls_client_free(&client);
 }
 
-/* A long file is sealed four records at a time: its first pread asks for a batch's worth. */
-static void test_file_sealed_in_batches(void **state)
+/* Serves the file that command ("long\n", "full\n") asks for: the client gets it whole. */
+static void serve_the_file(const char *command, const struct sxe_loop_options *options)
 {
-    struct tls_client client = {.send = "long\n", .expect = FILE_LEN};
+    struct tls_client client = {.send = command, .expect = FILE_LEN};
 
-    (void)state;
-    serve(&client, NULL);
+    serve(&client, options);
     assert_int_equal(seen.sendfile_rc, 0);
     assert_int_equal(client.got_len, FILE_LEN);
     assert_memory_equal(client.got, big, FILE_LEN);
+    tls_client_free(&client);
+}
+
+/* A long file is sealed four records at a time: its first pread asks for a batch's worth. */
+static void test_file_sealed_in_batches(void **state)
+{
+    (void)state;
+    serve_the_file("long\n", NULL);
     assert_true(seen.reads[0] > 16384);
     assert_true(seen.reads_counted < FILE_LEN / 16384);
-    tls_client_free(&client);
 }
 
 /* A loop short of buffers seals a record at a time (it keeps a quarter of them for others), and
  * still sends everything: a pread a record. */
 static void test_few_buffers_one_record_a_seal(void **state)
 {
-    struct tls_client client = {.send = "long\n", .expect = FILE_LEN};
-
     (void)state;
-    serve(&client, &(struct sxe_loop_options){.buffers = 5});
-    assert_int_equal(client.got_len, FILE_LEN);
-    assert_memory_equal(client.got, big, FILE_LEN);
+    serve_the_file("long\n", &(struct sxe_loop_options){.buffers = 5});
     assert_true(seen.reads_counted >= FILE_LEN / 16384);
     assert_int_equal(batch_reads(), 0);
-    tls_client_free(&client);
 }
 
 /* A send that finds the socket full makes the next seal a single record (a slow reader holds a
  * record's buffers, not a batch's). On epoll, whose sends are system calls. */
 static void test_full_socket_one_record_a_seal(void **state)
 {
-    struct tls_client client = {.send = "full\n", .expect = FILE_LEN};
-
     (void)state;
-    serve(&client, NULL);
-    assert_int_equal(seen.sendfile_rc, 0);
-    assert_int_equal(client.got_len, FILE_LEN);
-    assert_memory_equal(client.got, big, FILE_LEN);
+    serve_the_file("full\n", NULL);
     if (!sxe_test_uring()) {
         assert_true(full_once);
         assert_true(seen.reads_counted >= 2);
         assert_true(seen.reads[0] > 16384); /* a batch, whose send found the socket full */
         assert_int_equal(seen.reads[1], 16384);
     }
-    tls_client_free(&client);
 }
 
 /* A release callback that writes, run by a seal whose record also holds the start of a file: its
