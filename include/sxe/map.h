@@ -304,7 +304,8 @@ size_t sxe_map_get_many(const struct sxe_map_reader *reader, size_t count, const
  * cache misses of different keys overlap. The fastest way to read many keys.
  * @param key_sizes   Each key's size, or NULL when every key has the map's fixed key size.
  * @param values      Filled with each key's value, or NULL where it is absent.
- * @param value_sizes Filled with each value's size, or NULL to skip them.
+ * @param value_sizes Filled with each value's size (left as it was where the key is absent), or
+ *                    NULL to skip them.
  * @return the number of keys found.
  */
 size_t sxe_map_find_many(const struct sxe_map_reader *reader, size_t count, const void *const *keys,
