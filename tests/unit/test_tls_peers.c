@@ -291,23 +291,16 @@ static EVP_PKEY *pem_key(const char *path)
     return key;
 }
 
-/* Writes an OCSP response of status (a successful one saying cert_status for a certificate of
- * serial serial issued by the localhost certificate, signed by its key, next update next_update
- * seconds on, none if 0) to ocsp_file, as ocsp_knobs say. */
-static void ocsp_write(int status, int cert_status, long serial, long next_update)
+/* Writes to ocsp_file an OCSP response of status: a successful one says cert_status for the
+ * certificate id names, signed by signer's key, next update next_update seconds on (none if 0),
+ * as ocsp_knobs say (then reset). */
+static void ocsp_response_write(int status, int cert_status, OCSP_CERTID *id, X509 *signer,
+                                EVP_PKEY *key, long next_update)
 {
-    X509 *cert = pem_certificate(tls_certificate);
-    X509 *signer =
-        pem_certificate(ocsp_knobs.other_signer ? tls_other_certificate : tls_certificate);
-    EVP_PKEY *key = pem_key(ocsp_knobs.other_signer ? tls_other_key : tls_key);
-    ASN1_INTEGER *number = ASN1_INTEGER_new();
     OCSP_BASICRESP *basic = OCSP_BASICRESP_new();
     ASN1_TIME *now = X509_gmtime_adj(NULL, ocsp_knobs.this_update);
     ASN1_TIME *next = X509_gmtime_adj(NULL, next_update);
 
-    ASN1_INTEGER_set(number, serial);
-    OCSP_CERTID *id = OCSP_cert_id_new(EVP_sha1(), X509_get_subject_name(cert),
-                                       X509_get0_pubkey_bitstr(cert), number);
     assert_non_null(OCSP_basic_add1_status(basic, id, cert_status, 0, now, now,
                                            next_update != 0 ? next : NULL));
     assert_true(OCSP_basic_sign(basic, signer, key, EVP_sha256(), NULL, 0));
@@ -323,15 +316,32 @@ static void ocsp_write(int status, int cert_status, long serial, long next_updat
     fclose(out);
     OPENSSL_free(der);
     OCSP_RESPONSE_free(response);
-    OCSP_CERTID_free(id);
     OCSP_BASICRESP_free(basic);
     ASN1_TIME_free(now);
     ASN1_TIME_free(next);
+    memset(&ocsp_knobs, 0, sizeof(ocsp_knobs));
+}
+
+/* Writes an OCSP response of status (a successful one saying cert_status for a certificate of
+ * serial serial issued by the localhost certificate, signed by its key, next update next_update
+ * seconds on, none if 0) to ocsp_file, as ocsp_knobs say. */
+static void ocsp_write(int status, int cert_status, long serial, long next_update)
+{
+    X509 *cert = pem_certificate(tls_certificate);
+    X509 *signer =
+        pem_certificate(ocsp_knobs.other_signer ? tls_other_certificate : tls_certificate);
+    EVP_PKEY *key = pem_key(ocsp_knobs.other_signer ? tls_other_key : tls_key);
+    ASN1_INTEGER *number = ASN1_INTEGER_new();
+
+    ASN1_INTEGER_set(number, serial);
+    OCSP_CERTID *id = OCSP_cert_id_new(EVP_sha1(), X509_get_subject_name(cert),
+                                       X509_get0_pubkey_bitstr(cert), number);
+    ocsp_response_write(status, cert_status, id, signer, key, next_update);
+    OCSP_CERTID_free(id);
     ASN1_INTEGER_free(number);
     EVP_PKEY_free(key);
     X509_free(signer);
     X509_free(cert);
-    memset(&ocsp_knobs, 0, sizeof(ocsp_knobs));
 }
 
 static long file_size(const char *path)
@@ -436,6 +446,72 @@ static void test_ocsp_refused(void **state)
     assert_non_null(strstr(capture.text, "not a DER OCSP response"));
     assert_non_null(strstr(capture.text, "larger than 64 KB"));
     assert_non_null(strstr(capture.text, "/nonexistent.der"));
+}
+
+/* A certificate for leaf.test of key, serial 7, issued by issuer (signed with issuer_key). */
+static X509 *leaf_certificate(EVP_PKEY *key, X509 *issuer, EVP_PKEY *issuer_key)
+{
+    X509 *cert = X509_new();
+
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), 7);
+    X509_gmtime_adj(X509_getm_notBefore(cert), -60);
+    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+    X509_set_pubkey(cert, key);
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
+                               (const unsigned char *)"leaf.test", -1, -1, 0);
+    X509_set_issuer_name(cert, X509_get_subject_name(issuer));
+    assert_true(X509_sign(cert, issuer_key, EVP_sha256()) > 0);
+    return cert;
+}
+
+/*
+ * A certificate issued by a CA its chain carries (the usual case: a site's certificate, then its
+ * intermediate): a response is matched by that issuer's name and key, not the first certificate
+ * of the chain's (another comes before it here), and its signature checked against that issuer's.
+ */
+static void test_ocsp_chained_certificate(void **state)
+{
+    char chain_path[] = "/tmp/sxe-tls-chain-XXXXXX", key_path[] = "/tmp/sxe-tls-leaf-XXXXXX";
+    EVP_PKEY *key = tls_test_key(key_path);
+    X509 *ca = pem_certificate(tls_other_certificate), *other = pem_certificate(tls_certificate);
+    EVP_PKEY *ca_key = pem_key(tls_other_key), *other_key = pem_key(tls_key);
+    X509 *leaf = leaf_certificate(key, ca, ca_key);
+    FILE *out = fdopen(mkstemp(chain_path), "w");
+    assert_true(PEM_write_X509(out, leaf) && PEM_write_X509(out, other) && PEM_write_X509(out, ca));
+    fclose(out);
+    struct sxe_tls_options options = {
+        .certificate = chain_path, .key = key_path, .ocsp_response = ocsp_file};
+    OCSP_CERTID *right = OCSP_cert_to_id(EVP_sha1(), leaf, ca);
+    OCSP_CERTID *wrong = OCSP_cert_to_id(EVP_sha1(), leaf, other); /* the same serial */
+    struct sxe_test_capture capture;
+
+    (void)state;
+    ocsp_response_write(OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, right, ca, ca_key,
+                        3600);
+    assert_int_equal(sxe_tls_server_create(&server_tls, &options), 0);
+    sxe_tls_destroy(server_tls);
+    server_tls = NULL;
+    sxe_test_capture_start(&capture);
+    ocsp_response_write(OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, wrong, ca, ca_key,
+                        3600);
+    assert_int_equal(sxe_tls_server_create(&server_tls, &options), -EPROTO);
+    ocsp_response_write(OCSP_RESPONSE_STATUS_SUCCESSFUL, V_OCSP_CERTSTATUS_GOOD, right, other,
+                        other_key, 3600);
+    assert_int_equal(sxe_tls_server_create(&server_tls, &options), -EPROTO);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "not a response for this certificate"));
+    assert_non_null(strstr(capture.text, "signature does not verify"));
+    assert_null(strstr(capture.text, "issuer is not in its chain"));
+    OCSP_CERTID_free(right);
+    OCSP_CERTID_free(wrong);
+    X509_free(leaf);
+    X509_free(other);
+    X509_free(ca);
+    EVP_PKEY_free(other_key);
+    EVP_PKEY_free(ca_key);
+    EVP_PKEY_free(key);
+    unlink(chain_path);
+    unlink(key_path);
 }
 
 /*
@@ -711,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_client_certificate_errors),
         cmocka_unit_test_teardown(test_ocsp_stapled, teardown),
         cmocka_unit_test_teardown(test_ocsp_refused, teardown),
+        cmocka_unit_test_teardown(test_ocsp_chained_certificate, teardown),
         cmocka_unit_test_teardown(test_file_read_faults, teardown),
         cmocka_unit_test_teardown(test_replace, teardown),
         cmocka_unit_test_teardown(test_sessions_bound_to_client_checks, teardown),
