@@ -90,7 +90,9 @@ struct sxe_conn_handlers {
     /**
      * A Unix stream connection received a file descriptor (see sxe_conn_send_fd()). The callback
      * owns fd: adopt it with sxe_conn_adopt() or close it. Only for connections made with
-     * SXE_LISTEN_RECEIVE_FDS or sxe_conn_pair(..., SXE_LISTEN_RECEIVE_FDS).
+     * SXE_LISTEN_RECEIVE_FDS or sxe_conn_pair(..., SXE_LISTEN_RECEIVE_FDS). A message of another
+     * sender's may carry several: each comes in the order sent, up to 8 a message (the kernel
+     * closes any more).
      */
     void (*on_fd)(sxe_conn_t *conn, int fd);
 

@@ -1,12 +1,14 @@
 /*
  * fd channels (src/core/fdpass.c): a descriptor sent over a pair made with SXE_LISTEN_RECEIVE_FDS,
  * a send interrupted by a signal and one the kernel refuses, a hand-off that cannot be sent, and
- * a descriptor that arrives where nobody takes it, several in one message. The hand-off that works
+ * a descriptor that arrives where nobody takes it, several in one message (up to the 8 one message
+ * carries, and past them). The hand-off that works
  * is in test_conn_kinds.c.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +20,7 @@
 #include "sys.h"
 
 static sxe_loop_t *loop;
-static int received[4];
+static int received[16];
 static unsigned received_count;
 
 static void keep_fd(sxe_conn_t *conn, int fd)
@@ -136,42 +138,66 @@ static void test_a_descriptor_nobody_takes_is_closed(void **state)
     close(file);
 }
 
-/* Several descriptors in one message (a sender that is not sxe may send them so): each is taken,
- * in the order sent. */
-static void test_several_descriptors_in_one_message(void **state)
+/* Sends count descriptors of files of their own in one message, as a sender that is not sxe may:
+ * @return how many were taken, each checked to be the one sent in its place. */
+static unsigned send_in_one_message(unsigned count)
 {
     sxe_conn_t *sender, *receiver;
-    int files[3] = {open("/dev/null", O_RDONLY | O_CLOEXEC),
-                    open("/dev/zero", O_RDONLY | O_CLOEXEC),
-                    open("/dev/urandom", O_RDONLY | O_CLOEXEC)};
+    int files[16];
     char control[CMSG_SPACE(sizeof(files))] = {0};
     char x = 'x';
     struct iovec byte = {.iov_base = &x, .iov_len = 1};
     struct msghdr message = {.msg_iov = &byte,
                              .msg_iovlen = 1,
                              .msg_control = control,
-                             .msg_controllen = sizeof(control)};
+                             .msg_controllen = CMSG_SPACE(count * sizeof(int))};
 
-    (void)state;
+    assert_true(count <= 16);
+    for (unsigned i = 0; i < count; i++) {
+        files[i] = memfd_create("fdpass", MFD_CLOEXEC);
+        assert_true(files[i] >= 0);
+    }
     assert_int_equal(sxe_conn_pair(loop, &sender, &receiver, SXE_LISTEN_RECEIVE_FDS, &taking, NULL),
                      0);
     pump();
     struct cmsghdr *header = CMSG_FIRSTHDR(&message);
     assert_non_null(header);
     if (header == NULL) {
-        return;
+        return 0;
     }
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(files));
-    memcpy(CMSG_DATA(header), files, sizeof(files));
+    header->cmsg_len = CMSG_LEN(count * sizeof(int));
+    memcpy(CMSG_DATA(header), files, count * sizeof(int));
     assert_int_equal(sendmsg(sxe_conn_fd(sender), &message, 0), 1);
     pump();
-    assert_int_equal(received_count, 3);
-    for (int i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < received_count; i++) {
         assert_true(same_file(received[i], files[i]));
+    }
+    for (unsigned i = 0; i < count; i++) {
         close(files[i]);
     }
+    return received_count;
+}
+
+/* Several descriptors in one message: each is taken, in the order sent, up to 8 (the most a
+ * message may carry: the kernel closes the others). */
+static void test_several_descriptors_in_one_message(void **state)
+{
+    (void)state;
+    assert_int_equal(send_in_one_message(3), 3);
+}
+
+static void test_eight_descriptors_in_one_message(void **state)
+{
+    (void)state;
+    assert_int_equal(send_in_one_message(8), 8);
+}
+
+static void test_nine_descriptors_in_one_message(void **state)
+{
+    (void)state;
+    assert_int_equal(send_in_one_message(9), 8);
 }
 
 int main(void)
@@ -183,6 +209,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_descriptor_nobody_takes_is_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_several_descriptors_in_one_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eight_descriptors_in_one_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nine_descriptors_in_one_message, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
