@@ -204,13 +204,14 @@ def browsers(tmp_path):
 
     def open_browser(*more):
         """A new browser, with more of Chromium's switches."""
+        number = len(logs)  # never reused: close_all() empties opened, not logs
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
         for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
                          "--disable-dev-shm-usage", "--window-size=800,600",
-                         f"--user-data-dir={tmp_path / f'profile-{len(opened)}'}", *more):
+                         f"--user-data-dir={tmp_path / f'profile-{number}'}", *more):
             options.add_argument(argument)
-        log = tmp_path / f"chromedriver-{len(opened)}.log"
+        log = tmp_path / f"chromedriver-{number}.log"
         browser = webdriver.Chrome(service=Service(driver, log_path=str(log)), options=options)
         browser.set_page_load_timeout(10)
         opened.append(browser)
@@ -222,11 +223,26 @@ def browsers(tmp_path):
         return "\n".join(f"{log.name}: ...{log.read_text(errors='replace')[-2000:]}"
                          for log in logs if log.exists())
 
+    def close_all():
+        """Quits every browser opened so far, then kills what is left on one of their profiles: a
+        driver that died leaves its Chromium running, which quit() cannot reach."""
+        while opened:
+            try:
+                opened.pop().quit()
+            except Exception:  # pylint: disable=broad-except
+                pass  # quit already, by the test, or its driver is gone
+        profile = f"--user-data-dir={tmp_path / 'profile-'}"
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as file:
+                    arguments = file.read().decode(errors="replace").split("\0")
+                if entry.isdigit() and any(a.startswith(profile) for a in arguments):
+                    os.kill(int(entry), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass  # not a process, or gone meanwhile
+
     logs = []
     open_browser.driver_logs = driver_logs
+    open_browser.close_all = close_all
     yield open_browser
-    for browser in opened:
-        try:
-            browser.quit()
-        except Exception:  # pylint: disable=broad-except
-            pass  # quit already, by the test
+    close_all()

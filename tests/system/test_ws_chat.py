@@ -146,6 +146,7 @@ def test_two_browsers_chat(kind, browsers, build_dir, tmp_path, certificate):
                     raise
                 print(f"a browser's driver is gone ({gone!r}); its log ends with:\n"
                       f"{browsers.driver_logs()}\nstarting once more")
+                browsers.close_all()
 
 
 def converse(chat, browsers, build_dir):

@@ -2,8 +2,7 @@
  * fd channels (src/core/fdpass.c): a descriptor sent over a pair made with SXE_LISTEN_RECEIVE_FDS,
  * a send interrupted by a signal and one the kernel refuses, a hand-off that cannot be sent, and
  * a descriptor that arrives where nobody takes it, several in one message (up to the 8 one message
- * carries, and past them). The hand-off that works
- * is in test_conn_kinds.c.
+ * carries, and past them). The hand-off that works is in test_conn_kinds.c.
  */
 #include <errno.h>
 #include <fcntl.h>
