@@ -605,8 +605,7 @@ unsigned sxe_pool_check_timeouts(sxe_pool_t *pool, uint64_t now, sxe_pool_timeou
 
             /* The callback must move the element on; if it stayed put, the loop would not end. */
             lock(pool);
-            bool callback_moved_element =
-                nodes[index].state != state || nodes[index].sequence != sequence;
+            bool callback_moved_element = nodes[index].sequence != sequence; /* a move's new one */
             if (!callback_moved_element) {
                 move(pool, nodes, index, state, now);
             }
@@ -642,8 +641,9 @@ uint32_t sxe_pool_walker_next(struct sxe_pool_walker *walker)
         return SXE_POOL_NONE;
     }
     lock(pool);
-    if (walker->index != SXE_POOL_NONE && nodes[walker->index].state == walker->state &&
-        nodes[walker->index].sequence == walker->sequence) {
+    /* Every move gives an element a new sequence (a rebuild keeps them): the same one means the
+     * last element is still in the walker's state, where the walker left it. */
+    if (walker->index != SXE_POOL_NONE && nodes[walker->index].sequence == walker->sequence) {
         next = nodes[walker->index].next;
     } else {
         /* The last element moved: find the first one queued after it. Sequences increase. */
