@@ -600,6 +600,61 @@ static void test_accept_batch(void **state)
     }
 }
 
+/* The user pointer each call that makes a connection is given: the connection keeps it (an
+ * accepted one, its listener's), whatever else the call is told. */
+static void *connected_user[4];
+static unsigned connected_count;
+
+static void note_user(sxe_conn_t *conn)
+{
+    if (connected_count < 4) {
+        connected_user[connected_count++] = sxe_conn_user(conn);
+    }
+}
+
+static int both_connected(void)
+{
+    return connected_count >= 2;
+}
+
+static void test_user_pointers(void **state)
+{
+    static const struct sxe_conn_handlers handlers = {.on_connect = note_user};
+    static char users[8];
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(address);
+    sxe_conn_t *udp, *client, *a, *b, *adopted;
+    int fds[2];
+
+    (void)state;
+    connected_count = 0;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_udp_bind(loop, &udp, (struct sockaddr *)&address, sizeof(address),
+                                  &handlers, &users[0]),
+                     0);
+    assert_ptr_equal(sxe_conn_user(udp), &users[0]);
+    assert_int_equal(sxe_conn_listen(loop, &listener, (struct sockaddr *)&address, sizeof(address),
+                                     NULL, &handlers, &users[1]),
+                     0);
+    assert_ptr_equal(sxe_conn_user(listener), &users[1]);
+    assert_int_equal(sxe_conn_local(listener, (struct sockaddr *)&address, &len), 0);
+    assert_int_equal(sxe_conn_connect(loop, &client, (struct sockaddr *)&address, sizeof(address),
+                                      NULL, &handlers, &users[2]),
+                     0);
+    assert_ptr_equal(sxe_conn_user(client), &users[2]);
+    pump_until(both_connected);
+    /* The accepted connection has its listener's; the client, its own (in either order). */
+    assert_true((connected_user[0] == &users[1] && connected_user[1] == &users[2]) ||
+                (connected_user[0] == &users[2] && connected_user[1] == &users[1]));
+    assert_int_equal(sxe_conn_pair(loop, &a, &b, 0, &handlers, &users[3]), 0);
+    assert_ptr_equal(sxe_conn_user(a), &users[3]);
+    assert_ptr_equal(sxe_conn_user(b), &users[3]);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    assert_int_equal(sxe_conn_adopt(loop, &adopted, fds[0], &handlers, &users[4]), 0);
+    assert_ptr_equal(sxe_conn_user(adopted), &users[4]);
+    close(fds[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -617,6 +672,7 @@ int main(void)
         cmocka_unit_test_teardown(test_ten_thousand_connections, teardown),
         cmocka_unit_test_teardown(test_udp_errors, teardown),
         cmocka_unit_test_teardown(test_accept_batch, teardown),
+        cmocka_unit_test_teardown(test_user_pointers, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
