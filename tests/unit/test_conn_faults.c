@@ -613,12 +613,24 @@ static void test_misuse_of_closed_connections(void **state)
     assert_int_equal(sxe_conn_pair(loop, &a, &b, 0, &server_handlers, NULL), -EMFILE);
 }
 
+/* Every reason's name, and "?" just past the last and below the first. */
 static void test_close_reason_names(void **state)
 {
+    static const char *const names[] = {
+        [SXE_CLOSE_LOCAL] = "local",          [SXE_CLOSE_PEER] = "peer",
+        [SXE_CLOSE_ERROR] = "error",          [SXE_CLOSE_TIMEOUT] = "timeout",
+        [SXE_CLOSE_EVICTED] = "evicted",      [SXE_CLOSE_NO_BUFFER] = "no buffer",
+        [SXE_CLOSE_OVERFLOW] = "overflow",    [SXE_CLOSE_SHUTDOWN] = "shutdown",
+        [SXE_CLOSE_HANDED_OFF] = "handed off"};
+
     (void)state;
-    assert_string_equal(sxe_close_reason_name(SXE_CLOSE_PEER), "peer");
-    assert_string_equal(sxe_close_reason_name(SXE_CLOSE_HANDED_OFF), "handed off");
+    for (int reason = 0; reason <= SXE_CLOSE_HANDED_OFF; reason++) {
+        assert_string_equal(sxe_close_reason_name((enum sxe_close_reason)reason), names[reason]);
+    }
+    assert_string_equal(sxe_close_reason_name((enum sxe_close_reason)(SXE_CLOSE_HANDED_OFF + 1)),
+                        "?");
     assert_string_equal(sxe_close_reason_name((enum sxe_close_reason)99), "?");
+    assert_string_equal(sxe_close_reason_name((enum sxe_close_reason) - 1), "?");
 }
 
 /* io_uring: the next completion of one kernel opcode fails with an errno; the rest pass. */

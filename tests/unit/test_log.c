@@ -470,10 +470,13 @@ static void test_log_once(void **state)
 
 static void test_level_names(void **state)
 {
+    static const char *const names[] = {"NONE", "FATAL", "ERROR", "WARN",
+                                        "INFO", "DEBUG", "TRACE", "DUMP"};
+
     (void)state;
-    assert_string_equal(sxe_log_level_name(SXE_LOG_LEVEL_NONE), "NONE");
-    assert_string_equal(sxe_log_level_name(SXE_LOG_LEVEL_WARN), "WARN");
-    assert_string_equal(sxe_log_level_name(SXE_LOG_LEVEL_DUMP), "DUMP");
+    for (int level = SXE_LOG_LEVEL_NONE; level <= SXE_LOG_LEVEL_DUMP; level++) {
+        assert_string_equal(sxe_log_level_name((enum sxe_log_level)level), names[level]);
+    }
     assert_string_equal(sxe_log_level_name((enum sxe_log_level)8), "?");
     assert_string_equal(sxe_log_level_name((enum sxe_log_level) - 1), "?");
 }
