@@ -481,6 +481,33 @@ static void test_a_dead_pooled_connection_is_retried_once_for_idempotent_methods
     assert_int_equal(stats.retried, 1);
 }
 
+/* RFC 9110 §9.2.2's idempotent methods are sent again on a new connection when a pooled one dies
+ * under them; the others (and a method in the wrong case: methods are case-sensitive) are not. */
+static void test_which_methods_are_retried(void **state)
+{
+    static const struct {
+        const char *method;
+        bool retried;
+    } methods[] = {{"GET", true},     {"HEAD", true},  {"PUT", true},   {"DELETE", true},
+                   {"OPTIONS", true}, {"TRACE", true}, {"POST", false}, {"PATCH", false},
+                   {"get", false},    {"PUTS", false}};
+    struct sxe_http_client_stats stats;
+    struct result result;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        use_scripted(NULL);
+        fetch(NULL, "/once", NULL, &result); /* the server closes under the next request */
+        run_until(finished + 1);
+        assert_int_equal(result.err, 0);
+        fetch(methods[i].method, "/once", NULL, &result);
+        run_until(finished + 1);
+        sxe_http_client_stats(client, &stats);
+        assert_int_equal(stats.retried, methods[i].retried ? 1 : 0);
+        assert_int_equal(result.err, methods[i].retried ? 0 : -ECONNRESET);
+    }
+}
+
 /*
  * A pooled connection the loop closes for its silence (its idle timeout, shorter than the call's)
  * did not die under the call: the call fails with the timeout, and is not sent again. The upstream
@@ -746,6 +773,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_refused_connect_fails_the_call, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_a_dead_pooled_connection_is_retried_once_for_idempotent_methods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_which_methods_are_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancelled_and_destroyed_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_fetches_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_requests_are_refused, setup, teardown),
