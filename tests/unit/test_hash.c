@@ -227,6 +227,45 @@ static void test_variable_entries(void **state)
     sxe_hash_destroy(hash);
 }
 
+/* A striped table's counts are summed over every stripe: the arena's bytes in use, and the puts
+ * refused for a full stripe, wherever their keys fall. */
+static void test_stats_of_every_stripe(void **state)
+{
+    struct sxe_hash_options options = {.name = "striped",
+                                       .capacity = 64,
+                                       .key_size = SXE_HASH_VARIABLE,
+                                       .value_size = SXE_HASH_VARIABLE,
+                                       .arena_bytes = 4 * 1024,
+                                       .stripes = 4,
+                                       .flags = SXE_HASH_LOCKED};
+    struct sxe_hash_stats stats;
+    struct sxe_test_capture capture;
+    static char big[2000];
+    sxe_hash_t *hash;
+    char key[16];
+
+    (void)state;
+    assert_int_equal(sxe_hash_create(&hash, &options), 0);
+    for (int i = 0; i < 32; i++) {
+        snprintf(key, sizeof(key), "k%02d", i);
+        put_text(hash, key, "v", 0); /* a 16-byte block each */
+    }
+    sxe_hash_stats(hash, &stats);
+    assert_int_equal(stats.count, 32);
+    assert_int_equal(stats.arena_used, 32 * 16);
+    memset(big, 'x', sizeof(big) - 1); /* more than a stripe's 1 KB of arena */
+    sxe_test_capture_start(&capture);
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "big%d", i);
+        put_text(hash, key, big, -ENOBUFS);
+    }
+    sxe_test_capture_stop();
+    sxe_hash_stats(hash, &stats);
+    assert_int_equal(stats.full, 8);
+    assert_int_equal(stats.arena_used, 32 * 16);
+    sxe_hash_destroy(hash);
+}
+
 static void test_find_many(void **state)
 {
     sxe_hash_t *hash = make_fixed(1000, 0, 0);
@@ -478,6 +517,7 @@ int main(void)
         cmocka_unit_test_teardown(test_full_table_loses_nothing, reset),
         cmocka_unit_test_teardown(test_random_operations_against_a_model, reset),
         cmocka_unit_test_teardown(test_variable_entries, reset),
+        cmocka_unit_test_teardown(test_stats_of_every_stripe, reset),
         cmocka_unit_test_teardown(test_find_many, reset),
         cmocka_unit_test_teardown(test_next_walks_every_entry, reset),
         cmocka_unit_test_teardown(test_invalid_use, reset),
