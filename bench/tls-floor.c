@@ -8,9 +8,11 @@
  * in epoll's data. Every request (found by its blank line) is answered from memory: the file of
  * ROOT its path names (read at start, each answer's head and body in one buffer), or a canned
  * 12-byte Hello World without ROOT; an HTTP/1.0 request is answered, then the connection closed.
- * No timeouts, limits, logs or parsing beyond that.
+ * No timeouts, limits, logs or parsing beyond that. With "read" after ROOT, each answer's file is
+ * read again as it is sent, in pieces of CHUNK bytes (pread, the head in the first piece), as a
+ * file server that keeps no file in memory must: the floor of serving a file rather than memory.
  *
- * Usage: tls-floor PORT CERT KEY [ROOT] (PORT 0: any; the port is printed: "tls-floor: port N")
+ * Usage: tls-floor PORT CERT KEY [ROOT [read]] (PORT 0: any; the port is printed)
  *        tls-floor PORT                 (no TLS: plain sockets, the canned answer, for the idle
  *                                        case's difference)
  */
@@ -31,16 +33,23 @@
 #include <unistd.h>
 
 #define FILES_MOST 16
+#define CHUNK      65536 /* read mode: the bytes read a time (four records, as sxe-httpd seals) */
 
 struct answer {
     char path[64];     /* "/name", or "" for the canned answer */
     const char *bytes; /* the head, then the body */
     size_t len;
+    size_t head_len; /* a file's: its head's bytes, and its file, kept open */
+    int fd;
 };
 
+static bool read_mode; /* files are read as they are sent, not answered from memory */
+
 static struct answer answers[FILES_MOST] = {
-    {"", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nHello World\n",
-     80}};
+    {.path = "",
+     .bytes =
+         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nHello World\n",
+     .len = 80}};
 static int answer_count = 1;
 static const char missing[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
 
@@ -49,6 +58,13 @@ struct pending {
     const char *at;
     size_t left;
     bool close_after;
+    /* Read mode: the head not yet copied into chunk, and the file's bytes not yet read. */
+    const char *head;
+    size_t head_left;
+    int fd;
+    off_t offset;
+    size_t file_left;
+    char chunk[]; /* CHUNK bytes in read mode */
 };
 
 /* Reads every regular file of root into an answer of its own. @return 0, or -1. */
@@ -86,7 +102,8 @@ static int load(const char *root)
         }
         memcpy(bytes, head, (size_t)head_len);
         answer->bytes = bytes;
-        close(fd);
+        answer->head_len = (size_t)head_len;
+        answer->fd = fd;
     }
     closedir(dir);
     return 0;
@@ -95,7 +112,7 @@ static int load(const char *root)
 /* The answer to the request starting at request: its path's file, the canned one, or a 404. */
 static const struct answer *answer_for(const char *request, size_t len)
 {
-    static const struct answer not_found = {"", missing, sizeof(missing) - 1};
+    static const struct answer not_found = {.bytes = missing, .len = sizeof(missing) - 1};
     const char *path = memchr(request, ' ', len);
     const char *end =
         path != NULL ? memchr(path + 1, ' ', len - (size_t)(path + 1 - request)) : NULL;
@@ -112,13 +129,36 @@ static const struct answer *answer_for(const char *request, size_t len)
     return &not_found;
 }
 
+/* Read mode: the next piece of the answer into chunk, what is left of its head first, then the
+ * file's bytes. @return whether it read them. */
+static bool refill(struct pending *pending)
+{
+    size_t len = pending->head_left;
+    size_t want = pending->file_left < CHUNK - len ? pending->file_left : CHUNK - len;
+
+    memcpy(pending->chunk, pending->head, len);
+    pending->head_left = 0;
+    ssize_t got = pread(pending->fd, pending->chunk + len, want, pending->offset);
+    if (got < 0 || (size_t)got != want) {
+        return false;
+    }
+    pending->offset += got;
+    pending->file_left -= (size_t)got;
+    pending->at = pending->chunk;
+    pending->left = len + (size_t)got;
+    return true;
+}
+
 /* Writes what the connection's pending answer has left. @return 0 when it is written (and the
  * connection stays), 1 when the socket has no room (wait for EPOLLOUT), -1 when it is over. */
 static int flush(SSL *ssl)
 {
     struct pending *pending = SSL_get_app_data(ssl);
 
-    while (pending->left > 0) {
+    while (pending->left > 0 || pending->file_left > 0) {
+        if (pending->left == 0 && !refill(pending)) {
+            return -1;
+        }
         int sent =
             SSL_write(ssl, pending->at, pending->left < (1u << 30) ? (int)pending->left : 1 << 30);
         if (sent <= 0) {
@@ -170,12 +210,22 @@ static int serve(int fd, SSL *ssl)
                 }
                 continue;
             }
-            struct pending *pending = malloc(sizeof(*pending));
+            bool reads = read_mode && answer->head_len > 0;
+            struct pending *pending = malloc(sizeof(*pending) + (reads ? CHUNK : 0));
             if (pending == NULL) {
                 return -1;
             }
-            *pending = (struct pending){answer->bytes, answer->len,
-                                        memmem(from, (size_t)(at - from), "HTTP/1.0", 8) != NULL};
+            *pending = (struct pending){
+                .at = answer->bytes,
+                .left = answer->len,
+                .close_after = memmem(from, (size_t)(at - from), "HTTP/1.0", 8) != NULL};
+            if (reads) { /* its bytes from the file, the head first, in pieces */
+                *pending = (struct pending){.close_after = pending->close_after,
+                                            .head = answer->bytes,
+                                            .head_left = answer->head_len,
+                                            .fd = answer->fd,
+                                            .file_left = answer->len - answer->head_len};
+            }
             SSL_set_app_data(ssl, pending);
             rc = flush(ssl);
         }
@@ -191,11 +241,12 @@ int main(int argc, char **argv)
     int one = 1, listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     int poller = epoll_create1(0);
 
-    if (argc != 2 && argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: tls-floor PORT [CERT KEY [ROOT]]\n");
+    if (argc < 2 || argc == 3 || argc > 6 || (argc == 6 && strcmp(argv[5], "read") != 0)) {
+        fprintf(stderr, "usage: tls-floor PORT [CERT KEY [ROOT [read]]]\n");
         return 2;
     }
-    if (argc == 5 && load(argv[4]) < 0) {
+    read_mode = argc == 6;
+    if (argc >= 5 && load(argv[4]) < 0) {
         fprintf(stderr, "tls-floor: cannot read the files of %s\n", argv[4]);
         return 1;
     }

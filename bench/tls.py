@@ -13,8 +13,9 @@ no session, so every request is a full handshake (X25519 and ECDSA P-256), 16 at
 is a resumed handshake (each server is checked to resume with openssl s_client first). Beside the
 servers runs the OpenSSL floor (bench/tls-floor): the same files answered from memory by a loop
 that does nothing but OpenSSL's reads and writes on the socket, what the least a server can spend
-is, measured the same way. A round
-runs every server once per case, in a new order each round; the figure is the server's CPU time
+is, measured the same way; and beside it, for the keep-alive files, that floor reading each file
+as it sends it (`tls-floor ... read`: pread, 64 KB a time), what the least a server that keeps no
+file in memory can spend is. A round runs every server once per case, in a new order each round; the figure is the server's CPU time
 (its whole process tree, from schedstat) per request, with the median and the spread of the
 rounds. Before its rounds each server's answer to each file is fetched once over TLS and its status
 and size checked; wrk's errors or non-2xx answers, or any error sxe-http counts (it checks every
@@ -88,6 +89,9 @@ H2O_TLS = """  ssl:                         # (left out for the idle case's plai
     minimum-version: TLSv1.2   # the same protocols as sxe (default TLSv1)
 """
 FLOOR = "tls-floor"  # OpenSSL and the socket, nothing else: what the servers are measured against
+# The floor that reads each answer's file as it sends it (pread, 64 KB a time), as a server that
+# keeps no file in memory must: the keep-alive cases only (its handshakes are the floor's).
+FLOOR_READ = "tls-floor-read"
 
 
 def certificate(tmp):
@@ -124,6 +128,8 @@ def servers(build, tmp, root, cert, key):
             print(f"tls: {name} is not installed: left out", file=sys.stderr)
     made[FLOOR] = lambda port, tls=True: [os.path.join(build, "bench", "tls-floor"), str(port),
                                           *([cert, key, root] if tls else [])]
+    made[FLOOR_READ] = lambda port, tls=True: [os.path.join(build, "bench", "tls-floor"),
+                                               str(port), *([cert, key, root, "read"] if tls else [])]
     return made
 
 
@@ -200,7 +206,9 @@ def one_round(command, args, cert, name):
             wrk = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{args.connections}",
                                   f"-d{args.seconds}s", "--latency", "--timeout", "5s",
                                   f"https://127.0.0.1:{port}/{file}"],
-                                 capture_output=True, text=True, check=True)
+                                 capture_output=True, text=True, check=False)
+            if wrk.returncode != 0:
+                raise RuntimeError(f"{name} /{file}: wrk failed:\n{wrk.stdout}{wrk.stderr}")
             cpu = procs.tree_cpu_ns(pids) - before
             requests, rate, p99, errors = parse_wrk(wrk.stdout)
             if errors or requests == 0:
@@ -245,12 +253,15 @@ def main():
         for round_number in range(args.rounds):
             order = list(made)[round_number % len(made):] + list(made)[:round_number % len(made)]
             for name in order:
-                results = one_round(made[name], args, cert, name)
+                if name == FLOOR_READ and not any(case in FILES for case in cases):
+                    continue
+                results = one_round(made[name], reading_files(args) if name == FLOOR_READ else args,
+                                    cert, name)
                 for file, (us, rate) in results.items():
                     figures[(name, file)].append(us)
                     print(f"round {round_number + 1}/{args.rounds}: {name} /{file}: "
                           f"{us:.2f} µs/request, {rate:,.0f}/s", flush=True)
-                if args.idle:
+                if args.idle and name != FLOOR_READ:
                     print(f"round {round_number + 1}/{args.rounds}: {name}: holding {args.idle:,} "
                           "idle connections, TLS then plain", flush=True)
                     secure, plain = (idle_bytes(made[name], args, tls) for tls in (True, False))
@@ -261,6 +272,12 @@ def main():
         report(figures, cases, made, args)
 
 
+def reading_files(args):
+    """args with the keep-alive file cases only, and no idle memory case."""
+    return argparse.Namespace(**{**vars(args), "cases": [c for c in args.cases if c in FILES],
+                                 "idle": 0})
+
+
 def report(figures, cases, made, args):
     print(f"\nHTTPS: keep-alive ({args.connections} connections), full and resumed handshakes "
           f"(16 at a time), server CPU per request (median, min-max of {args.rounds} rounds):")
@@ -269,11 +286,13 @@ def report(figures, cases, made, args):
         base = statistics.median(ours)
         for name in made:
             values = figures[(name, case)]
+            if not values:  # the reading floor's handshakes
+                continue
             median = statistics.median(values)
             label = case if case in (HANDSHAKES, RESUMED) else "/" + case
             # Each round's own ratio: the servers of one round ran minutes apart at most.
             ratios = [mine / theirs for mine, theirs in zip(ours, values)]
-            print(f"  {label:11} {name:10} {median:7.2f} µs ({min(values):.2f}-"
+            print(f"  {label:11} {name:14} {median:7.2f} µs ({min(values):.2f}-"
                   f"{max(values):.2f})  sxe-httpd/{name} {base / median:.2f}x "
                   f"(rounds {min(ratios):.2f}-{max(ratios):.2f})")
     if args.idle:
@@ -282,6 +301,8 @@ def report(figures, cases, made, args):
         base = statistics.median(figures[("sxe-httpd", IDLE)])
         for name in made:
             values = figures[(name, IDLE)]
+            if not values:
+                continue
             median = statistics.median(values)
             print(f"  {name:10} {median:6.1f} KB ({min(values):.1f}-{max(values):.1f})  "
                   f"sxe-httpd/{name} {base / median:.2f}x")
