@@ -139,36 +139,45 @@ static void test_set_state_from_wrong_state(void **state)
     sxe_pool_destroy(pool);
 }
 
-/* Calls one past the last element or the last state, each refused by its own check. */
+/* Calls one past the last element or the last state (or past that, by past more), each refused
+ * by its own check. */
+static unsigned past;
+
 static void state_of_no_element(void *pool)
 {
-    (void)sxe_pool_state(pool, 2);
+    (void)sxe_pool_state(pool, 2 + past);
 }
 
 static void count_of_no_state(void *pool)
 {
-    (void)sxe_pool_count(pool, STATE_COUNT);
+    (void)sxe_pool_count(pool, STATE_COUNT + past);
 }
 
 static void move_from_no_state(void *pool)
 {
-    (void)sxe_pool_try_set_state(pool, 0, STATE_COUNT, BUSY, 0);
+    (void)sxe_pool_try_set_state(pool, 0, STATE_COUNT + past, BUSY, 0);
 }
 
 static void move_to_no_state(void *pool)
 {
-    (void)sxe_pool_try_set_state(pool, 0, FREE, STATE_COUNT, 0);
+    (void)sxe_pool_try_set_state(pool, 0, FREE, STATE_COUNT + past, 0);
 }
 
 static void move_oldest_to_no_state(void *pool)
 {
-    (void)sxe_pool_set_oldest_state(pool, FREE, STATE_COUNT, 0);
+    (void)sxe_pool_set_oldest_state(pool, FREE, STATE_COUNT + past, 0);
 }
 
 static void walk_no_state(void *pool)
 {
-    struct sxe_pool_walker walker = {.pool = pool, .state = STATE_COUNT};
+    struct sxe_pool_walker walker = {.pool = pool, .state = STATE_COUNT + past};
     (void)sxe_pool_walker_next(&walker);
+}
+
+static void start_a_walk_of_no_state(void *pool)
+{
+    struct sxe_pool_walker walker;
+    sxe_pool_walker_init(&walker, pool, STATE_COUNT + past);
 }
 
 /* Arguments out of range: an assertion in debug, an error value in release. */
@@ -188,10 +197,13 @@ static void test_out_of_range_arguments(void **state)
         {move_to_no_state, "to < pool->state_count"},
         {move_oldest_to_no_state, "to < pool->state_count"},
         {walk_no_state, "walker->state < pool->state_count"},
+        {start_a_walk_of_no_state, "state < pool->state_count"},
     };
-    for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
-        const char *const expected[] = {"assertion failed: ", calls[i].check, NULL};
-        sxe_test_expect_abort(calls[i].call, pool, expected);
+    for (past = 0; past < 2; past++) { /* the first value out of range, and the next */
+        for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+            const char *const expected[] = {"assertion failed: ", calls[i].check, NULL};
+            sxe_test_expect_abort(calls[i].call, pool, expected);
+        }
     }
 #else
     (void)state_of_no_element;
@@ -200,19 +212,24 @@ static void test_out_of_range_arguments(void **state)
     (void)move_to_no_state;
     (void)move_oldest_to_no_state;
     (void)walk_no_state;
-    struct sxe_pool_walker walker = {.pool = pool, .state = STATE_COUNT};
-    assert_int_equal(sxe_pool_state(pool, 2), -EINVAL);
-    assert_int_equal(sxe_pool_set_state(pool, 2, FREE, BUSY, 0), -EINVAL);
-    assert_int_equal(sxe_pool_set_state(pool, 0, STATE_COUNT, BUSY, 0), -EINVAL);
-    assert_int_equal(sxe_pool_try_set_state(pool, 0, FREE, STATE_COUNT, 0), -EINVAL);
-    assert_int_equal(sxe_pool_set_oldest_state(pool, STATE_COUNT, FREE, 0), SXE_POOL_NONE);
-    assert_int_equal(sxe_pool_set_oldest_state(pool, FREE, STATE_COUNT, 0), SXE_POOL_NONE);
-    assert_int_equal(sxe_pool_oldest(pool, STATE_COUNT, NULL), SXE_POOL_NONE);
-    assert_int_equal(sxe_pool_count(pool, STATE_COUNT), 0);
-    assert_int_equal(sxe_pool_time(pool, 2), 0);
-    assert_int_equal(sxe_pool_touch(pool, 2, 0), -EINVAL);
-    assert_int_equal(sxe_pool_set_timeout(pool, STATE_COUNT, 1), -EINVAL);
-    assert_int_equal(sxe_pool_walker_next(&walker), SXE_POOL_NONE);
+    (void)start_a_walk_of_no_state;
+    for (past = 0; past < 2; past++) { /* the first value out of range, and the next */
+        struct sxe_pool_walker walker = {.pool = pool, .state = STATE_COUNT + past};
+        assert_int_equal(sxe_pool_state(pool, 2 + past), -EINVAL);
+        assert_int_equal(sxe_pool_set_state(pool, 2 + past, FREE, BUSY, 0), -EINVAL);
+        assert_int_equal(sxe_pool_set_state(pool, 0, STATE_COUNT + past, BUSY, 0), -EINVAL);
+        assert_int_equal(sxe_pool_try_set_state(pool, 0, FREE, STATE_COUNT + past, 0), -EINVAL);
+        assert_int_equal(sxe_pool_set_oldest_state(pool, STATE_COUNT + past, FREE, 0),
+                         SXE_POOL_NONE);
+        assert_int_equal(sxe_pool_set_oldest_state(pool, FREE, STATE_COUNT + past, 0),
+                         SXE_POOL_NONE);
+        assert_int_equal(sxe_pool_oldest(pool, STATE_COUNT + past, NULL), SXE_POOL_NONE);
+        assert_int_equal(sxe_pool_count(pool, STATE_COUNT + past), 0);
+        assert_int_equal(sxe_pool_time(pool, 2 + past), 0);
+        assert_int_equal(sxe_pool_touch(pool, 2 + past, 0), -EINVAL);
+        assert_int_equal(sxe_pool_set_timeout(pool, STATE_COUNT + past, 1), -EINVAL);
+        assert_int_equal(sxe_pool_walker_next(&walker), SXE_POOL_NONE);
+    }
 
     /* What lies one past the end is refused, not read: the unused state slot after the last
      * state and the first state's sentinel node after the last element, each given a value. */
