@@ -247,10 +247,7 @@ void access_log_write(const sxe_http_t *http, void *arg)
     time_t now = time(NULL);
     struct tm utc;
 
-    (void)arg;
-    if (log_fd < 0) {
-        return;
-    }
+    (void)arg; /* (a hook only while a log is open: it stays open, reopened in place) */
     line.used = 0;
     add_peer(sxe_http_conn(http));
     gmtime_r(&now, &utc);

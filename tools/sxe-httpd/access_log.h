@@ -13,7 +13,8 @@ int access_log_open(const char *path, bool combined, size_t buffer_bytes);
 /* Whether a log is open. */
 bool access_log_on(void);
 
-/* The HTTP server's log hook (sxe_http_server_options.on_log): one line per request. */
+/* The HTTP server's log hook (sxe_http_server_options.on_log): one line per request. Only while
+ * a log is open (access_log_on()). */
 void access_log_write(const sxe_http_t *http, void *arg);
 
 /* Opens the log's path again (after logrotate moved the file). @return 0 or -errno. */
