@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "pool.h"
 #include "sxe/clock.h"
+#include "sxe/timer.h"
 #include "sxe/udp.h"
 #include "sxe_test.h"
 #include "sys.h"
@@ -670,6 +671,41 @@ static void test_end_of_stream_behind_a_full_queue(void **state)
     close(fd);
 }
 
+/* Uncorking a connection that is not corked does nothing: a connection whose peer reads nothing
+ * is not kept from its write timeout by it (there is nothing to send, so no progress). */
+static void uncork_it(sxe_timer_t *timer, void *arg)
+{
+    (void)timer;
+    sxe_conn_uncork(arg);
+}
+
+static void test_uncork_of_an_uncorked_connection(void **state)
+{
+    struct sxe_loop_options options = {.write_timeout = 100 * SXE_NS_PER_MSEC};
+    static char block[16384];
+    sxe_timer_t timer;
+
+    (void)state;
+    start_server(&options, NULL, &server_handlers);
+    int fd = client_with_window(4096);
+    want_connects = 1;
+    pump_until(connects_reached);
+    sxe_conn_t *conn = seen.last_conn;
+    for (int i = 0; i < 10000 && !sxe_conn_backed_up(conn); i++) {
+        assert_true(sxe_conn_write(conn, block, sizeof(block)) >= 0);
+    }
+    assert_true(sxe_conn_backed_up(conn));
+    sxe_timer_init(&timer, uncork_it, conn);
+    assert_int_equal(sxe_timer_start(loop, &timer, 20 * SXE_NS_PER_MSEC, 20 * SXE_NS_PER_MSEC), 0);
+    uint64_t started = sxe_clock_mono_ns();
+    want_closes = 1;
+    pump_until(closes_reached);
+    sxe_timer_stop(loop, &timer);
+    assert_int_equal(seen.last_reason, SXE_CLOSE_TIMEOUT);
+    assert_true(sxe_clock_mono_ns() - started < 2 * SXE_NS_PER_SEC);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -683,6 +719,7 @@ int main(void)
         cmocka_unit_test_teardown(test_pause_and_resume, teardown),
         cmocka_unit_test_teardown(test_close_while_a_send_is_pending, teardown),
         cmocka_unit_test_teardown(test_end_of_stream_behind_a_full_queue, teardown),
+        cmocka_unit_test_teardown(test_uncork_of_an_uncorked_connection, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
