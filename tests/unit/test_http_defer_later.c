@@ -116,6 +116,56 @@ static void test_invalid_use(void **state)
     close(fd);
 }
 
+/* A handler that answers another held request, then holds its own: the other's slot given back
+ * (here one after the handler's own in the table) leaves the handler's request the one running. */
+static sxe_http_t *holding[2];
+static unsigned holding_count;
+static int own_defer_rc = 1;
+
+static void hold(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_int_equal(sxe_http_defer(http, NULL, NULL), 0);
+    holding[holding_count++ % 2] = http;
+}
+
+static void answer_then_hold(sxe_http_t *http, void *arg)
+{
+    (void)arg;
+    assert_int_equal(sxe_http_respond(holding[1], 200, "text/plain", "second\n", 7), 0);
+    own_defer_rc = sxe_http_defer(http, NULL, NULL);
+    assert_int_equal(sxe_http_respond(http, 204, NULL, NULL, 0), 0);
+}
+
+static void test_answering_another_held_request_from_a_handler(void **state)
+{
+    char out[1024] = "";
+    int first = client(), second = client(), third = client();
+
+    (void)state;
+    holding_count = 0;
+    assert_int_equal(sxe_http_server_route(server, "GET", "/hold", 0, hold, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "GET", "/answer", 0, answer_then_hold, NULL), 0);
+    sxe_test_say(first, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    sxe_test_say(second, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    assert_int_equal(holding_count, 2);
+    /* The first is answered from outside: its slot, the table's first, is the next one taken. */
+    assert_int_equal(sxe_http_respond(holding[0], 200, "text/plain", "first\n", 6), 0);
+    pump(0);
+    sxe_test_say(third, "GET /answer HTTP/1.1\r\nHost: x\r\n\r\n");
+    pump(0);
+    assert_int_equal(own_defer_rc, 0);
+    sxe_test_heard(second, out, sizeof(out));
+    assert_non_null(strstr(out, "\r\n\r\nsecond\n"));
+    sxe_test_heard(third, out, sizeof(out));
+    assert_non_null(strstr(out, "204 No Content"));
+    close(first);
+    close(second);
+    close(third);
+}
+
 static void test_fiber_routes_wait_as_sequential_code(void **state)
 {
     char out[4096] = "";
@@ -281,6 +331,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_held_request_whose_client_left_cannot_switch, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answering_another_held_request_from_a_handler, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fiber_routes_wait_as_sequential_code, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_route_with_no_slot_to_hold_in_answers_503,
                                         setup, teardown),
