@@ -505,6 +505,27 @@ static void test_a_large_message_with_no_large_buffer_free(void **state)
     close(second);
 }
 
+/* When the loop begins to stop, each open socket sends a close of 1001 (going away), and the
+ * program hears that code too. */
+static void test_the_loop_stopping_says_going_away(void **state)
+{
+    uint8_t payload[64];
+    size_t len;
+
+    (void)state;
+    start(NULL);
+    int fd = open_socket(NULL, 0);
+    pump(0);
+    sxe_loop_shutdown(sxe_http_server_loop(http), 100 * SXE_NS_PER_MSEC);
+    pump(0);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_GOING_AWAY);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x8);
+    assert_int_equal(len, 2);
+    assert_int_equal(payload[0] << 8 | payload[1], SXE_WS_CLOSE_GOING_AWAY);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -522,6 +543,7 @@ int main(void)
         cmocka_unit_test_teardown(test_closed_in_on_open, teardown),
         cmocka_unit_test_teardown(test_invalid_use, teardown),
         cmocka_unit_test_teardown(test_a_large_message_with_no_large_buffer_free, teardown),
+        cmocka_unit_test_teardown(test_the_loop_stopping_says_going_away, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
