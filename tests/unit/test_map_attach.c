@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "map_test.h"
@@ -257,6 +258,25 @@ static void test_attach_twice(void **state)
     unlink(path);
 }
 
+/* The file of a map with twice the arena is larger by the arena's bytes and the bitmap of its
+ * 16-byte granules (a bit each), give or take alignment: nothing else grows with it. */
+static void test_the_arena_costs_its_bytes_and_a_bit_a_granule(void **state)
+{
+    char *path = temp_path("arena");
+    off_t sizes[2];
+    struct stat st;
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        make_file(path, variable_options(8, (uint64_t)(i + 1) << 20));
+        assert_int_equal(stat(path, &st), 0);
+        sizes[i] = st.st_size;
+        unlink(path);
+    }
+    uint64_t grown = (uint64_t)(sizes[1] - sizes[0]), bitmap = (1u << 20) / 16 / 8;
+    assert_true(grown >= (1u << 20) + bitmap && grown <= (1u << 20) + bitmap + 4096);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +285,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_header_of_another_size_is_refused, reset),
         cmocka_unit_test_teardown(test_each_damaged_field_is_refused, reset),
         cmocka_unit_test_teardown(test_no_name_and_the_fewest_old_versions, reset),
+        cmocka_unit_test_teardown(test_the_arena_costs_its_bytes_and_a_bit_a_granule, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
