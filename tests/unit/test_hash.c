@@ -266,6 +266,23 @@ static void test_stats_of_every_stripe(void **state)
     sxe_hash_destroy(hash);
 }
 
+/* An entry over 4 KB takes a block of the next power of two (8 KB for 5,000 bytes), and its
+ * bytes read back. */
+static void test_an_entry_over_4_kb(void **state)
+{
+    sxe_hash_t *hash = make_variable(8, 64 * 1024);
+    struct sxe_hash_stats stats;
+    static char big[5000];
+
+    (void)state;
+    memset(big, 'b', sizeof(big) - 1);
+    put_text(hash, "big", big, 0);
+    expect_text(hash, "big", big);
+    sxe_hash_stats(hash, &stats);
+    assert_int_equal(stats.arena_used, 8192);
+    sxe_hash_destroy(hash);
+}
+
 static void test_find_many(void **state)
 {
     sxe_hash_t *hash = make_fixed(1000, 0, 0);
@@ -518,6 +535,7 @@ int main(void)
         cmocka_unit_test_teardown(test_random_operations_against_a_model, reset),
         cmocka_unit_test_teardown(test_variable_entries, reset),
         cmocka_unit_test_teardown(test_stats_of_every_stripe, reset),
+        cmocka_unit_test_teardown(test_an_entry_over_4_kb, reset),
         cmocka_unit_test_teardown(test_find_many, reset),
         cmocka_unit_test_teardown(test_next_walks_every_entry, reset),
         cmocka_unit_test_teardown(test_invalid_use, reset),
