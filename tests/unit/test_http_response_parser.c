@@ -83,6 +83,8 @@ static void test_status_lines_at_each_byte(void **state)
     expect_refused("HTTP/1.1 20\r\n\r\n"); /* shorter than a status line */
     expect_refused("HTTP/1.1 2000 OK\r\n\r\n");
     expect_refused("HTTP/1.1 200-OK\r\n\r\n");
+    expect_refused("HTTP/1.1 200\tOK\r\n\r\n"); /* below the space, as above it: not a space */
+    expect_refused("HTTP/1.1 200\x01OK\r\n\r\n");
     expect_refused("HTTP/1.1 200 O\x7fK\r\n\r\n");
     expect_refused("HTTP/1.1 200 O\x01K\r\n\r\n");
     /* Each of the three digits, with the byte just below '0' and just above '9'. */
