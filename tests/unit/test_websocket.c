@@ -526,6 +526,34 @@ static void test_the_loop_stopping_says_going_away(void **state)
     close(fd);
 }
 
+/* What follows the peer's close frame is not read: frames behind it in the same packet, even
+ * broken ones (unmasked here), neither reach the program nor fail the socket. */
+static void test_nothing_after_the_close_frame_is_read(void **state)
+{
+    uint8_t out[64], payload[64];
+    size_t len;
+    struct sxe_ws_server_stats stats;
+
+    (void)state;
+    start(NULL);
+    int fd = open_socket(NULL, 0);
+    pump(0);
+    size_t at = client_frame(out, true, 0x8, "\x03\xe8", 2);
+    out[at++] = 0x81; /* a text frame, unmasked: a protocol error, were it read */
+    out[at++] = 0x02;
+    out[at++] = 'h';
+    out[at++] = 'i';
+    assert_int_equal(send(fd, out, at, MSG_NOSIGNAL), (ssize_t)at);
+    pump(0);
+    assert_int_equal(read_frame(fd, payload, sizeof(payload), &len), 0x8);
+    assert_int_equal(seen.closes, 1);
+    assert_int_equal(seen.close_code, SXE_WS_CLOSE_NORMAL);
+    assert_int_equal(seen.messages, 0);
+    sxe_ws_server_stats(server, &stats);
+    assert_int_equal(stats.protocol_errors, 0);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -544,6 +572,7 @@ int main(void)
         cmocka_unit_test_teardown(test_invalid_use, teardown),
         cmocka_unit_test_teardown(test_a_large_message_with_no_large_buffer_free, teardown),
         cmocka_unit_test_teardown(test_the_loop_stopping_says_going_away, teardown),
+        cmocka_unit_test_teardown(test_nothing_after_the_close_frame_is_read, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
