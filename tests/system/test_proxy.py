@@ -220,6 +220,14 @@ def test_forwards_requests_re_framed_with_forwarding_fields(proxy, upstreams):
     # upstream gets the client's Host (the upstream's address), not the last request's.
     status, _, body = request(server.port, b"GET /api/old HTTP/1.0\r\n\r\n")
     assert status == 200 and field(json.loads(body), "Host") == [f"127.0.0.1:{up.port}"], body
+    # Long fields, the longest first (the room the forwarded head takes counts every field, the
+    # first too, beyond what the exchange holds inline).
+    big, long = b"b" * 3000, b"l" * 600
+    status, _, body = request(server.port, b"GET /api/long-field HTTP/1.1\r\nX-Big: " + big +
+                              b"\r\nX-Long: " + long + b"\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert status == 200, (status, body[:300])
+    assert field(json.loads(body), "X-Big") == [big.decode()]
+    assert field(json.loads(body), "X-Long") == [long.decode()]
 
 
 def test_hop_by_hop_fields_stay_behind_and_forwarding_fields_grow(proxy, upstreams):
