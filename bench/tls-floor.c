@@ -64,7 +64,8 @@ struct pending {
     int fd;
     off_t offset;
     size_t file_left;
-    char chunk[]; /* CHUNK bytes in read mode */
+    size_t chunk_size; /* CHUNK, or the whole answer when it is shorter */
+    char chunk[];
 };
 
 /* Reads every regular file of root into an answer of its own. @return 0, or -1. */
@@ -134,7 +135,8 @@ static const struct answer *answer_for(const char *request, size_t len)
 static bool refill(struct pending *pending)
 {
     size_t len = pending->head_left;
-    size_t want = pending->file_left < CHUNK - len ? pending->file_left : CHUNK - len;
+    size_t room = pending->chunk_size - len;
+    size_t want = pending->file_left < room ? pending->file_left : room;
 
     memcpy(pending->chunk, pending->head, len);
     pending->head_left = 0;
@@ -211,21 +213,22 @@ static int serve(int fd, SSL *ssl)
                 continue;
             }
             bool reads = read_mode && answer->head_len > 0;
-            struct pending *pending = malloc(sizeof(*pending) + (reads ? CHUNK : 0));
+            size_t chunk_size = !reads ? 0 : answer->len < CHUNK ? answer->len : CHUNK;
+            struct pending *pending = malloc(sizeof(*pending) + chunk_size);
             if (pending == NULL) {
                 return -1;
             }
-            *pending = (struct pending){
-                .at = answer->bytes,
-                .left = answer->len,
-                .close_after = memmem(from, (size_t)(at - from), "HTTP/1.0", 8) != NULL};
-            if (reads) { /* its bytes from the file, the head first, in pieces */
-                *pending = (struct pending){.close_after = pending->close_after,
+            bool close_after = memmem(from, (size_t)(at - from), "HTTP/1.0", 8) != NULL;
+            *pending = reads ? /* its bytes from the file, the head first, in pieces */
+                           (struct pending){.close_after = close_after,
                                             .head = answer->bytes,
                                             .head_left = answer->head_len,
                                             .fd = answer->fd,
-                                            .file_left = answer->len - answer->head_len};
-            }
+                                            .file_left = answer->len - answer->head_len,
+                                            .chunk_size = chunk_size}
+                             : (struct pending){.at = answer->bytes,
+                                                .left = answer->len,
+                                                .close_after = close_after};
             SSL_set_app_data(ssl, pending);
             rc = flush(ssl);
         }
