@@ -176,7 +176,7 @@ class CoverageMap:
         self.run = {}  # (file, line) -> set of entry ids
         self.functions = {}  # file -> sorted [(first, last, set of entry ids)]
         self.lines = {}  # file -> set of lines gcov counts
-        todo = []
+        unmeasured = []
         results = {}
         for entry in entries:
             cached = os.path.join(MAP_CACHE, keys[entry["id"]] + ".json")
@@ -184,12 +184,12 @@ class CoverageMap:
                 with open(cached) as file:
                     results[entry["id"]] = json.load(file)
             else:
-                todo.append(entry)
-        if todo:
-            print(f"coverage map: running {len(todo)} of {len(entries)} tests with counters "
-                  f"({len(entries) - len(todo)} known)", flush=True)
+                unmeasured.append(entry)
+        if unmeasured:
+            print(f"coverage map: running {len(unmeasured)} of {len(entries)} tests with counters "
+                  f"({len(entries) - len(unmeasured)} known)", flush=True)
             started = time.monotonic()
-            for entry, result in measure(todo, jobs):
+            for entry, result in measure(unmeasured, jobs):
                 results[entry["id"]] = result
                 with open(os.path.join(MAP_CACHE, keys[entry["id"]] + ".json"), "w") as file:
                     json.dump(result, file)
