@@ -126,9 +126,10 @@ void sxe_workers_destroy(sxe_workers_t *workers);
  * chosen here (sxe_workers_port() tells which) and an address in use fails here. With
  * SXE_SPREAD_REUSEPORT* the set makes one socket per worker (SO_REUSEPORT is added to
  * options->flags); with SXE_SPREAD_HAND_OFF one, which the supervisor accepts on.
- * @return the listener's index (0 for the first), -EINVAL, -ENOBUFS past 8 listeners, -ENOTSUP
- *         for TLS (options->tls) with SXE_SPREAD_HAND_OFF (TLS listeners accept in their own
- *         workers), or -errno from socket, setsockopt, bind or listen (-EADDRINUSE).
+ * A TLS listener (options->tls) spreads either way: with SXE_SPREAD_HAND_OFF the supervisor
+ * accepts and passes the socket, and the worker that takes it runs the handshake.
+ * @return the listener's index (0 for the first), -EINVAL, -ENOBUFS past 8 listeners, or -errno
+ *         from socket, setsockopt, bind or listen (-EADDRINUSE).
  */
 SXE_MUST_CHECK int sxe_workers_listen(sxe_workers_t *workers, const struct sockaddr *address,
                                       socklen_t address_len,

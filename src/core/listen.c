@@ -80,30 +80,14 @@ static bool accept_failed(struct sxe_conn *listener, int err)
 }
 
 /*
- * Gives an accepted socket a slot and says so with on_connect. @return false if the listener
- * closed meanwhile (an evicted connection's on_close may close it).
+ * Attaches conn, just taken, to fd, an accepted socket (with a TLS session of tls on it, if not
+ * NULL). @return false if it could not (fd closed, the slot given back).
  */
-static bool take_accepted(struct sxe_conn *listener, int fd)
+static bool attach_accepted(struct sxe_conn *conn, int fd, sxe_tls_t *tls, bool fds,
+                            const struct sxe_conn_handlers *handlers, void *user)
 {
-    sxe_loop_t *loop = listener->loop;
+    sxe_loop_t *loop = conn->loop;
 
-    bool tls = loop->tls != NULL && sxe__tls_listening(listener);
-    struct sxe_conn *conn = sxe__conn_take(loop, tls ? SXE__CONN_HANDSHAKING : SXE__CONN_IDLE,
-                                           (listener->flags & SXE__CONN_EVICT_IDLE) != 0);
-    if (!sxe__conn_is_open(listener)) {
-        /* GCOVR_EXCL_START: an evicted connection's on_close closed the listener */
-        if (conn != NULL) {
-            sxe__conn_untake(conn);
-        }
-        sxe__sys.close(fd);
-        return false;
-        /* GCOVR_EXCL_STOP */
-    }
-    if (conn == NULL) {
-        sxe__sys.close(fd);
-        return true;
-    }
-    bool fds = (listener->flags & SXE__CONN_RECEIVE_FDS) != 0;
     /* An fd channel, and a TLS stream, read for themselves: a completion backend says when. */
     unsigned wanted = fds || tls ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
     /* A completion backend sends in the ring: writability is watched only once a write waits. */
@@ -112,25 +96,30 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
         wanted &= ~SXE__IO_OUT;
     }
     uint8_t io_kind = fds ? SXE__IO_FDPASS : tls ? SXE__IO_TLS : SXE__IO_STREAM;
-    if (tls && sxe__tls_accept(listener, conn) < 0) {
+    if (tls && sxe__tls_accept(tls, conn) < 0) {
         sxe__conn_untake(conn); /* GCOVR_EXCL_LINE: out of memory (logged) */
         sxe__sys.close(fd);     /* GCOVR_EXCL_LINE */
-        return true;            /* GCOVR_EXCL_LINE */
+        return false;           /* GCOVR_EXCL_LINE */
     }
-    if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, io_kind, wanted, listener->handlers,
-                         listener->user) < 0) {
+    if (sxe__conn_attach(conn, fd, SXE__KIND_STREAM, io_kind, wanted, handlers, user) < 0) {
         if (tls) {
             sxe__tls_close(conn);
         }
-        return true;
+        return false;
     }
-    loop->stats.accepted++;
     if (fds) {
         conn->flags |= SXE__CONN_RECEIVE_FDS;
     }
     if (no_out) {
         conn->flags |= SXE__CONN_NO_OUT;
     }
+    return true;
+}
+
+/* Says an accepted conn is there (on_connect), and reads what came with it. */
+static void greet_accepted(struct sxe_conn *conn)
+{
+    sxe_loop_t *loop = conn->loop;
     uint32_t previous_id = sxe_log_set_id(sxe__conn_index(conn));
     if (conn->handlers->on_connect != NULL) {
         conn->handlers->on_connect(conn);
@@ -147,6 +136,37 @@ static bool take_accepted(struct sxe_conn *listener, int fd)
         sxe__conn_end_closes(loop);
     }
     sxe_log_set_id(previous_id);
+}
+
+/*
+ * Gives an accepted socket a slot and says so with on_connect. @return false if the listener
+ * closed meanwhile (an evicted connection's on_close may close it).
+ */
+static bool take_accepted(struct sxe_conn *listener, int fd)
+{
+    sxe_loop_t *loop = listener->loop;
+
+    sxe_tls_t *tls = loop->tls != NULL ? sxe__tls_listening(listener) : NULL;
+    struct sxe_conn *conn = sxe__conn_take(loop, tls ? SXE__CONN_HANDSHAKING : SXE__CONN_IDLE,
+                                           (listener->flags & SXE__CONN_EVICT_IDLE) != 0);
+    if (!sxe__conn_is_open(listener)) {
+        /* GCOVR_EXCL_START: an evicted connection's on_close closed the listener */
+        if (conn != NULL) {
+            sxe__conn_untake(conn);
+        }
+        sxe__sys.close(fd);
+        return false;
+        /* GCOVR_EXCL_STOP */
+    }
+    if (conn == NULL) {
+        sxe__sys.close(fd);
+        return true;
+    }
+    if (attach_accepted(conn, fd, tls, (listener->flags & SXE__CONN_RECEIVE_FDS) != 0,
+                        listener->handlers, listener->user)) {
+        loop->stats.accepted++;
+        greet_accepted(conn);
+    }
     return sxe__conn_is_open(listener);
 }
 
@@ -456,9 +476,24 @@ int sxe_conn_pair(sxe_loop_t *loop, sxe_conn_t **a, sxe_conn_t **b, unsigned fla
 }
 
 int sxe__conn_adopt_passed(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, bool evict,
-                           const struct sxe_conn_handlers *handlers, void *user)
+                           sxe_tls_t *tls, const struct sxe_conn_handlers *handlers, void *user)
 {
-    return add_connecting(loop, conn_out, fd, 0, handlers, user, evict);
+    if (tls == NULL) {
+        return add_connecting(loop, conn_out, fd, 0, handlers, user, evict);
+    }
+    /* A TLS stream starts as the listener's would: its session made, its hello read now. */
+    register_kinds(loop);
+    struct sxe_conn *conn = sxe__conn_take(loop, SXE__CONN_HANDSHAKING, evict);
+    if (conn == NULL) {
+        sxe__sys.close(fd);
+        return -ENOBUFS;
+    }
+    if (!attach_accepted(conn, fd, tls, false, handlers, user)) {
+        return -ENOBUFS;
+    }
+    *conn_out = conn;
+    greet_accepted(conn);
+    return 0;
 }
 
 int sxe__conn_adopt_channel(sxe_loop_t *loop, sxe_conn_t **conn, int fd,

@@ -347,9 +347,11 @@ int sxe__listen_attach(sxe_loop_t *loop, sxe_conn_t **listener, int fd,
                        const struct sxe_conn_handlers *handlers, void *user);
 /*
  * Adopts fd, a connected non-blocking stream passed from another loop's accept, making room by
- * evicting the oldest idle connection if asked. On failure fd is closed.
+ * evicting the oldest idle connection if asked. A plain one is CONNECTING until its first event;
+ * one with tls (the loop prepared: sxe__tls_prepare) starts its handshake as a TLS listener's
+ * connection does, on_connect first. On failure fd is closed.
  */
-int sxe__conn_adopt_passed(sxe_loop_t *loop, sxe_conn_t **conn, int fd, bool evict,
+int sxe__conn_adopt_passed(sxe_loop_t *loop, sxe_conn_t **conn, int fd, bool evict, sxe_tls_t *tls,
                            const struct sxe_conn_handlers *handlers, void *user);
 /* Adopts fd, a connected Unix stream socket, as an fd channel (it receives descriptors). */
 int sxe__conn_adopt_channel(sxe_loop_t *loop, sxe_conn_t **conn, int fd,

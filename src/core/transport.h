@@ -33,14 +33,19 @@
 /* The plain bytes of a TLS connection waiting to be sealed, or NULL for any other. */
 const struct sxe__queue *sxe__transport_queue(const struct sxe_conn *conn);
 
+/* Makes the loop's TLS state, for the server contexts' connections: a listener's, or those a
+ * worker set's supervisor passes. @return 0 or -ENOMEM (logged). */
+int sxe__tls_prepare(sxe_loop_t *loop, sxe_tls_t *tls);
+
 /* A listener takes tls for its connections (NULL: plain). @return 0 or -ENOMEM (logged). */
 int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls);
 
-/* Whether the listener's connections speak TLS. */
-bool sxe__tls_listening(const struct sxe_conn *listener);
+/* The context the listener's connections speak TLS with, or NULL. */
+sxe_tls_t *sxe__tls_listening(const struct sxe_conn *listener);
 
-/* Starts the server side of a session on conn, accepted by listener. @return 0 or -ENOMEM. */
-int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn);
+/* Starts the server side of a session of tls on conn, accepted (its loop prepared). @return 0 or
+ * -ENOMEM. */
+int sxe__tls_accept(sxe_tls_t *tls, struct sxe_conn *conn);
 
 /* Starts the client side of a session of tls on conn, to server (its address: its port chooses
  * the session to resume), for server_name (SNI and the certificate's check). @return 0, -EINVAL (a

@@ -333,12 +333,17 @@ void sxe__tls_loop_free(sxe_loop_t *loop)
     }
 }
 
-int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls)
+int sxe__tls_prepare(sxe_loop_t *loop, sxe_tls_t *tls)
 {
     if (!SXE_CHECK(!tls->client)) {
         return -EINVAL; /* a client's context has no certificate to show */
     }
-    int rc = loop_tls(listener->loop);
+    return loop_tls(loop);
+}
+
+int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls)
+{
+    int rc = sxe__tls_prepare(listener->loop, tls);
 
     if (rc == 0) {
         slot_of(listener)->context = tls;
@@ -346,9 +351,9 @@ int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls)
     return rc;
 }
 
-bool sxe__tls_listening(const struct sxe_conn *listener)
+sxe_tls_t *sxe__tls_listening(const struct sxe_conn *listener)
 {
-    return slot_of(listener)->context != NULL;
+    return slot_of(listener)->context;
 }
 
 const struct sxe__queue *sxe__transport_queue(const struct sxe_conn *conn)
@@ -377,10 +382,8 @@ static SSL *session_bio(struct sxe_conn *conn, SSL *ssl)
     return ssl;
 }
 
-int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
+int sxe__tls_accept(sxe_tls_t *tls, struct sxe_conn *conn)
 {
-    sxe_tls_t *tls = slot_of(listener)->context;
-
     pthread_mutex_lock(&tls->lock); /* a reload may replace the context on another thread */
     SSL *ssl = SSL_new(tls->ctx);
     pthread_mutex_unlock(&tls->lock);

@@ -81,6 +81,12 @@ const struct sxe__queue *sxe__transport_queue(const struct sxe_conn *conn)
     return NULL;
 }
 
+int sxe__tls_prepare(sxe_loop_t *loop, sxe_tls_t *tls)
+{
+    (void)loop, (void)tls;
+    return -ENOTSUP;
+}
+
 int sxe__tls_listen(struct sxe_conn *listener, sxe_tls_t *tls)
 {
     (void)listener, (void)tls;
@@ -93,15 +99,15 @@ void sxe__tls_loop_free(sxe_loop_t *loop)
 }
 
 /* Never reached: no loop has TLS state, and no connection is TLS. */
-bool sxe__tls_listening(const struct sxe_conn *listener)
+sxe_tls_t *sxe__tls_listening(const struct sxe_conn *listener)
 {
     (void)listener;
-    return false;
+    return NULL;
 }
 
-int sxe__tls_accept(const struct sxe_conn *listener, struct sxe_conn *conn)
+int sxe__tls_accept(sxe_tls_t *tls, struct sxe_conn *conn)
 {
-    (void)listener, (void)conn;
+    (void)tls, (void)conn;
     return -ENOTSUP;
 }
 

@@ -8,6 +8,7 @@
 #include "loop.h"
 #include "sxe/log.h"
 #include "sys.h"
+#include "transport.h"
 #include "worker.h"
 
 /* Counters the worker's earlier lives left: a restarted worker's counts go on from them. */
@@ -45,8 +46,10 @@ static void on_fd(sxe_conn_t *channel, int fd)
         sxe__sys.close(fd); /* the worker did not listen on this one */
         return;
     }
-    bool evict = (worker->set->listeners[share->listener].options.flags & SXE_LISTEN_EVICT_IDLE);
-    if (sxe__conn_adopt_passed(worker->loop, &conn, fd, evict, share->handlers, share->user) == 0) {
+    const struct sxe_listen_options *options = &worker->set->listeners[share->listener].options;
+    bool evict = (options->flags & SXE_LISTEN_EVICT_IDLE);
+    if (sxe__conn_adopt_passed(worker->loop, &conn, fd, evict, options->tls, share->handlers,
+                               share->user) == 0) {
         worker->adopted++;
     }
 }
@@ -151,14 +154,20 @@ int sxe_worker_listen(sxe_worker_t *worker, unsigned listener,
     if (!SXE_CHECK(set != NULL && worker->loop != NULL && listener < set->listener_count)) {
         return -EINVAL;
     }
+    struct sxe__workers_listener *group = &set->listeners[listener];
+    if (set->options.spread == SXE_SPREAD_HAND_OFF) { /* connections come over the channel */
+        int rc =
+            group->options.tls != NULL ? sxe__tls_prepare(worker->loop, group->options.tls) : 0;
+        if (rc == 0) {
+            worker->shares[listener].handlers = handlers;
+            worker->shares[listener].user = user;
+        }
+        return rc;
+    }
     worker->shares[listener].handlers = handlers;
     worker->shares[listener].user = user;
-    if (set->options.spread == SXE_SPREAD_HAND_OFF) {
-        return 0; /* connections come over the channel */
-    }
     /* The loop owns the socket it attaches: a process's copy is its own; a thread takes a dup,
      * since the set keeps its own for a restart. */
-    struct sxe__workers_listener *group = &set->listeners[listener];
     int fd = group->fds[worker->index];
     if (set->options.kind == SXE_WORKERS_THREADS) {
         if ((fd = sxe__sys.dup(fd)) < 0) {

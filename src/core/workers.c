@@ -151,11 +151,6 @@ int sxe_workers_listen(sxe_workers_t *set, const struct sockaddr *address, sockl
     if (set->listener_count == SXE__WORKER_LISTENERS) {
         return -ENOBUFS;
     }
-    if (options != NULL && options->tls != NULL && set->options.spread == SXE_SPREAD_HAND_OFF) {
-        SXE_LOG_ERROR("TLS listeners take their connections themselves: spread them by "
-                      "SXE_SPREAD_REUSEPORT or SXE_SPREAD_REUSEPORT_CPU, not SXE_SPREAD_HAND_OFF");
-        return -ENOTSUP;
-    }
     struct sxe__workers_listener *listener = &set->listeners[set->listener_count];
     listener->options = options != NULL ? *options : defaults;
     bool reuseport = set->options.spread != SXE_SPREAD_HAND_OFF;

@@ -1,7 +1,8 @@
 """sxe-httpd over HTTPS (TLS 1.2 and 1.3, OpenSSL under it) against Python's ssl module, which
 verifies the certificate: files small and large (sealed from the file as the socket drains), keep-
 alive, ranges, HTTPS beside plain HTTP, plain HTTP sent to the HTTPS port, a certificate per server
-name (SNI), session tickets on and off, and start-up errors."""
+name (SNI), session tickets on and off, connections a supervisor hands off to its workers, and
+start-up errors."""
 import hashlib
 import json
 import os
@@ -68,6 +69,30 @@ def test_files_over_https_keep_alive(httpd, root, certificate, maximum):  # noqa
     assert tls.version() == ("TLSv1.2" if maximum else "TLSv1.3")
     assert tls.selected_alpn_protocol() == "http/1.1"
     connection.close()
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize("kind", [[], ["--threads"]])
+def test_connections_handed_off_to_workers_speak_tls(httpd, certificate, kind):  # noqa: F811
+    """With --spread hand-off the supervisor accepts and passes each socket; the worker that takes
+    it runs the handshake: held connections (spread over both workers) each make their own, are
+    kept alive, resume, and plain HTTP to the port is told 400 there too."""
+    cert, key, _ = certificate
+    server = httpd("--tls-cert", str(cert), "--tls-key", str(key), "--workers", "2", "--spread",
+                   "hand-off", *kind)
+    held = [https(server.port, cert) for _ in range(8)]
+    for _ in range(2):
+        for connection in held:
+            connection.request("GET", "/hello.txt")
+            response = connection.getresponse()
+            assert response.status == 200 and response.read() == b"Hello World\n"
+            assert connection.sock.selected_alpn_protocol() == "http/1.1"
+    for connection in held:
+        connection.close()
+    assert resumed(server.port, cert)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as plain:
+        plain.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert plain.recv(4096).startswith(b"HTTP/1.1 400 ")
     assert server.stop() == 0
 
 
@@ -204,8 +229,6 @@ def test_start_up_errors(build_dir, root, certificate):  # noqa: F811
     assert status == 1 and "not the key of certificate" in said, said
     status, said = start("--tls-cert", "/nonexistent.pem", "--tls-key", str(key))
     assert status == 1 and "TLS certificate /nonexistent.pem: No such file" in said, said
-    status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--spread", "hand-off")
-    assert status == 2 and "not --spread hand-off" in said
     for wrong in ("other.test", "other.test=", "other.test=a", "=a,b", "n=a,", "n=,b", "n=a,,c",
                   "n=a,b,", "n=a,b,c,d"):
         status, said = start("--tls-cert", str(cert), "--tls-key", str(key), "--tls", wrong)

@@ -440,6 +440,38 @@ static void test_a_writer_that_ignores_full_is_refused_and_its_call_cancelled(vo
     assert_int_equal(stats.open, 0);
 }
 
+/* A chunked body's end written while the upstream is full: the caller owes nothing more after it,
+ * so the call is not backed up, whatever the last chunk left in the connection's queue. */
+static void test_the_end_of_a_body_leaves_the_writer_owing_nothing(void **state)
+{
+    struct upload upload = {0};
+
+    (void)state;
+    make_client(scripted_address, 5 * SXE_NS_PER_SEC);
+    hold = true;
+    start(&upload, "/", SCRIPTED_BODY, true);
+    sxe_test_run_until(loop, &upload.fulls, 1);
+    size_t sent;
+    do { /* until the kernel's buffers are full too */
+        sent = upload.sent;
+        run_for(100);
+    } while (upload.sent != sent);
+    static const char piece[4096];
+    do { /* a piece more, until the queue is past high_water (each write asks again) */
+        assert_int_equal(sxe_http_call_write(upload.call, piece, sizeof(piece)), 0);
+    } while (!sxe_http_call_backed_up(upload.call));
+    int writables = upload.writables;
+    upload.ended = true;
+    assert_int_equal(sxe_http_call_finish(upload.call), 0);
+    assert_false(sxe_http_call_backed_up(upload.call));
+    hold = false; /* the upstream reads again: the queue drains, and no "writable" follows */
+    (void)sxe_conn_resume(holding);
+    run_for(200);
+    assert_int_equal(upload.writables, writables);
+    sxe_http_call_cancel(upload.call);
+    assert_int_equal(finished, 0);
+}
+
 static void write_too_soon(void *arg)
 {
     struct upload *upload = arg;
@@ -512,6 +544,8 @@ int main(void)
             teardown),
         cmocka_unit_test_setup_teardown(
             test_a_writer_that_ignores_full_is_refused_and_its_call_cancelled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_end_of_a_body_leaves_the_writer_owing_nothing,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

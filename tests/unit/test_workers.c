@@ -1,9 +1,9 @@
 /*
- * Workers (sxe/workers.h): each spread mode over real sockets, processes and threads, a worker
- * killed and restarted, a full worker passed over, the CPU steering, clean stops, and the faults
- * of starting (fork, pthread_create, socketpair, signalfd) through the system call seam. The
- * supervisor runs in a forked child (it blocks and reads signals); the test is the client and
- * reads the workers' counters from the set's shared memory.
+ * Workers (sxe/workers.h): reuseport spreading over real sockets and processes, a worker killed and
+ * restarted, the CPU steering, clean stops, SIGHUP, and the faults of starting (fork,
+ * pthread_create, socketpair, signalfd) through the system call seam. The supervisor runs in a
+ * forked child (it blocks and reads signals); the test is the client and reads the workers'
+ * counters from the set's shared memory (workers_harness.h). Hand-off: test_workers_hand_off.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,181 +26,7 @@
 #include "sxe/loop.h"
 #include "sxe/workers.h"
 #include "sys.h"
-
-struct behaviour {
-    unsigned fail;    /* workers whose index is below this fail their start */
-    long slow_ms;     /* every worker's start takes this long: connections pile up meanwhile */
-    bool fill_first;  /* worker 0 fills its table before it listens */
-    bool hang;        /* every worker's start waits for a signal that never comes: never stops */
-    bool spare_first; /* with hang: worker 0 serves, and stops when told */
-};
-
-/* Every request ("?") is answered with the index of the worker that read it. */
-static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
-{
-    sxe_worker_t *worker = sxe_conn_user(conn);
-    char reply[16];
-    int n = snprintf(reply, sizeof(reply), "%u\n", sxe_worker_index(worker));
-
-    (void)data;
-    for (size_t i = 0; i < len; i++) {
-        (void)sxe_conn_write(conn, reply, (size_t)n);
-        sxe_worker_count(worker, 1, (uint64_t)n);
-    }
-    return len;
-}
-
-static const struct sxe_conn_handlers handlers = {.on_read = on_read};
-
-static int start(sxe_worker_t *worker, void *arg)
-{
-    const struct behaviour *behaviour = arg;
-
-    if (sxe_worker_index(worker) < behaviour->fail) {
-        return -EIO;
-    }
-    if (behaviour->slow_ms > 0) {
-        nanosleep(&(struct timespec){.tv_sec = behaviour->slow_ms / 1000,
-                                     .tv_nsec = behaviour->slow_ms % 1000 * 1000000},
-                  NULL);
-    }
-    while (behaviour->hang && !(behaviour->spare_first && sxe_worker_index(worker) == 0)) {
-        pause();
-    }
-    if (behaviour->fill_first && sxe_worker_index(worker) == 0) {
-        sxe_conn_t *a, *b;
-        int pair[2];
-        while (sxe_conn_pair(sxe_worker_loop(worker), &a, &b, 0, &handlers, worker) == 0) {
-        }
-        /* A slot may be left over: a connection of its own takes it (the other end stays open). */
-        if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0 &&
-            sxe_conn_adopt(sxe_worker_loop(worker), &a, pair[0], &handlers, worker) < 0) {
-            close(pair[1]); /* there was no slot left */
-        }
-    }
-    return sxe_worker_listen(worker, 0, &handlers, worker);
-}
-
-struct server {
-    sxe_workers_t *set;
-    pid_t pid;
-    int port;
-    struct behaviour behaviour;
-    int log_fd; /* where the server's log goes, if not 0 (stderr) */
-};
-
-static void server_start(struct server *server, const struct sxe_workers_options *options)
-{
-    struct sockaddr_in address = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-
-    assert_int_equal(sxe_workers_create(&server->set, options), 0);
-    assert_int_equal(
-        sxe_workers_listen(server->set, (struct sockaddr *)&address, sizeof(address), NULL), 0);
-    server->port = sxe_workers_port(server->set, 0);
-    assert_true(server->port > 0);
-    server->pid = fork();
-    assert_true(server->pid >= 0);
-    if (server->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no server behind */
-        if (server->log_fd > 0) {
-            dup2(server->log_fd, STDERR_FILENO);
-        }
-        int rc = sxe_workers_run(server->set, start, NULL, &server->behaviour);
-        _exit(rc == 0 ? 0 : rc == -ECHILD ? 10 : 11);
-    }
-}
-
-static void sleep_ms(long ms)
-{
-    nanosleep(&(struct timespec){.tv_nsec = ms * 1000000}, NULL);
-}
-
-/* Stops the server with SIGTERM, within 10 s (or fails, killing it). @return its exit status. */
-static int server_stop(struct server *server)
-{
-    int status;
-    pid_t reaped = 0;
-
-    kill(server->pid, SIGTERM);
-    for (int waited = 0; waited < 1000 && (reaped = waitpid(server->pid, &status, WNOHANG)) == 0;
-         waited++) {
-        sleep_ms(10);
-    }
-    if (reaped != server->pid) {
-        kill(server->pid, SIGKILL);
-        fail_msg("the server did not stop within 10 s of SIGTERM");
-    }
-    sxe_workers_destroy(server->set);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-static int client(int port)
-{
-    struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_port = htons((uint16_t)port),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval timeout = {.tv_sec = 5};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
-    return fd;
-}
-
-static int client6(int port)
-{
-    struct sockaddr_in6 address = {.sin6_family = AF_INET6,
-                                   .sin6_port = htons((uint16_t)port),
-                                   .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-    int fd = socket(AF_INET6, SOCK_STREAM, 0);
-
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
-    return fd;
-}
-
-/* Asks which worker serves fd. @return its index, or -1 if none answers. */
-static int ask(int fd)
-{
-    char reply[16] = {0};
-
-    if (write(fd, "?", 1) != 1) {
-        return -1;
-    }
-    ssize_t got = read(fd, reply, sizeof(reply) - 1);
-    return got > 0 ? atoi(reply) : -1;
-}
-
-/* Waits up to 5 s for worker index's counters to satisfy done(stats, want). */
-static bool wait_stats(sxe_workers_t *set, unsigned index,
-                       bool (*done)(const struct sxe_worker_stats *stats, uint64_t want),
-                       uint64_t want)
-{
-    struct sxe_worker_stats stats;
-
-    for (int i = 0; i < 500; i++) {
-        sxe_workers_stats(set, index, &stats);
-        if (done(&stats, want)) {
-            return true;
-        }
-        sleep_ms(10);
-    }
-    fprintf(stderr, "worker %u: open %u connections %llu table_full %llu, not %llu\n", index,
-            stats.open, (unsigned long long)stats.connections, (unsigned long long)stats.table_full,
-            (unsigned long long)want);
-    return false;
-}
-
-static bool open_is(const struct sxe_worker_stats *stats, uint64_t want)
-{
-    return stats->open == want;
-}
-
-static bool restarted(const struct sxe_worker_stats *stats, uint64_t want)
-{
-    return stats->restarts == want;
-}
+#include "workers_harness.h"
 
 static void test_reuseport_processes_spread_count_and_stop(void **state)
 {
@@ -232,82 +58,6 @@ static void test_reuseport_processes_spread_count_and_stop(void **state)
         assert_int_equal(read(fds[i], &byte, 1), 0); /* closed by the stop, cleanly */
         close(fds[i]);
     }
-}
-
-/* Hand-off spreads held connections evenly (threads here), and the stop ends every thread. */
-static void test_hand_off_threads_spread_evenly(void **state)
-{
-    struct server server = {0};
-    int fds[40], served[2] = {0};
-
-    (void)state;
-    server_start(&server, &(struct sxe_workers_options){.count = 2,
-                                                        .kind = SXE_WORKERS_THREADS,
-                                                        .spread = SXE_SPREAD_HAND_OFF});
-    for (int i = 0; i < 40; i++) {
-        fds[i] = client(server.port);
-        int index = ask(fds[i]);
-        assert_true(index == 0 || index == 1);
-        served[index]++;
-    }
-    assert_in_range(served[0], 18, 22); /* within 10% of even */
-    assert_true(wait_stats(server.set, 0, open_is, (uint64_t)served[0]));
-    assert_true(wait_stats(server.set, 1, open_is, (uint64_t)served[1]));
-    for (int i = 0; i < 40; i++) {
-        close(fds[i]);
-    }
-    assert_int_equal(server_stop(&server), 0);
-}
-
-/* A worker whose table is full is passed over: every connection goes to the other, none lost. */
-static void test_hand_off_passes_over_a_full_worker(void **state)
-{
-    struct server server = {.behaviour = {.fill_first = true}};
-    int fds[30];
-
-    (void)state;
-    server_start(&server, &(struct sxe_workers_options){.count = 2,
-                                                        .spread = SXE_SPREAD_HAND_OFF,
-                                                        .loop = {.connections = 64}});
-    assert_true(wait_stats(server.set, 0, open_is, 63)); /* its table, less its channel */
-    for (int i = 0; i < 30; i++) {
-        fds[i] = client(server.port);
-        assert_int_equal(ask(fds[i]), 1);
-    }
-    struct sxe_worker_stats stats;
-    sxe_workers_stats(server.set, 0, &stats);
-    assert_int_equal(stats.connections, 0); /* none was passed to it */
-    assert_true(stats.table_full >= 1);     /* the fill's last tries */
-    for (int i = 0; i < 30; i++) {
-        close(fds[i]);
-    }
-    assert_int_equal(server_stop(&server), 0);
-}
-
-/*
- * A burst larger than the workers' channels hold (a few hundred passed fds each) while neither
- * worker reads them: the supervisor stops accepting until a channel has room, and the rest wait in
- * the kernel's backlog. None is dropped.
- */
-static void test_hand_off_burst_waits_for_room(void **state)
-{
-    struct server server = {.behaviour = {.slow_ms = 500}};
-    enum { BURST = 1500 };
-    static int fds[BURST];
-
-    (void)state;
-    server_start(&server, &(struct sxe_workers_options){.count = 2,
-                                                        .spread = SXE_SPREAD_HAND_OFF,
-                                                        .loop = {.connections = 2000}});
-    for (int i = 0; i < BURST; i++) {
-        fds[i] = client(server.port);
-    }
-    for (int i = 0; i < BURST; i++) {
-        int index = ask(fds[i]);
-        assert_true(index == 0 || index == 1);
-        close(fds[i]);
-    }
-    assert_int_equal(server_stop(&server), 0);
 }
 
 /* A worker process killed with -9: the other's connections live on; the set restarts it. */
@@ -497,52 +247,6 @@ static void test_failed_starts_end_the_set(void **state)
     }
 }
 
-/*
- * The hand-off supervisor, forked with one failure armed in its seam: an interrupted accept4 or
- * poll (EINTR) is called again without a word; an accept4 failing otherwise, with an errno below
- * EINTR's (EPERM, a firewall's) or above it (EMFILE), is logged once and tried again on the next
- * turn. Each time the connection is served, and the set stops cleanly.
- */
-static void test_hand_off_accept_and_poll_failures(void **state)
-{
-    static const struct {
-        enum sxe__sys_call call;
-        int err;
-        const char *logged; /* NULL: no "accept failed" line */
-    } faults[] = {
-        {SXE_SYS_accept4, EINTR, NULL},
-        {SXE_SYS_accept4, EPERM, "accept failed: Operation not permitted"},
-        {SXE_SYS_accept4, EMFILE, "accept failed: Too many open files"},
-        {SXE_SYS_poll, EINTR, NULL},
-    };
-
-    (void)state;
-    for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
-        char path[] = "/tmp/sxe-test-workers-log-XXXXXX";
-        struct server server = {.log_fd = mkstemp(path)};
-        static char log[1 << 20]; /* room for every line, tracing included */
-        assert_true(server.log_fd > 0);
-        unlink(path);
-        memset(log, 0, sizeof(log));
-        sxe__sys_fail(faults[i].call, 1, 1, faults[i].err);
-        server_start(&server, &(struct sxe_workers_options){.count = 2,
-                                                            .kind = SXE_WORKERS_THREADS,
-                                                            .spread = SXE_SPREAD_HAND_OFF});
-        sxe__sys_reset();
-        int fd = client(server.port);
-        int index = ask(fd);
-        assert_true(pread(server.log_fd, log, sizeof(log) - 1, 0) >= 0); /* written before */
-        bool said = strstr(log, "accept failed") != NULL;
-        if (index < 0 || index > 1 || said != (faults[i].logged != NULL) ||
-            (said && strstr(log, faults[i].logged) == NULL)) {
-            fail_msg("errno %d: served by %d, log: %s", faults[i].err, index, log);
-        }
-        close(fd);
-        assert_int_equal(server_stop(&server), 0);
-        close(server.log_fd);
-    }
-}
-
 /* Faults of starting, run in this process: the error comes back, and what started stops. */
 static void test_start_faults(void **state)
 {
@@ -576,7 +280,7 @@ static void test_start_faults(void **state)
         assert_int_equal(
             sxe_workers_listen(set, (struct sockaddr *)&address, sizeof(address), NULL), 0);
         sxe__sys_fail(faults[i].call, faults[i].nth, 1, faults[i].err);
-        assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -faults[i].err);
+        assert_int_equal(sxe_workers_run(set, start_worker, NULL, &behaviour), -faults[i].err);
         sxe__sys_reset();
         sxe_workers_destroy(set);
         assert_int_equal(sxe_test_open_fds(), fds); /* the set closed every channel it made */
@@ -599,7 +303,7 @@ static void run_without_listener(void *arg)
 
     (void)arg;
     (void)!sxe_workers_create(&set, NULL);
-    (void)!sxe_workers_run(set, start, NULL, &behaviour);
+    (void)!sxe_workers_run(set, start_worker, NULL, &behaviour);
 }
 #endif
 
@@ -620,7 +324,8 @@ static void test_invalid_use(void **state)
     assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){.count = 1000}),
                      -EINVAL);
     assert_int_equal(sxe_workers_create(&set, NULL), 0);
-    assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -EINVAL); /* no listener */
+    assert_int_equal(sxe_workers_run(set, start_worker, NULL, &behaviour),
+                     -EINVAL); /* no listener */
     sxe_workers_destroy(set);
 #endif
     assert_int_equal(sxe_workers_create(&set, NULL), 0);
@@ -723,7 +428,7 @@ static void test_a_worker_without_memory_for_its_loop_ends(void **state)
                      0);
     sxe_test_capture_start(&capture);
     sxe__sys_fail(SXE_SYS_mmap, 1, 0, ENOMEM);
-    assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -ECHILD);
+    assert_int_equal(sxe_workers_run(set, start_worker, NULL, &behaviour), -ECHILD);
     sxe__sys_reset();
     sxe_test_capture_stop();
     assert_non_null(strstr(capture.text, "worker 0: cannot start: Cannot allocate memory"));
@@ -769,7 +474,7 @@ static void test_a_worker_without_room_for_its_channels_ends(void **state)
     closed_twice = 0;
     sxe__sys.close = close_counting_twice;
     sxe_test_capture_start(&capture);
-    assert_int_equal(sxe_workers_run(set, start, NULL, &behaviour), -ECHILD);
+    assert_int_equal(sxe_workers_run(set, start_worker, NULL, &behaviour), -ECHILD);
     sxe_test_capture_stop();
     sxe__sys_reset();
     assert_non_null(strstr(capture.text, "worker 0: cannot start: No buffer space available"));
@@ -782,15 +487,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reuseport_processes_spread_count_and_stop),
-        cmocka_unit_test(test_hand_off_threads_spread_evenly),
-        cmocka_unit_test(test_hand_off_passes_over_a_full_worker),
-        cmocka_unit_test(test_hand_off_burst_waits_for_room),
         cmocka_unit_test(test_killed_worker_is_restarted),
         cmocka_unit_test(test_a_worker_that_does_not_stop_is_killed),
         cmocka_unit_test(test_cpu_steering),
         cmocka_unit_test(test_sighup_reaches_every_process_and_stops_nothing),
         cmocka_unit_test(test_failed_starts_end_the_set),
-        cmocka_unit_test(test_hand_off_accept_and_poll_failures),
         cmocka_unit_test(test_start_faults),
         cmocka_unit_test(test_invalid_use),
         cmocka_unit_test(test_listen_ipv6_and_faults),

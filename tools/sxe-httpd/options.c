@@ -384,9 +384,6 @@ void options_parse(int argc, char **argv)
     if (config.tls_cert != NULL && !sxe_tls_available()) {
         die(2, "%s", "this sxe-httpd was built without TLS (OpenSSL 3's libssl-dev)");
     }
-    if (config.tls_cert != NULL && config.spread == SXE_SPREAD_HAND_OFF) {
-        die(2, "%s", "HTTPS listeners spread by reuseport or cpu, not --spread hand-off");
-    }
     if (root == NULL) {
         die(2, "%s", "--root DIR is required (see --help)");
     }
