@@ -218,6 +218,28 @@ static int set_option(int fd, int level, int name, int value, const char *what)
     }
     return 0;
 }
+int sxe__listen_probe(const struct sockaddr *address, socklen_t address_len,
+                      const struct sxe_listen_options *options)
+{
+    int fd = make_socket(address->sa_family, SOCK_STREAM);
+    int rc = 0;
+
+    if (fd < 0) {
+        return fd;
+    }
+    rc = set_option(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR"); /* TIME_WAIT is no one */
+    if (rc == 0 && address->sa_family == AF_INET6) {
+        rc = set_option(fd, IPPROTO_IPV6, IPV6_V6ONLY, (options->flags & SXE_LISTEN_V6ONLY) != 0,
+                        "IPV6_V6ONLY");
+    }
+    if (rc == 0 && sxe__sys.bind(fd, address, address_len) < 0) {
+        rc = -errno;
+        SXE_LOG_DEBUG("the address is taken: %s", sxe_strerror(rc));
+    }
+    sxe__sys.close(fd);
+    return rc;
+}
+
 int sxe__listen_socket(const struct sockaddr *address, socklen_t address_len,
                        const struct sxe_listen_options *options)
 {

@@ -341,6 +341,13 @@ void sxe__inq_drop(struct sxe_conn *conn);
 /* listen.c: a listening socket made apart from any loop (for workers), and attaching one. */
 int sxe__listen_socket(const struct sockaddr *address, socklen_t address_len,
                        const struct sxe_listen_options *options);
+/*
+ * Whether no one listens on address: a plain bind (no SO_REUSEPORT, not listening) of a socket
+ * closed at once. SO_REUSEPORT lets any process of the same user join a port's group, so a set
+ * that is about to make one asks first. @return 0, or -errno of the bind (-EADDRINUSE).
+ */
+int sxe__listen_probe(const struct sockaddr *address, socklen_t address_len,
+                      const struct sxe_listen_options *options);
 /* Takes fd, a listening socket, into the loop; on failure fd is closed. */
 int sxe__listen_attach(sxe_loop_t *loop, sxe_conn_t **listener, int fd,
                        const struct sxe_listen_options *options,

@@ -163,8 +163,12 @@ int sxe_workers_listen(sxe_workers_t *set, const struct sockaddr *address, sockl
     }
     memset(listener->fds, -1, listener->fd_count * sizeof(int));
     listener->held = -1;
+    /* A port someone listens on already (another server, or another set: SO_REUSEPORT would let
+     * it join theirs and take half of their connections) is in use. */
+    int rc = reuseport && sxe_address_port(address) != 0
+                 ? sxe__listen_probe(address, address_len, &listener->options)
+                 : 0;
     /* In order: a reuseport group numbers its sockets as they listen, as the CPU steering needs. */
-    int rc = 0;
     for (unsigned i = 0; i < listener->fd_count && rc >= 0; i++) {
         rc = listener->fds[i] = sxe__listen_socket(i == 0 ? address : (struct sockaddr *)&bound,
                                                    address_len, &listener->options);

@@ -407,6 +407,59 @@ static void test_listen_ipv6_and_faults(void **state)
     assert_int_equal(sxe_test_open_fds(), fds);
 }
 
+/* A listening socket on 127.0.0.1:port (0: any), with SO_REUSEPORT if asked: another server. */
+static int listen_plain(int port, bool reuseport)
+{
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(address);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+
+    assert_true(fd >= 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+    if (reuseport) {
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+    }
+    assert_int_equal(bind(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&address, &len), 0);
+    return fd;
+}
+
+/*
+ * A port another server listens on is in use, for every spread: with SO_REUSEPORT the set would
+ * otherwise join a group of the same user's other server and take half its connections. The
+ * probe binds and closes at once: when the other server has gone, the port is the set's.
+ */
+static void test_a_port_someone_listens_on_is_in_use(void **state)
+{
+    static const enum sxe_workers_spread spreads[] = {SXE_SPREAD_REUSEPORT,
+                                                      SXE_SPREAD_REUSEPORT_CPU, SXE_SPREAD_HAND_OFF};
+    unsigned fds = sxe_test_open_fds();
+    sxe_workers_t *set;
+
+    (void)state;
+    for (unsigned i = 0; i < 2 * sizeof(spreads) / sizeof(spreads[0]); i++) {
+        int other = listen_plain(0, i % 2 == 0);
+        struct sockaddr_in address;
+        socklen_t len = sizeof(address);
+        assert_int_equal(getsockname(other, (struct sockaddr *)&address, &len), 0);
+        assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){
+                                                      .count = 2, .spread = spreads[i / 2]}),
+                         0);
+        assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&address, len, NULL),
+                         -EADDRINUSE);
+        assert_int_equal(sxe_workers_port(set, 0), 0);
+        close(other); /* the port is free again: the set takes it */
+        assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&address, len, NULL), 0);
+        assert_int_equal(sxe_workers_port(set, 0), ntohs(address.sin_port));
+        sxe_workers_destroy(set);
+    }
+    assert_int_equal(sxe_test_open_fds(), fds);
+}
+
 /*
  * A worker thread whose loop cannot be made (no memory for its buffers) ends with the reason and
  * is not restarted: with every worker so, run says -ECHILD, and the supervisor's own calls are
@@ -495,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_start_faults),
         cmocka_unit_test(test_invalid_use),
         cmocka_unit_test(test_listen_ipv6_and_faults),
+        cmocka_unit_test(test_a_port_someone_listens_on_is_in_use),
         cmocka_unit_test(test_a_worker_without_memory_for_its_loop_ends),
         cmocka_unit_test(test_a_worker_without_room_for_its_channels_ends),
     };
