@@ -12,9 +12,11 @@
  * never opens a half-written one.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -24,6 +26,16 @@
 
 #define DEFAULT_INDEX "/usr/share/dictd/gcide.index"
 #define DEFAULT_DICT  "/usr/share/dictd/gcide.dict.dz"
+
+#define HELP                                                                                       \
+    "usage: sxe-dict-build [-i INDEX] [-d DICT.dz] DIRECTORY\n"                                    \
+    "\n"                                                                                           \
+    "Makes sxe-dict's data in DIRECTORY (made if missing) from a dictd dictionary: its\n"          \
+    "dictionary.map and word list, written aside and renamed into place.\n"                        \
+    "\n"                                                                                           \
+    "  -i INDEX     the dictd index (" DEFAULT_INDEX ")\n"                                         \
+    "  -d DICT.dz   its entries (" DEFAULT_DICT ")\n"                                              \
+    "  -h, --help   this text\n"
 
 struct entry {
     char *folded;   /* the key: the headword in lower case */
@@ -260,7 +272,8 @@ int main(int argc, char **argv)
     const char *index_path = DEFAULT_INDEX, *dict_path = DEFAULT_DICT;
     int option;
 
-    while ((option = getopt(argc, argv, "i:d:")) != -1) {
+    static const struct option long_options[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    while ((option = getopt_long(argc, argv, "i:d:h", long_options, NULL)) != -1) {
         switch (option) {
         case 'i':
             index_path = optarg;
@@ -268,15 +281,18 @@ int main(int argc, char **argv)
         case 'd':
             dict_path = optarg;
             break;
-        default:
-            fprintf(stderr, "usage: sxe-dict-build [-i INDEX] [-d DICT.dz] DIRECTORY\n");
-            return 2;
+        case 'h':
+            dictionary_help(HELP);
+        default: /* getopt said which */
+            dictionary_wrong("sxe-dict-build");
         }
     }
     if (optind + 1 != argc) {
-        fprintf(stderr, "usage: sxe-dict-build [-i INDEX] [-d DICT.dz] DIRECTORY\n");
-        return 2;
+        fprintf(stderr, "sxe-dict-build: %s\n",
+                optind == argc ? "name the DIRECTORY to build in" : "takes one DIRECTORY");
+        dictionary_wrong("sxe-dict-build");
     }
+    const char *directory = argv[optind];
     size_t dict_size, count;
     char *dict = read_dict(dict_path, &dict_size);
     struct entry *entries = read_index(index_path, dict_size, &count);
@@ -284,7 +300,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "sxe-dict-build: %s has no words\n", index_path);
         return 1;
     }
-    build(argv[optind], dict, dict_size, entries, count);
+    if (mkdir(directory, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "sxe-dict-build: cannot make %s: %s\n", directory, strerror(errno));
+        return 1;
+    }
+    build(directory, dict, dict_size, entries, count);
     for (size_t i = 0; i < count; i++) {
         free(entries[i].folded);
         free(entries[i].headword);

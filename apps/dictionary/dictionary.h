@@ -52,4 +52,15 @@ uint32_t words_lower_bound(const struct words *words, const char *prefix, size_t
 /* Word number index, NUL-terminated. */
 const char *words_at(const struct words *words, uint32_t index);
 
+/*
+ * The programs' command lines (cli.c). dictionary_help() prints text (the usage) to stdout and
+ * exits 0; dictionary_wrong() follows getopt's line about a wrong option with a pointer to --help,
+ * and exits 2; dictionary_number() is text as a whole number from low to high, or says what option
+ * wanted and exits 2.
+ */
+void dictionary_help(const char *text) __attribute__((noreturn));
+void dictionary_wrong(const char *program) __attribute__((noreturn));
+unsigned long dictionary_number(const char *program, const char *option, const char *text,
+                                unsigned long low, unsigned long high);
+
 #endif

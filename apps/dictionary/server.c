@@ -3,12 +3,7 @@
  * suggestions), GET /s/PREFIX (up to 10 words that start with it, each with its first line) and
  * its page, on the HTTP module, with a worker per core.
  *
- * Usage: sxe-dict -D DATA [-l IP:PORT] [-w WORKERS] [-c CONNECTIONS] [-t IDLE] [-p PAGE]
- *   DATA     a directory made by sxe-dict-build
- *   WORKERS  worker processes (default: one per CPU); 0 serves on one loop in this process
- *   CONNECTIONS  per worker (default 10,000)
- *   IDLE     seconds a kept-alive connection may wait for its next request (default 60)
- *   PAGE     the page served at / (default: the source tree's apps/dictionary/www/index.html)
+ * Usage: HELP below (sxe-dict --help).
  *
  * The data is an sxe_map mapped by every worker: each request reads one snapshot (no lock, no
  * copy until the response), so an update published by sxe-dict-update while it serves is seen
@@ -17,6 +12,7 @@
 #define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +26,34 @@
 struct dictionary {
     sxe_map_t *map;
     struct words words;
-    char *page;
+    const char *page;
     size_t page_size;
 };
+
+/* The page served at / unless -p names another: apps/dictionary/www/index.html, built in. */
+__asm__(".section .rodata\n"
+        ".global sxe_dictionary_page, sxe_dictionary_page_end\n"
+        "sxe_dictionary_page:\n"
+        ".incbin \"" SXE_DICTIONARY_PAGE "\"\n"
+        "sxe_dictionary_page_end:\n"
+        ".previous\n");
+extern const char sxe_dictionary_page[], sxe_dictionary_page_end[];
+
+#define HELP                                                                                       \
+    "usage: sxe-dict -D DATA [-l IP:PORT] [-w WORKERS] [-c CONNECTIONS] [-t IDLE] [-p PAGE]\n"     \
+    "                [-k CERT -K KEY]\n"                                                           \
+    "\n"                                                                                           \
+    "Serves the dictionary in DATA: GET /d/WORD (its entry as JSON, or 404 with suggestions),\n"   \
+    "GET /s/PREFIX (up to 10 words that start with it) and its page at /.\n"                       \
+    "\n"                                                                                           \
+    "  -D DATA          a directory made by sxe-dict-build (required)\n"                           \
+    "  -l IP:PORT       where to listen (127.0.0.1:8080)\n"                                        \
+    "  -w WORKERS       worker processes (one per CPU); 0 serves on one loop in this process\n"    \
+    "  -c CONNECTIONS   the most connections per worker, 16 to 1000000 (10000)\n"                  \
+    "  -t IDLE          seconds a kept-alive connection may wait for its next request (60)\n"      \
+    "  -p PAGE          the page served at / (the one built in)\n"                                 \
+    "  -k CERT -K KEY   serve HTTPS with this certificate and key\n"                               \
+    "  -h, --help       this text\n"
 
 static void respond_error(sxe_http_t *http, int status, const char *message)
 {
@@ -251,16 +272,10 @@ static char *read_file(const char *path, size_t *size)
     return text;
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: sxe-dict -D DATA [-l IP:PORT] [-w WORKERS] [-c CONNECTIONS] "
-                    "[-t IDLE] [-p PAGE] [-k CERT -K KEY]\n");
-    exit(2);
-}
-
 int main(int argc, char **argv)
 {
-    const char *data = NULL, *address = "127.0.0.1:8080", *page_path = SXE_DICTIONARY_PAGE;
+    static const struct option long_options[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    const char *data = NULL, *address = "127.0.0.1:8080", *page_path = NULL;
     const char *certificate = NULL, *key = NULL; /* -k, -K: HTTPS */
     struct sxe_http_server_options options = {.workers = sxe_workers_cpus()};
     struct dictionary dictionary;
@@ -268,7 +283,7 @@ int main(int argc, char **argv)
     int option, rc;
 
     options.loop.connections = 10000;
-    while ((option = getopt(argc, argv, "D:l:w:c:t:p:k:K:")) != -1) {
+    while ((option = getopt_long(argc, argv, "D:l:w:c:t:p:k:K:h", long_options, NULL)) != -1) {
         switch (option) {
         case 'D':
             data = optarg;
@@ -277,13 +292,15 @@ int main(int argc, char **argv)
             address = optarg;
             break;
         case 'w':
-            options.workers = (unsigned)strtoul(optarg, NULL, 10);
+            options.workers = (unsigned)dictionary_number("sxe-dict", "-w", optarg, 0, 256);
             break;
         case 'c':
-            options.loop.connections = (uint32_t)strtoul(optarg, NULL, 10);
+            options.loop.connections =
+                (uint32_t)dictionary_number("sxe-dict", "-c", optarg, 16, 1000000);
             break;
         case 't':
-            options.idle_timeout = strtoull(optarg, NULL, 10) * SXE_NS_PER_SEC;
+            options.idle_timeout =
+                dictionary_number("sxe-dict", "-t", optarg, 1, 86400) * SXE_NS_PER_SEC;
             break;
         case 'p':
             page_path = optarg;
@@ -294,12 +311,18 @@ int main(int argc, char **argv)
         case 'K':
             key = optarg;
             break;
-        default:
-            usage();
+        case 'h':
+            dictionary_help(HELP);
+        default: /* getopt said which */
+            dictionary_wrong("sxe-dict");
         }
     }
     if (data == NULL || optind != argc || (certificate == NULL) != (key == NULL)) {
-        usage();
+        fprintf(stderr, "sxe-dict: %s\n",
+                data == NULL     ? "-D DATA is required"
+                : optind != argc ? "takes no arguments but its options"
+                                 : "-k CERT and -K KEY go together");
+        dictionary_wrong("sxe-dict");
     }
     /* Made before the workers start, so that they share its session tickets' keys. */
     if (certificate != NULL &&
@@ -319,7 +342,11 @@ int main(int argc, char **argv)
     if (words_open(&dictionary.words, path) < 0) {
         return 1;
     }
-    dictionary.page = read_file(page_path, &dictionary.page_size);
+    char *page_read = page_path != NULL ? read_file(page_path, &dictionary.page_size) : NULL;
+    dictionary.page = page_read != NULL ? page_read : sxe_dictionary_page;
+    if (page_read == NULL) {
+        dictionary.page_size = (size_t)(sxe_dictionary_page_end - sxe_dictionary_page);
+    }
 
     sxe_http_server_t *server;
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0 ||
@@ -340,6 +367,6 @@ int main(int argc, char **argv)
     sxe_tls_destroy(options.tls);
     words_close(&dictionary.words);
     sxe_map_detach(dictionary.map);
-    free(dictionary.page);
+    free(page_read);
     return rc < 0 ? 1 : 0;
 }

@@ -10,6 +10,7 @@
  *   next build.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,15 @@
 #include <sxe/json.h>
 
 #include "dictionary.h"
+
+#define HELP                                                                                       \
+    "usage: sxe-dict-update DATA [FILE]\n"                                                         \
+    "\n"                                                                                           \
+    "Applies the lines of FILE (or standard input) to the dictionary in DATA as one change,\n"     \
+    "which its servers see whole from the next request on. Each line is \"word TAB definition\"\n" \
+    "(\\n in the definition is a newline), or \"word TAB\", which deletes the word.\n"             \
+    "\n"                                                                                           \
+    "  -h, --help   this text\n"
 
 /* Turns the two characters \n into a newline, in place. @return the new length. */
 static size_t unescape_newlines(char *text)
@@ -75,16 +85,26 @@ int main(int argc, char **argv)
     sxe_map_t *map;
     int rc;
 
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: sxe-dict-update DATA [FILE]\n");
-        return 2;
+    static const struct option long_options[] = {{"help", no_argument, NULL, 'h'}, {0}};
+    int option;
+    while ((option = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+        if (option == 'h') {
+            dictionary_help(HELP);
+        }
+        dictionary_wrong("sxe-dict-update"); /* getopt said which */
     }
-    FILE *input = argc == 3 ? fopen(argv[2], "r") : stdin;
+    if (argc - optind < 1 || argc - optind > 2) {
+        fprintf(stderr, "sxe-dict-update: %s\n",
+                argc == optind ? "name the DATA directory" : "takes DATA and at most one FILE");
+        dictionary_wrong("sxe-dict-update");
+    }
+    const char *data = argv[optind], *file = argc - optind == 2 ? argv[optind + 1] : NULL;
+    FILE *input = file != NULL ? fopen(file, "r") : stdin;
     if (input == NULL) {
-        perror(argv[2]);
+        fprintf(stderr, "sxe-dict-update: cannot read %s: %s\n", file, strerror(errno));
         return 1;
     }
-    snprintf(path, sizeof(path), "%s/dictionary.map", argv[1]);
+    snprintf(path, sizeof(path), "%s/dictionary.map", data);
     if ((rc = sxe_map_attach(&map, path, NULL, 0)) < 0 || (rc = sxe_map_write_begin(map)) < 0) {
         fprintf(stderr, "sxe-dict-update: cannot open %s: %s\n", path, sxe_strerror(rc));
         return 1;

@@ -38,6 +38,11 @@ for program in sxe-httpd sxe-http; do
   done
 done
 test -f "$scratch/prefix/share/doc/sxe/http.md" || { echo "FAIL: the docs are not installed"; exit 1; }
+# The dictionary's programs, installed, explain themselves (sxe-dict carries its page inside).
+for program in sxe-dict sxe-dict-build sxe-dict-update; do
+  env -u LD_LIBRARY_PATH "$scratch/prefix/bin/$program" --help | grep -q "^usage: $program " || {
+    echo "FAIL: $program is not installed, or its --help does not say how to use it"; exit 1; }
+done
 
 # A program linked against libsxe.so in a custom prefix finds it with the README's RPATH recipe,
 # without LD_LIBRARY_PATH, and runs on the library it was built against.

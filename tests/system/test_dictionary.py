@@ -23,7 +23,7 @@ def data(build_dir, tmp_path_factory):
     """The dictionary's data, built once for the module from dict-gcide."""
     if not GCIDE.exists():
         pytest.fail("dict-gcide is missing: apt-get install dict-gcide (scripts/test does)")
-    directory = tmp_path_factory.mktemp("dictionary")
+    directory = tmp_path_factory.mktemp("dictionary") / "data"  # made by sxe-dict-build
     done = subprocess.run([str(build_dir / "apps" / "dictionary" / "sxe-dict-build"),
                            str(directory)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -163,7 +163,8 @@ def test_the_page_and_keep_alive(server):
     conn = http.client.HTTPConnection("127.0.0.1", server, timeout=10)
     status, headers, page = get(server, "/", conn)
     assert status == 200 and headers["Content-Type"].startswith("text/html")
-    assert b'id="word"' in page
+    source = pathlib.Path(__file__).parents[2] / "apps" / "dictionary" / "www" / "index.html"
+    assert page == source.read_bytes()  # built into the program: it needs no file to run
     for word in ("cat", "dog", "emu"):  # one connection, several requests
         assert get(server, f"/d/{word}", conn)[0] == 200
     assert get(server, "/nothing-here", conn)[0] == 404
@@ -227,3 +228,33 @@ def test_the_page_in_a_browser(server, browsers):
         lambda _: "union of an ovum" in browser.find_element("id", "definition").text,
         "the page did not show zygote's definition")
     assert browser.find_element("id", "headword").text == "zygote"
+
+
+@pytest.mark.parametrize("program", ["sxe-dict", "sxe-dict-build", "sxe-dict-update"])
+def test_each_program_explains_itself(build_dir, program, tmp_path):
+    """--help: the usage on stdout, exit 0; a wrong option or a missing argument: one line
+    saying what, a pointer to --help, exit 2; a number out of range likewise."""
+    binary = str(build_dir / "apps" / "dictionary" / program)
+
+    def run(*args):
+        return subprocess.run([binary, *args], capture_output=True, text=True, timeout=10,
+                              cwd=tmp_path)
+
+    done = run("--help")
+    assert done.returncode == 0 and done.stdout.startswith(f"usage: {program} ")
+    assert "-h, --help" in done.stdout and done.stderr == ""
+    hint = f"({program} --help explains its options)"
+    for args, said in ((["--bogus"], "unrecognized option '--bogus'"),
+                       ([], {"sxe-dict": "-D DATA is required",
+                             "sxe-dict-build": "name the DIRECTORY to build in",
+                             "sxe-dict-update": "name the DATA directory"}[program])):
+        done = run(*args)
+        lines = done.stderr.splitlines()
+        assert done.returncode == 2 and len(lines) == 2, done.stderr
+        assert said in lines[0] and lines[1] == hint
+    if program == "sxe-dict":
+        for option, value in (("-w", "257"), ("-c", "15"), ("-t", "0"), ("-w", "two")):
+            done = run("-D", ".", option, value)
+            assert done.returncode == 2
+            assert f"{option} must be a whole number from " in done.stderr, done.stderr
+            assert f"not '{value}'" in done.stderr
