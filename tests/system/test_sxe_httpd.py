@@ -570,8 +570,10 @@ def test_start_up_errors(build_dir, root, tmp_path):
     assert result.returncode == 1 and "not a directory" in result.stderr
     result = run("--listen", "127.0.0.1:8080")
     assert result.returncode == 2 and "--root DIR is required" in result.stderr
-    result = run("--root", str(root), "--bogus")
+    result = run("--root", str(root), "--bogus")  # a line saying which, and where to look
     assert result.returncode == 2
+    assert result.stderr.splitlines()[1:] == ["(sxe-httpd --help lists the options)"]
+    assert "unrecognized option '--bogus'" in result.stderr.splitlines()[0]
     # One clear line each, in the program's words, not the library's as well.
     for address in ("nowhere", "127.0.0.1:99999", "127.0.0.1"):
         result = run("--root", str(root), "--listen", address)

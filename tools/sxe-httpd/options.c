@@ -350,8 +350,8 @@ void options_parse(int argc, char **argv)
         case 'V':
             printf("sxe-httpd %s (libsxe %s)\n", SXE_VERSION, sxe_version());
             exit(0);
-        default:
-            usage(stderr);
+        default: /* getopt said which, in a line of its own */
+            fprintf(stderr, "(sxe-httpd --help lists the options)\n");
             exit(2);
         }
     }
