@@ -115,6 +115,7 @@ static size_t script(sxe_conn_t *conn, const char *data, size_t len)
          "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" /* 40 bytes, then 50 more */
          "EXTRA-BYTES-EXTRA-BYTES-EXTRA-BYTES-EXTRA-BYTES-EX",
          false},
+        {"/extra-after-none ", "HTTP/1.1 204 No Content\r\n\r\nEXTRA-BYTES\r\n\r\n", false},
         {"/once ", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false},
         {"/too-big ", "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", false},
         {"/hang ", "", false},
@@ -438,6 +439,13 @@ static void test_upstream_faults_fail_the_call_with_their_reason(void **state)
     assert_true(sxe_loop_run_once(loop, 0) >= 0);
     sxe_http_client_stats(client, &stats);
     assert_int_equal(stats.open, 0);
+    sxe_test_capture_start(&capture); /* the same after an answer without a body */
+    fetch(NULL, "/extra-after-none", NULL, &result);
+    run_until(10);
+    sxe_test_capture_stop();
+    assert_int_equal(result.err, 0);
+    assert_int_equal(result.status, 204);
+    assert_non_null(strstr(capture.text, "15 bytes from"));
 }
 
 static void test_a_refused_connect_fails_the_call(void **state)

@@ -2,7 +2,7 @@
  * The HTTP client's pipelining (sxe_http_client_options.pipeline), against real sockets on one
  * loop: an sxe HTTP server, and a scripted upstream that counts the request heads each read brings
  * (so a batch that leaves in one send is seen arriving together) and answers by target: "/ok",
- * "/last" (Connection: close, then it closes), "/hang" (never).
+ * "/none" (204, no body), "/last" (Connection: close, then it closes), "/hang" (never).
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -60,6 +60,8 @@ static size_t script(sxe_conn_t *conn, const char *data, size_t len)
             (void)sxe_conn_write(conn, last, sizeof(last) - 1);
             (void)sxe_conn_close_when_sent(conn);
             break;
+        } else if (strncmp(head, "GET /none ", 10) == 0) {
+            (void)sxe_conn_write(conn, "HTTP/1.1 204 No Content\r\n\r\n", 27);
         } else if (strncmp(head, "GET /hang ", 10) == 0) {
             at = len; /* an upstream that answers in order answers nothing behind it either */
             break;
@@ -201,6 +203,32 @@ static void test_requests_of_one_turn_leave_together_and_are_answered_in_order(v
     run_until(17);
     sxe_http_client_stats(client, &stats);
     assert_int_equal(stats.pipelined, 7);
+}
+
+/* Answers without a body (204) between answers with one, all in one read: each ends where its
+ * head does, and the next is read afresh, as the next call's. */
+static void test_answers_without_a_body_end_at_their_head(void **state)
+{
+    static const char *const targets[] = {"/none", "/ok", "/none", "/none", "/ok", "/ok"};
+    struct result results[6];
+
+    (void)state;
+    warm_client(8);
+    for (int i = 0; i < 6; i++) {
+        fetch(NULL, targets[i], &results[i]);
+    }
+    run_until(7);
+    for (int i = 0; i < 6; i++) {
+        bool none = strcmp(targets[i], "/none") == 0;
+        assert_int_equal(results[i].err, 0);
+        assert_int_equal(results[i].status, none ? 204 : 200);
+        assert_string_equal(results[i].body, none ? "" : "ok");
+        assert_int_equal(results[i].order, i + 2);
+    }
+    struct sxe_http_client_stats stats;
+    sxe_http_client_stats(client, &stats);
+    assert_int_equal(stats.pipelined, 5);
+    assert_int_equal(stats.connects, 1);
 }
 
 static int sends;
@@ -419,6 +447,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
             test_requests_of_one_turn_leave_together_and_are_answered_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answers_without_a_body_end_at_their_head, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_a_batch_leaves_in_one_send_and_arrives_in_one_read,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_calls_behind_a_closing_answer_are_sent_again,
