@@ -435,8 +435,8 @@ static int listen_plain(int port, bool reuseport)
  */
 static void test_a_port_someone_listens_on_is_in_use(void **state)
 {
-    static const enum sxe_workers_spread spreads[] = {SXE_SPREAD_REUSEPORT,
-                                                      SXE_SPREAD_REUSEPORT_CPU, SXE_SPREAD_HAND_OFF};
+    static const enum sxe_workers_spread spreads[] = {
+        SXE_SPREAD_REUSEPORT, SXE_SPREAD_REUSEPORT_CPU, SXE_SPREAD_HAND_OFF};
     unsigned fds = sxe_test_open_fds();
     sxe_workers_t *set;
 
@@ -446,9 +446,10 @@ static void test_a_port_someone_listens_on_is_in_use(void **state)
         struct sockaddr_in address;
         socklen_t len = sizeof(address);
         assert_int_equal(getsockname(other, (struct sockaddr *)&address, &len), 0);
-        assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){
-                                                      .count = 2, .spread = spreads[i / 2]}),
-                         0);
+        assert_int_equal(
+            sxe_workers_create(&set,
+                               &(struct sxe_workers_options){.count = 2, .spread = spreads[i / 2]}),
+            0);
         assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&address, len, NULL),
                          -EADDRINUSE);
         assert_int_equal(sxe_workers_port(set, 0), 0);
