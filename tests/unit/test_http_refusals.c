@@ -53,6 +53,8 @@ static void test_each_refusal_whole(void **state)
         {"CONNECT x:1 HTTP/1.1\r\nHost: x:1\r\n\r\n", "501 Not Implemented", true, NULL},
         {"GET / HTTP/1.1\r\n\r\n", "400 Bad Request", true, NULL}, /* no Host */
         {"GET / HTTP/2.0\r\nHost: x\r\n\r\n", "505 HTTP Version Not Supported", true, NULL},
+        /* a method that starts as HEAD does is not HEAD: refused as unknown, with its body */
+        {"HEADS /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", "501 Not Implemented", true, NULL},
     };
 
     (void)state;

@@ -403,6 +403,17 @@ static void test_100_continue_when_the_body_is_wanted(void **state)
     close(fd);
 }
 
+/* The answer in out, its Date field taken out (the time is fake, the field the server's). */
+static const char *without_date(char *out)
+{
+    char *date = strstr(out, "\r\nDate: ");
+    char *end = date != NULL ? strstr(date + 2, "\r\n") : NULL;
+
+    assert_non_null(end);
+    memmove(date, end, strlen(end) + 1);
+    return out;
+}
+
 static void test_a_malformed_body_is_refused_and_its_holder_told(void **state)
 {
     char out[4096] = "";
@@ -413,12 +424,26 @@ static void test_a_malformed_body_is_refused_and_its_holder_told(void **state)
         fd, "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n");
     pump(0);
     sxe_test_heard(fd, out, sizeof(out));
-    assert_non_null(strstr(out, "400 Bad Request"));
+    assert_string_equal(without_date(out), "HTTP/1.1 400 Bad Request\r\nServer: sxe\r\n"
+                                           "Content-Length: 16\r\nConnection: close\r\n"
+                                           "Content-Type: text/plain\r\n\r\n400 Bad Request\n");
     assert_int_equal(up.cancels, 1);
     assert_int_equal(up.bytes, 3);
     struct sxe_http_defer_stats stats;
     sxe_http_server_defer_stats(server, &stats);
     assert_int_equal(stats.held, 0);
+    close(fd);
+
+    out[0] = '\0'; /* the refusal of a HEAD request's body says its length, and sends none */
+    fd = client();
+    sxe_test_say(fd, "HEAD /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "3\r\nabc\r\nZZ\r\n");
+    pump(0);
+    sxe_test_heard(fd, out, sizeof(out));
+    assert_string_equal(without_date(out), "HTTP/1.1 400 Bad Request\r\nServer: sxe\r\n"
+                                           "Content-Length: 16\r\nConnection: close\r\n"
+                                           "Content-Type: text/plain\r\n\r\n");
+    assert_int_equal(up.cancels, 2);
     close(fd);
 }
 
