@@ -337,6 +337,9 @@ def test_short_body_is_a_bad_length(sxe_http):
     assert data["errors"]["bad_length"] == 1
     assert data["queries"] == 0
     assert data["not_sent"] == 2
+    data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-n", 3, "-c", 2, "--json"))
+    assert data["errors"]["bad_length"] == 2
+    assert data["not_sent"] == 4  # each connection's, summed
     server.close()
 
 
