@@ -184,6 +184,18 @@ def test_http10_counts_a_refused_reconnect(sxe_http):
     assert data["errors"]["connect"] == 1 and data["not_sent"] == 4
 
 
+def test_refused_connects_count_every_connection_s_queries(sxe_http):
+    """Nobody listens: each of the three connects fails, and all their queries are never sent."""
+    with socket.socket() as probe:  # a port that was free, and is closed again: refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = sxe_http("-i", "127.0.0.1", "-p", port, "-n", 4, "-c", 3, "--json")
+    assert result.returncode == 1
+    data = report(result)
+    assert data["queries"] == 0
+    assert data["errors"]["connect"] == 3 and data["not_sent"] == 12
+
+
 def test_a_connection_that_is_done_closes_at_once(sxe_http):
     """-n 1 on two connections, the first answered at once and the second a second later: the
     first is closed as soon as it is answered, not when the run ends."""
