@@ -329,6 +329,14 @@ int sxe_http_status(const sxe_http_t *http);
 uint64_t sxe_http_body_sent(const sxe_http_t *http);
 
 /**
+ * When the request began, on its loop's clock (sxe_loop_now(), monotonic ns): the turn that read
+ * its head whole and dispatched it, or refused it. sxe_clock_mono_ns() less it, in the log hook, is
+ * the time the request took to be served, as nginx's $request_time (which starts at the first byte
+ * instead).
+ */
+uint64_t sxe_http_began(const sxe_http_t *http);
+
+/**
  * The request's path, the one its route was matched against: its target up to any '?', in normal
  * form (sxe_http_path_normalize(): "/a/./b//%7Ec/../d" is "/a/b/d"), so no spelling of a path
  * reaches a route it does not start with. Not NUL-terminated. The server answers 400 itself to a

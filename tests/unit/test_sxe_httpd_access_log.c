@@ -91,7 +91,7 @@ static void test_a_failed_write_drops_its_line_and_an_interrupted_one_is_made_ag
     (void)state;
     assert_true(fd >= 0);
     assert_int_equal(fstat(fd, &log_file), 0);
-    assert_int_equal(access_log_open(path, false, 0), 0);
+    assert_int_equal(access_log_open(path, ACCESS_LOG_COMMON, 0), 0);
     unlink(path); /* both descriptors keep the file */
     assert_int_equal(
         sxe_http_server_create(&server, NULL,

@@ -30,6 +30,7 @@
 #include <sxe/clock.h>
 #include <sxe/conn.h>
 #include <sxe/http.h>
+#include <sxe/json.h>
 #include <sxe/log.h>
 #include <sxe/timer.h>
 
@@ -37,7 +38,7 @@
 
 static int log_fd = -1;
 static char log_path[4096];
-static bool combined;
+static enum access_log_format line_format;
 
 /* The buffer of the process (--access-log-buffer), shared by its threads under the lock. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -49,6 +50,7 @@ static __thread sxe_timer_t flush_timer; /* each loop's: the buffer goes out eve
  * own fields always fit after them. */
 #define TARGET_SHARE   (32 * 1024)
 #define HEADER_SHARE   (8 * 1024)
+#define METHOD_SHARE   64 /* the parser knows methods of 11 bytes at most */
 #define LINE_MAX_BYTES (TARGET_SHARE + 2 * HEADER_SHARE + 1024)
 
 struct line {
@@ -81,7 +83,7 @@ static void flush_locked(void)
     pending_used = 0;
 }
 
-int access_log_open(const char *path, bool combined_format, size_t buffer_bytes)
+int access_log_open(const char *path, enum access_log_format format, size_t buffer_bytes)
 {
     int fd = strcmp(path, "-") == 0 ? STDOUT_FILENO
                                     : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -95,7 +97,7 @@ int access_log_open(const char *path, bool combined_format, size_t buffer_bytes)
     pending_size = buffer_bytes;
     log_fd = fd;
     snprintf(log_path, sizeof(log_path), "%s", path);
-    combined = combined_format;
+    line_format = format;
     return 0;
 }
 
@@ -240,6 +242,54 @@ static void add_peer(sxe_conn_t *conn)
     add(host, strlen(host));
 }
 
+/* Appends a client's bytes as a JSON string (null for none), escaped into share bytes at most: a
+ * byte may take six (\u00XX), so the shares of a line's fields always fit it together. */
+static void add_json(const char *bytes, size_t len, bool given, size_t share)
+{
+    if (!given) {
+        add("null", 4);
+        return;
+    }
+    size_t most = share / 6 - 1;                     /* and the quotes */
+    size_t room = sizeof(line.text) - 1 - line.used; /* the newline always fits */
+    ssize_t wrote = sxe_json_string(line.text + line.used, room, bytes, len < most ? len : most);
+    line.used += wrote > 0 ? (size_t)wrote : 0;
+}
+
+/* A request's line as a JSON object. */
+static void write_json(const sxe_http_t *http, const struct sxe_http_request_head *request,
+                       const struct tm *utc)
+{
+    const struct sxe_http_header *referer = sxe_http_request_header(request, "Referer");
+    const struct sxe_http_header *agent = sxe_http_request_header(request, "User-Agent");
+    bool read = request->method_len != 0; /* else refused before its request line was read */
+    char when[64];
+    uint64_t took = sxe_clock_mono_ns() - sxe_http_began(http);
+
+    add(when,
+        strftime(when, sizeof(when), "{\"time\":\"%Y-%m-%dT%H:%M:%SZ\",\"remote_addr\":\"", utc));
+    add_peer(sxe_http_conn(http));
+    add("\",\"method\":", 11);
+    add_json(request->method, request->method_len, read, METHOD_SHARE);
+    add(",\"target\":", 10);
+    add_json(request->target, request->target_len, read, TARGET_SHARE);
+    add(",\"protocol\":", 12);
+    if (read) {
+        add_format("\"HTTP/1.%d\"", request->minor_version);
+    } else {
+        add("null", 4);
+    }
+    add_format(",\"status\":%d,\"body_bytes_sent\":%" PRIu64 ",\"referer\":", sxe_http_status(http),
+               sxe_http_body_sent(http));
+    add_json(referer ? referer->value : NULL, referer ? referer->value_len : 0, referer != NULL,
+             HEADER_SHARE);
+    add(",\"user_agent\":", 14);
+    add_json(agent ? agent->value : NULL, agent ? agent->value_len : 0, agent != NULL,
+             HEADER_SHARE);
+    add_format(",\"request_time\":%" PRIu64 ".%06" PRIu64 "}", took / (uint64_t)SXE_NS_PER_SEC,
+               took % (uint64_t)SXE_NS_PER_SEC / 1000);
+}
+
 void access_log_write(const sxe_http_t *http, void *arg)
 {
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
@@ -249,8 +299,14 @@ void access_log_write(const sxe_http_t *http, void *arg)
 
     (void)arg; /* (a hook only while a log is open: it stays open, reopened in place) */
     line.used = 0;
-    add_peer(sxe_http_conn(http));
     gmtime_r(&now, &utc);
+    if (line_format == ACCESS_LOG_JSON) {
+        write_json(http, request, &utc);
+        line.text[line.used++] = '\n';
+        put_line(line.text, line.used);
+        return;
+    }
+    add_peer(sxe_http_conn(http));
     add(when, strftime(when, sizeof(when), " - - [%d/%b/%Y:%H:%M:%S +0000] \"", &utc));
     if (request->method_len == 0) { /* refused before its request line could be read */
         add("-", 1);
@@ -261,7 +317,7 @@ void access_log_write(const sxe_http_t *http, void *arg)
         add_format(" HTTP/1.%d", request->minor_version);
     }
     add_format("\" %d %" PRIu64, sxe_http_status(http), sxe_http_body_sent(http));
-    if (combined) {
+    if (line_format == ACCESS_LOG_COMBINED) {
         const struct sxe_http_header *referer = sxe_http_request_header(request, "Referer");
         const struct sxe_http_header *agent = sxe_http_request_header(request, "User-Agent");
         add(" \"", 2);

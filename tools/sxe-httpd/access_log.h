@@ -6,9 +6,12 @@
 
 #include <sxe/http.h>
 
-/* Opens the log at path ("-": standard output), common or combined format, each line written as
- * it comes (buffer_bytes 0) or gathered in a buffer of that size. @return 0 or -errno. */
-int access_log_open(const char *path, bool combined, size_t buffer_bytes);
+/* The formats of a line: nginx's common and combined, or a JSON object. */
+enum access_log_format { ACCESS_LOG_COMMON, ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
+
+/* Opens the log at path ("-": standard output) in format, each line written as it comes
+ * (buffer_bytes 0) or gathered in a buffer of that size. @return 0 or -errno. */
+int access_log_open(const char *path, enum access_log_format format, size_t buffer_bytes);
 
 /* Whether a log is open. */
 bool access_log_on(void);

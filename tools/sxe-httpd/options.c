@@ -64,7 +64,8 @@ static void usage(FILE *out)
             "  --index NAME          the file a directory serves (index.html)\n"
             "  --list                list directories that have no index file\n"
             "  --access-log FILE     log requests to FILE (- for standard output); off by default\n"
-            "  --log-format FORMAT   common (default) or combined\n"
+            "  --log-format FORMAT   common (default), combined or json (a JSON object a\n"
+            "                        line, with the request's time)\n"
             "  --access-log-buffer BYTES\n"
             "                        gather log lines in a buffer of BYTES, written when\n"
             "                        full and every second (nginx's buffer=); 0: a write\n"
@@ -218,7 +219,7 @@ void options_parse(int argc, char **argv)
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
     const char *root = NULL, *access_log = NULL;
-    bool combined = false;
+    enum access_log_format log_format = ACCESS_LOG_COMMON;
     int option;
 
     while ((option = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -269,10 +270,15 @@ void options_parse(int argc, char **argv)
             access_log = optarg;
             break;
         case 'f':
-            if (strcmp(optarg, "combined") != 0 && strcmp(optarg, "common") != 0) {
-                die(2, "--log-format must be common or combined, not '%s'", optarg);
+            if (strcmp(optarg, "common") == 0) {
+                log_format = ACCESS_LOG_COMMON;
+            } else if (strcmp(optarg, "combined") == 0) {
+                log_format = ACCESS_LOG_COMBINED;
+            } else if (strcmp(optarg, "json") == 0) {
+                log_format = ACCESS_LOG_JSON;
+            } else {
+                die(2, "--log-format must be common, combined or json, not '%s'", optarg);
             }
-            combined = strcmp(optarg, "combined") == 0;
             break;
         case 'A':
             config.log_buffer = number(optarg, 0, 64u << 20, "--access-log-buffer");
@@ -401,7 +407,8 @@ void options_parse(int argc, char **argv)
         config.root[0] = '\0';
     }
     int rc;
-    if (access_log != NULL && (rc = access_log_open(access_log, combined, config.log_buffer)) < 0) {
+    if (access_log != NULL &&
+        (rc = access_log_open(access_log, log_format, config.log_buffer)) < 0) {
         fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", access_log, sxe_strerror(rc));
         exit(1);
     }

@@ -483,6 +483,11 @@ uint64_t sxe_http_body_sent(const sxe_http_t *http)
     return http->body_sent;
 }
 
+uint64_t sxe_http_began(const sxe_http_t *http)
+{
+    return http->began;
+}
+
 const char *sxe_http_path(const sxe_http_t *http, size_t *len)
 {
     if (http->path != NULL) {
@@ -577,6 +582,7 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
     int len = snprintf(body, sizeof(body), "%d %s\n", status, sxe_http_reason(status));
     sxe_http_t http = {.server = server,
                        .conn = conn,
+                       .began = sxe_loop_now(sxe_conn_loop(conn)),
                        .request = request ? request : &unparsed,
                        .keep_alive = status == 404 || status == 405};
 

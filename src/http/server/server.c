@@ -179,7 +179,8 @@ static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
                        .conn = conn,
                        .request = request,
                        .keep_alive = request->keep_alive,
-                       .body_unread = request->has_body}; /* answered at its head */
+                       .body_unread = request->has_body, /* answered at its head */
+                       .began = sxe_loop_now(sxe_conn_loop(conn))};
     if (sxe_http_start(&http, 200, allow, 0) == 0) {
         (void)sxe_http_finish(&http);
     }
@@ -219,6 +220,7 @@ static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, str
     sxe_http_t *http = &slot->http;
     *http = (sxe_http_t){.server = server,
                          .conn = conn,
+                         .began = sxe_loop_now(sxe_conn_loop(conn)),
                          .request = request,
                          .body = body,
                          .body_len = body_len,

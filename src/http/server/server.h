@@ -65,6 +65,7 @@ struct sxe_http {
     uint16_t prefix_len; /* bytes of the path its route matched (sxe_http_path_rest) */
     uint64_t serial;     /* which request in its slot this is */
     bool held;           /* deferred (sxe_http_defer): answered after its handler returns */
+    uint64_t began;      /* the loop's clock when it was dispatched, or refused (sxe_http_began) */
 };
 
 /* RUNNING: its handler runs; HELD: deferred and answerable; CANCELLING: its on_cancel runs;
