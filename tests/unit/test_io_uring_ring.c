@@ -139,6 +139,7 @@ static void test_fd_past_table(void **state)
 
     (void)state;
     assert_int_equal(sxe__io_uring.watch(loop, 1 << 20, 1, SXE__IO_IN), -EMFILE);
+    assert_int_equal(sxe__io_uring.watch(loop, -1, 1, SXE__IO_IN), -EBADF); /* before the table */
     assert_int_equal(sxe__io_uring.send(loop, 1 << 20, 1, &one, 1, 0), -EMFILE);
 #ifdef SXE_DEBUG
     const char *const expected[] = {"OP_BIT(OP_SEND)) == 0", NULL};
