@@ -230,15 +230,21 @@ void file_unref(void *arg)
         free(file->content);
     }
     free(file->resolved);
+    free(file->headers);
     free(file);
 }
 
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
-                       const char *type)
+                       const char *type, const char *added)
 {
     struct file *file = calloc(1, sizeof(*file));
+    size_t headers_size = 256 + strlen(added);
 
-    if (file == NULL || (file->resolved = strdup(resolved)) == NULL) {
+    if (file == NULL || (file->resolved = strdup(resolved)) == NULL ||
+        (file->headers = malloc(headers_size)) == NULL) {
+        if (file != NULL) {
+            free(file->resolved);
+        }
         free(file);
         close(fd);
         return NULL;
@@ -255,9 +261,12 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
              file->size);
     httpd_date(status->st_mtime, file->modified, sizeof(file->modified));
     file->type = type;
-    snprintf(file->headers, sizeof(file->headers),
-             "Content-Type: %s\r\nETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n",
-             file->type, file->etag, file->modified);
+    int base =
+        snprintf(file->headers, headers_size,
+                 "Content-Type: %s\r\nETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n",
+                 file->type, file->etag, file->modified);
+    file->added = file->headers + base;
+    snprintf(file->headers + base, headers_size - (size_t)base, "%s", added);
     if (file->cache != NULL && file->size <= CACHE_INLINE_MAX && reserve(file->cache, file->size)) {
         if ((file->content = malloc(file->size + 1)) != NULL &&
             pread(fd, file->content, file->size, 0) == (ssize_t)file->size) {

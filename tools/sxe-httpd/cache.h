@@ -39,7 +39,8 @@ struct file {
     char etag[48];
     char modified[40];
     const char *type;
-    char headers[256];   /* a 200 response's headers, ready: no formatting per request */
+    char *headers;       /* a 200 response's headers, ready: no formatting per request */
+    const char *added;   /* their end: the fields --header adds under the file's path */
     char *content;       /* the whole file, when small */
     uint64_t checked;    /* the loop's second when it was last checked (relaxed atomic) */
     unsigned refs;       /* the cache's, while in a slot, and one per holder (atomic if shared) */
@@ -71,11 +72,12 @@ void file_unref(void *arg);
 
 /*
  * An entry for an open fd, which it takes: metadata, ready-made header values (type is its
- * Content-Type), and small contents, with one reference (the caller's). key is "" for an entry that
- * will not be cached. NULL (fd closed) when memory is short.
+ * Content-Type; added, the fields --header adds for its path, lines ending in CRLF), and small
+ * contents, with one reference (the caller's). key is "" for an entry that will not be cached.
+ * NULL (fd closed) when memory is short.
  */
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
-                       const char *type);
+                       const char *type, const char *added);
 
 /* An HTTP date (RFC 9110 IMF-fixdate) for when. */
 void httpd_date(time_t when, char *out, size_t size);

@@ -29,6 +29,7 @@
 
 #include "access_log.h"
 #include "cache.h"
+#include "fields.h"
 #include "listing.h"
 #include "options.h"
 #include "path.h"
@@ -194,6 +195,11 @@ static bool if_range_matches(const struct sxe_http_header *if_range, const struc
     return len > 0 && len == strlen(current) && memcmp(validator, current, len) == 0;
 }
 
+/* The fields --header adds for a path, and a response's headers with them (the thread's: a
+ * handler's stack may be a fiber's). */
+static __thread char added[FIELDS_ROOM];
+static __thread char with_added[512 + FIELDS_ROOM];
+
 /* Sends an HTML listing of the directory at path (the URL path is shown as its title). */
 static void list_directory(sxe_http_t *http, const char *path, const char *url_path)
 {
@@ -204,14 +210,16 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
         respond(http, 403, NULL, NULL);
         return;
     }
-    sxe_http_respond(http, 200, "text/html; charset=utf-8", page, len);
+    fields_for(url_path, strlen(url_path), added, sizeof(added));
+    (void)sxe_http_respond_with(http, 200, "text/html; charset=utf-8", added, page, len);
 }
 
 /* Sends the file, honouring conditional requests and a range; takes the caller's reference. */
 static void serve_file(sxe_http_t *http, struct file *file)
 {
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
-    char headers[512];
+    char *headers = with_added;
+    size_t headers_size = sizeof(with_added);
     uint64_t first = 0, last = file->size ? file->size - 1 : 0;
     int code = 200;
 
@@ -230,8 +238,8 @@ static void serve_file(sxe_http_t *http, struct file *file)
         not_modified = end != NULL && *end == '\0' && file->mtime <= timegm(&when);
     }
     if (not_modified) {
-        snprintf(headers, sizeof(headers), "ETag: %s\r\nLast-Modified: %s\r\n", file->etag,
-                 file->modified);
+        snprintf(headers, headers_size, "ETag: %s\r\nLast-Modified: %s\r\n%s", file->etag,
+                 file->modified, file->added);
         if (sxe_http_start(http, 304, headers, -1) == 0) {
             (void)sxe_http_finish(http);
         }
@@ -246,7 +254,7 @@ static void serve_file(sxe_http_t *http, struct file *file)
     }
     int ranged = range != NULL ? parse_range(range, file->size, &first, &last) : 0;
     if (ranged < 0) {
-        snprintf(headers, sizeof(headers), "Content-Range: bytes */%" PRIu64 "\r\n", file->size);
+        snprintf(headers, headers_size, "Content-Range: bytes */%" PRIu64 "\r\n", file->size);
         respond(http, 416, headers, NULL);
         file_unref(file);
         return;
@@ -256,7 +264,7 @@ static void serve_file(sxe_http_t *http, struct file *file)
     if (ranged > 0) {
         code = 206;
         length = last - first + 1;
-        snprintf(headers, sizeof(headers),
+        snprintf(headers, headers_size,
                  "%sContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", file->headers,
                  first, last, file->size);
         ready = headers;
@@ -283,7 +291,7 @@ static void serve_file(sxe_http_t *http, struct file *file)
  */
 static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t len)
 {
-    char location[PATH_MAX * 3 + 64];
+    char location[PATH_MAX * 3 + 64 + FIELDS_ROOM];
     size_t query_len;
     const char *query = sxe_http_query(http, &query_len);
     ssize_t encoded = sxe_http_path_encode(resolved, len, location + 10, sizeof(location) - 10);
@@ -296,6 +304,7 @@ static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t
     int total = 10 + (int)encoded;
     total += snprintf(location + total, sizeof(location) - (size_t)total, "/%s%.*s\r\n",
                       query != NULL ? "?" : "", (int)query_len, query != NULL ? query : "");
+    fields_for(resolved, len, location + total, sizeof(location) - (size_t)total);
     respond(http, 301, location, NULL);
 }
 
@@ -381,8 +390,9 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
-    if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status, mime_type(resolved))) ==
-        NULL) {
+    fields_for(decoded, (size_t)decoded_len, added, sizeof(added));
+    if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status, mime_type(resolved),
+                          added)) == NULL) {
         respond(http, 500, NULL, "out of memory\n");
         return;
     }

@@ -14,6 +14,7 @@
 #include <sxe/sxe.h>
 
 #include "access_log.h"
+#include "fields.h"
 #include "options.h"
 
 struct httpd_config config = {.listen = "127.0.0.1:8080",
@@ -63,6 +64,10 @@ static void usage(FILE *out)
             "                        the same path on the HTTPS listener's port\n"
             "  --index NAME          the file a directory serves (index.html)\n"
             "  --list                list directories that have no index file\n"
+            "  --header 'PREFIX Name: value'\n"
+            "                        add the field to answers for paths under PREFIX\n"
+            "                        (2xx and 3xx, files and proxied alike; repeatable,\n"
+            "                        in order: Cache-Control, CORS, security fields)\n"
             "  --access-log FILE     log requests to FILE (- for standard output); off by default\n"
             "  --log-format FORMAT   common (default), combined or json (a JSON object a\n"
             "                        line, with the request's time)\n"
@@ -193,6 +198,7 @@ void options_parse(int argc, char **argv)
                                             {"redirect-https", no_argument, NULL, 'j'},
                                             {"index", required_argument, NULL, 'i'},
                                             {"list", no_argument, NULL, 'L'},
+                                            {"header", required_argument, NULL, 'd'},
                                             {"access-log", required_argument, NULL, 'a'},
                                             {"log-format", required_argument, NULL, 'f'},
                                             {"access-log-buffer", required_argument, NULL, 'A'},
@@ -344,6 +350,13 @@ void options_parse(int argc, char **argv)
         case 'M':
             config.proxy_max_body = number(optarg, 0, ULONG_MAX, "--proxy-max-body");
             break;
+        case 'd': {
+            const char *why = fields_add(optarg);
+            if (why != NULL) {
+                die(2, "--header '%s' %s", optarg, why);
+            }
+            break;
+        }
         case 'Q':
             config.proxy.pipeline = (uint32_t)number(optarg, 1, 64, "--proxy-pipeline");
             break;

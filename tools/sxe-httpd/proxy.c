@@ -36,6 +36,7 @@
 #include <sxe/clock.h>
 #include <sxe/http_client.h>
 
+#include "fields.h"
 #include "path.h"
 #include "proxy.h"
 #include "proxy_fields.h"
@@ -552,7 +553,7 @@ static void on_upgrade(sxe_http_call_t *call, const struct sxe_http_response_hea
 static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *response, void *arg)
 {
     struct exchange *exchange = arg;
-    char headers[20 * 1024];
+    char headers[20 * 1024 + FIELDS_ROOM];
     int64_t length =
         response->chunked || response->until_close ? -1 : (int64_t)response->content_length;
 
@@ -568,7 +569,12 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *
         return;
     }
     exchange->upstream->down_until = 0;
-    proxy_forwarded_fields(response, headers, headers + sizeof(headers) - 32);
+    size_t path_len;
+    const char *path = sxe_http_path(exchange->held, &path_len);
+    char *end = proxy_forwarded_fields(response, headers, headers + sizeof(headers) - FIELDS_ROOM);
+    if (fields_for_status(response->status)) { /* --header's, after the upstream's own */
+        fields_for(path, path_len, end, (size_t)(headers + sizeof(headers) - end));
+    }
     const struct sxe_http_header *declared = sxe_http_response_header(response, "Content-Length");
     if (!response->has_body) { /* HEAD keeps the length it would have had; 204 and 304 none */
         length = declared != NULL && response->status >= 200 && response->status != 204 &&

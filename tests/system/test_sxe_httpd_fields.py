@@ -1,0 +1,71 @@
+"""sxe-httpd --header 'PREFIX Name: value': fields added to the answers for paths under a prefix, as
+nginx's add_header adds them: to 2xx and 3xx answers (files whole and in ranges, 304s, listings,
+redirects, proxied answers), in the order given, and never to errors."""
+import subprocess
+
+from test_sxe_httpd import Httpd, get, httpd, root  # noqa: F401 (fixtures)
+
+FRAME = "X-Frame-Options: DENY"
+CACHE = "Cache-Control: max-age=60"
+
+
+def test_fields_by_prefix(httpd, root):  # noqa: F811
+    server = httpd("--header", f"/ {FRAME}", "--header", f"/docs/ {CACHE}", "--list")
+    status, fields, body = get(server.port, "/hello.txt")
+    assert (status, fields["x-frame-options"], body) == (200, "DENY", b"Hello World\n")
+    assert "cache-control" not in fields
+    status, fields, _ = get(server.port, "/docs/")  # its index file
+    assert (status, fields["x-frame-options"], fields["cache-control"]) == (200, "DENY",
+                                                                         "max-age=60")
+    etag = fields["etag"]
+    status, fields, body = get(server.port, "/docs/", [f"If-None-Match: {etag}"])
+    assert (status, body, fields["cache-control"]) == (304, b"", "max-age=60")
+    status, fields, body = get(server.port, "/docs/index.html", ["Range: bytes=0-3"])
+    assert (status, body, fields["cache-control"]) == (206, b"docs", "max-age=60")
+    status, fields, _ = get(server.port, "/listing/")
+    assert (status, fields["x-frame-options"]) == (200, "DENY")
+    status, fields, _ = get(server.port, "/docs")  # to the directory: the path asked for
+    assert (status, fields["location"], fields["x-frame-options"]) == (301, "/docs/", "DENY")
+    assert "cache-control" not in fields
+    for path in ("/missing", "/docs/missing"):  # errors get none
+        status, fields, _ = get(server.port, path)
+        assert status == 404 and "x-frame-options" not in fields and "cache-control" not in fields
+    # Each field once, in the order given, after the file's own.
+    raw = subprocess.run(["curl", "-sI", f"http://127.0.0.1:{server.port}/docs/"],
+                         capture_output=True, timeout=10).stdout
+    lines = raw.decode().split("\r\n")
+    assert lines.count(FRAME) == 1 and lines.count(CACHE) == 1
+    assert lines.index("Accept-Ranges: bytes") < lines.index(FRAME) < lines.index(CACHE)
+    assert server.stop() == 0
+
+
+def test_proxied_answers_get_them_too(httpd, root):  # noqa: F811
+    (root / "api").mkdir()
+    (root / "api" / "hello.txt").write_bytes(b"Hello World\n")
+    upstream = httpd()  # the same root: the target goes as it came
+    front = httpd("--header", f"/api/ {FRAME}", "--proxy", f"/api/=127.0.0.1:{upstream.port}")
+    status, fields, body = get(front.port, "/api/hello.txt")
+    assert (status, body, fields["x-frame-options"]) == (200, b"Hello World\n", "DENY")
+    status, fields, _ = get(front.port, "/api/missing")
+    assert status == 404 and "x-frame-options" not in fields
+    assert front.stop() == 0 and upstream.stop() == 0
+
+
+def test_a_wrong_field_is_refused(build_dir, root):  # noqa: F811
+    def run(*args):
+        return subprocess.run([str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+                               *args], capture_output=True, text=True, timeout=10)
+
+    for given, why in (("docs/ A: b", "must be a PREFIX starting with /"),
+                       ("/", "must be a PREFIX starting with /"),
+                       ("/ NoColon", "must be a PREFIX starting with /"),
+                       ("/ : empty name", "must be a PREFIX starting with /"),
+                       ("/ Bad Name: x", "has a field name that is not a token"),
+                       ("/ Name: a\x01b", "has a control character in its value"),
+                       ("/ Name: " + "x" * 1100, "is too long")):
+        result = run("--header", given)
+        assert result.returncode == 2, given
+        assert result.stderr.startswith(f"sxe-httpd: --header '{given}' {why}"), result.stderr
+    many = [arg for i in range(33) for arg in ("--header", f"/ X-{i}: v")]
+    result = run(*many)
+    assert result.returncode == 2 and "is given too often (32 at most)" in result.stderr

@@ -1,0 +1,34 @@
+/*
+ * --header PREFIX 'Name: value' (fields.c): fields sxe-httpd adds to its answers under a path
+ * prefix, as nginx's add_header does (Cache-Control, CORS, security fields).
+ */
+#ifndef SXE_HTTPD_FIELDS_H
+#define SXE_HTTPD_FIELDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define FIELDS_MOST      32   /* --header given at most this often */
+#define FIELDS_LINE_MOST 1024 /* bytes of one, prefix and field */
+
+/* Takes one --header's text: "PREFIX Name: value", PREFIX starting with '/', Name a token, value
+ * of visible characters, spaces and tabs. @return NULL, or why it cannot be taken. */
+const char *fields_add(const char *text);
+
+/* Whether an answer of this status carries the fields (nginx's add_header: 200, 201, 204, 206,
+ * 301, 302, 303, 304, 307, 308; not errors). */
+bool fields_for_status(int status);
+
+/*
+ * Writes the fields of every prefix path (len bytes) starts with, in the order given, each line
+ * ending in CRLF, NUL-terminated, into out. @return their length, or 0 (out then holds "") for
+ * none.
+ */
+size_t fields_for(const char *path, size_t len, char *out, size_t size);
+
+#define FIELDS_BYTES_MOST 8192 /* of every field together */
+
+/* The room fields_for() may need: every field at once. */
+#define FIELDS_ROOM (FIELDS_BYTES_MOST + 1)
+
+#endif
