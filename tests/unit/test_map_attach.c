@@ -111,6 +111,15 @@ static void test_each_option_that_differs_is_refused(void **state)
     assert_int_equal(sxe_map_attach(&map, path, &options, 0), 0);
     sxe_map_detach(map);
     unlink(path);
+    /* A granule more or less, where every offset is the same (the bitmap's words, and the log
+     * after the arena at the same 64-byte line): another arena still, either way. */
+    options = variable_options(8, 8192 + 2 * SXE__MAP_GRANULE);
+    make_file(path, options);
+    for (int granules = 1; granules <= 3; granules += 2) {
+        options.arena_bytes = 8192 + (uint64_t)granules * SXE__MAP_GRANULE;
+        assert_int_equal(sxe_map_attach(&map, path, &options, 0), -EMSGSIZE);
+    }
+    unlink(path);
 }
 
 /* A header of another size is another format, even at this version. */
