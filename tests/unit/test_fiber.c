@@ -432,8 +432,9 @@ static void test_a_fault_outside_the_guard_pages_is_not_an_overflow(void **state
 }
 
 /* madvise() through the seam, counting MADV_POPULATE_WRITE calls that failed for a reason other
- * than a kernel without it (EINVAL). */
+ * than a kernel without it (EINVAL), and the bytes they were asked to fault in. */
 static unsigned populate_failures;
+static size_t populate_bytes;
 
 static int madvise_counting_failures(void *addr, size_t len, int advice)
 {
@@ -441,6 +442,7 @@ static int madvise_counting_failures(void *addr, size_t len, int advice)
     if (rc < 0 && advice == MADV_POPULATE_WRITE && errno != EINVAL) {
         populate_failures++;
     }
+    populate_bytes += advice == MADV_POPULATE_WRITE ? len : 0;
     return rc;
 }
 
@@ -454,6 +456,7 @@ static void test_pool_creation_faults(void **state)
     sxe__sys.madvise = madvise_counting_failures;
     assert_int_equal(sxe_fibers_create(&other, loop, &options), 0);
     assert_int_equal(populate_failures, 0);
+    assert_int_equal(populate_bytes, 8 * 8192); /* every stack whole (5000 bytes: two pages) */
     sxe_fibers_destroy(other);
     sxe__sys_reset();
     sxe__sys_clock_fake(1000 * SXE_NS_PER_SEC, 0);
