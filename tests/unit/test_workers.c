@@ -458,6 +458,28 @@ static void test_a_port_someone_listens_on_is_in_use(void **state)
         assert_int_equal(sxe_workers_port(set, 0), ntohs(address.sin_port));
         sxe_workers_destroy(set);
     }
+    /* IPv6 asks the same way, its V6ONLY as the group's; and the probe's own calls may fail. */
+    struct sockaddr_in6 six = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    socklen_t six_len = sizeof(six);
+    int other = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(other >= 0);
+    assert_int_equal(bind(other, (struct sockaddr *)&six, sizeof(six)), 0);
+    assert_int_equal(listen(other, 4), 0);
+    assert_int_equal(getsockname(other, (struct sockaddr *)&six, &six_len), 0);
+    assert_int_equal(sxe_workers_create(&set, &(struct sxe_workers_options){.count = 2}), 0);
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&six, six_len, NULL), -EADDRINUSE);
+    close(other);
+    static const struct {
+        enum sxe__sys_call call;
+        unsigned nth;
+    } faults[] = {{SXE_SYS_socket, 1}, {SXE_SYS_setsockopt, 1}, {SXE_SYS_setsockopt, 2}};
+    for (unsigned i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+        sxe__sys_fail(faults[i].call, faults[i].nth, 1, EMFILE);
+        assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&six, six_len, NULL), -EMFILE);
+        sxe__sys_reset();
+    }
+    assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&six, six_len, NULL), 0);
+    sxe_workers_destroy(set);
     assert_int_equal(sxe_test_open_fds(), fds);
 }
 
