@@ -31,59 +31,10 @@
 #include "cache.h"
 #include "fields.h"
 #include "listing.h"
+#include "mime.h"
 #include "options.h"
 #include "path.h"
 #include "proxy.h"
-
-static const struct {
-    const char *extension;
-    const char *type;
-} mime_types[] = {
-    {"html", "text/html; charset=utf-8"},
-    {"htm", "text/html; charset=utf-8"},
-    {"css", "text/css; charset=utf-8"},
-    {"js", "text/javascript; charset=utf-8"},
-    {"mjs", "text/javascript; charset=utf-8"},
-    {"json", "application/json"},
-    {"txt", "text/plain; charset=utf-8"},
-    {"md", "text/markdown; charset=utf-8"},
-    {"csv", "text/csv; charset=utf-8"},
-    {"xml", "application/xml"},
-    {"svg", "image/svg+xml"},
-    {"png", "image/png"},
-    {"jpg", "image/jpeg"},
-    {"jpeg", "image/jpeg"},
-    {"gif", "image/gif"},
-    {"webp", "image/webp"},
-    {"avif", "image/avif"},
-    {"ico", "image/x-icon"},
-    {"pdf", "application/pdf"},
-    {"wasm", "application/wasm"},
-    {"mp4", "video/mp4"},
-    {"webm", "video/webm"},
-    {"mp3", "audio/mpeg"},
-    {"woff", "font/woff"},
-    {"woff2", "font/woff2"},
-    {"ttf", "font/ttf"},
-    {"zip", "application/zip"},
-    {"gz", "application/gzip"},
-    {"tar", "application/x-tar"},
-};
-
-static const char *mime_type(const char *path)
-{
-    const char *dot = strrchr(path, '.');
-    const char *slash = strrchr(path, '/');
-
-    if (dot != NULL && (slash == NULL || dot > slash)) {
-        for (size_t i = 0; i < sizeof(mime_types) / sizeof(mime_types[0]); i++) {
-            if (strcasecmp(dot + 1, mime_types[i].extension) == 0) {
-                return mime_types[i].type;
-            }
-        }
-    }
-    return "application/octet-stream";
-}
 
 static void respond(sxe_http_t *http, int status, const char *headers, const char *text)
 {

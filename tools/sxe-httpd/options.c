@@ -15,6 +15,7 @@
 
 #include "access_log.h"
 #include "fields.h"
+#include "mime.h"
 #include "options.h"
 
 struct httpd_config config = {.listen = "127.0.0.1:8080",
@@ -64,6 +65,9 @@ static void usage(FILE *out)
             "                        the same path on the HTTPS listener's port\n"
             "  --index NAME          the file a directory serves (index.html)\n"
             "  --list                list directories that have no index file\n"
+            "  --mime-types FILE     the types of files by extension, as /etc/mime.types\n"
+            "                        (/etc/mime.types if there is one; a table built in\n"
+            "                        for what it does not name)\n"
             "  --header 'PREFIX Name: value'\n"
             "                        add the field to answers for paths under PREFIX\n"
             "                        (2xx and 3xx, files and proxied alike; repeatable,\n"
@@ -199,6 +203,7 @@ void options_parse(int argc, char **argv)
                                             {"index", required_argument, NULL, 'i'},
                                             {"list", no_argument, NULL, 'L'},
                                             {"header", required_argument, NULL, 'd'},
+                                            {"mime-types", required_argument, NULL, 'm'},
                                             {"access-log", required_argument, NULL, 'a'},
                                             {"log-format", required_argument, NULL, 'f'},
                                             {"access-log-buffer", required_argument, NULL, 'A'},
@@ -224,7 +229,7 @@ void options_parse(int argc, char **argv)
                                             {"help", no_argument, NULL, 'h'},
                                             {"version", no_argument, NULL, 'V'},
                                             {NULL, 0, NULL, 0}};
-    const char *root = NULL, *access_log = NULL;
+    const char *root = NULL, *access_log = NULL, *mime_path = NULL;
     enum access_log_format log_format = ACCESS_LOG_COMMON;
     int option;
 
@@ -350,6 +355,9 @@ void options_parse(int argc, char **argv)
         case 'M':
             config.proxy_max_body = number(optarg, 0, ULONG_MAX, "--proxy-max-body");
             break;
+        case 'm':
+            mime_path = optarg;
+            break;
         case 'd': {
             const char *why = fields_add(optarg);
             if (why != NULL) {
@@ -413,6 +421,11 @@ void options_parse(int argc, char **argv)
     }
     if (!S_ISDIR(status.st_mode)) {
         die(1, "--root %s: not a directory", root);
+    }
+    const char *types = mime_path != NULL ? mime_path : "/etc/mime.types";
+    int loaded = mime_load(types, mime_path != NULL);
+    if (loaded < 0) {
+        die(1, "--mime-types %s: %s", types, strerror(-loaded));
     }
     config.root_len = strlen(config.root);
     if (config.root_len == 1) {

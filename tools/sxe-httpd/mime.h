@@ -1,0 +1,22 @@
+/*
+ * sxe-httpd's media types (mime.c): a file's Content-Type by its extension, from the system's
+ * /etc/mime.types (Debian's media-types) or --mime-types FILE, with a table built in for what the
+ * file does not name (or where there is no file).
+ */
+#ifndef SXE_HTTPD_MIME_H
+#define SXE_HTTPD_MIME_H
+
+#include <stdbool.h>
+
+/*
+ * Reads path's types (lines "type ext ext ...", '#' comments), once, before the workers start. A
+ * missing file is no error when required is false (the default path). @return 0, or -errno (the
+ * file cannot be read, or memory is short).
+ */
+int mime_load(const char *path, bool required);
+
+/* The Content-Type for the file at path: text types with "; charset=utf-8";
+ * application/octet-stream for an extension no one names. */
+const char *mime_type(const char *path);
+
+#endif
