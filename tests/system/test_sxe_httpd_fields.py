@@ -3,6 +3,7 @@ nginx's add_header adds them: to 2xx and 3xx answers (files whole and in ranges,
 redirects, proxied answers), in the order given, and never to errors."""
 import subprocess
 
+from test_proxy import upstreams  # noqa: F401 (a fixture: an upstream that echoes any path)
 from test_sxe_httpd import Httpd, get, httpd, root  # noqa: F401 (fixtures)
 
 FRAME = "X-Frame-Options: DENY"
@@ -49,6 +50,22 @@ def test_proxied_answers_get_them_too(httpd, root):  # noqa: F811
     status, fields, _ = get(front.port, "/api/missing")
     assert status == 404 and "x-frame-options" not in fields
     assert front.stop() == 0 and upstream.stop() == 0
+
+
+def test_a_proxied_path_is_matched_decoded(httpd, upstreams):  # noqa: F811
+    """An upstream may decode what the proxy forwards as it came: "%2F" into "/", then resolve the
+    dot segments that makes. The prefix is matched against that, and against decoded letters."""
+    up = upstreams()
+    front = httpd("--workers", "1", "--proxy", f"/api/=127.0.0.1:{up.port}",
+                  "--header", f"/api/admin {FRAME}", "--header", "/api/caf\u00e9 X-Cafe: 1")
+    for target in ("/api/admin", "/api/x%2F..%2Fadmin", "/api/%61dmin", "/api/x/%2e%2e/admin"):
+        status, fields, _ = get(front.port, target)
+        assert (status, fields.get("x-frame-options")) == (200, "DENY"), target
+    status, fields, _ = get(front.port, "/api/caf%C3%A9")
+    assert (status, fields.get("x-cafe")) == (200, "1")
+    status, fields, _ = get(front.port, "/api/other")
+    assert status == 200 and "x-frame-options" not in fields and "x-cafe" not in fields
+    assert front.stop() == 0
 
 
 def test_a_wrong_field_is_refused(build_dir, root):  # noqa: F811

@@ -23,10 +23,14 @@ def test_each_request_is_a_json_object(httpd, root):  # noqa: F811
         sock.sendall(b"HEAD /hello.txt HTTP/1.0\r\nUser-Agent: " + agent + b"\r\n\r\n")
         assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
     assert exchange(server.port, b"\x01\x02 nonsense\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    assert exchange(server.port, b"UNSUBSCRIBE /hello.txt HTTP/1.1\r\nHost: x\r\n"
+                    b"Connection: close\r\n\r\n").startswith(b"HTTP/1.1 405 ")
     assert server.stop() == 0
 
     lines = [json.loads(text) for text in log.read_text().splitlines()]
-    assert len(lines) == 4
+    assert len(lines) == 5
+    assert (lines[4]["method"], lines[4]["status"]) == ("UNSUBSCRIBE", 405)  # the longest, whole
+    lines = lines[:4]
     for line in lines:
         assert list(line) == FIELDS
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", line["time"])

@@ -50,7 +50,7 @@ static __thread sxe_timer_t flush_timer; /* each loop's: the buffer goes out eve
  * own fields always fit after them. */
 #define TARGET_SHARE   (32 * 1024)
 #define HEADER_SHARE   (8 * 1024)
-#define METHOD_SHARE   64 /* the parser knows methods of 11 bytes at most */
+#define METHOD_SHARE   96 /* the parser knows methods of 11 bytes at most: 15 fit, escaped */
 #define LINE_MAX_BYTES (TARGET_SHARE + 2 * HEADER_SHARE + 1024)
 
 struct line {

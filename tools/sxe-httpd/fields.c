@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sxe/http.h>
+
 #include "fields.h"
 
 struct field {
@@ -93,4 +95,18 @@ size_t fields_for(const char *path, size_t len, char *out, size_t size)
         out[used] = '\0';
     }
     return used;
+}
+
+size_t fields_for_encoded(const char *path, size_t len, char *out, size_t size)
+{
+    static __thread char decoded[16384], normal[16384];
+
+    ssize_t decoded_len = sxe_http_percent_decode(path, len, decoded, sizeof(decoded), false);
+    if (decoded_len < 0) {
+        return fields_for(path, len, out, size); /* a target too long to be served anyway */
+    }
+    ssize_t normal_len =
+        sxe_http_path_normalize(decoded, (size_t)decoded_len, normal, sizeof(normal));
+    return normal_len >= 0 ? fields_for(normal, (size_t)normal_len, out, size)
+                           : fields_for(decoded, (size_t)decoded_len, out, size);
 }

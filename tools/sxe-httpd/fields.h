@@ -28,6 +28,13 @@ size_t fields_for(const char *path, size_t len, char *out, size_t size);
 
 #define FIELDS_BYTES_MOST 8192 /* of every field together */
 
+/*
+ * The same for a request path as it came (sxe_http_path(): normal form, still percent-encoded), as
+ * the proxy forwards it: matched once its escapes are all decoded ("%2F" too) and its dot segments
+ * resolved again, so that no spelling an upstream would decode into a prefix's path escapes it.
+ */
+size_t fields_for_encoded(const char *path, size_t len, char *out, size_t size);
+
 /* The room fields_for() may need: every field at once. */
 #define FIELDS_ROOM (FIELDS_BYTES_MOST + 1)
 

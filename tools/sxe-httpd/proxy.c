@@ -573,7 +573,7 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *
     const char *path = sxe_http_path(exchange->held, &path_len);
     char *end = proxy_forwarded_fields(response, headers, headers + sizeof(headers) - FIELDS_ROOM);
     if (fields_for_status(response->status)) { /* --header's, after the upstream's own */
-        fields_for(path, path_len, end, (size_t)(headers + sizeof(headers) - end));
+        fields_for_encoded(path, path_len, end, (size_t)(headers + sizeof(headers) - end));
     }
     const struct sxe_http_header *declared = sxe_http_response_header(response, "Content-Length");
     if (!response->has_body) { /* HEAD keeps the length it would have had; 204 and 304 none */
