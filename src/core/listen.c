@@ -218,6 +218,7 @@ static int set_option(int fd, int level, int name, int value, const char *what)
     }
     return 0;
 }
+
 int sxe__listen_probe(const struct sockaddr *address, socklen_t address_len,
                       const struct sxe_listen_options *options)
 {

@@ -118,6 +118,31 @@ static void test_modify(void **state)
     close_loop(loop);
 }
 
+/* A poll cancelled because nothing is watched any more completes with -ECANCELED: that is no
+ * event, and the poll armed again afterwards reports as any does. */
+static void test_a_cancelled_poll_is_not_reported(void **state)
+{
+    sxe_loop_t *loop = open_loop();
+    struct sxe__io_event events[EVENTS_MAX];
+    int pipe_fds[2];
+
+    (void)state;
+    assert_int_equal(pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC), 0);
+    assert_int_equal(sxe__io_uring.watch(loop, pipe_fds[0], 4, SXE__IO_IN), 0);
+    assert_int_equal(wait_ms(loop, 0, events, EVENTS_MAX), 0); /* armed */
+    assert_int_equal(sxe__io_uring.watch(loop, pipe_fds[0], 4, SXE__IO_MODIFY), 0);
+    assert_int_equal(wait_ms(loop, 50, events, EVENTS_MAX), 0); /* its cancel completes */
+    assert_int_equal(write(pipe_fds[1], "!", 1), 1);
+    assert_int_equal(wait_ms(loop, 50, events, EVENTS_MAX), 0); /* not watched */
+    assert_int_equal(sxe__io_uring.watch(loop, pipe_fds[0], 5, SXE__IO_IN | SXE__IO_MODIFY), 0);
+    assert_int_equal(wait_ms(loop, 1000, events, EVENTS_MAX), 1);
+    assert_int_equal(events[0].tag, 5);
+    assert_int_equal(events[0].events, SXE__IO_IN);
+    sxe__io_uring.forget(loop, pipe_fds[0], true);
+    close(pipe_fds[1]);
+    close_loop(loop);
+}
+
 /* Two sends on one fd at once: the second is invalid use (-EBUSY in release builds). */
 static void send_twice_at_once(void *arg)
 {
@@ -394,6 +419,7 @@ int main(void)
         cmocka_unit_test_teardown(test_level_in, reset),
         cmocka_unit_test_teardown(test_edge_out, reset),
         cmocka_unit_test_teardown(test_modify, reset),
+        cmocka_unit_test_teardown(test_a_cancelled_poll_is_not_reported, reset),
         cmocka_unit_test_teardown(test_fd_past_table, reset),
         cmocka_unit_test_teardown(test_deadline_is_the_timeout, reset),
         cmocka_unit_test_teardown(test_deadlines, reset),
