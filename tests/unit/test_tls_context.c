@@ -100,10 +100,13 @@ static void test_context_errors(void **state)
             &made, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_other_key}),
         -EPROTO);
     assert_non_null(strstr(capture.text, "not the key of certificate"));
+    sxe_test_capture_stop();
+    sxe_test_capture_start(&capture); /* a certificate that is none: said so, and nothing more */
     assert_int_equal(sxe_tls_server_create(
                          &made, &(struct sxe_tls_options){.certificate = tls_key, .key = tls_key}),
                      -EPROTO);
     assert_non_null(strstr(capture.text, "not a PEM certificate chain"));
+    assert_null(strstr(capture.text, "TLS key"));
     assert_int_equal(
         sxe_tls_server_create(&made, &(struct sxe_tls_options){.certificate = tls_certificate,
                                                                .key = tls_key,
