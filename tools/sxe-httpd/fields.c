@@ -101,6 +101,9 @@ size_t fields_for_encoded(const char *path, size_t len, char *out, size_t size)
 {
     static __thread char decoded[16384], normal[16384];
 
+    if (count == 0) {
+        return fields_for(path, len, out, size); /* nothing to match: no decoding either */
+    }
     ssize_t decoded_len = sxe_http_percent_decode(path, len, decoded, sizeof(decoded), false);
     if (decoded_len < 0) {
         return fields_for(path, len, out, size); /* a target too long to be served anyway */
