@@ -155,17 +155,18 @@ int sxe_worker_listen(sxe_worker_t *worker, unsigned listener,
         return -EINVAL;
     }
     struct sxe__workers_listener *group = &set->listeners[listener];
-    if (set->options.spread == SXE_SPREAD_HAND_OFF) { /* connections come over the channel */
-        int rc =
-            group->options.tls != NULL ? sxe__tls_prepare(worker->loop, group->options.tls) : 0;
-        if (rc == 0) {
-            worker->shares[listener].handlers = handlers;
-            worker->shares[listener].user = user;
-        }
+    bool hand_off = set->options.spread == SXE_SPREAD_HAND_OFF;
+    int rc = hand_off && group->options.tls != NULL
+                 ? sxe__tls_prepare(worker->loop, group->options.tls) /* its handshakes are ours */
+                 : 0;
+    if (rc < 0) {
         return rc;
     }
     worker->shares[listener].handlers = handlers;
     worker->shares[listener].user = user;
+    if (hand_off) {
+        return 0; /* connections come over the channel */
+    }
     /* The loop owns the socket it attaches: a process's copy is its own; a thread takes a dup,
      * since the set keeps its own for a restart. */
     int fd = group->fds[worker->index];
@@ -176,7 +177,7 @@ int sxe_worker_listen(sxe_worker_t *worker, unsigned listener,
     } else {
         group->fds[worker->index] = -1;
     }
-    int rc = sxe__listen_attach(worker->loop, &conn, fd, &group->options, handlers, user);
+    rc = sxe__listen_attach(worker->loop, &conn, fd, &group->options, handlers, user);
     if (rc == 0) {
         worker->own++;
     }
