@@ -302,6 +302,19 @@ static void test_a_body_of_any_size_goes_in_pieces_with_a_length_or_chunked(void
     assert_int_equal(stats.requests, 4);
 }
 
+/* Runs the upload against an upstream that reads nothing: the writer goes on as the kernel's
+ * buffers take its queue, until they are full and it writes no more. */
+static void fill_to_the_kernel(struct upload *upload)
+{
+    size_t sent;
+
+    sxe_test_run_until(loop, &upload->fulls, 1);
+    do {
+        sent = upload->sent;
+        run_for(200);
+    } while (upload->sent != sent);
+}
+
 static void test_a_slow_upstream_holds_the_writer_back_and_a_silent_one_times_out(void **state)
 {
     struct upload upload = {0};
@@ -310,14 +323,8 @@ static void test_a_slow_upstream_holds_the_writer_back_and_a_silent_one_times_ou
     make_client(scripted_address, 2 * SXE_NS_PER_SEC);
     hold = true;
     start(&upload, "/", SCRIPTED_BODY, false);
-    sxe_test_run_until(loop, &upload.fulls, 1);
-    size_t
-        sent; /* the writer goes on as the kernel's buffers take its queue, until they are full */
-    do {
-        sent = upload.sent;
-        run_for(200);
-    } while (upload.sent != sent);
-    assert_true(sent < upload.total);
+    fill_to_the_kernel(&upload);
+    assert_true(upload.sent < upload.total);
     assert_int_equal(upload.writables, upload.fulls); /* it waits for the last "full" to drain */
     hold = false; /* the upstream reads again: the writer goes on, the answer comes */
     assert_non_null(holding);
@@ -450,12 +457,7 @@ static void test_the_end_of_a_body_leaves_the_writer_owing_nothing(void **state)
     make_client(scripted_address, 5 * SXE_NS_PER_SEC);
     hold = true;
     start(&upload, "/", SCRIPTED_BODY, true);
-    sxe_test_run_until(loop, &upload.fulls, 1);
-    size_t sent;
-    do { /* until the kernel's buffers are full too */
-        sent = upload.sent;
-        run_for(100);
-    } while (upload.sent != sent);
+    fill_to_the_kernel(&upload);
     static const char piece[4096];
     do { /* a piece more, until the queue is past high_water (each write asks again) */
         assert_int_equal(sxe_http_call_write(upload.call, piece, sizeof(piece)), 0);
