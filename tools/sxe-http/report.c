@@ -140,7 +140,7 @@ static void report_json(const struct results *total, uint64_t run_ns,
     if (config.timeline) {
         printf(",\n \"timeline\": [");
         for (size_t i = 0; i < seconds; i++) {
-            printf("%s\n  {\"second\": %zu, \"s\": %.3f, \"queries_per_s\": %.1f, "
+            printf("%s\n  {\"second\": %zu, \"s\": %.6f, \"queries_per_s\": %.1f, "
                    "\"errors\": %llu, \"p99_ms\": %.3f}",
                    i ? "," : "", i, timeline[i].seconds, timeline[i].queries_per_s,
                    (unsigned long long)timeline[i].errors, ms(timeline[i].p99_ns));
