@@ -445,6 +445,33 @@ static int listen_all(sxe_http_server_t *server, sxe_tls_t *tls, const char **fa
     return sxe_http_server_listen_tls(server, config.https, tls);
 }
 
+/* -t: the options and files were read and the certificates loaded; the addresses are checked
+ * without listening on them (the server the check is for may hold them). */
+static int test_only(sxe_tls_t *tls)
+{
+    const char *addresses[] = {config.listen, config.https};
+    struct sockaddr_storage address;
+    int rc = 0;
+
+    for (unsigned i = 0; i < 2 && rc == 0; i++) {
+        if (addresses[i] != NULL &&
+            sxe_address_parse(addresses[i], -1, &address, &(socklen_t){0}) < 0) {
+            fprintf(stderr,
+                    "sxe-httpd: %s %s: expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT\n",
+                    i == 0 ? "--listen" : "--https", addresses[i]);
+            rc = 1;
+        }
+    }
+    if (rc == 0) {
+        fprintf(stderr, "sxe-httpd: the configuration%s%s is good\n", config.file ? " in " : "",
+                config.file ? config.file : "");
+    }
+    sxe_tls_destroy(tls);
+    sxe_tls_destroy(config.proxy.tls);
+    access_log_flush();
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     sxe_http_server_t *server;
@@ -473,6 +500,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "sxe-httpd: https:// upstreams: %s (the log above says why)\n",
                 sxe_strerror(rc));
         return 1;
+    }
+    if (config.test) {
+        return test_only(tls);
     }
     struct sxe_http_server_options options = {
         /* Over TLS a response being sent holds a sealed record in a buffer until the client takes

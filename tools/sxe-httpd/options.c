@@ -14,6 +14,7 @@
 #include <sxe/sxe.h>
 
 #include "access_log.h"
+#include "config_file.h"
 #include "fields.h"
 #include "mime.h"
 #include "options.h"
@@ -25,6 +26,50 @@ struct httpd_config config = {.listen = "127.0.0.1:8080",
                               .proxy = {.connections = 256,
                                         .timeout = 30 * SXE_NS_PER_SEC,
                                         .fail_timeout = 10 * SXE_NS_PER_SEC}};
+
+static const struct option options[] = {{"root", required_argument, NULL, 'r'},
+                                        {"listen", required_argument, NULL, 'l'},
+                                        {"tls-cert", required_argument, NULL, 'k'},
+                                        {"tls-key", required_argument, NULL, 'K'},
+                                        {"tls", required_argument, NULL, 'n'},
+                                        {"tls-no-tickets", no_argument, NULL, 'Y'},
+                                        {"tls-ticket-key", required_argument, NULL, 'y'},
+                                        {"tls-client-ca", required_argument, NULL, 'x'},
+                                        {"tls-client-optional", no_argument, NULL, 'o'},
+                                        {"tls-ocsp", required_argument, NULL, 'e'},
+                                        {"https", required_argument, NULL, 'S'},
+                                        {"redirect-https", no_argument, NULL, 'j'},
+                                        {"index", required_argument, NULL, 'i'},
+                                        {"list", no_argument, NULL, 'L'},
+                                        {"header", required_argument, NULL, 'd'},
+                                        {"mime-types", required_argument, NULL, 'm'},
+                                        {"access-log", required_argument, NULL, 'a'},
+                                        {"log-format", required_argument, NULL, 'f'},
+                                        {"access-log-buffer", required_argument, NULL, 'A'},
+                                        {"connections", required_argument, NULL, 'Z'},
+                                        {"workers", required_argument, NULL, 'w'},
+                                        {"threads", no_argument, NULL, 'T'},
+                                        {"cache", required_argument, NULL, 'C'},
+                                        {"spread", required_argument, NULL, 's'},
+                                        {"fastopen", no_argument, NULL, 'F'},
+                                        {"defer-accept", no_argument, NULL, 'D'},
+                                        {"evict-idle", no_argument, NULL, 'E'},
+                                        {"header-timeout", required_argument, NULL, 'H'},
+                                        {"idle-timeout", required_argument, NULL, 'I'},
+                                        {"body-rate", required_argument, NULL, 'R'},
+                                        {"proxy", required_argument, NULL, 'P'},
+                                        {"balance", required_argument, NULL, 'B'},
+                                        {"proxy-timeout", required_argument, NULL, 'O'},
+                                        {"proxy-connections", required_argument, NULL, 'N'},
+                                        {"proxy-pipeline", required_argument, NULL, 'Q'},
+                                        {"proxy-max-body", required_argument, NULL, 'M'},
+                                        {"proxy-underscores", no_argument, NULL, 'U'},
+                                        {"proxy-ca", required_argument, NULL, 'G'},
+                                        {"config", required_argument, NULL, 'c'},
+                                        {"test", no_argument, NULL, 't'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {"version", no_argument, NULL, 'V'},
+                                        {NULL, 0, NULL, 0}};
 
 static void usage(FILE *out)
 {
@@ -38,6 +83,11 @@ static void usage(FILE *out)
             "Stops cleanly on SIGTERM or SIGINT; SIGHUP reopens the access log and reloads\n"
             "the TLS files (the old ones serve on if the new fail).\n"
             "\n"
+            "  -c, --config FILE     read options from FILE, a YAML mapping whose keys are\n"
+            "                        the long options (root: /srv/www); the command line\n"
+            "                        overrides it\n"
+            "  -t, --test            check the configuration, its files and certificates,\n"
+            "                        say whether it is good, and exit (0 if it is)\n"
             "  --root DIR            the directory to serve (required)\n"
             "  --listen IP:PORT      where to listen, [IPv6]:PORT too (127.0.0.1:8080)\n"
             "  --tls-cert FILE       with --tls-key: serve HTTPS (TLS 1.2 and 1.3) on --listen,\n"
@@ -120,19 +170,31 @@ static void usage(FILE *out)
             "      --version         the versions of sxe-httpd and of the libsxe it runs on\n"
             "\n"
             "SIGUSR1 logs one line of counters per worker; SIGHUP reopens the access log\n"
-            "(after logrotate moved it). A worker process that dies is restarted; the others\n"
-            "serve on.\n");
+            "(after logrotate moved it) and reloads the TLS files, but does not read the\n"
+            "configuration file again: restart to change it. A worker process that dies is\n"
+            "restarted; the others serve on.\n");
 }
 
+/* "FILE:LINE" while the configuration file's entries are applied, else NULL. */
+static const char *source;
+
+/* Says what is wrong and exits: 2 for a wrong command line, 1 for the rest. A configuration
+ * file's mistake is told at its line, the option named as its key is (workers, not --workers). */
 static void __attribute__((format(printf, 2, 3), noreturn)) die(int status, const char *format, ...)
 {
+    char *text;
     va_list args;
 
-    fprintf(stderr, "sxe-httpd: ");
     va_start(args, format);
-    vfprintf(stderr, format, args);
+    if (vasprintf(&text, format, args) < 0) {
+        text = (char *)(uintptr_t)format; /* memory is short: the words without their values */
+    }
     va_end(args);
-    fprintf(stderr, "\n");
+    if (source != NULL) {
+        fprintf(stderr, "sxe-httpd: %s: %s\n", source, text + 2 * (strncmp(text, "--", 2) == 0));
+        exit(1);
+    }
+    fprintf(stderr, "sxe-httpd: %s\n", text);
     exit(status);
 }
 
@@ -186,210 +248,258 @@ static void tls_name(char *text)
         .name = text, .certificate = equals + 1, .key = comma + 1, .ocsp = ocsp};
 }
 
+/* The command line's values and the file's, until options_parse() checks them together. */
+static struct {
+    const char *root, *access_log, *mime_path;
+    enum access_log_format log_format;
+} given;
+
+/* One option, from the command line or the file: a case each, as getopt gives them (long for
+ * that reason). */
+static void apply(int option, char *arg)
+{
+    switch (option) {
+    case 'r':
+        given.root = arg;
+        break;
+    case 'l':
+        config.listen = arg;
+        break;
+    case 'k':
+        config.tls_cert = arg;
+        break;
+    case 'K':
+        config.tls_key = arg;
+        break;
+    case 'n':
+        tls_name(arg);
+        break;
+    case 'Y':
+        config.tls_no_tickets = true;
+        break;
+    case 'y':
+        config.tls_ticket_key = arg;
+        break;
+    case 'x':
+        config.tls_client_ca = arg;
+        break;
+    case 'o':
+        config.tls_client_optional = true;
+        break;
+    case 'e':
+        config.tls_ocsp = arg;
+        break;
+    case 'S':
+        config.https = arg;
+        break;
+    case 'j':
+        config.redirect_https = true;
+        break;
+    case 'i':
+        config.index = arg;
+        break;
+    case 'L':
+        config.list = true;
+        break;
+    case 'a':
+        given.access_log = arg;
+        break;
+    case 'f':
+        if (strcmp(arg, "common") == 0) {
+            given.log_format = ACCESS_LOG_COMMON;
+        } else if (strcmp(arg, "combined") == 0) {
+            given.log_format = ACCESS_LOG_COMBINED;
+        } else if (strcmp(arg, "json") == 0) {
+            given.log_format = ACCESS_LOG_JSON;
+        } else {
+            die(2, "--log-format must be common, combined or json, not '%s'", arg);
+        }
+        break;
+    case 'A':
+        config.log_buffer = number(arg, 0, 64u << 20, "--access-log-buffer");
+        break;
+    case 'Z':
+        config.connections = (uint32_t)number(arg, 16, 1000000, "--connections");
+        break;
+    case 'w':
+        config.workers = (unsigned)number(arg, 1, SXE_WORKERS_MAX, "--workers");
+        break;
+    case 'T':
+        config.kind = SXE_WORKERS_THREADS;
+        break;
+    case 'C':
+        if (strcmp(arg, "shared") != 0 && strcmp(arg, "per-worker") != 0) {
+            die(2, "--cache must be per-worker or shared, not '%s'", arg);
+        }
+        config.cache = strcmp(arg, "shared") == 0;
+        break;
+    case 's':
+        config.spread = spread_mode(arg);
+        break;
+    case 'F':
+        config.listen_flags |= SXE_LISTEN_FASTOPEN;
+        break;
+    case 'D':
+        config.listen_flags |= SXE_LISTEN_DEFER_ACCEPT;
+        break;
+    case 'E':
+        config.listen_flags |= SXE_LISTEN_EVICT_IDLE;
+        break;
+    case 'H':
+        config.header_timeout = (unsigned)number(arg, 1, 86400, "--header-timeout");
+        break;
+    case 'I':
+        config.idle_timeout = (unsigned)number(arg, 1, 86400, "--idle-timeout");
+        break;
+    case 'R':
+        config.body_rate = (unsigned)number(arg, 1, 1u << 30, "--body-rate");
+        break;
+    case 'P': {
+        const char *wrong = proxy_add(arg);
+        if (wrong != NULL) {
+            die(2, "--proxy %s: %s", arg, wrong);
+        }
+        break;
+    }
+    case 'G':
+        config.proxy.ca_file = arg;
+        break;
+    case 'B':
+        if (strcmp(arg, "least") != 0 && strcmp(arg, "round-robin") != 0) {
+            die(2, "--balance must be least or round-robin, not '%s'", arg);
+        }
+        config.proxy.round_robin = strcmp(arg, "round-robin") == 0;
+        break;
+    case 'O':
+        config.proxy.timeout = number(arg, 1, 3600, "--proxy-timeout") * SXE_NS_PER_SEC;
+        break;
+    case 'N':
+        config.proxy.connections = (uint32_t)number(arg, 1, 65536, "--proxy-connections");
+        break;
+    case 'M':
+        config.proxy_max_body = number(arg, 0, ULONG_MAX, "--proxy-max-body");
+        break;
+    case 'm':
+        given.mime_path = arg;
+        break;
+    case 'd': {
+        const char *why = fields_add(arg);
+        if (why != NULL) {
+            die(2, "--header '%s' %s", arg, why);
+        }
+        break;
+    }
+    case 'Q':
+        config.proxy.pipeline = (uint32_t)number(arg, 1, 64, "--proxy-pipeline");
+        break;
+    case 'U':
+        config.proxy.underscores = true;
+        break;
+    }
+}
+
+static bool boolean(const char *text, bool *value)
+{
+    static const char *const words[] = {"false", "no", "off", "true", "yes", "on"};
+
+    for (unsigned i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        if (strcasecmp(text, words[i]) == 0) {
+            *value = i >= 3;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Applies the file's entries, each told at its line if it is wrong. Its strings stay: the
+ * configuration points into them. */
+static void read_file(const char *path)
+{
+    static struct config_file file;
+    char place[PATH_MAX + 16];
+
+    if (config_file_read(path, &file) < 0) {
+        if (file.line == 0) {
+            die(1, "--config %s: %s", path, file.why);
+        }
+        die(1, "%s:%u: %s", path, file.line, file.why);
+    }
+    for (size_t i = 0; i < file.count; i++) {
+        const struct config_entry *entry = &file.entries[i];
+        const struct option *option = options;
+
+        snprintf(place, sizeof(place), "%s:%u", path, entry->line);
+        source = place;
+        while (option->name != NULL && strcmp(option->name, entry->key) != 0) {
+            option++;
+        }
+        if (option->name == NULL || strchr("ctVh", option->val) != NULL) {
+            die(1, "unknown key '%s' (the keys are the long options: see --help)", entry->key);
+        }
+        if (entry->listed && strchr("nPd", option->val) == NULL) {
+            die(1, "'%s' takes one value, not a list", entry->key);
+        }
+        bool on = true;
+        if (option->has_arg == no_argument && !boolean(entry->value, &on)) {
+            die(1, "'%s' is true or false, not '%s'", entry->key, entry->value);
+        }
+        if (on) {
+            apply(option->val, option->has_arg == no_argument ? NULL : entry->value);
+        }
+    }
+    source = NULL;
+}
+
 void options_parse(int argc, char **argv)
 {
-    static const struct option options[] = {{"root", required_argument, NULL, 'r'},
-                                            {"listen", required_argument, NULL, 'l'},
-                                            {"tls-cert", required_argument, NULL, 'k'},
-                                            {"tls-key", required_argument, NULL, 'K'},
-                                            {"tls", required_argument, NULL, 'n'},
-                                            {"tls-no-tickets", no_argument, NULL, 't'},
-                                            {"tls-ticket-key", required_argument, NULL, 'y'},
-                                            {"tls-client-ca", required_argument, NULL, 'x'},
-                                            {"tls-client-optional", no_argument, NULL, 'o'},
-                                            {"tls-ocsp", required_argument, NULL, 'e'},
-                                            {"https", required_argument, NULL, 'S'},
-                                            {"redirect-https", no_argument, NULL, 'j'},
-                                            {"index", required_argument, NULL, 'i'},
-                                            {"list", no_argument, NULL, 'L'},
-                                            {"header", required_argument, NULL, 'd'},
-                                            {"mime-types", required_argument, NULL, 'm'},
-                                            {"access-log", required_argument, NULL, 'a'},
-                                            {"log-format", required_argument, NULL, 'f'},
-                                            {"access-log-buffer", required_argument, NULL, 'A'},
-                                            {"connections", required_argument, NULL, 'c'},
-                                            {"workers", required_argument, NULL, 'w'},
-                                            {"threads", no_argument, NULL, 'T'},
-                                            {"cache", required_argument, NULL, 'C'},
-                                            {"spread", required_argument, NULL, 's'},
-                                            {"fastopen", no_argument, NULL, 'F'},
-                                            {"defer-accept", no_argument, NULL, 'D'},
-                                            {"evict-idle", no_argument, NULL, 'E'},
-                                            {"header-timeout", required_argument, NULL, 'H'},
-                                            {"idle-timeout", required_argument, NULL, 'I'},
-                                            {"body-rate", required_argument, NULL, 'R'},
-                                            {"proxy", required_argument, NULL, 'P'},
-                                            {"balance", required_argument, NULL, 'B'},
-                                            {"proxy-timeout", required_argument, NULL, 'O'},
-                                            {"proxy-connections", required_argument, NULL, 'N'},
-                                            {"proxy-pipeline", required_argument, NULL, 'Q'},
-                                            {"proxy-max-body", required_argument, NULL, 'M'},
-                                            {"proxy-underscores", no_argument, NULL, 'U'},
-                                            {"proxy-ca", required_argument, NULL, 'G'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {"version", no_argument, NULL, 'V'},
-                                            {NULL, 0, NULL, 0}};
-    const char *root = NULL, *access_log = NULL, *mime_path = NULL;
-    enum access_log_format log_format = ACCESS_LOG_COMMON;
+    struct {
+        int option;
+        char *arg;
+    } *line = calloc((size_t)argc, sizeof(*line));
+    size_t count = 0;
     int option;
 
-    while ((option = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    if (line == NULL) {
+        die(1, "%s", "out of memory");
+    }
+    /* The command line is read first and applied last: its values override the file's. */
+    while ((option = getopt_long(argc, argv, "hc:t", options, NULL)) != -1) {
         switch (option) {
-        case 'r':
-            root = optarg;
-            break;
-        case 'l':
-            config.listen = optarg;
-            break;
-        case 'k':
-            config.tls_cert = optarg;
-            break;
-        case 'K':
-            config.tls_key = optarg;
-            break;
-        case 'n':
-            tls_name(optarg);
-            break;
-        case 't':
-            config.tls_no_tickets = true;
-            break;
-        case 'y':
-            config.tls_ticket_key = optarg;
-            break;
-        case 'x':
-            config.tls_client_ca = optarg;
-            break;
-        case 'o':
-            config.tls_client_optional = true;
-            break;
-        case 'e':
-            config.tls_ocsp = optarg;
-            break;
-        case 'S':
-            config.https = optarg;
-            break;
-        case 'j':
-            config.redirect_https = true;
-            break;
-        case 'i':
-            config.index = optarg;
-            break;
-        case 'L':
-            config.list = true;
-            break;
-        case 'a':
-            access_log = optarg;
-            break;
-        case 'f':
-            if (strcmp(optarg, "common") == 0) {
-                log_format = ACCESS_LOG_COMMON;
-            } else if (strcmp(optarg, "combined") == 0) {
-                log_format = ACCESS_LOG_COMBINED;
-            } else if (strcmp(optarg, "json") == 0) {
-                log_format = ACCESS_LOG_JSON;
-            } else {
-                die(2, "--log-format must be common, combined or json, not '%s'", optarg);
-            }
-            break;
-        case 'A':
-            config.log_buffer = number(optarg, 0, 64u << 20, "--access-log-buffer");
-            break;
-        case 'c':
-            config.connections = (uint32_t)number(optarg, 16, 1000000, "--connections");
-            break;
-        case 'w':
-            config.workers = (unsigned)number(optarg, 1, SXE_WORKERS_MAX, "--workers");
-            break;
-        case 'T':
-            config.kind = SXE_WORKERS_THREADS;
-            break;
-        case 'C':
-            if (strcmp(optarg, "shared") != 0 && strcmp(optarg, "per-worker") != 0) {
-                die(2, "--cache must be per-worker or shared, not '%s'", optarg);
-            }
-            config.cache = strcmp(optarg, "shared") == 0;
-            break;
-        case 's':
-            config.spread = spread_mode(optarg);
-            break;
-        case 'F':
-            config.listen_flags |= SXE_LISTEN_FASTOPEN;
-            break;
-        case 'D':
-            config.listen_flags |= SXE_LISTEN_DEFER_ACCEPT;
-            break;
-        case 'E':
-            config.listen_flags |= SXE_LISTEN_EVICT_IDLE;
-            break;
-        case 'H':
-            config.header_timeout = (unsigned)number(optarg, 1, 86400, "--header-timeout");
-            break;
-        case 'I':
-            config.idle_timeout = (unsigned)number(optarg, 1, 86400, "--idle-timeout");
-            break;
-        case 'R':
-            config.body_rate = (unsigned)number(optarg, 1, 1u << 30, "--body-rate");
-            break;
-        case 'P': {
-            const char *wrong = proxy_add(optarg);
-            if (wrong != NULL) {
-                die(2, "--proxy %s: %s", optarg, wrong);
-            }
-            break;
-        }
-        case 'G':
-            config.proxy.ca_file = optarg;
-            break;
-        case 'B':
-            if (strcmp(optarg, "least") != 0 && strcmp(optarg, "round-robin") != 0) {
-                die(2, "--balance must be least or round-robin, not '%s'", optarg);
-            }
-            config.proxy.round_robin = strcmp(optarg, "round-robin") == 0;
-            break;
-        case 'O':
-            config.proxy.timeout = number(optarg, 1, 3600, "--proxy-timeout") * SXE_NS_PER_SEC;
-            break;
-        case 'N':
-            config.proxy.connections = (uint32_t)number(optarg, 1, 65536, "--proxy-connections");
-            break;
-        case 'M':
-            config.proxy_max_body = number(optarg, 0, ULONG_MAX, "--proxy-max-body");
-            break;
-        case 'm':
-            mime_path = optarg;
-            break;
-        case 'd': {
-            const char *why = fields_add(optarg);
-            if (why != NULL) {
-                die(2, "--header '%s' %s", optarg, why);
-            }
-            break;
-        }
-        case 'Q':
-            config.proxy.pipeline = (uint32_t)number(optarg, 1, 64, "--proxy-pipeline");
-            break;
-        case 'U':
-            config.proxy.underscores = true;
-            break;
         case 'h':
             usage(stdout);
             exit(0);
         case 'V':
             printf("sxe-httpd %s (libsxe %s)\n", SXE_VERSION, sxe_version());
             exit(0);
-        default: /* getopt said which, in a line of its own */
+        case 'c':
+            config.file = optarg;
+            break;
+        case 't':
+            config.test = true;
+            break;
+        case '?': /* getopt said which, in a line of its own */
             fprintf(stderr, "(sxe-httpd --help lists the options)\n");
             exit(2);
+        default:
+            line[count].option = option;
+            line[count++].arg = optarg;
         }
     }
+    if (optind < argc) {
+        die(2, "unexpected argument '%s' (see --help)", argv[optind]);
+    }
+    if (config.file != NULL) {
+        read_file(config.file);
+    }
+    for (size_t i = 0; i < count; i++) {
+        apply(line[i].option, line[i].arg);
+    }
+    free(line);
     if (config.cache == 1 && config.kind != SXE_WORKERS_THREADS) {
         die(2, "%s", "--cache shared needs --threads (worker processes share no memory)");
     }
     if (config.cache == -1) { /* threads share one by default: measured, docs/benchmarks.md */
         config.cache = config.kind == SXE_WORKERS_THREADS;
-    }
-    if (optind < argc) {
-        die(2, "unexpected argument '%s' (see --help)", argv[optind]);
     }
     if ((config.tls_cert == NULL) != (config.tls_key == NULL) ||
         ((config.https != NULL || config.tls_name_count > 0 || config.tls_no_tickets ||
@@ -411,19 +521,19 @@ void options_parse(int argc, char **argv)
     if (config.tls_cert != NULL && !sxe_tls_available()) {
         die(2, "%s", "this sxe-httpd was built without TLS (OpenSSL 3's libssl-dev)");
     }
-    if (root == NULL) {
+    if (given.root == NULL) {
         die(2, "%s", "--root DIR is required (see --help)");
     }
     struct stat status;
-    if (realpath(root, config.root) == NULL || stat(config.root, &status) < 0) {
-        fprintf(stderr, "sxe-httpd: --root %s: %s\n", root, strerror(errno));
+    if (realpath(given.root, config.root) == NULL || stat(config.root, &status) < 0) {
+        fprintf(stderr, "sxe-httpd: --root %s: %s\n", given.root, strerror(errno));
         exit(1);
     }
     if (!S_ISDIR(status.st_mode)) {
-        die(1, "--root %s: not a directory", root);
+        die(1, "--root %s: not a directory", given.root);
     }
-    const char *types = mime_path != NULL ? mime_path : "/etc/mime.types";
-    int loaded = mime_load(types, mime_path != NULL);
+    const char *types = given.mime_path != NULL ? given.mime_path : "/etc/mime.types";
+    int loaded = mime_load(types, given.mime_path != NULL);
     if (loaded < 0) {
         die(1, "--mime-types %s: %s", types, strerror(-loaded));
     }
@@ -433,9 +543,9 @@ void options_parse(int argc, char **argv)
         config.root[0] = '\0';
     }
     int rc;
-    if (access_log != NULL &&
-        (rc = access_log_open(access_log, log_format, config.log_buffer)) < 0) {
-        fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", access_log, sxe_strerror(rc));
+    if (given.access_log != NULL &&
+        (rc = access_log_open(given.access_log, given.log_format, config.log_buffer)) < 0) {
+        fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", given.access_log, sxe_strerror(rc));
         exit(1);
     }
 }

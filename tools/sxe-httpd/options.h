@@ -1,5 +1,6 @@
 /*
- * sxe-httpd's configuration: the command line, read once at start (options.c).
+ * sxe-httpd's configuration: the command line and the configuration file (--config), read once at
+ * start (options.c).
  */
 #ifndef SXE_HTTPD_OPTIONS_H
 #define SXE_HTTPD_OPTIONS_H
@@ -50,15 +51,20 @@ struct httpd_config {
     unsigned idle_timeout;   /* seconds; 0: the module's 60 */
     unsigned body_rate;      /* bytes a second; 0: the module's 4096 */
     size_t log_buffer;       /* --access-log-buffer: bytes; 0: a write per line */
-    int cache; /* 1: one file cache for every worker thread; 0: one each; -1: not said */
+    int cache;        /* 1: one file cache for every worker thread; 0: one each; -1: not said */
+    const char *file; /* -c, --config FILE, or NULL */
+    bool test;        /* -t, --test: check the configuration and exit */
     struct proxy_options proxy;
     uint64_t proxy_max_body; /* bytes; 0: no limit */
 };
 
 extern struct httpd_config config;
 
-/* Reads the command line into config, opening the access log; exits on --help, --version (0), a
- * wrong option (2), or a root or log that cannot be opened (1), saying why. */
+/* Reads the configuration file (--config) and then the command line into config, opening the
+ * access log: the command line's values override the file's (its repeated options, --proxy,
+ * --header and --tls, add to the file's). Exits on --help, --version (0), a wrong option (2), a
+ * wrong file, or a root or log that cannot be opened (1), saying why (a file's mistake at its
+ * line). */
 void options_parse(int argc, char **argv);
 
 #endif

@@ -1,0 +1,234 @@
+/*
+ * sxe-httpd's configuration file (config_file.h): libyaml's events, walked as a small state
+ * machine over the one shape the file may have, a mapping of keys to scalars or lists of
+ * scalars. YAML is what h2o's operators write; libyaml (Debian's libyaml-dev) does the reading.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_file.h"
+
+#ifdef SXE_HAVE_YAML
+#include <yaml.h>
+
+/* `- /a X-A: b` is a mapping to YAML: the likeliest reason for one where a value was due. */
+#define QUOTE " (quote a value that holds ': ')"
+
+/* Where the walk is: what the next event may be. */
+enum place { BEFORE, TOP, KEY, VALUE, LIST, AFTER };
+
+struct walk {
+    struct config_file *file;
+    enum place place;
+    char *key; /* the key whose value comes next */
+    size_t room;
+};
+
+static int __attribute__((format(printf, 3, 4)))
+refuse(struct config_file *file, unsigned line, const char *format, ...)
+{
+    va_list args;
+
+    va_start(args, format);
+    vsnprintf(file->why, sizeof(file->why), format, args);
+    va_end(args);
+    file->line = line;
+    return -1;
+}
+
+static bool is_null(const yaml_event_t *event)
+{
+    static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+    const char *value = (const char *)event->data.scalar.value;
+
+    if (event->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++) {
+        if (strcmp(value, nulls[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int add(struct walk *walk, const yaml_event_t *event, bool listed)
+{
+    struct config_file *file = walk->file;
+    unsigned line = (unsigned)event->start_mark.line + 1;
+
+    if (is_null(event)) {
+        return refuse(file, line, "'%s' has no value", walk->key);
+    }
+    if (file->count == walk->room) {
+        size_t room = walk->room ? walk->room * 2 : 16;
+        struct config_entry *entries = realloc(file->entries, room * sizeof(*entries));
+        if (entries == NULL) {
+            return refuse(file, line, "%s", "out of memory");
+        }
+        file->entries = entries;
+        walk->room = room;
+    }
+    char *value = strdup((const char *)event->data.scalar.value);
+    if (value == NULL) {
+        return refuse(file, line, "%s", "out of memory");
+    }
+    file->entries[file->count++] =
+        (struct config_entry){.key = walk->key, .value = value, .line = line, .listed = listed};
+    return 0;
+}
+
+/* The key walked last, freed if no entry holds it (an empty list's). */
+static void drop_key(struct walk *walk)
+{
+    struct config_file *file = walk->file;
+
+    if (walk->key != NULL &&
+        (file->count == 0 || file->entries[file->count - 1].key != walk->key)) {
+        free(walk->key);
+    }
+    walk->key = NULL;
+}
+
+/* A key of the top mapping: a scalar given once. */
+static int take_key(struct walk *walk, const yaml_event_t *event)
+{
+    struct config_file *file = walk->file;
+    unsigned line = (unsigned)event->start_mark.line + 1;
+
+    if (event->type != YAML_SCALAR_EVENT) {
+        return refuse(file, line, "%s", "a key must be a name, such as root or listen");
+    }
+    const char *key = (const char *)event->data.scalar.value;
+    for (size_t i = 0; i < file->count; i++) {
+        if (strcmp(file->entries[i].key, key) == 0) {
+            return refuse(file, line, "'%s' is given twice (first on line %u)", key,
+                          file->entries[i].line);
+        }
+    }
+    drop_key(walk);
+    if ((walk->key = strdup(key)) == NULL) {
+        return refuse(file, line, "%s", "out of memory");
+    }
+    walk->place = VALUE;
+    return 0;
+}
+
+static int step(struct walk *walk, const yaml_event_t *event)
+{
+    struct config_file *file = walk->file;
+    unsigned line = (unsigned)event->start_mark.line + 1;
+
+    if (event->type == YAML_ALIAS_EVENT) {
+        return refuse(file, line, "%s", "aliases (*name) are not read here: write the value");
+    }
+    switch (walk->place) {
+    case BEFORE: /* the stream's and the document's starts */
+        if (event->type == YAML_MAPPING_START_EVENT) {
+            walk->place = KEY;
+        } else if (event->type == YAML_SCALAR_EVENT && is_null(event)) {
+            walk->place = TOP; /* a document with nothing in it */
+        } else if (event->type == YAML_SCALAR_EVENT || event->type == YAML_SEQUENCE_START_EVENT) {
+            return refuse(file, line, "%s", "the file must be a mapping of keys to values");
+        }
+        return 0;
+    case KEY:
+        if (event->type == YAML_MAPPING_END_EVENT) {
+            walk->place = TOP;
+            return 0;
+        }
+        return take_key(walk, event);
+    case VALUE:
+        if (event->type == YAML_SEQUENCE_START_EVENT) {
+            walk->place = LIST;
+            return 0;
+        }
+        if (event->type != YAML_SCALAR_EVENT) {
+            return refuse(file, line, "'%s' takes a value or a list of values, not a mapping%s",
+                          walk->key, QUOTE);
+        }
+        walk->place = KEY;
+        return add(walk, event, false);
+    case LIST:
+        if (event->type == YAML_SEQUENCE_END_EVENT) {
+            walk->place = KEY;
+            return 0;
+        }
+        if (event->type != YAML_SCALAR_EVENT) {
+            return refuse(file, line, "'%s' lists values, not lists or mappings%s", walk->key,
+                          event->type == YAML_MAPPING_START_EVENT ? QUOTE : "");
+        }
+        return add(walk, event, true);
+    case TOP: /* the document's end */
+        walk->place = event->type == YAML_DOCUMENT_END_EVENT ? AFTER : TOP;
+        return 0;
+    case AFTER:
+        if (event->type == YAML_DOCUMENT_START_EVENT) {
+            return refuse(file, line, "%s", "one document only (a second starts here)");
+        }
+        return 0;
+    }
+    return 0;
+}
+
+int config_file_read(const char *path, struct config_file *file)
+{
+    FILE *in = fopen(path, "r");
+    yaml_parser_t parser;
+    yaml_event_t event;
+    struct walk walk = {.file = file, .place = BEFORE};
+    int rc = 0;
+
+    *file = (struct config_file){0};
+    if (in == NULL) {
+        return refuse(file, 0, "%s", strerror(errno));
+    }
+    if (!yaml_parser_initialize(&parser)) {
+        fclose(in);
+        return refuse(file, 0, "%s", "out of memory");
+    }
+    yaml_parser_set_input_file(&parser, in);
+    for (bool done = false; !done && rc == 0;) {
+        if (!yaml_parser_parse(&parser, &event)) {
+            rc = refuse(file, (unsigned)parser.problem_mark.line + 1, "%s%s%s",
+                        parser.problem ? parser.problem : "not YAML", parser.context ? " " : "",
+                        parser.context ? parser.context : "");
+            break;
+        }
+        done = event.type == YAML_STREAM_END_EVENT;
+        rc = step(&walk, &event);
+        yaml_event_delete(&event);
+    }
+    drop_key(&walk);
+    if (rc < 0) { /* what was read goes: the caller exits, and leaves nothing behind */
+        for (size_t i = 0; i < file->count; i++) {
+            if (i + 1 == file->count || file->entries[i + 1].key != file->entries[i].key) {
+                free(file->entries[i].key);
+            }
+            free(file->entries[i].value);
+        }
+        free(file->entries);
+        file->entries = NULL;
+        file->count = 0;
+    }
+    yaml_parser_delete(&parser);
+    fclose(in);
+    return rc;
+}
+
+#else
+
+int config_file_read(const char *path, struct config_file *file)
+{
+    (void)path;
+    *file = (struct config_file){0};
+    snprintf(file->why, sizeof(file->why), "%s",
+             "this sxe-httpd was built without libyaml (libyaml-dev): give options instead");
+    return -ENOTSUP;
+}
+
+#endif

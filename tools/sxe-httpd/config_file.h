@@ -1,0 +1,33 @@
+/*
+ * sxe-httpd's configuration file: a YAML mapping of option names to values, read with libyaml
+ * (config_file.c). options.c gives each entry the meaning its command-line option has.
+ */
+#ifndef SXE_HTTPD_CONFIG_FILE_H
+#define SXE_HTTPD_CONFIG_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One value of the file: `key: value`, or one item of `key: [a, b]` (listed). The strings are
+ * the program's for as long as it runs (the configuration points into them). */
+struct config_entry {
+    char *key;
+    char *value;
+    unsigned line; /* from 1, as an editor counts */
+    bool listed;
+};
+
+struct config_file {
+    struct config_entry *entries;
+    size_t count;
+    char why[160]; /* when reading failed: what is wrong */
+    unsigned line; /* ... and where (0: not a place in the file, such as a missing file) */
+};
+
+/* Reads path's top mapping into file->entries. A key's value is a scalar or a list of scalars;
+ * a key given twice, a nested mapping, an alias or a second document is refused.
+ * @return 0; or -1 with file->why and file->line set, and nothing kept; -ENOTSUP (file->why
+ * says) when built without libyaml. */
+int config_file_read(const char *path, struct config_file *file);
+
+#endif
