@@ -43,6 +43,7 @@ struct file {
     const char *added;   /* their end: the fields --header adds under the file's path */
     char *content;       /* the whole file, when small */
     uint64_t checked;    /* the loop's second when it was last checked (relaxed atomic) */
+    unsigned sidecars;   /* --precompressed: the sidecars found at that check (relaxed atomic) */
     unsigned refs;       /* the cache's, while in a slot, and one per holder (atomic if shared) */
     struct cache *cache; /* whose memory budget the content counts against */
 };

@@ -32,6 +32,7 @@
 #include "fields.h"
 #include "listing.h"
 #include "mime.h"
+#include "precompressed.h"
 #include "options.h"
 #include "path.h"
 #include "proxy.h"
@@ -148,8 +149,8 @@ static bool if_range_matches(const struct sxe_http_header *if_range, const struc
 
 /* The fields --header adds for a path, and a response's headers with them (the thread's: a
  * handler's stack may be a fiber's). */
-static __thread char added[FIELDS_ROOM];
-static __thread char with_added[512 + FIELDS_ROOM];
+static __thread char added[64 + FIELDS_ROOM]; /* Vary, then the fields */
+static __thread char with_added[512 + 64 + FIELDS_ROOM];
 
 /* Sends an HTML listing of the directory at path (the URL path is shown as its title). */
 static void list_directory(sxe_http_t *http, const char *path, const char *url_path)
@@ -259,6 +260,20 @@ static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t
     respond(http, 301, location, NULL);
 }
 
+/* Serves a file found as it is on disk at the loop's second now, with its sidecars found again
+ * (--precompressed), or the sidecar the client takes. */
+static void serve_checked(sxe_http_t *http, struct file *file, uint64_t now)
+{
+    cache_checked(file, now);
+    if (!config.precompressed) {
+        serve_file(http, file);
+        return;
+    }
+    __atomic_store_n(&file->sidecars, precompressed_sidecars(file->resolved, file->mtime),
+                     __ATOMIC_RELAXED);
+    serve_file(http, precompressed_pick(http, file, now));
+}
+
 static void serve(sxe_http_t *http, void *arg)
 {
     char decoded[PATH_MAX], full[PATH_MAX * 2], resolved[PATH_MAX];
@@ -281,7 +296,7 @@ static void serve(sxe_http_t *http, void *arg)
     bool cacheable = decoded_len < CACHE_KEY_MAX;
     struct file *file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
     if (file != NULL && cache_fresh(file, second)) {
-        serve_file(http, file);
+        serve_file(http, config.precompressed ? precompressed_pick(http, file, second) : file);
         return;
     }
     if (file != NULL) { /* checked again below, and found again if unchanged */
@@ -326,8 +341,7 @@ static void serve(sxe_http_t *http, void *arg)
     file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
     if (file != NULL && strcmp(file->resolved, resolved) == 0 && file->inode == status.st_ino &&
         file->mtime == status.st_mtime && file->size == (uint64_t)status.st_size) {
-        cache_checked(file, second);
-        serve_file(http, file);
+        serve_checked(http, file, second);
         return;
     }
     if (file != NULL) {
@@ -341,17 +355,18 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
-    fields_for(decoded, (size_t)decoded_len, added, sizeof(added));
+    size_t vary = config.precompressed ? strlen(PRECOMPRESSED_VARY) : 0;
+    memcpy(added, PRECOMPRESSED_VARY, vary);
+    fields_for(decoded, (size_t)decoded_len, added + vary, sizeof(added) - vary);
     if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status, mime_type(resolved),
                           added)) == NULL) {
         respond(http, 500, NULL, "out of memory\n");
         return;
     }
-    cache_checked(file, second);
     if (cacheable) {
         cache_keep(file);
     }
-    serve_file(http, file);
+    serve_checked(http, file, second);
 }
 
 /* Makes the TLS context of --tls-cert and --tls-key, with --tls's names, into *tls. @return 0,

@@ -41,6 +41,7 @@ static const struct option options[] = {{"root", required_argument, NULL, 'r'},
                                         {"redirect-https", no_argument, NULL, 'j'},
                                         {"index", required_argument, NULL, 'i'},
                                         {"list", no_argument, NULL, 'L'},
+                                        {"precompressed", no_argument, NULL, 'z'},
                                         {"header", required_argument, NULL, 'd'},
                                         {"mime-types", required_argument, NULL, 'm'},
                                         {"access-log", required_argument, NULL, 'a'},
@@ -115,6 +116,9 @@ static void usage(FILE *out)
             "                        the same path on the HTTPS listener's port\n"
             "  --index NAME          the file a directory serves (index.html)\n"
             "  --list                list directories that have no index file\n"
+            "  --precompressed       send FILE.br, FILE.zst or FILE.gz, compressed ahead of\n"
+            "                        time, to clients that accept it (not for ranges; a\n"
+            "                        sidecar older than FILE is not used)\n"
             "  --mime-types FILE     the types of files by extension, as /etc/mime.types\n"
             "                        (/etc/mime.types if there is one; a table built in\n"
             "                        for what it does not name)\n"
@@ -300,6 +304,9 @@ static void apply(int option, char *arg)
         break;
     case 'L':
         config.list = true;
+        break;
+    case 'z':
+        config.precompressed = true;
         break;
     case 'a':
         given.access_log = arg;

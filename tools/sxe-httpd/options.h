@@ -42,6 +42,7 @@ struct httpd_config {
     const char *tls_ocsp;       /* --tls-ocsp FILE: stapled */
     const char *index;
     bool list;
+    bool precompressed; /* --precompressed: FILE.br, FILE.zst, FILE.gz beside FILE */
     uint32_t connections;
     unsigned workers; /* 0 until given: the CPUs */
     enum sxe_workers_kind kind;

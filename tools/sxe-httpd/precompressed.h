@@ -1,0 +1,33 @@
+/*
+ * --precompressed (precompressed.c): files compressed ahead of time, beside their original
+ * (style.css.br, style.css.zst, style.css.gz), sent to the clients whose Accept-Encoding takes
+ * them, as nginx's gzip_static and brotli_static do. A sidecar is used only if it is a regular
+ * file (not a link) no older than its original; a request with a Range gets the original.
+ */
+#ifndef SXE_HTTPD_PRECOMPRESSED_H
+#define SXE_HTTPD_PRECOMPRESSED_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <sxe/http.h>
+
+#include "cache.h"
+
+#define PRECOMPRESSED_VARY "Vary: Accept-Encoding\r\n" /* on every file's answer */
+
+/* The sidecars of the file at resolved (a real path), modified at mtime: bit i for the i-th of
+ * br, zstd and gzip. An lstat each. */
+unsigned precompressed_sidecars(const char *resolved, time_t mtime);
+
+/* Of the sidecars (bits), the one an Accept-Encoding value (len bytes) takes with the highest
+ * weight, br before zstd before gzip among equals: its index, or -1 for none (q=0 refuses one,
+ * `*` stands for those not named). */
+int precompressed_choose(const char *value, size_t len, unsigned sidecars);
+
+/* The file http's client gets for file (fresh at the loop's second now): file itself, or, taking
+ * the caller's reference to file, the entry of the sidecar it accepts, cached beside it. */
+struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t now);
+
+#endif
