@@ -113,6 +113,41 @@ static void test_method_not_allowed_says_which_are(void **state)
     assert_non_null(strstr(response, "Allow: GET, HEAD, OPTIONS\r\n"));
 }
 
+/* Routes 14 methods on path, 13 of 15 bytes and the last of last_len, and writes the Allow list
+ * they make into expected: 13 separators and last_len 9 bring it to 230 bytes. */
+static void route_many_methods(const char *path, int last_len, char *expected, size_t size)
+{
+    char method[16];
+
+    snprintf(expected, size, "Allow: ");
+    for (int i = 0; i < 14; i++) {
+        snprintf(method, sizeof(method), "%c%.*s", 'A' + i, i < 13 ? 14 : last_len - 1,
+                 "MMMMMMMMMMMMMM");
+        assert_int_equal(sxe_http_server_route(server, method, path, 0, hello, NULL), 0);
+        snprintf(expected + strlen(expected), size - strlen(expected), "%s%s", i ? ", " : "",
+                 method);
+    }
+}
+
+/* An Allow list holds 239 bytes: OPTIONS fits to the byte after 230 of methods, not after 231. */
+static void test_a_full_allow_list_is_cut_at_a_method(void **state)
+{
+    char expected[320];
+    bool closed;
+
+    (void)state;
+    route_many_methods("/full", 9, expected, sizeof(expected));
+    assert_int_equal(strlen(expected), 7 + 230);
+    strcat(expected, ", OPTIONS\r\n");
+    const char *response = exchange("OPTIONS /full HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_non_null(strstr(response, expected));
+    route_many_methods("/fuller", 10, expected, sizeof(expected));
+    strcat(expected, "\r\n");
+    response = exchange("DELETE /fuller HTTP/1.1\r\nHost: x\r\n\r\n", &closed);
+    assert_memory_equal(response, "HTTP/1.1 405", 12);
+    assert_non_null(strstr(response, expected));
+}
+
 /* OPTIONS (RFC 9110 §9.3.7): answered by the module unless a route takes it. */
 static void test_options_answered_with_what_is_allowed(void **state)
 {
@@ -604,6 +639,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_statuses_the_server_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_method_not_allowed_says_which_are, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_full_allow_list_is_cut_at_a_method, setup, teardown),
         cmocka_unit_test_setup_teardown(test_options_answered_with_what_is_allowed, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_an_upgrade_not_taken_is_answered_as_usual, setup,

@@ -593,7 +593,8 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
     http.body_unread = !http.keep_alive; /* what the client still sends is read to its end */
     http.head_only =
         request != NULL && request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0;
-    char headers[256];
+    char headers[sizeof("Content-Type: text/plain\r\n") + HTTP_REFUSE_EXTRA];
+    SXE_ASSERT(extra_headers == NULL || strlen(extra_headers) < HTTP_REFUSE_EXTRA);
     snprintf(headers, sizeof(headers), "Content-Type: text/plain\r\n%s",
              extra_headers ? extra_headers : "");
     if (sxe_http_start(&http, status, headers, len) == 0 &&

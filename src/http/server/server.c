@@ -164,7 +164,7 @@ static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
                             size_t path_len, bool others)
 {
     bool asterisk = request->target_len == 1 && request->target[0] == '*';
-    char allow[256];
+    char allow[HTTP_REFUSE_EXTRA]; /* "Allow: " and a list of at most 239 bytes, CRLF, NUL */
 
     if (!others && !asterisk) {
         sxe__http_refuse(server, conn, 404, request, NULL);

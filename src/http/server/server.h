@@ -292,7 +292,9 @@ size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int
 /* A response of bytes was finished (the worker's counters, or the server's own). */
 void sxe__http_count(sxe_http_server_t *server, uint64_t bytes);
 /* Answers a request the server refuses itself (request NULL: not parsed), closing where the RFC
- * wants it closed. */
+ * wants it closed. extra_headers (CRLF-ended lines, or NULL) are at most HTTP_REFUSE_EXTRA bytes:
+ * an Allow list of every route's method (server.c) is the longest. */
+#define HTTP_REFUSE_EXTRA 256
 void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
                       const struct sxe_http_request_head *request, const char *extra_headers);
 /* Sends 100 Continue for a request that asked, once, before its body is read. */
