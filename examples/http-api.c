@@ -1,5 +1,6 @@
 /* A JSON API: GET /hello?name=NAME says hello in JSON, POST /echo sends the body back; both add the
  * header given as their route's arg. Usage: http-api [IP:PORT] (127.0.0.1:8080). */
+#include <stdio.h>
 #include <string.h>
 #include <sxe/sxe.h>
 
@@ -22,10 +23,15 @@ static void echo(sxe_http_t *http, void *arg)
 
 int main(int argc, char **argv)
 {
+    const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
     sxe_http_server_t *server;
-    return sxe_http_server_create(&server, NULL, NULL) < 0 ||
-           sxe_http_server_route(server, "GET", "/hello", 0, hello, api_header) < 0 ||
-           sxe_http_server_route(server, "POST", "/echo", 0, echo, api_header) < 0 ||
-           sxe_http_server_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0 ||
-           sxe_http_server_run(server) < 0;
+    int rc;
+    if ((rc = sxe_http_server_create(&server, NULL, NULL)) < 0 ||
+        (rc = sxe_http_server_route(server, "GET", "/hello", 0, hello, api_header)) < 0 ||
+        (rc = sxe_http_server_route(server, "POST", "/echo", 0, echo, api_header)) < 0 ||
+        (rc = sxe_http_server_listen(server, address)) < 0) {
+        fprintf(stderr, "http-api: cannot serve on %s: %s\n", address, sxe_strerror(rc));
+        return 1;
+    }
+    return sxe_http_server_run(server) < 0;
 }

@@ -5,6 +5,7 @@
  *
  *     http-fiber [IP:PORT [SLEEP_MS]]        (127.0.0.1:8080, 100)
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <sxe/sxe.h>
 
@@ -25,17 +26,20 @@ int main(int argc, char **argv)
                                               .deferred = 10000,
                                               .fibers = 10000,
                                               .fiber_stack_size = 32768};
+    const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
     sxe_http_server_t *server;
 
     if (argc > 2) {
         sleep_ns = strtoull(argv[2], NULL, 10) * SXE_NS_PER_MSEC;
     }
-    if (sxe_http_server_create(&server, NULL, &options) < 0 ||
-        sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_FIBER, hello, NULL) < 0 ||
-        sxe_http_server_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
+    int rc;
+    if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0 ||
+        (rc = sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_FIBER, hello, NULL)) < 0 ||
+        (rc = sxe_http_server_listen(server, address)) < 0) {
+        fprintf(stderr, "http-fiber: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;
     }
-    int rc = sxe_http_server_run(server);
+    rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

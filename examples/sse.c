@@ -59,19 +59,22 @@ int main(int argc, char **argv)
 {
     uint64_t interval = (argc > 2 ? strtoull(argv[2], NULL, 10) : 1000) * SXE_NS_PER_MSEC;
     struct sxe_http_server_options options = {.deferred = SUBSCRIBERS_MAX};
+    const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
     sxe_http_server_t *server;
     sxe_timer_t timer;
+    int rc;
 
-    if (sxe_http_server_create(&server, NULL, &options) < 0 ||
-        sxe_http_server_route(server, "GET", "/events", 0, subscribe, NULL) < 0 ||
-        sxe_http_server_listen(server, argc > 1 ? argv[1] : "127.0.0.1:8080") < 0) {
+    if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0 ||
+        (rc = sxe_http_server_route(server, "GET", "/events", 0, subscribe, NULL)) < 0 ||
+        (rc = sxe_http_server_listen(server, address)) < 0) {
+        fprintf(stderr, "sse: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;
     }
     sxe_timer_init(&timer, tick, NULL);
     if (sxe_timer_start(sxe_http_server_loop(server), &timer, interval, interval) < 0) {
         return 1;
     }
-    int rc = sxe_http_server_run(server);
+    rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

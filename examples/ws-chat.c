@@ -59,6 +59,7 @@ int main(int argc, char **argv)
     const char *cert = argc > 4 ? argv[3] : NULL, *key = argc > 4 ? argv[4] : NULL;
     struct sxe_tls_options certificate = {.certificate = cert, .key = key};
     struct sxe_http_server_options secure = {0}; /* .tls: NULL, or the certificate's context */
+    const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
     sxe_http_server_t *http;
     sxe_ws_server_t *ws;
     int rc;
@@ -77,8 +78,8 @@ int main(int argc, char **argv)
         (rc = sxe_ws_server_create(&ws, http, &chat, &options)) < 0 ||
         (rc = sxe_http_server_route(http, "GET", "/", 0, home, page)) < 0 ||
         (rc = sxe_ws_server_route(ws, "/chat", NULL)) < 0 ||
-        (rc = sxe_http_server_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
-        fprintf(stderr, "ws-chat: cannot serve: %s\n", sxe_strerror(rc));
+        (rc = sxe_http_server_listen(http, address)) < 0) {
+        fprintf(stderr, "ws-chat: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;
     }
     rc = sxe_http_server_run(http);

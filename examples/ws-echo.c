@@ -20,6 +20,7 @@ int main(int argc, char **argv)
     struct sxe_ws_options options = {
         .message_bytes = most, .queue_bytes = 2 * most + 1024, .deflate = true};
     static const struct sxe_ws_handlers handlers = {.on_message = echo};
+    const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
     sxe_http_server_t *http;
     sxe_ws_server_t *ws;
     int rc;
@@ -27,8 +28,8 @@ int main(int argc, char **argv)
     if ((rc = sxe_http_server_create(&http, NULL, &http_options)) < 0 ||
         (rc = sxe_ws_server_create(&ws, http, &handlers, &options)) < 0 ||
         (rc = sxe_ws_server_route(ws, "/", "echo,chat")) < 0 ||
-        (rc = sxe_http_server_listen(http, argc > 1 ? argv[1] : "127.0.0.1:8080")) < 0) {
-        fprintf(stderr, "ws-echo: cannot serve: %s\n", sxe_strerror(rc));
+        (rc = sxe_http_server_listen(http, address)) < 0) {
+        fprintf(stderr, "ws-echo: cannot serve on %s: %s\n", address, sxe_strerror(rc));
         return 1;
     }
     rc = sxe_http_server_run(http);

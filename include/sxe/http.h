@@ -264,7 +264,8 @@ int sxe_http_server_run(sxe_http_server_t *server);
 /**
  * The whole server in one call: makes a server with default options, routes path (exactly, any
  * method) to handler, listens on address and runs until SIGINT or SIGTERM, on one loop (workers 0)
- * or on that many worker processes, spread by SO_REUSEPORT.
+ * or on that many worker processes, spread by SO_REUSEPORT. A failure to start (an address in use
+ * or that does not parse) is also said in an error line of the log.
  * @return 0 after a clean stop, or the negative errno that stopped it from starting or running.
  */
 int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t handler, void *arg,

@@ -98,6 +98,33 @@ def test_hello_reports_a_port_in_use(server):
     assert stop(first) == 0
 
 
+@pytest.mark.parametrize("name", ["http-api", "http-fiber", "http-gateway", "sse",
+                                  "upload", "echo", "ws-echo"])
+def test_an_example_on_a_taken_port_says_so(server, name):
+    """A port another process listens on: one line naming the address and the reason, exit 1."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        address = f"127.0.0.1:{holder.getsockname()[1]}"
+        process = server(name, address)
+        assert process.wait(timeout=5) == 1
+        said = process.stderr.read().decode()
+    assert said == f"{name}: cannot serve on {address}: Address already in use\n"
+
+
+def test_a_whole_server_in_one_call_says_why_it_cannot_start(server):
+    """examples/http-hello is sxe_http_serve() alone: the library says it in an error line."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        address = f"127.0.0.1:{holder.getsockname()[1]}"
+        process = server("http-hello", address)
+        assert process.wait(timeout=5) == 1
+        said = process.stderr.read().decode().splitlines()
+    assert len(said) == 1 and said[0].endswith(
+        f" ERROR cannot serve on {address}: Address already in use"), said
+
+
 def test_echo(server):
     port = free_port()
     process = server("echo", f"127.0.0.1:{port}")

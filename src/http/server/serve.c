@@ -324,8 +324,11 @@ int sxe_http_serve(const char *address, const char *path, sxe_http_handler_t han
     if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         return rc;
     }
-    if ((rc = sxe_http_server_route(server, NULL, path, 0, handler, arg)) == 0 &&
-        (rc = sxe_http_server_listen(server, address)) == 0) {
+    if ((rc = sxe_http_server_route(server, NULL, path, 0, handler, arg)) < 0 ||
+        (rc = sxe_http_server_listen(server, address)) < 0) {
+        /* The call is the whole program: it says why it could not start. */
+        SXE_LOG_ERROR("cannot serve on %s: %s", address, sxe_strerror(rc));
+    } else {
         rc = sxe_http_server_run(server);
     }
     sxe_http_server_destroy(server);
