@@ -129,6 +129,71 @@ def eventually(condition):
         time.sleep(0.05)
 
 
+def test_a_change_within_the_second_counts(httpd, site):
+    """Times are compared to the nanosecond: a sidecar 0.8 s older than its original in the same
+    second is stale, and one rewritten in place (the same size, the same second) is seen anew."""
+    root, sidecars = site
+    server = httpd("--precompressed")
+    gz = ["Accept-Encoding: gzip"]
+    os.utime(root / "app.js.gz", ns=(0, 1_700_000_000_100_000_000))
+    os.utime(root / "app.js", ns=(0, 1_700_000_000_900_000_000))
+    assert get(server.port, "/app.js", gz)[2] == SCRIPT
+    os.utime(root / "app.js.gz", ns=(0, 1_700_000_001_000_000_000))
+    eventually(lambda: get(server.port, "/app.js", gz)[2] == sidecars["gzip"])
+    first = get(server.port, "/app.js", gz)[1]["etag"]
+    rewritten = bytes(reversed(sidecars["gzip"]))  # the same size, other bytes
+    (root / "app.js.gz").write_bytes(rewritten)
+    os.utime(root / "app.js.gz", ns=(0, 1_700_000_001_500_000_000))
+    eventually(lambda: get(server.port, "/app.js", gz)[2] == rewritten)
+    assert get(server.port, "/app.js", gz)[1]["etag"] != first
+
+
+def test_each_representation_has_its_own_validator(httpd, site):
+    """A sidecar with its original's size and time (touch -r) still has an ETag of its own; an
+    encoded answer offers no ranges (a Range gets the original), and its 304 names no coding."""
+    root, _ = site
+    (root / "same.bin").write_bytes(b"x" * 64)
+    (root / "same.bin.gz").write_bytes(b"y" * 64)
+    stamp = (root / "same.bin").stat()
+    os.utime(root / "same.bin.gz", ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    server = httpd("--precompressed")
+    status, fields, _ = get(server.port, "/same.bin", ["Accept-Encoding: gzip"])
+    assert (status, fields["content-encoding"]) == (200, "gzip") and "accept-ranges" not in fields
+    coded = fields["etag"]
+    status, fields, _ = get(server.port, "/same.bin")
+    assert status == 200 and fields["etag"] != coded and fields["accept-ranges"] == "bytes"
+    assert get(server.port, "/same.bin", [f"If-None-Match: {coded}"])[0] == 200
+    status, fields, _ = get(server.port, "/same.bin", ["Accept-Encoding: gzip",
+                                                       f"If-None-Match: {coded}"])
+    assert (status, fields["vary"]) == (304, "Accept-Encoding") and "content-encoding" not in fields
+
+
+def test_every_accept_encoding_line_counts(httpd, site):
+    _, sidecars = site
+    server = httpd("--precompressed")
+    lines = ["Accept-Encoding: identity", "Accept-Encoding: gzip"]
+    assert get(server.port, "/app.js", lines)[2] == sidecars["gzip"]
+    lines = ["Accept-Encoding: gzip", "Accept-Encoding: gzip;q=0, br;q=0.1"]
+    assert get(server.port, "/app.js", lines)[2] == sidecars["br"]
+
+
+def test_a_fifo_in_a_sidecars_place_holds_nothing(httpd, site):
+    """Within the second its sidecars are trusted, app.js.gz becomes a FIFO: it is not opened to
+    wait for a writer; the original goes out, and the server answers on."""
+    root, _ = site
+    server = httpd("--precompressed")
+    assert get(server.port, "/app.js")[0] == 200  # the check that found app.js.gz
+    (root / "app.js.gz").unlink()
+    os.mkfifo(root / "app.js.gz")
+    started = time.monotonic()
+    status, fields, body = get(server.port, "/app.js", ["Accept-Encoding: gzip"])
+    assert (status, body) == (200, SCRIPT) and time.monotonic() - started < 1
+    os.unlink(root / "app.js")
+    os.mkfifo(root / "app.js")  # and the original, once it is checked again
+    eventually(lambda: get(server.port, "/app.js")[0] == 403)
+    assert get(server.port, "/hello.txt")[2] == b"Hello World\n"
+
+
 def test_off_by_default(httpd, site):
     server = httpd()
     status, fields, body = get(server.port, "/app.js", ["Accept-Encoding: br, gzip, zstd"])

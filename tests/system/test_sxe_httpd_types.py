@@ -32,16 +32,21 @@ def test_a_file_of_types_wins_over_the_table(httpd, root):  # noqa: F811
                      "application/x-thing\tthing THING2   # trailing comment\n"
                      "text/x-notes txt\n"
                      "\n"
-                     "no-slash ignored\n")
-    for name in ("a.thing", "b.thing2", "c.txt", "d.png", "e.ignored"):
+                     "no-slash ignored\n"
+                     f"application/{'x' * 244} long\n"  # 256 bytes: longer than a type may be
+                     f"application/{'x' * 243} fits\n")
+    for name in ("a.thing", "b.thing2", "c.txt", "d.png", "e.ignored", "f.long", "g.fits"):
         (root / name).write_bytes(b"x")
     server = httpd("--workers", "1", "--mime-types", str(types))
-    assert types_of(server, ["a.thing", "b.thing2", "c.txt", "d.png", "e.ignored"]) == {
+    assert types_of(server, ["a.thing", "b.thing2", "c.txt", "d.png", "e.ignored", "f.long",
+                             "g.fits"]) == {
         "a.thing": "application/x-thing",
         "b.thing2": "application/x-thing",
         "c.txt": "text/x-notes; charset=utf-8",  # the file's, a text type
         "d.png": "image/png",  # the table's: the file does not name it
-        "e.ignored": "application/octet-stream"}
+        "e.ignored": "application/octet-stream",
+        "f.long": "application/octet-stream",
+        "g.fits": f"application/{'x' * 243}"}
     assert server.stop() == 0
 
 

@@ -235,10 +235,10 @@ void file_unref(void *arg)
 }
 
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
-                       const char *type, const char *added)
+                       const char *type, const char *coding, const char *added)
 {
     struct file *file = calloc(1, sizeof(*file));
-    size_t headers_size = 256 + strlen(added);
+    size_t headers_size = 256 + strlen(type) + (coding ? strlen(coding) : 0) + strlen(added);
 
     if (file == NULL || (file->resolved = strdup(resolved)) == NULL ||
         (file->headers = malloc(headers_size)) == NULL) {
@@ -255,16 +255,20 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
     file->fd = fd;
     file->size = (uint64_t)status->st_size;
     file->mtime = status->st_mtime;
+    file->mtime_ns =
+        (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec;
     file->inode = status->st_ino;
-    snprintf(file->etag, sizeof(file->etag), "\"%" PRIx64 "-%" PRIx64 "\"",
-             (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec,
-             file->size);
+    /* A coding's ETag is its own even where the sidecar's time and size are the original's. */
+    snprintf(file->etag, sizeof(file->etag), "\"%" PRIx64 "-%" PRIx64 "%s%s\"", file->mtime_ns,
+             file->size, coding ? "-" : "", coding ? coding : "");
     httpd_date(status->st_mtime, file->modified, sizeof(file->modified));
     file->type = type;
+    /* Ranges of an encoded file are not served (the original answers a Range): not offered. */
     int base =
         snprintf(file->headers, headers_size,
-                 "Content-Type: %s\r\nETag: %s\r\nLast-Modified: %s\r\nAccept-Ranges: bytes\r\n",
-                 file->type, file->etag, file->modified);
+                 "Content-Type: %s\r\n%s%s%sETag: %s\r\nLast-Modified: %s\r\n%s", file->type,
+                 coding ? "Content-Encoding: " : "", coding ? coding : "", coding ? "\r\n" : "",
+                 file->etag, file->modified, coding ? "" : "Accept-Ranges: bytes\r\n");
     file->added = file->headers + base;
     snprintf(file->headers + base, headers_size - (size_t)base, "%s", added);
     if (file->cache != NULL && file->size <= CACHE_INLINE_MAX && reserve(file->cache, file->size)) {

@@ -35,8 +35,9 @@ struct file {
     int fd;
     uint64_t size;
     time_t mtime;
+    uint64_t mtime_ns; /* to the nanosecond: a change within the second is a change */
     ino_t inode;
-    char etag[48];
+    char etag[56];
     char modified[40];
     const char *type;
     char *headers;       /* a 200 response's headers, ready: no formatting per request */
@@ -73,12 +74,13 @@ void file_unref(void *arg);
 
 /*
  * An entry for an open fd, which it takes: metadata, ready-made header values (type is its
- * Content-Type; added, the fields --header adds for its path, lines ending in CRLF), and small
- * contents, with one reference (the caller's). key is "" for an entry that will not be cached.
- * NULL (fd closed) when memory is short.
+ * Content-Type; coding, NULL or a sidecar's Content-Encoding, which also marks its ETag and leaves
+ * Accept-Ranges out; added, the fields --header adds for its path, lines ending in CRLF, which a
+ * 304 repeats), and small contents, with one reference (the caller's). key is "" for an entry
+ * that will not be cached. NULL (fd closed) when memory is short.
  */
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
-                       const char *type, const char *added);
+                       const char *type, const char *coding, const char *added);
 
 /* An HTTP date (RFC 9110 IMF-fixdate) for when. */
 void httpd_date(time_t when, char *out, size_t size);

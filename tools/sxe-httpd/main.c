@@ -269,7 +269,7 @@ static void serve_checked(sxe_http_t *http, struct file *file, uint64_t now)
         serve_file(http, file);
         return;
     }
-    __atomic_store_n(&file->sidecars, precompressed_sidecars(file->resolved, file->mtime),
+    __atomic_store_n(&file->sidecars, precompressed_sidecars(file->resolved, file->mtime_ns),
                      __ATOMIC_RELAXED);
     serve_file(http, precompressed_pick(http, file, now));
 }
@@ -340,26 +340,30 @@ static void serve(sxe_http_t *http, void *arg)
     /* A cached file that has not changed only needs its check renewed. */
     file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
     if (file != NULL && strcmp(file->resolved, resolved) == 0 && file->inode == status.st_ino &&
-        file->mtime == status.st_mtime && file->size == (uint64_t)status.st_size) {
+        file->mtime_ns ==
+            (uint64_t)status.st_mtim.tv_sec * 1000000000u + (uint64_t)status.st_mtim.tv_nsec &&
+        file->size == (uint64_t)status.st_size) {
         serve_checked(http, file, second);
         return;
     }
     if (file != NULL) {
         file_unref(file);
     }
-    int fd = open(resolved, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &status) < 0) {
+    /* Not blocking: a FIFO put in the file's place since the stat would hold the loop. */
+    int fd = open(resolved, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 || fstat(fd, &status) < 0 || !S_ISREG(status.st_mode)) {
+        int error = fd < 0 ? errno : EACCES;
         if (fd >= 0) {
             close(fd);
         }
-        respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
+        respond(http, error == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
     size_t vary = config.precompressed ? strlen(PRECOMPRESSED_VARY) : 0;
     memcpy(added, PRECOMPRESSED_VARY, vary);
     fields_for(decoded, (size_t)decoded_len, added + vary, sizeof(added) - vary);
     if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status, mime_type(resolved),
-                          added)) == NULL) {
+                          NULL, added)) == NULL) {
         respond(http, 500, NULL, "out of memory\n");
         return;
     }

@@ -62,8 +62,9 @@ static int take_line(char *line, size_t *room)
     char *save = NULL;
     const char *type = strtok_r(line, " \t\r\n", &save);
 
-    if (type == NULL || type[0] == '#' || strchr(type, '/') == NULL) {
-        return 0;
+    if (type == NULL || type[0] == '#' || strchr(type, '/') == NULL ||
+        strlen(type) > MIME_TYPE_MOST) {
+        return 0; /* a comment, or not a type (RFC 6838: 127 bytes a name, each side of the '/') */
     }
     const char *suffix = strncmp(type, "text/", 5) == 0 ? "; charset=utf-8" : "";
     size_t type_len = strlen(type) + strlen(suffix) + 1;

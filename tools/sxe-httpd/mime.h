@@ -8,6 +8,8 @@
 
 #include <stdbool.h>
 
+#define MIME_TYPE_MOST 255 /* bytes of a type; a line with a longer one is passed over */
+
 /*
  * Reads path's types (lines "type ext ext ...", '#' comments), once, before the workers start. A
  * missing file is no error when required is false (the default path). @return 0, or -errno (the

@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fields.h"
 #include "precompressed.h"
 
 static const struct {
@@ -23,7 +22,12 @@ static const struct {
 
 #define CODINGS (sizeof(codings) / sizeof(codings[0]))
 
-unsigned precompressed_sidecars(const char *resolved, time_t mtime)
+static uint64_t nanoseconds(const struct stat *status)
+{
+    return (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec;
+}
+
+unsigned precompressed_sidecars(const char *resolved, uint64_t mtime_ns)
 {
     char path[PATH_MAX + 8];
     struct stat status;
@@ -32,7 +36,8 @@ unsigned precompressed_sidecars(const char *resolved, time_t mtime)
     for (unsigned i = 0; i < CODINGS; i++) {
         snprintf(path, sizeof(path), "%s%s", resolved, codings[i].suffix);
         /* A link could lead out of the root: only a regular file in the original's directory. */
-        if (lstat(path, &status) == 0 && S_ISREG(status.st_mode) && status.st_mtime >= mtime) {
+        if (lstat(path, &status) == 0 && S_ISREG(status.st_mode) &&
+            nanoseconds(&status) >= mtime_ns) {
             sidecars |= 1u << i;
         }
     }
@@ -92,10 +97,9 @@ static void element(const char *text, size_t len, int named[CODINGS], int *star)
     }
 }
 
-int precompressed_choose(const char *value, size_t len, unsigned sidecars)
+/* One Accept-Encoding value's elements, weighed into named and star. */
+static void weigh(const char *value, size_t len, int named[CODINGS], int *star)
 {
-    int named[CODINGS] = {-1, -1, -1}, star = -1, best = -1, best_weight = 0;
-
     for (size_t at = 0; at < len;) {
         while (at < len && (value[at] == ' ' || value[at] == '\t' || value[at] == ',')) {
             at++;
@@ -103,9 +107,21 @@ int precompressed_choose(const char *value, size_t len, unsigned sidecars)
         const char *comma = memchr(value + at, ',', len - at);
         size_t stop = comma != NULL ? (size_t)(comma - value) : len;
         if (stop > at) {
-            element(value + at, stop - at, named, &star);
+            element(value + at, stop - at, named, star);
         }
         at = stop;
+    }
+}
+
+int precompressed_choose(const struct sxe_http_request_head *request, unsigned sidecars)
+{
+    int named[CODINGS] = {-1, -1, -1}, star = -1, best = -1, best_weight = 0;
+
+    for (unsigned i = 0; i < request->header_count; i++) { /* every line: one list (§5.3) */
+        const struct sxe_http_header *field = &request->headers[i];
+        if (field->name_len == 15 && strncasecmp(field->name, "Accept-Encoding", 15) == 0) {
+            weigh(field->value, field->value_len, named, &star);
+        }
     }
     for (unsigned i = 0; i < CODINGS; i++) {
         int w = named[i] >= 0 ? named[i] : star;
@@ -120,15 +136,13 @@ int precompressed_choose(const char *value, size_t len, unsigned sidecars)
 struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t now)
 {
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
-    const struct sxe_http_header *accept = sxe_http_request_header(request, "Accept-Encoding");
     unsigned sidecars = __atomic_load_n(&file->sidecars, __ATOMIC_RELAXED);
     int which;
 
-    if (sidecars == 0 || accept == NULL || sxe_http_request_header(request, "Range") != NULL ||
-        (which = precompressed_choose(accept->value, accept->value_len, sidecars)) < 0) {
+    if (sidecars == 0 || sxe_http_request_header(request, "Range") != NULL ||
+        (which = precompressed_choose(request, sidecars)) < 0) {
         return file;
     }
-    static __thread char added[64 + FIELDS_ROOM];
     char key[CACHE_KEY_MAX], path[PATH_MAX + 8];
     int key_len = snprintf(key, sizeof(key), "%s:%s", codings[which].name, file->key);
     bool cacheable = file->key_len > 0 && key_len < (int)sizeof(key);
@@ -139,9 +153,10 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
     }
     snprintf(path, sizeof(path), "%s%s", file->resolved, codings[which].suffix);
     struct stat status;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* Not blocking: a FIFO put there since the check would hold the loop until a writer came. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0 || fstat(fd, &status) < 0 || !S_ISREG(status.st_mode) ||
-        status.st_mtime < file->mtime) { /* gone or stale since the original's check */
+        nanoseconds(&status) < file->mtime_ns) { /* gone or stale since the original's check */
         if (fd >= 0) {
             close(fd);
         }
@@ -150,8 +165,8 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
         }
         return file;
     }
-    if (variant != NULL && variant->inode == status.st_ino && variant->mtime == status.st_mtime &&
-        variant->size == (uint64_t)status.st_size) {
+    if (variant != NULL && variant->inode == status.st_ino &&
+        variant->mtime_ns == nanoseconds(&status) && variant->size == (uint64_t)status.st_size) {
         close(fd);
         cache_checked(variant, now);
         file_unref(file);
@@ -160,8 +175,8 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
     if (variant != NULL) {
         file_unref(variant);
     }
-    snprintf(added, sizeof(added), "Content-Encoding: %s\r\n%s", codings[which].name, file->added);
-    if ((variant = file_load(cacheable ? key : "", path, fd, &status, file->type, added)) == NULL) {
+    if ((variant = file_load(cacheable ? key : "", path, fd, &status, file->type,
+                             codings[which].name, file->added)) == NULL) {
         return file; /* memory is short: the original will do */
     }
     cache_checked(variant, now);

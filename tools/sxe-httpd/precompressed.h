@@ -17,14 +17,14 @@
 
 #define PRECOMPRESSED_VARY "Vary: Accept-Encoding\r\n" /* on every file's answer */
 
-/* The sidecars of the file at resolved (a real path), modified at mtime: bit i for the i-th of
- * br, zstd and gzip. An lstat each. */
-unsigned precompressed_sidecars(const char *resolved, time_t mtime);
+/* The sidecars of the file at resolved (a real path), modified at mtime_ns: bit i for the i-th
+ * of br, zstd and gzip. An lstat each. */
+unsigned precompressed_sidecars(const char *resolved, uint64_t mtime_ns);
 
-/* Of the sidecars (bits), the one an Accept-Encoding value (len bytes) takes with the highest
- * weight, br before zstd before gzip among equals: its index, or -1 for none (q=0 refuses one,
- * `*` stands for those not named). */
-int precompressed_choose(const char *value, size_t len, unsigned sidecars);
+/* Of the sidecars (bits), the one the request's Accept-Encoding (all its lines, as one list)
+ * takes with the highest weight, br before zstd before gzip among equals: its index, or -1 for
+ * none (q=0 refuses one, `*` stands for those not named). */
+int precompressed_choose(const struct sxe_http_request_head *request, unsigned sidecars);
 
 /* The file http's client gets for file (fresh at the loop's second now): file itself, or, taking
  * the caller's reference to file, the entry of the sidecar it accepts, cached beside it. */
