@@ -137,7 +137,22 @@ def test_t_checks_without_serving(build_dir, root, tmp_path, certificate):  # no
 
 MISTAKES = [
     ("root: R\nwrokers: 2\n", r"2: unknown key 'wrokers' \(the keys are the long options: see --help\)"),
-    ("root: R\nconfig: other.yaml\n", r"2: unknown key 'config' \(the keys are the long options: see --help\)"),
+    ("root: R\nconfig: other.yaml\n", "2: 'config' is an option of the command line only"),
+    ("root: R\ntest: true\n", "2: 'test' is an option of the command line only"),
+    ("root: R\nheaders:\n\n  - '/ X-A: b'\n", r"2: unknown key 'headers' \(.+"),  # the key's line
+    ("root: R\nno-such-key: []\n", "2: 'no-such-key' lists nothing: give it values, or leave it out"),
+    ("root: R\nproxy: []\nproxy: [/a=127.0.0.1:1]\n", "2: 'proxy' lists nothing: .+"),
+    ("root: R\nindex: \"a\\0b\"\n", "2: 'index' holds a NUL byte in its value"),
+    ("root: R\n" + "# a comment\n" * 39 + "index: a\xffb\n", "41: invalid leading UTF-8 octet"),
+    ("root: R\nindex: \"index.html\n" + "list: true\n" * 3,
+     "6: found unexpected end of stream while scanning a quoted scalar that began on line 2"),
+    ("root: R\n" + "".join(f"k{n}: x\n" for n in range(5000)),
+     "4097: more than 4096 values: not a configuration of sxe-httpd"),
+    ("root: R\ncache: shared\n", "2: cache shared needs --threads .+"),
+    ("root: R\n\ntls-key: k.pem\n", "3: HTTPS needs both --tls-cert FILE and --tls-key FILE .+"),
+    ("root: R/hello.txt\n", "1: root .+/hello.txt: not a directory"),
+    ("root: R\nmime-types: R/none.types\n", "2: mime-types .+/none.types: No such file or directory"),
+    ("root: R\naccess-log: R/no/such/dir/log\n", "2: access-log .+/log: No such file or directory"),
     ("root: R\nworkers: many\n", r"2: workers must be a number from 1 to \d+, not 'many'"),
     ("root: R\nlisten: [a, b]\n", "2: 'listen' takes one value, not a list"),
     ("root: R\nproxy:\n  /a: 127.0.0.1:9\n",
@@ -146,6 +161,7 @@ MISTAKES = [
     ("root: R\nheader:\n  - /a X-A: b\n",  # YAML reads a mapping: quoting makes it a value
      r"3: 'header' lists values, not lists or mappings \(quote a value that holds ': '\)"),
     ("root: R\nlist: true\nroot: R\n", r"3: 'root' is given twice \(first on line 1\)"),
+    ("root:\n\n  R\nroot: R\n", r"4: 'root' is given twice \(first on line 1\)"),
     ("root: R\nlist: maybe\n", "2: 'list' is true or false, not 'maybe'"),
     ("root: R\nindex:\n", "2: 'index' has no value"),
     ("root: R\nheader: [~]\n", "2: 'header' has no value"),
@@ -163,7 +179,7 @@ MISTAKES = [
 @pytest.mark.parametrize("text,said", MISTAKES)
 def test_every_kind_of_mistake_is_told_at_its_line(build_dir, root, tmp_path, text, said):  # noqa: F811
     config = tmp_path / "wrong.yaml"
-    config.write_text(text.replace(": R", f": {root}"))
+    config.write_bytes(text.replace(": R", f": {root}").encode("latin-1"))
     for test in ([], ["-t"]):
         result = subprocess.run([binary(build_dir), *test, "-c", str(config)],
                                 capture_output=True, text=True, timeout=10)
@@ -179,11 +195,23 @@ def test_files_that_cannot_be_read(build_dir, root, tmp_path):  # noqa: F811
     assert (result.returncode, result.stderr) == (
         1, f"sxe-httpd: --config {missing}: No such file or directory\n")
     config = tmp_path / "root.yaml"
-    config.write_text(f"root: {tmp_path / 'gone'}\n")
+    config.write_text(f"# the root\nroot: {tmp_path / 'gone'}\n")
     result = subprocess.run([binary(build_dir), "-c", str(config)], capture_output=True,
                             text=True, timeout=10)
     assert (result.returncode, result.stderr) == (
-        1, f"sxe-httpd: --root {tmp_path / 'gone'}: No such file or directory\n")
+        1, f"sxe-httpd: {config}:2: root {tmp_path / 'gone'}: No such file or directory\n")
+    result = subprocess.run([binary(build_dir), "-c", str(config), "--root", str(tmp_path / "no")],
+                            capture_output=True, text=True, timeout=10)  # the command line's
+    assert (result.returncode, result.stderr) == (
+        1, f"sxe-httpd: --root {tmp_path / 'no'}: No such file or directory\n")
+    result = subprocess.run([binary(build_dir), "-c", str(tmp_path)], capture_output=True,
+                            text=True, timeout=10)
+    assert (result.returncode, result.stderr) == (
+        1, f"sxe-httpd: --config {tmp_path}: Is a directory\n")
+    result = subprocess.run([binary(build_dir), "-c", str(config), "-t", "extra"],
+                            capture_output=True, text=True, timeout=10)
+    assert (result.returncode, result.stderr) == (
+        2, "sxe-httpd: unexpected argument 'extra' (see --help)\n")
 
 
 def test_the_contrib_files(build_dir, root, tmp_path):  # noqa: F811

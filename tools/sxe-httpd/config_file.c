@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config_file.h"
 
@@ -25,6 +26,8 @@ struct walk {
     struct config_file *file;
     enum place place;
     char *key; /* the key whose value comes next */
+    unsigned key_line;
+    unsigned listed; /* values in the key's list so far */
     size_t room;
 };
 
@@ -64,6 +67,13 @@ static int add(struct walk *walk, const yaml_event_t *event, bool listed)
     if (is_null(event)) {
         return refuse(file, line, "'%s' has no value", walk->key);
     }
+    if (strlen((const char *)event->data.scalar.value) != event->data.scalar.length) {
+        return refuse(file, line, "'%s' holds a NUL byte in its value", walk->key);
+    }
+    if (file->count == CONFIG_FILE_VALUES_MOST) {
+        return refuse(file, line, "more than %d values: not a configuration of sxe-httpd",
+                      CONFIG_FILE_VALUES_MOST);
+    }
     if (file->count == walk->room) {
         size_t room = walk->room ? walk->room * 2 : 16;
         struct config_entry *entries = realloc(file->entries, room * sizeof(*entries));
@@ -77,8 +87,12 @@ static int add(struct walk *walk, const yaml_event_t *event, bool listed)
     if (value == NULL) {
         return refuse(file, line, "%s", "out of memory");
     }
-    file->entries[file->count++] =
-        (struct config_entry){.key = walk->key, .value = value, .line = line, .listed = listed};
+    file->entries[file->count++] = (struct config_entry){.key = walk->key,
+                                                         .value = value,
+                                                         .line = line,
+                                                         .key_line = walk->key_line,
+                                                         .listed = listed};
+    walk->listed++;
     return 0;
 }
 
@@ -107,13 +121,15 @@ static int take_key(struct walk *walk, const yaml_event_t *event)
     for (size_t i = 0; i < file->count; i++) {
         if (strcmp(file->entries[i].key, key) == 0) {
             return refuse(file, line, "'%s' is given twice (first on line %u)", key,
-                          file->entries[i].line);
+                          file->entries[i].key_line);
         }
     }
     drop_key(walk);
     if ((walk->key = strdup(key)) == NULL) {
         return refuse(file, line, "%s", "out of memory");
     }
+    walk->key_line = line;
+    walk->listed = 0;
     walk->place = VALUE;
     return 0;
 }
@@ -156,7 +172,10 @@ static int step(struct walk *walk, const yaml_event_t *event)
     case LIST:
         if (event->type == YAML_SEQUENCE_END_EVENT) {
             walk->place = KEY;
-            return 0;
+            return walk->listed > 0
+                       ? 0
+                       : refuse(file, walk->key_line,
+                                "'%s' lists nothing: give it values, or leave it out", walk->key);
         }
         if (event->type != YAML_SCALAR_EVENT) {
             return refuse(file, line, "'%s' lists values, not lists or mappings%s", walk->key,
@@ -175,6 +194,31 @@ static int step(struct walk *walk, const yaml_event_t *event)
     return 0;
 }
 
+/* What libyaml could not read, and where: a byte that is not UTF-8 (or a control character) is
+ * known by its offset only, a problem inside a quoted scalar or a flow also by where that began. */
+static int not_yaml(const yaml_parser_t *parser, FILE *in, struct config_file *file)
+{
+    unsigned line = (unsigned)parser->problem_mark.line + 1;
+    char began[48] = "";
+
+    if (parser->error == YAML_READER_ERROR) {
+        line = 1;
+        rewind(in);
+        for (size_t at = 0; at < parser->problem_offset; at++) {
+            int c = getc(in);
+            if (c == EOF) {
+                break;
+            }
+            line += c == '\n';
+        }
+    } else if (parser->context != NULL && parser->context_mark.line != parser->problem_mark.line) {
+        snprintf(began, sizeof(began), " that began on line %u",
+                 (unsigned)parser->context_mark.line + 1);
+    }
+    return refuse(file, line, "%s%s%s%s", parser->problem ? parser->problem : "not YAML",
+                  parser->context ? " " : "", parser->context ? parser->context : "", began);
+}
+
 int config_file_read(const char *path, struct config_file *file)
 {
     FILE *in = fopen(path, "r");
@@ -183,9 +227,15 @@ int config_file_read(const char *path, struct config_file *file)
     struct walk walk = {.file = file, .place = BEFORE};
     int rc = 0;
 
+    struct stat status;
+
     *file = (struct config_file){0};
     if (in == NULL) {
         return refuse(file, 0, "%s", strerror(errno));
+    }
+    if (fstat(fileno(in), &status) == 0 && S_ISDIR(status.st_mode)) {
+        fclose(in);
+        return refuse(file, 0, "%s", strerror(EISDIR));
     }
     if (!yaml_parser_initialize(&parser)) {
         fclose(in);
@@ -194,9 +244,7 @@ int config_file_read(const char *path, struct config_file *file)
     yaml_parser_set_input_file(&parser, in);
     for (bool done = false; !done && rc == 0;) {
         if (!yaml_parser_parse(&parser, &event)) {
-            rc = refuse(file, (unsigned)parser.problem_mark.line + 1, "%s%s%s",
-                        parser.problem ? parser.problem : "not YAML", parser.context ? " " : "",
-                        parser.context ? parser.context : "");
+            rc = not_yaml(&parser, in, file);
             break;
         }
         done = event.type == YAML_STREAM_END_EVENT;

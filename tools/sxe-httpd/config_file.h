@@ -13,7 +13,8 @@
 struct config_entry {
     char *key;
     char *value;
-    unsigned line; /* from 1, as an editor counts */
+    unsigned line;     /* from 1, as an editor counts */
+    unsigned key_line; /* the key's */
     bool listed;
 };
 
@@ -24,8 +25,11 @@ struct config_file {
     unsigned line; /* ... and where (0: not a place in the file, such as a missing file) */
 };
 
+#define CONFIG_FILE_VALUES_MOST 4096
+
 /* Reads path's top mapping into file->entries. A key's value is a scalar or a list of scalars;
- * a key given twice, a nested mapping, an alias or a second document is refused.
+ * a key given twice, an empty list, a nested mapping, an alias, a second document, a NUL in a
+ * value or more than CONFIG_FILE_VALUES_MOST values are refused.
  * @return 0; or -1 with file->why and file->line set, and nothing kept; -ENOTSUP (file->why
  * says) when built without libyaml. */
 int config_file_read(const char *path, struct config_file *file);

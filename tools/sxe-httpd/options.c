@@ -181,6 +181,7 @@ static void usage(FILE *out)
 
 /* "FILE:LINE" while the configuration file's entries are applied, else NULL. */
 static const char *source;
+static unsigned file_lines[128]; /* by option: the file's line that set it, or 0 */
 
 /* Says what is wrong and exits: 2 for a wrong command line, 1 for the rest. A configuration
  * file's mistake is told at its line, the option named as its key is (workers, not --workers). */
@@ -435,26 +436,44 @@ static void read_file(const char *path)
         const struct config_entry *entry = &file.entries[i];
         const struct option *option = options;
 
-        snprintf(place, sizeof(place), "%s:%u", path, entry->line);
+        snprintf(place, sizeof(place), "%s:%u", path, entry->key_line);
         source = place;
         while (option->name != NULL && strcmp(option->name, entry->key) != 0) {
             option++;
         }
-        if (option->name == NULL || strchr("ctVh", option->val) != NULL) {
+        if (option->name == NULL) {
             die(1, "unknown key '%s' (the keys are the long options: see --help)", entry->key);
+        }
+        if (strchr("ctVh", option->val) != NULL) {
+            die(1, "'%s' is an option of the command line only", entry->key);
         }
         if (entry->listed && strchr("nPd", option->val) == NULL) {
             die(1, "'%s' takes one value, not a list", entry->key);
         }
+        snprintf(place, sizeof(place), "%s:%u", path, entry->line);
         bool on = true;
         if (option->has_arg == no_argument && !boolean(entry->value, &on)) {
             die(1, "'%s' is true or false, not '%s'", entry->key, entry->value);
         }
         if (on) {
             apply(option->val, option->has_arg == no_argument ? NULL : entry->value);
+            file_lines[option->val] = entry->line;
         }
     }
     source = NULL;
+}
+
+/* For a check of what the options say together: the file's line of the option named (source
+ * set, so that die() tells it there and exits 1), or nothing when the command line gave it. */
+static void blame(int option)
+{
+    static char place[PATH_MAX + 16];
+
+    source = NULL;
+    if (config.file != NULL && file_lines[option] != 0) {
+        snprintf(place, sizeof(place), "%s:%u", config.file, file_lines[option]);
+        source = place;
+    }
 }
 
 void options_parse(int argc, char **argv)
@@ -493,6 +512,7 @@ void options_parse(int argc, char **argv)
         }
     }
     if (optind < argc) {
+        free(line);
         die(2, "unexpected argument '%s' (see --help)", argv[optind]);
     }
     if (config.file != NULL) {
@@ -500,9 +520,11 @@ void options_parse(int argc, char **argv)
     }
     for (size_t i = 0; i < count; i++) {
         apply(line[i].option, line[i].arg);
+        file_lines[line[i].option] = 0; /* the command line's value, not the file's */
     }
     free(line);
     if (config.cache == 1 && config.kind != SXE_WORKERS_THREADS) {
+        blame('C');
         die(2, "%s", "--cache shared needs --threads (worker processes share no memory)");
     }
     if (config.cache == -1) { /* threads share one by default: measured, docs/benchmarks.md */
@@ -513,32 +535,37 @@ void options_parse(int argc, char **argv)
           config.tls_ticket_key != NULL || config.tls_client_ca != NULL ||
           config.tls_ocsp != NULL) &&
          config.tls_cert == NULL)) {
+        blame(config.tls_cert != NULL ? 'k' : config.tls_key != NULL ? 'K' : 'S');
         die(2, "%s", "HTTPS needs both --tls-cert FILE and --tls-key FILE (see --help)");
     }
     if (config.tls_client_optional && config.tls_client_ca == NULL) {
+        blame('o');
         die(2, "%s", "--tls-client-optional goes with --tls-client-ca FILE");
     }
     struct sockaddr_storage https;
     if (config.redirect_https &&
         (config.https == NULL ||
          sxe_address_parse(config.https, -1, &https, &(socklen_t){0}) < 0)) {
+        blame('j');
         die(2, "%s", "--redirect-https sends plain requests to --https IP:PORT: give it");
     }
     config.https_port = config.redirect_https ? sxe_address_port((struct sockaddr *)&https) : 0;
     if (config.tls_cert != NULL && !sxe_tls_available()) {
+        blame('k');
         die(2, "%s", "this sxe-httpd was built without TLS (OpenSSL 3's libssl-dev)");
     }
     if (given.root == NULL) {
         die(2, "%s", "--root DIR is required (see --help)");
     }
     struct stat status;
+    blame('r');
     if (realpath(given.root, config.root) == NULL || stat(config.root, &status) < 0) {
-        fprintf(stderr, "sxe-httpd: --root %s: %s\n", given.root, strerror(errno));
-        exit(1);
+        die(1, "--root %s: %s", given.root, strerror(errno));
     }
     if (!S_ISDIR(status.st_mode)) {
         die(1, "--root %s: not a directory", given.root);
     }
+    blame('m');
     const char *types = given.mime_path != NULL ? given.mime_path : "/etc/mime.types";
     int loaded = mime_load(types, given.mime_path != NULL);
     if (loaded < 0) {
@@ -550,9 +577,10 @@ void options_parse(int argc, char **argv)
         config.root[0] = '\0';
     }
     int rc;
+    blame('a');
     if (given.access_log != NULL &&
         (rc = access_log_open(given.access_log, given.log_format, config.log_buffer)) < 0) {
-        fprintf(stderr, "sxe-httpd: --access-log %s: %s\n", given.access_log, sxe_strerror(rc));
-        exit(1);
+        die(1, "--access-log %s: %s", given.access_log, sxe_strerror(rc));
     }
+    source = NULL;
 }
