@@ -151,12 +151,15 @@ def read_reply(sock):
 
 @pytest.fixture
 def sxe_http(build_dir):
-    """Runs tools/sxe-http with the given arguments, optionally under a lower open-file limit."""
+    """Runs tools/sxe-http with the given arguments, optionally under a lower open-file limit
+    (limit_files: both limits, or a (soft, hard) pair)."""
     def run(*args, limit_files=None, timeout=60):
         preexec = None
         if limit_files is not None:
+            pair = limit_files if isinstance(limit_files, tuple) else (limit_files, limit_files)
+
             def preexec():
-                resource.setrlimit(resource.RLIMIT_NOFILE, (limit_files, limit_files))
+                resource.setrlimit(resource.RLIMIT_NOFILE, pair)
         return subprocess.run([str(build_dir / "tools" / "sxe-http"), *map(str, args)],
                               capture_output=True, text=True, timeout=timeout, preexec_fn=preexec)
     return run

@@ -454,6 +454,13 @@ def test_file_limit_too_low_says_what_the_limit_is(sxe_http):
     assert "the limit is 100 per process (ulimit -n); use -w 8 or more" in result.stderr
 
 
+def test_the_soft_file_limit_is_raised_to_the_hard_one(sxe_http, hello):
+    """ulimit -n says 100, the hard limit 1,000: one worker raises its own limit and holds 500."""
+    data = report(sxe_http("-i", "127.0.0.1", "-p", hello, "-c", 500, "-w", 1, "-n", 2,
+                           "--json", limit_files=(100, 1000)))
+    assert data["errors"]["total"] == 0 and data["queries"] == 1000 and data["workers"] == 1
+
+
 def test_several_source_addresses(sxe_http):
     server = FakeServer(lambda request: OK, address="0.0.0.0")
     data = report(sxe_http("-i", "127.0.0.1", "-p", server.port, "-c", 6, "-n", 2,
