@@ -521,6 +521,20 @@ def test_a_buffered_access_log_writes_whole_lines_and_loses_none(httpd, root, sx
     assert all(line.match(text) for text in written), [t for t in written if not line.match(t)]
 
 
+@pytest.mark.parametrize("buffer", ["0", "4096"])
+def test_a_full_disk_loses_log_lines_not_requests(httpd, root, buffer):
+    """/dev/full refuses every write (ENOSPC): each request is answered, and the lines lost are
+    said once a minute while serving and counted in all when the worker stops."""
+    server = httpd("--access-log", "/dev/full", "--access-log-buffer", buffer, "--workers", "1")
+    for _ in range(5):
+        assert get(server.port, "/hello.txt")[2] == b"Hello World\n"
+    assert server.stop() == 0
+    said = server.process.stderr.read().decode()
+    assert len(re.findall(r"WARN +access log /dev/full: No space left on device: lines lost so "
+                          r"far: \d+ \(said once a minute\)", said)) == 1, said
+    assert re.search(r"WARN +access log /dev/full: lines lost: 5$", said, re.MULTILINE), said
+
+
 def test_access_log_named_before_the_dash_is_a_file(httpd, root):
     """Only "-" itself means standard output: a file whose name sorts before it ("+x") is a file."""
     server = httpd("--access-log", "+access.log", cwd=root.parent)

@@ -12,7 +12,8 @@
  * (--access-log-buffer, as nginx's buffer=), lines gather in the process's buffer and go out
  * together, when the next would not fit, every second (a timer on each loop), on SIGHUP's reopen
  * and when a worker stops; each write(2) holds whole lines only, so the worker processes
- * appending to the one file never split each other's lines.
+ * appending to the one file never split each other's lines. Lines the file refuses (a full disk)
+ * are lost, never waited for: counted, and said in the log.
  */
 #define _GNU_SOURCE /* dup3 */
 #include <arpa/inet.h>
@@ -60,7 +61,29 @@ struct line {
 
 static __thread struct line line; /* not on the stack: the hook may run on a fiber's */
 
-/* Writes len bytes whole, however the file takes them (a full disk loses them, as nginx's do). */
+/* Lines a write could not take (a full disk, a file gone read-only), counted by the process and
+ * said in its log at most once a minute, and when it stops: requests never wait for the log. */
+static uint64_t lost_lines;
+static uint64_t lost_said_at; /* the monotonic second it was last said, + 1 */
+
+static void lose(const char *bytes, size_t len, int error)
+{
+    uint64_t lines = 0;
+    for (const char *end = bytes + len; (bytes = memchr(bytes, '\n', (size_t)(end - bytes)));) {
+        lines++;
+        bytes++;
+    }
+    uint64_t lost = __atomic_add_fetch(&lost_lines, lines ? lines : 1, __ATOMIC_RELAXED);
+    uint64_t now = sxe_clock_mono_ns() / SXE_NS_PER_SEC + 1, said = lost_said_at;
+    if ((said == 0 || now >= said + 60) &&
+        __atomic_compare_exchange_n(&lost_said_at, &said, now, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
+        SXE_LOG_WARN("access log %s: %s: lines lost so far: %" PRIu64 " (said once a minute)",
+                     log_path, strerror(error), lost);
+    }
+}
+
+/* Writes len bytes whole, however the file takes them; what it refuses is lost, and counted. */
 static void write_whole(const char *bytes, size_t len)
 {
     while (len > 0) {
@@ -69,6 +92,7 @@ static void write_whole(const char *bytes, size_t len)
             continue;
         }
         if (wrote <= 0) {
+            lose(bytes, len, wrote < 0 ? errno : ENOSPC);
             return;
         }
         bytes += wrote;
@@ -158,6 +182,10 @@ void access_log_loop_stop(void *arg)
 {
     (void)arg;
     access_log_flush();
+    uint64_t lost = __atomic_exchange_n(&lost_lines, 0, __ATOMIC_RELAXED); /* said once */
+    if (lost > 0) {
+        SXE_LOG_WARN("access log %s: lines lost: %" PRIu64, log_path, lost);
+    }
 }
 
 /* Writes a whole line: at once, or into the buffer (what it held first, if it would not fit). */
