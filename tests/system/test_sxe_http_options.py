@@ -67,6 +67,9 @@ def test_the_other_options_checks(sxe_http, tmp_path):
     empty = tmp_path / "paths"
     empty.write_text("")
     assert refused("-U", str(empty)) == f"sxe-http: -U {empty}: no paths in it"
+    long = tmp_path / "long"
+    long.write_text("/a 2\n/" + "b" * 8190 + "\n")  # a line of 8,191 bytes and its newline
+    assert refused("-U", str(long)) == f"sxe-http: -U {long} line 2: longer than 8190 bytes"
     assert refused("-H", "X: " + "y" * 9000).startswith("sxe-http: too many request headers")
     result = run(sxe_http, "-s", ",".join(["127.0.0.1"] * 64))
     assert result.returncode == 1 and "source" not in result.stderr
