@@ -359,6 +359,7 @@ def test_ranges(httpd):
     assert get(server.port, "/hello.txt", ["Range: bytes=-3"])[2] == b"ld\n"
     assert get(server.port, "/hello.txt", ["Range: bytes=6-100"])[2] == b"World\n"
     assert get(server.port, "/hello.txt", ["Range: bytes=0-1,4-5"])[0] == 200  # several: whole
+    assert get(server.port, "/hello.txt", ["Range: bytes="])[0:3:2] == (200, b"Hello World\n")
     for zeros in (55, 56, 200):  # a value of 63 bytes is read; one of 64 or more is passed over
         padded = "bytes=" + "0" * zeros + "1-4"
         status, _, body = get(server.port, "/hello.txt", [f"Range: {padded}"])

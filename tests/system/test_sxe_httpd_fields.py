@@ -40,6 +40,15 @@ def test_fields_by_prefix(httpd, root):  # noqa: F811
     assert server.stop() == 0
 
 
+def test_a_value_is_sent_trimmed(httpd, root):  # noqa: F811
+    """Spaces and tabs around a value are not part of it (RFC 9110 §5.5): one space is sent."""
+    server = httpd("--header", "/ X-Spaced: \t  two words \t ")
+    raw = subprocess.run(["curl", "-sI", f"http://127.0.0.1:{server.port}/hello.txt"],
+                         capture_output=True, timeout=10).stdout
+    assert "X-Spaced: two words" in raw.decode().split("\r\n"), raw
+    assert server.stop() == 0
+
+
 def test_proxied_answers_get_them_too(httpd, root):  # noqa: F811
     (root / "api").mkdir()
     (root / "api" / "hello.txt").write_bytes(b"Hello World\n")
