@@ -94,8 +94,8 @@ def test_the_command_line_overrides_the_file(served, root, tmp_path):  # noqa: F
 
 
 def test_an_empty_file_is_no_options(served, root, tmp_path):  # noqa: F811
-    port = free_port()
     for text in ("", "# nothing yet\n", "---\n"):
+        port = free_port()  # a new one each time: on io_uring a stopped server's socket lingers
         config = tmp_path / "empty.yaml"
         config.write_text(text)
         process = served(port, "-c", str(config), "--root", str(root), "--listen",

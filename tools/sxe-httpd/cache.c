@@ -255,8 +255,7 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
     file->fd = fd;
     file->size = (uint64_t)status->st_size;
     file->mtime = status->st_mtime;
-    file->mtime_ns =
-        (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec;
+    file->mtime_ns = stat_mtime_ns(status);
     file->inode = status->st_ino;
     /* A coding's ETag is its own even where the sidecar's time and size are the original's. */
     snprintf(file->etag, sizeof(file->etag), "\"%" PRIx64 "-%" PRIx64 "%s%s\"", file->mtime_ns,

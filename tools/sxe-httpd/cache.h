@@ -82,6 +82,12 @@ void file_unref(void *arg);
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
                        const char *type, const char *coding, const char *added);
 
+/* A file's modification time, to the nanosecond. */
+static inline uint64_t stat_mtime_ns(const struct stat *status)
+{
+    return (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec;
+}
+
 /* An HTTP date (RFC 9110 IMF-fixdate) for when. */
 void httpd_date(time_t when, char *out, size_t size);
 

@@ -32,9 +32,9 @@
 #include "fields.h"
 #include "listing.h"
 #include "mime.h"
-#include "precompressed.h"
 #include "options.h"
 #include "path.h"
+#include "precompressed.h"
 #include "proxy.h"
 
 static void respond(sxe_http_t *http, int status, const char *headers, const char *text)
@@ -340,9 +340,7 @@ static void serve(sxe_http_t *http, void *arg)
     /* A cached file that has not changed only needs its check renewed. */
     file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
     if (file != NULL && strcmp(file->resolved, resolved) == 0 && file->inode == status.st_ino &&
-        file->mtime_ns ==
-            (uint64_t)status.st_mtim.tv_sec * 1000000000u + (uint64_t)status.st_mtim.tv_nsec &&
-        file->size == (uint64_t)status.st_size) {
+        file->mtime_ns == stat_mtime_ns(&status) && file->size == (uint64_t)status.st_size) {
         serve_checked(http, file, second);
         return;
     }

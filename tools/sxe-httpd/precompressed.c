@@ -22,11 +22,6 @@ static const struct {
 
 #define CODINGS (sizeof(codings) / sizeof(codings[0]))
 
-static uint64_t nanoseconds(const struct stat *status)
-{
-    return (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec;
-}
-
 unsigned precompressed_sidecars(const char *resolved, uint64_t mtime_ns)
 {
     char path[PATH_MAX + 8];
@@ -37,7 +32,7 @@ unsigned precompressed_sidecars(const char *resolved, uint64_t mtime_ns)
         snprintf(path, sizeof(path), "%s%s", resolved, codings[i].suffix);
         /* A link could lead out of the root: only a regular file in the original's directory. */
         if (lstat(path, &status) == 0 && S_ISREG(status.st_mode) &&
-            nanoseconds(&status) >= mtime_ns) {
+            stat_mtime_ns(&status) >= mtime_ns) {
             sidecars |= 1u << i;
         }
     }
@@ -156,7 +151,7 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
     /* Not blocking: a FIFO put there since the check would hold the loop until a writer came. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0 || fstat(fd, &status) < 0 || !S_ISREG(status.st_mode) ||
-        nanoseconds(&status) < file->mtime_ns) { /* gone or stale since the original's check */
+        stat_mtime_ns(&status) < file->mtime_ns) { /* gone or stale since the original's check */
         if (fd >= 0) {
             close(fd);
         }
@@ -166,7 +161,7 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
         return file;
     }
     if (variant != NULL && variant->inode == status.st_ino &&
-        variant->mtime_ns == nanoseconds(&status) && variant->size == (uint64_t)status.st_size) {
+        variant->mtime_ns == stat_mtime_ns(&status) && variant->size == (uint64_t)status.st_size) {
         close(fd);
         cache_checked(variant, now);
         file_unref(file);
