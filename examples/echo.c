@@ -14,7 +14,7 @@ int main(int argc, char **argv)
 {
     static const struct sxe_conn_handlers handlers = {.on_read = on_read};
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:7007";
-    sxe_loop_t *loop;
+    sxe_loop_t *loop = NULL;
     sxe_conn_t *listener;
     int rc;
 
@@ -22,9 +22,9 @@ int main(int argc, char **argv)
         (rc = sxe_loop_stop_on_signals(loop, SXE_NS_PER_SEC)) < 0 ||
         (rc = sxe_conn_listen_at(loop, &listener, address, NULL, &handlers, NULL)) < 0) {
         fprintf(stderr, "echo: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        rc = sxe_loop_run(loop);
     }
-    rc = sxe_loop_run(loop);
     sxe_loop_destroy(loop);
     return rc < 0;
 }

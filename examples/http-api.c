@@ -24,14 +24,17 @@ static void echo(sxe_http_t *http, void *arg)
 int main(int argc, char **argv)
 {
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
-    sxe_http_server_t *server;
+    sxe_http_server_t *server = NULL;
     int rc;
+
     if ((rc = sxe_http_server_create(&server, NULL, NULL)) < 0 ||
         (rc = sxe_http_server_route(server, "GET", "/hello", 0, hello, api_header)) < 0 ||
         (rc = sxe_http_server_route(server, "POST", "/echo", 0, echo, api_header)) < 0 ||
         (rc = sxe_http_server_listen(server, address)) < 0) {
         fprintf(stderr, "http-api: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        rc = sxe_http_server_run(server);
     }
-    return sxe_http_server_run(server) < 0;
+    sxe_http_server_destroy(server);
+    return rc < 0;
 }

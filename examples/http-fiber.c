@@ -27,7 +27,7 @@ int main(int argc, char **argv)
                                               .fibers = 10000,
                                               .fiber_stack_size = 32768};
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
-    sxe_http_server_t *server;
+    sxe_http_server_t *server = NULL;
 
     if (argc > 2) {
         sleep_ns = strtoull(argv[2], NULL, 10) * SXE_NS_PER_MSEC;
@@ -37,9 +37,9 @@ int main(int argc, char **argv)
         (rc = sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_FIBER, hello, NULL)) < 0 ||
         (rc = sxe_http_server_listen(server, address)) < 0) {
         fprintf(stderr, "http-fiber: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        rc = sxe_http_server_run(server);
     }
-    rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

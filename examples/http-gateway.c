@@ -43,7 +43,7 @@ static void relay(sxe_http_t *http, void *arg)
 int main(int argc, char **argv)
 {
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:8081";
-    sxe_http_server_t *server; /* 256 fibers, and 256 requests held for them, by default */
+    sxe_http_server_t *server = NULL; /* 256 fibers, and 256 requests held for them, by default */
     int rc;
 
     if ((rc = sxe_http_server_create(&server, NULL, NULL)) < 0 ||
@@ -53,9 +53,9 @@ int main(int argc, char **argv)
              server, "GET", "/", SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_PREFIX, relay, NULL)) < 0 ||
         (rc = sxe_http_server_listen(server, address)) < 0) {
         fprintf(stderr, "http-gateway: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        rc = sxe_http_server_run(server);
     }
-    rc = sxe_http_server_run(server);
     sxe_http_client_destroy(upstream);
     sxe_http_server_destroy(server);
     return rc < 0;

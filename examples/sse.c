@@ -60,7 +60,7 @@ int main(int argc, char **argv)
     uint64_t interval = (argc > 2 ? strtoull(argv[2], NULL, 10) : 1000) * SXE_NS_PER_MSEC;
     struct sxe_http_server_options options = {.deferred = SUBSCRIBERS_MAX};
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
-    sxe_http_server_t *server;
+    sxe_http_server_t *server = NULL;
     sxe_timer_t timer;
     int rc;
 
@@ -68,13 +68,12 @@ int main(int argc, char **argv)
         (rc = sxe_http_server_route(server, "GET", "/events", 0, subscribe, NULL)) < 0 ||
         (rc = sxe_http_server_listen(server, address)) < 0) {
         fprintf(stderr, "sse: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        sxe_timer_init(&timer, tick, NULL);
+        if ((rc = sxe_timer_start(sxe_http_server_loop(server), &timer, interval, interval)) == 0) {
+            rc = sxe_http_server_run(server);
+        }
     }
-    sxe_timer_init(&timer, tick, NULL);
-    if (sxe_timer_start(sxe_http_server_loop(server), &timer, interval, interval) < 0) {
-        return 1;
-    }
-    rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

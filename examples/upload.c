@@ -59,7 +59,7 @@ int main(int argc, char **argv)
     struct sxe_http_server_options options = {.fibers = 64, .fiber_stack_size = 131072};
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
     unsigned flags = SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_STREAM;
-    sxe_http_server_t *server;
+    sxe_http_server_t *server = NULL;
 
     if ((dir_fd = open(argc > 2 ? argv[2] : ".", O_RDONLY | O_DIRECTORY)) < 0) {
         perror(argc > 2 ? argv[2] : ".");
@@ -70,9 +70,9 @@ int main(int argc, char **argv)
         (rc = sxe_http_server_route(server, "PUT", "/", flags, put, NULL)) < 0 ||
         (rc = sxe_http_server_listen(server, address)) < 0) {
         fprintf(stderr, "upload: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        rc = sxe_http_server_run(server);
     }
-    rc = sxe_http_server_run(server);
     sxe_http_server_destroy(server);
     return rc < 0;
 }

@@ -60,8 +60,8 @@ int main(int argc, char **argv)
     struct sxe_tls_options certificate = {.certificate = cert, .key = key};
     struct sxe_http_server_options secure = {0}; /* .tls: NULL, or the certificate's context */
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
-    sxe_http_server_t *http;
-    sxe_ws_server_t *ws;
+    sxe_http_server_t *http = NULL;
+    sxe_ws_server_t *ws = NULL;
     int rc;
 
     if (file == NULL || (page_len = fread(page, 1, sizeof(page), file)) == sizeof(page) ||
@@ -80,9 +80,9 @@ int main(int argc, char **argv)
         (rc = sxe_ws_server_route(ws, "/chat", NULL)) < 0 ||
         (rc = sxe_http_server_listen(http, address)) < 0) {
         fprintf(stderr, "ws-chat: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        rc = sxe_http_server_run(http);
     }
-    rc = sxe_http_server_run(http);
     sxe_ws_server_destroy(ws);
     sxe_http_server_destroy(http);
     sxe_tls_destroy(secure.tls);

@@ -21,8 +21,8 @@ int main(int argc, char **argv)
         .message_bytes = most, .queue_bytes = 2 * most + 1024, .deflate = true};
     static const struct sxe_ws_handlers handlers = {.on_message = echo};
     const char *address = argc > 1 ? argv[1] : "127.0.0.1:8080";
-    sxe_http_server_t *http;
-    sxe_ws_server_t *ws;
+    sxe_http_server_t *http = NULL;
+    sxe_ws_server_t *ws = NULL;
     int rc;
 
     if ((rc = sxe_http_server_create(&http, NULL, &http_options)) < 0 ||
@@ -30,9 +30,9 @@ int main(int argc, char **argv)
         (rc = sxe_ws_server_route(ws, "/", "echo,chat")) < 0 ||
         (rc = sxe_http_server_listen(http, address)) < 0) {
         fprintf(stderr, "ws-echo: cannot serve on %s: %s\n", address, sxe_strerror(rc));
-        return 1;
+    } else {
+        rc = sxe_http_server_run(http);
     }
-    rc = sxe_http_server_run(http);
     sxe_ws_server_destroy(ws);
     sxe_http_server_destroy(http);
     return rc < 0;
