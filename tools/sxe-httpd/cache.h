@@ -88,6 +88,13 @@ static inline uint64_t stat_mtime_ns(const struct stat *status)
     return (uint64_t)status->st_mtim.tv_sec * 1000000000u + (uint64_t)status->st_mtim.tv_nsec;
 }
 
+/* Whether the entry still describes the file stat found: the same inode, time and size. */
+static inline bool file_unchanged(const struct file *file, const struct stat *status)
+{
+    return file->inode == status->st_ino && file->mtime_ns == stat_mtime_ns(status) &&
+           file->size == (uint64_t)status->st_size;
+}
+
 /* An HTTP date (RFC 9110 IMF-fixdate) for when. */
 void httpd_date(time_t when, char *out, size_t size);
 

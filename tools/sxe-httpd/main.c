@@ -339,8 +339,7 @@ static void serve(sxe_http_t *http, void *arg)
     }
     /* A cached file that has not changed only needs its check renewed. */
     file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
-    if (file != NULL && strcmp(file->resolved, resolved) == 0 && file->inode == status.st_ino &&
-        file->mtime_ns == stat_mtime_ns(&status) && file->size == (uint64_t)status.st_size) {
+    if (file != NULL && strcmp(file->resolved, resolved) == 0 && file_unchanged(file, &status)) {
         serve_checked(http, file, second);
         return;
     }
@@ -462,6 +461,8 @@ static int listen_all(sxe_http_server_t *server, sxe_tls_t *tls, const char **fa
     return sxe_http_server_listen_tls(server, config.https, tls);
 }
 
+#define ADDRESS_FORMS "expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT"
+
 /* -t: the options and files were read and the certificates loaded; the addresses are checked
  * without listening on them (the server the check is for may hold them). */
 static int test_only(sxe_tls_t *tls)
@@ -473,9 +474,8 @@ static int test_only(sxe_tls_t *tls)
     for (unsigned i = 0; i < 2 && rc == 0; i++) {
         if (addresses[i] != NULL &&
             sxe_address_parse(addresses[i], -1, &address, &(socklen_t){0}) < 0) {
-            fprintf(stderr,
-                    "sxe-httpd: %s %s: expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT\n",
-                    i == 0 ? "--listen" : "--https", addresses[i]);
+            fprintf(stderr, "sxe-httpd: %s %s: %s\n", i == 0 ? "--listen" : "--https", addresses[i],
+                    ADDRESS_FORMS);
             rc = 1;
         }
     }
@@ -557,8 +557,7 @@ int main(int argc, char **argv)
         (rc = proxy_route(server, &config.proxy)) < 0 ||
         (rc = listen_all(server, tls, &failed)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", failed,
-                rc == -EINVAL ? "expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT"
-                              : sxe_strerror(rc));
+                rc == -EINVAL ? ADDRESS_FORMS : sxe_strerror(rc));
         sxe_http_server_destroy(server);
         sxe_tls_destroy(tls);
         return 1;

@@ -108,7 +108,10 @@ static void weigh(const char *value, size_t len, int named[CODINGS], int *star)
     }
 }
 
-int precompressed_choose(const struct sxe_http_request_head *request, unsigned sidecars)
+/* Of the sidecars (bits), the one the request's Accept-Encoding (all its lines, as one list)
+ * takes with the highest weight, br before zstd before gzip among equals: its index, or -1 for
+ * none (q=0 refuses one, `*` stands for those not named). */
+static int choose(const struct sxe_http_request_head *request, unsigned sidecars)
 {
     int named[CODINGS] = {-1, -1, -1}, star = -1, best = -1, best_weight = 0;
 
@@ -135,7 +138,7 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
     int which;
 
     if (sidecars == 0 || sxe_http_request_header(request, "Range") != NULL ||
-        (which = precompressed_choose(request, sidecars)) < 0) {
+        (which = choose(request, sidecars)) < 0) {
         return file;
     }
     char key[CACHE_KEY_MAX], path[PATH_MAX + 8];
@@ -160,8 +163,7 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
         }
         return file;
     }
-    if (variant != NULL && variant->inode == status.st_ino &&
-        variant->mtime_ns == stat_mtime_ns(&status) && variant->size == (uint64_t)status.st_size) {
+    if (variant != NULL && file_unchanged(variant, &status)) {
         close(fd);
         cache_checked(variant, now);
         file_unref(file);

@@ -21,11 +21,6 @@
  * of br, zstd and gzip. An lstat each. */
 unsigned precompressed_sidecars(const char *resolved, uint64_t mtime_ns);
 
-/* Of the sidecars (bits), the one the request's Accept-Encoding (all its lines, as one list)
- * takes with the highest weight, br before zstd before gzip among equals: its index, or -1 for
- * none (q=0 refuses one, `*` stands for those not named). */
-int precompressed_choose(const struct sxe_http_request_head *request, unsigned sidecars);
-
 /* The file http's client gets for file (fresh at the loop's second now): file itself, or, taking
  * the caller's reference to file, the entry of the sidecar it accepts, cached beside it. */
 struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t now);
