@@ -273,7 +273,7 @@ static sxe_worker_t *least_loaded(sxe_workers_t *set, const uint64_t *tried)
         if (!worker->running || (tried[worker->index / 64] >> (worker->index % 64) & 1)) {
             continue;
         }
-        uint64_t taken = SXE__LOAD(worker->shared->taken);
+        uint64_t taken = __atomic_load_n(&worker->shared->taken, __ATOMIC_ACQUIRE); /* first */
         uint64_t pending = worker->passed > taken ? worker->passed - taken : 0;
         uint64_t load = SXE__LOAD(worker->shared->stats.open) + pending;
         bool room = load < capacity;

@@ -19,7 +19,12 @@ struct base {
 };
 static __thread struct base base;
 
-/* After each turn: the loop's counts, as the set sees them. A few stores to the worker's line. */
+/*
+ * After each turn: the loop's counts, as the set sees them. A few stores to the worker's line.
+ * The count of connections taken goes last, with release, so that the supervisor, which reads it
+ * first, never sees a connection as taken before it sees it open: one taken mid-turn stays pending
+ * until then, not uncounted (which made the busier worker look the less loaded).
+ */
 static void publish(sxe_loop_t *loop, void *arg)
 {
     sxe_worker_t *worker = arg;
@@ -31,6 +36,7 @@ static void publish(sxe_loop_t *loop, void *arg)
     SXE__STORE(shared->stats.connections, base.connections + stats->accepted + worker->adopted);
     SXE__STORE(shared->stats.table_full, base.table_full + stats->table_full);
     SXE__STORE(shared->stats.evicted, base.evicted + stats->evicted);
+    __atomic_store_n(&shared->taken, worker->taken, __ATOMIC_RELEASE);
 }
 
 /* The supervisor passed a connection it accepted: take it, as the listener's would be. */
@@ -38,10 +44,9 @@ static void on_fd(sxe_conn_t *channel, int fd)
 {
     struct sxe__worker_share *share = sxe_conn_user(channel);
     sxe_worker_t *worker = share->worker;
-    struct sxe__worker_shared *shared = worker->shared;
     sxe_conn_t *conn;
 
-    SXE__STORE(shared->taken, SXE__LOAD(shared->taken) + 1);
+    worker->taken++;
     if (share->handlers == NULL) {
         sxe__sys.close(fd); /* the worker did not listen on this one */
         return;
@@ -123,6 +128,7 @@ int sxe__worker_main(sxe_worker_t *worker)
                          .evicted = SXE__LOAD(shared->stats.evicted)};
     worker->own = 0;
     worker->adopted = 0;
+    worker->taken = SXE__LOAD(shared->taken);
     if ((rc = worker_open(worker)) < 0) {
         SXE_LOG_ERROR("worker %u: cannot start: %s", worker->index, sxe_strerror(rc));
         worker->start_failed = true;

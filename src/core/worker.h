@@ -32,7 +32,8 @@ static inline void sxe__close_fd(int *fd)
 /* A worker's published counters, in shared memory: written by the worker, read by anyone. */
 struct sxe__worker_shared {
     struct sxe_worker_stats stats;
-    uint64_t taken; /* connections passed to it that it has taken (or refused) */
+    uint64_t taken; /* connections passed to it that it has taken (or refused), as of its last
+                     * published turn: stored after stats.open, with release */
 } __attribute__((aligned(128)));
 
 /* What a worker takes from one listener: connections passed over a channel, or its own socket. */
@@ -66,6 +67,7 @@ struct sxe_worker {
     struct sxe__worker_share shares[SXE__WORKER_LISTENERS];
     uint32_t own;     /* listeners and channels in its table: not client connections */
     uint64_t adopted; /* connections passed to it and taken */
+    uint64_t taken;   /* connections passed to it and taken or refused: shared->taken's source */
     int result;       /* how it ended (threads) */
 };
 
