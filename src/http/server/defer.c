@@ -153,6 +153,12 @@ void sxe__http_defer_cancel(sxe_http_server_t *server, sxe_conn_t *conn)
     }
 }
 
+void sxe__http_defer_cancel_one(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held)
+{
+    sxe__http_delist(server, sxe__http_state(server, conn), held);
+    cancel(server, held);
+}
+
 void sxe__http_defer_drop(sxe_http_server_t *server, struct slot *held)
 {
     server->running = NULL;
@@ -178,6 +184,17 @@ static void on_deadline(sxe_timer_t *timer, void *arg)
                   held->http.status == 0 ? "answering 503 and closing" : "closing");
     if (sxe_conn_closed(conn)) {
         return; /* GCOVR_EXCL_LINE: closed in a callback of this turn; its on_close cancels it */
+    }
+    if (held->http.h2 != NULL) { /* HTTP/2: the stream alone ends; its close cancels the hold */
+        if (held->http.status == 0) {
+            held->http.logged = true;
+            server->h2_answering = held->http.h2;
+            sxe__http_refuse(server, conn, 503, &held->request, NULL);
+            server->h2_answering = NULL;
+        } else {
+            sxe__h2_reset(held->http.h2);
+        }
+        return;
     }
     if (held->http.status == 0) {
         held->request.keep_alive = false;

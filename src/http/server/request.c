@@ -137,8 +137,8 @@ void sxe__http_defer_done(sxe_http_t *http)
     struct http_conn *state = sxe__http_state(server, conn);
     sxe__http_delist(server, state, held);
     sxe__http_slot_release(server, held);
-    if (sxe_conn_closed(conn) || state->first != 0) {
-        return; /* closing; or the connection waits for the others still live on it */
+    if (sxe_conn_closed(conn) || state->first != 0 || state->framed) {
+        return; /* closing; the connection waits for the others still live on it; or HTTP/2 */
     }
     sxe_conn_unkeep(conn); /* the next read skips the answered request, and parses on */
     if (state->waiting) {

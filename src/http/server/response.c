@@ -209,11 +209,15 @@ static int start(sxe_http_t *http, int status, const char *content_type, const c
     /* A HEAD's length describes the body a GET would have: none of it is sent. */
     http->owed =
         content_length >= 0 && !http->head_only ? (uint64_t)content_length : SXE__HTTP_NO_LENGTH;
+    size_t date_len;
+    const char *date = date_lines(http->server, &date_len);
+    if (http->h2 != NULL) { /* fields of a HEADERS frame instead */
+        http->chunked = false;
+        return sxe__h2_start(http, status, content_type, date, headers, content_length);
+    }
     /* Built with plain copies: this runs for every response, and printf costs several times more.
      */
     const char *reason = sxe_http_reason(status);
-    size_t date_len;
-    const char *date = date_lines(http->server, &date_len);
     char *at = head;
     APPEND_LITERAL(&at, "HTTP/1.1 ");
     append_number(&at, (uint64_t)status);
@@ -306,6 +310,9 @@ static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
         return rc;
     }
     http->body_sent += len;
+    if (http->h2 != NULL) {
+        return sxe__h2_data(http, data, len, !ref, release, arg);
+    }
     if (ref) {
         http->sent += len;
         rc = wrote(http, sxe_conn_write_ref(http->conn, data, len, release, arg));
@@ -355,6 +362,10 @@ static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool cl
             release(arg);
         }
         return rc;
+    }
+    if (http->h2 != NULL) {
+        http->body_sent += len;
+        return sxe__h2_file(http, fd, offset, len, close_when_sent, release, arg);
     }
     sxe__http_set_nodelay(sxe__http_state(http->server, http->conn), http->conn);
     http->sent += len;
@@ -425,7 +436,9 @@ int sxe_http_finish(sxe_http_t *http)
         http->keep_alive = false;
     }
     sxe__http_log(http); /* before a close can begin: the log may ask for the peer's address */
-    if (!http->keep_alive) {
+    if (http->h2 != NULL) { /* its stream ends; the connection goes on */
+        sxe__h2_end(http);
+    } else if (!http->keep_alive) {
         /* Unless the client asked to close after a request it sent whole, it may still send. */
         sxe__http_close_after_response(http->server, http->conn,
                                        http->body_unread || http->request->keep_alive);
@@ -584,7 +597,8 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
                        .conn = conn,
                        .began = sxe_loop_now(sxe_conn_loop(conn)),
                        .request = request ? request : &unparsed,
-                       .keep_alive = status == 404 || status == 405};
+                       .keep_alive = status == 404 || status == 405,
+                       .h2 = server->h2_answering};
 
     SXE_LOG_DEBUG("refusing a request: %d %s", status, sxe_http_reason(status));
     if (request != NULL && !request->keep_alive) {
@@ -600,7 +614,7 @@ void sxe__http_refuse(sxe_http_server_t *server, sxe_conn_t *conn, int status,
     if (sxe_http_start(&http, status, headers, len) == 0 &&
         sxe_http_send(&http, body, (size_t)len) == 0) {
         sxe_http_finish(&http);
-    } else if (!http.keep_alive) {
+    } else if (!http.keep_alive && http.h2 == NULL) {
         sxe__http_close_after_response(server, conn, true); /* its body may still be coming */
     }
 }

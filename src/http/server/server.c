@@ -180,27 +180,26 @@ static void answer_unrouted(sxe_http_server_t *server, sxe_conn_t *conn,
                        .request = request,
                        .keep_alive = request->keep_alive,
                        .body_unread = request->has_body, /* answered at its head */
-                       .began = sxe_loop_now(sxe_conn_loop(conn))};
+                       .began = sxe_loop_now(sxe_conn_loop(conn)),
+                       .h2 = server->h2_answering};
     if (sxe_http_start(&http, 200, allow, 0) == 0) {
         (void)sxe_http_finish(&http);
     }
 }
 
-/* What became of a dispatched request. */
-enum dispatched { ANSWERED, HELD, CLOSED };
-
 /* After an answer the server gave itself: whether the connection is still open. */
-static enum dispatched answered(sxe_conn_t *conn)
+static enum sxe__dispatched answered(sxe_conn_t *conn)
 {
-    return sxe_conn_closed(conn) ? CLOSED : ANSWERED;
+    return sxe_conn_closed(conn) ? SXE__CLOSED : SXE__ANSWERED;
 }
 
 /*
  * Runs the handler of the request parsed into slot (the next free one), or answers it itself
  * (404, 405, OPTIONS); streamed: at its head, its body unread.
  */
-static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *slot,
-                                const char *body, size_t body_len, bool streamed)
+enum sxe__dispatched sxe__http_dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
+                                        struct slot *slot, const char *body, size_t body_len,
+                                        bool streamed)
 {
     const struct sxe_http_request_head *request = &slot->request;
     const char *path;
@@ -230,7 +229,8 @@ static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, str
                          .path = path,
                          .path_len = path_len,
                          .prefix_len = (uint16_t)route->path_len,
-                         .body_unread = streamed};
+                         .body_unread = streamed,
+                         .h2 = server->h2_answering};
     sxe__http_slot_take(server, slot);
     if (route->fiber) {
         if (!sxe__http_run_fiber(server, http, route)) {
@@ -247,10 +247,10 @@ static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, str
             sxe__http_log(http); /* unless its answer was finished first */
             sxe__http_slot_release(server, slot);
         }
-        return CLOSED; /* by the handler */
+        return SXE__CLOSED; /* by the handler */
     }
     if (http->held) {
-        return HELD; /* not finished: its slot stays (sxe__http_defer_keep) */
+        return SXE__HELD; /* not finished: its slot stays (sxe__http_defer_keep) */
     }
     if (http->status == 0) {
         SXE_LOG_ERROR("the handler for %.*s did not answer; answering 500",
@@ -261,7 +261,7 @@ static enum dispatched dispatch(sxe_http_server_t *server, sxe_conn_t *conn, str
         sxe_http_finish(http);
     }
     sxe__http_slot_release(server, slot);
-    return ANSWERED; /* it was open after the handler; a write that fails closes it later */
+    return SXE__ANSWERED; /* it was open after the handler; a write that fails closes it later */
 }
 
 /*
@@ -298,7 +298,7 @@ static int route_at_head(sxe_http_server_t *server, sxe_conn_t *conn, struct slo
     if (!route->stream) {
         return 0;
     }
-    if (dispatch(server, conn, slot, NULL, 0, true) == HELD &&
+    if (sxe__http_dispatch(server, conn, slot, NULL, 0, true) == SXE__HELD &&
         sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
         return -1;
     }
@@ -316,6 +316,22 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     struct http_conn *state = sxe__http_state(server, conn);
     size_t used = 0;
 
+    if (state->framed) {
+        return sxe__h2_read(server, conn, data, len);
+    }
+    if (state->first == 0 && state->skip == 0 && state->switch_to == NULL && state->head_len == 0 &&
+        !sxe_http_parser_busy(&state->parser) && len > 0 && data[0] == 'P') {
+        /* HTTP/2 with prior knowledge: its preface, whole, where a request would begin. */
+        size_t part = len < SXE__H2_PREFACE_LEN ? len : SXE__H2_PREFACE_LEN;
+        if (memcmp(data, SXE__H2_PREFACE, part) == 0) {
+            if (part < SXE__H2_PREFACE_LEN) {
+                return 0; /* the rest of it is coming */
+            }
+            if (sxe__h2_begin(server, conn)) {
+                return sxe__h2_read(server, conn, data, len);
+            }
+        }
+    }
     if (state->first != 0 && sxe__http_upload_active(server, state)) {
         return sxe__http_upload_feed(server, conn, (char *)(uintptr_t)data, len);
     }
@@ -387,16 +403,16 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             }
         }
         if (!request->has_body) {
-            enum dispatched what = dispatch(server, conn, slot, NULL, 0, false);
+            enum sxe__dispatched what = sxe__http_dispatch(server, conn, slot, NULL, 0, false);
             state->parser = (struct sxe_http_parser){0};
-            if (what == HELD) {
+            if (what == SXE__HELD) {
                 if (sxe__http_defer_keep(server, conn, data, len, at, (size_t)head, 0)) {
                     return 0; /* kept: the return is not used */
                 }
                 what = answered(conn); /* in its handler, or cancelled: its holder may close */
             }
             used += (size_t)head;
-            if (what == CLOSED) {
+            if (what == SXE__CLOSED) {
                 return len; /* switched, and closed by the new protocol, or closed by its handler */
             }
             if (state->switch_to != NULL) { /* answered 101: the rest is the new protocol's */
@@ -428,14 +444,14 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             request->chunked
                 ? sxe__http_decode_chunked(server, at, head, state->body_offset, server->scratch)
                 : state->body_offset;
-        enum dispatched what = dispatch(
+        enum sxe__dispatched what = sxe__http_dispatch(
             server, conn, slot, request->chunked ? server->scratch : at + head, body_len, false);
         size_t request_len = (size_t)head + state->body_offset;
         state->head_len = 0;
         state->body_offset = 0;
         state->continued = false;
         state->parser = (struct sxe_http_parser){0};
-        if (what == HELD) {
+        if (what == SXE__HELD) {
             if (sxe__http_defer_keep(server, conn, data, len, at, (size_t)head,
                                      request_len - (size_t)head)) {
                 return 0;
@@ -443,7 +459,7 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
             what = answered(conn);
         }
         used += request_len;
-        if (what == CLOSED) {
+        if (what == SXE__CLOSED) {
             return len;
         }
     }

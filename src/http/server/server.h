@@ -34,6 +34,8 @@ struct route {
 };
 
 struct slot;
+struct h2;        /* an HTTP/2 connection's session (h2.c) */
+struct h2_stream; /* one of its streams: a request and its response (h2_send.c) */
 
 /* sxe_http.owed of a response without a Content-Length (chunked, or ended by the close). */
 #define SXE__HTTP_NO_LENGTH UINT64_MAX
@@ -66,6 +68,7 @@ struct sxe_http {
     uint64_t serial;     /* which request in its slot this is */
     bool held;           /* deferred (sxe_http_defer): answered after its handler returns */
     uint64_t began;      /* the loop's clock when it was dispatched, or refused (sxe_http_began) */
+    struct h2_stream *h2; /* the HTTP/2 stream it came on (its answer goes there), or NULL */
 };
 
 /* RUNNING: its handler runs; HELD: deferred and answerable; CANCELLING: its on_cancel runs;
@@ -110,7 +113,10 @@ struct slot {
 
 /* What the server keeps per connection. */
 struct http_conn {
-    struct sxe_http_parser parser;
+    union {
+        struct sxe_http_parser parser;
+        struct h2 *h2; /* HTTP/2 (switch_to is sxe__h2_events): the session, which parses */
+    };
     uint32_t head_len;    /* of the request whose body is being read, or 0 */
     uint32_t body_offset; /* bytes after the head that the body parser has seen */
     /* Its live requests, those that outlived their handler, oldest first (request.c): slot + 1,
@@ -128,6 +134,7 @@ struct http_conn {
     bool paused : 1;    /* output backed up: reading waits for on_drained */
     bool full : 1;      /* a write left the output backed up, until it drains */
     bool waiting : 1;   /* paused while a request is held: more came in behind it */
+    bool framed : 1;    /* HTTP/2: h2 is its session (h2.c), and switch_to sxe__h2_events */
     /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
      * consumed; until then its events are theirs. */
     const struct sxe_conn_handlers *switch_to;
@@ -192,6 +199,7 @@ struct sxe_http_server {
     struct http_conn *conns;
     uint32_t conn_count;
     sxe_conn_t *listener;
+    struct h2_stream *h2_answering; /* the HTTP/2 stream whose request is dispatched, or NULL */
     char *scratch;      /* chunked bodies are decoded here */
     char *path_scratch; /* a path being normalized, config.limits.request_line + 1 bytes */
     uint64_t date_second;
@@ -329,5 +337,40 @@ int sxe__http_fibers_make(sxe_http_server_t *server);
 /* upgrade.c: hands a connection answered 101, its request consumed, to the new protocol's
  * handlers. */
 void sxe__http_switch(sxe_http_server_t *server, sxe_conn_t *conn);
+
+/*
+ * HTTP/2 (h2c with prior knowledge), with libnghttp2 doing the framing, HPACK and flow control:
+ * h2.c reads (a session per connection, a stream per request, each dispatched in a slot as over
+ * HTTP/1.1), h2_send.c writes (a handler's answer becomes HEADERS and DATA). Without libnghttp2
+ * (h2_none.c) sxe__h2_begin() declines, and the preface is refused as any PRI request is (501).
+ */
+/* The connection preface's first line, a request head the parser reads as PRI with HTTP/2.0. */
+#define SXE__H2_PREFACE     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define SXE__H2_PREFACE_LEN 24
+/* h2.c: what a connection's events go to once it speaks HTTP/2 (state->switch_to). */
+extern const struct sxe_conn_handlers sxe__h2_events;
+/* h2.c: the connection's first bytes are the HTTP/2 preface: its session begins. false if this
+ * build has no HTTP/2, or the session could not be made (then refused as HTTP/1.1 would). */
+bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn);
+/* h2.c: on_read for an HTTP/2 connection. */
+size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len);
+/* server.c: runs the handler of the request in slot (routing it as over HTTP/1.1), or answers it
+ * itself; HELD when its handler holds it. streamed: at its head, its body unread. */
+enum sxe__dispatched { SXE__ANSWERED, SXE__HELD, SXE__CLOSED };
+enum sxe__dispatched sxe__http_dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
+                                        struct slot *slot, const char *body, size_t body_len,
+                                        bool streamed);
+/* defer.c: a held request whose stream ended before its answer did is cancelled. */
+void sxe__http_defer_cancel_one(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held);
+/* h2_send.c: the answer on a stream (response.c's calls, when http->h2 is set). */
+int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const char *date,
+                  const char *headers, int64_t content_length);
+int sxe__h2_data(sxe_http_t *http, const void *data, size_t len, bool copy,
+                 sxe_conn_release_t release, void *arg);
+int sxe__h2_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent,
+                 sxe_conn_release_t release, void *arg);
+void sxe__h2_end(sxe_http_t *http);
+/* h2_send.c: a held request's stream is reset (its answer is cut off: the deadline passed). */
+void sxe__h2_reset(struct h2_stream *stream);
 
 #endif

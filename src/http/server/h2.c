@@ -1,0 +1,421 @@
+/*
+ * HTTP/2 over cleartext, with prior knowledge (h2c): a connection whose first bytes are the
+ * preface gets a libnghttp2 session, which reads the frames, decodes the fields (HPACK), keeps the
+ * flow control and checks each request as RFC 9113 §8 wants (pseudo-fields, connection-specific
+ * fields, a content-length that matches its DATA). Each stream's request is gathered (its fields
+ * copied, its body up to limits.body_bytes) and, once complete, dispatched in a slot as over
+ * HTTP/1.1, so routes, handlers, held requests and fibers do not know which version carried it.
+ * Many streams are open at once; a held one is enlisted on its connection, so the connection's
+ * close cancels it, and a reset of its stream cancels it alone. An "Upgrade: h2c" is not taken: the
+ * request is answered over HTTP/1.1 (RFC 9113 §3.1 removed that upgrade).
+ */
+#define SXE_LOG_MODULE http_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h2.h"
+
+static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
+
+/* Settings sent with the preface: at most this many streams at once (RFC 9113 suggests at least
+ * 100), and a window per stream that a 1 MiB body fills in four round trips. */
+#define H2_STREAMS_MAX     100
+#define H2_STREAM_WINDOW   (256 * 1024)
+#define H2_FIELD_ROOM_MIN  256
+
+/* The session's memory, counted against the connection's (nghttp2_mem). */
+static void *mem_malloc(size_t size, void *user)
+{
+    return sxe__h2_alloc(user, size);
+}
+
+static void mem_free(void *p, void *user)
+{
+    sxe__h2_free(user, p);
+}
+
+static void *mem_calloc(size_t count, size_t size, void *user)
+{
+    void *p = count != 0 && size > SIZE_MAX / count ? NULL : sxe__h2_alloc(user, count * size);
+    return p != NULL ? memset(p, 0, count * size) : NULL;
+}
+
+static void *mem_realloc(void *p, size_t size, void *user)
+{
+    struct h2 *h2 = user;
+    size_t before = p != NULL ? malloc_usable_size(p) : 0;
+
+    if (size > before && h2->memory + size - before > SXE__H2_MEMORY_MAX) {
+        return NULL;
+    }
+    void *moved = realloc(p, size);
+    if (moved != NULL || size == 0) {
+        h2->memory = h2->memory - before + (moved != NULL ? malloc_usable_size(moved) : 0);
+    }
+    return moved;
+}
+
+/* Answers a stream itself (a refusal): the rest of its request is dropped. */
+static void refuse(struct h2_stream *stream, int status)
+{
+    sxe_http_server_t *server = stream->h2->server;
+
+    stream->refused = true;
+    server->h2_answering = stream;
+    sxe__http_refuse(server, stream->h2->conn, status, NULL, NULL);
+    server->h2_answering = NULL;
+}
+
+/* Appends bytes to a stream's growing buffer (its fields, or its body), at most limit in all. */
+static int append(struct h2 *h2, char **buf, size_t *len, size_t *room, const void *bytes,
+                  size_t count, size_t limit)
+{
+    if (*len + count > limit) {
+        return -E2BIG;
+    }
+    if (*len + count > *room) {
+        size_t grown = *room ? *room : H2_FIELD_ROOM_MIN;
+        while (grown < *len + count) {
+            grown *= 2;
+        }
+        grown = grown < limit ? grown : limit;
+        char *bigger = sxe__h2_alloc(h2, grown);
+        if (bigger == NULL) {
+            return -ENOBUFS;
+        }
+        if (*len > 0) {
+            memcpy(bigger, *buf, *len);
+        }
+        sxe__h2_free(h2, *buf);
+        *buf = bigger;
+        *room = grown;
+    }
+    memcpy(*buf + *len, bytes, count);
+    *len += count;
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+    struct h2 *h2 = user;
+
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        return 0;
+    }
+    struct h2_stream *stream = sxe__h2_alloc(h2, sizeof(*stream));
+    if (stream == NULL) {
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
+    }
+    *stream = (struct h2_stream){.h2 = h2, .id = frame->hd.stream_id, .next = h2->all};
+    if (h2->all != NULL) {
+        h2->all->prev = stream;
+    }
+    h2->all = stream;
+    h2->streams++;
+    return nghttp2_session_set_stream_user_data(session, stream->id, stream);
+}
+
+/* Appends bytes to a stream's fields, as its head's limit allows. */
+static int add_to_fields(struct h2_stream *stream, const void *bytes, size_t count)
+{
+    size_t len = stream->fields_len, room = stream->fields_room;
+    int rc = append(stream->h2, &stream->fields, &len, &room, bytes, count,
+                    stream->h2->server->config.limits.header_bytes);
+
+    stream->fields_len = (uint32_t)len;
+    stream->fields_room = (uint32_t)room;
+    return rc;
+}
+
+/* Where a pseudo-field's value is kept, by its name; NULL for one not kept (:scheme). */
+static uint32_t *pseudo(struct h2_stream *stream, const uint8_t *name, size_t len)
+{
+    return len == 7 && memcmp(name, ":method", 7) == 0       ? stream->method
+           : len == 5 && memcmp(name, ":path", 5) == 0        ? stream->target
+           : len == 10 && memcmp(name, ":authority", 10) == 0 ? stream->authority
+                                                               : NULL;
+}
+
+/*
+ * A field of a request's head, checked by the session already (names in lower case, no
+ * connection-specific ones, pseudo-fields first and once each). Trailers are not kept. Past a
+ * limit the request is answered at once (414, 431), and the rest of it is dropped.
+ */
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t name_len, const uint8_t *value, size_t value_len, uint8_t flags,
+                     void *user)
+{
+    struct h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    const struct sxe_http_limits *limits = &((struct h2 *)user)->server->config.limits;
+    int rc = 0;
+
+    (void)flags;
+    if (stream == NULL || frame->headers.cat != NGHTTP2_HCAT_REQUEST || stream->refused) {
+        return 0;
+    }
+    if (name_len > 0 && name[0] == ':') { /* the session put these first */
+        uint32_t *kept = pseudo(stream, name, name_len);
+        if (kept == stream->target && value_len + 1 > limits->request_line) {
+            refuse(stream, 414);
+            return 0;
+        }
+        if (kept != NULL && (rc = add_to_fields(stream, value, value_len)) == 0) {
+            kept[0] = stream->fields_len - (uint32_t)value_len;
+            kept[1] = (uint32_t)value_len;
+        }
+        stream->regular_at = stream->fields_len;
+    } else if (stream->field_count == limits->header_count) {
+        rc = -E2BIG;
+    } else if ((rc = add_to_fields(stream, name, name_len)) == 0 &&
+               (rc = add_to_fields(stream, "", 1)) == 0 &&
+               (rc = add_to_fields(stream, value, value_len)) == 0 &&
+               (rc = add_to_fields(stream, "", 1)) == 0) {
+        stream->field_count++;
+    }
+    if (rc < 0) {
+        refuse(stream, rc == -E2BIG ? 431 : 503);
+    }
+    return 0;
+}
+
+/* Body bytes of a request, gathered up to limits.body_bytes: past it, 413. */
+static int on_data(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
+                   size_t len, void *user)
+{
+    struct h2_stream *stream = nghttp2_session_get_stream_user_data(session, id);
+    struct h2 *h2 = user;
+
+    (void)flags;
+    if (stream == NULL || stream->refused) {
+        return 0;
+    }
+    int rc = append(h2, &stream->body, &stream->body_len, &stream->body_room, data, len,
+                    h2->server->config.limits.body_bytes);
+    if (rc < 0) {
+        refuse(stream, rc == -E2BIG ? 413 : 503);
+    }
+    return 0;
+}
+
+/* The request as the handler reads it, pointing into the stream's own copy of its fields. */
+static void request_head(struct h2_stream *stream, struct sxe_http_request_head *request)
+{
+    const char *fields = stream->fields;
+
+    *request = (struct sxe_http_request_head){.method = fields + stream->method[0],
+                                              .method_len = stream->method[1],
+                                              .target = fields + stream->target[0],
+                                              .target_len = stream->target[1],
+                                              .minor_version = 1,
+                                              .content_length = stream->body_len,
+                                              .has_body = stream->body_len > 0,
+                                              .keep_alive = true};
+    if (stream->authority[1] > 0) {
+        request->host = fields + stream->authority[0];
+        request->host_len = stream->authority[1];
+        request->host_count = 1;
+    }
+    for (uint32_t at = stream->regular_at; at < stream->fields_len;) {
+        struct sxe_http_header *header = &request->headers[request->header_count++];
+        header->name = fields + at;
+        header->name_len = strlen(header->name);
+        header->value = header->name + header->name_len + 1;
+        header->value_len = strlen(header->value);
+        at += (uint32_t)(header->name_len + header->value_len + 2);
+        if (request->host == NULL && header->name_len == 4 && memcmp(header->name, "host", 4) == 0) {
+            request->host = header->value;
+            request->host_len = header->value_len;
+            request->host_count = 1;
+        }
+    }
+}
+
+/*
+ * A request is complete: dispatched in a slot as over HTTP/1.1 (its answer goes to the stream).
+ * A CONNECT has no path: tunnels are not served (501), as over HTTP/1.1.
+ */
+static void dispatch(struct h2_stream *stream)
+{
+    struct h2 *h2 = stream->h2;
+    sxe_http_server_t *server = h2->server;
+
+    stream->dispatched = true;
+    if (stream->target[1] == 0) {
+        refuse(stream, 501);
+        return;
+    }
+    struct slot *slot = sxe__http_slot_next(server);
+    request_head(stream, &slot->request);
+    server->h2_answering = stream;
+    enum sxe__dispatched what =
+        sxe__http_dispatch(server, h2->conn, slot, stream->body, stream->body_len, false);
+    server->h2_answering = NULL;
+    if (what != SXE__HELD) {
+        return;
+    }
+    server->running = NULL;
+    if (slot->http.finished) { /* answered before its handler returned */
+        sxe__http_slot_release(server, slot);
+        return;
+    }
+    stream->slot = slot; /* enlisted, so that the connection's close cancels it */
+    sxe__http_enlist(server, sxe__http_state(server, h2->conn), slot);
+}
+
+static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+    struct h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+
+    (void)user;
+    if (stream != NULL && !stream->refused && !stream->dispatched &&
+        (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        dispatch(stream);
+    }
+    return 0;
+}
+
+/* A stream ended: answered, or reset by either side. A request still held is cancelled. */
+static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
+{
+    struct h2 *h2 = user;
+    struct h2_stream *stream = nghttp2_session_get_stream_user_data(session, id);
+
+    if (stream == NULL) {
+        return 0;
+    }
+    SXE_LOG_DEBUG("HTTP/2 stream %d closed: %s", id, nghttp2_http2_strerror(error_code));
+    h2->streams--;
+    struct slot *held = stream->slot;
+    if (held != NULL) {
+        stream->slot = NULL;
+        if (!held->http.finished) {
+            sxe__http_defer_cancel_one(h2->server, h2->conn, held);
+        }
+        held->http.h2 = NULL; /* a finished one is freed by its finish, after this */
+    }
+    *(stream->prev != NULL ? &stream->prev->next : &h2->all) = stream->next;
+    if (stream->next != NULL) {
+        stream->next->prev = stream->prev;
+    }
+    sxe__h2_stream_free(stream);
+    return 0;
+}
+
+static nghttp2_session_callbacks *callbacks; /* the same for every session: made once */
+static pthread_once_t callbacks_once = PTHREAD_ONCE_INIT;
+
+static void callbacks_make(void)
+{
+    if (nghttp2_session_callbacks_new(&callbacks) != 0) {
+        return; /* GCOVR_EXCL_LINE: out of memory at the first HTTP/2 connection */
+    }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+}
+
+bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
+{
+    struct h2 *h2 = malloc(sizeof(*h2));
+    nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_STREAMS_MAX},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, server->config.limits.header_bytes}};
+
+    pthread_once(&callbacks_once, callbacks_make);
+    if (h2 == NULL || callbacks == NULL) {
+        free(h2);
+        return false;
+    }
+    *h2 = (struct h2){.server = server, .conn = conn, .memory = malloc_usable_size(h2)};
+    nghttp2_mem mem = {.mem_user_data = h2,
+                       .malloc = mem_malloc,
+                       .free = mem_free,
+                       .calloc = mem_calloc,
+                       .realloc = mem_realloc};
+    if (nghttp2_session_server_new3(&h2->session, callbacks, h2, NULL, &mem) != 0 ||
+        nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings,
+                                sizeof(settings) / sizeof(settings[0])) != 0) {
+        nghttp2_session_del(h2->session); /* GCOVR_EXCL_LINE: out of memory */
+        free(h2);                         /* GCOVR_EXCL_LINE */
+        return false;                     /* GCOVR_EXCL_LINE */
+    }
+    struct http_conn *state = sxe__http_state(server, conn);
+    state->h2 = h2;
+    state->framed = true;
+    state->switch_to = &sxe__h2_events;
+    SXE_LOG_DEBUG("HTTP/2 with prior knowledge");
+    return true;
+}
+
+size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len)
+{
+    struct h2 *h2 = sxe__http_state(server, conn)->h2;
+
+    h2->busy = true;
+    ssize_t used = nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
+    h2->busy = false;
+    if (used < 0) { /* the preface was wrong, a flood, out of memory: GOAWAY if it can, and close */
+        SXE_LOG_DEBUG("HTTP/2: %s; closing the connection", nghttp2_strerror((int)used));
+        (void)nghttp2_session_terminate_session(h2->session, used == NGHTTP2_ERR_FLOODED
+                                                                  ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                                  : NGHTTP2_PROTOCOL_ERROR);
+    }
+    sxe__h2_flush(h2);
+    return len;
+}
+
+/* The connection closed: its held requests are cancelled, then its streams and session freed. */
+static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
+{
+    sxe_http_server_t *server = sxe__http_server_of(conn);
+    struct http_conn *state = sxe__http_state(server, conn);
+    struct h2 *h2 = state->h2;
+
+    (void)reason, (void)err;
+    h2->busy = true; /* nothing more is sent */
+    sxe__http_defer_cancel(server, conn);
+    while (h2->all != NULL) {
+        struct h2_stream *stream = h2->all;
+        h2->all = stream->next;
+        if (stream->slot != NULL) {
+            stream->slot->http.h2 = NULL;
+        }
+        sxe__h2_stream_free(stream);
+    }
+    nghttp2_session_del(h2->session);
+    free(h2);
+    *state = (struct http_conn){0};
+}
+
+/* The output drained: more of the answers goes, and held requests that wait for room hear it. */
+static void on_drained(sxe_conn_t *conn)
+{
+    sxe_http_server_t *server = sxe__http_server_of(conn);
+    struct http_conn *state = sxe__http_state(server, conn);
+
+    state->full = false;
+    sxe__h2_flush(state->h2);
+    if (!sxe_conn_backed_up(conn)) {
+        sxe__http_defer_drained(server, conn);
+    }
+}
+
+/* The client is done sending: the connection closes once the answers owed have gone out. */
+static void on_eof(sxe_conn_t *conn)
+{
+    if (sxe_conn_close_when_sent(conn) < 0) {
+        sxe_conn_close(conn);
+    }
+}
+
+const struct sxe_conn_handlers sxe__h2_events = {
+    .on_close = on_close, .on_drained = on_drained, .on_eof = on_eof};

@@ -1,0 +1,80 @@
+/*
+ * HTTP/2's own structures, shared by h2.c (the session, reading) and h2_send.c (answers). Built
+ * only with libnghttp2; the rest of the server sees them through server.h's declarations.
+ */
+#ifndef SXE_HTTP_H2_INTERNAL_H
+#define SXE_HTTP_H2_INTERNAL_H
+
+#include <nghttp2/nghttp2.h>
+
+#include "server.h"
+
+/* An HTTP/2 connection: its session, and the memory it and its streams hold. */
+struct h2 {
+    nghttp2_session *session;
+    sxe_http_server_t *server;
+    sxe_conn_t *conn;
+    size_t memory;     /* bytes held by the session and the streams (malloc_usable_size) */
+    bool busy;         /* inside the session (a read or a send): answers wait for the flush */
+    bool closing;      /* GOAWAY sent: the connection closes once its output is out */
+    uint32_t streams;  /* streams open */
+    struct h2_stream *all; /* every stream the session has, to free them with it */
+};
+
+/* A connection's memory: its session, HPACK tables, streams, requests and copied answers. */
+#define SXE__H2_MEMORY_MAX (16u * 1024 * 1024)
+
+/* A piece of an answer's body waiting for its stream's window: bytes (copied after the struct, or
+ * the caller's), or a file range. */
+struct h2_piece {
+    struct h2_piece *next;
+    const char *data;
+    size_t len;
+    int fd; /* a file range's, else -1 */
+    bool close_fd;
+    off_t offset;
+    sxe_conn_release_t release;
+    void *arg;
+};
+
+/*
+ * A stream: the request as it arrives (its fields copied, its body gathered), then its answer's
+ * body, its pieces taken as the window allows.
+ * It outlives its slot when the handler answers at once, and its slot outlives it when the
+ * client resets it while the request is held (the holder is told: sxe__http_defer_cancel_one).
+ */
+struct h2_stream {
+    struct h2 *h2;
+    struct h2_stream *next, *prev; /* h2->all */
+    int32_t id;
+    struct slot *slot; /* the request's while it is held, or NULL */
+    /* The request: the pseudo-fields' values as they came, then each field as name NUL value NUL
+     * from regular_at on. */
+    char *fields;
+    uint32_t fields_len;
+    uint32_t fields_room;
+    uint32_t method[2], target[2], authority[2]; /* where in fields, and how long (0: none) */
+    uint32_t regular_at;
+    uint32_t field_count;
+    bool refused;   /* answered while it arrived (too large): the rest is dropped */
+    bool dispatched;
+    char *body;
+    size_t body_len;
+    size_t body_room;
+    /* The answer's body, its head submitted. */
+    struct h2_piece *first, *last;
+    size_t queued; /* bytes of copied pieces */
+    bool ended;    /* sxe_http_finish(): the body ends after the pieces */
+    bool waiting;  /* the data source found nothing yet: resumed when a piece comes */
+};
+
+/* h2_send.c: memory counted against the connection's (NULL past its limit). */
+void *sxe__h2_alloc(struct h2 *h2, size_t size);
+void sxe__h2_free(struct h2 *h2, void *p);
+/* h2_send.c: submits the answers begun and sends what the session has, while the connection
+ * takes it. Does nothing inside the session (busy): the read's end flushes. */
+void sxe__h2_flush(struct h2 *h2);
+/* h2_send.c: frees a stream and its answer's pieces (released as not sent). */
+void sxe__h2_stream_free(struct h2_stream *stream);
+
+#endif

@@ -1,0 +1,341 @@
+/*
+ * HTTP/2 answers: what response.c's calls become on a stream. sxe_http_start() submits the head
+ * (":status", the length, the type, the handler's lines split into fields) with the body's data
+ * source, or alone when the answer can have no body. The body's pieces wait on the stream until
+ * its window and the connection's take them: the session asks for them, and writes the frames, in
+ * sxe__h2_flush(), after each read and after each answer given outside one, so that an answer
+ * given whole at once leaves as HEADERS and one DATA frame, in one send.
+ */
+#define SXE_LOG_MODULE http_log
+#include "sxe/log.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "h2.h"
+#include "sys.h"
+
+static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
+
+void *sxe__h2_alloc(struct h2 *h2, size_t size)
+{
+    if (h2->memory + size > SXE__H2_MEMORY_MAX) {
+        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN, "an HTTP/2 connection reached its %u bytes of memory",
+                     SXE__H2_MEMORY_MAX);
+        return NULL;
+    }
+    void *p = malloc(size);
+    if (p != NULL) {
+        h2->memory += malloc_usable_size(p);
+    }
+    return p;
+}
+
+void sxe__h2_free(struct h2 *h2, void *p)
+{
+    if (p != NULL) {
+        h2->memory -= malloc_usable_size(p);
+        free(p);
+    }
+}
+
+/* A piece is done with: its file closed, or its owner told. */
+static void piece_free(struct h2 *h2, struct h2_piece *piece)
+{
+    if (piece->close_fd) {
+        sxe_fd_close(piece->fd);
+    }
+    if (piece->release != NULL) {
+        piece->release(piece->arg);
+    }
+    sxe__h2_free(h2, piece);
+}
+
+void sxe__h2_stream_free(struct h2_stream *stream)
+{
+    struct h2 *h2 = stream->h2;
+
+    while (stream->first != NULL) {
+        struct h2_piece *piece = stream->first;
+        stream->first = piece->next;
+        piece_free(h2, piece);
+    }
+    sxe__h2_free(h2, stream->fields);
+    sxe__h2_free(h2, stream->body);
+    sxe__h2_free(h2, stream);
+}
+
+/*
+ * The session asks for the next DATA frame's bytes (at most length): copied from the pieces, read
+ * from a file range. None yet and the body not ended: the stream waits (resumed by the next piece
+ * or the end).
+ */
+static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *source, void *user)
+{
+    struct h2_stream *stream = source->ptr;
+    size_t filled = 0;
+
+    (void)session, (void)id, (void)user;
+    while (filled < length && stream->first != NULL) {
+        struct h2_piece *piece = stream->first;
+        size_t part = piece->len < length - filled ? piece->len : length - filled;
+        if (piece->fd >= 0) {
+            ssize_t got = sxe__sys.pread(piece->fd, buf + filled, part, piece->offset);
+            if (got <= 0) { /* the file shrank, or failed: the client cannot get what was owed */
+                SXE_LOG_WARN("cannot read a file being sent over HTTP/2: %s; resetting the stream",
+                             got < 0 ? sxe_strerror(-errno) : "it ended early");
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            }
+            piece->offset += got;
+            part = (size_t)got;
+        } else {
+            memcpy(buf + filled, piece->data, part);
+            piece->data += part;
+            if (piece->release == NULL) {
+                stream->queued -= part;
+            }
+        }
+        piece->len -= part;
+        filled += part;
+        if (piece->len == 0) {
+            stream->first = piece->next;
+            stream->last = stream->first != NULL ? stream->last : NULL;
+            piece_free(stream->h2, piece);
+        }
+    }
+    if (stream->first == NULL && stream->ended) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    } else if (filled == 0) {
+        stream->waiting = true;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    return (ssize_t)filled;
+}
+
+/* A stream waiting for its body's next bytes has them (or its end). */
+static void wake(struct h2_stream *stream)
+{
+    if (stream->waiting) {
+        stream->waiting = false;
+        (void)nghttp2_session_resume_data(stream->h2->session, stream->id);
+    }
+    sxe__h2_flush(stream->h2);
+}
+
+/* A field for the head, copied to *at: its name in lower case, as HTTP/2 wants names. */
+static size_t add_field(nghttp2_nv *nv, char **at, const char *name, size_t name_len,
+                        const char *value, size_t value_len)
+{
+    char *out = *at;
+    for (size_t i = 0; i < name_len; i++) {
+        char c = name[i];
+        out[i] = c >= 'A' && c <= 'Z' ? (char)(c + 'a' - 'A') : c;
+    }
+    memcpy(out + name_len, value, value_len);
+    *nv = (nghttp2_nv){.name = (uint8_t *)out,
+                       .namelen = name_len,
+                       .value = (uint8_t *)out + name_len,
+                       .valuelen = value_len,
+                       .flags = NGHTTP2_NV_FLAG_NONE};
+    *at = out + name_len + value_len;
+    return 1;
+}
+
+/* Fields HTTP/2 forbids (RFC 9113 §8.2.2): the connection's own, which it replaces. */
+static bool connection_specific(const char *name, size_t len)
+{
+    static const char *const names[] = {"connection", "keep-alive", "proxy-connection",
+                                        "transfer-encoding", "upgrade"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strlen(names[i]) == len && strncasecmp(names[i], name, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The fields of "Name: value" lines, each ending in CRLF: what sxe_http_start() was given. */
+static size_t add_lines(nghttp2_nv *nv, char **text, const char *lines)
+{
+    size_t count = 0;
+
+    for (const char *line = lines; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        const char *colon = end != NULL ? memchr(line, ':', (size_t)(end - line)) : NULL;
+        if (colon == NULL) {
+            break; /* not a line: sxe_http_start()'s contract was broken; the rest is dropped */
+        }
+        const char *value = colon + 1, *value_end = end;
+        while (value < value_end && (*value == ' ' || *value == '\t')) {
+            value++;
+        }
+        while (value_end > value && (value_end[-1] == '\r' || value_end[-1] == ' ')) {
+            value_end--;
+        }
+        if (!connection_specific(line, (size_t)(colon - line))) {
+            count += add_field(&nv[count], text, line, (size_t)(colon - line), value,
+                               (size_t)(value_end - value));
+        }
+        line = end + 1;
+    }
+    return count;
+}
+
+static size_t count_lines(const char *lines)
+{
+    size_t count = 0;
+    for (const char *at = lines; at != NULL && (at = strchr(at, '\n')) != NULL; at++) {
+        count++;
+    }
+    return count;
+}
+
+int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const char *date,
+                  const char *headers, int64_t content_length)
+{
+    struct h2_stream *stream = http->h2;
+    size_t text_len = strlen(date) + (headers != NULL ? strlen(headers) : 0) +
+                      (content_type != NULL ? strlen(content_type) : 0) + 64;
+    size_t lines = 3 + count_lines(date) + count_lines(headers); /* :status, length, type */
+    nghttp2_nv *nv = sxe__h2_alloc(stream->h2, lines * sizeof(nghttp2_nv) + text_len);
+    if (nv == NULL) {
+        return -ENOBUFS;
+    }
+    char *text = (char *)(nv + lines), number[24];
+    size_t count = 0;
+    int len = snprintf(number, sizeof(number), "%d", status);
+    count += add_field(&nv[count], &text, ":status", 7, number, (size_t)len);
+    if (content_length >= 0 && status != 204 && status != 304) {
+        len = snprintf(number, sizeof(number), "%lld", (long long)content_length);
+        count += add_field(&nv[count], &text, "content-length", 14, number, (size_t)len);
+    }
+    if (content_type != NULL) {
+        count += add_field(&nv[count], &text, "content-type", 12, content_type,
+                           strlen(content_type));
+    }
+    count += add_lines(&nv[count], &text, date);
+    count += add_lines(&nv[count], &text, headers);
+    /* The session copies the fields. An answer that can have no body ends with its head. */
+    nghttp2_data_provider source = {.source.ptr = stream, .read_callback = read_body};
+    bool body = !http->head_only && status != 204 && status != 304 && content_length != 0;
+    int rc = nghttp2_submit_response(stream->h2->session, stream->id, nv, count,
+                                     body ? &source : NULL);
+    http->sent += (size_t)(text - (char *)(nv + lines));
+    sxe__h2_free(stream->h2, nv);
+    if (rc != 0) { /* GCOVR_EXCL_LINE: a stream the session no longer has; its close frees it */
+        SXE_LOG_DEBUG("cannot answer HTTP/2 stream %d: %s", stream->id, nghttp2_strerror(rc));
+        return -EPIPE;
+    }
+    sxe__h2_flush(stream->h2); /* a held answer's head leaves now; in a read, at its end */
+    return 0;
+}
+
+/* Adds a piece of the body, and wakes the stream if it waits for one. */
+static int add_piece(sxe_http_t *http, struct h2_piece *piece)
+{
+    struct h2_stream *stream = http->h2;
+
+    piece->next = NULL;
+    if (stream->last != NULL) {
+        stream->last->next = piece;
+    } else {
+        stream->first = piece;
+    }
+    stream->last = piece;
+    http->sent += piece->len;
+    wake(stream);
+    return 0;
+}
+
+int sxe__h2_data(sxe_http_t *http, const void *data, size_t len, bool copy,
+                 sxe_conn_release_t release, void *arg)
+{
+    struct h2_stream *stream = http->h2;
+    struct h2_piece *piece = sxe__h2_alloc(stream->h2, sizeof(*piece) + (copy ? len : 0));
+
+    if (piece == NULL) {
+        if (release != NULL) {
+            release(arg);
+        }
+        return -ENOBUFS;
+    }
+    *piece = (struct h2_piece){.data = data, .len = len, .fd = -1, .release = release, .arg = arg};
+    if (copy) {
+        memcpy(piece + 1, data, len);
+        piece->data = (const char *)(piece + 1);
+        stream->queued += len;
+    }
+    return add_piece(http, piece);
+}
+
+int sxe__h2_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent,
+                 sxe_conn_release_t release, void *arg)
+{
+    struct h2_piece *piece = sxe__h2_alloc(http->h2->h2, sizeof(*piece));
+
+    if (piece == NULL) {
+        if (close_when_sent) {
+            sxe_fd_close(fd);
+        }
+        if (release != NULL) {
+            release(arg);
+        }
+        return -ENOBUFS;
+    }
+    *piece = (struct h2_piece){.len = len,
+                               .fd = fd,
+                               .close_fd = close_when_sent,
+                               .offset = offset,
+                               .release = release,
+                               .arg = arg};
+    return add_piece(http, piece);
+}
+
+void sxe__h2_end(sxe_http_t *http)
+{
+    http->h2->ended = true;
+    wake(http->h2);
+}
+
+void sxe__h2_reset(struct h2_stream *stream)
+{
+    (void)nghttp2_submit_rst_stream(stream->h2->session, NGHTTP2_FLAG_NONE, stream->id,
+                                    NGHTTP2_INTERNAL_ERROR);
+    sxe__h2_flush(stream->h2);
+}
+
+void sxe__h2_flush(struct h2 *h2)
+{
+    if (h2->busy || sxe_conn_closed(h2->conn)) {
+        return;
+    }
+    h2->busy = true;
+    bool corked = sxe_conn_cork(h2->conn);
+    const uint8_t *frames;
+    ssize_t len;
+    while (!sxe_conn_backed_up(h2->conn) &&
+           (len = nghttp2_session_mem_send(h2->session, &frames)) != 0) {
+        if (len < 0 || sxe_conn_write(h2->conn, frames, (size_t)len) < 0) {
+            SXE_LOG_DEBUG("HTTP/2: %s; closing the connection",
+                          len < 0 ? nghttp2_strerror((int)len) : "cannot write");
+            sxe_conn_close(h2->conn);
+            break;
+        }
+    }
+    if (corked) {
+        sxe_conn_uncork(h2->conn);
+    }
+    h2->busy = false;
+    if (sxe_conn_backed_up(h2->conn)) { /* held answers that stream wait for on_drained */
+        sxe__http_state(h2->server, h2->conn)->full = true;
+    }
+    if (!sxe_conn_closed(h2->conn) && !nghttp2_session_want_read(h2->session) &&
+        !nghttp2_session_want_write(h2->session)) {
+        (void)sxe_conn_close_when_sent(h2->conn); /* GOAWAY given and taken: done */
+    }
+}
