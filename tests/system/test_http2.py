@@ -1,0 +1,287 @@
+"""HTTP/2 with prior knowledge (h2c), through the real programs: sxe-httpd's files, the examples'
+handlers (plain, JSON with a body, a fiber route, held server-sent event streams), many streams on
+one connection, a stream reset and a connection closed under held requests, limits, frames that
+break the protocol, and h2load and curl as clients. The client is python3-h2 (Debian's), whose
+state machine checks every frame the server sends."""
+import hashlib
+import socket
+import subprocess
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import pytest
+
+from conftest import _example_server
+from test_sxe_httpd import Httpd, root  # noqa: F401 (root is a fixture)
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+class Client:
+    """One HTTP/2 connection: requests go out on streams, frames are read until a condition."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.streams = {}
+        self.terminated = None
+        self.flush()
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def request(self, path, method="GET", body=None, headers=()):
+        stream = self.conn.get_next_available_stream_id()
+        self.streams[stream] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        fields = [(":method", method), (":path", path), (":scheme", "http"),
+                  (":authority", "127.0.0.1"), *headers]
+        self.conn.send_headers(stream, fields, end_stream=body is None)
+        self.flush()
+        if body is not None:
+            self.send_body(stream, body)
+        return stream
+
+    def send_body(self, stream, body):
+        """Sends body as its stream's windows allow, reading the server's updates meanwhile."""
+        if not body:
+            self.conn.send_data(stream, b"", end_stream=True)
+            self.flush()
+        while body:
+            room = min(self.conn.local_flow_control_window(stream),
+                       self.conn.max_outbound_frame_size, len(body))
+            if room == 0:
+                self.read_some()
+                continue
+            self.conn.send_data(stream, body[:room], end_stream=room == len(body))
+            body = body[room:]
+            self.flush()
+
+    def read_some(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("the server closed the connection")
+        for event in self.conn.receive_data(data):
+            stream = getattr(event, "stream_id", None)
+            if isinstance(event, h2.events.ResponseReceived):
+                self.streams[stream]["headers"] = dict(event.headers)
+            elif isinstance(event, h2.events.DataReceived):
+                self.streams[stream]["data"] += event.data
+                self.conn.acknowledge_received_data(event.flow_controlled_length, stream)
+            elif isinstance(event, h2.events.StreamEnded):
+                self.streams[stream]["ended"] = True
+            elif isinstance(event, h2.events.StreamReset):
+                self.streams[stream]["reset"] = event.error_code
+            elif isinstance(event, h2.events.ConnectionTerminated):
+                self.terminated = event.error_code
+        self.flush()
+
+    def until(self, done, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, "timed out waiting for the server"
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            self.read_some()
+
+    def get(self, path, **options):
+        """One whole request: (status, headers, body)."""
+        stream = self.request(path, **options)
+        self.until(lambda: self.streams[stream]["ended"] or self.streams[stream]["reset"])
+        answer = self.streams[stream]
+        return int(answer["headers"][":status"]), answer["headers"], answer["data"]
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def httpd(build_dir, root):  # noqa: F811
+    server = Httpd(build_dir, root)
+    yield server
+    if server.process.poll() is None:
+        assert server.stop() == 0
+
+
+@pytest.fixture
+def example(build_dir):
+    """Starts examples/NAME on a free port; each is stopped (and must exit 0) at the end."""
+    running = []
+
+    def start(name):
+        servers = _example_server(build_dir, name, lambda port: f"127.0.0.1:{port}")
+        running.append(servers)
+        return next(servers)
+    yield start
+    for servers in running:
+        next(servers, None)
+
+
+def test_sxe_httpd_serves_files_over_h2c_as_over_http1(httpd, root):  # noqa: F811
+    big = bytes(range(256)) * 4096 + b"end"  # 1 MiB and a little: many frames, windows refilled
+    (root / "big.bin").write_bytes(big)
+    client = Client(httpd.port)
+    status, headers, body = client.get("/hello.txt")
+    assert (status, body) == (200, b"Hello World\n")
+    assert headers["content-length"] == "12" and headers["content-type"].startswith("text/plain")
+    assert headers["server"] == "sxe" and headers["date"].endswith(" GMT")
+    assert "connection" not in headers  # HTTP/2 has no connection-specific fields
+    etag = headers["etag"]
+    assert client.get("/hello.txt", method="HEAD")[1:] == (headers, b"")
+    assert client.get("/hello.txt", headers=[("if-none-match", etag)])[0] == 304
+    status, headers, body = client.get("/data.bin", headers=[("range", "bytes=10-19")])
+    assert (status, body, headers["content-range"]) == (206, bytes(range(10, 20)),
+                                                        "bytes 10-19/10240")
+    status, _, body = client.get("/big.bin")
+    assert status == 200 and hashlib.sha256(body).digest() == hashlib.sha256(big).digest()
+    assert client.get("/missing")[0] == 404
+    assert client.get("/../secret.txt")[0] in (400, 404)
+    assert client.terminated is None
+    client.close()
+
+
+def test_a_hundred_streams_at_once_on_one_connection(httpd):
+    client = Client(httpd.port)
+    for _ in range(2):  # the second round on streams the first freed
+        streams = [client.request("/hello.txt") for _ in range(100)]
+        client.until(lambda: all(client.streams[s]["ended"] for s in streams))
+        assert all(client.streams[s]["data"] == b"Hello World\n" for s in streams)
+    client.close()
+
+
+def test_handlers_read_the_request_and_its_body(example):
+    client = Client(example("http-api"))
+    status, headers, body = client.get("/hello?name=h2")
+    assert (status, body) == (200, b'{"hello": "h2"}\n') and headers["x-api"] == "1"
+    payload = bytes(range(256)) * 1000  # 256,000 bytes: past the first window
+    status, _, body = client.get("/echo", method="POST", body=payload)
+    assert status == 200 and body == payload
+    assert client.get("/echo", method="POST", body=b"")[2] == b""
+    status, headers, _ = client.get("/hello", method="DELETE")
+    assert status == 405 and "GET" in headers["allow"]
+    status, headers, _ = client.get("*", method="OPTIONS")
+    assert status == 200 and "POST" in headers["allow"]
+    client.close()
+
+
+def test_a_body_past_the_limit_is_refused_and_the_connection_goes_on(example):
+    client = Client(example("http-api"))
+    stream = client.request("/echo", method="POST", body=b"x" * (1024 * 1024 + 1))
+    client.until(lambda: client.streams[stream]["ended"] or client.streams[stream]["reset"])
+    assert client.streams[stream]["headers"][":status"] == "413"
+    assert client.get("/hello")[0] == 200
+    client.close()
+
+
+def test_fields_past_the_limits_are_refused(example):
+    client = Client(example("http-api"))
+    assert client.get("/" + "a" * 9000)[0] == 414
+    many = [(f"x-field-{i}", "v") for i in range(101)]
+    assert client.get("/hello", headers=many)[0] == 431
+    assert client.get("/hello", headers=many[:90])[0] == 200
+    client.close()
+
+
+def test_a_fiber_route_answers_each_stream(example):
+    client = Client(example("http-fiber"))
+    streams = [client.request("/") for _ in range(20)]
+    client.until(lambda: all(client.streams[s]["ended"] for s in streams))
+    assert all(client.streams[s]["data"] == b"Hello World\n" for s in streams)
+    client.close()
+
+
+def test_held_streams_one_reset_the_others_go_on(build_dir):
+    servers = _example_server(build_dir, "sse", lambda port: f"127.0.0.1:{port}")
+    port = next(servers)
+    try:
+        client = Client(port)
+        first, second = client.request("/events"), client.request("/events")
+        client.until(lambda: b"tick" in client.streams[first]["data"] and
+                     b"tick" in client.streams[second]["data"], timeout=5)
+        assert client.streams[first]["headers"]["content-type"] == "text/event-stream"
+        client.conn.reset_stream(first, h2.errors.ErrorCodes.CANCEL)
+        client.flush()
+        before = len(client.streams[second]["data"])
+        client.until(lambda: len(client.streams[second]["data"]) > before, timeout=5)
+        assert client.get("/nothing")[0] == 404  # the connection still serves
+        # A connection closed under held streams: each is cancelled, and others are served.
+        third = client.request("/events")
+        client.until(lambda: b"tick" in client.streams[third]["data"], timeout=5)
+        client.close()
+        again = Client(port)
+        stream = again.request("/events")
+        again.until(lambda: b"tick" in again.streams[stream]["data"], timeout=5)
+        again.close()
+    finally:
+        next(servers, None)
+
+
+def test_a_preface_trickled_byte_by_byte_begins_the_session(httpd):
+    with socket.create_connection(("127.0.0.1", httpd.port), timeout=5) as sock:
+        for byte in PREFACE:
+            sock.sendall(bytes([byte]))
+            time.sleep(0.001)
+        sock.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # an empty SETTINGS
+        reply = sock.recv(9)
+        assert reply[3] == 0x04  # the server's SETTINGS: it speaks HTTP/2
+
+
+def test_a_wrong_preface_is_an_http1_request_refused(httpd):
+    with socket.create_connection(("127.0.0.1", httpd.port), timeout=5) as sock:
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 5")
+
+
+def frame(kind, flags, stream, payload):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + \
+        payload
+
+
+def goaway_code(port, frames):
+    """Sends the preface, an empty SETTINGS and frames; the error code of the GOAWAY that ends it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(PREFACE + frame(4, 0, 0, b"") + frames)
+        seen = b""
+        while chunk := sock.recv(65536):
+            seen += chunk
+        at = 0
+        while at + 9 <= len(seen):
+            length = int.from_bytes(seen[at:at + 3], "big")
+            if seen[at + 3] == 7:  # GOAWAY: last stream, then the code
+                return int.from_bytes(seen[at + 13:at + 17], "big")
+            at += 9 + length
+        return None
+
+
+@pytest.mark.parametrize("frames, code", [
+    (frame(0, 0, 0, b"x"), h2.errors.ErrorCodes.PROTOCOL_ERROR),  # DATA on stream 0
+    (frame(6, 0, 0, b"1234567"), h2.errors.ErrorCodes.FRAME_SIZE_ERROR),  # a PING of 7 bytes
+    (frame(0, 0, 1, b"\x00" * 16385), h2.errors.ErrorCodes.FRAME_SIZE_ERROR),  # over 16,384
+    (frame(1, 0x08 | 0x04, 1, b"\x05ab"), h2.errors.ErrorCodes.PROTOCOL_ERROR),  # padding > frame
+])
+def test_frames_that_break_the_protocol_end_the_connection_with_goaway(httpd, frames, code):
+    assert goaway_code(httpd.port, frames) == code
+
+
+def test_curl_and_h2load_as_clients(httpd):
+    url = f"http://127.0.0.1:{httpd.port}/hello.txt"
+    curl = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-w", "%{http_version}", url],
+                          capture_output=True, timeout=10)
+    assert curl.stdout == b"Hello World\n2"
+    load = subprocess.run(["h2load", "-n", "20000", "-c", "4", "-m", "32", url],
+                          capture_output=True, text=True, timeout=60)
+    assert "20000 succeeded, 0 failed, 0 errored" in load.stdout, load.stdout
+    assert "status codes: 20000 2xx" in load.stdout
+
+
+def test_an_upgrade_to_h2c_is_answered_over_http1(httpd):
+    with socket.create_connection(("127.0.0.1", httpd.port), timeout=5) as sock:
+        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                     b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+        reply = sock.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"Hello World\n")
