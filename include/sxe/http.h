@@ -326,6 +326,9 @@ const struct sxe_http_request_head *sxe_http_request_head(const sxe_http_t *http
  */
 int sxe_http_status(const sxe_http_t *http);
 
+/** The version of HTTP the request came over: 10 (HTTP/1.0), 11 (HTTP/1.1) or 20 (HTTP/2). */
+int sxe_http_version(const sxe_http_t *http);
+
 /** The bytes of the response's body queued so far (none for a HEAD): nginx's $body_bytes_sent. */
 uint64_t sxe_http_body_sent(const sxe_http_t *http);
 
@@ -397,9 +400,10 @@ ssize_t sxe_http_body_read(sxe_http_t *held, void *buf, size_t size);
  * from then on. A held handle is gone when this returns (its on_cancel is not called). The new
  * protocol's module checks the request itself (the WebSocket module does, in sxe/websocket.h).
  * Requests pipelined behind it are the new protocol's bytes. @return 0; -ECANCELED for a held
- * request whose client left; -EINVAL if the request was answered, has a body, is not HTTP/1.1, or
- * headers do not end in CRLF (an assertion in debug builds); or the write's error (the connection
- * then closes).
+ * request whose client left; -EPROTONOSUPPORT for a request that came over HTTP/2 (a stream cannot
+ * switch protocols: answer it as usual, 426 say); -EINVAL if the request was answered, has a body,
+ * is not HTTP/1.1, or headers do not end in CRLF (an assertion in debug builds); or the write's
+ * error (the connection then closes).
  */
 SXE_MUST_CHECK int sxe_http_upgrade(sxe_http_t *http, const char *headers,
                                     const struct sxe_conn_handlers *handlers);

@@ -4,6 +4,7 @@ one connection, a stream reset and a connection closed under held requests, limi
 break the protocol, and h2load and curl as clients. The client is python3-h2 (Debian's), whose
 state machine checks every frame the server sends."""
 import hashlib
+import json
 import socket
 import subprocess
 import time
@@ -285,3 +286,24 @@ def test_an_upgrade_to_h2c_is_answered_over_http1(httpd):
                      b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
         reply = sock.recv(4096)
         assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"Hello World\n")
+
+
+@pytest.mark.parametrize("fmt", ["combined", "json"])
+def test_the_access_log_says_http2(build_dir, root, fmt):  # noqa: F811
+    log = root.parent / "h2.log"
+    server = Httpd(build_dir, root, "--access-log", str(log), "--log-format", fmt)
+    client = Client(server.port)
+    assert client.get("/hello.txt", headers=[("user-agent", "h2-tester")])[0] == 200
+    assert client.get("/missing")[0] == 404
+    client.close()
+    assert server.stop() == 0
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2, lines
+    if fmt == "json":
+        first = json.loads(lines[0])
+        assert (first["protocol"], first["status"], first["target"]) == ("HTTP/2.0", 200,
+                                                                         "/hello.txt")
+        assert first["user_agent"] == "h2-tester"
+    else:
+        assert '"GET /hello.txt HTTP/2.0" 200 12' in lines[0] and lines[0].endswith('"h2-tester"')
+        assert '"GET /missing HTTP/2.0" 404' in lines[1]

@@ -303,7 +303,8 @@ static void write_json(const sxe_http_t *http, const struct sxe_http_request_hea
     add_json(request->target, request->target_len, read, TARGET_SHARE);
     add(",\"protocol\":", 12);
     if (read) {
-        add_format("\"HTTP/1.%d\"", request->minor_version);
+        int version = sxe_http_version(http);
+        add_format("\"HTTP/%d.%d\"", version / 10, version % 10);
     } else {
         add("null", 4);
     }
@@ -342,7 +343,8 @@ void access_log_write(const sxe_http_t *http, void *arg)
         add_escaped(request->method, request->method_len, HEADER_SHARE);
         add(" ", 1);
         add_escaped(request->target, request->target_len, TARGET_SHARE);
-        add_format(" HTTP/1.%d", request->minor_version);
+        int version = sxe_http_version(http);
+        add_format(" HTTP/%d.%d", version / 10, version % 10);
     }
     add_format("\" %d %" PRIu64, sxe_http_status(http), sxe_http_body_sent(http));
     if (line_format == ACCESS_LOG_COMBINED) {

@@ -77,7 +77,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: sxe-httpd --root DIR [--listen IP:PORT] [options]\n"
             "\n"
-            "Serves the files under DIR over HTTP/1.1: sendfile, MIME types by extension, index\n"
+            "Serves the files under DIR over HTTP/1.1 and HTTP/2 (h2c with prior knowledge):\n"
+            "sendfile, MIME types by extension, index\n"
             "files, ETag and Last-Modified conditional requests, single byte ranges. Requests\n"
             "for paths outside DIR get 400 (.., %%2e%%2e above the root) or 403 (symbolic\n"
             "links leading out, encoded separators).\n"

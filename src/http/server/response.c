@@ -491,6 +491,11 @@ int sxe_http_status(const sxe_http_t *http)
     return http->status != 0 || !http->logged ? http->status : 499;
 }
 
+int sxe_http_version(const sxe_http_t *http)
+{
+    return http->h2 != NULL ? 20 : 10 + http->request->minor_version;
+}
+
 uint64_t sxe_http_body_sent(const sxe_http_t *http)
 {
     return http->body_sent;

@@ -29,6 +29,9 @@ int sxe_http_upgrade(sxe_http_t *http, const char *headers,
     if ((rc = sxe__http_defer_check(http)) < 0) {
         return rc; /* held, and its client left */
     }
+    if (http->h2 != NULL) {
+        return -EPROTONOSUPPORT; /* a stream cannot switch: the connection carries others */
+    }
     if (!SXE_CHECK(http->status == 0)) {
         return -EINVAL; /* answered already */
     }
