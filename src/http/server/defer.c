@@ -181,7 +181,10 @@ static void on_deadline(sxe_timer_t *timer, void *arg)
     SXE_LOG_ERROR("the held request for %.*s was not answered within %llu ms: %s",
                   (int)held->request.target_len, held->request.target,
                   (unsigned long long)(server->config.response_timeout / SXE_NS_PER_MSEC),
-                  held->http.status == 0 ? "answering 503 and closing" : "closing");
+                  held->http.h2 != NULL    ? (held->http.status == 0 ? "answering 503 on its stream"
+                                                                     : "resetting its stream")
+                  : held->http.status == 0 ? "answering 503 and closing"
+                                           : "closing");
     if (sxe_conn_closed(conn)) {
         return; /* GCOVR_EXCL_LINE: closed in a callback of this turn; its on_close cancels it */
     }

@@ -24,9 +24,9 @@ static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
 /* Settings sent with the preface: at most this many streams at once (RFC 9113 suggests at least
  * 100), and a window per stream that a 1 MiB body fills in four round trips. */
-#define H2_STREAMS_MAX     100
-#define H2_STREAM_WINDOW   (256 * 1024)
-#define H2_FIELD_ROOM_MIN  256
+#define H2_STREAMS_MAX    100
+#define H2_STREAM_WINDOW  (256 * 1024)
+#define H2_FIELD_ROOM_MIN 256
 
 /* The session's memory, counted against the connection's (nghttp2_mem). */
 static void *mem_malloc(size_t size, void *user)
@@ -135,10 +135,10 @@ static int add_to_fields(struct h2_stream *stream, const void *bytes, size_t cou
 /* Where a pseudo-field's value is kept, by its name; NULL for one not kept (:scheme). */
 static uint32_t *pseudo(struct h2_stream *stream, const uint8_t *name, size_t len)
 {
-    return len == 7 && memcmp(name, ":method", 7) == 0       ? stream->method
+    return len == 7 && memcmp(name, ":method", 7) == 0        ? stream->method
            : len == 5 && memcmp(name, ":path", 5) == 0        ? stream->target
            : len == 10 && memcmp(name, ":authority", 10) == 0 ? stream->authority
-                                                               : NULL;
+                                                              : NULL;
 }
 
 /*
@@ -227,7 +227,8 @@ static void request_head(struct h2_stream *stream, struct sxe_http_request_head 
         header->value = header->name + header->name_len + 1;
         header->value_len = strlen(header->value);
         at += (uint32_t)(header->name_len + header->value_len + 2);
-        if (request->host == NULL && header->name_len == 4 && memcmp(header->name, "host", 4) == 0) {
+        if (request->host == NULL && header->name_len == 4 &&
+            memcmp(header->name, "host", 4) == 0) {
             request->host = header->value;
             request->host_len = header->value_len;
             request->host_count = 1;
@@ -366,8 +367,8 @@ size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *dat
     if (used < 0) { /* the preface was wrong, a flood, out of memory: GOAWAY if it can, and close */
         SXE_LOG_DEBUG("HTTP/2: %s; closing the connection", nghttp2_strerror((int)used));
         (void)nghttp2_session_terminate_session(h2->session, used == NGHTTP2_ERR_FLOODED
-                                                                  ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                                  : NGHTTP2_PROTOCOL_ERROR);
+                                                                 ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                                 : NGHTTP2_PROTOCOL_ERROR);
     }
     sxe__h2_flush(h2);
     return len;

@@ -14,10 +14,10 @@ struct h2 {
     nghttp2_session *session;
     sxe_http_server_t *server;
     sxe_conn_t *conn;
-    size_t memory;     /* bytes held by the session and the streams (malloc_usable_size) */
-    bool busy;         /* inside the session (a read or a send): answers wait for the flush */
-    bool closing;      /* GOAWAY sent: the connection closes once its output is out */
-    uint32_t streams;  /* streams open */
+    size_t memory;         /* bytes held by the session and the streams (malloc_usable_size) */
+    bool busy;             /* inside the session (a read or a send): answers wait for the flush */
+    bool closing;          /* GOAWAY sent: the connection closes once its output is out */
+    uint32_t streams;      /* streams open */
     struct h2_stream *all; /* every stream the session has, to free them with it */
 };
 
@@ -56,7 +56,7 @@ struct h2_stream {
     uint32_t method[2], target[2], authority[2]; /* where in fields, and how long (0: none) */
     uint32_t regular_at;
     uint32_t field_count;
-    bool refused;   /* answered while it arrived (too large): the rest is dropped */
+    bool refused; /* answered while it arrived (too large): the rest is dropped */
     bool dispatched;
     char *body;
     size_t body_len;

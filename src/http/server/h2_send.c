@@ -215,16 +215,16 @@ int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const 
         count += add_field(&nv[count], &text, "content-length", 14, number, (size_t)len);
     }
     if (content_type != NULL) {
-        count += add_field(&nv[count], &text, "content-type", 12, content_type,
-                           strlen(content_type));
+        count +=
+            add_field(&nv[count], &text, "content-type", 12, content_type, strlen(content_type));
     }
     count += add_lines(&nv[count], &text, date);
     count += add_lines(&nv[count], &text, headers);
     /* The session copies the fields. An answer that can have no body ends with its head. */
     nghttp2_data_provider source = {.source.ptr = stream, .read_callback = read_body};
     bool body = !http->head_only && status != 204 && status != 304 && content_length != 0;
-    int rc = nghttp2_submit_response(stream->h2->session, stream->id, nv, count,
-                                     body ? &source : NULL);
+    int rc =
+        nghttp2_submit_response(stream->h2->session, stream->id, nv, count, body ? &source : NULL);
     http->sent += (size_t)(text - (char *)(nv + lines));
     sxe__h2_free(stream->h2, nv);
     if (rc != 0) { /* GCOVR_EXCL_LINE: a stream the session no longer has; its close frees it */

@@ -435,7 +435,7 @@ int sxe_http_finish(sxe_http_t *http)
                       http->status, (unsigned long long)http->owed);
         http->keep_alive = false;
     }
-    sxe__http_log(http); /* before a close can begin: the log may ask for the peer's address */
+    sxe__http_log(http);    /* before a close can begin: the log may ask for the peer's address */
     if (http->h2 != NULL) { /* its stream ends; the connection goes on */
         sxe__h2_end(http);
     } else if (!http->keep_alive) {

@@ -64,10 +64,10 @@ struct sxe_http {
     const char *path;          /* normalized (route_path): in the target, or the server's scratch
                                   (a held one's own copy); NULL: refused before routing */
     size_t path_len;
-    uint16_t prefix_len; /* bytes of the path its route matched (sxe_http_path_rest) */
-    uint64_t serial;     /* which request in its slot this is */
-    bool held;           /* deferred (sxe_http_defer): answered after its handler returns */
-    uint64_t began;      /* the loop's clock when it was dispatched, or refused (sxe_http_began) */
+    uint16_t prefix_len;  /* bytes of the path its route matched (sxe_http_path_rest) */
+    uint64_t serial;      /* which request in its slot this is */
+    bool held;            /* deferred (sxe_http_defer): answered after its handler returns */
+    uint64_t began;       /* the loop's clock when it was dispatched, or refused (sxe_http_began) */
     struct h2_stream *h2; /* the HTTP/2 stream it came on (its answer goes there), or NULL */
 };
 
@@ -200,7 +200,7 @@ struct sxe_http_server {
     uint32_t conn_count;
     sxe_conn_t *listener;
     struct h2_stream *h2_answering; /* the HTTP/2 stream whose request is dispatched, or NULL */
-    char *scratch;      /* chunked bodies are decoded here */
+    char *scratch;                  /* chunked bodies are decoded here */
     char *path_scratch; /* a path being normalized, config.limits.request_line + 1 bytes */
     uint64_t date_second;
     char date[64];
