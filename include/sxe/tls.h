@@ -121,7 +121,8 @@ bool sxe_tls_available(void);
 /**
  * Makes a server's TLS context: TLS 1.2 and 1.3 only, renegotiation refused, session tickets on
  * unless options.no_tickets (keys made here: processes forked after this call, and threads, share
- * them), ALPN answering "http/1.1" when the client offers it. sxe_tls_server_add_name() adds
+ * them), ALPN answering "http/1.1" when the client offers it (and "h2" first once
+ * sxe_tls_server_offer_h2() was called). sxe_tls_server_add_name() adds
  * certificates for other server names.
  * @return 0, -ENOTSUP without TLS in this build, -EINVAL (asserts in debug builds) for a NULL
  *         argument or a missing certificate or key name, -errno when a file cannot be read
@@ -157,6 +158,15 @@ SXE_MUST_CHECK int sxe_tls_client_create(sxe_tls_t **tls,
  */
 SXE_MUST_CHECK int sxe_tls_server_add_name(sxe_tls_t *tls, const char *name,
                                            const struct sxe_tls_options *options);
+
+/**
+ * Has a server context's ALPN name "h2" (HTTP/2) to clients that offer it, before "http/1.1". The
+ * HTTP server module calls this for the contexts it listens with, when sxe is built with HTTP/2
+ * (docs/http2.md); a program that serves another protocol with the same context should not. It
+ * lasts through sxe_tls_server_replace(). @return 0, -ENOTSUP without TLS in this build, or
+ * -EINVAL (asserts in debug builds) for NULL or a client context.
+ */
+int sxe_tls_server_offer_h2(sxe_tls_t *tls);
 
 /**
  * Replaces tls's certificates and settings with fresh's (a server context made anew from the same

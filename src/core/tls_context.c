@@ -38,15 +38,19 @@ bool sxe_tls_available(void)
     return true;
 }
 
-/* ALPN: http/1.1 when the client offers it; else no protocol is named. */
+/* ALPN: h2 when the context offers it (sxe_tls_server_offer_h2()) and the client does, else
+ * http/1.1 when the client offers it; else no protocol is named. */
 static int select_protocol(SSL *ssl, const unsigned char **out, unsigned char *out_len,
                            const unsigned char *offered, unsigned offered_len, void *arg)
 {
-    static const unsigned char ours[] = "\x08http/1.1";
+    static const unsigned char both[] = "\x02h2\x08http/1.1";
+    const sxe_tls_t *tls = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    const unsigned char *ours = tls != NULL && tls->h2 ? both : both + 3;
+    unsigned ours_len = tls != NULL && tls->h2 ? sizeof(both) - 1 : sizeof(both) - 4;
 
-    (void)ssl, (void)arg;
-    return SSL_select_next_proto((unsigned char **)(uintptr_t)out, out_len, ours, sizeof(ours) - 1,
-                                 offered, offered_len) == OPENSSL_NPN_NEGOTIATED
+    (void)arg;
+    return SSL_select_next_proto((unsigned char **)(uintptr_t)out, out_len, ours, ours_len, offered,
+                                 offered_len) == OPENSSL_NPN_NEGOTIATED
                ? SSL_TLSEXT_ERR_OK
                : SSL_TLSEXT_ERR_NOACK;
 }
@@ -165,11 +169,21 @@ int sxe_tls_server_create(sxe_tls_t **tls, const struct sxe_tls_options *options
         sxe_tls_destroy(made);
         return rc;
     }
+    SSL_CTX_set_app_data(made->ctx, made); /* ALPN's, and the tickets' */
     if ((rc = sxe__tls_tickets(made, options)) < 0) {
         sxe_tls_destroy(made);
         return rc;
     }
     *tls = made;
+    return 0;
+}
+
+int sxe_tls_server_offer_h2(sxe_tls_t *tls)
+{
+    if (!SXE_CHECK(tls != NULL && !tls->client)) {
+        return -EINVAL;
+    }
+    tls->h2 = true;
     return 0;
 }
 

@@ -37,6 +37,7 @@ struct sxe_tls {
     bool client;            /* sxe_tls_client_create()'s: for connections made, not accepted */
     bool no_verify;         /* a client's that checks no certificate */
     bool ticket_file;       /* the ticket secret was read from a file */
+    bool h2;                /* ALPN names h2 first (sxe_tls_server_offer_h2()); kept by replace */
     struct tls_name *names; /* sxe_tls_server_add_name()'s, in the order added */
     unsigned name_count;
     uint64_t ticket_period;             /* ns each set of ticket keys is used for (tls_tickets.c);

@@ -55,6 +55,12 @@ int sxe__tls_start(struct sxe_conn *conn)
     return -ENOTSUP;
 }
 
+int sxe_tls_server_offer_h2(sxe_tls_t *tls)
+{
+    (void)tls;
+    return -ENOTSUP;
+}
+
 int sxe_tls_server_replace(sxe_tls_t *tls, sxe_tls_t *fresh)
 {
     (void)tls, (void)fresh;

@@ -5,7 +5,9 @@ break the protocol, and h2load and curl as clients. The client is python3-h2 (De
 state machine checks every frame the server sends."""
 import hashlib
 import json
+import signal
 import socket
+import ssl
 import subprocess
 import time
 
@@ -17,6 +19,7 @@ import pytest
 
 from conftest import _example_server
 from test_sxe_httpd import Httpd, root  # noqa: F401 (root is a fixture)
+from test_tls import certificate  # noqa: F401 (a fixture)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -24,8 +27,11 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 class Client:
     """One HTTP/2 connection: requests go out on streams, frames are read until a condition."""
 
-    def __init__(self, port):
+    def __init__(self, port, context=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if context is not None:  # TLS: ALPN must choose h2
+            self.sock = context.wrap_socket(self.sock, server_hostname="localhost")
+            assert self.sock.selected_alpn_protocol() == "h2"
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=True, header_encoding="utf-8"))
         self.conn.initiate_connection()
@@ -307,3 +313,48 @@ def test_the_access_log_says_http2(build_dir, root, fmt):  # noqa: F811
     else:
         assert '"GET /hello.txt HTTP/2.0" 200 12' in lines[0] and lines[0].endswith('"h2-tester"')
         assert '"GET /missing HTTP/2.0" 404' in lines[1]
+
+
+def h2_context(cert, maximum=None):
+    context = ssl.create_default_context(cafile=str(cert))
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    if maximum is not None:
+        context.maximum_version = maximum
+    return context
+
+
+@pytest.mark.parametrize("maximum", [None, ssl.TLSVersion.TLSv1_2])
+def test_h2_over_tls_chosen_by_alpn(build_dir, root, certificate, maximum):  # noqa: F811
+    cert, key, _ = certificate
+    big = bytes(range(256)) * 2048
+    (root / "big.bin").write_bytes(big)
+    server = Httpd(build_dir, root, "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        client = Client(server.port, h2_context(cert, maximum))
+        assert client.get("/hello.txt")[::2] == (200, b"Hello World\n")
+        status, _, body = client.get("/big.bin")
+        assert status == 200 and body == big
+        streams = [client.request("/hello.txt") for _ in range(50)]
+        client.until(lambda: all(client.streams[s]["ended"] for s in streams))
+        client.close()
+        # A client that offers HTTP/1.1 only still gets it.
+        plain = ssl.create_default_context(cafile=str(cert))
+        plain.set_alpn_protocols(["http/1.1"])
+        with plain.wrap_socket(socket.create_connection(("127.0.0.1", server.port)),
+                               server_hostname="localhost") as sock:
+            assert sock.selected_alpn_protocol() == "http/1.1"
+            sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        # The TLS files read again on SIGHUP: h2 is still offered.
+        server.process.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        again = Client(server.port, h2_context(cert))
+        assert again.get("/hello.txt")[0] == 200
+        again.close()
+        url = f"https://127.0.0.1:{server.port}/hello.txt"
+        load = subprocess.run(["h2load", "-n", "5000", "-c", "4", "-m", "16", url],
+                              capture_output=True, text=True, timeout=60)
+        assert "Application protocol: h2" in load.stdout
+        assert "5000 succeeded, 0 failed, 0 errored" in load.stdout, load.stdout
+    finally:
+        assert server.stop() == 0

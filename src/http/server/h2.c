@@ -1,13 +1,14 @@
 /*
- * HTTP/2 over cleartext, with prior knowledge (h2c): a connection whose first bytes are the
- * preface gets a libnghttp2 session, which reads the frames, decodes the fields (HPACK), keeps the
- * flow control and checks each request as RFC 9113 §8 wants (pseudo-fields, connection-specific
- * fields, a content-length that matches its DATA). Each stream's request is gathered (its fields
- * copied, its body up to limits.body_bytes) and, once complete, dispatched in a slot as over
- * HTTP/1.1, so routes, handlers, held requests and fibers do not know which version carried it.
- * Many streams are open at once; a held one is enlisted on its connection, so the connection's
- * close cancels it, and a reset of its stream cancels it alone. An "Upgrade: h2c" is not taken: the
- * request is answered over HTTP/1.1 (RFC 9113 §3.1 removed that upgrade).
+ * HTTP/2: a connection whose first bytes are the preface (over TLS, after ALPN chose h2; in
+ * cleartext, with prior knowledge: h2c) gets a libnghttp2 session, which reads the frames, decodes
+ * the fields (HPACK), keeps the flow control and checks each request as RFC 9113 §8 wants
+ * (pseudo-fields, connection-specific fields, a content-length that matches its DATA). Each
+ * stream's request is gathered (its fields copied, its body up to limits.body_bytes) and, once
+ * complete, dispatched in a slot as over HTTP/1.1, so routes, handlers, held requests and fibers do
+ * not know which version carried it. Many streams are open at once; a held one is enlisted on its
+ * connection, so the connection's close cancels it, and a reset of its stream cancels it alone. An
+ * "Upgrade: h2c" is not taken: the request is answered over HTTP/1.1 (RFC 9113 §3.1 removed that
+ * upgrade).
  */
 #define SXE_LOG_MODULE http_log
 #include "sxe/log.h"
@@ -355,6 +356,11 @@ bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
     state->switch_to = &sxe__h2_events;
     SXE_LOG_DEBUG("HTTP/2 with prior knowledge");
     return true;
+}
+
+void sxe__h2_offer(sxe_tls_t *tls)
+{
+    (void)sxe_tls_server_offer_h2(tls); /* a server context: it cannot fail */
 }
 
 size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len)

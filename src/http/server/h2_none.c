@@ -15,6 +15,11 @@ bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
     return false;
 }
 
+void sxe__h2_offer(sxe_tls_t *tls)
+{
+    (void)tls; /* ALPN names http/1.1 only */
+}
+
 size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len)
 {
     (void)server, (void)conn, (void)data;

@@ -210,6 +210,9 @@ int sxe_http_server_listen_tls(sxe_http_server_t *server, const char *address_te
                       address_text);
         return rc;
     }
+    if (tls != NULL) {
+        sxe__h2_offer(tls); /* ALPN names h2 too, where this build speaks it */
+    }
     if (server->workers != NULL) {
         rc = sxe_workers_listen(server->workers, (struct sockaddr *)&address, len, &options);
     } else if ((rc = sxe_conn_listen(server->loop, &listener, (struct sockaddr *)&address, len,

@@ -339,7 +339,8 @@ int sxe__http_fibers_make(sxe_http_server_t *server);
 void sxe__http_switch(sxe_http_server_t *server, sxe_conn_t *conn);
 
 /*
- * HTTP/2 (h2c with prior knowledge), with libnghttp2 doing the framing, HPACK and flow control:
+ * HTTP/2 (h2 by ALPN over TLS, h2c with prior knowledge), with libnghttp2 doing the framing, HPACK
+ * and flow control:
  * h2.c reads (a session per connection, a stream per request, each dispatched in a slot as over
  * HTTP/1.1), h2_send.c writes (a handler's answer becomes HEADERS and DATA). Without libnghttp2
  * (h2_none.c) sxe__h2_begin() declines, and the preface is refused as any PRI request is (501).
@@ -352,6 +353,8 @@ extern const struct sxe_conn_handlers sxe__h2_events;
 /* h2.c: the connection's first bytes are the HTTP/2 preface: its session begins. false if this
  * build has no HTTP/2, or the session could not be made (then refused as HTTP/1.1 would). */
 bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn);
+/* h2.c: a TLS context the server listens with names h2 in ALPN (none: nothing). */
+void sxe__h2_offer(sxe_tls_t *tls);
 /* h2.c: on_read for an HTTP/2 connection. */
 size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len);
 /* server.c: runs the handler of the request in slot (routing it as over HTTP/1.1), or answers it
