@@ -445,6 +445,12 @@ bool sxe_conn_secure(const sxe_conn_t *conn);
 int sxe_conn_peer_subject(const sxe_conn_t *conn, char *subject, size_t size);
 
 /**
+ * Whether the connection is TLS and its handshake chose protocol by ALPN ("h2", "http/1.1").
+ * false for a plain connection, or before the handshake has chosen one.
+ */
+bool sxe_conn_alpn_is(const sxe_conn_t *conn, const char *protocol);
+
+/**
  * Turns Nagle's algorithm off (TCP_NODELAY) on a TCP connection, so a small reply leaves at once.
  * @return 0; -EPIPE if the connection is closed; -errno if the socket refuses (not TCP: harmless).
  */

@@ -431,6 +431,21 @@ int sxe__tls_connect(struct sxe_conn *conn, sxe_tls_t *tls, const char *server_n
     return 0;
 }
 
+bool sxe_conn_alpn_is(const sxe_conn_t *conn, const char *protocol)
+{
+    const unsigned char *chosen = NULL;
+    unsigned len = 0;
+
+    if (!SXE_CHECK(conn != NULL && protocol != NULL)) {
+        return false;
+    }
+    SSL *ssl = conn->io_kind == SXE__IO_TLS && conn->loop->tls != NULL ? slot_of(conn)->ssl : NULL;
+    if (ssl != NULL) {
+        SSL_get0_alpn_selected(ssl, &chosen, &len);
+    }
+    return chosen != NULL && len == strlen(protocol) && memcmp(chosen, protocol, len) == 0;
+}
+
 int sxe_conn_peer_subject(const sxe_conn_t *conn, char *subject, size_t size)
 {
     if (!SXE_CHECK(conn != NULL && subject != NULL)) {

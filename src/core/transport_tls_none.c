@@ -67,6 +67,12 @@ int sxe_tls_server_replace(sxe_tls_t *tls, sxe_tls_t *fresh)
     return -ENOTSUP;
 }
 
+bool sxe_conn_alpn_is(const sxe_conn_t *conn, const char *protocol)
+{
+    (void)conn, (void)protocol;
+    return false; /* no connection is TLS */
+}
+
 int sxe_conn_peer_subject(const sxe_conn_t *conn, char *subject, size_t size)
 {
     (void)conn;

@@ -101,6 +101,30 @@ static int append(struct h2 *h2, char **buf, size_t *len, size_t *room, const vo
     return 0;
 }
 
+/*
+ * A HEADERS frame on a stream the session does not have, below the highest the client opened:
+ * RFC 9113 §5.1.1 wants a connection error (PROTOCOL_ERROR), which nghttp2 leaves to its user (it
+ * cannot tell a stream closed from one never opened, and ignores the frame). A stream reset a
+ * moment ago is let be: frames already in flight on it are to be ignored (§5.4.2).
+ */
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user)
+{
+    struct h2 *h2 = user;
+
+    if (hd->type != NGHTTP2_HEADERS || hd->stream_id > h2->last_id ||
+        nghttp2_session_find_stream(session, hd->stream_id) != NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(h2->reset) / sizeof(h2->reset[0]); i++) {
+        if (h2->reset[i] == hd->stream_id) {
+            return 0;
+        }
+    }
+    SXE_LOG_DEBUG("HTTP/2: HEADERS on stream %d, closed or skipped; closing the connection",
+                  hd->stream_id);
+    return NGHTTP2_ERR_CALLBACK_FAILURE; /* GOAWAY with PROTOCOL_ERROR (sxe__h2_read) */
+}
+
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     struct h2 *h2 = user;
@@ -108,6 +132,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0;
     }
+    h2->last_id = frame->hd.stream_id;
     struct h2_stream *stream = sxe__h2_alloc(h2, sizeof(*stream));
     if (stream == NULL) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
@@ -293,6 +318,9 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     }
     SXE_LOG_DEBUG("HTTP/2 stream %d closed: %s", id, nghttp2_http2_strerror(error_code));
     h2->streams--;
+    if (error_code != NGHTTP2_NO_ERROR) { /* reset: frames in flight on it are ignored */
+        h2->reset[h2->reset_next++ % (sizeof(h2->reset) / sizeof(h2->reset[0]))] = id;
+    }
     struct slot *held = stream->slot;
     if (held != NULL) {
         stream->slot = NULL;
@@ -317,6 +345,7 @@ static void callbacks_make(void)
     if (nghttp2_session_callbacks_new(&callbacks) != 0) {
         return; /* GCOVR_EXCL_LINE: out of memory at the first HTTP/2 connection */
     }
+    nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data);

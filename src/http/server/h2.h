@@ -14,10 +14,12 @@ struct h2 {
     nghttp2_session *session;
     sxe_http_server_t *server;
     sxe_conn_t *conn;
-    size_t memory;         /* bytes held by the session and the streams (malloc_usable_size) */
-    bool busy;             /* inside the session (a read or a send): answers wait for the flush */
-    bool closing;          /* GOAWAY sent: the connection closes once its output is out */
-    uint32_t streams;      /* streams open */
+    size_t memory;    /* bytes held by the session and the streams (malloc_usable_size) */
+    bool busy;        /* inside the session (a read or a send): answers wait for the flush */
+    uint32_t streams; /* streams open */
+    int32_t last_id;  /* the highest stream the client opened */
+    int32_t reset[8]; /* streams reset lately, whose frames in flight are ignored */
+    unsigned reset_next;
     struct h2_stream *all; /* every stream the session has, to free them with it */
 };
 

@@ -319,18 +319,21 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
     if (state->framed) {
         return sxe__h2_read(server, conn, data, len);
     }
-    if (state->first == 0 && state->skip == 0 && state->switch_to == NULL && state->head_len == 0 &&
-        !sxe_http_parser_busy(&state->parser) && len > 0 && data[0] == 'P') {
-        /* HTTP/2 with prior knowledge: its preface, whole, where a request would begin. */
+    if (!state->h1 && len > 0) {
+        /* The connection's first bytes: HTTP/2 if they are its preface (h2c with prior knowledge:
+         * a part of it waits for the rest), or whatever they are when the client chose h2 by ALPN
+         * (its session refuses a wrong preface with GOAWAY); else HTTP/1.1 from now on. */
+        bool alpn_h2 = sxe_conn_alpn_is(conn, "h2");
         size_t part = len < SXE__H2_PREFACE_LEN ? len : SXE__H2_PREFACE_LEN;
-        if (memcmp(data, SXE__H2_PREFACE, part) == 0) {
-            if (part < SXE__H2_PREFACE_LEN) {
-                return 0; /* the rest of it is coming */
+        if (alpn_h2 || memcmp(data, SXE__H2_PREFACE, part) == 0) {
+            if (!alpn_h2 && part < SXE__H2_PREFACE_LEN) {
+                return 0;
             }
             if (sxe__h2_begin(server, conn)) {
                 return sxe__h2_read(server, conn, data, len);
             }
         }
+        state->h1 = true;
     }
     if (state->first != 0 && sxe__http_upload_active(server, state)) {
         return sxe__http_upload_feed(server, conn, (char *)(uintptr_t)data, len);

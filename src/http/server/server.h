@@ -135,6 +135,7 @@ struct http_conn {
     bool full : 1;      /* a write left the output backed up, until it drains */
     bool waiting : 1;   /* paused while a request is held: more came in behind it */
     bool framed : 1;    /* HTTP/2: h2 is its session (h2.c), and switch_to sxe__h2_events */
+    bool h1 : 1;        /* its first bytes were not HTTP/2's: HTTP/1.1 for good */
     /* Answered 101 (upgrade.c): the handlers the connection goes to once the request's bytes are
      * consumed; until then its events are theirs. */
     const struct sxe_conn_handlers *switch_to;
