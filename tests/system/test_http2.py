@@ -5,6 +5,8 @@ break the protocol, and h2load and curl as clients. The client is python3-h2 (De
 state machine checks every frame the server sends."""
 import hashlib
 import json
+import pathlib
+import re
 import signal
 import socket
 import ssl
@@ -356,5 +358,37 @@ def test_h2_over_tls_chosen_by_alpn(build_dir, root, certificate, maximum):  # n
                               capture_output=True, text=True, timeout=60)
         assert "Application protocol: h2" in load.stdout
         assert "5000 succeeded, 0 failed, 0 errored" in load.stdout, load.stdout
+    finally:
+        assert server.stop() == 0
+
+
+def h2spec_failures(port, *tls):
+    """Runs h2spec (scripts/test builds it into build/tools) against port; the cases that failed."""
+    h2spec = pathlib.Path(__file__).resolve().parents[2] / "build" / "tools" / "h2spec"
+    assert h2spec.exists(), "h2spec is missing: scripts/test builds it"
+    run = subprocess.run([str(h2spec), "-h", "127.0.0.1", "-p", str(port), *tls, "--path",
+                          "/hello.txt", "-o", "2", "-j", "/dev/stdout"], capture_output=True,
+                         text=True, timeout=300)
+    summary = re.search(r"(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed", run.stdout)
+    assert summary and int(summary.group(1)) >= 145, run.stdout[-2000:]
+    failed = r'<testcase package="([^"]+)" classname="([^"]+)"[^>]*>\s*<(?:failure|error)'
+    return set(re.findall(failed, run.stdout)), summary.group(0)
+
+
+def test_h2spec_every_case_over_tls_and_all_but_one_in_cleartext(build_dir, root,  # noqa: F811
+                                                                  certificate):  # noqa: F811
+    cert, key, _ = certificate
+    server = Httpd(build_dir, root, "--workers", "1")
+    try:
+        failures, summary = h2spec_failures(server.port)
+        # On a port that serves HTTP/1.1 too, "INVALID CONNECTION PREFACE" is an HTTP/1.1 request,
+        # answered 501 over HTTP/1.1 before the close; h2spec wants the close alone.
+        assert failures == {("http2/3.5", "Sends invalid connection preface")}, summary
+    finally:
+        assert server.stop() == 0
+    server = Httpd(build_dir, root, "--workers", "1", "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        failures, summary = h2spec_failures(server.port, "-t", "-k")
+        assert failures == set(), summary
     finally:
         assert server.stop() == 0
