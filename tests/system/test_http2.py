@@ -252,7 +252,7 @@ def frame(kind, flags, stream, payload):
 
 
 def goaway_code(port, frames):
-    """Sends the preface, an empty SETTINGS and frames; the error code of the GOAWAY that ends it."""
+    """Sends the preface, an empty SETTINGS and frames: the code of the GOAWAY that ends it."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(PREFACE + frame(4, 0, 0, b"") + frames)
         seen = b""
@@ -290,8 +290,8 @@ def test_curl_and_h2load_as_clients(httpd):
 
 def test_an_upgrade_to_h2c_is_answered_over_http1(httpd):
     with socket.create_connection(("127.0.0.1", httpd.port), timeout=5) as sock:
-        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
-                     b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+        sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n"
+                     b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
         reply = sock.recv(4096)
         assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"Hello World\n")
 
@@ -386,7 +386,8 @@ def test_h2spec_every_case_over_tls_and_all_but_one_in_cleartext(build_dir, root
         assert failures == {("http2/3.5", "Sends invalid connection preface")}, summary
     finally:
         assert server.stop() == 0
-    server = Httpd(build_dir, root, "--workers", "1", "--tls-cert", str(cert), "--tls-key", str(key))
+    server = Httpd(build_dir, root, "--workers", "1", "--tls-cert", str(cert), "--tls-key",
+                   str(key))
     try:
         failures, summary = h2spec_failures(server.port, "-t", "-k")
         assert failures == set(), summary
