@@ -291,7 +291,8 @@ def test_curl_and_h2load_as_clients(httpd):
 def test_an_upgrade_to_h2c_is_answered_over_http1(httpd):
     with socket.create_connection(("127.0.0.1", httpd.port), timeout=5) as sock:
         sock.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n"
-                     b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+                     b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                     b"HTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
         reply = sock.recv(4096)
         assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"Hello World\n")
 
