@@ -19,8 +19,8 @@ import h2.errors
 import h2.events
 import pytest
 
-from conftest import _example_server
-from test_sxe_httpd import Httpd, root  # noqa: F401 (root is a fixture)
+from conftest import _example_server, wait_for_port
+from test_sxe_httpd import Httpd, free_port, root  # noqa: F401 (root is a fixture)
 from test_tls import certificate  # noqa: F401 (a fixture)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -394,3 +394,23 @@ def test_h2spec_every_case_over_tls_and_all_but_one_in_cleartext(build_dir, root
         assert failures == set(), summary
     finally:
         assert server.stop() == 0
+
+
+def test_a_stopping_server_says_goaway_and_its_connections_close(build_dir):
+    port = free_port()
+    process = subprocess.Popen([str(build_dir / "examples" / "sse"), f"127.0.0.1:{port}", "50"],
+                               stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process, "sse")
+        client = Client(port)
+        events = client.request("/events")
+        client.until(lambda: b"tick" in client.streams[events]["data"], timeout=5)
+        process.send_signal(signal.SIGTERM)
+        client.until(lambda: client.terminated is not None, timeout=5)
+        assert client.terminated == h2.errors.ErrorCodes.NO_ERROR
+        assert client.conn.state_machine.state.name == "CLOSED"
+        assert process.wait(timeout=10) == 0  # once its output drained
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -392,6 +392,18 @@ void sxe__h2_offer(sxe_tls_t *tls)
     (void)sxe_tls_server_offer_h2(tls); /* a server context: it cannot fail */
 }
 
+void sxe__h2_going_away(sxe_http_server_t *server)
+{
+    for (uint32_t i = 0; i < server->conn_count; i++) {
+        struct http_conn *state = &server->conns[i];
+        if (state->framed) {
+            (void)nghttp2_submit_goaway(state->h2->session, NGHTTP2_FLAG_NONE, state->h2->last_id,
+                                        NGHTTP2_NO_ERROR, NULL, 0);
+            sxe__h2_flush(state->h2);
+        }
+    }
+}
+
 size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len)
 {
     struct h2 *h2 = sxe__http_state(server, conn)->h2;

@@ -20,6 +20,11 @@ void sxe__h2_offer(sxe_tls_t *tls)
     (void)tls; /* ALPN names http/1.1 only */
 }
 
+void sxe__h2_going_away(sxe_http_server_t *server)
+{
+    (void)server; /* no connection speaks HTTP/2 */
+}
+
 size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len)
 {
     (void)server, (void)conn, (void)data;

@@ -72,7 +72,15 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
     return loop;
 }
 
-/* Puts the server on loop, with per-connection state sized by its table. @return 0 or -ENOMEM. */
+/* The loop begins to stop: HTTP/2 connections are told (GOAWAY), so their clients open no more
+ * streams, and the streams open finish while the output drains. */
+static void going_away(void *arg)
+{
+    sxe__h2_going_away(arg);
+}
+
+/* Puts the server on loop, with per-connection state sized by its table. @return 0, -ENOMEM or
+ * -ENOBUFS (the loop's stop hooks are all taken). */
 static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
 {
     server->loop = loop;
@@ -93,7 +101,8 @@ static int attach_loop(sxe_http_server_t *server, sxe_loop_t *loop)
     if (server->conns == NULL || server->scratch == NULL || server->path_scratch == NULL) {
         return -ENOMEM;
     }
-    return sxe__http_slots_init(server);
+    int rc = sxe_loop_at_stop(loop, going_away, server);
+    return rc < 0 ? rc : sxe__http_slots_init(server);
 }
 
 int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
@@ -167,6 +176,7 @@ void sxe_http_server_destroy(sxe_http_server_t *server)
     if (server->own_loop) {
         sxe_loop_destroy(server->loop);
     } else if (server->loop != NULL) { /* the caller's loop goes on: close what is ours */
+        (void)sxe_loop_at_stop(server->loop, NULL, server);
         if (server->listener != NULL) {
             sxe_conn_close(server->listener);
         }

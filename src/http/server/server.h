@@ -356,6 +356,9 @@ extern const struct sxe_conn_handlers sxe__h2_events;
 bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn);
 /* h2.c: a TLS context the server listens with names h2 in ALPN (none: nothing). */
 void sxe__h2_offer(sxe_tls_t *tls);
+/* h2.c: the loop is stopping: each HTTP/2 connection gets GOAWAY, and closes once its streams end
+ * (none: nothing). */
+void sxe__h2_going_away(sxe_http_server_t *server);
 /* h2.c: on_read for an HTTP/2 connection. */
 size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *data, size_t len);
 /* server.c: runs the handler of the request in slot (routing it as over HTTP/1.1), or answers it
