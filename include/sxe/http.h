@@ -146,6 +146,17 @@ struct sxe_http_server_options {
      * large_buffers itself.
      */
     uint32_t large_bodies;
+    /**
+     * HTTP/2 (docs/http2.md), in a build with libnghttp2: the settings each connection gets. Zero
+     * fields take the defaults; the header list's limit is limits.header_bytes.
+     */
+    struct sxe_http2_options {
+        uint32_t max_streams; /**< Streams a client may have open at once (100). */
+        uint32_t window;    /**< Each stream's initial window, bytes, at most 2^31 - 1 (256 KiB). */
+        uint32_t max_frame; /**< The largest frame taken, 16384 to 16777215 (16384). */
+        /** No HTTP/2: TLS names http/1.1 only, and the preface is refused for its version (505). */
+        bool off;
+    } http2;
     /** Called for every request, once (an access log): see sxe_http_log_t. NULL: none. */
     sxe_http_log_t on_log;
     void *log_arg;

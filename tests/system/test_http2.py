@@ -414,3 +414,37 @@ def test_a_stopping_server_says_goaway_and_its_connections_close(build_dir):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_the_settings_come_from_the_options(build_dir, root):  # noqa: F811
+    server = Httpd(build_dir, root, "--http2-streams", "7", "--http2-window", "100000")
+    try:
+        client = Client(server.port)
+        assert client.get("/hello.txt")[0] == 200
+        settings = client.conn.remote_settings
+        assert settings.max_concurrent_streams == 7
+        assert settings.initial_window_size == 100000
+        assert settings.max_header_list_size == 16384
+        streams = [client.request("/hello.txt") for _ in range(7)]
+        client.until(lambda: all(client.streams[s]["ended"] for s in streams))
+        client.close()
+    finally:
+        assert server.stop() == 0
+
+
+def test_no_http2_leaves_every_connection_http1(build_dir, root, certificate):  # noqa: F811
+    cert, key, _ = certificate
+    server = Httpd(build_dir, root, "--no-http2", "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        with h2_context(cert).wrap_socket(socket.create_connection(("127.0.0.1", server.port)),
+                                          server_hostname="localhost") as sock:
+            assert sock.selected_alpn_protocol() == "http/1.1"
+    finally:
+        assert server.stop() == 0
+    server = Httpd(build_dir, root, "--no-http2")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(PREFACE)
+            assert sock.recv(4096).startswith(b"HTTP/1.1 505")
+    finally:
+        assert server.stop() == 0

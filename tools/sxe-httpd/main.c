@@ -534,6 +534,7 @@ int main(int argc, char **argv)
         .header_timeout = (uint64_t)config.header_timeout * SXE_NS_PER_SEC,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC,
         .body_rate = config.body_rate,
+        .http2 = config.http2,
         .on_log = access_log_on() ? access_log_write : NULL,
         .on_loop_start = access_log_loop_start,
         .on_loop_stop = access_log_loop_stop,

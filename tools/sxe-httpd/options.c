@@ -58,6 +58,9 @@ static const struct option options[] = {{"root", required_argument, NULL, 'r'},
                                         {"header-timeout", required_argument, NULL, 'H'},
                                         {"idle-timeout", required_argument, NULL, 'I'},
                                         {"body-rate", required_argument, NULL, 'R'},
+                                        {"http2-streams", required_argument, NULL, 'q'},
+                                        {"http2-window", required_argument, NULL, 'W'},
+                                        {"no-http2", no_argument, NULL, 'X'},
                                         {"proxy", required_argument, NULL, 'P'},
                                         {"balance", required_argument, NULL, 'B'},
                                         {"proxy-timeout", required_argument, NULL, 'O'},
@@ -154,6 +157,10 @@ static void usage(FILE *out)
             "  --idle-timeout SECS   close a kept-alive connection idle this long (60)\n"
             "  --body-rate BYTES     answer 408 to a proxied body that comes at under this\n"
             "                        many bytes a second, over three seconds or more (4096)\n"
+            "  --http2-streams N     HTTP/2 streams a client may have open at once (100)\n"
+            "  --http2-window BYTES  each HTTP/2 stream's initial window (262144)\n"
+            "  --no-http2            HTTP/1.1 only: TLS names http/1.1 alone in ALPN, and the\n"
+            "                        HTTP/2 preface is refused (505)\n"
             "  --proxy PREFIX=HOST:PORT[,HOST:PORT...]\n"
             "                        forward requests whose path starts with PREFIX to\n"
             "                        these upstreams, over kept-alive connections (repeatable;\n"
@@ -362,6 +369,15 @@ static void apply(int option, char *arg)
         break;
     case 'R':
         config.body_rate = (unsigned)number(arg, 1, 1u << 30, "--body-rate");
+        break;
+    case 'q':
+        config.http2.max_streams = (uint32_t)number(arg, 1, 1u << 20, "--http2-streams");
+        break;
+    case 'W':
+        config.http2.window = (uint32_t)number(arg, 65535, INT32_MAX, "--http2-window");
+        break;
+    case 'X':
+        config.http2.off = true;
         break;
     case 'P': {
         const char *wrong = proxy_add(arg);

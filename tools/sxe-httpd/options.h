@@ -48,10 +48,11 @@ struct httpd_config {
     enum sxe_workers_kind kind;
     enum sxe_workers_spread spread;
     unsigned listen_flags;
-    unsigned header_timeout; /* seconds; 0: the module's 10 */
-    unsigned idle_timeout;   /* seconds; 0: the module's 60 */
-    unsigned body_rate;      /* bytes a second; 0: the module's 4096 */
-    size_t log_buffer;       /* --access-log-buffer: bytes; 0: a write per line */
+    unsigned header_timeout;        /* seconds; 0: the module's 10 */
+    unsigned idle_timeout;          /* seconds; 0: the module's 60 */
+    unsigned body_rate;             /* bytes a second; 0: the module's 4096 */
+    struct sxe_http2_options http2; /* --http2-streams, --http2-window, --no-http2 */
+    size_t log_buffer;              /* --access-log-buffer: bytes; 0: a write per line */
     int cache;        /* 1: one file cache for every worker thread; 0: one each; -1: not said */
     const char *file; /* -c, --config FILE, or NULL */
     bool test;        /* -t, --test: check the configuration and exit */

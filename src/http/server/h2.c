@@ -23,10 +23,7 @@
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
-/* Settings sent with the preface: at most this many streams at once (RFC 9113 suggests at least
- * 100), and a window per stream that a 1 MiB body fills in four round trips. */
-#define H2_STREAMS_MAX    100
-#define H2_STREAM_WINDOW  (256 * 1024)
+/* A stream's fields and body grow from this many bytes, doubling. */
 #define H2_FIELD_ROOM_MIN 256
 
 /* The session's memory, counted against the connection's (nghttp2_mem). */
@@ -356,13 +353,15 @@ static void callbacks_make(void)
 bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
 {
     struct h2 *h2 = malloc(sizeof(*h2));
+    const struct sxe_http2_options *options = &server->config.http2;
     nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_STREAMS_MAX},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, options->max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, options->window},
+        {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, options->max_frame},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, server->config.limits.header_bytes}};
 
     pthread_once(&callbacks_once, callbacks_make);
-    if (h2 == NULL || callbacks == NULL) {
+    if (options->off || h2 == NULL || callbacks == NULL) {
         free(h2);
         return false;
     }
@@ -372,9 +371,12 @@ bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
                        .free = mem_free,
                        .calloc = mem_calloc,
                        .realloc = mem_realloc};
+    /* The connection's window as large as a stream's, so that one stream can fill its own. */
     if (nghttp2_session_server_new3(&h2->session, callbacks, h2, NULL, &mem) != 0 ||
         nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings,
-                                sizeof(settings) / sizeof(settings[0])) != 0) {
+                                sizeof(settings) / sizeof(settings[0])) != 0 ||
+        nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0,
+                                              (int32_t)options->window) != 0) {
         nghttp2_session_del(h2->session); /* GCOVR_EXCL_LINE: out of memory */
         free(h2);                         /* GCOVR_EXCL_LINE */
         return false;                     /* GCOVR_EXCL_LINE */

@@ -1,7 +1,7 @@
 /*
  * HTTP/2 in a build without libnghttp2 (-DSXE_HTTP2=OFF, or libnghttp2-dev missing): no session
- * ever begins, so the preface is answered as any PRI request is (501), and no stream reaches the
- * rest of these.
+ * ever begins, so the preface is refused as an HTTP/1.1 request of version 2.0 (505), and no
+ * stream reaches the rest of these.
  */
 #include <errno.h>
 

@@ -113,7 +113,11 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     int rc;
 
     options = options != NULL ? options : &defaults;
-    if (!SXE_CHECK(server_out != NULL && (options->workers == 0 || loop == NULL))) {
+    const struct sxe_http2_options *http2 = &options->http2;
+    if (!SXE_CHECK(server_out != NULL && (options->workers == 0 || loop == NULL) &&
+                   http2->window <= INT32_MAX &&
+                   (http2->max_frame == 0 ||
+                    (http2->max_frame >= 16384 && http2->max_frame <= 16777215)))) {
         return -EINVAL;
     }
     if ((server = calloc(1, sizeof(*server))) == NULL) {
@@ -137,6 +141,12 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     apply_limits(&server->config.limits, &options->limits);
     server->config.listen_flags = options->listen_flags;
     server->config.tls = options->tls;
+    /* At least 100 streams, as RFC 9113 suggests; a window a 1 MiB body fills in four trips. */
+    server->config.http2 =
+        (struct sxe_http2_options){.max_streams = http2->max_streams ? http2->max_streams : 100,
+                                   .window = http2->window ? http2->window : 256 * 1024,
+                                   .max_frame = http2->max_frame ? http2->max_frame : 16384,
+                                   .off = http2->off};
     struct sxe_loop_options own_options = loop_options(options, &server->config.limits);
     if (options->workers > 0) {
         struct sxe_workers_options workers = {.count = options->workers,
@@ -220,7 +230,7 @@ int sxe_http_server_listen_tls(sxe_http_server_t *server, const char *address_te
                       address_text);
         return rc;
     }
-    if (tls != NULL) {
+    if (tls != NULL && !server->config.http2.off) {
         sxe__h2_offer(tls); /* ALPN names h2 too, where this build speaks it */
     }
     if (server->workers != NULL) {

@@ -152,7 +152,8 @@ struct http_config {
     struct route routes[ROUTES_MAX];
     unsigned route_count;
     unsigned listen_flags;
-    sxe_tls_t *tls;          /* options.tls: sxe_http_server_listen()'s */
+    sxe_tls_t *tls;                 /* options.tls: sxe_http_server_listen()'s */
+    struct sxe_http2_options http2; /* options.http2, its defaults filled in */
     unsigned listener_count; /* sxe_http_server_listen() calls: each worker listens on each */
     struct sxe_http_limits limits;
     struct sxe_http_limits head_limits;   /* heads, with stream routes: the larger body limit */
@@ -344,7 +345,7 @@ void sxe__http_switch(sxe_http_server_t *server, sxe_conn_t *conn);
  * and flow control:
  * h2.c reads (a session per connection, a stream per request, each dispatched in a slot as over
  * HTTP/1.1), h2_send.c writes (a handler's answer becomes HEADERS and DATA). Without libnghttp2
- * (h2_none.c) sxe__h2_begin() declines, and the preface is refused as any PRI request is (501).
+ * (h2_none.c) sxe__h2_begin() declines, and the preface is refused for its version (505).
  */
 /* The connection preface's first line, a request head the parser reads as PRI with HTTP/2.0. */
 #define SXE__H2_PREFACE     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
