@@ -448,3 +448,46 @@ def test_no_http2_leaves_every_connection_http1(build_dir, root, certificate):  
             assert sock.recv(4096).startswith(b"HTTP/1.1 505")
     finally:
         assert server.stop() == 0
+
+
+def test_h2_clients_through_the_proxy_to_an_http1_upstream(build_dir, root, example):  # noqa: F811
+    upstream = example("http-api")
+    server = Httpd(build_dir, root, "--proxy", f"/hello=127.0.0.1:{upstream}", "--proxy",
+                   f"/echo=127.0.0.1:{upstream}")
+    try:
+        client = Client(server.port)
+        status, headers, body = client.get("/hello?name=proxied")
+        assert (status, body, headers["x-api"]) == (200, b'{"hello": "proxied"}\n', "1")
+        payload = bytes(range(256)) * 400  # 102,400 bytes, streamed to the upstream
+        status, _, body = client.get("/echo", method="POST", body=payload)
+        assert status == 200 and body == payload
+        streams = [client.request(f"/hello?name={i}") for i in range(50)]
+        client.until(lambda: all(client.streams[s]["ended"] for s in streams))
+        assert all(client.streams[s]["data"] == f'{{"hello": "{i}"}}\n'.encode()
+                   for i, s in enumerate(streams))
+        assert client.terminated is None
+        client.close()
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_streamed_route_reads_the_body_gathered_from_its_stream(build_dir, tmp_path):
+    port = free_port()
+    process = subprocess.Popen([str(build_dir / "examples" / "upload"), f"127.0.0.1:{port}",
+                                str(tmp_path)], stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process, "upload")
+        client = Client(port)
+        payload = bytes(range(256)) * 4096  # 1 MiB, read by the handler's fiber in pieces
+        assert client.get("/file.bin", method="PUT", body=payload)[0] == 201
+        assert (tmp_path / "file.bin").read_bytes() == payload
+        # Past half a connection's memory (8 MiB): refused, and the connection goes on.
+        stream = client.request("/big.bin", method="PUT", body=b"x" * (8 * 1024 * 1024 + 1))
+        client.until(lambda: client.streams[stream]["ended"] or client.streams[stream]["reset"])
+        assert client.streams[stream]["headers"][":status"] == "413"
+        assert not (tmp_path / "big.bin").exists()
+        assert client.get("/small.bin", method="PUT", body=b"small")[0] == 201
+        client.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0

@@ -218,7 +218,7 @@ static int on_data(nghttp2_session *session, uint8_t flags, int32_t id, const ui
         return 0;
     }
     int rc = append(h2, &stream->body, &stream->body_len, &stream->body_room, data, len,
-                    h2->server->config.limits.body_bytes);
+                    stream->body_limit);
     if (rc < 0) {
         refuse(stream, rc == -E2BIG ? 413 : 503);
     }
@@ -291,11 +291,38 @@ static void dispatch(struct h2_stream *stream)
     sxe__http_enlist(server, sxe__http_state(server, h2->conn), slot);
 }
 
+/*
+ * A request's head has come, and a body follows: its limit is its route's. A streamed route's
+ * body (SXE_HTTP_ROUTE_STREAM) is gathered too, up to options.stream_body_bytes and half the
+ * connection's memory, and read whole by sxe_http_body_stream() or sxe_http_body_read().
+ */
+static void body_coming(struct h2_stream *stream)
+{
+    sxe_http_server_t *server = stream->h2->server;
+    struct sxe_http_request_head request = {.method = stream->fields + stream->method[0],
+                                            .method_len = stream->method[1],
+                                            .target = stream->fields + stream->target[0],
+                                            .target_len = stream->target[1]};
+    uint64_t most = SXE__H2_MEMORY_MAX / 2;
+
+    stream->body_limit = server->config.limits.body_bytes;
+    if (server->config.has_stream_routes && stream->target[1] > 0 &&
+        sxe__http_streams(server, &request)) {
+        stream->body_limit =
+            server->config.stream_body_bytes < most ? server->config.stream_body_bytes : most;
+    }
+}
+
 static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     struct h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 
     (void)user;
+    if (stream != NULL && frame->hd.type == NGHTTP2_HEADERS &&
+        frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        body_coming(stream);
+    }
     if (stream != NULL && !stream->refused && !stream->dispatched &&
         (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
         (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {

@@ -63,6 +63,7 @@ struct h2_stream {
     char *body;
     size_t body_len;
     size_t body_room;
+    uint64_t body_limit; /* its route's (body_coming) */
     /* The answer's body, its head submitted. */
     struct h2_piece *first, *last;
     size_t queued; /* bytes of copied pieces */

@@ -115,6 +115,17 @@ static const struct route *find_route(sxe_http_server_t *server,
     return best;
 }
 
+bool sxe__http_streams(sxe_http_server_t *server, const struct sxe_http_request_head *request)
+{
+    const char *path;
+    size_t path_len;
+    bool others;
+    const struct route *route = route_path(server, request, &path, &path_len) == 0
+                                    ? find_route(server, request, path, path_len, &others)
+                                    : NULL;
+    return route != NULL && route->stream;
+}
+
 /* Adds method to an Allow list of at most size bytes, unless it is there already. */
 static void allow_add(char *allow, size_t size, const char *method)
 {

@@ -368,6 +368,8 @@ enum sxe__dispatched { SXE__ANSWERED, SXE__HELD, SXE__CLOSED };
 enum sxe__dispatched sxe__http_dispatch(sxe_http_server_t *server, sxe_conn_t *conn,
                                         struct slot *slot, const char *body, size_t body_len,
                                         bool streamed);
+/* server.c: whether the route request goes to streams its body (SXE_HTTP_ROUTE_STREAM). */
+bool sxe__http_streams(sxe_http_server_t *server, const struct sxe_http_request_head *request);
 /* defer.c: a held request whose stream ended before its answer did is cancelled. */
 void sxe__http_defer_cancel_one(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held);
 /* h2_send.c: the answer on a stream (response.c's calls, when http->h2 is set). */

@@ -257,8 +257,8 @@ int sxe_http_body_stream(sxe_http_t *http, sxe_http_body_t on_body, void *arg)
     }
     held->on_body = on_body;
     held->body_arg = arg;
-    if (!held->streaming) { /* no body */
-        on_body(http, NULL, 0, true, arg);
+    if (!held->streaming) { /* none, or it came whole (HTTP/2 gathers it): one piece */
+        on_body(http, http->body, http->body_len, true, arg);
         return 0;
     }
     send_continue(http->server, held);
@@ -306,8 +306,14 @@ ssize_t sxe_http_body_read(sxe_http_t *http, void *buf, size_t size)
     if (!SXE_CHECK(held->on_body == NULL && held->reader == NULL && (buf != NULL || size == 0))) {
         return -EINVAL;
     }
-    if (!held->streaming || size == 0) {
-        return 0;
+    if (!held->streaming || size == 0) { /* none, or it came whole: read from where it lies */
+        size_t part = size < http->body_len ? size : http->body_len;
+        if (part > 0) {
+            memcpy(buf, http->body, part);
+            http->body += part;
+            http->body_len -= part;
+        }
+        return (ssize_t)part;
     }
     held->reader = sxe_fiber_self();
     held->read_buf = buf;
