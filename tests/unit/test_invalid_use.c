@@ -13,6 +13,7 @@
 
 #include "sxe/fiber.h"
 #include "sxe/hash.h"
+#include "sxe/http.h"
 #include "sxe/http_client.h"
 #include "sxe/loop.h"
 #include "sxe/pool.h"
@@ -310,6 +311,40 @@ static void fibers_past_half_of_4_g(void)
     sxe_loop_destroy(loop);
 }
 
+static void server_with_http2_options(const struct sxe_http2_options *http2)
+{
+    struct sxe_http_server_options options = {.http2 = *http2};
+    sxe_http_server_t *server;
+    assert_int_equal(sxe_http_server_create(&server, NULL, &options), -EINVAL);
+}
+
+static void http2_window_past_2_g(void)
+{
+    server_with_http2_options(&(struct sxe_http2_options){.window = (uint32_t)INT32_MAX + 1});
+}
+
+static void http2_frames_under_16_k(void)
+{
+    server_with_http2_options(&(struct sxe_http2_options){.max_frame = 16383});
+}
+
+static void http2_frames_past_16_m(void)
+{
+    server_with_http2_options(&(struct sxe_http2_options){.max_frame = 16777216});
+}
+
+static void http2_valid(void)
+{
+    struct sxe_http_server_options options = {
+        .http2 = {.max_streams = 1, .window = INT32_MAX, .max_frame = 16777215}};
+    sxe_http_server_t *server;
+    assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
+    sxe_http_server_destroy(server);
+    options.http2.max_frame = 16384;
+    assert_int_equal(sxe_http_server_create(&server, NULL, &options), 0);
+    sxe_http_server_destroy(server);
+}
+
 static void client_without_a_loop(void)
 {
     sxe_http_client_t *client;
@@ -490,6 +525,12 @@ static const struct sxe_test_invalid_use cases[] = {
     {"sxe_fibers_create() with 3 GB stacks", fibers_with_a_stack_past_half_of_4_gb,
      "stack_size <= UINT32_MAX / 2"},
     {"sxe_fibers_create() of 2^31 fibers", fibers_past_half_of_4_g, "count <= UINT32_MAX / 2"},
+    {"sxe_http_server_create() with an HTTP/2 window past 2^31 - 1", http2_window_past_2_g,
+     "http2->window <= INT32_MAX"},
+    {"sxe_http_server_create() with HTTP/2 frames under 16 KiB", http2_frames_under_16_k,
+     "http2->max_frame >= 16384"},
+    {"sxe_http_server_create() with HTTP/2 frames past 16 MiB", http2_frames_past_16_m,
+     "http2->max_frame <= 16777215"},
     {"sxe_http_client_create() without a loop", client_without_a_loop, "loop != NULL"},
     {"sxe_http_client_create() without an address", client_without_an_address, "address != NULL"},
     {"sxe_http_client_create() pipelining 65", client_pipelining_past_64,
@@ -527,6 +568,7 @@ static void test_the_valid_neighbours(void **state)
     hash_valid();
     client_valid();
     pool_valid();
+    http2_valid();
 }
 
 int main(void)

@@ -159,9 +159,30 @@ static void add_name_invalid(void *arg)
                      -EINVAL);
 }
 
+/* sxe_tls_server_offer_h2() of a client's context (arg not NULL), or of none. */
+static void offer_h2_invalid(void *arg)
+{
+    sxe_tls_t *client = NULL;
+
+    if (arg != NULL) {
+        assert_int_equal(sxe_tls_client_create(&client, NULL), 0);
+    }
+    assert_int_equal(sxe_tls_server_offer_h2(client), -EINVAL);
+    sxe_tls_destroy(client);
+}
+
 static void test_invalid_use(void **state)
 {
     (void)state;
+#ifdef SXE_DEBUG
+    const char *const of_a_client[] = {"assertion failed: ", "!tls->client", NULL};
+    const char *const of_none[] = {"assertion failed: ", "tls != NULL", NULL};
+    sxe_test_expect_abort(offer_h2_invalid, &tls, of_a_client);
+    sxe_test_expect_abort(offer_h2_invalid, NULL, of_none);
+#else
+    offer_h2_invalid(&tls);
+    offer_h2_invalid(NULL);
+#endif
     assert_int_equal(
         sxe_tls_server_create(
             &tls, &(struct sxe_tls_options){.certificate = tls_certificate, .key = tls_key}),
