@@ -491,3 +491,21 @@ def test_a_streamed_route_reads_the_body_gathered_from_its_stream(build_dir, tmp
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
+
+
+def test_streams_reset_as_soon_as_they_are_opened(httpd, root):  # noqa: F811
+    """Rapid reset: each request's stream is reset in the same packet that opens it, while its
+    answer (a small file and a large one) is being made; the connection serves on after."""
+    (root / "big.bin").write_bytes(b"b" * 300000)
+    client = Client(httpd.port)
+    for _ in range(20):
+        for path in ("/hello.txt", "/big.bin") * 25:
+            stream = client.conn.get_next_available_stream_id()
+            client.conn.send_headers(stream, [(":method", "GET"), (":path", path),
+                                              (":scheme", "http"), (":authority", "x")],
+                                     end_stream=True)
+            client.conn.reset_stream(stream, h2.errors.ErrorCodes.CANCEL)
+        client.flush()
+    assert client.get("/hello.txt")[::2] == (200, b"Hello World\n")
+    assert client.terminated is None
+    client.close()

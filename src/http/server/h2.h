@@ -64,7 +64,9 @@ struct h2_stream {
     size_t body_len;
     size_t body_room;
     uint64_t body_limit; /* its route's (body_coming) */
-    /* The answer's body, its head submitted. */
+    /* The answer: its head's fields, which the session points at until it sends them, and its
+     * body's pieces. */
+    nghttp2_nv *head;
     struct h2_piece *first, *last;
     size_t queued; /* bytes of copied pieces */
     bool ended;    /* sxe_http_finish(): the body ends after the pieces */

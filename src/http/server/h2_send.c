@@ -66,6 +66,7 @@ void sxe__h2_stream_free(struct h2_stream *stream)
     }
     sxe__h2_free(h2, stream->fields);
     sxe__h2_free(h2, stream->body);
+    sxe__h2_free(h2, stream->head);
     sxe__h2_free(h2, stream);
 }
 
@@ -141,7 +142,7 @@ static size_t add_field(nghttp2_nv *nv, char **at, const char *name, size_t name
                        .namelen = name_len,
                        .value = (uint8_t *)out + name_len,
                        .valuelen = value_len,
-                       .flags = NGHTTP2_NV_FLAG_NONE};
+                       .flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
     *at = out + name_len + value_len;
     return 1;
 }
@@ -220,14 +221,15 @@ int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const 
     }
     count += add_lines(&nv[count], &text, date);
     count += add_lines(&nv[count], &text, headers);
-    /* The session copies the fields. An answer that can have no body ends with its head. */
+    /* The session points at the fields, not copying them: they stay the stream's until it is
+     * freed (the HEADERS frame goes before). An answer that can have no body ends with its head. */
     nghttp2_data_provider source = {.source.ptr = stream, .read_callback = read_body};
     bool body = !http->head_only && status != 204 && status != 304 && content_length != 0;
     int rc =
         nghttp2_submit_response(stream->h2->session, stream->id, nv, count, body ? &source : NULL);
     http->sent += (size_t)(text - (char *)(nv + lines));
-    sxe__h2_free(stream->h2, nv);
-    if (rc != 0) { /* GCOVR_EXCL_LINE: a stream the session no longer has; its close frees it */
+    stream->head = nv; /* a stream is answered once: sxe_http_start() refuses a second */
+    if (rc != 0) {     /* GCOVR_EXCL_LINE: a stream the session no longer has; its close frees it */
         SXE_LOG_DEBUG("cannot answer HTTP/2 stream %d: %s", stream->id, nghttp2_strerror(rc));
         return -EPIPE;
     }
