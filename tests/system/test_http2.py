@@ -17,6 +17,8 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.exceptions
+import h2.settings
 import pytest
 
 from conftest import _example_server, wait_for_port
@@ -29,7 +31,7 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 class Client:
     """One HTTP/2 connection: requests go out on streams, frames are read until a condition."""
 
-    def __init__(self, port, context=None):
+    def __init__(self, port, context=None, window=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         if context is not None:  # TLS: ALPN must choose h2
             self.sock = context.wrap_socket(self.sock, server_hostname="localhost")
@@ -37,8 +39,13 @@ class Client:
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=True, header_encoding="utf-8"))
         self.conn.initiate_connection()
+        if window is not None:  # each stream's window, and the connection's as large
+            self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+            if window > 65535:
+                self.conn.increment_flow_control_window(window - 65535)
         self.streams = {}
         self.terminated = None
+        self.hold_window = False  # True: the data read is not acknowledged
         self.flush()
 
     def flush(self):
@@ -82,7 +89,8 @@ class Client:
                 self.streams[stream]["headers"] = dict(event.headers)
             elif isinstance(event, h2.events.DataReceived):
                 self.streams[stream]["data"] += event.data
-                self.conn.acknowledge_received_data(event.flow_controlled_length, stream)
+                if not self.hold_window:
+                    self.conn.acknowledge_received_data(event.flow_controlled_length, stream)
             elif isinstance(event, h2.events.StreamEnded):
                 self.streams[stream]["ended"] = True
             elif isinstance(event, h2.events.StreamReset):
@@ -493,12 +501,10 @@ def test_a_streamed_route_reads_the_body_gathered_from_its_stream(build_dir, tmp
         assert process.wait(timeout=10) == 0
 
 
-def test_streams_reset_as_soon_as_they_are_opened(httpd, root):  # noqa: F811
-    """Rapid reset: each request's stream is reset in the same packet that opens it, while its
-    answer (a small file and a large one) is being made; the connection serves on after."""
-    (root / "big.bin").write_bytes(b"b" * 300000)
-    client = Client(httpd.port)
-    for _ in range(20):
+def reset_at_once(client, count):
+    """Opens count streams and resets each in the packet that opens it, while its answer (a small
+    file or a large one) is being made."""
+    for at in range(0, count, 50):
         for path in ("/hello.txt", "/big.bin") * 25:
             stream = client.conn.get_next_available_stream_id()
             client.conn.send_headers(stream, [(":method", "GET"), (":path", path),
@@ -506,6 +512,137 @@ def test_streams_reset_as_soon_as_they_are_opened(httpd, root):  # noqa: F811
                                      end_stream=True)
             client.conn.reset_stream(stream, h2.errors.ErrorCodes.CANCEL)
         client.flush()
+
+
+def test_streams_reset_as_soon_as_they_are_opened(httpd, root):  # noqa: F811
+    """Rapid reset: 500 streams reset as they open, and the connection serves on; thousands, and
+    the connection ends (GOAWAY), as nghttp2 limits a client's resets."""
+    (root / "big.bin").write_bytes(b"b" * 300000)
+    client = Client(httpd.port)
+    reset_at_once(client, 500)
     assert client.get("/hello.txt")[::2] == (200, b"Hello World\n")
     assert client.terminated is None
     client.close()
+    attacker = Client(httpd.port)
+    with pytest.raises((ConnectionError, OSError, h2.exceptions.ProtocolError)):
+        reset_at_once(attacker, 5000)
+        attacker.until(lambda: attacker.terminated is not None)
+        attacker.read_some()  # closed after its GOAWAY
+    assert Client(httpd.port).get("/hello.txt")[0] == 200  # the others are served
+
+
+def start_example(build_dir, name, *args):
+    port = free_port()
+    process = subprocess.Popen([str(build_dir / "examples" / name), f"127.0.0.1:{port}",
+                                *map(str, args)], stderr=subprocess.DEVNULL)
+    wait_for_port(port, process, name)
+    return port, process
+
+
+def stop_example(process):
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 0
+
+
+def test_a_held_answer_waiting_for_its_window_leaves_its_slot_to_others(build_dir):
+    """A held request answered while its stream's window is shut finishes, and its slot goes to
+    the next request, on another connection; its stream's close, when the window opens, must not
+    touch that request (it once cancelled it, and aborted the server)."""
+    port, process = start_example(build_dir, "http-fiber", 200)
+    try:
+        shut = Client(port, window=0)
+        first = shut.request("/")
+        other = Client(port)
+        assert other.get("/missing")[0] == 404  # its connection is the server's
+        shut.until(lambda: shut.streams[first]["headers"] is not None)  # answered, no DATA yet
+        second = other.request("/")  # takes the slot the first left, and waits 200 ms
+        time.sleep(0.05)
+        shut.conn.increment_flow_control_window(1000, first)
+        shut.conn.increment_flow_control_window(1000)
+        shut.flush()
+        shut.until(lambda: shut.streams[first]["ended"])
+        other.until(lambda: other.streams[second]["ended"])
+        assert other.streams[second]["data"] == b"Hello World\n"
+        shut.close()  # and a close of a connection whose slot was reused
+        assert [Client(port).get("/")[0] for _ in range(3)] == [200] * 3
+        other.close()
+    finally:
+        stop_example(process)
+
+
+def test_large_windows_take_whole_files_in_one_go(httpd, root):  # noqa: F811
+    """A client whose windows take more than the connection's output holds: the output backs
+    up, drains at once, and the sending goes on (it once waited for the client's next frame)."""
+    big = bytes(range(256)) * 12000  # 3 MB
+    (root / "big.bin").write_bytes(big)
+    client = Client(httpd.port, window=2**31 - 1)
+    status, _, body = client.get("/big.bin")
+    assert status == 200 and body == big
+    client.close()
+
+
+def test_requests_that_do_not_all_come_in_time_get_408(build_dir, root):  # noqa: F811
+    server = Httpd(build_dir, root, "--header-timeout", "1")
+    try:
+        client = Client(server.port)
+        whole = client.request("/hello.txt", method="POST", body=b"all of it")
+        late = client.conn.get_next_available_stream_id()
+        client.streams[late] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        client.conn.send_headers(late, [(":method", "POST"), (":path", "/hello.txt"),
+                                        (":scheme", "http"), (":authority", "x")])
+        client.conn.send_data(late, b"some of it")  # and never the rest
+        client.flush()
+        deadline = time.monotonic() + 3
+        while client.streams[late]["headers"] is None and time.monotonic() < deadline:
+            client.conn.ping(b"12345678")  # the client is alive; its request is not whole
+            client.flush()
+            try:
+                client.until(lambda: client.streams[late]["headers"] is not None, timeout=0.3)
+            except (AssertionError, TimeoutError):
+                pass
+        assert client.streams[late]["headers"][":status"] == "408"
+        assert client.streams[whole]["headers"][":status"] == "405"  # whole: answered at once
+        client.close()
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_content_length_past_the_limit_is_refused_at_the_head(example):
+    client = Client(example("http-api"))
+    stream = client.conn.get_next_available_stream_id()
+    client.streams[stream] = {"headers": None, "data": b"", "ended": False, "reset": None}
+    client.conn.send_headers(stream, [(":method", "POST"), (":path", "/echo"), (":scheme", "http"),
+                                      (":authority", "x"), ("content-length", "2000000")])
+    client.flush()
+    client.until(lambda: client.streams[stream]["headers"] is not None)
+    assert client.streams[stream]["headers"][":status"] == "413"  # no byte of the body sent
+    client.close()
+
+
+def test_a_connection_past_its_memory_is_closed(build_dir):
+    """Events every millisecond to 100 streams whose windows stay shut: their answers pile up to
+    the connection's 16 MiB, a PING's answer cannot be made, and the connection is closed, not
+    left unanswered; the subscribers it held are let go."""
+    port, process = start_example(build_dir, "sse", 1)
+    try:
+        client = Client(port, window=0)
+        for _ in range(100):
+            client.request("/events")
+        deadline = time.monotonic() + 20
+        with pytest.raises((ConnectionError, OSError)):
+            while time.monotonic() < deadline:
+                client.conn.ping(b"pingping")  # its answer cannot be made, past the memory
+                client.flush()
+                client.sock.settimeout(0.5)
+                try:
+                    client.read_some()
+                except socket.timeout:
+                    pass
+                time.sleep(0.2)
+        assert time.monotonic() < deadline, "the connection was never closed"
+        fresh = Client(port)
+        events = fresh.request("/events")
+        fresh.until(lambda: b"tick" in fresh.streams[events]["data"])
+        fresh.close()
+    finally:
+        stop_example(process)

@@ -45,22 +45,15 @@ static void *mem_calloc(size_t count, size_t size, void *user)
 
 static void *mem_realloc(void *p, size_t size, void *user)
 {
-    struct h2 *h2 = user;
-    size_t before = p != NULL ? malloc_usable_size(p) : 0;
-
-    if (size > before && h2->memory + size - before > SXE__H2_MEMORY_MAX) {
-        return NULL;
-    }
-    void *moved = realloc(p, size);
-    if (moved != NULL || size == 0) {
-        h2->memory = h2->memory - before + (moved != NULL ? malloc_usable_size(moved) : 0);
-    }
-    return moved;
+    return sxe__h2_realloc(user, p, size);
 }
 
 /* Answers a stream itself (a refusal): the rest of its request is dropped. */
 static void refuse(struct h2_stream *stream, int status)
 {
+    sxe__h2_free(stream->h2, stream->body); /* the rest is dropped as it comes */
+    stream->body = NULL;
+    stream->body_len = stream->body_room = 0;
     sxe_http_server_t *server = stream->h2->server;
 
     stream->refused = true;
@@ -134,7 +127,10 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (stream == NULL) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
     }
-    *stream = (struct h2_stream){.h2 = h2, .id = frame->hd.stream_id, .next = h2->all};
+    *stream = (struct h2_stream){.h2 = h2,
+                                 .id = frame->hd.stream_id,
+                                 .began = sxe_loop_now(sxe_conn_loop(h2->conn)),
+                                 .next = h2->all};
     if (h2->all != NULL) {
         h2->all->prev = stream;
     }
@@ -288,6 +284,7 @@ static void dispatch(struct h2_stream *stream)
         return;
     }
     stream->slot = slot; /* enlisted, so that the connection's close cancels it */
+    stream->serial = slot->http.serial;
     sxe__http_enlist(server, sxe__http_state(server, h2->conn), slot);
 }
 
@@ -311,6 +308,15 @@ static void body_coming(struct h2_stream *stream)
         stream->body_limit =
             server->config.stream_body_bytes < most ? server->config.stream_body_bytes : most;
     }
+    /* A content-length past the limit is refused now, not after that much has come. */
+    for (uint32_t at = stream->regular_at; at < stream->fields_len;) {
+        const char *name = stream->fields + at, *value = name + strlen(name) + 1;
+        at += (uint32_t)(value - name) + (uint32_t)strlen(value) + 1;
+        if (strcmp(name, "content-length") == 0 && strtoull(value, NULL, 10) > stream->body_limit) {
+            refuse(stream, 413); /* the session checked it is digits, and the DATA will match */
+            return;
+        }
+    }
 }
 
 static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *user)
@@ -331,6 +337,23 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
     return 0;
 }
 
+/*
+ * The request a stream's slot holds, or NULL: the slot it was held in may have been freed since
+ * (its answer finished while its last DATA waited for the window) and taken by another request,
+ * on this connection or another, which this stream must not touch. A slot's serial names its
+ * request.
+ */
+static struct slot *held_by(struct h2_stream *stream)
+{
+    struct slot *held = stream->slot;
+
+    stream->slot = NULL;
+    return held != NULL && held->state != SLOT_FREE && held->http.serial == stream->serial &&
+                   held->http.h2 == stream
+               ? held
+               : NULL;
+}
+
 /* A stream ended: answered, or reset by either side. A request still held is cancelled. */
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
 {
@@ -345,9 +368,8 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     if (error_code != NGHTTP2_NO_ERROR) { /* reset: frames in flight on it are ignored */
         h2->reset[h2->reset_next++ % (sizeof(h2->reset) / sizeof(h2->reset[0]))] = id;
     }
-    struct slot *held = stream->slot;
+    struct slot *held = held_by(stream);
     if (held != NULL) {
-        stream->slot = NULL;
         if (!held->http.finished) {
             sxe__http_defer_cancel_one(h2->server, h2->conn, held);
         }
@@ -359,6 +381,25 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     }
     sxe__h2_stream_free(stream);
     return 0;
+}
+
+/*
+ * Requests still arriving past the header timeout (the loop's read_timeout) get 408, as over
+ * HTTP/1.1, and their bodies are let go: a client that trickles many of them, keeping the
+ * connection alive with PINGs, holds nothing for long. Checked at each read, over the streams.
+ */
+static void late(struct h2 *h2)
+{
+    sxe_loop_t *loop = sxe_conn_loop(h2->conn);
+    uint64_t timeout = sxe_loop_options(loop)->read_timeout, now = sxe_loop_now(loop);
+
+    for (struct h2_stream *stream = h2->all; stream != NULL && timeout != 0;
+         stream = stream->next) {
+        if (!stream->dispatched && !stream->refused && now - stream->began > timeout) {
+            SXE_LOG_DEBUG("HTTP/2 stream %d: its request did not all come in time", stream->id);
+            refuse(stream, 408);
+        }
+    }
 }
 
 static nghttp2_session_callbacks *callbacks; /* the same for every session: made once */
@@ -393,6 +434,7 @@ bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
         return false;
     }
     *h2 = (struct h2){.server = server, .conn = conn, .memory = malloc_usable_size(h2)};
+    server->h2_memory += h2->memory;
     nghttp2_mem mem = {.mem_user_data = h2,
                        .malloc = mem_malloc,
                        .free = mem_free,
@@ -445,7 +487,13 @@ size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *dat
         (void)nghttp2_session_terminate_session(h2->session, used == NGHTTP2_ERR_FLOODED
                                                                  ? NGHTTP2_ENHANCE_YOUR_CALM
                                                                  : NGHTTP2_PROTOCOL_ERROR);
+        sxe__h2_flush(h2);
+        if (!sxe_conn_closed(conn) && sxe_conn_close_when_sent(conn) < 0) {
+            sxe_conn_close(conn); /* GCOVR_EXCL_LINE: a close on its way already */
+        }
+        return len;
     }
+    late(h2);
     sxe__h2_flush(h2);
     return len;
 }
@@ -463,12 +511,14 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     while (h2->all != NULL) {
         struct h2_stream *stream = h2->all;
         h2->all = stream->next;
-        if (stream->slot != NULL) {
-            stream->slot->http.h2 = NULL;
+        struct slot *held = held_by(stream);
+        if (held != NULL) { /* orphaned: cancelled above, its holder not yet told */
+            held->http.h2 = NULL;
         }
         sxe__h2_stream_free(stream);
     }
     nghttp2_session_del(h2->session);
+    server->h2_memory -= h2->memory;
     free(h2);
     *state = (struct http_conn){0};
 }

@@ -16,6 +16,7 @@ struct h2 {
     sxe_conn_t *conn;
     size_t memory;    /* bytes held by the session and the streams (malloc_usable_size) */
     bool busy;        /* inside the session (a read or a send): answers wait for the flush */
+    bool again;       /* a flush was asked for while busy: the one running goes round again */
     uint32_t streams; /* streams open */
     int32_t last_id;  /* the highest stream the client opened */
     int32_t reset[8]; /* streams reset lately, whose frames in flight are ignored */
@@ -23,8 +24,10 @@ struct h2 {
     struct h2_stream *all; /* every stream the session has, to free them with it */
 };
 
-/* A connection's memory: its session, HPACK tables, streams, requests and copied answers. */
-#define SXE__H2_MEMORY_MAX (16u * 1024 * 1024)
+/* A connection's memory: its session, HPACK tables, streams, requests and copied answers; and
+ * the server's, each loop's HTTP/2 connections' together. */
+#define SXE__H2_MEMORY_MAX        (16u * 1024 * 1024)
+#define SXE__H2_SERVER_MEMORY_MAX (256u * 1024 * 1024)
 
 /* A piece of an answer's body waiting for its stream's window: bytes (copied after the struct, or
  * the caller's), or a file range. */
@@ -50,6 +53,8 @@ struct h2_stream {
     struct h2_stream *next, *prev; /* h2->all */
     int32_t id;
     struct slot *slot; /* the request's while it is held, or NULL */
+    uint64_t serial;   /* the held request's (its slot's http.serial): the slot may be reused */
+    uint64_t began;    /* the loop's clock when its head began */
     /* The request: the pseudo-fields' values as they came, then each field as name NUL value NUL
      * from regular_at on. */
     char *fields;
@@ -75,9 +80,10 @@ struct h2_stream {
 
 /* h2_send.c: memory counted against the connection's (NULL past its limit). */
 void *sxe__h2_alloc(struct h2 *h2, size_t size);
+void *sxe__h2_realloc(struct h2 *h2, void *p, size_t size);
 void sxe__h2_free(struct h2 *h2, void *p);
-/* h2_send.c: submits the answers begun and sends what the session has, while the connection
- * takes it. Does nothing inside the session (busy): the read's end flushes. */
+/* h2_send.c: sends what the session has, while the connection takes it. Inside the session
+ * (busy) it only asks the flush running, or the read's, to go round again. */
 void sxe__h2_flush(struct h2 *h2);
 /* h2_send.c: frees a stream and its answer's pieces (released as not sent). */
 void sxe__h2_stream_free(struct h2_stream *stream);

@@ -21,24 +21,54 @@
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
+/* Whether more bytes fit in the connection's memory and in the server's (all of its loop's HTTP/2
+ * connections'): past either, an allocation fails. */
+static bool room(struct h2 *h2, size_t more)
+{
+    if (h2->memory + more <= SXE__H2_MEMORY_MAX &&
+        h2->server->h2_memory + more <= SXE__H2_SERVER_MEMORY_MAX) {
+        return true;
+    }
+    SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN,
+                 "HTTP/2 memory: a connection reached its %u bytes, or the server its %u",
+                 SXE__H2_MEMORY_MAX, SXE__H2_SERVER_MEMORY_MAX);
+    return false;
+}
+
+static void count(struct h2 *h2, size_t added, size_t taken)
+{
+    h2->memory = h2->memory + added - taken;
+    h2->server->h2_memory = h2->server->h2_memory + added - taken;
+}
+
 void *sxe__h2_alloc(struct h2 *h2, size_t size)
 {
-    if (h2->memory + size > SXE__H2_MEMORY_MAX) {
-        SXE_LOG_ONCE(SXE_LOG_LEVEL_WARN, "an HTTP/2 connection reached its %u bytes of memory",
-                     SXE__H2_MEMORY_MAX);
-        return NULL;
-    }
-    void *p = malloc(size);
+    void *p = room(h2, size) ? malloc(size) : NULL;
+
     if (p != NULL) {
-        h2->memory += malloc_usable_size(p);
+        count(h2, malloc_usable_size(p), 0);
     }
     return p;
+}
+
+void *sxe__h2_realloc(struct h2 *h2, void *p, size_t size)
+{
+    size_t before = p != NULL ? malloc_usable_size(p) : 0;
+
+    if (size > before && !room(h2, size - before)) {
+        return NULL;
+    }
+    void *moved = realloc(p, size);
+    if (moved != NULL || size == 0) {
+        count(h2, moved != NULL ? malloc_usable_size(moved) : 0, before);
+    }
+    return moved;
 }
 
 void sxe__h2_free(struct h2 *h2, void *p)
 {
     if (p != NULL) {
-        h2->memory -= malloc_usable_size(p);
+        count(h2, 0, malloc_usable_size(p));
         free(p);
     }
 }
@@ -311,27 +341,36 @@ void sxe__h2_reset(struct h2_stream *stream)
     sxe__h2_flush(stream->h2);
 }
 
+/*
+ * Sends what the session has while the connection takes it, in one corked batch. The uncork's
+ * send may drain the output at once, and its on_drained asks for a flush while this one is busy:
+ * then this one goes round again, or the rest would wait for the client's next frame.
+ */
 void sxe__h2_flush(struct h2 *h2)
 {
     if (h2->busy || sxe_conn_closed(h2->conn)) {
+        h2->again = h2->busy;
         return;
     }
     h2->busy = true;
-    bool corked = sxe_conn_cork(h2->conn);
-    const uint8_t *frames;
-    ssize_t len;
-    while (!sxe_conn_backed_up(h2->conn) &&
-           (len = nghttp2_session_mem_send(h2->session, &frames)) != 0) {
-        if (len < 0 || sxe_conn_write(h2->conn, frames, (size_t)len) < 0) {
-            SXE_LOG_DEBUG("HTTP/2: %s; closing the connection",
-                          len < 0 ? nghttp2_strerror((int)len) : "cannot write");
-            sxe_conn_close(h2->conn);
-            break;
+    do {
+        h2->again = false;
+        bool corked = sxe_conn_cork(h2->conn);
+        const uint8_t *frames;
+        ssize_t len;
+        while (!sxe_conn_backed_up(h2->conn) &&
+               (len = nghttp2_session_mem_send(h2->session, &frames)) != 0) {
+            if (len < 0 || sxe_conn_write(h2->conn, frames, (size_t)len) < 0) {
+                SXE_LOG_DEBUG("HTTP/2: %s; closing the connection",
+                              len < 0 ? nghttp2_strerror((int)len) : "cannot write");
+                sxe_conn_close(h2->conn);
+                break;
+            }
         }
-    }
-    if (corked) {
-        sxe_conn_uncork(h2->conn);
-    }
+        if (corked) {
+            sxe_conn_uncork(h2->conn);
+        }
+    } while (h2->again && !sxe_conn_closed(h2->conn) && !sxe_conn_backed_up(h2->conn));
     h2->busy = false;
     if (sxe_conn_backed_up(h2->conn)) { /* held answers that stream wait for on_drained */
         sxe__http_state(h2->server, h2->conn)->full = true;

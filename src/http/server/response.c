@@ -170,6 +170,18 @@ static int wrote(sxe_http_t *http, int rc)
     return rc < 0 ? broken(http, rc) : 0;
 }
 
+/* What a call of the answer on an HTTP/2 stream said: one that failed (the connection's memory
+ * is spent) resets the stream, so the client does not take what was sent for all of it; the
+ * connection goes on. Later calls for this response return rc. */
+static int h2_wrote(sxe_http_t *http, int rc)
+{
+    if (rc < 0 && http->failed == 0) {
+        http->failed = rc;
+        sxe__h2_reset(http->h2);
+    }
+    return rc;
+}
+
 /* Queues bytes of the response, or breaks it off (see broken). */
 static int put(sxe_http_t *http, const void *data, size_t len)
 {
@@ -213,7 +225,8 @@ static int start(sxe_http_t *http, int status, const char *content_type, const c
     const char *date = date_lines(http->server, &date_len);
     if (http->h2 != NULL) { /* fields of a HEADERS frame instead */
         http->chunked = false;
-        return sxe__h2_start(http, status, content_type, date, headers, content_length);
+        return h2_wrote(http,
+                        sxe__h2_start(http, status, content_type, date, headers, content_length));
     }
     /* Built with plain copies: this runs for every response, and printf costs several times more.
      */
@@ -311,7 +324,7 @@ static int send_body(sxe_http_t *http, const void *data, size_t len, bool ref,
     }
     http->body_sent += len;
     if (http->h2 != NULL) {
-        return sxe__h2_data(http, data, len, !ref, release, arg);
+        return h2_wrote(http, sxe__h2_data(http, data, len, !ref, release, arg));
     }
     if (ref) {
         http->sent += len;
@@ -365,7 +378,7 @@ static int send_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool cl
     }
     if (http->h2 != NULL) {
         http->body_sent += len;
-        return sxe__h2_file(http, fd, offset, len, close_when_sent, release, arg);
+        return h2_wrote(http, sxe__h2_file(http, fd, offset, len, close_when_sent, release, arg));
     }
     sxe__http_set_nodelay(sxe__http_state(http->server, http->conn), http->conn);
     http->sent += len;
