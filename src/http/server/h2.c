@@ -3,7 +3,7 @@
  * cleartext, with prior knowledge: h2c) gets a libnghttp2 session, which reads the frames, decodes
  * the fields (HPACK), keeps the flow control and checks each request as RFC 9113 §8 wants
  * (pseudo-fields, connection-specific fields, a content-length that matches its DATA). Each
- * stream's request is gathered (its fields copied, its body up to limits.body_bytes) and, once
+ * stream's request is gathered (its fields copied, its body up to its route's limit) and, once
  * complete, dispatched in a slot as over HTTP/1.1, so routes, handlers, held requests and fibers do
  * not know which version carried it. Many streams are open at once; a held one is enlisted on its
  * connection, so the connection's close cancels it, and a reset of its stream cancels it alone. An
@@ -51,11 +51,11 @@ static void *mem_realloc(void *p, size_t size, void *user)
 /* Answers a stream itself (a refusal): the rest of its request is dropped. */
 static void refuse(struct h2_stream *stream, int status)
 {
+    sxe_http_server_t *server = stream->h2->server;
+
     sxe__h2_free(stream->h2, stream->body); /* the rest is dropped as it comes */
     stream->body = NULL;
     stream->body_len = stream->body_room = 0;
-    sxe_http_server_t *server = stream->h2->server;
-
     stream->refused = true;
     server->h2_answering = stream;
     sxe__http_refuse(server, stream->h2->conn, status, NULL, NULL);
@@ -135,7 +135,6 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         h2->all->prev = stream;
     }
     h2->all = stream;
-    h2->streams++;
     return nghttp2_session_set_stream_user_data(session, stream->id, stream);
 }
 
@@ -202,7 +201,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return 0;
 }
 
-/* Body bytes of a request, gathered up to limits.body_bytes: past it, 413. */
+/* Body bytes of a request, gathered up to its limit (body_coming): past it, 413. */
 static int on_data(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
                    size_t len, void *user)
 {
@@ -324,7 +323,7 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
     struct h2_stream *stream = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
 
     (void)user;
-    if (stream != NULL && frame->hd.type == NGHTTP2_HEADERS &&
+    if (stream != NULL && !stream->refused && frame->hd.type == NGHTTP2_HEADERS &&
         frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
         !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         body_coming(stream);
@@ -364,7 +363,6 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
         return 0;
     }
     SXE_LOG_DEBUG("HTTP/2 stream %d closed: %s", id, nghttp2_http2_strerror(error_code));
-    h2->streams--;
     if (error_code != NGHTTP2_NO_ERROR) { /* reset: frames in flight on it are ignored */
         h2->reset[h2->reset_next++ % (sizeof(h2->reset) / sizeof(h2->reset[0]))] = id;
     }
@@ -447,6 +445,7 @@ bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
         nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0,
                                               (int32_t)options->window) != 0) {
         nghttp2_session_del(h2->session); /* GCOVR_EXCL_LINE: out of memory */
+        server->h2_memory -= h2->memory;  /* GCOVR_EXCL_LINE */
         free(h2);                         /* GCOVR_EXCL_LINE */
         return false;                     /* GCOVR_EXCL_LINE */
     }
@@ -454,7 +453,7 @@ bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
     state->h2 = h2;
     state->framed = true;
     state->switch_to = &sxe__h2_events;
-    SXE_LOG_DEBUG("HTTP/2 with prior knowledge");
+    SXE_LOG_DEBUG("HTTP/2 (%s)", sxe_conn_alpn_is(conn, "h2") ? "h2 by ALPN" : "h2c");
     return true;
 }
 

@@ -17,7 +17,6 @@ struct h2 {
     size_t memory;    /* bytes held by the session and the streams (malloc_usable_size) */
     bool busy;        /* inside the session (a read or a send): answers wait for the flush */
     bool again;       /* a flush was asked for while busy: the one running goes round again */
-    uint32_t streams; /* streams open */
     int32_t last_id;  /* the highest stream the client opened */
     int32_t reset[8]; /* streams reset lately, whose frames in flight are ignored */
     unsigned reset_next;
@@ -73,9 +72,8 @@ struct h2_stream {
      * body's pieces. */
     nghttp2_nv *head;
     struct h2_piece *first, *last;
-    size_t queued; /* bytes of copied pieces */
-    bool ended;    /* sxe_http_finish(): the body ends after the pieces */
-    bool waiting;  /* the data source found nothing yet: resumed when a piece comes */
+    bool ended;   /* sxe_http_finish(): the body ends after the pieces */
+    bool waiting; /* the data source found nothing yet: resumed when a piece comes */
 };
 
 /* h2_send.c: memory counted against the connection's (NULL past its limit). */

@@ -127,9 +127,6 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
         } else {
             memcpy(buf + filled, piece->data, part);
             piece->data += part;
-            if (piece->release == NULL) {
-                stream->queued -= part;
-            }
         }
         piece->len -= part;
         filled += part;
@@ -300,7 +297,6 @@ int sxe__h2_data(sxe_http_t *http, const void *data, size_t len, bool copy,
     if (copy) {
         memcpy(piece + 1, data, len);
         piece->data = (const char *)(piece + 1);
-        stream->queued += len;
     }
     return add_piece(http, piece);
 }
