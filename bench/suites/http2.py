@@ -89,6 +89,28 @@ def measure(ctx, spec, case):
     return ({}, wrong) if wrong else (figures, None)
 
 
+def hello(ctx, spec, case):
+    """The HTTP module's Hello World (examples/http-hello), over h2c with h2load (16 streams on
+    each of 10 connections), or over HTTP/1.1 pipelined 16 deep with sxe-http: what HTTP/2's
+    framing costs the same handler."""
+    with Running(spec) as server:
+        if case["loader"] == "h2load":
+            status, body = answer(server.port, "/", False)
+            if (status, body) != (200, b"Hello World\n"):
+                return {}, f"answered {status} with {len(body)} bytes"
+            window = h2load(f"http://127.0.0.1:{server.port}/", server.pids,
+                            connections=CONNECTIONS, streams=16, seconds=ctx.args.seconds,
+                            warmup=ctx.args.warmup)
+            wrong = window.errors(12)
+        else:
+            server.check("/", b"Hello World\n")
+            window = server.load(ctx.build, connections=CONNECTIONS, seconds=ctx.args.seconds,
+                                 warmup=ctx.args.warmup, path="/", pipeline=16)
+            wrong = window.describe_errors() if window.errors else ""
+        figures = {"rate": window.rate, "cpu_us": window.server_us()}
+    return ({}, wrong) if wrong else (figures, None)
+
+
 def idle(ctx, spec, case):
     """IDLE connections, each past its preface and SETTINGS: the server's RSS before and with
     them, per connection."""
@@ -122,12 +144,22 @@ CASES = [
     {"key": "h2c-4k", "title": "a 4 KB file over h2c", "tls": False, "path": "/f4k.bin",
      "file": "f4k.bin"},
     {"key": "h2c-idle", "title": f"{IDLE:,} idle h2c connections", "tls": False, "idle": True},
+    {"key": "hello-h2c", "title": "http-hello over h2c, 16 streams a connection", "tls": False,
+     "hello": True, "loader": "h2load"},
+    {"key": "hello-h1", "title": "http-hello over HTTP/1.1, pipelined 16 deep", "tls": False,
+     "hello": True, "loader": "sxe-http"},
 ]
+
 
 
 def chosen(ctx, case):
     keep = ctx.args.servers
-    return [s for s in specs(ctx, case["tls"]) if not keep or any(k in s.name for k in keep)]
+    if case.get("hello"):
+        found = [Spec("http-hello", lambda p: [ctx.program("examples/http-hello"),
+                                               f"127.0.0.1:{p}"])]
+    else:
+        found = specs(ctx, case["tls"])
+    return [s for s in found if not keep or any(k in s.name for k in keep)]
 
 
 def estimate(ctx):
@@ -147,11 +179,12 @@ def run(ctx, say):
     for round_number in range(ctx.args.rounds):
         for case in CASES:
             servers = chosen(ctx, case)
-            turn = round_number % len(servers)
+            turn = round_number % max(len(servers), 1)
             for spec in servers[turn:] + servers[:turn]:  # interleaved: each goes first in turn
                 done += 1
                 try:
-                    figures, failure = (idle if case.get("idle") else measure)(ctx, spec, case)
+                    how = idle if case.get("idle") else hello if case.get("hello") else measure
+                    figures, failure = how(ctx, spec, case)
                 except (RuntimeError, OSError) as error:
                     figures, failure = {}, str(error)
                 cells.add(case["key"], spec.name, figures, failure)
@@ -169,7 +202,7 @@ def run(ctx, say):
         "The last column is sxe-httpd's CPU per request over the row's, round by round."))
     rows = []
     for case in CASES:
-        if case.get("idle"):
+        if case.get("idle") or case.get("hello"):
             continue
         for spec in chosen(ctx, case):
             rows.append([case["title"], spec.name, cells.show(case["key"], spec.name, "rate", 0),
@@ -183,6 +216,13 @@ def run(ctx, say):
                  for spec in chosen(ctx, CASES[-1])]
     section.add_table(f"Memory per idle HTTP/2 connection ({IDLE:,} held)",
                       ["server", "KB per connection"], idle_rows)
+    hello_rows = [[case["title"], cells.show(case["key"], "http-hello", "rate", 0),
+                   cells.show(case["key"], "http-hello", "cpu_us", 2)]
+                  for case in CASES if case.get("hello")]
+    section.add_table("The HTTP module (examples/http-hello), its framing's own cost",
+                      ["case", "requests/s", "server CPU µs/request"], hello_rows)
+    section.target("http2", "http-hello over h2c, CPU/request ≤ 1.3x its HTTP/1.1 pipelined",
+                   cells.ratio(("hello-h2c", "http-hello"), ("hello-h1", "http-hello")), 1.3)
     for key, what in (("h2-12", "12 B"), ("h2-4k", "4 KB")):
         for peer, limit in (("h2o", 0.8), ("nginx", 0.7)):
             section.target("http2", f"h2 {what}, CPU/request ≤ {limit}x {peer}'s",
