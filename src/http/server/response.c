@@ -448,8 +448,10 @@ int sxe_http_finish(sxe_http_t *http)
                       http->status, (unsigned long long)http->owed);
         http->keep_alive = false;
     }
-    sxe__http_log(http);    /* before a close can begin: the log may ask for the peer's address */
-    if (http->h2 != NULL) { /* its stream ends; the connection goes on */
+    sxe__http_log(http); /* before a close can begin: the log may ask for the peer's address */
+    if (http->h2 != NULL && http->owed != SXE__HTTP_NO_LENGTH && http->owed > 0) {
+        sxe__h2_reset(http->h2);   /* short: the stream is cut off, not ended as if whole */
+    } else if (http->h2 != NULL) { /* its stream ends; the connection goes on */
         sxe__h2_end(http);
     } else if (!http->keep_alive) {
         /* Unless the client asked to close after a request it sent whole, it may still send. */

@@ -260,8 +260,9 @@ static inline bool sxe__http_in_slot(const sxe_http_t *http)
 }
 
 /*
- * The server's files call one way (tests/build/check-layers.py): serve.c -> server.c -> fiber.c,
- * upgrade.c, upload.c <-> defer.c -> response.c -> request.c. Each section below is one file's.
+ * The server's files call one way (tests/build/check-layers.py): serve.c -> server.c <-> h2.c ->
+ * fiber.c, upgrade.c, upload.c <-> defer.c -> response.c -> h2_send.c, request.c. Each section
+ * below is one file's.
  */
 
 /* request.c: the slots, at the bottom. */
