@@ -478,6 +478,9 @@ size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *dat
 {
     struct h2 *h2 = sxe__http_state(server, conn)->h2;
 
+    if (h2->ending) {
+        return len;
+    }
     h2->busy = true;
     ssize_t used = nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
     h2->busy = false;

@@ -17,6 +17,7 @@ struct h2 {
     size_t memory;    /* bytes held by the session and the streams (malloc_usable_size) */
     bool busy;        /* inside the session (a read or a send): answers wait for the flush */
     bool again;       /* a flush was asked for while busy: the one running goes round again */
+    bool ending;      /* GOAWAY given and taken: our side is shut, the client's bytes dropped */
     int32_t last_id;  /* the highest stream the client opened */
     int32_t reset[8]; /* streams reset lately, whose frames in flight are ignored */
     unsigned reset_next;

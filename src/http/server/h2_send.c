@@ -370,8 +370,12 @@ void sxe__h2_flush(struct h2 *h2)
     if (sxe_conn_backed_up(h2->conn)) { /* held answers that stream wait for on_drained */
         sxe__http_state(h2->server, h2->conn)->full = true;
     }
-    if (!sxe_conn_closed(h2->conn) && !nghttp2_session_want_read(h2->session) &&
+    if (!h2->ending && !sxe_conn_closed(h2->conn) && !nghttp2_session_want_read(h2->session) &&
         !nghttp2_session_want_write(h2->session)) {
-        (void)sxe_conn_close_when_sent(h2->conn); /* GOAWAY given and taken: done */
+        /* GOAWAY given and taken: done. Our side ends once the queue is out, and what the client
+         * still sends (a PING behind its GOAWAY) is read and dropped until its end, as HTTP/1.1's
+         * closing connections do: a close with unread bytes would reset the connection. */
+        h2->ending = true;
+        (void)sxe_conn_shutdown(h2->conn);
     }
 }
