@@ -11,6 +11,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 import h2.config
@@ -69,14 +70,15 @@ class Client:
         if not body:
             self.conn.send_data(stream, b"", end_stream=True)
             self.flush()
-        while body:
+        at = 0
+        while at < len(body):
             room = min(self.conn.local_flow_control_window(stream),
-                       self.conn.max_outbound_frame_size, len(body))
+                       self.conn.max_outbound_frame_size, len(body) - at)
             if room == 0:
                 self.read_some()
                 continue
-            self.conn.send_data(stream, body[:room], end_stream=room == len(body))
-            body = body[room:]
+            self.conn.send_data(stream, body[at:at + room], end_stream=at + room == len(body))
+            at += room
             self.flush()
 
     def read_some(self):
@@ -478,7 +480,7 @@ def test_h2_clients_through_the_proxy_to_an_http1_upstream(build_dir, root, exam
         assert server.stop() == 0
 
 
-def test_a_streamed_route_reads_the_body_gathered_from_its_stream(build_dir, tmp_path):
+def test_a_streamed_route_reads_the_body_from_its_stream_as_it_comes(build_dir, tmp_path):
     port = free_port()
     process = subprocess.Popen([str(build_dir / "examples" / "upload"), f"127.0.0.1:{port}",
                                 str(tmp_path)], stderr=subprocess.DEVNULL)
@@ -488,16 +490,122 @@ def test_a_streamed_route_reads_the_body_gathered_from_its_stream(build_dir, tmp
         payload = bytes(range(256)) * 4096  # 1 MiB, read by the handler's fiber in pieces
         assert client.get("/file.bin", method="PUT", body=payload)[0] == 201
         assert (tmp_path / "file.bin").read_bytes() == payload
-        # Past half a connection's memory (8 MiB): refused, and the connection goes on.
-        stream = client.request("/big.bin", method="PUT", body=b"x" * (8 * 1024 * 1024 + 1))
-        client.until(lambda: client.streams[stream]["ended"] or client.streams[stream]["reset"])
-        assert client.streams[stream]["headers"][":status"] == "413"
-        assert not (tmp_path / "big.bin").exists()
+        # Past what a connection may hold (16 MiB): it streams through a window of 256 KiB.
+        big = hashlib.sha256(b"big").digest() * (24 * 1024 * 1024 // 32)
+        status, _, body = client.get("/big.bin", method="PUT", body=big)
+        assert (status, body) == (201, b"stored big.bin: 25165824 bytes\n")
+        assert (tmp_path / "big.bin").read_bytes() == big
+        # Reset half-way: the handler hears it (the file goes), and the connection goes on.
+        stream = client.conn.get_next_available_stream_id()
+        client.conn.send_headers(stream, [(":method", "PUT"), (":path", "/gone.bin"),
+                                          (":scheme", "http"), (":authority", "x")])
+        client.conn.send_data(stream, b"x" * 16000)
+        client.conn.reset_stream(stream, h2.errors.ErrorCodes.CANCEL)
+        client.flush()
         assert client.get("/small.bin", method="PUT", body=b"small")[0] == 201
+        assert not (tmp_path / "gone.bin").exists()
         client.close()
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
+
+
+def read_request(peer):
+    """An HTTP/1.1 request with a Content-Length, read whole: its body's length."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += peer.recv(65536)
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    got = len(body)
+    while got < length:
+        got += len(peer.recv(1 << 20))
+    return got
+
+
+def test_a_proxied_body_holds_its_client_back_while_the_upstream_does_not_read(build_dir, root):  # noqa: F811,E501
+    """Flow control end to end: an upstream that reads nothing stops the client, by its stream's
+    window, after what the sockets between hold; once it reads, all of the body goes through."""
+    upstream = socket.socket()
+    upstream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    upstream.bind(("127.0.0.1", 0))
+    upstream.listen(1)
+    server = Httpd(build_dir, root, "--proxy", f"/up=127.0.0.1:{upstream.getsockname()[1]}")
+    try:
+        client = Client(server.port)
+        size = 64 * 1024 * 1024
+        stream = client.conn.get_next_available_stream_id()
+        client.streams[stream] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        client.conn.send_headers(stream, [(":method", "POST"), (":path", "/up/sink"),
+                                          (":scheme", "http"), (":authority", "x"),
+                                          ("content-length", str(size))])
+        sent, chunk = 0, b"z" * 16384
+        client.sock.settimeout(0.5)
+        while True:  # send while the window lets us; stop when no update comes for 0.5 s
+            room = min(client.conn.local_flow_control_window(stream), len(chunk), size - sent)
+            if room > 0:
+                client.conn.send_data(stream, chunk[:room])
+                client.flush()
+                sent += room
+                continue
+            try:
+                client.read_some()
+            except socket.timeout:
+                break
+        assert 0 < sent < 16 * 1024 * 1024, sent  # held back well before the 64 MiB
+        peer, _ = upstream.accept()
+        got = []
+        reader = threading.Thread(target=lambda: got.append(read_request(peer)))
+        reader.start()  # the upstream reads now, and the client sends the rest
+        client.sock.settimeout(5)
+        client.send_body(stream, b"z" * (size - sent))
+        reader.join(timeout=10)
+        assert got == [size]
+        peer.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+        client.sock.setblocking(True)
+        client.until(lambda: client.streams[stream]["ended"])
+        assert (client.streams[stream]["headers"][":status"], client.streams[stream]["data"]) == \
+            ("200", b"ok\n")
+        peer.close()
+        client.close()
+    finally:
+        upstream.close()
+        assert server.stop() == 0
+
+
+def test_a_proxied_body_too_long_or_too_slow_is_refused_and_the_connection_goes_on(build_dir, root,  # noqa: F811,E501
+                                                                                 example):
+    upstream = example("http-api")
+    server = Httpd(build_dir, root, "--proxy", f"/echo=127.0.0.1:{upstream}", "--proxy-max-body",
+                   "100000")
+    try:
+        client = Client(server.port)
+        long = client.conn.get_next_available_stream_id()  # no content-length: it shows as it comes
+        client.streams[long] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        client.conn.send_headers(long, [(":method", "POST"), (":path", "/echo"),
+                                        (":scheme", "http"), (":authority", "x")])
+        client.send_body(long, b"y" * 150000)
+        client.until(lambda: client.streams[long]["headers"] is not None)
+        assert client.streams[long]["headers"][":status"] == "413"
+        slow = client.conn.get_next_available_stream_id()
+        client.streams[slow] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        client.conn.send_headers(slow, [(":method", "POST"), (":path", "/echo"),
+                                        (":scheme", "http"), (":authority", "x")])
+        started = time.monotonic()
+        while client.streams[slow]["headers"] is None and time.monotonic() - started < 8:
+            client.conn.send_data(slow, b"s")  # a byte every 0.3 s, far under --body-rate
+            client.flush()
+            try:
+                client.until(lambda: client.streams[slow]["headers"] is not None, timeout=0.3)
+            except (AssertionError, TimeoutError):
+                pass
+        assert client.streams[slow]["headers"][":status"] == "408"
+        assert time.monotonic() - started < 6
+        status, _, body = client.get("/echo", method="POST", body=b"honest")
+        assert (status, body) == (200, b"honest")
+        client.close()
+    finally:
+        assert server.stop() == 0
 
 
 def reset_at_once(client, count):
@@ -615,6 +723,10 @@ def test_a_content_length_past_the_limit_is_refused_at_the_head(example):
     client.flush()
     client.until(lambda: client.streams[stream]["headers"] is not None)
     assert client.streams[stream]["headers"][":status"] == "413"  # no byte of the body sent
+    # The answer is whole, and the client is told not to send the body (RFC 9113 §8.1).
+    client.until(lambda: client.streams[stream]["reset"] is not None)
+    assert client.streams[stream]["reset"] == h2.errors.ErrorCodes.NO_ERROR
+    assert client.get("/hello?name=next")[0] == 200
     client.close()
 
 

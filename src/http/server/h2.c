@@ -5,10 +5,12 @@
  * (pseudo-fields, connection-specific fields, a content-length that matches its DATA). Each
  * stream's request is gathered (its fields copied, its body up to its route's limit) and, once
  * complete, dispatched in a slot as over HTTP/1.1, so routes, handlers, held requests and fibers do
- * not know which version carried it. Many streams are open at once; a held one is enlisted on its
- * connection, so the connection's close cancels it, and a reset of its stream cancels it alone. An
- * "Upgrade: h2c" is not taken: the request is answered over HTTP/1.1 (RFC 9113 §3.1 removed that
- * upgrade).
+ * not know which version carried it. A streamed route's request is dispatched at its head, and its
+ * body goes to the reader as it takes it, the client held back by flow control (h2_body.c); the
+ * window of a gathered body is given back as it comes. Many streams are open at once; a held one is
+ * enlisted on its connection, so the connection's close cancels it, and a reset of its stream
+ * cancels it alone. An "Upgrade: h2c" is not taken: the request is answered over HTTP/1.1 (RFC 9113
+ * §3.1 removed that upgrade).
  */
 #define SXE_LOG_MODULE http_log
 #include "sxe/log.h"
@@ -201,7 +203,54 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     return 0;
 }
 
-/* Body bytes of a request, gathered up to its limit (body_coming): past it, 413. */
+/*
+ * A streamed body that cannot go on (too large, too slow, no memory): answered with status if its
+ * answer has not begun, and its holder cancelled; else its stream is reset, which cancels it.
+ */
+static void refuse_streamed(struct h2_stream *stream, struct slot *held, int status)
+{
+    struct h2 *h2 = stream->h2;
+
+    if (held != NULL && held->http.status != 0) {
+        sxe__h2_reset(stream);
+        return;
+    }
+    refuse(stream, status);
+    if (held != NULL) {
+        stream->slot = NULL;
+        held->http.h2 = NULL; /* its answer was given for it */
+        sxe__http_defer_cancel_one(h2->server, h2->conn, held);
+    }
+}
+
+/* Body bytes of a streamed request: kept for its reader, within its limit and the body rate. */
+static void streamed_data(struct h2_stream *stream, const uint8_t *data, size_t len)
+{
+    sxe_http_server_t *server = stream->h2->server;
+    struct slot *held = sxe__h2_holder(stream);
+    int rc;
+
+    stream->body_seen += len;
+    if (held == NULL) {
+        (void)nghttp2_session_consume(stream->h2->session, stream->id, len); /* answered: dropped */
+    } else if (stream->body_seen > stream->body_limit) {
+        refuse_streamed(stream, held, 413);
+    } else if (sxe__http_body_too_slow(server, held, len)) {
+        SXE_LOG_INFO("a streamed body for %.*s came at under %u bytes a second: answering 408",
+                     (int)held->request.target_len, held->request.target, server->config.body_rate);
+        refuse_streamed(stream, held, 408);
+    } else if ((rc = sxe__h2_body_came(stream, data, len)) < 0) {
+        refuse_streamed(stream, held, 503);
+    } else {
+        sxe__h2_body_feed(stream);
+    }
+}
+
+/*
+ * Body bytes of a request: fed to its reader if its route streams (h2_body.c), else gathered up to
+ * its limit (body_coming; past it, 413). The session gives no window back by itself: a gathered
+ * body's and a dropped one's go back at once.
+ */
 static int on_data(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
                    size_t len, void *user)
 {
@@ -209,6 +258,11 @@ static int on_data(nghttp2_session *session, uint8_t flags, int32_t id, const ui
     struct h2 *h2 = user;
 
     (void)flags;
+    if (stream != NULL && stream->streamed && !stream->refused) {
+        streamed_data(stream, data, len);
+        return 0;
+    }
+    (void)nghttp2_session_consume(session, id, len);
     if (stream == NULL || stream->refused) {
         return 0;
     }
@@ -233,6 +287,11 @@ static void request_head(struct h2_stream *stream, struct sxe_http_request_head 
                                               .content_length = stream->body_len,
                                               .has_body = stream->body_len > 0,
                                               .keep_alive = true};
+    if (stream->streamed) { /* its body is to come: as long as its field says, or to END_STREAM */
+        request->has_body = true;
+        request->content_length = stream->content_length >= 0 ? stream->content_length : 0;
+        request->chunked = stream->content_length < 0;
+    }
     if (stream->authority[1] > 0) {
         request->host = fields + stream->authority[0];
         request->host_len = stream->authority[1];
@@ -255,8 +314,9 @@ static void request_head(struct h2_stream *stream, struct sxe_http_request_head 
 }
 
 /*
- * A request is complete: dispatched in a slot as over HTTP/1.1 (its answer goes to the stream).
- * A CONNECT has no path: tunnels are not served (501), as over HTTP/1.1.
+ * A request is complete, or its head is and its route streams its body: dispatched in a slot as
+ * over HTTP/1.1 (its answer goes to the stream). A CONNECT has no path: tunnels are not served
+ * (501), as over HTTP/1.1.
  */
 static void dispatch(struct h2_stream *stream)
 {
@@ -272,7 +332,9 @@ static void dispatch(struct h2_stream *stream)
     request_head(stream, &slot->request);
     server->h2_answering = stream;
     enum sxe__dispatched what =
-        sxe__http_dispatch(server, h2->conn, slot, stream->body, stream->body_len, false);
+        stream->streamed
+            ? sxe__http_dispatch(server, h2->conn, slot, NULL, 0, true)
+            : sxe__http_dispatch(server, h2->conn, slot, stream->body, stream->body_len, false);
     server->h2_answering = NULL;
     if (what != SXE__HELD) {
         return;
@@ -289,8 +351,7 @@ static void dispatch(struct h2_stream *stream)
 
 /*
  * A request's head has come, and a body follows: its limit is its route's. A streamed route's
- * body (SXE_HTTP_ROUTE_STREAM) is gathered too, up to options.stream_body_bytes and half the
- * connection's memory, and read whole by sxe_http_body_stream() or sxe_http_body_read().
+ * (SXE_HTTP_ROUTE_STREAM) is options.stream_body_bytes, and its handler runs now.
  */
 static void body_coming(struct h2_stream *stream)
 {
@@ -299,22 +360,25 @@ static void body_coming(struct h2_stream *stream)
                                             .method_len = stream->method[1],
                                             .target = stream->fields + stream->target[0],
                                             .target_len = stream->target[1]};
-    uint64_t most = SXE__H2_MEMORY_MAX / 2;
 
     stream->body_limit = server->config.limits.body_bytes;
-    if (server->config.has_stream_routes && stream->target[1] > 0 &&
-        sxe__http_streams(server, &request)) {
-        stream->body_limit =
-            server->config.stream_body_bytes < most ? server->config.stream_body_bytes : most;
+    stream->streamed = server->config.has_stream_routes && stream->target[1] > 0 &&
+                       sxe__http_streams(server, &request);
+    if (stream->streamed) {
+        stream->body_limit = server->config.stream_body_bytes;
     }
-    /* A content-length past the limit is refused now, not after that much has come. */
+    stream->content_length = -1;
     for (uint32_t at = stream->regular_at; at < stream->fields_len;) {
         const char *name = stream->fields + at, *value = name + strlen(name) + 1;
         at += (uint32_t)(value - name) + (uint32_t)strlen(value) + 1;
-        if (strcmp(name, "content-length") == 0 && strtoull(value, NULL, 10) > stream->body_limit) {
-            refuse(stream, 413); /* the session checked it is digits, and the DATA will match */
-            return;
+        if (strcmp(name, "content-length") == 0) { /* the session checked it: digits, matched */
+            stream->content_length = (int64_t)strtoull(value, NULL, 10);
         }
+    }
+    if (stream->content_length > 0 && (uint64_t)stream->content_length > stream->body_limit) {
+        refuse(stream, 413); /* now, not after that much has come */
+    } else if (stream->streamed) {
+        dispatch(stream);
     }
 }
 
@@ -328,9 +392,15 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
         !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
         body_coming(stream);
     }
-    if (stream != NULL && !stream->refused && !stream->dispatched &&
-        (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    if (stream == NULL || stream->refused ||
+        (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        return 0;
+    }
+    if (stream->streamed) {
+        stream->body_ended = true;
+        sxe__h2_body_feed(stream);
+    } else if (!stream->dispatched) {
         dispatch(stream);
     }
     return 0;
@@ -344,13 +414,37 @@ static int on_frame(nghttp2_session *session, const nghttp2_frame *frame, void *
  */
 static struct slot *held_by(struct h2_stream *stream)
 {
-    struct slot *held = stream->slot;
+    struct slot *held = sxe__h2_holder(stream);
 
     stream->slot = NULL;
-    return held != NULL && held->state != SLOT_FREE && held->http.serial == stream->serial &&
-                   held->http.h2 == stream
-               ? held
-               : NULL;
+    return held;
+}
+
+/* A stream reset by either side: frames in flight on it are ignored (on_begin_frame). */
+static void remember_reset(struct h2 *h2, int32_t id)
+{
+    h2->reset[h2->reset_next++ % (sizeof(h2->reset) / sizeof(h2->reset[0]))] = id;
+}
+
+/*
+ * An answer ended while its request's body was still coming (refused, or answered without it):
+ * the client is asked to stop sending it with RST_STREAM NO_ERROR, which leaves the answer whole
+ * (RFC 9113 §8.1), rather than spend its window on bytes that are dropped.
+ */
+static int on_frame_sent(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+    int32_t id = frame->hd.stream_id;
+
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(session, id) == 0) {
+        remember_reset(user, id);
+        return nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR) ==
+                       NGHTTP2_ERR_NOMEM
+                   ? NGHTTP2_ERR_CALLBACK_FAILURE
+                   : 0;
+    }
+    return 0;
 }
 
 /* A stream ended: answered, or reset by either side. A request still held is cancelled. */
@@ -364,7 +458,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     }
     SXE_LOG_DEBUG("HTTP/2 stream %d closed: %s", id, nghttp2_http2_strerror(error_code));
     if (error_code != NGHTTP2_NO_ERROR) { /* reset: frames in flight on it are ignored */
-        h2->reset[h2->reset_next++ % (sizeof(h2->reset) / sizeof(h2->reset[0]))] = id;
+        remember_reset(h2, id);
     }
     struct slot *held = held_by(stream);
     if (held != NULL) {
@@ -377,6 +471,9 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
     if (stream->next != NULL) {
         stream->next->prev = stream->prev;
     }
+    if (stream->streamed) {
+        sxe__h2_body_forget(stream); /* what its reader did not take holds nothing back now */
+    }
     sxe__h2_stream_free(stream);
     return 0;
 }
@@ -384,7 +481,8 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
 /*
  * Requests still arriving past the header timeout (the loop's read_timeout) get 408, as over
  * HTTP/1.1, and their bodies are let go: a client that trickles many of them, keeping the
- * connection alive with PINGs, holds nothing for long. Checked at each read, over the streams.
+ * connection alive with PINGs, holds nothing for long. Checked at each read, over the streams,
+ * while the session is busy: the answers go after, and the streams they end are freed then.
  */
 static void late(struct h2 *h2)
 {
@@ -401,19 +499,22 @@ static void late(struct h2 *h2)
 }
 
 static nghttp2_session_callbacks *callbacks; /* the same for every session: made once */
+static nghttp2_option *option;               /* windows given back by us (on_data, h2_body.c) */
 static pthread_once_t callbacks_once = PTHREAD_ONCE_INIT;
 
 static void callbacks_make(void)
 {
-    if (nghttp2_session_callbacks_new(&callbacks) != 0) {
+    if (nghttp2_option_new(&option) != 0 || nghttp2_session_callbacks_new(&callbacks) != 0) {
         return; /* GCOVR_EXCL_LINE: out of memory at the first HTTP/2 connection */
     }
+    nghttp2_option_set_no_auto_window_update(option, 1);
     nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_sent);
 }
 
 bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
@@ -439,7 +540,7 @@ bool sxe__h2_begin(sxe_http_server_t *server, sxe_conn_t *conn)
                        .calloc = mem_calloc,
                        .realloc = mem_realloc};
     /* The connection's window as large as a stream's, so that one stream can fill its own. */
-    if (nghttp2_session_server_new3(&h2->session, callbacks, h2, NULL, &mem) != 0 ||
+    if (nghttp2_session_server_new3(&h2->session, callbacks, h2, option, &mem) != 0 ||
         nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, settings,
                                 sizeof(settings) / sizeof(settings[0])) != 0 ||
         nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0,
@@ -481,8 +582,11 @@ size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *dat
     if (h2->ending) {
         return len;
     }
-    h2->busy = true;
+    h2->busy = true; /* answers given meanwhile go in the flush after, which may free streams */
     ssize_t used = nghttp2_session_mem_recv(h2->session, (const uint8_t *)data, len);
+    if (used >= 0) {
+        late(h2);
+    }
     h2->busy = false;
     if (used < 0) { /* the preface was wrong, a flood, out of memory: GOAWAY if it can, and close */
         SXE_LOG_DEBUG("HTTP/2: %s; closing the connection", nghttp2_strerror((int)used));
@@ -495,7 +599,6 @@ size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *dat
         }
         return len;
     }
-    late(h2);
     sxe__h2_flush(h2);
     return len;
 }

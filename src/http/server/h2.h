@@ -19,6 +19,8 @@ struct h2 {
     bool again;       /* a flush was asked for while busy: the one running goes round again */
     bool ending;      /* GOAWAY given and taken: our side is shut, the client's bytes dropped */
     int32_t last_id;  /* the highest stream the client opened */
+    size_t unread;    /* streamed bodies' bytes kept, not yet taken by their readers (h2_body.c) */
+    size_t owed;      /* of those, bytes the connection's window was not given back for yet */
     int32_t reset[8]; /* streams reset lately, whose frames in flight are ignored */
     unsigned reset_next;
     struct h2_stream *all; /* every stream the session has, to free them with it */
@@ -65,10 +67,16 @@ struct h2_stream {
     uint32_t field_count;
     bool refused; /* answered while it arrived (too large): the rest is dropped */
     bool dispatched;
-    char *body;
+    bool streamed;   /* its route streams bodies: dispatched at its head, DATA fed (h2_body.c) */
+    bool body_ended; /* the client's END_STREAM came */
+    bool body_told;  /* the reader was handed the body's end */
+    char *body;      /* gathered whole; or, streamed, the DATA not yet taken, from body_at */
     size_t body_len;
     size_t body_room;
-    uint64_t body_limit; /* its route's (body_coming) */
+    size_t body_at;
+    uint64_t body_seen;     /* streamed: the body's bytes so far */
+    uint64_t body_limit;    /* its route's (body_coming) */
+    int64_t content_length; /* its content-length field's, or -1 */
     /* The answer: its head's fields, which the session points at until it sends them, and its
      * body's pieces. */
     nghttp2_nv *head;
@@ -86,5 +94,13 @@ void sxe__h2_free(struct h2 *h2, void *p);
 void sxe__h2_flush(struct h2 *h2);
 /* h2_send.c: frees a stream and its answer's pieces (released as not sent). */
 void sxe__h2_stream_free(struct h2_stream *stream);
+/* h2_body.c: the request a stream's slot holds (its serial checked), or NULL. */
+struct slot *sxe__h2_holder(struct h2_stream *stream);
+/* h2_body.c: DATA of a streamed body came: kept, and handed out as its reader takes it. */
+int sxe__h2_body_came(struct h2_stream *stream, const uint8_t *data, size_t len);
+/* h2_body.c: hands a streamed body's kept DATA (and its end, once come) to its reader. */
+void sxe__h2_body_feed(struct h2_stream *stream);
+/* h2_body.c: a streamed stream closed: its kept DATA no longer holds the connection back. */
+void sxe__h2_body_forget(struct h2_stream *stream);
 
 #endif

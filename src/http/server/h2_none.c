@@ -70,3 +70,8 @@ void sxe__h2_reset(struct h2_stream *stream)
 {
     (void)stream;
 }
+
+void sxe__h2_body_offer(struct slot *held)
+{
+    (void)held; /* no stream without HTTP/2 */
+}

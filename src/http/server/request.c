@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sxe/clock.h"
+#include "sxe/fiber.h"
 #include "sxe/timer.h"
 #include "server.h"
 
@@ -221,4 +222,60 @@ size_t sxe__http_decode_chunked(sxe_http_server_t *server, const char *data, int
         at += (size_t)used;
     } while (!piece.done);
     return decoded;
+}
+
+/*
+ * Streamed request bodies' pieces, as the reader takes them: over HTTP/1.1 from the connection's
+ * input (upload.c), over HTTP/2 from the stream's DATA (h2_body.c).
+ */
+size_t sxe__http_body_wanted(const struct slot *held)
+{
+    if (held->reader != NULL) {
+        return held->read_room;
+    }
+    return held->on_body != NULL && !held->body_paused ? SIZE_MAX : 0;
+}
+
+void sxe__http_body_hand(struct slot *held, const char *data, size_t len, bool done)
+{
+    if (held->reader == NULL) {
+        held->on_body(&held->http, data, len, done, held->body_arg);
+        return;
+    }
+    sxe_fiber_t *reader = held->reader;
+    held->reader = NULL;
+    if (len > 0) {
+        memcpy(held->read_buf, data, len); /* len <= read_room: the feed gave no more */
+    }
+    (void)sxe_fiber_wake(reader, (int)len);
+}
+
+/*
+ * Judged over windows of BODY_WINDOW or more, while the body is wanted (a window restarts when its
+ * reader stops taking it). A client that trickles a byte every few seconds would otherwise hold
+ * its request, and a proxy's upstream connection, for as long as it likes: each byte restarts the
+ * held request's deadline.
+ */
+#define BODY_WINDOW (3 * SXE_NS_PER_SEC)
+
+bool sxe__http_body_too_slow(sxe_http_server_t *server, struct slot *held, size_t bytes)
+{
+    uint64_t now = sxe_loop_now(server->loop);
+
+    if (held->rate_restart) {
+        held->rate_restart = false;
+        held->rate_since = now;
+        held->rate_bytes = 0;
+    }
+    held->rate_bytes += bytes;
+    uint64_t window = now - held->rate_since;
+    if (window < BODY_WINDOW) {
+        return false;
+    }
+    if ((double)held->rate_bytes < (double)server->config.body_rate * (double)window / 1e9) {
+        return true;
+    }
+    held->rate_since = now;
+    held->rate_bytes = 0;
+    return false;
 }

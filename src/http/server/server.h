@@ -284,6 +284,12 @@ void sxe__http_enlist(sxe_http_server_t *server, struct http_conn *state, struct
 void sxe__http_delist(sxe_http_server_t *server, struct http_conn *state, struct slot *slot);
 /* A response call on a held request that was cancelled: frees it. -ECANCELED, or 0 if live. */
 int sxe__http_held_check(sxe_http_t *http);
+/* How many body bytes a streamed body's reader takes now (0: none, it waits or paused). */
+size_t sxe__http_body_wanted(const struct slot *held);
+/* Hands a piece of a streamed body to its callback, or copies it to its fiber and runs it. */
+void sxe__http_body_hand(struct slot *held, const char *data, size_t len, bool done);
+/* Whether a streamed body comes too slowly (under options.body_rate), counting bytes more. */
+bool sxe__http_body_too_slow(sxe_http_server_t *server, struct slot *held, size_t bytes);
 
 /* The same for any request: one test of a flag for a request that was never held. */
 static inline int sxe__http_defer_check(sxe_http_t *http)
@@ -384,5 +390,7 @@ int sxe__h2_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_
 void sxe__h2_end(sxe_http_t *http);
 /* h2_send.c: a held request's stream is reset (its answer is cut off: the deadline passed). */
 void sxe__h2_reset(struct h2_stream *stream);
+/* h2_body.c: a streamed body's reader takes more: its stream's DATA kept so far goes to it. */
+void sxe__h2_body_offer(struct slot *held);
 
 #endif

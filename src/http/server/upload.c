@@ -24,28 +24,6 @@
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
-/* How many body bytes the reader takes now: 0 stops the feed. */
-static size_t wanted(const struct slot *held)
-{
-    if (held->reader != NULL) {
-        return held->read_room;
-    }
-    return held->on_body != NULL && !held->body_paused ? SIZE_MAX : 0;
-}
-
-/* Hands a piece to the callback, or copies it to the waiting fiber and runs it. */
-static void hand(struct slot *held, const char *data, size_t len, bool done)
-{
-    if (held->reader == NULL) {
-        held->on_body(&held->http, data, len, done, held->body_arg);
-        return;
-    }
-    sxe_fiber_t *reader = held->reader;
-    held->reader = NULL;
-    memcpy(held->read_buf, data, len); /* len <= read_room: the feed gave no more */
-    (void)sxe_fiber_wake(reader, (int)len);
-}
-
 /* The client sent a malformed or oversized body: 400 or 413 if no answer started, and it goes. */
 static void malformed(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held, int status)
 {
@@ -67,36 +45,6 @@ bool sxe__http_upload_active(sxe_http_server_t *server, const struct http_conn *
 }
 
 /*
- * Whether the body comes too slowly: judged over windows of BODY_WINDOW or more, while the body is
- * wanted (a window restarts when its reader stops taking it). A client that trickles a byte every
- * few seconds would otherwise hold its request, and a proxy's upstream connection, for as long as
- * it likes: each byte restarts the held request's deadline.
- */
-#define BODY_WINDOW (3 * SXE_NS_PER_SEC)
-
-static bool too_slow(sxe_http_server_t *server, struct slot *held, size_t bytes)
-{
-    uint64_t now = sxe_loop_now(server->loop);
-
-    if (held->rate_restart) {
-        held->rate_restart = false;
-        held->rate_since = now;
-        held->rate_bytes = 0;
-    }
-    held->rate_bytes += bytes;
-    uint64_t window = now - held->rate_since;
-    if (window < BODY_WINDOW) {
-        return false;
-    }
-    if ((double)held->rate_bytes < (double)server->config.body_rate * (double)window / 1e9) {
-        return true;
-    }
-    held->rate_since = now;
-    held->rate_bytes = 0;
-    return false;
-}
-
-/*
  * Longer than 80 lines on purpose: one pass over the kept input, handing out pieces while someone
  * takes them, and each hand-off may answer, cancel or close, which the pass must see at once.
  */
@@ -111,7 +59,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
     size_t want;
 
     held->feeding = true;
-    while (at < len && !piece.done && (want = wanted(held)) > 0) {
+    while (at < len && !piece.done && (want = sxe__http_body_wanted(held)) > 0) {
         size_t give = len - at < want ? len - at : want;
         long taken = sxe_http_parse_body(&state->parser, data + at, give,
                                          &server->config.stream_limits, &piece);
@@ -121,7 +69,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
             return len;
         }
         at += (size_t)taken;
-        if (!piece.done && too_slow(server, held, (size_t)taken)) {
+        if (!piece.done && sxe__http_body_too_slow(server, held, (size_t)taken)) {
             held->feeding = false;
             SXE_LOG_INFO("a streamed body for %.*s came at under %u bytes a second: answering 408",
                          (int)held->request.target_len, held->request.target,
@@ -142,7 +90,7 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
                                 0); /* it runs already: no new timer is taken */
             (void)restarted;
         }
-        hand(held, piece.data, piece.len, piece.done);
+        sxe__http_body_hand(held, piece.data, piece.len, piece.done);
         if (sxe_conn_closed(conn)) {
             return len; /* closed by the reader: on_close cancelled its request */
         }
@@ -176,6 +124,10 @@ static void offer(sxe_http_server_t *server, struct slot *held)
 
     if (sxe_conn_closed(conn) || held->feeding) {
         return; /* closed in this callback, or the feed goes on by itself */
+    }
+    if (held->http.h2 != NULL) {
+        sxe__h2_body_offer(held); /* its stream's DATA, kept until taken */
+        return;
     }
     struct http_conn *state = sxe__http_state(server, conn);
     if (state->waiting && state->first == (uint32_t)(held - server->slots) + 1) {
@@ -257,7 +209,7 @@ int sxe_http_body_stream(sxe_http_t *http, sxe_http_body_t on_body, void *arg)
     }
     held->on_body = on_body;
     held->body_arg = arg;
-    if (!held->streaming) { /* none, or it came whole (HTTP/2 gathers it): one piece */
+    if (!held->streaming) { /* none, or it came whole: one piece */
         on_body(http, http->body, http->body_len, true, arg);
         return 0;
     }
