@@ -232,7 +232,8 @@ int sxe_http_server_stats(const sxe_http_server_t *server, unsigned index,
  * in pieces as they arrive: sxe_http_body_stream() (callbacks) or sxe_http_body_read() (fibers).
  * The body may be as long as options.stream_body_bytes, far beyond the connection's buffer. A
  * request answered before its body was read to the end is answered with "Connection: close",
- * and the rest of its body is read and dropped until the client closes.
+ * and the rest of its body is read and dropped until the client closes; over HTTP/2 its stream is
+ * reset with NO_ERROR after the answer instead, and the connection goes on.
  */
 #define SXE_HTTP_ROUTE_STREAM 0x4u
 
@@ -388,7 +389,8 @@ int sxe_http_body_stream(sxe_http_t *held, sxe_http_body_t on_body, void *arg);
 
 /**
  * Stops on_body calls (after the one running, if any) and reading from the client, whom TCP then
- * holds back, until sxe_http_body_resume(). @return 0, or -EINVAL as sxe_http_body_stream().
+ * holds back (over HTTP/2, its stream's window), until sxe_http_body_resume(). @return 0, or
+ * -EINVAL as sxe_http_body_stream().
  */
 int sxe_http_body_pause(sxe_http_t *held);
 int sxe_http_body_resume(sxe_http_t *held);
