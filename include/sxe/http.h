@@ -307,15 +307,17 @@ SXE_MUST_CHECK int sxe_http_defer(sxe_http_t *http, sxe_http_cancel_t on_cancel,
 typedef void (*sxe_http_drained_t)(sxe_http_t *held, void *arg);
 
 /**
- * Whether the request's connection has high_water bytes or more of output queued: a response
- * streamed over time (a proxied body, server-sent events) should stop sending until its connection
- * drains, so a slow client holds the sender back instead of filling memory up to write_limit.
+ * Whether the request's connection has high_water bytes or more of output queued, or, over HTTP/2,
+ * its stream has 64 KiB or more waiting for its window: a response streamed over time (a proxied
+ * body, server-sent events) should stop sending until its connection drains, so a slow client
+ * holds the sender back instead of filling memory up to write_limit.
  */
 bool sxe_http_backed_up(const sxe_http_t *http);
 
 /**
  * Calls on_drained(held, arg) each time the held request's connection has sent all its queued
- * output (NULL stops it), until its response is finished or it is cancelled. @return 0, or
+ * output, or, over HTTP/2, its stream that was backed up has sent what waited on it (NULL stops
+ * it), until its response is finished or it is cancelled. @return 0, or
  * -EINVAL if held is not a held request (asserts in debug builds).
  */
 int sxe_http_set_drained(sxe_http_t *held, sxe_http_drained_t on_drained, void *arg);

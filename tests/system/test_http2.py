@@ -90,6 +90,8 @@ class Client:
             if isinstance(event, h2.events.ResponseReceived):
                 self.streams[stream]["headers"] = dict(event.headers)
             elif isinstance(event, h2.events.DataReceived):
+                if not isinstance(self.streams[stream]["data"], bytearray):  # grows in place
+                    self.streams[stream]["data"] = bytearray(self.streams[stream]["data"])
                 self.streams[stream]["data"] += event.data
                 if not self.hold_window:
                     self.conn.acknowledge_received_data(event.flow_controlled_length, stream)
@@ -675,6 +677,38 @@ def test_a_held_answer_waiting_for_its_window_leaves_its_slot_to_others(build_di
         other.close()
     finally:
         stop_example(process)
+
+
+def test_a_proxied_answer_read_slowly_holds_its_upstream_back_not_the_connection(build_dir, root):  # noqa: F811,E501
+    """A 24 MB answer from the upstream to a stream whose window the client keeps shut: the proxy
+    stops reading the upstream once the stream's pieces back up (64 KiB), instead of queueing it
+    until the connection's 16 MiB and closing the connection; the connection's other streams go
+    on, and once the client reads, the whole answer comes."""
+    big = hashlib.sha256(b"slow").digest() * (24 * 1000 * 1000 // 32)
+    (root / "big.bin").write_bytes(big)
+    (root / "up").mkdir()
+    (root / "up" / "big.bin").write_bytes(big)
+    upstream = Httpd(build_dir, root)
+    server = Httpd(build_dir, root, "--proxy", f"/up/=127.0.0.1:{upstream.port}")
+    try:
+        client = Client(server.port)
+        client.conn.increment_flow_control_window(2**30)  # the connection's: streams' stay small
+        client.hold_window = True
+        slow = client.request("/up/big.bin")
+        client.until(lambda: len(client.streams[slow]["data"]) >= 65535)
+        time.sleep(1)  # the upstream could send it all meanwhile
+        client.hold_window = False
+        assert client.get("/hello.txt")[0] == 200  # the connection serves on
+        assert client.terminated is None and client.streams[slow]["reset"] is None
+        client.hold_window = True  # its window opened for the rest at once: fewer frames to read
+        client.conn.increment_flow_control_window(2**30, slow)
+        client.flush()
+        client.until(lambda: client.streams[slow]["ended"], timeout=30)
+        assert client.streams[slow]["data"] == big
+        client.close()
+    finally:
+        assert server.stop() == 0
+        assert upstream.stop() == 0
 
 
 def test_large_windows_take_whole_files_in_one_go(httpd, root):  # noqa: F811

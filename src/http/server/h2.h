@@ -18,6 +18,7 @@ struct h2 {
     bool busy;        /* inside the session (a read or a send): answers wait for the flush */
     bool again;       /* a flush was asked for while busy: the one running goes round again */
     bool ending;      /* GOAWAY given and taken: our side is shut, the client's bytes dropped */
+    bool drained;     /* a stream that was backed up has given the session all its pieces */
     int32_t last_id;  /* the highest stream the client opened */
     size_t unread;    /* streamed bodies' bytes kept, not yet taken by their readers (h2_body.c) */
     size_t owed;      /* of those, bytes the connection's window was not given back for yet */
@@ -30,6 +31,11 @@ struct h2 {
  * the server's, each loop's HTTP/2 connections' together. */
 #define SXE__H2_MEMORY_MAX        (16u * 1024 * 1024)
 #define SXE__H2_SERVER_MEMORY_MAX (256u * 1024 * 1024)
+
+/* An answer's bytes waiting on its stream at which the stream is backed up: a streamed answer
+ * (a proxied body) stops there until they are out, so that a client that reads one stream
+ * slowly holds that stream's sender back, not its connection's memory. */
+#define SXE__H2_STREAM_HIGH_WATER (64u * 1024)
 
 /* A piece of an answer's body waiting for its stream's window: bytes (copied after the struct, or
  * the caller's), or a file range. */
@@ -81,8 +87,11 @@ struct h2_stream {
      * body's pieces. */
     nghttp2_nv *head;
     struct h2_piece *first, *last;
-    bool ended;   /* sxe_http_finish(): the body ends after the pieces */
-    bool waiting; /* the data source found nothing yet: resumed when a piece comes */
+    bool ended;    /* sxe_http_finish(): the body ends after the pieces */
+    bool waiting;  /* the data source found nothing yet: resumed when a piece comes */
+    bool backed;   /* its pieces reached SXE__H2_STREAM_HIGH_WATER (sxe_http_backed_up()) */
+    bool drained;  /* and then went out: its holder's on_drained is due */
+    size_t queued; /* bytes in its pieces */
 };
 
 /* h2_send.c: memory counted against the connection's (NULL past its limit). */
@@ -94,7 +103,7 @@ void sxe__h2_free(struct h2 *h2, void *p);
 void sxe__h2_flush(struct h2 *h2);
 /* h2_send.c: frees a stream and its answer's pieces (released as not sent). */
 void sxe__h2_stream_free(struct h2_stream *stream);
-/* h2_body.c: the request a stream's slot holds (its serial checked), or NULL. */
+/* h2_send.c: the request a stream's slot holds (its serial checked), or NULL. */
 struct slot *sxe__h2_holder(struct h2_stream *stream);
 /* h2_body.c: DATA of a streamed body came: kept, and handed out as its reader takes it. */
 int sxe__h2_body_came(struct h2_stream *stream, const uint8_t *data, size_t len);

@@ -15,16 +15,6 @@
 
 #define UNREAD_MAX (1024u * 1024)
 
-struct slot *sxe__h2_holder(struct h2_stream *stream)
-{
-    struct slot *held = stream->slot;
-
-    return held != NULL && held->state != SLOT_FREE && held->http.serial == stream->serial &&
-                   held->http.h2 == stream
-               ? held
-               : NULL;
-}
-
 /* Unread bytes taken, or dropped: the connection's window owed for them goes back once it can. */
 static void unread_less(struct h2 *h2, size_t bytes)
 {

@@ -75,3 +75,9 @@ void sxe__h2_body_offer(struct slot *held)
 {
     (void)held; /* no stream without HTTP/2 */
 }
+
+bool sxe__h2_backed_up(const struct h2_stream *stream)
+{
+    (void)stream;
+    return false;
+}

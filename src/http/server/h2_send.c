@@ -84,6 +84,16 @@ static void piece_free(struct h2 *h2, struct h2_piece *piece)
     sxe__h2_free(h2, piece);
 }
 
+struct slot *sxe__h2_holder(struct h2_stream *stream)
+{
+    struct slot *held = stream->slot;
+
+    return held != NULL && held->state != SLOT_FREE && held->http.serial == stream->serial &&
+                   held->http.h2 == stream
+               ? held
+               : NULL;
+}
+
 void sxe__h2_stream_free(struct h2_stream *stream)
 {
     struct h2 *h2 = stream->h2;
@@ -129,11 +139,16 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
         }
         piece->len -= part;
         filled += part;
+        stream->queued -= part;
         if (piece->len == 0) {
             stream->first = piece->next;
             stream->last = stream->first != NULL ? stream->last : NULL;
             piece_free(stream->h2, piece);
         }
+    }
+    if (stream->backed && stream->queued == 0) { /* its holder may send more (after the flush) */
+        stream->backed = false;
+        stream->drained = stream->h2->drained = true;
     }
     if (stream->first == NULL && stream->ended) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -276,6 +291,8 @@ static int add_piece(sxe_http_t *http, struct h2_piece *piece)
     }
     stream->last = piece;
     http->sent += piece->len;
+    stream->queued += piece->len;
+    stream->backed = stream->backed || stream->queued >= SXE__H2_STREAM_HIGH_WATER;
     wake(stream);
     return 0;
 }
@@ -341,12 +358,8 @@ void sxe__h2_reset(struct h2_stream *stream)
  * send may drain the output at once, and its on_drained asks for a flush while this one is busy:
  * then this one goes round again, or the rest would wait for the client's next frame.
  */
-void sxe__h2_flush(struct h2 *h2)
+static void send_frames(struct h2 *h2)
 {
-    if (h2->busy || sxe_conn_closed(h2->conn)) {
-        h2->again = h2->busy;
-        return;
-    }
     h2->busy = true;
     do {
         h2->again = false;
@@ -367,10 +380,50 @@ void sxe__h2_flush(struct h2 *h2)
         }
     } while (h2->again && !sxe_conn_closed(h2->conn) && !sxe_conn_backed_up(h2->conn));
     h2->busy = false;
+}
+
+/*
+ * Streams that were backed up and have given the session all their pieces: their holders'
+ * on_drained (sxe_http_set_drained()) may send more. The session stays busy meanwhile, so that no
+ * stream ends under the walk; what they send goes in the next send_frames(). @return false if a
+ * holder closed the connection (the session is gone).
+ */
+static bool tell_drained(struct h2 *h2)
+{
+    sxe_conn_t *conn = h2->conn;
+
+    h2->drained = false;
+    h2->busy = true;
+    for (struct h2_stream *stream = h2->all; stream != NULL; stream = stream->next) {
+        struct slot *held = stream->drained ? sxe__h2_holder(stream) : NULL;
+        stream->drained = false;
+        if (held != NULL && held->state == SLOT_HELD && held->on_drained != NULL) {
+            held->on_drained(&held->http, held->drained_arg);
+            if (sxe_conn_closed(conn)) {
+                return false;
+            }
+        }
+    }
+    h2->busy = false;
+    return true;
+}
+
+void sxe__h2_flush(struct h2 *h2)
+{
+    if (h2->busy || sxe_conn_closed(h2->conn)) {
+        h2->again = h2->busy;
+        return;
+    }
+    do {
+        send_frames(h2);
+    } while (h2->drained && !sxe_conn_closed(h2->conn) && tell_drained(h2));
+    if (sxe_conn_closed(h2->conn)) {
+        return;
+    }
     if (sxe_conn_backed_up(h2->conn)) { /* held answers that stream wait for on_drained */
         sxe__http_state(h2->server, h2->conn)->full = true;
     }
-    if (!h2->ending && !sxe_conn_closed(h2->conn) && !nghttp2_session_want_read(h2->session) &&
+    if (!h2->ending && !nghttp2_session_want_read(h2->session) &&
         !nghttp2_session_want_write(h2->session)) {
         /* GOAWAY given and taken: done. Our side ends once the queue is out, and what the client
          * still sends (a PING behind its GOAWAY) is read and dropped until its end, as HTTP/1.1's
@@ -378,4 +431,9 @@ void sxe__h2_flush(struct h2 *h2)
         h2->ending = true;
         (void)sxe_conn_shutdown(h2->conn);
     }
+}
+
+bool sxe__h2_backed_up(const struct h2_stream *stream)
+{
+    return stream->queued >= SXE__H2_STREAM_HIGH_WATER;
 }

@@ -154,11 +154,6 @@ void sxe__http_defer_started(sxe_http_t *http)
     sxe_timer_stop(http->server->loop, &sxe__http_slot(http)->deadline);
 }
 
-bool sxe_http_backed_up(const sxe_http_t *http)
-{
-    return sxe__http_state(http->server, http->conn)->full;
-}
-
 int sxe_http_set_drained(sxe_http_t *held, sxe_http_drained_t on_drained, void *arg)
 {
     if (!SXE_CHECK(held != NULL && held->held)) {

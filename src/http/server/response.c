@@ -399,6 +399,12 @@ int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset, size_t len,
     return send_file(http, fd, offset, len, false, release, arg);
 }
 
+bool sxe_http_backed_up(const sxe_http_t *http)
+{
+    return sxe__http_state(http->server, http->conn)->full ||
+           (http->h2 != NULL && sxe__h2_backed_up(http->h2)); /* its stream's pieces wait */
+}
+
 /* Connection: close was sent: shut our side once the queue drains, and wait for the peer. */
 void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn, bool linger)
 {

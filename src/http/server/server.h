@@ -390,6 +390,9 @@ int sxe__h2_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_
 void sxe__h2_end(sxe_http_t *http);
 /* h2_send.c: a held request's stream is reset (its answer is cut off: the deadline passed). */
 void sxe__h2_reset(struct h2_stream *stream);
+/* h2_send.c: whether a stream's answer has SXE__H2_STREAM_HIGH_WATER bytes or more waiting on it
+ * (sxe_http_backed_up()); it tells its holder's on_drained once they are out. */
+bool sxe__h2_backed_up(const struct h2_stream *stream);
 /* h2_body.c: a streamed body's reader takes more: its stream's DATA kept so far goes to it. */
 void sxe__h2_body_offer(struct slot *held);
 
