@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "h2.h"
+#include "sxe/clock.h"
 
 static struct sxe_log_module http_log = SXE_LOG_MODULE_INIT(HTTP);
 
@@ -94,6 +95,41 @@ static int append(struct h2 *h2, char **buf, size_t *len, size_t *room, const vo
 }
 
 /*
+ * Frames that make the server work and carry no request: PING and SETTINGS (not their ACKs),
+ * PRIORITY, and DATA that is empty and does not end its stream. nghttp2 limits the answers to
+ * PINGs and SETTINGS that pile up unread, not the frames, and the others not at all: a client that
+ * sends them without end costs CPU for nothing (CVE-2019-9512, -9515, -9518). Past CHATTER_MAX of
+ * them within a second, the connection ends with ENHANCE_YOUR_CALM. (WINDOW_UPDATE is not counted:
+ * a client downloading fast sends many.)
+ */
+#define CHATTER_MAX 1000
+
+static bool chattered(struct h2 *h2, const nghttp2_frame_hd *hd)
+{
+    bool idle =
+        hd->type == NGHTTP2_PRIORITY ||
+        ((hd->type == NGHTTP2_PING || hd->type == NGHTTP2_SETTINGS) &&
+         !(hd->flags & NGHTTP2_FLAG_ACK)) ||
+        (hd->type == NGHTTP2_DATA && hd->length == 0 && !(hd->flags & NGHTTP2_FLAG_END_STREAM));
+    if (!idle) {
+        return false;
+    }
+    uint64_t now = sxe_loop_now(sxe_conn_loop(h2->conn));
+    if (now - h2->chatter_since >= SXE_NS_PER_SEC) {
+        h2->chatter_since = now;
+        h2->chatter = 0;
+    }
+    if (++h2->chatter <= CHATTER_MAX) {
+        return false;
+    }
+    SXE_LOG_INFO("HTTP/2: a client sent more than %u frames in a second with no request in them: "
+                 "ENHANCE_YOUR_CALM",
+                 CHATTER_MAX);
+    h2->calm = true;
+    return true;
+}
+
+/*
  * A HEADERS frame on a stream the session does not have, below the highest the client opened:
  * RFC 9113 §5.1.1 wants a connection error (PROTOCOL_ERROR), which nghttp2 leaves to its user (it
  * cannot tell a stream closed from one never opened, and ignores the frame). A stream reset a
@@ -103,6 +139,9 @@ static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, 
 {
     struct h2 *h2 = user;
 
+    if (chattered(h2, hd)) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE; /* GOAWAY with ENHANCE_YOUR_CALM (sxe__h2_read) */
+    }
     if (hd->type != NGHTTP2_HEADERS || hd->stream_id > h2->last_id ||
         nghttp2_session_find_stream(session, hd->stream_id) != NULL) {
         return 0;
@@ -590,9 +629,10 @@ size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *dat
     h2->busy = false;
     if (used < 0) { /* the preface was wrong, a flood, out of memory: GOAWAY if it can, and close */
         SXE_LOG_DEBUG("HTTP/2: %s; closing the connection", nghttp2_strerror((int)used));
-        (void)nghttp2_session_terminate_session(h2->session, used == NGHTTP2_ERR_FLOODED
-                                                                 ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                                 : NGHTTP2_PROTOCOL_ERROR);
+        bool calm =
+            used == NGHTTP2_ERR_FLOODED || used == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || h2->calm;
+        (void)nghttp2_session_terminate_session(h2->session, calm ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                                  : NGHTTP2_PROTOCOL_ERROR);
         sxe__h2_flush(h2);
         if (!sxe_conn_closed(conn) && sxe_conn_close_when_sent(conn) < 0) {
             sxe_conn_close(conn); /* GCOVR_EXCL_LINE: a close on its way already */
