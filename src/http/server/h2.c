@@ -56,18 +56,24 @@ static void refuse(struct h2_stream *stream, int status)
 {
     sxe_http_server_t *server = stream->h2->server;
 
+    if (stream->streamed) {
+        sxe__h2_body_forget(stream); /* what its reader did not take holds nothing back now */
+    }
     sxe__h2_free(stream->h2, stream->body); /* the rest is dropped as it comes */
     stream->body = NULL;
-    stream->body_len = stream->body_room = 0;
+    stream->body_len = stream->body_room = stream->body_at = 0;
     stream->refused = true;
     server->h2_answering = stream;
     sxe__http_refuse(server, stream->h2->conn, status, NULL, NULL);
     server->h2_answering = NULL;
 }
 
-/* Appends bytes to a stream's growing buffer (its fields, or its body), at most limit in all. */
+/*
+ * Appends bytes to a stream's growing buffer (its fields, or its body), at most limit in all. A
+ * buffer that is part of the stream's own allocation (its first fields) is left, not freed.
+ */
 static int append(struct h2 *h2, char **buf, size_t *len, size_t *room, const void *bytes,
-                  size_t count, size_t limit)
+                  size_t count, size_t limit, const char *inside)
 {
     if (*len + count > limit) {
         return -E2BIG;
@@ -85,7 +91,9 @@ static int append(struct h2 *h2, char **buf, size_t *len, size_t *room, const vo
         if (*len > 0) {
             memcpy(bigger, *buf, *len);
         }
-        sxe__h2_free(h2, *buf);
+        if (*buf != inside) {
+            sxe__h2_free(h2, *buf);
+        }
         *buf = bigger;
         *room = grown;
     }
@@ -164,14 +172,16 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         return 0;
     }
     h2->last_id = frame->hd.stream_id;
-    struct h2_stream *stream = sxe__h2_alloc(h2, sizeof(*stream));
+    struct h2_stream *stream = sxe__h2_alloc(h2, sizeof(*stream) + H2_FIELD_ROOM_MIN);
     if (stream == NULL) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
     }
     *stream = (struct h2_stream){.h2 = h2,
                                  .id = frame->hd.stream_id,
                                  .began = sxe_loop_now(sxe_conn_loop(h2->conn)),
-                                 .next = h2->all};
+                                 .next = h2->all,
+                                 .fields = (char *)(stream + 1), /* a head's first fields */
+                                 .fields_room = H2_FIELD_ROOM_MIN};
     if (h2->all != NULL) {
         h2->all->prev = stream;
     }
@@ -184,7 +194,7 @@ static int add_to_fields(struct h2_stream *stream, const void *bytes, size_t cou
 {
     size_t len = stream->fields_len, room = stream->fields_room;
     int rc = append(stream->h2, &stream->fields, &len, &room, bytes, count,
-                    stream->h2->server->config.limits.header_bytes);
+                    stream->h2->server->config.limits.header_bytes, (const char *)(stream + 1));
 
     stream->fields_len = (uint32_t)len;
     stream->fields_room = (uint32_t)room;
@@ -271,17 +281,22 @@ static void streamed_data(struct h2_stream *stream, const uint8_t *data, size_t 
 
     stream->body_seen += len;
     if (held == NULL) {
-        (void)nghttp2_session_consume(stream->h2->session, stream->id, len); /* answered: dropped */
+        rc = 0; /* answered: dropped */
     } else if (stream->body_seen > stream->body_limit) {
-        refuse_streamed(stream, held, 413);
+        rc = 413;
     } else if (sxe__http_body_too_slow(server, held, len)) {
         SXE_LOG_INFO("a streamed body for %.*s came at under %u bytes a second: answering 408",
                      (int)held->request.target_len, held->request.target, server->config.body_rate);
-        refuse_streamed(stream, held, 408);
-    } else if ((rc = sxe__h2_body_came(stream, data, len)) < 0) {
-        refuse_streamed(stream, held, 503);
-    } else {
+        rc = 408;
+    } else if ((rc = sxe__h2_body_came(stream, data, len)) == 0) {
         sxe__h2_body_feed(stream);
+        return;
+    } else {
+        rc = 503;
+    }
+    (void)nghttp2_session_consume(stream->h2->session, stream->id, len); /* not kept: given back */
+    if (rc != 0) {
+        refuse_streamed(stream, held, rc);
     }
 }
 
@@ -306,7 +321,7 @@ static int on_data(nghttp2_session *session, uint8_t flags, int32_t id, const ui
         return 0;
     }
     int rc = append(h2, &stream->body, &stream->body_len, &stream->body_room, data, len,
-                    stream->body_limit);
+                    stream->body_limit, NULL);
     if (rc < 0) {
         refuse(stream, rc == -E2BIG ? 413 : 503);
     }

@@ -20,9 +20,9 @@ struct h2 {
     bool ending;      /* GOAWAY given and taken: our side is shut, the client's bytes dropped */
     bool drained;     /* a stream that was backed up has given the session all its pieces */
     bool calm;        /* the client chattered past its budget: ENHANCE_YOUR_CALM (h2.c) */
-    uint32_t chatter;       /* frames that carried no request in the second from chatter_since */
+    uint32_t chatter; /* frames that carried no request in the second from chatter_since */
     uint64_t chatter_since; /* the loop's clock */
-    int32_t last_id;  /* the highest stream the client opened */
+    int32_t last_id;        /* the highest stream the client opened */
     size_t unread;    /* streamed bodies' bytes kept, not yet taken by their readers (h2_body.c) */
     size_t owed;      /* of those, bytes the connection's window was not given back for yet */
     int32_t reset[8]; /* streams reset lately, whose frames in flight are ignored */

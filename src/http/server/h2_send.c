@@ -103,7 +103,9 @@ void sxe__h2_stream_free(struct h2_stream *stream)
         stream->first = piece->next;
         piece_free(h2, piece);
     }
-    sxe__h2_free(h2, stream->fields);
+    if (stream->fields != (char *)(stream + 1)) { /* grown out of the stream's own room */
+        sxe__h2_free(h2, stream->fields);
+    }
     sxe__h2_free(h2, stream->body);
     sxe__h2_free(h2, stream->head);
     sxe__h2_free(h2, stream);
@@ -237,30 +239,50 @@ static size_t count_lines(const char *lines)
     return count;
 }
 
+/* A number in decimal at out (20 digits at most): its length. */
+static size_t decimal(char *out, uint64_t number)
+{
+    char digits[20];
+    size_t len = 0;
+
+    do {
+        digits[len++] = (char)('0' + number % 10);
+        number /= 10;
+    } while (number != 0);
+    for (size_t i = 0; i < len; i++) {
+        out[i] = digits[len - 1 - i];
+    }
+    return len;
+}
+
+/*
+ * The head's fields go after the nv array, in one allocation: :status, content-length,
+ * content-type, date and server (built here, with no parsing: this runs for every answer), then
+ * the handler's lines.
+ */
 int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const char *date,
                   const char *headers, int64_t content_length)
 {
     struct h2_stream *stream = http->h2;
-    size_t text_len = strlen(date) + (headers != NULL ? strlen(headers) : 0) +
-                      (content_type != NULL ? strlen(content_type) : 0) + 64;
-    size_t lines = 3 + count_lines(date) + count_lines(headers); /* :status, length, type */
+    size_t type_len = content_type != NULL ? strlen(content_type) : 0;
+    size_t text_len = (headers != NULL ? strlen(headers) : 0) + type_len + 128;
+    size_t lines = 5 + count_lines(headers); /* :status, length, type, date, server */
     nghttp2_nv *nv = sxe__h2_alloc(stream->h2, lines * sizeof(nghttp2_nv) + text_len);
     if (nv == NULL) {
         return -ENOBUFS;
     }
-    char *text = (char *)(nv + lines), number[24];
+    char *text = (char *)(nv + lines), number[20];
     size_t count = 0;
-    int len = snprintf(number, sizeof(number), "%d", status);
-    count += add_field(&nv[count], &text, ":status", 7, number, (size_t)len);
+    count += add_field(&nv[count], &text, ":status", 7, number, decimal(number, (uint64_t)status));
     if (content_length >= 0 && status != 204 && status != 304) {
-        len = snprintf(number, sizeof(number), "%lld", (long long)content_length);
-        count += add_field(&nv[count], &text, "content-length", 14, number, (size_t)len);
+        count += add_field(&nv[count], &text, "content-length", 14, number,
+                           decimal(number, (uint64_t)content_length));
     }
     if (content_type != NULL) {
-        count +=
-            add_field(&nv[count], &text, "content-type", 12, content_type, strlen(content_type));
+        count += add_field(&nv[count], &text, "content-type", 12, content_type, type_len);
     }
-    count += add_lines(&nv[count], &text, date);
+    count += add_field(&nv[count], &text, "date", 4, date, SXE__HTTP_DATE_LEN);
+    count += add_field(&nv[count], &text, "server", 6, "sxe", 3);
     count += add_lines(&nv[count], &text, headers);
     /* The session points at the fields, not copying them: they stay the stream's until it is
      * freed (the HEADERS frame goes before). An answer that can have no body ends with its head. */

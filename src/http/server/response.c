@@ -225,8 +225,8 @@ static int start(sxe_http_t *http, int status, const char *content_type, const c
     const char *date = date_lines(http->server, &date_len);
     if (http->h2 != NULL) { /* fields of a HEADERS frame instead */
         http->chunked = false;
-        return h2_wrote(http,
-                        sxe__h2_start(http, status, content_type, date, headers, content_length));
+        return h2_wrote(http, sxe__h2_start(http, status, content_type, date + 6 /* "Date: " */,
+                                            headers, content_length));
     }
     /* Built with plain copies: this runs for every response, and printf costs several times more.
      */
