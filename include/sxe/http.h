@@ -482,6 +482,17 @@ SXE_MUST_CHECK int sxe_http_sendfile_ref(sxe_http_t *http, int fd, off_t offset,
  */
 int sxe_http_finish(sxe_http_t *http);
 
+/**
+ * Cuts off a held request's response that cannot be finished (what it relays failed half-way),
+ * so that the client does not take what it got for the whole: over HTTP/1.1 the connection closes
+ * (its other requests are cancelled with it); over HTTP/2 the request's stream is reset
+ * (INTERNAL_ERROR) and the connection's other streams go on. Either way the request is cancelled:
+ * its on_cancel is called (now, or from the loop's next turn), and its later calls fail.
+ * @return 0; -EINVAL if http is not a held request (asserts in debug builds); -ECANCELED as
+ *         other sxe_http_*() calls.
+ */
+int sxe_http_abort(sxe_http_t *held);
+
 /** Starts, sends and finishes a whole response with a Content-Type and a body. */
 int sxe_http_respond(sxe_http_t *http, int status, const char *content_type, const void *body,
                      size_t len);

@@ -24,6 +24,7 @@ import pytest
 
 from conftest import wait_for_port
 from h2client import PREFACE, Client, example, httpd, start_example, stop_example  # noqa: F401
+from test_proxy import upstreams  # noqa: F401 (a fixture)
 from test_sxe_httpd import Httpd, free_port, root  # noqa: F401 (root is a fixture)
 from test_tls import certificate  # noqa: F401 (a fixture)
 
@@ -312,6 +313,29 @@ def test_h2_clients_through_the_proxy_to_an_http1_upstream(build_dir, root, exam
         assert all(client.streams[s]["data"] == f'{{"hello": "{i}"}}\n'.encode()
                    for i, s in enumerate(streams))
         assert client.terminated is None
+        client.close()
+    finally:
+        assert server.stop() == 0
+
+
+def test_an_upstream_failing_half_way_resets_its_stream_and_no_other(build_dir, root,  # noqa: F811
+                                                                      upstreams):  # noqa: F811
+    """An upstream that promises 100 bytes, sends 10 and closes: that stream is reset, so the
+    client does not take 10 bytes for the answer, and the connection's other streams go on (it
+    once closed the connection, and all of them with it)."""
+    (root / "big.bin").write_bytes(b"b" * 3000000)
+    up = upstreams()
+    server = Httpd(build_dir, root, "--proxy", f"/api/=127.0.0.1:{up.port}")
+    try:
+        client = Client(server.port)
+        long = client.request("/big.bin")  # under way while the other fails
+        cut = client.request("/api/cut")
+        client.until(lambda: client.streams[cut]["reset"] is not None)
+        assert client.streams[cut]["reset"] == h2.errors.ErrorCodes.INTERNAL_ERROR
+        assert not client.streams[cut]["ended"]
+        client.until(lambda: client.streams[long]["ended"])
+        assert len(client.streams[long]["data"]) == 3000000
+        assert client.get("/hello.txt")[0] == 200 and client.terminated is None
         client.close()
     finally:
         assert server.stop() == 0

@@ -79,11 +79,21 @@ static void set_drained_of_nothing(void *arg)
     (void)sxe_http_set_drained(NULL, NULL, NULL);
 }
 
+static void abort_not_held(void *arg)
+{
+    (void)sxe_http_abort(arg);
+}
+
 static void invalid(sxe_http_t *http, void *arg)
 {
     (void)arg;
 #ifndef SXE_DEBUG
     assert_int_equal(sxe_http_set_drained(http, NULL, NULL), -EINVAL); /* not held (yet) */
+    assert_int_equal(sxe_http_abort(http), -EINVAL);
+    assert_int_equal(sxe_http_abort(NULL), -EINVAL);
+#else
+    const char *const not_held[] = {"assertion failed: held != NULL && held->held", NULL};
+    sxe_test_expect_abort(abort_not_held, http, not_held);
 #endif
     assert_int_equal(sxe_http_defer(http, NULL, NULL), 0);
     twice_first = http; /* held in the slot it has had since its dispatch */
@@ -95,6 +105,7 @@ static void invalid(sxe_http_t *http, void *arg)
 #else
     (void)defer_twice;
     (void)set_drained_of_nothing;
+    (void)abort_not_held;
     assert_int_equal(sxe_http_defer(http, NULL, NULL), -EINVAL);
     assert_int_equal(sxe_http_set_drained(NULL, NULL, NULL), -EINVAL);
 #endif

@@ -637,9 +637,9 @@ static void on_done(sxe_http_call_t *call, int err, void *arg)
     unsigned index = (unsigned)(upstream - local->upstreams[exchange->proxy->index]);
     const char *address = exchange->proxy->addresses[index];
     if (exchange->started) { /* cut off: the client must not take it for whole */
-        SXE_LOG_ERROR("upstream %s failed in the middle of %.*s: %s; closing the connection",
+        SXE_LOG_ERROR("upstream %s failed in the middle of %.*s: %s; cutting its answer off",
                       address, (int)request->target_len, request->target, sxe_strerror(err));
-        sxe_conn_close(sxe_http_conn(exchange->held)); /* cancels, which ends the exchange */
+        (void)sxe_http_abort(exchange->held); /* cancels, which ends the exchange */
         return;
     }
     if (err != -ENOBUFS) {

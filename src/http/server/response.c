@@ -405,6 +405,23 @@ bool sxe_http_backed_up(const sxe_http_t *http)
            (http->h2 != NULL && sxe__h2_backed_up(http->h2)); /* its stream's pieces wait */
 }
 
+int sxe_http_abort(sxe_http_t *held)
+{
+    if (!SXE_CHECK(held != NULL && held->held)) {
+        return -EINVAL;
+    }
+    int rc = sxe__http_defer_check(held);
+    if (rc < 0) {
+        return rc;
+    }
+    if (!sxe__http_state(held->server, held->conn)->framed) {
+        sxe_conn_close(held->conn); /* which cancels the requests it held */
+    } else if (held->h2 != NULL) {
+        sxe__h2_reset(held->h2); /* its stream's close cancels it */
+    }
+    return 0;
+}
+
 /* Connection: close was sent: shut our side once the queue drains, and wait for the peer. */
 void sxe__http_close_after_response(sxe_http_server_t *server, sxe_conn_t *conn, bool linger)
 {
