@@ -60,6 +60,22 @@ static void test_reuseport_processes_spread_count_and_stop(void **state)
     }
 }
 
+/*
+ * The supervisor's descriptors, the fewest of a few counts 10 ms apart: a count taken at once was
+ * seen one over the settled number twice under asan (which descriptor was not found), and the
+ * restart's count then looked one short.
+ */
+static unsigned settled_fds(pid_t pid)
+{
+    unsigned fewest = sxe_test_open_fds_of(pid);
+    for (int i = 0; i < 5; i++) {
+        sleep_ms(10);
+        unsigned now = sxe_test_open_fds_of(pid);
+        fewest = now < fewest ? now : fewest;
+    }
+    return fewest;
+}
+
 /* A worker process killed with -9: the other's connections live on; the set restarts it. */
 static void test_killed_worker_is_restarted(void **state)
 {
@@ -80,7 +96,7 @@ static void test_killed_worker_is_restarted(void **state)
         }
     }
     assert_true(held[0] >= 0 && held[1] >= 0);
-    unsigned supervisor_fds = sxe_test_open_fds_of(server.pid);
+    unsigned supervisor_fds = settled_fds(server.pid);
     sxe_workers_stats(server.set, 0, &before);
     assert_int_equal(kill(before.pid, SIGKILL), 0);
     assert_int_equal(ask(held[1]), 1); /* worker 1 and its connection serve on */
@@ -98,8 +114,8 @@ static void test_killed_worker_is_restarted(void **state)
     assert_true(zero_again);
     assert_int_equal(ask(held[1]), 1);
     /* The ended worker's channels were closed, the new one's made: the supervisor holds as many
-     * descriptors as before, once its restart has settled (read again for up to 5 s: the count
-     * was seen one short once, under asan on io_uring). */
+     * descriptors as before, once its restart has settled (read again for up to 5 s), counted as
+     * settled_fds() counted them before. */
     unsigned fds_now = sxe_test_open_fds_of(server.pid);
     for (int i = 0; i < 500 && fds_now != supervisor_fds; i++) {
         sleep_ms(10);
