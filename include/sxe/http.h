@@ -379,7 +379,8 @@ typedef void (*sxe_http_body_t)(sxe_http_t *held, const char *data, size_t len, 
 
 /**
  * For a held request of a route made with SXE_HTTP_ROUTE_STREAM: calls on_body(held, ..., arg)
- * with the body's pieces as they arrive (those that came with the head from the loop's next turn),
+ * with the body's pieces as they arrive (those that came with the head from the loop's next turn;
+ * over HTTP/2, those its stream keeps at once, within this call, as sxe_http_body_resume() does),
  * and sends 100 Continue first if the client asked for it. A request without a body gets one call,
  * done, before this returns. Each piece restarts the held request's response_timeout. The client
  * goes away, or sends a malformed body (answered 400, or 413 past options.stream_body_bytes,
@@ -487,7 +488,8 @@ int sxe_http_finish(sxe_http_t *http);
  * so that the client does not take what it got for the whole: over HTTP/1.1 the connection closes
  * (its other requests are cancelled with it); over HTTP/2 the request's stream is reset
  * (INTERNAL_ERROR) and the connection's other streams go on. Either way the request is cancelled:
- * its on_cancel is called (now, or from the loop's next turn), and its later calls fail.
+ * its on_cancel is called (now, or once the reset is sent: at the end of the read it was called
+ * in), and its calls fail from then on.
  * @return 0; -EINVAL if http is not a held request (asserts in debug builds); -ECANCELED as
  *         other sxe_http_*() calls.
  */

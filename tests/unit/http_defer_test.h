@@ -201,6 +201,23 @@ static void record_log(const sxe_http_t *http, void *arg)
     log_used += (size_t)len < sizeof(log_lines) - log_used ? (size_t)len : 0;
 }
 
+/* A fiber that waits between reads of a streamed body (PUT /slow): the body's bytes pile up
+ * meanwhile, and each read finds some at once. Answers how many it read. */
+static void slow_reader(sxe_http_t *http, void *arg)
+{
+    char buf[1000], text[32];
+    size_t total = 0;
+    ssize_t got;
+
+    (void)arg;
+    while (sxe_fiber_sleep(5 * SXE_NS_PER_MSEC) == 0 &&
+           (got = sxe_http_body_read(http, buf, sizeof(buf))) > 0) {
+        total += (size_t)got;
+    }
+    int len = snprintf(text, sizeof(text), "read %zu\n", total);
+    fiber_rc = sxe_http_respond(http, 200, "text/plain", text, (size_t)len);
+}
+
 static int setup(void **state)
 {
     struct sxe_http_server_options options = {.loop = {.connections = 16},
@@ -237,6 +254,10 @@ static int setup(void **state)
                                            fiber_handler, NULL),
                      0);
     assert_int_equal(sxe_http_server_route(server, "GET", "/switch", 0, upgrade_later, NULL), 0);
+    assert_int_equal(sxe_http_server_route(server, "PUT", "/slow",
+                                           SXE_HTTP_ROUTE_FIBER | SXE_HTTP_ROUTE_STREAM,
+                                           slow_reader, NULL),
+                     0);
     http_test_listen();
     return 0;
 }

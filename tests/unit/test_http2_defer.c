@@ -3,7 +3,8 @@
  * session as the peer: answered later from a timer while other streams are answered at once,
  * a held request never answered (503 on its stream, the connection goes on), a stream reset under a
  * held request (its on_cancel, and no answer after), a connection closed under held requests, a
- * fiber route, an upgrade refused, and the log hook's version.
+ * fiber route, an upgrade refused, a fiber that waits between reads of a streamed body, and the
+ * log hook's version.
  */
 #include <nghttp2/nghttp2.h>
 #include <poll.h>
@@ -245,6 +246,47 @@ static void test_a_fiber_route_and_an_upgrade_over_h2(void **state)
     assert_int_equal(heard_of(upgrade)->status, 503);
 }
 
+/* The body PUT sends: 10,000 bytes, one read of 1,000 after each 5 ms wait. */
+static size_t put_left;
+
+static ssize_t put_body(nghttp2_session *client, int32_t id, uint8_t *buf, size_t length,
+                        uint32_t *flags, nghttp2_data_source *source, void *user)
+{
+    size_t part = length < put_left ? length : put_left;
+
+    (void)client, (void)id, (void)source, (void)user;
+    memset(buf, 'p', part);
+    put_left -= part;
+    if (put_left == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    }
+    return (ssize_t)part;
+}
+
+/* A fiber that waits between reads of a streamed body finds the bytes kept meanwhile at once, and
+ * goes on (it once woke itself, which failed, and waited for ever). */
+static void test_a_fiber_that_waits_between_reads_of_a_streamed_body(void **state)
+{
+    nghttp2_nv fields[] = {
+        {(uint8_t *)":method", (uint8_t *)"PUT", 7, 3, 0},
+        {(uint8_t *)":path", (uint8_t *)"/slow", 5, 5, 0},
+        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":authority", (uint8_t *)"x", 10, 1, 0},
+    };
+    nghttp2_data_provider body = {.read_callback = put_body};
+
+    (void)state;
+    put_left = 10000;
+    int32_t id = nghttp2_submit_request(session, NULL, fields, 4, &body, NULL);
+    assert_true(id > 0);
+    for (int i = 0; i < 60 && heard_of(id)->status == 0; i++) {
+        exchange(10 * SXE_NS_PER_MSEC);
+    }
+    assert_int_equal(heard_of(id)->status, 200);
+    assert_string_equal(heard_of(id)->body, "read 10000\n");
+    assert_int_equal(fiber_rc, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +301,8 @@ int main(void)
                                         h2_teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_route_and_an_upgrade_over_h2, h2_setup,
                                         h2_teardown),
+        cmocka_unit_test_setup_teardown(test_a_fiber_that_waits_between_reads_of_a_streamed_body,
+                                        h2_setup, h2_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

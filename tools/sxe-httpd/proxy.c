@@ -429,7 +429,7 @@ static void on_client_body(sxe_http_t *held, const char *data, size_t len, bool 
         exchange->call = NULL;
         exchange->upstream->active--;
         if (exchange->started) {
-            sxe_conn_close(sxe_http_conn(held)); /* cancels, which ends the exchange */
+            (void)sxe_http_abort(held); /* cancels, which ends the exchange */
         } else {
             fail(exchange, 502);
         }

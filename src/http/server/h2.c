@@ -261,6 +261,7 @@ static void refuse_streamed(struct h2_stream *stream, struct slot *held, int sta
     struct h2 *h2 = stream->h2;
 
     if (held != NULL && held->http.status != 0) {
+        stream->refused = true; /* the rest is dropped, without a reset for each piece */
         sxe__h2_reset(stream);
         return;
     }

@@ -15,6 +15,9 @@
 
 #define UNREAD_MAX (1024u * 1024)
 
+/* A stream's buffer larger than this is freed once its reader has taken all of it. */
+#define BODY_ROOM_KEPT (16u * 1024)
+
 /* Unread bytes taken, or dropped: the connection's window owed for them goes back once it can. */
 static void unread_less(struct h2 *h2, size_t bytes)
 {
@@ -109,6 +112,11 @@ void sxe__h2_body_feed(struct h2_stream *stream)
     if (held != NULL) {
         held->feeding = false;
         held->rate_restart = held->rate_restart || stream->body_at < stream->body_len;
+    }
+    if (stream->body_at == stream->body_len && stream->body_room > BODY_ROOM_KEPT) {
+        sxe__h2_free(h2, stream->body); /* all taken: a large buffer is not held for nothing */
+        stream->body = NULL;
+        stream->body_len = stream->body_at = stream->body_room = 0;
     }
     h2->busy = busy;
     if (!busy) {

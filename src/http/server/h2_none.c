@@ -32,9 +32,10 @@ size_t sxe__h2_read(sxe_http_server_t *server, sxe_conn_t *conn, const char *dat
 }
 
 int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const char *date,
-                  const char *headers, int64_t content_length)
+                  size_t date_len, const char *headers, int64_t content_length)
 {
-    (void)http, (void)status, (void)content_type, (void)date, (void)headers, (void)content_length;
+    (void)http, (void)status, (void)content_type, (void)date, (void)date_len, (void)headers;
+    (void)content_length;
     return -ENOTSUP;
 }
 

@@ -261,11 +261,11 @@ static size_t decimal(char *out, uint64_t number)
  * the handler's lines.
  */
 int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const char *date,
-                  const char *headers, int64_t content_length)
+                  size_t date_len, const char *headers, int64_t content_length)
 {
     struct h2_stream *stream = http->h2;
     size_t type_len = content_type != NULL ? strlen(content_type) : 0;
-    size_t text_len = (headers != NULL ? strlen(headers) : 0) + type_len + 128;
+    size_t text_len = (headers != NULL ? strlen(headers) : 0) + type_len + date_len + 96;
     size_t lines = 5 + count_lines(headers); /* :status, length, type, date, server */
     nghttp2_nv *nv = sxe__h2_alloc(stream->h2, lines * sizeof(nghttp2_nv) + text_len);
     if (nv == NULL) {
@@ -281,7 +281,7 @@ int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const 
     if (content_type != NULL) {
         count += add_field(&nv[count], &text, "content-type", 12, content_type, type_len);
     }
-    count += add_field(&nv[count], &text, "date", 4, date, SXE__HTTP_DATE_LEN);
+    count += add_field(&nv[count], &text, "date", 4, date, date_len);
     count += add_field(&nv[count], &text, "server", 6, "sxe", 3);
     count += add_lines(&nv[count], &text, headers);
     /* The session points at the fields, not copying them: they stay the stream's until it is

@@ -242,6 +242,10 @@ void sxe__http_body_hand(struct slot *held, const char *data, size_t len, bool d
     if (len > 0) {
         memcpy(held->read_buf, data, len); /* len <= read_room: the feed gave no more */
     }
+    if (reader == sxe_fiber_self()) { /* within its own read (HTTP/2's kept DATA): it returns */
+        held->read_got = (ssize_t)len;
+        return;
+    }
     (void)sxe_fiber_wake(reader, (int)len);
 }
 

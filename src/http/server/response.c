@@ -223,10 +223,12 @@ static int start(sxe_http_t *http, int status, const char *content_type, const c
         content_length >= 0 && !http->head_only ? (uint64_t)content_length : SXE__HTTP_NO_LENGTH;
     size_t date_len;
     const char *date = date_lines(http->server, &date_len);
-    if (http->h2 != NULL) { /* fields of a HEADERS frame instead */
+    if (http->h2 != NULL) { /* fields of a HEADERS frame instead: the date's value alone */
         http->chunked = false;
-        return h2_wrote(http, sxe__h2_start(http, status, content_type, date + 6 /* "Date: " */,
-                                            headers, content_length));
+        const char *date_end = memchr(date, '\r', date_len);
+        return h2_wrote(http,
+                        sxe__h2_start(http, status, content_type, date + 6,
+                                      (size_t)(date_end - date) - 6, headers, content_length));
     }
     /* Built with plain copies: this runs for every response, and printf costs several times more.
      */

@@ -109,6 +109,7 @@ struct slot {
     sxe_fiber_t *reader; /* a fiber waiting in sxe_http_body_read() */
     char *read_buf;
     size_t read_room;
+    ssize_t read_got; /* what a read handed within its own call got (HTTP/2's kept DATA) */
 };
 
 /* What the server keeps per connection. */
@@ -380,12 +381,10 @@ enum sxe__dispatched sxe__http_dispatch(sxe_http_server_t *server, sxe_conn_t *c
 bool sxe__http_streams(sxe_http_server_t *server, const struct sxe_http_request_head *request);
 /* defer.c: a held request whose stream ended before its answer did is cancelled. */
 void sxe__http_defer_cancel_one(sxe_http_server_t *server, sxe_conn_t *conn, struct slot *held);
-/* The length of an HTTP date (IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT"). */
-#define SXE__HTTP_DATE_LEN 29
 /* h2_send.c: the answer on a stream (response.c's calls, when http->h2 is set); date is the
- * date's value, SXE__HTTP_DATE_LEN characters. */
+ * Date field's value, date_len bytes. */
 int sxe__h2_start(sxe_http_t *http, int status, const char *content_type, const char *date,
-                  const char *headers, int64_t content_length);
+                  size_t date_len, const char *headers, int64_t content_length);
 int sxe__h2_data(sxe_http_t *http, const void *data, size_t len, bool copy,
                  sxe_conn_release_t release, void *arg);
 int sxe__h2_file(sxe_http_t *http, int fd, off_t offset, size_t len, bool close_when_sent,

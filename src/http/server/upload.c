@@ -116,7 +116,9 @@ size_t sxe__http_upload_feed(sxe_http_server_t *server, sxe_conn_t *conn, char *
     return consumed;
 }
 
-/* Offers the kept input again from the loop's next turn, if the feed stopped for want of a taker.
+/*
+ * Offers the kept input again from the loop's next turn, if the feed stopped for want of a taker;
+ * over HTTP/2, what the stream keeps goes to the taker at once, within this call.
  */
 static void offer(sxe_http_server_t *server, struct slot *held)
 {
@@ -167,7 +169,10 @@ void sxe__http_upload_cancel(struct slot *held)
 {
     sxe_fiber_t *reader = held->reader;
 
-    if (reader != NULL) {
+    if (reader == sxe_fiber_self() && reader != NULL) { /* within its own read: it returns */
+        held->reader = NULL;
+        held->read_got = -ECANCELED;
+    } else if (reader != NULL) {
         held->reader = NULL;
         (void)sxe_fiber_wake(reader, -ECANCELED);
     }
@@ -272,5 +277,8 @@ ssize_t sxe_http_body_read(sxe_http_t *http, void *buf, size_t size)
     held->read_room = size < INT_MAX ? size : INT_MAX;
     send_continue(http->server, held);
     offer(http->server, held);
+    if (held->reader == NULL) { /* handed at once (HTTP/2's kept DATA), or cancelled meanwhile */
+        return held->read_got;
+    }
     return sxe_fiber_wait();
 }
