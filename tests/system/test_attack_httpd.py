@@ -10,7 +10,7 @@ import pytest
 
 from conftest import wait_until
 from test_proxy import upstreams  # noqa: F401 (fixture)
-from test_sxe_httpd import exchange, free_port, httpd, root  # noqa: F401 (fixtures)
+from test_sxe_httpd import exchange, free_port, httpd, refused_port, root  # noqa: F401
 
 
 def answer(port, target, extra=b""):
@@ -64,7 +64,7 @@ def read_log(path):
 
 def test_every_request_is_logged_once_and_nothing_forges_a_field(httpd, root, upstreams):
     up = upstreams()
-    dead = free_port()  # nothing listens there: the proxy answers 502
+    dead = refused_port()  # nothing listens there: the proxy answers 502
     log = root.parent / "access.log"
     server = httpd("--access-log", str(log), "--log-format", "combined", "--workers", "1",
                    "--proxy", f"/api/=127.0.0.1:{up.port}", "--proxy", f"/dead/=127.0.0.1:{dead}")

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import read_reply
 from scripted import Scripted, made
-from test_sxe_httpd import exchange, free_port, httpd, root  # noqa: F401 (fixtures)
+from test_sxe_httpd import exchange, free_port, httpd, refused_port, root  # noqa: F401
 
 
 class Upstream(Scripted):
@@ -424,7 +424,7 @@ def test_an_upstream_that_answers_before_the_body_ends_is_heard(proxy, upstreams
 @pytest.mark.serial
 def test_upstream_faults_get_502_and_504(proxy, upstreams):
     up = upstreams()
-    dead = free_port()
+    dead = refused_port()
     server = proxy("--proxy", f"/api/=127.0.0.1:{up.port}", "--proxy", f"/dead/=127.0.0.1:{dead}",
                    "--proxy-timeout", "1")
     raw = b"GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
@@ -445,7 +445,7 @@ def test_upstream_faults_get_502_and_504(proxy, upstreams):
 
 def test_a_failed_upstream_is_skipped_and_requests_go_to_the_others(proxy, upstreams):
     up = upstreams("live")
-    dead = free_port()
+    dead = refused_port()
     server = proxy("--proxy", f"/api/=127.0.0.1:{dead},127.0.0.1:{up.port}")
     names = [echoed(server.port)[1]["name"] for _ in range(20)]
     assert names == ["live"] * 20

@@ -6,7 +6,7 @@ import socket
 import threading
 
 from test_proxy import echoed, field, proxy, request, upstreams  # noqa: F401
-from test_sxe_httpd import free_port, httpd, root  # noqa: F401 (fixtures)
+from test_sxe_httpd import free_port, httpd, refused_port, root  # noqa: F401 (fixtures)
 
 
 def test_only_connection_names_request_fields_to_drop(proxy, upstreams):
@@ -82,7 +82,7 @@ def test_only_get_and_head_are_tried_on_another_upstream(proxy, upstreams):
     for method, status, tried in (("HEAD", 200, 1), ("GET", 200, 1), ("POST", 502, 0),
                                   ("PUT", 502, 0)):
         up = upstreams("live")
-        dead = free_port()
+        dead = refused_port()
         server = proxy("--proxy", f"/api/=127.0.0.1:{dead},127.0.0.1:{up.port}")
         raw = f"{method} /api/x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n".encode()
         assert request(server.port, raw)[0] == status, method

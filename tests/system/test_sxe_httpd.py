@@ -21,6 +21,19 @@ def free_port():
         return probe.getsockname()[1]
 
 
+DEAD_PORTS = []  # the sockets that keep refused_port()'s ports, for the rest of the run
+
+
+def refused_port():
+    """A port where connects are refused for the rest of the run: bound, never listened on, so
+    that no other test's server can take it meanwhile (a port that was merely free once was, and
+    a request meant to fail was answered)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    DEAD_PORTS.append(sock)
+    return sock.getsockname()[1]
+
+
 @pytest.fixture
 def root(tmp_path):
     www = tmp_path / "www"
