@@ -145,9 +145,10 @@ uint64_t sxe_loop_now(const sxe_loop_t *loop);
 
 /**
  * On SIGINT or SIGTERM, stop cleanly: close the listeners, give queued output up to drain_ns to
- * be sent, close every connection (SXE_CLOSE_SHUTDOWN) and return from sxe_loop_run(). On SIGHUP,
- * call the hook of sxe_loop_on_hangup(), or log that it is ignored: it never kills the process.
- * Blocks the three signals in the calling thread and reads them from a signalfd.
+ * be sent, close every connection (SXE_CLOSE_SHUTDOWN) and return from sxe_loop_run(). On SIGQUIT,
+ * drain instead (sxe_loop_drain()). On SIGHUP, call the hook of sxe_loop_on_hangup(), or log that
+ * it is ignored: it never kills the process. Blocks the four signals in the calling thread and
+ * reads them from a signalfd.
  * @return 0 or -errno.
  */
 int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
@@ -167,9 +168,24 @@ void sxe_loop_on_hangup(sxe_loop_t *loop, void (*hook)(void *arg), void *arg);
 void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns);
 
 /**
+ * Stops gracefully: the listeners stop accepting (they stay open until the stop, so that a socket
+ * shared with another process keeps what waits in it for that one), the connections it accepted
+ * finish what they are doing, and the rest is closed once none of those is open, or at drain_ns,
+ * whichever comes first; then sxe_loop_run() returns. The protocols end their connections
+ * themselves, told by the hooks of sxe_loop_at_stop(): the HTTP server ends each connection with
+ * its next answer (Connection: close, or HTTP/2's GOAWAY); WebSocket says 1001 and waits for the
+ * peer's close. A connection idle for a second (or its idle timeout, if shorter) is closed, as a
+ * drained one. A connection of a protocol that never closes holds the drain to its deadline.
+ * Connections the program opened (sxe_conn_connect) do not hold it. Call it on the loop's thread;
+ * calling it again, or while stopping, does nothing.
+ */
+void sxe_loop_drain(sxe_loop_t *loop, uint64_t drain_ns);
+
+/**
  * Adds hook(arg) to the functions called once when the loop begins to stop (sxe_loop_shutdown(),
- * a stop signal), before its listeners close and its output drains: where a protocol module says
- * goodbye (WebSocket's close frames with 1001). A NULL hook removes the one added with arg.
+ * sxe_loop_drain(), a stop signal), before its listeners close and its output drains: where a
+ * protocol module says goodbye (WebSocket's close frames with 1001). A NULL hook removes the one
+ * added with arg.
  * @return 0, -ENOBUFS past 8 hooks, or -ENOENT for a removal that finds none.
  */
 int sxe_loop_at_stop(sxe_loop_t *loop, void (*hook)(void *arg), void *arg);

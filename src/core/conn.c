@@ -463,17 +463,59 @@ static void stop_all(sxe_loop_t *loop, bool listeners_only)
     close_all(loop, listeners_only, false);
 }
 
+/* A drain: the listeners stop accepting, and stay open until the stop. A socket they share with
+ * another process (a reload's) keeps what waits in it for that one; and a connection the backend
+ * accepted before it heard (io_uring's accepts under way) is served, not dropped. */
+static void quiet_listeners(sxe_loop_t *loop)
+{
+    struct sxe_pool_walker walker;
+    uint32_t index;
+
+    sxe_pool_walker_init(&walker, loop->conn_pool, SXE__CONN_LISTENING);
+    while ((index = sxe_pool_walker_next(&walker)) != SXE_POOL_NONE) {
+        struct sxe_conn *conn = &loop->conns[index];
+        if (conn->kind == SXE__KIND_LISTENER && sxe__conn_is_open(conn) &&
+            loop->io->watch(loop, conn->fd, sxe__conn_tag(conn), SXE__IO_MODIFY) < 0) {
+            sxe__conn_close_reason(conn, SXE_CLOSE_SHUTDOWN, 0); /* GCOVR_EXCL_LINE: no SQE */
+        }
+    }
+}
+
 static uint32_t writing(sxe_loop_t *loop)
 {
     return sxe_pool_count(loop->conn_pool, SXE__CONN_WRITING) +
            sxe_pool_count(loop->conn_pool, SXE__CONN_CLOSING);
 }
 
+/* Accepted streams still open (not listeners, channels or the program's own connects). A walk
+ * of the open ones: called once a turn, and only while a drain waits for them. */
+static uint32_t serving(sxe_loop_t *loop)
+{
+    static const unsigned open_states[] = {SXE__CONN_IDLE, SXE__CONN_READING, SXE__CONN_WRITING,
+                                           SXE__CONN_HELD, SXE__CONN_HANDSHAKING};
+    uint32_t count = 0;
+
+    for (unsigned s = 0; s < sizeof(open_states) / sizeof(open_states[0]); s++) {
+        struct sxe_pool_walker walker;
+        uint32_t index;
+
+        sxe_pool_walker_init(&walker, loop->conn_pool, open_states[s]);
+        while ((index = sxe_pool_walker_next(&walker)) != SXE_POOL_NONE) {
+            const struct sxe_conn *conn = &loop->conns[index];
+            count += conn->kind == SXE__KIND_STREAM && (conn->lists & SXE__LIST_OUTBOUND) == 0 &&
+                     sxe__conn_is_open(conn);
+        }
+    }
+    return count;
+}
+
 static const struct sxe__loop_layer conn_layer = {
     .after_event = sxe__conn_end_closes,
     .end_turn = end_turn,
     .close_all = stop_all,
+    .quiet_listeners = quiet_listeners,
     .writing = writing,
+    .serving = serving,
 };
 
 static size_t large_size(const struct sxe_loop_options *settings)

@@ -180,7 +180,7 @@ static void listener_io(struct sxe_conn *listener, const struct sxe__io_event *e
         /* A failure ends the backend's accepting: ask again, after shedding what it can. */
         accept_failed(listener, -event->result);
         sxe_loop_t *loop = listener->loop;
-        if (sxe__conn_is_open(listener) &&
+        if (sxe__conn_is_open(listener) && !loop->stopping && /* a drain stopped it */
             loop->io->watch(loop, listener->fd, sxe__conn_tag(listener),
                             SXE__IO_IN | SXE__IO_ACCEPT | SXE__IO_MODIFY) < 0) {
             sxe__conn_close_reason(listener, SXE_CLOSE_ERROR, ENOMEM); /* GCOVR_EXCL_LINE: no SQE */

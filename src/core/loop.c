@@ -161,7 +161,10 @@ static uint64_t next_deadline(sxe_loop_t *loop, uint64_t deadline)
     return deadline;
 }
 
-/* The signals that came: SIGHUP to the program's hook, SIGINT or SIGTERM to a clean stop. */
+static void begin_stop(sxe_loop_t *loop, uint64_t drain_ns, bool draining);
+
+/* The signals that came: SIGHUP to the program's hook, SIGINT or SIGTERM to a clean stop, SIGQUIT
+ * to a drain. */
 static void take_signals(sxe_loop_t *loop)
 {
     struct signalfd_siginfo info;
@@ -179,8 +182,8 @@ static void take_signals(sxe_loop_t *loop)
     if (loop->stopping || stop_signal == 0) {
         return;
     }
-    SXE_LOG_INFO("signal %d: stopping", stop_signal);
-    sxe_loop_shutdown(loop, loop->drain_ns);
+    SXE_LOG_INFO("signal %d: %s", stop_signal, stop_signal == SIGQUIT ? "draining" : "stopping");
+    begin_stop(loop, loop->drain_ns, stop_signal == SIGQUIT);
 }
 
 void sxe_loop_on_hangup(sxe_loop_t *loop, void (*hook)(void *arg), void *arg)
@@ -205,21 +208,57 @@ int sxe_loop_at_stop(sxe_loop_t *loop, void (*hook)(void *arg), void *arg)
     return hook == NULL ? -ENOENT : -ENOBUFS;
 }
 
-void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns)
+/* Begins a stop: the protocols' goodbyes, the listeners closed, the deadline set. */
+static void begin_stop(sxe_loop_t *loop, uint64_t drain_ns, bool draining)
 {
-    if (loop->stopping || loop->stop) {
-        return;
-    }
-    SXE_LOG_INFO("stopping: closing listeners and draining output for up to %llu ms",
+    SXE_LOG_INFO("%s for up to %llu ms",
+                 draining ? "draining: accepting no more, letting the connections finish"
+                          : "stopping: closing listeners and draining output",
                  (unsigned long long)(drain_ns / SXE_NS_PER_MSEC));
     for (unsigned i = 0; i < SXE__AT_STOP_MAX; i++) {
         if (loop->at_stop[i].hook != NULL) {
             loop->at_stop[i].hook(loop->at_stop[i].arg);
         }
     }
-    loop->layer->close_all(loop, true);
+    if (draining) {
+        loop->layer->quiet_listeners(loop);
+    } else {
+        loop->layer->close_all(loop, true);
+    }
+    /* Draining, a connection between requests gets a second to send its next (which its protocol
+     * answers as its last), then goes. */
+    uint64_t *idle = &loop->timeouts[SXE__CONN_IDLE];
+    if (draining && (*idle == 0 || *idle > SXE__DRAIN_IDLE_NS)) {
+        *idle = SXE__DRAIN_IDLE_NS;
+        (void)sxe_pool_set_timeout(loop->conn_pool, SXE__CONN_IDLE, *idle);
+    }
     loop->stopping = true;
+    loop->draining = draining;
     loop->stop_deadline = loop->now + drain_ns;
+}
+
+void sxe_loop_shutdown(sxe_loop_t *loop, uint64_t drain_ns)
+{
+    if (!loop->stopping && !loop->stop) {
+        begin_stop(loop, drain_ns, false);
+    }
+}
+
+void sxe_loop_drain(sxe_loop_t *loop, uint64_t drain_ns)
+{
+    if (!loop->stopping && !loop->stop) {
+        begin_stop(loop, drain_ns, true);
+    }
+}
+
+/* Whether a stop under way is done: output sent (and, draining, the accepted connections
+ * closed by their protocols), or its time is up. */
+static bool stopped(sxe_loop_t *loop)
+{
+    if (loop->now >= loop->stop_deadline) {
+        return true;
+    }
+    return loop->layer->writing(loop) == 0 && (!loop->draining || loop->layer->serving(loop) == 0);
 }
 
 /* Hands each event to its slot's callback; events for a slot reused since are dropped. */
@@ -264,10 +303,10 @@ int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns)
     sxe__timer_run(loop);
     loop->layer->after_event(loop);
 
-    if (loop->stopping && (loop->layer->writing(loop) == 0 || loop->now >= loop->stop_deadline)) {
+    if (loop->stopping && stopped(loop)) {
         loop->layer->close_all(loop, false);
         loop->layer->after_event(loop);
-        loop->stopping = false;
+        loop->stopping = loop->draining = false;
         loop->stop = true;
     }
     if (loop->turn_hook != NULL) {
@@ -302,6 +341,7 @@ int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns)
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGQUIT);
     sigaddset(&signals, SIGHUP);
     if ((rc = sxe__sys.pthread_sigmask(SIG_BLOCK, &signals, NULL)) != 0) {
         return -rc; /* GCOVR_EXCL_LINE: fails only for an invalid "how", a constant here. */

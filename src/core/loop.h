@@ -172,10 +172,13 @@ struct sxe__loop_layer {
     void (*after_event)(sxe_loop_t *loop); /* close what a callback failed */
     void (*end_turn)(sxe_loop_t *loop);    /* read the ready, time out the idle */
     void (*close_all)(sxe_loop_t *loop, bool listeners_only); /* stop: close them */
-    uint32_t (*writing)(sxe_loop_t *loop);                    /* how many still have output */
+    void (*quiet_listeners)(sxe_loop_t *loop); /* drain: the listeners stop accepting */
+    uint32_t (*writing)(sxe_loop_t *loop);     /* how many still have output */
+    uint32_t (*serving)(sxe_loop_t *loop);     /* accepted streams still open (a drain waits) */
 };
 
-#define SXE__AT_STOP_MAX 8
+#define SXE__AT_STOP_MAX   8
+#define SXE__DRAIN_IDLE_NS SXE_NS_PER_SEC /* a drain's idle timeout (sxe_loop_drain()) */
 
 struct sxe_loop {
     const struct sxe__io_backend *io; /* the event backend (io.h) */
@@ -186,6 +189,7 @@ struct sxe_loop {
     int reserve_fd; /* kept open so an EMFILE accept can still shed a connection */
     bool stop;
     bool stopping; /* draining after a stop signal */
+    bool draining; /* stopping by sxe_loop_drain(): the accepted connections close first */
     uint64_t now;
     uint64_t stop_deadline;
     uint64_t drain_ns;

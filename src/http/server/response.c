@@ -208,8 +208,9 @@ static int start(sxe_http_t *http, int status, const char *content_type, const c
         sxe__http_defer_started(http);
     }
     http->status = status;
-    /* A body not read to its end: the connection cannot find the next request after it. */
-    if (http->body_unread) {
+    /* A body not read to its end: the connection cannot find the next request after it; and a
+     * server going away (its loop stops or drains) ends each connection with its answer. */
+    if (http->body_unread || http->server->going) {
         http->keep_alive = false;
     }
     /* An HTTP/1.0 client cannot read chunks: a body of unknown length ends at the close. */

@@ -72,11 +72,19 @@ static struct sxe_loop_options loop_options(const struct sxe_http_server_options
     return loop;
 }
 
-/* The loop begins to stop: HTTP/2 connections are told (GOAWAY), so their clients open no more
- * streams, and the streams open finish while the output drains. */
+/*
+ * The loop begins to stop (or to drain): HTTP/2 connections are told (GOAWAY), so their clients
+ * open no more streams, and the streams open finish; and every HTTP/1.1 answer from now on says
+ * Connection: close, so that each connection ends with its next request. One that sends none
+ * ends by the drain's short idle timeout (sxe_loop_drain()): closing it at once could meet a
+ * request crossing the close, which its client would see fail.
+ */
 static void going_away(void *arg)
 {
-    sxe__h2_going_away(arg);
+    sxe_http_server_t *server = arg;
+
+    server->going = true;
+    sxe__h2_going_away(server);
 }
 
 /* Puts the server on loop, with per-connection state sized by its table. @return 0, -ENOMEM or
@@ -154,7 +162,9 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
                                               .spread = options->spread,
                                               .loop = own_options,
                                               .on_hangup = options->on_hangup,
-                                              .hangup_arg = options->hangup_arg};
+                                              .hangup_arg = options->hangup_arg,
+                                              .reload_argv = options->reload_argv,
+                                              .on_reload = options->on_reload};
         if ((rc = sxe_workers_create(&server->workers, &workers)) < 0) {
             free(server);
             return rc;

@@ -202,6 +202,7 @@ struct sxe_http_server {
     struct http_conn *conns;
     uint32_t conn_count;
     sxe_conn_t *listener;
+    bool going; /* its loop is stopping or draining: every answer closes its connection */
     struct h2_stream *h2_answering; /* the HTTP/2 stream whose request is dispatched, or NULL */
     size_t h2_memory;               /* held by its HTTP/2 connections (h2_send.c) */
     char *scratch;                  /* chunked bodies are decoded here */
