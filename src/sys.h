@@ -60,6 +60,7 @@ struct io_uring_params;
     X(epoll_wait, int, (int epfd, struct epoll_event *events, int max, int timeout),               \
       (epfd, events, max, timeout), epoll_wait)                                                    \
     X(fcntl, int, (int fd, int command, int arg), (fd, command, arg), sys_fcntl)                   \
+    X(execv, int, (const char *path, char *const argv[]), (path, argv), execv)                     \
     X(fork, pid_t, (void), (), fork)                                                               \
     X(fstat, int, (int fd, struct stat *status), (fd, status), fstat)                              \
     X(ftruncate, int, (int fd, off_t len), (fd, len), ftruncate)                                   \

@@ -168,6 +168,13 @@ struct sxe_http_server_options {
     void (*on_hangup)(void *arg);
     void *hangup_arg;
     /**
+     * With worker processes: SIGHUP reloads by running the program again with these arguments,
+     * after on_reload(hangup_arg) accepted (sxe_workers_options.reload_argv: the listeners pass
+     * to the new image and the old workers drain). NULL: SIGHUP goes to on_hangup.
+     */
+    char *const *reload_argv;
+    int (*on_reload)(void *arg);
+    /**
      * In sxe_http_server_run(), on each loop that serves, in its own thread (each worker's, or the
      * server's own): on_loop_start(loop, loop_arg) before the loop runs, for per-loop state (a
      * timer, say); on_loop_stop(loop_arg) after it has stopped, before its thread (or process)

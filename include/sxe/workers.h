@@ -42,8 +42,10 @@
  * Stopping. On SIGINT or SIGTERM the supervisor stops accepting, tells every worker to stop (each
  * closes its listeners, gives queued output up to drain_ns to be sent, closes its connections)
  * and returns once all have ended; a process still running drain_ns plus a second later is
- * killed. On SIGUSR1 it writes one line per worker with its statistics to the log; on SIGHUP it
- * calls options.on_hangup in it and in every worker process (see there).
+ * killed. SIGQUIT is the same, except that the workers drain (sxe_loop_drain(): what each
+ * connection has under way is finished first, within drain_ns). On SIGUSR1 it writes one line
+ * per worker with its statistics to the log; on SIGHUP it reloads (options.reload_argv), or calls
+ * options.on_hangup in it and in every worker process (see there).
  */
 #ifndef SXE_WORKERS_H
 #define SXE_WORKERS_H
@@ -94,6 +96,21 @@ struct sxe_workers_options {
      */
     void (*on_hangup)(void *arg);
     void *hangup_arg;
+    /**
+     * Reload by running the program again (worker processes only; NULL: SIGHUP goes to on_hangup).
+     * On SIGHUP the supervisor calls on_reload(hangup_arg), if set, where the program checks its
+     * new configuration: a negative return keeps the set serving as it is. Then it executes the
+     * program again (/proc/self/exe) with these arguments, in the same process: the new image's
+     * set, made as the first was, takes the listening sockets back in sxe_workers_listen() (by
+     * address; a port of 0 by the listener's place) instead of binding new ones, so nothing
+     * waiting in them is lost, and starts its own workers, while those of the old image drain
+     * (sxe_loop_drain()) and end. A listener the new configuration has no more is closed; a
+     * changed workers' count is followed. The signals the supervisor reads stay blocked through
+     * the exec: those that come meanwhile wait for the new image. If the exec fails, the old set
+     * serves on. The new image must start: check everything it needs in on_reload.
+     */
+    char *const *reload_argv;
+    int (*on_reload)(void *arg);
 };
 
 /**

@@ -1,10 +1,10 @@
 /*
  * sxe_workers_run(): the supervisor. It starts each worker (a fork or a thread) with a channel per
- * listener, then waits with poll on a signalfd (SIGINT and SIGTERM stop, SIGCHLD reaps, SIGUSR1
- * reports), on the hand-off listeners, and, for threads, on its ends of the channels, which hang
- * up when a worker ends. A process that dies is restarted (after a pause if it died young); a
- * stop closes the set's listeners and its ends of the channels, which every worker reads as
- * "stop", and waits for them all.
+ * listener, then waits with poll on a signalfd (SIGINT and SIGTERM stop, SIGQUIT drains, SIGCHLD
+ * reaps, SIGUSR1 reports, SIGHUP reloads or is passed on), on the hand-off listeners, and, for
+ * threads, on its ends of the channels, which hang up when a worker ends. A process that dies is
+ * restarted (after a pause if it died young); a stop closes the set's listeners and its ends of the
+ * channels, which every worker reads as "stop", and waits for them all.
  */
 #define SXE_LOG_MODULE workers_log
 #include "sxe/log.h"
@@ -52,7 +52,8 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
     }
     for (unsigned l = 0; l < set->listener_count; l++) {
         for (unsigned i = 0; i < set->listeners[l].fd_count; i++) {
-            if (set->options.spread == SXE_SPREAD_HAND_OFF || i != worker->index) {
+            if (set->options.spread == SXE_SPREAD_HAND_OFF ||
+                i % set->options.count != worker->index) {
                 sxe__close_fd(&set->listeners[l].fds[i]);
             }
         }
@@ -135,20 +136,22 @@ failed:
     return rc;
 }
 
-/* Stops accepting and tells every worker to stop: its channels close. */
-static void begin_stop(sxe_workers_t *set, uint64_t now, const char *why)
+/* Stops accepting and tells every worker to stop, or to drain: its channels close. */
+static void begin_stop(sxe_workers_t *set, uint64_t now, const char *why, bool drain)
 {
     if (set->stopping) {
         return;
     }
-    SXE_LOG_INFO("%s: stopping %u worker%s; draining for up to %llu ms", why, set->options.count,
-                 set->options.count == 1 ? "" : "s",
+    SXE_LOG_INFO("%s: %s %u worker%s; %s for up to %llu ms", why, drain ? "draining" : "stopping",
+                 set->options.count, set->options.count == 1 ? "" : "s",
+                 drain ? "they finish what they hold" : "their output drains",
                  (unsigned long long)(set->options.drain_ns / SXE_NS_PER_MSEC));
     set->stopping = true;
     set->stop_deadline = now + set->options.drain_ns + KILL_GRACE_NS;
     sxe__workers_close_listeners(set);
     for (unsigned i = 0; i < set->options.count; i++) {
         set->workers[i].restart_ns = 0;
+        SXE__STORE(set->workers[i].shared->drain, drain);
         close_channels(&set->workers[i], 0);
     }
 }
@@ -189,10 +192,15 @@ static void reap(sxe_workers_t *set, uint64_t now)
     int status;
 
     while ((pid = sxe__sys.waitpid(-1, &status, WNOHANG)) > 0) {
+        bool ours = false;
         for (unsigned i = 0; i < set->options.count; i++) {
             if (set->workers[i].pid == pid) {
+                ours = true;
                 ended(set, &set->workers[i], status, now);
             }
+        }
+        if (!ours) { /* a worker of the image before a reload, drained */
+            SXE_LOG_INFO("process %d ended (a worker from before the reload)", (int)pid);
         }
     }
 }
@@ -216,6 +224,11 @@ static void report(const sxe_workers_t *set)
  * certificates read again), as a restarted worker must not go back to the files of the start. */
 static void hangup(sxe_workers_t *set)
 {
+    if (set->options.reload_argv != NULL && set->options.kind == SXE_WORKERS_PROCESSES &&
+        !set->stopping) {
+        sxe__workers_reexec(set); /* returns if the reload was refused or failed */
+        return;
+    }
     SXE_LOG_INFO("SIGHUP: %s", set->options.on_hangup != NULL ? "passing it on" : "ignored");
     if (set->options.on_hangup != NULL) {
         set->options.on_hangup(set->options.hangup_arg);
@@ -246,8 +259,11 @@ static void take_signals(sxe_workers_t *set, uint64_t now)
         case SIGHUP:
             hangup(set);
             break;
+        case SIGQUIT:
+            begin_stop(set, now, "SIGQUIT", true);
+            break;
         default:
-            begin_stop(set, now, info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM");
+            begin_stop(set, now, info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM", false);
             break;
         }
     }
@@ -452,6 +468,7 @@ static int open_signals(sxe_workers_t *set)
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGQUIT);
     sigaddset(&signals, SIGCHLD);
     sigaddset(&signals, SIGUSR1);
     sigaddset(&signals, SIGHUP);
@@ -475,7 +492,7 @@ static int spawn_all(sxe_workers_t *set)
         int rc = spawn(&set->workers[i], now);
         if (rc < 0) {
             SXE_LOG_ERROR("cannot start worker %u: %s", i, sxe_strerror(rc));
-            begin_stop(set, now, "a worker could not start");
+            begin_stop(set, now, "a worker could not start", false);
             return rc;
         }
     }
@@ -494,6 +511,7 @@ int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_sto
     set->stop = stop;
     set->arg = arg;
     set->pid = sxe__sys.getpid();
+    sxe__workers_inherit_end(); /* what a reload passed on and no listener took */
     if ((rc = open_signals(set)) < 0) {
         SXE_LOG_ERROR("cannot read signals: %s", sxe_strerror(rc));
         return rc;
@@ -503,7 +521,7 @@ int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_sto
         if ((rc = supervise_once(set)) < 0) {
             SXE_LOG_ERROR("poll failed: %s; stopping", sxe_strerror(rc));
             failed = failed ? failed : rc;
-            begin_stop(set, sxe_clock_mono_ns(), "poll failed");
+            begin_stop(set, sxe_clock_mono_ns(), "poll failed", false);
         }
     }
     sxe__close_fd(&set->signal_fd);

@@ -59,7 +59,8 @@ static void on_fd(sxe_conn_t *channel, int fd)
     }
 }
 
-/* The supervisor closed its end: it is stopping (or gone), so stop too. */
+/* The supervisor closed its end: it is stopping (or gone), so stop too; or drain, if it said so
+ * first (SIGQUIT, or a reload). */
 static void on_channel_close(sxe_conn_t *channel, enum sxe_close_reason reason, int err)
 {
     struct sxe__worker_share *share = sxe_conn_user(channel);
@@ -67,7 +68,12 @@ static void on_channel_close(sxe_conn_t *channel, enum sxe_close_reason reason, 
 
     (void)err;
     worker->own--;
-    if (reason != SXE_CLOSE_SHUTDOWN) {
+    if (reason == SXE_CLOSE_SHUTDOWN) {
+        return;
+    }
+    if (SXE__LOAD(worker->shared->drain)) {
+        sxe_loop_drain(worker->loop, worker->set->options.drain_ns);
+    } else {
         sxe_loop_shutdown(worker->loop, worker->set->options.drain_ns);
     }
 }
@@ -173,21 +179,25 @@ int sxe_worker_listen(sxe_worker_t *worker, unsigned listener,
     if (hand_off) {
         return 0; /* connections come over the channel */
     }
-    /* The loop owns the socket it attaches: a process's copy is its own; a thread takes a dup,
-     * since the set keeps its own for a restart. */
-    int fd = group->fds[worker->index];
-    if (set->options.kind == SXE_WORKERS_THREADS) {
-        if ((fd = sxe__sys.dup(fd)) < 0) {
-            return -errno;
+    /* The loop owns the sockets it attaches: a process's copies are its own; a thread takes a
+     * dup, since the set keeps its own for a restart. Its own socket, and, in a group larger than
+     * the set (a reload that made the set smaller), every count-th after it. */
+    for (unsigned i = worker->index; i < group->fd_count; i += set->options.count) {
+        int fd = group->fds[i];
+        if (set->options.kind == SXE_WORKERS_THREADS) {
+            if ((fd = sxe__sys.dup(fd)) < 0) {
+                return -errno;
+            }
+        } else {
+            group->fds[i] = -1;
         }
-    } else {
-        group->fds[worker->index] = -1;
-    }
-    rc = sxe__listen_attach(worker->loop, &conn, fd, &group->options, handlers, user);
-    if (rc == 0) {
+        if ((rc = sxe__listen_attach(worker->loop, &conn, fd, &group->options, handlers, user)) <
+            0) {
+            return rc;
+        }
         worker->own++;
     }
-    return rc;
+    return 0;
 }
 
 sxe_loop_t *sxe_worker_loop(const sxe_worker_t *worker)

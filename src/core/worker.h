@@ -34,6 +34,7 @@ struct sxe__worker_shared {
     struct sxe_worker_stats stats;
     uint64_t taken; /* connections passed to it that it has taken (or refused), as of its last
                      * published turn: stored after stats.open, with release */
+    uint32_t drain; /* set by the supervisor before it closes the channels: drain, not stop */
 } __attribute__((aligned(128)));
 
 /* What a worker takes from one listener: connections passed over a channel, or its own socket. */
@@ -100,6 +101,19 @@ struct sxe_workers {
 
 /* workers.c: closes the set's copies of the listening sockets, and any connection held back. */
 void sxe__workers_close_listeners(sxe_workers_t *set);
+
+/* workers_reload.c: takes the sockets a reload passed on for a listener on address, into
+ * listener's fds (sized for the set; fd_count), held and port. @return how many it took (0 for
+ * none: the caller binds them), or -ENOMEM. */
+int sxe__workers_inherited(sxe_workers_t *set, struct sxe__workers_listener *listener,
+                           const struct sockaddr *address);
+
+/* workers_reload.c: closes what a reload passed on and no listener took. */
+void sxe__workers_inherit_end(void);
+
+/* workers_reload.c: SIGHUP with options.reload_argv: checks (options.on_reload), then executes the
+ * program again with the listeners; returns only if it was refused or failed (said in the log). */
+void sxe__workers_reexec(sxe_workers_t *set);
 
 /* worker.c: a worker's life, in its thread or process. @return 0, or -errno if it failed. */
 int sxe__worker_main(sxe_worker_t *worker);

@@ -157,19 +157,26 @@ int sxe_workers_listen(sxe_workers_t *set, const struct sockaddr *address, sockl
     if (reuseport) {
         listener->options.flags |= SXE_LISTEN_REUSEPORT;
     }
-    listener->fd_count = reuseport ? set->options.count : 1;
-    if ((listener->fds = malloc(listener->fd_count * sizeof(int))) == NULL) {
-        return -ENOMEM;
-    }
-    memset(listener->fds, -1, listener->fd_count * sizeof(int));
     listener->held = -1;
-    /* A port someone listens on already (another server, or another set: SO_REUSEPORT would let
-     * it join theirs and take half of their connections) is in use. */
-    int rc = reuseport && sxe_address_port(address) != 0
+    /* After a reload, the sockets the last image listened with (workers_reload.c). */
+    int rc = sxe__workers_inherited(set, listener, address);
+    unsigned from = rc > 0 ? (unsigned)rc : 0;
+    if (rc > 0) {
+        rc = listener->port = bound_port(listener->fds[0], &bound);
+    } else if (rc == 0) {
+        listener->fd_count = reuseport ? set->options.count : 1;
+        if ((listener->fds = malloc(listener->fd_count * sizeof(int))) == NULL) {
+            return -ENOMEM;
+        }
+        memset(listener->fds, -1, listener->fd_count * sizeof(int));
+        /* A port someone listens on already (another server, or another set: SO_REUSEPORT would
+         * let it join theirs and take half of their connections) is in use. */
+        rc = reuseport && sxe_address_port(address) != 0
                  ? sxe__listen_probe(address, address_len, &listener->options)
                  : 0;
+    }
     /* In order: a reuseport group numbers its sockets as they listen, as the CPU steering needs. */
-    for (unsigned i = 0; i < listener->fd_count && rc >= 0; i++) {
+    for (unsigned i = from; i < listener->fd_count && rc >= 0; i++) {
         rc = listener->fds[i] = sxe__listen_socket(i == 0 ? address : (struct sockaddr *)&bound,
                                                    address_len, &listener->options);
         if (rc >= 0 && i == 0 && (rc = listener->port = bound_port(rc, &bound)) >= 0) {
@@ -185,9 +192,10 @@ int sxe_workers_listen(sxe_workers_t *set, const struct sockaddr *address, sockl
         rc = steer_by_cpu(listener->fds[0], set->options.count);
     }
     if (rc < 0) {
-        for (unsigned i = 0; i < listener->fd_count; i++) {
+        for (unsigned i = 0; listener->fds != NULL && i < listener->fd_count; i++) {
             sxe__close_fd(&listener->fds[i]);
         }
+        sxe__close_fd(&listener->held);
         free(listener->fds);
         listener->fds = NULL;
         return rc;
