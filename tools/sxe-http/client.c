@@ -36,9 +36,10 @@ void close_done(struct client *client)
 }
 
 /*
- * --http1.0: an answer ends its connection (the server closes it too); the client's next request
- * goes on a new one, opened by reopen_all() from the run loop, not from inside the old
- * connection's on_read. Closed with a reset, as close_done() does: no port left in TIME_WAIT.
+ * An answer ended its connection (--http1.0, or one that said Connection: close: the server closes
+ * it too); the client's next request goes on a new one, opened by reopen_all() from the run loop,
+ * not from inside the old connection's on_read. Closed with a reset, as close_done() does: no
+ * port left in TIME_WAIT.
  */
 static void reopen_later(struct client *client)
 {
@@ -47,7 +48,7 @@ static void reopen_later(struct client *client)
     setsockopt(sxe_conn_fd(client->conn), SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
     client->reopen = REOPEN_CLOSING;
     sxe_conn_close(client->conn);
-    client->next_owing = worker.reopen_head;
+    client->next_reopen = worker.reopen_head;
     worker.reopen_head = (uint32_t)(client - worker.clients);
 }
 
@@ -74,11 +75,18 @@ static void on_connect(sxe_conn_t *conn)
 {
     struct client *client = sxe_conn_user(conn);
 
-    if (client->reopen == REOPEN_CONNECTING) { /* --http1.0: the next request, timed from here */
+    if (client->reopen == REOPEN_CONNECTING) { /* the next request, timed from here */
         client->reopen = 0;
         worker.progress->open++;
-        send_queries(client, 1);
-        client->ring[(client->sent - 1) & worker.ring_mask] = client->connect_start;
+        if (config.rate > 0) {
+            send_owed(client); /* what came due while it reopened */
+            return;
+        }
+        uint64_t want = config.duration_ns ? config.pipeline : config.queries - client->sent;
+        send_queries(client, (unsigned)(want < config.pipeline ? want : config.pipeline));
+        if (config.http10) {
+            client->ring[(client->sent - 1) & worker.ring_mask] = client->connect_start;
+        }
         return;
     }
     connected(client);
@@ -110,8 +118,9 @@ static void count_answer(const struct client *client, uint64_t now)
     __atomic_store_n(&worker.progress->queries, worker.results.queries, __ATOMIC_RELAXED);
 }
 
-/* A query answered: timed and counted, and the next sent. @return false if the client is done. */
-static bool answered(struct client *client)
+/* A query answered: timed and counted, and the next sent (on a new connection if the answer said
+ * Connection: close, closing). @return false if the client is done or its connection closes. */
+static bool answered(struct client *client, bool closing)
 {
     uint64_t now = sxe_loop_now(worker.loop);
 
@@ -121,6 +130,17 @@ static bool answered(struct client *client)
         count_answer(client, now);
     }
     client->done++;
+    if (closing && !config.http10 &&
+        (config.rate > 0 ? !worker.stop_sending : client_wants_more(client))) {
+        /* Requests sent behind it were not answered and will not be: they go again on the new
+         * connection, as a browser sends them again (they are GETs, or what -m says). */
+        uint64_t unanswered = client->sent - client->done;
+        client->sent = client->done;
+        worker.results.sent -= unanswered;
+        client->owed += config.rate > 0 ? unanswered : 0;
+        reopen_later(client);
+        return false;
+    }
     if (config.rate > 0) {
         send_owed(client);
     } else if (client_wants_more(client)) {
@@ -181,8 +201,9 @@ static size_t on_read(sxe_conn_t *conn, const char *data, size_t len)
         } else if (!body_as_expected(&client->reader)) {
             worker.results.errors[ERR_BODY]++;
         }
+        bool closing = client->reader.close_after;
         response_reader_init(&client->reader, config.head, sampled(client->done + 1));
-        if (!answered(client)) {
+        if (!answered(client, closing)) {
             return len;
         }
     }
@@ -207,11 +228,11 @@ static void closed(struct client *client, enum sxe_close_reason reason, int err)
     unsigned reopen = client->reopen;
 
     client->conn = NULL;
-    client->reopen = 0;
-    if (reopen == REOPEN_CLOSING) {
-        worker.progress->open--; /* answered: its next request goes on a new connection */
+    if (reopen == REOPEN_CLOSING) { /* stays marked: what comes due waits for the new one */
+        worker.progress->open--;    /* answered: its next request goes on a new connection */
         return;
     }
+    client->reopen = 0;
     if (reopen == REOPEN_CONNECTING) { /* --http1.0's next connection failed, or was stopped */
         if (!client->finished) {
             connect_failed(client, reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err);
@@ -268,7 +289,7 @@ static void ws_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, si
         sxe_conn_close(client->conn);
         return;
     }
-    (void)answered(client);
+    (void)answered(client, false);
 }
 
 static void ws_close(sxe_ws_t *ws, int code, const char *reason, size_t reason_len)
@@ -347,7 +368,7 @@ void open_more(void)
 
         response_reader_init(&client->reader, config.head, sampled(0));
         client->ring = worker.rings + worker.opened * (worker.ring_mask + 1);
-        client->next_owing = NONE;
+        client->next_owing = client->next_reopen = NONE;
         int rc = connect_client(client);
         if (rc < 0) {
             worker.settled++;
@@ -356,13 +377,13 @@ void open_more(void)
     }
 }
 
-/* --http1.0: opens a new connection for each client whose answer ended its last one. */
+/* Opens a new connection for each client whose answer ended its last one. */
 void reopen_all(void)
 {
     while (worker.reopen_head != NONE) {
         struct client *client = &worker.clients[worker.reopen_head];
-        worker.reopen_head = client->next_owing;
-        client->next_owing = NONE;
+        worker.reopen_head = client->next_reopen;
+        client->next_reopen = NONE;
         if (worker.stop_sending) {
             finish(client);
             continue;

@@ -188,6 +188,9 @@ void report(const struct results *total, uint64_t run_ns, const struct timeline_
     if (config.http10) {
         printf("reopened:    %llu connections after the first, one per request (HTTP/1.0)\n",
                (unsigned long long)total->reopened);
+    } else if (total->reopened > 0) {
+        printf("reopened:    %llu connections after answers that said Connection: close\n",
+               (unsigned long long)total->reopened);
     }
     for (uint32_t i = 0; config.verbose && i < total->slow_listed; i++) {
         printf("slow connect: connection %llu took %.3f s\n",

@@ -92,7 +92,8 @@ struct slow_connect {
 /* What a worker reports: once after connecting, once at the end. */
 struct results {
     uint64_t connected;
-    uint64_t reopened; /* --http1.0: connections opened after the first, one per request */
+    uint64_t reopened; /* connections opened after the first: one per request (--http1.0), or
+                        * after an answer that said Connection: close */
     uint64_t slow_connects;
     uint64_t connect_ns; /* from the first connect to the last one settled */
     uint64_t sent;       /* requests sent */

@@ -192,7 +192,7 @@ static void send_due(uint64_t now)
     }
     while (worker.next_due <= now + config.tick_ns && worker.scheduled < total) {
         struct client *client = &worker.clients[worker.scheduled % worker.count];
-        if (client->conn != NULL && !client->finished) {
+        if ((client->conn != NULL || client->reopen != 0) && !client->finished) {
             if (client->sent + client->owed - client->done >= config.pipeline) {
                 worker.results.errors[ERR_CAP]++; /* it waits for an answer, late */
             }
@@ -213,7 +213,7 @@ static void send_due(uint64_t now)
         struct client *client = &worker.clients[worker.owing_head];
         worker.owing_head = client->next_owing;
         client->owing = false;
-        if (client->conn != NULL) {
+        if (client->conn != NULL && client->reopen == 0) { /* a reopening one sends on connect */
             send_owed(client);
         }
     }

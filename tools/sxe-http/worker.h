@@ -26,9 +26,10 @@ struct client {
     uint64_t owed;  /* -R: requests due, held back by the cap */
     uint64_t *ring; /* when each request in flight was sent: request k at k & ring_mask */
     uint64_t connect_start;
-    uint32_t next_owing; /* -R: the list of clients with requests due this turn; --http1.0: to
-                            reopen */
-    uint8_t reopen;      /* --http1.0: REOPEN_CLOSING, then REOPEN_CONNECTING, else 0 */
+    uint32_t next_owing;  /* -R: the list of clients with requests due this turn */
+    uint32_t next_reopen; /* the list of clients to reopen (reopen_all) */
+    uint8_t reopen;       /* REOPEN_CLOSING, then REOPEN_CONNECTING, else 0: --http1.0, or an
+                             answer that said Connection: close */
     bool owing;
     bool connected;
     bool finished;
