@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -434,7 +435,42 @@ static void hangup(void *arg)
     }
 }
 
-/* Listens on --listen (HTTPS if it is the only one and a certificate is given) and --https. */
+static char **program_argv; /* main's: a reload runs the program again with them */
+
+/* SIGHUP, in the supervisor, before the program runs again with its arguments to reload: the
+ * program checks the files first (-t, said in the log), so that one with a mistake leaves this
+ * image serving. @return 0, or -EINVAL for a configuration that would not start. */
+static int reload_check(void *arg)
+{
+    int count = 0;
+    int status = 0;
+
+    (void)arg;
+    while (program_argv[count] != NULL) {
+        count++;
+    }
+    char **check = calloc((size_t)count + 2, sizeof(*check));
+    if (check == NULL) {
+        return -ENOMEM;
+    }
+    memcpy(check, program_argv, (size_t)count * sizeof(*check));
+    check[count] = (char *)(uintptr_t) "-t"; /* execv takes char *const [] */
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv("/proc/self/exe", check);
+        _exit(127); /* GCOVR_EXCL_LINE: the program itself cannot be run */
+    }
+    free(check);
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        SXE_LOG_ERROR("SIGHUP: the new configuration does not start (said above)");
+        return -EINVAL;
+    }
+    access_log_flush();
+    return 0;
+}
+
 /* The address as listened on: a port of 0 is told as the one the kernel chose. */
 static const char *bound(const char *address, int port, char *text, size_t size)
 {
@@ -502,6 +538,7 @@ int main(int argc, char **argv)
     sigaddset(&hangup_set, SIGHUP);
     sigprocmask(SIG_BLOCK, &hangup_set, NULL);
     options_parse(argc, argv);
+    program_argv = argv;
     /* The library's advice, in this program's words. */
     (void)sxe_log_name_setting("options.connections", "--connections");
     (void)sxe_log_name_setting("SXE_LISTEN_EVICT_IDLE", "--evict-idle");
@@ -538,7 +575,11 @@ int main(int argc, char **argv)
         .on_log = access_log_on() ? access_log_write : NULL,
         .on_loop_start = access_log_loop_start,
         .on_loop_stop = access_log_loop_stop,
-        .on_hangup = hangup};
+        .on_hangup = hangup,
+        /* With a file and worker processes, SIGHUP runs the program again to read it; with a
+         * command line alone, nothing but files can change: hangup() reads those in place. */
+        .reload_argv = config.file != NULL ? argv : NULL,
+        .on_reload = reload_check};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
      * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
     options.limits.body_bytes = 48 * 1024;
