@@ -247,8 +247,8 @@ void sxe__workers_reexec(sxe_workers_t *set)
         return;
     }
     SXE_LOG_INFO("SIGHUP: reloading: a new image of the program takes the listeners, and the %u "
-                 "worker%s drain",
-                 set->options.count, set->options.count == 1 ? "" : "s");
+                 "worker%s",
+                 set->options.count, set->options.count == 1 ? " drains" : "s drain");
     for (unsigned i = 0; i < set->options.count; i++) {
         SXE__STORE(set->workers[i].shared->drain, 1); /* their channels close with the exec */
     }

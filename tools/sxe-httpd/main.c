@@ -461,7 +461,15 @@ static int reload_check(void *arg)
         _exit(127); /* GCOVR_EXCL_LINE: the program itself cannot be run */
     }
     free(check);
-    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    /* A check that hangs (a FIFO named as a file) is given 10 s, and the reload refused. */
+    pid_t done = 0;
+    for (int waited = 0; pid > 0 && waited < 1000 && (done = waitpid(pid, &status, WNOHANG)) == 0;
+         waited++) {
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    if (pid > 0 && done == 0) {
+        kill(pid, SIGKILL);
+        (void)waitpid(pid, &status, 0);
     }
     if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         SXE_LOG_ERROR("SIGHUP: the new configuration does not start (said above)");
