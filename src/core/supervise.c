@@ -199,7 +199,7 @@ static void reap(sxe_workers_t *set, uint64_t now)
                 ended(set, &set->workers[i], status, now);
             }
         }
-        if (!ours) { /* a worker of the image before a reload, drained */
+        if (!ours && sxe__workers_drained(pid)) {
             SXE_LOG_INFO("process %d ended (a worker from before the reload)", (int)pid);
         }
     }
@@ -384,6 +384,9 @@ static void on_time(sxe_workers_t *set, uint64_t now)
                 __atomic_add_fetch(&worker->shared->stats.restarts, 1, __ATOMIC_RELAXED);
             }
         }
+        if (set->stopping && now >= set->stop_deadline && i == 0) {
+            (void)sxe__workers_draining(true); /* from before a reload: no time left either */
+        }
         if (set->stopping && now >= set->stop_deadline && worker->pid > 0 && !worker->killed) {
             SXE_LOG_ERROR("worker %u did not stop in time: killing it", i);
             sxe__sys.kill(worker->pid, SIGKILL);
@@ -392,9 +395,13 @@ static void on_time(sxe_workers_t *set, uint64_t now)
     }
 }
 
-/* Whether anything is left to supervise. */
+/* Whether anything is left to supervise: a worker, or one from before a reload still draining
+ * (it holds sockets a restart would need). */
 static bool busy(const sxe_workers_t *set)
 {
+    if (sxe__workers_draining(false) > 0) {
+        return true;
+    }
     for (unsigned i = 0; i < set->options.count; i++) {
         if (set->workers[i].running || set->workers[i].restart_ns != 0) {
             return true;

@@ -108,6 +108,14 @@ void sxe__workers_close_listeners(sxe_workers_t *set);
 int sxe__workers_inherited(sxe_workers_t *set, struct sxe__workers_listener *listener,
                            const struct sockaddr *address);
 
+/* workers_reload.c: a process ended; @return whether it was a worker of an image before a reload,
+ * still draining (then it is one less to wait for). */
+bool sxe__workers_drained(pid_t pid);
+
+/* workers_reload.c: how many workers of the images before a reload are still draining; with
+ * kill_them, they are sent SIGKILL (a stop's deadline has passed). */
+unsigned sxe__workers_draining(bool kill_them);
+
 /* workers_reload.c: closes what a reload passed on and no listener took. */
 void sxe__workers_inherit_end(void);
 

@@ -153,14 +153,15 @@ int sxe_workers_listen(sxe_workers_t *set, const struct sockaddr *address, sockl
     }
     struct sxe__workers_listener *listener = &set->listeners[set->listener_count];
     listener->options = options != NULL ? *options : defaults;
+    listener->held = -1;
+    /* After a reload, the sockets the last image listened with (workers_reload.c); they may keep
+     * the set to the spread they were made for. */
+    int rc = sxe__workers_inherited(set, listener, address);
+    unsigned from = rc > 0 ? (unsigned)rc : 0;
     bool reuseport = set->options.spread != SXE_SPREAD_HAND_OFF;
     if (reuseport) {
         listener->options.flags |= SXE_LISTEN_REUSEPORT;
     }
-    listener->held = -1;
-    /* After a reload, the sockets the last image listened with (workers_reload.c). */
-    int rc = sxe__workers_inherited(set, listener, address);
-    unsigned from = rc > 0 ? (unsigned)rc : 0;
     if (rc > 0) {
         rc = listener->port = bound_port(listener->fds[0], &bound);
     } else if (rc == 0) {

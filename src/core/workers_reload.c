@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,52 @@ static struct inherited {
 static unsigned inherited_count;
 static bool inherited_read;
 
+/* The workers of the images before this one, still draining: children of this process. */
+#define DRAINING_ENV "SXE_WORKERS_DRAINING"
+#define DRAINING_MAX (4 * SXE_WORKERS_MAX)
+static pid_t draining[DRAINING_MAX];
+static unsigned draining_count;
+
+/* Reads SXE_WORKERS_DRAINING: only this process's running children are kept (another process
+ * named there is not ours to wait for or to kill). */
+static void read_draining(void)
+{
+    const char *at = getenv(DRAINING_ENV);
+    char *end;
+    int status;
+
+    while (at != NULL && *at != '\0' && draining_count < DRAINING_MAX) {
+        long pid = strtol(at, &end, 10);
+        if (end == at || pid <= 0 || pid > INT32_MAX) {
+            break;
+        }
+        if (sxe__sys.waitpid((pid_t)pid, &status, WNOHANG) == 0) {
+            draining[draining_count++] = (pid_t)pid;
+        }
+        at = *end == ',' ? end + 1 : end;
+    }
+    unsetenv(DRAINING_ENV);
+}
+
+bool sxe__workers_drained(pid_t pid)
+{
+    for (unsigned i = 0; i < draining_count; i++) {
+        if (draining[i] == pid) {
+            draining[i] = draining[--draining_count];
+            return true;
+        }
+    }
+    return false;
+}
+
+unsigned sxe__workers_draining(bool kill_them)
+{
+    for (unsigned i = 0; kill_them && i < draining_count; i++) {
+        sxe__sys.kill(draining[i], SIGKILL);
+    }
+    return draining_count;
+}
+
 static void set_cloexec(int fd, bool on)
 {
     int flags = sxe__sys.fcntl(fd, F_GETFD, 0);
@@ -48,6 +96,19 @@ static void set_cloexec(int fd, bool on)
     if (flags >= 0) {
         (void)sxe__sys.fcntl(fd, F_SETFD, on ? flags | FD_CLOEXEC : flags & ~FD_CLOEXEC);
     }
+}
+
+/* Whether fd is a stream socket that listens (or, listens false, one that does not): anything else
+ * named in the environment is not ours to take or to close. */
+static bool stream_socket(int fd, bool listens)
+{
+    int on = 0, type = 0;
+    socklen_t len = sizeof(on), type_len = sizeof(type);
+
+    return sxe__sys.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 &&
+           (on != 0) == listens &&
+           sxe__sys.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) == 0 &&
+           type == SOCK_STREAM;
 }
 
 /* A descriptor's number at *at, moving past it. @return it, or -1 if there is none. */
@@ -69,6 +130,7 @@ static void read_inherited(void)
     const char *at = getenv(INHERIT_ENV);
 
     inherited_read = true;
+    read_draining();
     while (at != NULL && *at != '\0' && inherited_count < SXE__WORKER_LISTENERS) {
         struct inherited *entry = &inherited[inherited_count];
         int fd;
@@ -87,6 +149,16 @@ static void read_inherited(void)
         if (entry->count == 0 || (*at != ';' && *at != '\0')) {
             SXE_LOG_ERROR("%s: cannot read the listeners passed on", INHERIT_ENV);
             return;
+        }
+        for (unsigned i = 0; i < entry->count; i++) {
+            if (!stream_socket(entry->fds[i], true)) {
+                SXE_LOG_ERROR("%s: descriptor %d is not a listening socket: ignored", INHERIT_ENV,
+                              entry->fds[i]);
+                return;
+            }
+        }
+        if (entry->held >= 0 && !stream_socket(entry->held, false)) {
+            entry->held = -1; /* not a connection held back: not ours */
         }
         inherited_count++;
         at += *at == ';';
@@ -152,12 +224,21 @@ int sxe__workers_inherited(sxe_workers_t *set, struct sxe__workers_listener *lis
             !serves(&bound, address, n == set->listener_count)) {
             continue;
         }
-        if (reuseport(entry->fds[0]) != want_group) { /* the spread changed: they cannot serve */
-            SXE_LOG_WARN("the listener on port %d changed its spread: the connections waiting "
-                         "on it are dropped",
-                         sxe_address_port((struct sockaddr *)&bound));
-            close_entry(entry); /* before the new socket binds */
-            return 0;
+        if (reuseport(entry->fds[0]) != want_group) {
+            /* The old workers hold these sockets while they drain: new ones of another kind could
+             * not bind beside them, and closing ours would drop what waits. The set keeps the
+             * spread they were made for, until the program starts afresh. */
+            if (set->listener_count > 0) { /* the set's first listener decided otherwise */
+                SXE_LOG_WARN("the listener on port %d keeps its spread: closed and bound anew",
+                             sxe_address_port((struct sockaddr *)&bound));
+                close_entry(entry);
+                return 0;
+            }
+            want_group = !want_group;
+            set->options.spread = want_group ? SXE_SPREAD_REUSEPORT : SXE_SPREAD_HAND_OFF;
+            SXE_LOG_WARN("the spread stays %s until the program starts afresh: the sockets "
+                         "passed on were made for it",
+                         want_group ? "reuseport" : "hand-off");
         }
         /* A group larger than the set: each worker takes every count-th socket (worker.c); one
          * smaller: the caller binds the rest. */
@@ -229,7 +310,21 @@ static int pass_listeners(sxe_workers_t *set, bool pass)
             return -ENOBUFS; /* GCOVR_EXCL_LINE: 12 bytes a descriptor always fit */
         }
     }
-    return pass ? setenv(INHERIT_ENV, text, 1) < 0 ? -errno : 0 : unsetenv(INHERIT_ENV);
+    if (!pass) {
+        return unsetenv(INHERIT_ENV) < 0 || unsetenv(DRAINING_ENV) < 0 ? -errno : 0;
+    }
+    /* The workers the new image is to wait for: these, and those still draining from before. */
+    char pids[DRAINING_MAX * 12] = "";
+    size_t at = 0;
+    for (unsigned i = 0; i < set->options.count; i++) {
+        if (set->workers[i].pid > 0 && at < sizeof(pids) - 12) {
+            at += (size_t)snprintf(pids + at, sizeof(pids) - at, "%d,", (int)set->workers[i].pid);
+        }
+    }
+    for (unsigned i = 0; i < draining_count && at < sizeof(pids) - 12; i++) {
+        at += (size_t)snprintf(pids + at, sizeof(pids) - at, "%d,", (int)draining[i]);
+    }
+    return setenv(INHERIT_ENV, text, 1) < 0 || setenv(DRAINING_ENV, pids, 1) < 0 ? -errno : 0;
 }
 
 void sxe__workers_reexec(sxe_workers_t *set)

@@ -112,7 +112,10 @@ def test_reloads_under_load_fail_no_request(server, sxe_http, build_dir, root, t
         time.sleep(0.35)
     out, _ = load.communicate(timeout=30)
     report = json.loads(out)
-    assert report["errors"]["total"] == 0, (json.dumps(report["errors"]), report["queries"], report["sent"])
+    # nothing failed; "cap" counts requests that came due late, behind 16 unanswered (a slow
+    # machine, a sanitizer build), which were sent and answered all the same
+    failed = {kind: n for kind, n in report["errors"].items() if kind not in ("cap", "total")}
+    assert not any(failed.values()), (failed, report["queries"], report["sent"])
     assert report["queries"] == report["sent"] > 30000, report
     assert report["reopened"] > 0, report  # the old workers' answers said Connection: close
     text = httpd.text()
@@ -194,3 +197,41 @@ def test_sigquit_drains_then_stops(server, root, tmp_path):  # noqa: F811
     assert time.monotonic() - began < 4
     assert idle.recv(10) == b""
     assert "SIGQUIT: draining 2 workers" in httpd.text()
+
+
+def test_a_reload_that_changes_the_spread_keeps_the_sockets_one(server, root, tmp_path):  # noqa: F811
+    """The old workers hold their sockets while they drain: sockets of another kind could not bind
+    beside them, so the set keeps the spread its sockets were made for, and serves on."""
+    config = tmp_path / "sxe-httpd.yaml"
+    write_config(config, root, 2, "spread: reuseport\n")
+    httpd = server(config)
+    for spread, count in (("hand-off", 2), ("cpu", 3)):
+        write_config(config, root, 2, f"spread: {spread}\n")
+        httpd.process.send_signal(signal.SIGHUP)
+        httpd.wait_for(r"serving .* with \d+ worker", count)
+        assert httpd.get("/hello.txt").endswith(b"\r\n\r\nHello World\n")
+    assert "the spread stays reuseport until the program starts afresh" in httpd.text()
+
+
+def test_a_stop_during_a_drain_waits_for_the_old_workers(server, root, tmp_path):  # noqa: F811
+    """SIGTERM while the workers from before a reload drain: the supervisor ends them too, so no
+    process is left holding the port."""
+    (root / "big.bin").write_bytes(os.urandom(16 << 20))
+    config = tmp_path / "sxe-httpd.yaml"
+    write_config(config, root, 1)
+    httpd = server(config)
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(("127.0.0.1", httpd.port))
+    client.sendall(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert client.recv(4096).startswith(b"HTTP/1.1 200")  # then not read: the answer waits
+    old = children(httpd.process.pid)
+    httpd.process.send_signal(signal.SIGHUP)
+    httpd.wait_for(r"serving .* with 1 worker", 2)
+    assert httpd.stop() == 0
+    for pid in old:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    client.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", httpd.port), timeout=2).close()
