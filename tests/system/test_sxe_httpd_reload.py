@@ -235,3 +235,21 @@ def test_a_stop_during_a_drain_waits_for_the_old_workers(server, root, tmp_path)
     client.close()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", httpd.port), timeout=2).close()
+
+
+def test_a_reload_to_a_port_someone_holds_is_refused(server, root, tmp_path):  # noqa: F811
+    """The check binds a new address the server does not hold: one another program listens on
+    would stop the new image, so the reload is refused and the server serves on."""
+    config = tmp_path / "sxe-httpd.yaml"
+    write_config(config, root, 1)
+    httpd = server(config)
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        config.write_text(f"root: {root}\nlisten: 127.0.0.1:{other.getsockname()[1]}\n"
+                          "workers: 1\n")
+        httpd.process.send_signal(signal.SIGHUP)
+        httpd.wait_for("the new configuration does not start", 1)
+    assert "Address already in use" in httpd.text()
+    assert "SIGHUP: reloading" not in httpd.text()
+    assert httpd.get("/hello.txt").endswith(b"\r\n\r\nHello World\n")

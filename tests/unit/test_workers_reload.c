@@ -218,6 +218,77 @@ static void test_what_does_not_parse_is_left(void **state)
     }
 }
 
+/* A reuseport socket passed to a hand-off set: the set keeps reuseport (the old workers hold the
+ * group, so a plain socket could not bind); a second listener that disagrees is bound anew. Other
+ * descriptors named (a socket pair's end, a connection as a listener) are not taken. */
+static void spread_body(void)
+{
+    int group = listening("127.0.0.1", 0, true);
+    int plain = listening("127.0.0.1", 0, false);
+    int pair[2];
+    char text[96];
+    sxe_workers_t *set;
+
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+    snprintf(text, sizeof(text), "%d;%d", group, plain);
+    setenv("SXE_WORKERS_INHERIT", text, 1);
+    setenv("SXE_WORKERS_DRAINING", "1,999999999,x", 1); /* not this process's children */
+    CHECK(sxe_workers_create(
+              &set, &(struct sxe_workers_options){.count = 2, .spread = SXE_SPREAD_HAND_OFF}) == 0);
+    struct sockaddr_in first = loopback("127.0.0.1", port_of(group));
+    CHECK(sxe_workers_listen(set, (struct sockaddr *)&first, sizeof(first), NULL) == 0);
+    struct sockaddr_in second = loopback("127.0.0.1", port_of(plain));
+    int plain_port = port_of(plain);
+    CHECK(sxe_workers_listen(set, (struct sockaddr *)&second, sizeof(second), NULL) == 1);
+    CHECK(sxe_workers_port(set, 1) == plain_port);
+    int group_port = port_of(group);
+    pid_t pid = run_set(set);
+    close(group);
+    for (int i = 0; i < 10; i++) { /* the group serves, by reuseport (the harness's workers take
+                                    * listener 0 only: the other is bound, not served) */
+        int fd = client(group_port);
+        CHECK(ask(fd) >= 0);
+        close(fd);
+    }
+    CHECK(stop_set(pid) == 0); /* and no wait for the processes named as draining */
+    CHECK(fcntl(pair[1], F_GETFD) >= 0);
+    sxe_workers_destroy(set);
+}
+
+static void test_a_changed_spread_keeps_the_sockets_one(void **state)
+{
+    (void)state;
+    in_child(spread_body);
+}
+
+/* Descriptors that are not listening sockets are named: nothing is taken, nothing closed. */
+static void not_listeners_body(void)
+{
+    int pair[2];
+    char text[64];
+    sxe_workers_t *set;
+
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+    snprintf(text, sizeof(text), "%d", pair[0]);
+    setenv("SXE_WORKERS_INHERIT", text, 1);
+    CHECK(sxe_workers_create(&set, &(struct sxe_workers_options){.count = 1}) == 0);
+    struct sockaddr_in any = loopback("127.0.0.1", 0);
+    CHECK(sxe_workers_listen(set, (struct sockaddr *)&any, sizeof(any), NULL) == 0);
+    pid_t pid = run_set(set);
+    int fd = client(sxe_workers_port(set, 0)); /* serving: its signals are read */
+    CHECK(ask(fd) == 0);
+    close(fd);
+    CHECK(stop_set(pid) == 0);
+    CHECK(fcntl(pair[0], F_GETFD) >= 0); /* still open: not ours */
+    sxe_workers_destroy(set);
+}
+
+static void test_what_is_not_a_listener_is_left_alone(void **state)
+{
+    (void)state;
+    in_child(not_listeners_body);
+}
+
 /* The reload's exec, seen by the seam: what it passes, then a failure. */
 struct exec_seen {
     int calls;
@@ -296,6 +367,8 @@ int main(void)
         cmocka_unit_test(test_a_group_larger_than_the_set_is_shared_out),
         cmocka_unit_test(test_sockets_no_listener_takes_are_closed),
         cmocka_unit_test(test_what_does_not_parse_is_left),
+        cmocka_unit_test(test_a_changed_spread_keeps_the_sockets_one),
+        cmocka_unit_test(test_what_is_not_a_listener_is_left_alone),
         cmocka_unit_test(test_a_reload_refused_or_failed_serves_on),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

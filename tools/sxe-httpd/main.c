@@ -435,7 +435,8 @@ static void hangup(void *arg)
     }
 }
 
-static char **program_argv; /* main's: a reload runs the program again with them */
+static char **program_argv;      /* main's: a reload runs the program again with them */
+static char held_addresses[512]; /* the addresses listened on, a line each, for a reload's check */
 
 /* SIGHUP, in the supervisor, before the program runs again with its arguments to reload: the
  * program checks the files first (-t, said in the log), so that one with a mistake leaves this
@@ -454,13 +455,15 @@ static int reload_check(void *arg)
         return -ENOMEM;
     }
     memcpy(check, program_argv, (size_t)count * sizeof(*check));
-    check[count] = (char *)(uintptr_t) "-t"; /* execv takes char *const [] */
+    check[count] = (char *)(uintptr_t) "-t";           /* execv takes char *const [] */
+    (void)setenv("SXE_HTTPD_HELD", held_addresses, 1); /* the check's child's to compare */
     pid_t pid = fork();
     if (pid == 0) {
         execv("/proc/self/exe", check);
         _exit(127); /* GCOVR_EXCL_LINE: the program itself cannot be run */
     }
     free(check);
+    (void)unsetenv("SXE_HTTPD_HELD");
     /* A check that hangs (a FIFO named as a file) is given 10 s, and the reload refused. */
     pid_t done = 0;
     for (int waited = 0; pid > 0 && waited < 1000 && (done = waitpid(pid, &status, WNOHANG)) == 0;
@@ -507,19 +510,58 @@ static int listen_all(sxe_http_server_t *server, sxe_tls_t *tls, const char **fa
 
 #define ADDRESS_FORMS "expected IP:PORT, [IPv6]:PORT, localhost:PORT or :PORT"
 
+/* Whether address (parsed) is one someone else listens on: a plain bind fails. */
+static bool taken(const struct sockaddr_storage *address, socklen_t len)
+{
+    int fd = socket(address->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int on = 1;
+
+    if (fd < 0) {
+        return false;
+    }
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)); /* TIME_WAIT is no one */
+    bool in_use = bind(fd, (const struct sockaddr *)address, len) < 0 && errno == EADDRINUSE;
+    close(fd);
+    return in_use;
+}
+
+/* Whether address is one of the running server's (SXE_HTTPD_HELD, set by a reload's check: its
+ * addresses as it listens on them, a line each). */
+static bool held(const char *address)
+{
+    const char *lines = getenv("SXE_HTTPD_HELD");
+    size_t len = strlen(address);
+
+    for (const char *at = lines; at != NULL && *at != '\0';
+         at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL) {
+        if (strncmp(at, address, len) == 0 && (at[len] == '\n' || at[len] == '\0')) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* -t: the options and files were read and the certificates loaded; the addresses are checked
- * without listening on them (the server the check is for may hold them). */
+ * without listening on them (the server the check is for may hold them). For a reload's check,
+ * an address the running server does not hold must be free: one another program listens on would
+ * stop the new image from starting. */
 static int test_only(sxe_tls_t *tls)
 {
     const char *addresses[] = {config.listen, config.https};
     struct sockaddr_storage address;
+    socklen_t len = 0;
     int rc = 0;
 
     for (unsigned i = 0; i < 2 && rc == 0; i++) {
-        if (addresses[i] != NULL &&
-            sxe_address_parse(addresses[i], -1, &address, &(socklen_t){0}) < 0) {
+        if (addresses[i] != NULL && sxe_address_parse(addresses[i], -1, &address, &len) < 0) {
             fprintf(stderr, "sxe-httpd: %s %s: %s\n", i == 0 ? "--listen" : "--https", addresses[i],
                     ADDRESS_FORMS);
+            rc = 1;
+        } else if (addresses[i] != NULL && getenv("SXE_HTTPD_HELD") != NULL &&
+                   sxe_address_port((struct sockaddr *)&address) != 0 && !held(addresses[i]) &&
+                   taken(&address, len)) {
+            fprintf(stderr, "sxe-httpd: %s %s: %s\n", i == 0 ? "--listen" : "--https", addresses[i],
+                    sxe_strerror(-EADDRINUSE));
             rc = 1;
         }
     }
@@ -613,6 +655,9 @@ int main(int argc, char **argv)
         return 1;
     }
     char listen[80];
+    snprintf(held_addresses, sizeof(held_addresses), "%s\n%s",
+             bound(config.listen, sxe_http_server_port(server), listen, sizeof(listen)),
+             config.https ? config.https : "");
     static const char *const kinds[2][2] = {{"processes", "process"}, {"threads", "thread"}};
     const char *kind = kinds[config.kind == SXE_WORKERS_THREADS][options.workers == 1];
     SXE_LOG_INFO("serving %s on %s%s%s%s with %u worker %s of up to %u connections each%s",
