@@ -149,10 +149,17 @@ def test_a_reload_follows_a_new_root_and_keeps_the_port(server, root, tmp_path):
         port = probe.getsockname()[1]
     config.write_text(f"root: {other}\nlisten: 127.0.0.1:{port}\nworkers: 1\n")
     old = httpd.port
+    old_workers = children(httpd.process.pid)
     httpd.process.send_signal(signal.SIGHUP)
     httpd.port = int(httpd.wait_for(r"serving .* on 127\.0\.0\.1:(\d+)", 3).group(1))
     assert httpd.port == port
     assert b"from the other root" in httpd.get("/hello.txt")
+    # the old port stays open in the draining worker (it does not know its socket was dropped)
+    # until that worker, with nothing left to serve, goes
+    deadline = time.monotonic() + 5
+    while set(old_workers) & set(children(httpd.process.pid)):
+        assert time.monotonic() < deadline, httpd.text()
+        time.sleep(0.02)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", old), timeout=2).close()
 
