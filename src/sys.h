@@ -127,6 +127,8 @@ struct io_uring_params;
     X(socket, int, (int domain, int type, int protocol), (domain, type, protocol), socket)         \
     X(socketpair, int, (int domain, int type, int protocol, int fds[2]),                           \
       (domain, type, protocol, fds), socketpair)                                                   \
+    X(stat, int, (const char *path, struct stat *status), (path, status), stat)                    \
+    X(unlink, int, (const char *path), (path), unlink)                                             \
     X(waitpid, pid_t, (pid_t pid, int *status, int options), (pid, status, options), waitpid)      \
     X(write, ssize_t, (int fd, const void *buf, size_t len), (fd, buf, len), write)
 

@@ -175,6 +175,15 @@ struct sxe_http_server_options {
     char *const *reload_argv;
     int (*on_reload)(void *arg);
     /**
+     * On SIGUSR1, while sxe_http_server_run() runs: on_reopen(hangup_arg), as on_hangup is called
+     * (the workers' sxe_workers_options.on_reopen, or the server's own loop's
+     * sxe_loop_on_signal()); reopen logs there. NULL: with workers, SIGUSR1 writes their counters
+     * to the log; on the server's own loop it is not read.
+     */
+    void (*on_reopen)(void *arg);
+    /** With workers: their control socket (sxe_workers_options.control_path); NULL for none. */
+    const char *control_path;
+    /**
      * In sxe_http_server_run(), on each loop that serves, in its own thread (each worker's, or the
      * server's own): on_loop_start(loop, loop_arg) before the loop runs, for per-loop state (a
      * timer, say); on_loop_stop(loop_arg) after it has stopped, before its thread (or process)

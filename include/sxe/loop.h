@@ -147,8 +147,8 @@ uint64_t sxe_loop_now(const sxe_loop_t *loop);
  * On SIGINT or SIGTERM, stop cleanly: close the listeners, give queued output up to drain_ns to
  * be sent, close every connection (SXE_CLOSE_SHUTDOWN) and return from sxe_loop_run(). On SIGQUIT,
  * drain instead (sxe_loop_drain()). On SIGHUP, call the hook of sxe_loop_on_hangup(), or log that
- * it is ignored: it never kills the process. Blocks the four signals in the calling thread and
- * reads them from a signalfd.
+ * it is ignored: it never kills the process (SIGUSR1 and SIGUSR2 too, once sxe_loop_on_signal()
+ * hooks them). Blocks these signals in the calling thread and reads them from a signalfd.
  * @return 0 or -errno.
  */
 int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
@@ -156,8 +156,19 @@ int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns);
 /**
  * Calls hook(arg) on the loop's thread for each SIGHUP the loop reads (sxe_loop_stop_on_signals()):
  * where a program reopens its log files after logrotate moved them. NULL removes it.
+ * The same as sxe_loop_on_signal(loop, SIGHUP, hook, arg).
  */
 void sxe_loop_on_hangup(sxe_loop_t *loop, void (*hook)(void *arg), void *arg);
+
+/**
+ * Calls hook(arg) on the loop's thread for each signo the loop reads: SIGHUP, SIGUSR1 or SIGUSR2.
+ * SIGUSR1 and SIGUSR2 are read (blocked in the calling thread, and added to the signalfd of
+ * sxe_loop_stop_on_signals(), before or after it) only once hooked; NULL removes the hook, and
+ * the signal, still blocked, is then logged and ignored.
+ * @return 0, -EINVAL for another signal, or -errno from signalfd.
+ */
+SXE_MUST_CHECK int sxe_loop_on_signal(sxe_loop_t *loop, int signo, void (*hook)(void *arg),
+                                      void *arg);
 
 /**
  * Stops as a stop signal does: closes the listeners, gives queued output up to drain_ns to be sent,

@@ -43,9 +43,11 @@
  * closes its listeners, gives queued output up to drain_ns to be sent, closes its connections)
  * and returns once all have ended; a process still running drain_ns plus a second later is
  * killed. SIGQUIT is the same, except that the workers drain (sxe_loop_drain(): what each
- * connection has under way is finished first, within drain_ns). On SIGUSR1 it writes one line
- * per worker with its statistics to the log; on SIGHUP it reloads (options.reload_argv), or calls
- * options.on_hangup in it and in every worker process (see there).
+ * connection has under way is finished first, within drain_ns). On SIGUSR1 it calls
+ * options.on_reopen, or writes one line per worker with its statistics to the log; on SIGHUP it
+ * reloads (options.reload_argv), or calls options.on_hangup in it and in every worker process (see
+ * there). A control socket (options.control_path) does the same from a command line, and tells
+ * the workers' counters.
  */
 #ifndef SXE_WORKERS_H
 #define SXE_WORKERS_H
@@ -111,6 +113,26 @@ struct sxe_workers_options {
      */
     char *const *reload_argv;
     int (*on_reload)(void *arg);
+    /**
+     * On SIGUSR1: called as on_hangup is (in the supervisor, then in each worker process on its
+     * loop's thread; once with threads), with hangup_arg: a program reopens its log files there
+     * (logrotate's postrotate sends SIGUSR1, as it does to nginx). NULL: SIGUSR1 writes a line of
+     * counters per worker to the log instead.
+     */
+    void (*on_reopen)(void *arg);
+    /**
+     * The path of a control socket, NULL for none: a Unix stream socket, mode 0600, that the
+     * supervisor answers while sxe_workers_run() runs; only a peer of the same user (or root) is
+     * served. A peer sends one line (at most 255 bytes), gets the answer and the end of the
+     * connection: "status" (add "json" for JSON), "reopen" (as SIGUSR1), "reload" (as SIGHUP:
+     * the answer comes once the check passed, before the new image starts), "drain" (as SIGQUIT),
+     * "stop" (as SIGTERM), "log-level MODULE LEVEL" (MODULE "all" for every module; in the
+     * supervisor and in every worker), "help". An answer that starts with "error:" failed.
+     * A socket file at the path that no program answers on is replaced; one that a program answers
+     * on makes sxe_workers_run() fail with -EADDRINUSE. The file is removed at the end of the run
+     * (not by a reload: the new image replaces it). docs/workers.md has more.
+     */
+    const char *control_path;
 };
 
 /**

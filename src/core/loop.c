@@ -163,20 +163,25 @@ static uint64_t next_deadline(sxe_loop_t *loop, uint64_t deadline)
 
 static void begin_stop(sxe_loop_t *loop, uint64_t drain_ns, bool draining);
 
-/* The signals that came: SIGHUP to the program's hook, SIGINT or SIGTERM to a clean stop, SIGQUIT
- * to a drain. */
+/* The signals that came: SIGHUP, SIGUSR1 and SIGUSR2 to the program's hooks, SIGINT or SIGTERM to
+ * a clean stop, SIGQUIT to a drain. */
 static void take_signals(sxe_loop_t *loop)
 {
     struct signalfd_siginfo info;
     int stop_signal = 0;
 
     while (sxe__sys.read(loop->signal_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
-        if (info.ssi_signo != SIGHUP) {
-            stop_signal = (int)info.ssi_signo;
-        } else if (loop->on_hangup != NULL) {
-            loop->on_hangup(loop->hangup_arg);
+        int signo = (int)info.ssi_signo;
+        unsigned hook = signo == SIGHUP ? 0 : signo == SIGUSR1 ? 1 : signo == SIGUSR2 ? 2 : 3;
+        if (hook == 3) {
+            stop_signal = signo;
+        } else if (loop->on_signal[hook].hook != NULL) {
+            loop->on_signal[hook].hook(loop->on_signal[hook].arg);
         } else {
-            SXE_LOG_INFO("SIGHUP: nothing here reopens or reloads on it; ignored");
+            SXE_LOG_INFO("%s: nothing here reopens or reloads on it; ignored", hook == 0 ? "SIGHUP"
+                                                                               : hook == 1
+                                                                                   ? "SIGUSR1"
+                                                                                   : "SIGUSR2");
         }
     }
     if (loop->stopping || stop_signal == 0) {
@@ -186,10 +191,49 @@ static void take_signals(sxe_loop_t *loop)
     begin_stop(loop, loop->drain_ns, stop_signal == SIGQUIT);
 }
 
+/* The signals the loop reads: those that stop it, SIGHUP, and SIGUSR1 and SIGUSR2 if hooked. */
+static void loop_signals(const sxe_loop_t *loop, sigset_t *signals)
+{
+    sigemptyset(signals);
+    sigaddset(signals, SIGINT);
+    sigaddset(signals, SIGTERM);
+    sigaddset(signals, SIGQUIT);
+    sigaddset(signals, SIGHUP);
+    if (loop->on_signal[1].hook != NULL) {
+        sigaddset(signals, SIGUSR1);
+    }
+    if (loop->on_signal[2].hook != NULL) {
+        sigaddset(signals, SIGUSR2);
+    }
+}
+
+int sxe_loop_on_signal(sxe_loop_t *loop, int signo, void (*hook)(void *arg), void *arg)
+{
+    unsigned i = signo == SIGHUP ? 0 : signo == SIGUSR1 ? 1 : signo == SIGUSR2 ? 2 : 3;
+    sigset_t signals;
+
+    if (!SXE_CHECK(loop != NULL && i < 3)) {
+        return -EINVAL;
+    }
+    loop->on_signal[i].hook = hook;
+    loop->on_signal[i].arg = arg;
+    if (loop->signal_fd < 0 || hook == NULL) {
+        return 0; /* read from sxe_loop_stop_on_signals() on (a removed one stays blocked) */
+    }
+    sigemptyset(&signals);
+    sigaddset(&signals, signo);
+    int rc = sxe__sys.pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    if (rc != 0) {
+        return -rc; /* GCOVR_EXCL_LINE: fails only for an invalid "how", a constant here. */
+    }
+    loop_signals(loop, &signals);
+    return sxe__sys.signalfd(loop->signal_fd, &signals, 0) < 0 ? -errno : 0;
+}
+
 void sxe_loop_on_hangup(sxe_loop_t *loop, void (*hook)(void *arg), void *arg)
 {
-    loop->on_hangup = hook;
-    loop->hangup_arg = arg;
+    loop->on_signal[0].hook = hook; /* SIGHUP is always read: no mask to change */
+    loop->on_signal[0].arg = arg;
 }
 
 int sxe_loop_at_stop(sxe_loop_t *loop, void (*hook)(void *arg), void *arg)
@@ -338,11 +382,7 @@ int sxe_loop_stop_on_signals(sxe_loop_t *loop, uint64_t drain_ns)
         loop->drain_ns = drain_ns;
         return 0;
     }
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGQUIT);
-    sigaddset(&signals, SIGHUP);
+    loop_signals(loop, &signals);
     if ((rc = sxe__sys.pthread_sigmask(SIG_BLOCK, &signals, NULL)) != 0) {
         return -rc; /* GCOVR_EXCL_LINE: fails only for an invalid "how", a constant here. */
     }

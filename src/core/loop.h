@@ -232,8 +232,10 @@ struct sxe_loop {
         void (*hook)(void *arg);
         void *arg;
     } at_stop[SXE__AT_STOP_MAX];  /* sxe_loop_at_stop() */
-    void (*on_hangup)(void *arg); /* sxe_loop_on_hangup() */
-    void *hangup_arg;
+    struct {
+        void (*hook)(void *arg);
+        void *arg;
+    } on_signal[3]; /* sxe_loop_on_signal(): SIGHUP, SIGUSR1, SIGUSR2 */
     void (*turn_hook)(sxe_loop_t *loop, void *arg); /* after each turn, or NULL (worker.c) */
     void *turn_arg;
 };

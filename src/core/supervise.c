@@ -1,8 +1,9 @@
 /*
  * sxe_workers_run(): the supervisor. It starts each worker (a fork or a thread) with a channel per
  * listener, then waits with poll on a signalfd (SIGINT and SIGTERM stop, SIGQUIT drains, SIGCHLD
- * reaps, SIGUSR1 reports, SIGHUP reloads or is passed on), on the hand-off listeners, and, for
- * threads, on its ends of the channels, which hang up when a worker ends. A process that dies is
+ * reaps, SIGUSR1 reopens or reports, SIGHUP reloads or is passed on), on the control socket
+ * (workers_control.c), on the hand-off listeners, and, for threads, on its ends of the channels,
+ * which hang up when a worker ends. A process that dies is
  * restarted (after a pause if it died young); a stop closes the set's listeners and its ends of the
  * channels, which every worker reads as "stop", and waits for them all.
  */
@@ -25,18 +26,10 @@ static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 #define EXIT_START_FAILED 3              /* a process whose start failed: not restarted */
 #define ACCEPT_BATCH      64             /* hand-off accepts per listener per wake-up */
 #define RESTART_PAUSE_NS  SXE_NS_PER_SEC /* a worker is restarted at most once a second */
-#define KILL_GRACE_NS     SXE_NS_PER_SEC /* past the drain, before a process is killed */
 
 #if defined(SXE_COVERAGE)
 void __gcov_dump(void); /* libgcov's: writes this process's counters */
 #endif
-
-static void close_channels(sxe_worker_t *worker, unsigned end)
-{
-    for (unsigned l = 0; l < SXE__WORKER_LISTENERS; l++) {
-        sxe__close_fd(&worker->channels[l][end]);
-    }
-}
 
 /* In a new worker process: keeps its own descriptors, closes the set's others, and runs. */
 static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
@@ -44,10 +37,11 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
     sxe_workers_t *set = worker->set;
 
     sxe__close_fd(&set->signal_fd);
+    sxe__workers_control_close(set, false);
     for (unsigned i = 0; i < set->options.count; i++) {
-        close_channels(&set->workers[i], 0);
+        sxe__worker_close_channels(&set->workers[i], 0);
         if (i != worker->index) {
-            close_channels(&set->workers[i], 1);
+            sxe__worker_close_channels(&set->workers[i], 1);
         }
     }
     for (unsigned l = 0; l < set->listener_count; l++) {
@@ -59,10 +53,15 @@ static void __attribute__((noreturn)) child_main(sxe_worker_t *worker)
         }
         sxe__close_fd(&set->listeners[l].held);
     }
-    sxe__sys.sigaction(SIGUSR1, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
-    /* SIGHUP stays blocked until the worker's loop reads it: one passed on before would kill. */
+    if (set->options.on_reopen == NULL) {
+        sxe__sys.sigaction(SIGUSR1, &(struct sigaction){.sa_handler = SIG_IGN}, NULL);
+    }
+    /* SIGHUP, SIGUSR1 and SIGUSR2 stay blocked until the worker's loop reads them: one passed on
+     * before would kill. */
     sigset_t mask = set->old_mask;
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     sxe__sys.pthread_sigmask(SIG_SETMASK, &mask, NULL);
     int rc = sxe__worker_main(worker);
     int status = rc == 0 ? 0 : worker->start_failed ? EXIT_START_FAILED : 1;
@@ -120,7 +119,7 @@ static int spawn(sxe_worker_t *worker, uint64_t now)
         if (pid == 0) {
             child_main(worker); /* GCOVR_EXCL_LINE: the child's coverage is not merged */
         }
-        close_channels(worker, 1); /* the child's now */
+        sxe__worker_close_channels(worker, 1); /* the child's now */
         worker->pid = pid;
         SXE__STORE(worker->shared->stats.pid, pid);
     }
@@ -129,31 +128,11 @@ static int spawn(sxe_worker_t *worker, uint64_t now)
 
 failed:
     rc = -errno;
-    close_channels(worker, 0);
-    close_channels(worker, 1);
+    sxe__worker_close_channels(worker, 0);
+    sxe__worker_close_channels(worker, 1);
     sxe__close_fd(&worker->thread_watch);
     sxe__close_fd(&worker->thread_done);
     return rc;
-}
-
-/* Stops accepting and tells every worker to stop, or to drain: its channels close. */
-static void begin_stop(sxe_workers_t *set, uint64_t now, const char *why, bool drain)
-{
-    if (set->stopping) {
-        return;
-    }
-    SXE_LOG_INFO("%s: %s %u worker%s; %s for up to %llu ms", why, drain ? "draining" : "stopping",
-                 set->options.count, set->options.count == 1 ? "" : "s",
-                 drain ? "they finish what they hold" : "their output drains",
-                 (unsigned long long)(set->options.drain_ns / SXE_NS_PER_MSEC));
-    set->stopping = true;
-    set->stop_deadline = now + set->options.drain_ns + KILL_GRACE_NS;
-    sxe__workers_close_listeners(set);
-    for (unsigned i = 0; i < set->options.count; i++) {
-        set->workers[i].restart_ns = 0;
-        SXE__STORE(set->workers[i].shared->drain, drain);
-        close_channels(&set->workers[i], 0);
-    }
 }
 
 /* A worker has ended: says how, and decides whether it comes back. */
@@ -161,7 +140,7 @@ static void ended(sxe_workers_t *set, sxe_worker_t *worker, int status, uint64_t
 {
     worker->running = false;
     worker->pid = 0;
-    close_channels(worker, 0);
+    sxe__worker_close_channels(worker, 0);
     if (set->stopping) {
         return;
     }
@@ -205,44 +184,6 @@ static void reap(sxe_workers_t *set, uint64_t now)
     }
 }
 
-static void report(const sxe_workers_t *set)
-{
-    for (unsigned i = 0; i < set->options.count; i++) {
-        struct sxe_worker_stats stats;
-        sxe_workers_stats(set, i, &stats);
-        SXE_LOG_INFO("worker %u pid %d%s: open %u connections %llu requests %llu bytes %llu "
-                     "table_full %llu evicted %llu restarts %u",
-                     i, (int)stats.pid, set->workers[i].running ? "" : " (ended)", stats.open,
-                     (unsigned long long)stats.connections, (unsigned long long)stats.requests,
-                     (unsigned long long)stats.bytes, (unsigned long long)stats.table_full,
-                     (unsigned long long)stats.evicted, stats.restarts);
-    }
-}
-
-/* SIGHUP: the hook here; then, with worker processes, on to each, whose loop calls it too. The
- * supervisor's own call is what a worker it starts later begins with (a log opened again,
- * certificates read again), as a restarted worker must not go back to the files of the start. */
-static void hangup(sxe_workers_t *set)
-{
-    if (set->options.reload_argv != NULL && set->options.kind == SXE_WORKERS_PROCESSES &&
-        !set->stopping) {
-        sxe__workers_reexec(set); /* returns if the reload was refused or failed */
-        return;
-    }
-    SXE_LOG_INFO("SIGHUP: %s", set->options.on_hangup != NULL ? "passing it on" : "ignored");
-    if (set->options.on_hangup != NULL) {
-        set->options.on_hangup(set->options.hangup_arg);
-    }
-    if (set->options.kind == SXE_WORKERS_THREADS) {
-        return;
-    }
-    for (unsigned i = 0; i < set->options.count; i++) {
-        if (set->workers[i].running && set->workers[i].pid > 0) {
-            sxe__sys.kill(set->workers[i].pid, SIGHUP);
-        }
-    }
-}
-
 /* Reads the signals that came. */
 static void take_signals(sxe_workers_t *set, uint64_t now)
 {
@@ -254,16 +195,17 @@ static void take_signals(sxe_workers_t *set, uint64_t now)
             reap(set, now);
             break;
         case SIGUSR1:
-            report(set);
+            sxe__workers_reopen(set, "SIGUSR1");
             break;
         case SIGHUP:
-            hangup(set);
+            (void)sxe__workers_hangup(set, -1);
             break;
         case SIGQUIT:
-            begin_stop(set, now, "SIGQUIT", true);
+            sxe__workers_begin_stop(set, now, "SIGQUIT", true);
             break;
         default:
-            begin_stop(set, now, info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM", false);
+            sxe__workers_begin_stop(set, now, info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM",
+                                    false);
             break;
         }
     }
@@ -353,10 +295,11 @@ static void accept_and_pass(sxe_workers_t *set, unsigned listener)
     }
 }
 
-/* How long poll may wait: until the next restart or the stop's deadline (ms, -1 for ever). */
-static int poll_timeout(const sxe_workers_t *set, uint64_t now)
+/* How long poll may wait: until the next restart, the stop's deadline or the earliest control
+ * peer's (ms, -1 for ever). */
+static int poll_timeout(const sxe_workers_t *set, uint64_t now, uint64_t deadline)
 {
-    uint64_t deadline = set->stopping ? set->stop_deadline : UINT64_MAX;
+    deadline = set->stopping && set->stop_deadline < deadline ? set->stop_deadline : deadline;
 
     for (unsigned i = 0; i < set->options.count; i++) {
         if (set->workers[i].restart_ns != 0 && set->workers[i].restart_ns < deadline) {
@@ -417,12 +360,15 @@ static bool busy(const sxe_workers_t *set)
  */
 static int supervise_once(sxe_workers_t *set)
 {
-    struct pollfd fds[1 + SXE__WORKER_LISTENERS * (1 + SXE_WORKERS_MAX) + SXE_WORKERS_MAX];
+    struct pollfd fds[2 + SXE__CONTROL_PEERS + SXE__WORKER_LISTENERS * (1 + SXE_WORKERS_MAX) +
+                      SXE_WORKERS_MAX];
     unsigned listener_of[SXE__WORKER_LISTENERS * (1 + SXE_WORKERS_MAX)];
     nfds_t count = 0;
     bool threads = set->options.kind == SXE_WORKERS_THREADS;
+    uint64_t deadline;
 
     fds[count++] = (struct pollfd){.fd = set->signal_fd, .events = POLLIN};
+    count += sxe__workers_control_poll(set, &fds[count], &deadline);
     unsigned first_listener = (unsigned)count;
     for (unsigned l = 0; set->options.spread == SXE_SPREAD_HAND_OFF && l < set->listener_count;
          l++) {
@@ -441,7 +387,7 @@ static int supervise_once(sxe_workers_t *set)
         fds[count++] = (struct pollfd){
             .fd = set->workers[i].running ? set->workers[i].thread_watch : -1, .events = POLLIN};
     }
-    int ready = sxe__sys.poll(fds, count, poll_timeout(set, sxe_clock_mono_ns()));
+    int ready = sxe__sys.poll(fds, count, poll_timeout(set, sxe_clock_mono_ns(), deadline));
     if (ready < 0) {
         return errno == EINTR ? 0 : -errno;
     }
@@ -449,6 +395,7 @@ static int supervise_once(sxe_workers_t *set)
     if (fds[0].revents) {
         take_signals(set, now);
     }
+    sxe__workers_control_ready(set, &fds[1], now); /* may have exec'd: a reload */
     for (unsigned n = first_listener; n < first_worker; n++) {
         if (fds[n].revents && !set->stopping) {
             accept_and_pass(set, listener_of[n - first_listener]);
@@ -499,7 +446,7 @@ static int spawn_all(sxe_workers_t *set)
         int rc = spawn(&set->workers[i], now);
         if (rc < 0) {
             SXE_LOG_ERROR("cannot start worker %u: %s", i, sxe_strerror(rc));
-            begin_stop(set, now, "a worker could not start", false);
+            sxe__workers_begin_stop(set, now, "a worker could not start", false);
             return rc;
         }
     }
@@ -518,9 +465,18 @@ int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_sto
     set->stop = stop;
     set->arg = arg;
     set->pid = sxe__sys.getpid();
+    set->started_ns = sxe_clock_mono_ns();
     sxe__workers_inherit_end(); /* what a reload passed on and no listener took */
+    if ((rc = sxe__workers_control_open(set)) < 0) { /* said in the log */
+        if (sxe__workers_draining(false) == 0) {
+            return rc;
+        }
+        /* a reload's new image: ending here would end the service */
+        SXE_LOG_ERROR("serving on without a control socket");
+    }
     if ((rc = open_signals(set)) < 0) {
         SXE_LOG_ERROR("cannot read signals: %s", sxe_strerror(rc));
+        sxe__workers_control_close(set, true);
         return rc;
     }
     int failed = spawn_all(set);
@@ -528,10 +484,11 @@ int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_sto
         if ((rc = supervise_once(set)) < 0) {
             SXE_LOG_ERROR("poll failed: %s; stopping", sxe_strerror(rc));
             failed = failed ? failed : rc;
-            begin_stop(set, sxe_clock_mono_ns(), "poll failed", false);
+            sxe__workers_begin_stop(set, sxe_clock_mono_ns(), "poll failed", false);
         }
     }
     sxe__close_fd(&set->signal_fd);
+    sxe__workers_control_close(set, true);
     sxe__sys.pthread_sigmask(SIG_SETMASK, &set->old_mask, NULL);
     if (failed < 0) {
         return failed;

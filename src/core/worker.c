@@ -4,6 +4,8 @@
  * published to shared memory after each turn of its loop.
  */
 #include <errno.h>
+#include <signal.h>
+#include <string.h>
 
 #include "loop.h"
 #include "sxe/log.h"
@@ -90,6 +92,30 @@ static void on_channel_connect(sxe_conn_t *channel)
 static const struct sxe_conn_handlers channel_handlers = {
     .on_connect = on_channel_connect, .on_fd = on_fd, .on_close = on_channel_close};
 
+/* SIGUSR2: the control socket set log levels, in the shared mapping (a seqlock: the supervisor
+ * writes for microseconds, while seq is odd). */
+static void apply_levels(void *arg)
+{
+    const struct sxe__workers_levels *levels = ((sxe_worker_t *)arg)->set->levels;
+    struct sxe__workers_levels copy;
+
+    for (unsigned tries = 0; tries < 1000; tries++) { /* the supervisor writes for microseconds */
+        uint32_t seq = __atomic_load_n(&levels->seq, __ATOMIC_ACQUIRE);
+        memcpy(&copy, levels, sizeof(copy));
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (seq % 2 == 0 && __atomic_load_n(&levels->seq, __ATOMIC_RELAXED) == seq) {
+            for (unsigned i = 0; i < copy.count && i < SXE__WORKERS_LEVELS; i++) {
+                copy.set[i].module[sizeof(copy.set[i].module) - 1] = '\0';
+                (void)(strcmp(copy.set[i].module, "all") == 0
+                           ? sxe_log_set_level((enum sxe_log_level)copy.set[i].level)
+                           : sxe_log_set_module_level(copy.set[i].module,
+                                                      (enum sxe_log_level)copy.set[i].level));
+            }
+            return;
+        }
+    }
+}
+
 /* The loop, its channels and its signals. @return 0 or -errno. */
 static int worker_open(sxe_worker_t *worker)
 {
@@ -119,6 +145,15 @@ static int worker_open(sxe_worker_t *worker)
     if (rc == 0 && set->options.kind == SXE_WORKERS_PROCESSES) {
         rc = sxe_loop_stop_on_signals(worker->loop, set->options.drain_ns);
         sxe_loop_on_hangup(worker->loop, set->options.on_hangup, set->options.hangup_arg);
+        /* SIGUSR1 reopens (as the supervisor passes it on); SIGUSR2 says the control socket set
+         * log levels, in the shared mapping */
+        if (rc == 0 && set->options.on_reopen != NULL) {
+            rc = sxe_loop_on_signal(worker->loop, SIGUSR1, set->options.on_reopen,
+                                    set->options.hangup_arg);
+        }
+        if (rc == 0) {
+            rc = sxe_loop_on_signal(worker->loop, SIGUSR2, apply_levels, worker);
+        }
     }
     return rc;
 }

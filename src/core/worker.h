@@ -7,6 +7,7 @@
 #ifndef SXE_WORKER_INTERNAL_H
 #define SXE_WORKER_INTERNAL_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +37,19 @@ struct sxe__worker_shared {
                      * published turn: stored after stats.open, with release */
     uint32_t drain; /* set by the supervisor before it closes the channels: drain, not stop */
 } __attribute__((aligned(128)));
+
+/* Log levels set through the control socket, for the workers to apply (a seqlock: seq is odd
+ * while the supervisor writes; a worker reads after SIGUSR2). A worker started later inherits the
+ * supervisor's levels, which it set too. */
+#define SXE__WORKERS_LEVELS 16
+struct sxe__workers_levels {
+    uint32_t seq;
+    uint32_t count;
+    struct {
+        char module[28]; /* "all": every module */
+        int32_t level;
+    } set[SXE__WORKERS_LEVELS];
+};
 
 /* What a worker takes from one listener: connections passed over a channel, or its own socket. */
 struct sxe__worker_share {
@@ -95,9 +109,19 @@ struct sxe_workers {
     int signal_fd;
     sigset_t old_mask;
     bool stopping;
-    uint64_t stop_deadline; /* processes still running then are killed */
-    unsigned next;          /* hand-off: where the search for the least loaded starts */
+    uint64_t stop_deadline;             /* processes still running then are killed */
+    unsigned next;                      /* hand-off: where the search for the least loaded starts */
+    uint64_t started_ns;                /* when sxe_workers_run() began */
+    struct sxe__workers_levels *levels; /* in the shared mapping, after the workers' lines */
+    struct sxe__workers_control *control; /* options.control_path's socket, or NULL */
 };
+
+/* The most control connections answered at once (more wait in the socket's backlog), and so the
+ * most descriptors sxe__workers_control_poll() adds. */
+#define SXE__CONTROL_PEERS 8
+
+/* workers.c: closes a worker's ends (0: the supervisor's, 1: the worker's) of its channels. */
+void sxe__worker_close_channels(sxe_worker_t *worker, unsigned end);
 
 /* workers.c: closes the set's copies of the listening sockets, and any connection held back. */
 void sxe__workers_close_listeners(sxe_workers_t *set);
@@ -120,8 +144,27 @@ unsigned sxe__workers_draining(bool kill_them);
 void sxe__workers_inherit_end(void);
 
 /* workers_reload.c: SIGHUP with options.reload_argv: checks (options.on_reload), then executes the
- * program again with the listeners; returns only if it was refused or failed (said in the log). */
-void sxe__workers_reexec(sxe_workers_t *set);
+ * program again with the listeners; returns only if it was refused or failed (said in the log),
+ * with -errno. Just before the exec, writes "ok: reloading" to reply_fd if it is not -1. */
+int sxe__workers_reexec(sxe_workers_t *set, int reply_fd);
+
+/* workers_act.c: what signals do, and the control socket's commands. */
+void sxe__workers_begin_stop(sxe_workers_t *set, uint64_t now, const char *why, bool drain);
+void sxe__workers_reopen(sxe_workers_t *set, const char *why);
+/* hangup: @return -errno if a reload was refused or failed (it returns only then), 0 if SIGHUP's
+ * hook ran, 1 if there is none. */
+int sxe__workers_hangup(sxe_workers_t *set, int reply_fd);
+
+/* workers_control.c: the control socket (options.control_path). open: binds it (0 without a path,
+ * or -errno: -EADDRINUSE if a program answers on it); close: closes it and the peers', and, with
+ * remove, the file if it is still the one bound (not in a worker process, which has copies). */
+int sxe__workers_control_open(sxe_workers_t *set);
+void sxe__workers_control_close(sxe_workers_t *set, bool remove);
+/* The descriptors to poll (at most 1 + SXE__CONTROL_PEERS, into fds), and, after poll, what they
+ * brought: commands read and answered, peers too slow closed. deadline: the earliest time a peer
+ * times out, or UINT64_MAX. */
+unsigned sxe__workers_control_poll(sxe_workers_t *set, struct pollfd *fds, uint64_t *deadline);
+void sxe__workers_control_ready(sxe_workers_t *set, const struct pollfd *fds, uint64_t now);
 
 /* worker.c: a worker's life, in its thread or process. @return 0, or -errno if it failed. */
 int sxe__worker_main(sxe_worker_t *worker);

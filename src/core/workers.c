@@ -1,9 +1,9 @@
 /*
  * The supervisor of sxe/workers.h: makes the listening sockets, starts the workers (processes or
- * threads), passes them connections in hand-off mode, restarts processes that die, reports on
- * SIGUSR1 and stops them all on SIGINT or SIGTERM. It waits with poll: a signalfd, the hand-off
- * listeners and, for threads, the supervisor's ends of the channels, which hang up when a worker
- * ends. A worker's own side is worker.c.
+ * threads), passes them connections in hand-off mode, restarts processes that die, reopens (or
+ * reports) on SIGUSR1 and stops them all on SIGINT or SIGTERM. It waits with poll: a signalfd, the
+ * hand-off listeners and, for threads, the supervisor's ends of the channels, which hang up when a
+ * worker ends. A worker's own side is worker.c.
  */
 #define SXE_LOG_MODULE workers_log
 #include "sxe/log.h"
@@ -52,7 +52,7 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
     set->options.count = options->count ? options->count : sxe_workers_cpus();
     set->options.drain_ns = options->drain_ns ? options->drain_ns : 5 * SXE_NS_PER_SEC;
     set->signal_fd = -1;
-    set->shared_size = set->options.count * sizeof(*set->shared);
+    set->shared_size = set->options.count * sizeof(*set->shared) + sizeof(*set->levels);
     set->shared = sxe__sys.mmap(NULL, set->shared_size, PROT_READ | PROT_WRITE,
                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     set->workers = calloc(set->options.count, sizeof(*set->workers));
@@ -61,6 +61,7 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
         sxe_workers_destroy(set);
         return -ENOMEM;
     }
+    set->levels = (struct sxe__workers_levels *)(set->shared + set->options.count);
     for (unsigned i = 0; i < set->options.count; i++) {
         sxe_worker_t *worker = &set->workers[i];
         worker->set = set;
@@ -71,6 +72,13 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
     }
     *out = set;
     return 0;
+}
+
+void sxe__worker_close_channels(sxe_worker_t *worker, unsigned end)
+{
+    for (unsigned l = 0; l < SXE__WORKER_LISTENERS; l++) {
+        sxe__close_fd(&worker->channels[l][end]);
+    }
 }
 
 void sxe__workers_close_listeners(sxe_workers_t *set)

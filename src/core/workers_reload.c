@@ -327,19 +327,19 @@ static int pass_listeners(sxe_workers_t *set, bool pass)
     return setenv(INHERIT_ENV, text, 1) < 0 || setenv(DRAINING_ENV, pids, 1) < 0 ? -errno : 0;
 }
 
-void sxe__workers_reexec(sxe_workers_t *set)
+int sxe__workers_reexec(sxe_workers_t *set, int reply_fd)
 {
     int rc = set->options.on_reload != NULL ? set->options.on_reload(set->options.hangup_arg) : 0;
 
     if (rc < 0) {
         SXE_LOG_ERROR("SIGHUP: the reload was refused (%s): serving on as before",
                       sxe_strerror(rc));
-        return;
+        return rc;
     }
     if ((rc = pass_listeners(set, true)) < 0) {
         SXE_LOG_ERROR("SIGHUP: cannot pass the listeners on: %s", sxe_strerror(rc));
         (void)pass_listeners(set, false);
-        return;
+        return rc;
     }
     SXE_LOG_INFO("SIGHUP: reloading: a new image of the program takes the listeners, and the %u "
                  "worker%s",
@@ -353,6 +353,10 @@ void sxe__workers_reexec(sxe_workers_t *set)
     char path[4096];
     ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
     path[len > 0 ? len : 0] = '\0';
+    if (reply_fd >= 0) { /* a control peer: told before its connection closes with the exec */
+        static const char ok[] = "ok: reloading\n";
+        (void)sxe__sys.send(reply_fd, ok, sizeof(ok) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
 #if defined(SXE_COVERAGE)
     __gcov_dump(); /* an exec drops the counters not yet written: this image's lines count too */
 #endif
@@ -365,4 +369,5 @@ void sxe__workers_reexec(sxe_workers_t *set)
     (void)pass_listeners(set, false);
     SXE_LOG_ERROR("SIGHUP: cannot execute the program again: %s; serving on as before",
                   sxe_strerror(rc));
+    return rc;
 }

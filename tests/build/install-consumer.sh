@@ -25,7 +25,7 @@ test -f "$libdir/libsxe.a" || { echo "FAIL: no libsxe.a in $libdir"; exit 1; }
 
 # The programs run from any prefix (libsxe is linked in), and their manual pages say every option
 # their --help does.
-for program in sxe-httpd sxe-http; do
+for program in sxe-httpd sxe-http sxe-httpctl; do
   binary=$scratch/prefix/bin/$program
   version=$(env -u LD_LIBRARY_PATH "$binary" --version | awk '{print $2}')
   page=$scratch/prefix/share/man/man1/$program.1

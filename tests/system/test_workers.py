@@ -1,9 +1,8 @@
 """Workers, through the real programs: sxe-httpd --workers in each spread mode, processes and
-threads, its SIGUSR1 report, a worker killed under load and restarted, a few thousand connections
+threads, its counters on the control socket, a worker killed under load and restarted, a few thousand connections
 over two workers (the small CI version of bench/many), and http-hello with workers."""
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -37,35 +36,23 @@ def children(pid, count=None):
         time.sleep(0.02)
 
 
-REPORT_LINE = re.compile(r"worker (\d+) pid (\d+)[^:]*: (.*)")
+def control(root):
+    """The control socket's option, for a server whose counters report() reads."""
+    return ["--control", str(root.parent / "control")]
 
 
-def report(server, count=2):
-    """Asks for the SIGUSR1 report, waits for its line from each of count workers, stops the
-    server, and returns the lines as dicts by worker."""
-    stderr = server.process.stderr.fileno()
-    seen = bytearray()
-
-    def every_line():
-        try:
-            while chunk := os.read(stderr, 65536):
-                seen.extend(chunk)
-        except BlockingIOError:
-            pass
-        return len(REPORT_LINE.findall(seen.decode(errors="replace"))) >= count
-
-    os.set_blocking(stderr, False)
-    server.process.send_signal(signal.SIGUSR1)
-    wait_until(every_line, 5, f"the SIGUSR1 report of {count} workers")
-    os.set_blocking(stderr, True)
+def report(server, build_dir, root):
+    """Reads the workers' counters from the control socket (sxe-httpctl status --json), stops the
+    server, and returns the counters by worker and the server's log."""
+    status = subprocess.run([str(build_dir / "tools" / "sxe-httpctl"), "-s",
+                             str(root.parent / "control"), "status", "--json"],
+                            capture_output=True, text=True, timeout=20)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["pid"] == server.process.pid  # the server started here answers
     assert server.stop() == 0
-    log = (bytes(seen) + server.process.stderr.read()).decode()
-    workers = {}
-    for match in REPORT_LINE.finditer(log):
-        fields = match.group(3).split()
-        workers[int(match.group(1))] = {fields[i]: int(fields[i + 1])
-                                        for i in range(0, len(fields), 2)}
-    return workers, log
+    log = server.process.stderr.read().decode()
+    return {w["index"]: w for w in data["per_worker"]}, log
 
 
 @pytest.mark.serial  # the hand-off's balance between workers is checked within 20%
@@ -73,14 +60,14 @@ def report(server, count=2):
 @pytest.mark.parametrize("kind", ["processes", "threads"])
 def test_sxe_httpd_workers_serve_count_and_report(build_dir, root, spread, kind):  # noqa: F811
     extra = ["--threads"] if kind == "threads" else []
-    server = Httpd(build_dir, root, "--workers", "2", "--spread", spread, *extra)
+    server = Httpd(build_dir, root, "--workers", "2", "--spread", spread, *extra, *control(root))
     try:
         if kind == "processes":
             assert len(children(server.process.pid, 2)) == 2
         load(build_dir, server.port, 200, 5)
         status, _, body = get(server.port, "/hello.txt")
         assert status == 200 and body == b"Hello World\n"
-        workers, log = report(server)
+        workers, log = report(server, build_dir, root)
     finally:
         if server.process.poll() is None:
             server.process.kill()
@@ -97,7 +84,7 @@ def test_sxe_httpd_workers_serve_count_and_report(build_dir, root, spread, kind)
 
 
 def test_killed_worker_is_restarted_and_the_others_serve_on(build_dir, root):  # noqa: F811
-    server = Httpd(build_dir, root, "--workers", "2")
+    server = Httpd(build_dir, root, "--workers", "2", *control(root))
     try:
         held = socket.create_connection(("127.0.0.1", server.port))
         held.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -117,7 +104,7 @@ def test_killed_worker_is_restarted_and_the_others_serve_on(build_dir, root):  #
         reply = held.recv(4096)  # the held connection lives on, unless it was the victim's
         assert reply == b"" or b"Hello World" in reply
         held.close()
-        workers, log = report(server)
+        workers, log = report(server, build_dir, root)
     finally:
         if server.process.poll() is None:
             server.process.kill()
@@ -129,11 +116,11 @@ def test_killed_worker_is_restarted_and_the_others_serve_on(build_dir, root):  #
 def test_thousands_of_connections_over_two_workers(build_dir, root):  # noqa: F811
     """The CI version of bench/many: more connections than one worker's table holds."""
     server = Httpd(build_dir, root, "--workers", "2", "--connections", "2000", "--spread",
-                   "hand-off")
+                   "hand-off", *control(root))
     try:
         data = load(build_dir, server.port, 3000, 2)
         assert data["connected"] == 3000
-        workers, _ = report(server)
+        workers, _ = report(server, build_dir, root)
     finally:
         if server.process.poll() is None:
             server.process.kill()
@@ -183,7 +170,7 @@ def test_file_cache_under_worker_threads(build_dir, root, cache):  # noqa: F811
     versions["/big.bin"] = [os.urandom(300000)]
     (root / "big.bin").write_bytes(versions["/big.bin"][0])
     extra = ["--cache", cache] if cache == "per-worker" else []  # shared: the default
-    server = Httpd(build_dir, root, "--workers", "2", "--threads", *extra)
+    server = Httpd(build_dir, root, "--workers", "2", "--threads", *extra, *control(root))
     failures = []
 
     def client(seed):
@@ -213,7 +200,7 @@ def test_file_cache_under_worker_threads(build_dir, root, cache):  # noqa: F811
             time.sleep(0.3)  # the sleep is the test: the changes are spread over the clients' run
         for thread in threads:
             thread.join()
-        workers, log = report(server)
+        workers, log = report(server, build_dir, root)
     finally:
         if server.process.poll() is None:
             server.process.kill()

@@ -340,6 +340,46 @@ static void count_hangup(void *arg)
     hangups++;
 }
 
+/* SIGUSR1 and SIGUSR2 are read once hooked, before or after the signalfd is made; a hook removed
+ * leaves the signal logged and ignored. */
+static void test_user_signals_call_their_hooks(void **state)
+{
+    struct sxe_test_capture capture;
+    sxe_loop_t *loop;
+
+    (void)state;
+    hangups = 0;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_loop_on_signal(loop, SIGUSR2, count_hangup, &hangups), 0);
+    assert_int_equal(sxe_loop_stop_on_signals(loop, 0), 0);
+    assert_int_equal(sxe_loop_on_signal(loop, SIGUSR1, count_hangup, &hangups), 0);
+    assert_int_equal(raise(SIGUSR1), 0);
+    assert_int_equal(raise(SIGUSR2), 0);
+    assert_true(sxe_loop_run_once(loop, 100 * SXE_NS_PER_MSEC) >= 0);
+    assert_int_equal(hangups, 2);
+    assert_int_equal(sxe_loop_on_signal(loop, SIGUSR1, NULL, NULL), 0);
+    sxe_test_capture_start(&capture);
+    assert_int_equal(raise(SIGUSR1), 0);
+    assert_true(sxe_loop_run_once(loop, 100 * SXE_NS_PER_MSEC) >= 0);
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "SIGUSR1: nothing here reopens or reloads on it"));
+    assert_int_equal(hangups, 2);
+    assert_false(loop->stopping);
+    sxe__sys_fail(SXE_SYS_signalfd, 1, 1, ENOMEM);
+    assert_int_equal(sxe_loop_on_signal(loop, SIGUSR1, count_hangup, &hangups), -ENOMEM);
+    sxe__sys_reset();
+    sxe_loop_destroy(loop);
+
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGUSR1);
+    sigaddset(&signals, SIGUSR2);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &signals, NULL);
+}
+
 /* SIGHUP calls the program's hook, or is logged; either way the loop runs on. */
 static void test_sighup_calls_the_hook_and_stops_nothing(void **state)
 {
@@ -502,6 +542,7 @@ int main(void)
         cmocka_unit_test_teardown(test_sigpipe_is_ignored_unless_chosen, reset),
         cmocka_unit_test_teardown(test_signal_setup_failures, reset),
         cmocka_unit_test_teardown(test_sighup_calls_the_hook_and_stops_nothing, reset),
+        cmocka_unit_test_teardown(test_user_signals_call_their_hooks, reset),
         cmocka_unit_test_teardown(test_stop_hooks, reset),
         cmocka_unit_test_teardown(test_a_failed_wait_ends_the_run, reset),
         cmocka_unit_test_teardown(test_each_wait_error_is_waited_out_or_ends_the_turn, reset),

@@ -406,10 +406,25 @@ static int tls_make(sxe_tls_t **tls, FILE *where)
 
 static sxe_tls_t *httpd_tls; /* the HTTPS listeners' context, or NULL */
 
-/* SIGHUP, in every process that serves: the access log is opened again at its path, so that
- * logrotate can move it away without copytruncate, and the TLS files are read again: new
- * handshakes get the new certificates, connections made go on, and files that fail leave the old
- * ones serving. */
+/* SIGUSR1 (and SIGHUP without a reload), in every process that serves: the access log is opened
+ * again at its path, so that logrotate can move it away without copytruncate. */
+static void reopen(void *arg)
+{
+    int rc;
+
+    (void)arg;
+    if (!access_log_on()) {
+        SXE_LOG_INFO("no access log to reopen");
+    } else if ((rc = access_log_reopen()) < 0) {
+        SXE_LOG_ERROR("cannot reopen the access log: %s", sxe_strerror(rc));
+    } else {
+        SXE_LOG_INFO("reopened the access log");
+    }
+}
+
+/* SIGHUP without a reload (no file, or threads), in every process that serves: the TLS files are
+ * read again (new handshakes get the new certificates, connections made go on, and files that
+ * fail leave the old ones serving), and the access log is reopened. */
 static void hangup(void *arg)
 {
     sxe_tls_t *fresh;
@@ -424,15 +439,7 @@ static void hangup(void *arg)
             SXE_LOG_INFO("SIGHUP: reloaded the TLS files%s", rc < 0 ? ": failed" : "");
         }
     }
-    if (!access_log_on()) {
-        SXE_LOG_INFO("SIGHUP: no access log to reopen");
-        return;
-    }
-    if ((rc = access_log_reopen()) < 0) {
-        SXE_LOG_ERROR("SIGHUP: cannot reopen the access log: %s", sxe_strerror(rc));
-    } else {
-        SXE_LOG_INFO("SIGHUP: reopened the access log");
-    }
+    reopen(arg);
 }
 
 static char **program_argv;      /* main's: a reload runs the program again with them */
@@ -629,7 +636,9 @@ int main(int argc, char **argv)
         /* With a file and worker processes, SIGHUP runs the program again to read it; with a
          * command line alone, nothing but files can change: hangup() reads those in place. */
         .reload_argv = config.file != NULL ? argv : NULL,
-        .on_reload = reload_check};
+        .on_reload = reload_check,
+        .on_reopen = reopen,
+        .control_path = config.control};
     /* Files take no body, and proxied bodies stream: a whole body is never over 48 KiB here, so
      * the loops need no large buffers (the module's default would reserve 16 of 1 MiB each). */
     options.limits.body_bytes = 48 * 1024;

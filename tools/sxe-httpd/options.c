@@ -69,6 +69,7 @@ static const struct option options[] = {{"root", required_argument, NULL, 'r'},
                                         {"proxy-max-body", required_argument, NULL, 'M'},
                                         {"proxy-underscores", no_argument, NULL, 'U'},
                                         {"proxy-ca", required_argument, NULL, 'G'},
+                                        {"control", required_argument, NULL, 'u'},
                                         {"config", required_argument, NULL, 'c'},
                                         {"test", no_argument, NULL, 't'},
                                         {"help", no_argument, NULL, 'h'},
@@ -178,13 +179,17 @@ static void usage(FILE *out)
             "                        (0: no limit; bodies stream, whatever their size) (0)\n"
             "  --proxy-underscores   pass on request fields whose names have '_' (dropped by\n"
             "                        default: CGI upstreams read X_A and X-A as one)\n"
+            "  --control PATH        answer sxe-httpctl on a Unix socket at PATH (mode 0600):\n"
+            "                        status, reload, reopen, drain, stop, log-level\n"
             "  -h, --help            this text\n"
             "      --version         the versions of sxe-httpd and of the libsxe it runs on\n"
             "\n"
-            "SIGUSR1 logs one line of counters per worker; SIGHUP reopens the access log\n"
-            "(after logrotate moved it) and reloads the TLS files, but does not read the\n"
-            "configuration file again: restart to change it. A worker process that dies is\n"
-            "restarted; the others serve on.\n");
+            "SIGHUP with -c FILE reloads: checks FILE, then runs again with the same\n"
+            "listening sockets while the old workers finish what they hold (without a file,\n"
+            "or with --threads, it reopens the access log and reads the TLS files again).\n"
+            "SIGUSR1 reopens the access log (after logrotate moved it); SIGQUIT drains, then\n"
+            "stops; SIGTERM stops. Counters: sxe-httpctl status. A worker process that dies\n"
+            "is restarted; the others serve on.\n");
 }
 
 /* "FILE:LINE" while the configuration file's entries are applied, else NULL. */
@@ -414,6 +419,9 @@ static void apply(int option, char *arg)
         }
         break;
     }
+    case 'u':
+        config.control = arg;
+        break;
     case 'Q':
         config.proxy.pipeline = (uint32_t)number(arg, 1, 64, "--proxy-pipeline");
         break;
@@ -573,6 +581,10 @@ void options_parse(int argc, char **argv)
     }
     if (given.root == NULL) {
         die(2, "%s", "--root DIR is required (see --help)");
+    }
+    if (config.control != NULL && (config.control[0] == '\0' || strlen(config.control) > 107)) {
+        blame('u');
+        die(2, "--control %s: a Unix socket's path has 1 to 107 bytes", config.control);
     }
     struct stat status;
     blame('r');

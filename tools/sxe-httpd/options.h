@@ -53,9 +53,10 @@ struct httpd_config {
     unsigned body_rate;             /* bytes a second; 0: the module's 4096 */
     struct sxe_http2_options http2; /* --http2-streams, --http2-window, --no-http2 */
     size_t log_buffer;              /* --access-log-buffer: bytes; 0: a write per line */
-    int cache;        /* 1: one file cache for every worker thread; 0: one each; -1: not said */
-    const char *file; /* -c, --config FILE, or NULL */
-    bool test;        /* -t, --test: check the configuration and exit */
+    int cache;           /* 1: one file cache for every worker thread; 0: one each; -1: not said */
+    const char *file;    /* -c, --config FILE, or NULL */
+    const char *control; /* --control PATH: the control socket, or NULL */
+    bool test;           /* -t, --test: check the configuration and exit */
     struct proxy_options proxy;
     uint64_t proxy_max_body; /* bytes; 0: no limit */
 };

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +124,7 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     options = options != NULL ? options : &defaults;
     const struct sxe_http2_options *http2 = &options->http2;
     if (!SXE_CHECK(server_out != NULL && (options->workers == 0 || loop == NULL) &&
+                   (options->workers > 0 || options->control_path == NULL) &&
                    http2->window <= INT32_MAX &&
                    (http2->max_frame == 0 ||
                     (http2->max_frame >= 16384 && http2->max_frame <= 16777215)))) {
@@ -138,6 +140,7 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
     server->config.log_arg = options->log_arg;
     server->config.on_hangup = options->on_hangup;
     server->config.hangup_arg = options->hangup_arg;
+    server->config.on_reopen = options->on_reopen;
     server->config.on_loop_start = options->on_loop_start;
     server->config.on_loop_stop = options->on_loop_stop;
     server->config.loop_arg = options->loop_arg;
@@ -164,7 +167,9 @@ int sxe_http_server_create(sxe_http_server_t **server_out, sxe_loop_t *loop,
                                               .on_hangup = options->on_hangup,
                                               .hangup_arg = options->hangup_arg,
                                               .reload_argv = options->reload_argv,
-                                              .on_reload = options->on_reload};
+                                              .on_reload = options->on_reload,
+                                              .on_reopen = options->on_reopen,
+                                              .control_path = options->control_path};
         if ((rc = sxe_workers_create(&server->workers, &workers)) < 0) {
             free(server);
             return rc;
@@ -337,6 +342,11 @@ int sxe_http_server_run(sxe_http_server_t *server)
         return rc;
     }
     sxe_loop_on_hangup(server->loop, server->config.on_hangup, server->config.hangup_arg);
+    if (server->config.on_reopen != NULL &&
+        (rc = sxe_loop_on_signal(server->loop, SIGUSR1, server->config.on_reopen,
+                                 server->config.hangup_arg)) < 0) {
+        return rc;
+    }
     if (server->config.on_loop_start != NULL) {
         server->config.on_loop_start(server->loop, server->config.loop_arg);
     }

@@ -169,6 +169,7 @@ struct http_config {
     sxe_http_log_t on_log; /* options.on_log */
     void *log_arg;
     void (*on_hangup)(void *arg); /* options.on_hangup, for sxe_http_server_run() without workers */
+    void (*on_reopen)(void *arg); /* options.on_reopen, the same way (SIGUSR1) */
     void *hangup_arg;
     void (*on_loop_start)(sxe_loop_t *loop, void *arg); /* options.on_loop_start, stop and arg */
     void (*on_loop_stop)(void *arg);
