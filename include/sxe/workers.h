@@ -188,7 +188,8 @@ typedef void (*sxe_worker_stop_t)(sxe_worker_t *worker, void *arg);
  * Starts the workers and supervises them until SIGINT or SIGTERM, then stops them all (above).
  * Each worker makes its loop, calls start(worker, arg) and runs the loop; a start that fails
  * (negative) ends that worker, and is not restarted. The calling thread blocks SIGINT, SIGTERM,
- * SIGCHLD and SIGUSR1 and reads them from a signalfd.
+ * SIGQUIT, SIGCHLD, SIGHUP, SIGUSR1 and SIGUSR2 and reads them from a signalfd (SIGUSR2, which
+ * tells a worker process that the control socket set log levels, is ignored there).
  * @return 0 after a clean stop, -EINVAL if no listener was added, -ECHILD if every worker ended
  *         by itself, or -errno if the workers could not be started.
  */

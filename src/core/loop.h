@@ -231,7 +231,7 @@ struct sxe_loop {
     struct {
         void (*hook)(void *arg);
         void *arg;
-    } at_stop[SXE__AT_STOP_MAX];  /* sxe_loop_at_stop() */
+    } at_stop[SXE__AT_STOP_MAX]; /* sxe_loop_at_stop() */
     struct {
         void (*hook)(void *arg);
         void *arg;

@@ -1,7 +1,8 @@
 /*
  * sxe_workers_run(): the supervisor. It starts each worker (a fork or a thread) with a channel per
  * listener, then waits with poll on a signalfd (SIGINT and SIGTERM stop, SIGQUIT drains, SIGCHLD
- * reaps, SIGUSR1 reopens or reports, SIGHUP reloads or is passed on), on the control socket
+ * reaps, SIGUSR1 reopens or reports, SIGHUP reloads or is passed on, SIGUSR2 is read and
+ * ignored, so that a worker is born with it blocked), on the control socket
  * (workers_control.c), on the hand-off listeners, and, for threads, on its ends of the channels,
  * which hang up when a worker ends. A process that dies is
  * restarted (after a pause if it died young); a stop closes the set's listeners and its ends of the
@@ -202,6 +203,8 @@ static void take_signals(sxe_workers_t *set, uint64_t now)
             break;
         case SIGQUIT:
             sxe__workers_begin_stop(set, now, "SIGQUIT", true);
+            break;
+        case SIGUSR2: /* the workers' signal (log levels set): nothing to do here */
             break;
         default:
             sxe__workers_begin_stop(set, now, info.ssi_signo == SIGINT ? "SIGINT" : "SIGTERM",
@@ -425,6 +428,7 @@ static int open_signals(sxe_workers_t *set)
     sigaddset(&signals, SIGQUIT);
     sigaddset(&signals, SIGCHLD);
     sigaddset(&signals, SIGUSR1);
+    sigaddset(&signals, SIGUSR2); /* the workers': blocked here, so a worker is born with it so */
     sigaddset(&signals, SIGHUP);
     if ((rc = sxe__sys.pthread_sigmask(SIG_BLOCK, &signals, &set->old_mask)) != 0) {
         return -rc; /* GCOVR_EXCL_LINE: fails only for an invalid "how", a constant here. */
@@ -486,6 +490,11 @@ int sxe_workers_run(sxe_workers_t *set, sxe_worker_start_t start, sxe_worker_sto
             failed = failed ? failed : rc;
             sxe__workers_begin_stop(set, sxe_clock_mono_ns(), "poll failed", false);
         }
+    }
+    /* Signals that came during the stop (a second SIGTERM) are read away: unblocked, they would
+     * kill the process as the run returns */
+    struct signalfd_siginfo info;
+    while (sxe__sys.read(set->signal_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
     }
     sxe__close_fd(&set->signal_fd);
     sxe__workers_control_close(set, true);

@@ -104,12 +104,13 @@ static void apply_levels(void *arg)
         memcpy(&copy, levels, sizeof(copy));
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (seq % 2 == 0 && __atomic_load_n(&levels->seq, __ATOMIC_RELAXED) == seq) {
+            if (copy.all_set) {
+                (void)sxe_log_set_level((enum sxe_log_level)copy.all_level);
+            }
             for (unsigned i = 0; i < copy.count && i < SXE__WORKERS_LEVELS; i++) {
                 copy.set[i].module[sizeof(copy.set[i].module) - 1] = '\0';
-                (void)(strcmp(copy.set[i].module, "all") == 0
-                           ? sxe_log_set_level((enum sxe_log_level)copy.set[i].level)
-                           : sxe_log_set_module_level(copy.set[i].module,
-                                                      (enum sxe_log_level)copy.set[i].level));
+                (void)sxe_log_set_module_level(copy.set[i].module,
+                                               (enum sxe_log_level)copy.set[i].level);
             }
             return;
         }

@@ -44,9 +44,11 @@ struct sxe__worker_shared {
 #define SXE__WORKERS_LEVELS 16
 struct sxe__workers_levels {
     uint32_t seq;
+    uint32_t all_set; /* "log-level all": sxe_log_set_level(all_level), before the modules' */
+    int32_t all_level;
     uint32_t count;
     struct {
-        char module[28]; /* "all": every module */
+        char module[28];
         int32_t level;
     } set[SXE__WORKERS_LEVELS];
 };
@@ -109,6 +111,7 @@ struct sxe_workers {
     int signal_fd;
     sigset_t old_mask;
     bool stopping;
+    bool draining;                      /* the stop is a drain */
     uint64_t stop_deadline;             /* processes still running then are killed */
     unsigned next;                      /* hand-off: where the search for the least loaded starts */
     uint64_t started_ns;                /* when sxe_workers_run() began */

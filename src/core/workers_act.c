@@ -26,6 +26,7 @@ void sxe__workers_begin_stop(sxe_workers_t *set, uint64_t now, const char *why, 
                  drain ? "they finish what they hold" : "their output drains",
                  (unsigned long long)(set->options.drain_ns / SXE_NS_PER_MSEC));
     set->stopping = true;
+    set->draining = drain;
     set->stop_deadline = now + set->options.drain_ns + KILL_GRACE_NS;
     sxe__workers_close_listeners(set);
     for (unsigned i = 0; i < set->options.count; i++) {

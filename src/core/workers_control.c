@@ -384,6 +384,17 @@ static void status(sxe_workers_t *set, bool json)
     }
 }
 
+/* A line as an error shows it: printable bytes only, at most size - 1. */
+static void shown(const char *text, char *out, size_t size)
+{
+    size_t n = 0;
+
+    for (; text[n] != '\0' && n + 1 < size; n++) {
+        out[n] = isprint((unsigned char)text[n]) ? text[n] : '?';
+    }
+    out[n] = '\0';
+}
+
 /* A level by name (case aside: "debug") or number (0 to 7). @return it, or -1. */
 static int level_named(const char *text)
 {
@@ -404,36 +415,58 @@ static void set_level(sxe_workers_t *set, char *module, const char *level_text)
     struct sxe__workers_control *control = set->control;
     struct sxe__workers_levels *levels = set->levels;
     int level = level_named(level_text);
-    bool all = strcasecmp(module, "all") == 0;
+    bool all = strcasecmp(module, "all") == 0, named = module[0] != '\0';
+    char text[17], variable[48];
 
     for (char *c = module; *c != '\0'; c++) {
         *c = (char)toupper((unsigned char)*c); /* modules are named in capitals: HTTP, WORKERS */
+        named = named && (isalnum((unsigned char)*c) || *c == '_');
+    }
+    if (!named || strlen(module) >= sizeof(levels->set[0].module)) {
+        say(control,
+            "error: a module is named in 1 to %zu letters, digits or '_' (HTTP, CONN, "
+            "WORKERS...), or all\n",
+            sizeof(levels->set[0].module) - 1);
+        return;
     }
     if (level < 0) {
+        shown(level_text, text, sizeof(text));
         say(control,
-            "error: no level \"%.16s\": none, fatal, error, warn, info, debug, trace, "
-            "dump, or 0 to 7\n",
-            level_text);
+            "error: no level \"%s\": none, fatal, error, warn, info, debug, trace, dump, "
+            "or 0 to 7\n",
+            text);
+        return;
+    }
+    snprintf(variable, sizeof(variable), "SXE_LOG_LEVEL%s%s", all ? "" : "_", all ? "" : module);
+    const char *setting = getenv(variable);
+    if (setting != NULL && setting[0] != '\0') { /* it would win: say so, rather than "ok" */
+        say(control, "error: %s in the server's environment sets that level; it wins\n", variable);
         return;
     }
     unsigned slot = 0;
-    while (slot < levels->count && strcmp(levels->set[slot].module, all ? "all" : module) != 0) {
+    while (!all && slot < levels->count && strcmp(levels->set[slot].module, module) != 0) {
         slot++;
     }
-    int rc = strlen(module) >= sizeof(levels->set[0].module) ? -EINVAL
-             : slot == SXE__WORKERS_LEVELS                   ? -ENOBUFS
-             : all ? sxe_log_set_level((enum sxe_log_level)level)
-                   : sxe_log_set_module_level(module, (enum sxe_log_level)level);
+    int rc = all ? sxe_log_set_level((enum sxe_log_level)level)
+             : slot == SXE__WORKERS_LEVELS
+                 ? -ENOBUFS
+                 : sxe_log_set_module_level(module, (enum sxe_log_level)level);
     if (rc < 0) {
-        say(control, "error: cannot set %s's level: %s\n", module, sxe_strerror(rc));
+        say(control, "error: cannot set %s's level: %s\n", module,
+            rc == -ENOBUFS ? "as many modules as can be have levels set (a reload clears them)"
+                           : sxe_strerror(rc));
         return;
     }
     __atomic_store_n(&levels->seq, levels->seq + 1, __ATOMIC_RELAXED); /* odd: being written */
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    snprintf(levels->set[slot].module, sizeof(levels->set[slot].module), "%s",
-             all ? "all" : module);
-    levels->set[slot].level = level;
-    levels->count = slot == levels->count ? slot + 1 : levels->count;
+    if (all) {
+        levels->all_set = 1;
+        levels->all_level = level;
+    } else {
+        snprintf(levels->set[slot].module, sizeof(levels->set[slot].module), "%s", module);
+        levels->set[slot].level = level;
+        levels->count = slot == levels->count ? slot + 1 : levels->count;
+    }
     __atomic_store_n(&levels->seq, levels->seq + 1, __ATOMIC_RELEASE);
     unsigned told = 0;
     for (unsigned i = 0; set->options.kind == SXE_WORKERS_PROCESSES && i < set->options.count;
@@ -443,22 +476,10 @@ static void set_level(sxe_workers_t *set, char *module, const char *level_text)
             told++;
         }
     }
-    SXE_LOG_INFO("control socket: log level of %s set to %s", all ? "every module" : module,
-                 sxe_log_level_name((enum sxe_log_level)level));
+    const char *name = sxe_log_level_name((enum sxe_log_level)level);
+    SXE_LOG_INFO("control socket: log level of %s set to %s", all ? "every module" : module, name);
     say(control, "ok: %s at %s in the supervisor and %u worker process%s\n",
-        all ? "every module" : module, sxe_log_level_name((enum sxe_log_level)level), told,
-        told == 1 ? "" : "es");
-}
-
-/* A line as an error shows it: printable bytes only, at most size - 1. */
-static void shown(const char *text, char *out, size_t size)
-{
-    size_t n = 0;
-
-    for (; text[n] != '\0' && n + 1 < size; n++) {
-        out[n] = isprint((unsigned char)text[n]) ? text[n] : '?';
-    }
-    out[n] = '\0';
+        all ? "every module not set by name" : module, name, told, told == 1 ? "" : "es");
 }
 
 /* Runs a command line and answers it. */
@@ -496,10 +517,12 @@ static void run(sxe_workers_t *set, struct peer *peer, char *line)
                       : "no hook");
     } else if ((strcmp(command, "drain") == 0 || strcmp(command, "stop") == 0) && count == 1) {
         bool drain = command[0] == 'd';
-        say(control, "ok: %s\n",
-            set->stopping ? "already stopping"
-            : drain       ? "draining, then stopping"
-                          : "stopping");
+        if (set->stopping) { /* a stop does not cut a drain short: said, not answered "ok" */
+            say(control, "%s: already %s\n", !drain && set->draining ? "error" : "ok",
+                set->draining ? "draining (a stop does not cut it short)" : "stopping");
+        } else {
+            say(control, "ok: %s\n", drain ? "draining, then stopping" : "stopping");
+        }
         sxe__workers_begin_stop(set, sxe_clock_mono_ns(), "control socket", drain);
     } else if (strcmp(command, "help") == 0 && count == 1) {
         say(control, "status [json]            uptime, workers and their counters\n"

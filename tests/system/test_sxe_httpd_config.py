@@ -2,6 +2,7 @@
 file serves as its options would, the command line overrides it, -t checks it without serving,
 and every kind of mistake is told at its line with exit 1."""
 import json
+import os
 import re
 import shutil
 import socket
@@ -235,3 +236,62 @@ def test_the_contrib_files(build_dir, root, tmp_path):  # noqa: F811
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert "sxe-httpd.service" not in result.stderr, result.stderr
+
+
+DOCKER_INSTRUCTIONS = {"FROM", "RUN", "COPY", "WORKDIR", "USER", "EXPOSE", "STOPSIGNAL",
+                       "ENTRYPOINT", "CMD", "ENV", "ARG", "LABEL"}
+
+
+@pytest.mark.one_backend
+def test_the_dockerfile(build_dir, tmp_path):
+    """The Dockerfile reads right (known instructions, continued lines, stages named and used, JSON
+    forms that parse), what it copies out of the build stage is what `cmake --install` makes, and
+    the packages it installs exist in Debian 12; with a Docker daemon (none in CI), it builds and
+    the image's sxe-httpd answers --version."""
+    repo = Path(__file__).resolve().parents[2]
+    lines = []
+    for raw in (repo / "Dockerfile").read_text().splitlines():
+        if raw.startswith("#") or not raw.strip():
+            assert not (lines and lines[-1].endswith("\\")), "a comment inside a continued line"
+            continue
+        if lines and lines[-1].endswith("\\"):
+            lines[-1] = lines[-1][:-1] + " " + raw.strip()
+        else:
+            lines.append(raw)
+    stages, copied, packages = [], [], []
+    for line in lines:
+        word, _, rest = line.partition(" ")
+        assert word in DOCKER_INSTRUCTIONS, line
+        if word == "FROM":
+            assert rest.startswith("debian:12"), line
+            stages.append(rest.split(" AS ")[1] if " AS " in rest else None)
+        if word in ("ENTRYPOINT", "CMD"):
+            assert isinstance(json.loads(rest), list), line
+        if word == "COPY" and rest.startswith("--from="):
+            source, *paths = rest.split()
+            assert source == "--from=build" and "build" in stages[:-1], line
+            copied += paths[:-1]
+        if word == "RUN" and "apt-get install" in rest:
+            packages += re.findall(r"(?<=\s)([a-z0-9][a-z0-9.+-]+)(?=\s|$)",
+                                   rest.split("--no-install-recommends", 1)[1].split("&&")[0])
+    assert lines[0].startswith("FROM") and stages[0] == "build" and stages[-1] is None
+    assert copied and packages
+    # what the build stage copies out: this build installed the way it installs
+    out = tmp_path / "out"
+    subprocess.run(["cmake", "--install", str(build_dir), "--prefix", "/usr"], check=True,
+                   env={**os.environ, "DESTDIR": str(out)}, capture_output=True, timeout=120)
+    for path in copied:
+        assert (Path(str(out) + path.removeprefix("/out"))).exists(), path
+    if shutil.which("apt-cache"):
+        for package in packages:
+            shown = subprocess.run(["apt-cache", "show", "--no-all-versions", package],
+                                   capture_output=True, text=True, timeout=60)
+            assert shown.returncode == 0 and f"Package: {package}" in shown.stdout, package
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "info"], capture_output=True,
+                                        timeout=30).returncode != 0:
+        pytest.skip("no Docker daemon here: the file was read, not built")
+    subprocess.run([docker, "build", "-t", "sxe-httpd-test", str(repo)], check=True, timeout=1800)
+    version = subprocess.run([docker, "run", "--rm", "--entrypoint", "sxe-httpd", "sxe-httpd-test",
+                              "--version"], capture_output=True, text=True, timeout=120)
+    assert version.stdout.startswith("sxe-httpd "), version

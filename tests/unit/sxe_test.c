@@ -20,6 +20,14 @@
 void __gcov_dump(void);
 #endif
 
+void sxe_test_exit(int status)
+{
+#ifdef SXE_COVERAGE
+    __gcov_dump();
+#endif
+    _exit(status);
+}
+
 static void dump_coverage_and_abort(int signal_number)
 {
 #ifdef SXE_COVERAGE

@@ -55,6 +55,9 @@ bool sxe_test_uring(void);
 
 /* How many descriptors this process has open now (entries of /proc/self/fd, its own included). */
 unsigned sxe_test_open_fds(void);
+
+/* Ends a forked child with status, its coverage counters written first (_exit skips that). */
+void sxe_test_exit(int status) __attribute__((noreturn));
 /* The same for another process of this user (0: this one). */
 unsigned sxe_test_open_fds_of(pid_t pid);
 

@@ -458,12 +458,12 @@ static void test_ten_thousand_connections(void **state)
             fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
             if (fds[i] < 0 ||
                 connect(fds[i], (struct sockaddr *)&server_address, sizeof(server_address)) < 0) {
-                _exit(2);
+                sxe_test_exit(2);
             }
         }
         for (int i = 0; i < CLIENTS; i++) {
             if (send(fds[i], request, sizeof(request) - 1, 0) != sizeof(request) - 1) {
-                _exit(3);
+                sxe_test_exit(3);
             }
         }
         for (int i = 0; i < CLIENTS; i++) {
@@ -471,15 +471,15 @@ static void test_ten_thousand_connections(void **state)
             while (have < sizeof(reply) - 1) {
                 ssize_t n = recv(fds[i], got + have, sizeof(reply) - 1 - have, 0);
                 if (n <= 0) {
-                    _exit(4);
+                    sxe_test_exit(4);
                 }
                 have += (size_t)n;
             }
             if (memcmp(got, reply, sizeof(reply) - 1) != 0) {
-                _exit(5);
+                sxe_test_exit(5);
             }
         }
-        _exit(0); /* all 10,000 stay open until here */
+        sxe_test_exit(0); /* all 10,000 stay open until here */
     }
     uint64_t give_up = sxe_clock_mono_ns() + 60 * SXE_NS_PER_SEC;
     while (waitpid(child, &status, WNOHANG) == 0) {

@@ -356,9 +356,9 @@ static void test_a_stack_overflow_stops_the_process_with_a_message(void **state)
         dup2(channel[1], STDERR_FILENO);
         if (sxe_fibers_create(&own, loop, NULL) == 0 &&
             sxe_fiber_start(own, overflow_body, NULL, NULL) == 0) {
-            _exit(0); /* not reached */
+            sxe_test_exit(0); /* not reached */
         }
-        _exit(3);
+        sxe_test_exit(3);
     }
     close(channel[1]);
     size_t len = 0;
@@ -414,9 +414,9 @@ static void test_a_fault_outside_the_guard_pages_is_not_an_overflow(void **state
         dup2(channel[1], STDERR_FILENO);
         if (sxe_fibers_create(&own, loop, NULL) == 0 &&
             sxe_fiber_start(own, fault_in_the_stack_body, NULL, NULL) == 0) {
-            _exit(0); /* not reached */
+            sxe_test_exit(0); /* not reached */
         }
-        _exit(3);
+        sxe_test_exit(3);
     }
     close(channel[1]);
     size_t len = 0;

@@ -264,11 +264,11 @@ static void test_writers_in_several_processes(void **state)
                     struct value value = {round, key};
                     if (sxe_hash_put(hash, &key, 8, &value, sizeof(value)) < 0 ||
                         (round % 2 == 1 && i % 2 == 0 && sxe_hash_delete(hash, &key, 8) != 0)) {
-                        _exit(1);
+                        sxe_test_exit(1);
                     }
                 }
             }
-            _exit(0);
+            sxe_test_exit(0);
         }
     }
     for (unsigned c = 0; c < 4; c++) {

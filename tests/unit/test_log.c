@@ -497,7 +497,7 @@ static void test_tid_after_fork(void **state)
     if (child == 0) {
         sxe_log_set_sink(sxe_log_sink_fd, (void *)(intptr_t)fds[1]);
         SXE_LOG_INFO("child");
-        _exit(0);
+        sxe_test_exit(0);
     }
     close(fds[1]);
     assert_int_equal(waitpid(child, &status, 0), child);

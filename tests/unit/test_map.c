@@ -492,7 +492,7 @@ static void put_without_transaction(void *arg)
     struct value value = value_of(1);
 
     if (sxe_map_put(arg, &key, sizeof(key), &value, sizeof(value)) == 0) {
-        _exit(1); /* not reached: the put asserts */
+        sxe_test_exit(1); /* not reached: the put asserts */
     }
 }
 

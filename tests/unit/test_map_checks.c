@@ -402,7 +402,7 @@ static void test_a_child_cannot_end_its_parents_snapshot(void **state)
     assert_true(child >= 0);
     if (child == 0) {
         sxe_map_read_end(&fixture.reader);
-        _exit(0);
+        sxe_test_exit(0);
     }
     assert_int_equal(waitpid(child, &status, 0), child);
 #ifdef SXE_DEBUG

@@ -170,7 +170,7 @@ static void test_dead_reader_is_cleared(void **state)
     if (child == 0) {
         struct sxe_map_reader reader;
         if (sxe_map_read_begin(map, &reader) != 0 || read_number(&reader, 1) != 1) {
-            _exit(2);
+            sxe_test_exit(2);
         }
         raise(SIGKILL);
     }
@@ -252,12 +252,12 @@ static void test_abort(void **state)
 static void die_mid_transaction(sxe_map_t *map)
 {
     if (sxe_map_write_begin(map) != 0) {
-        _exit(2);
+        sxe_test_exit(2);
     }
     for (uint64_t key = 0; key < 10; key++) {
         struct value value = value_of(2000 + key);
         if (sxe_map_put(map, &key, sizeof(key), &value, sizeof(value)) < 0) {
-            _exit(3);
+            sxe_test_exit(3);
         }
     }
     uint64_t gone = 11;
@@ -265,7 +265,7 @@ static void die_mid_transaction(sxe_map_t *map)
     struct value value = value_of(500);
     if (sxe_map_delete(map, &gone, sizeof(gone)) != 0 ||
         sxe_map_put(map, &fresh, sizeof(fresh), &value, sizeof(value)) != 0) {
-        _exit(4);
+        sxe_test_exit(4);
     }
     /* The next put, cut short: an empty slot whose created says WRITING, its tag not yet set. */
     for (uint64_t index = 0;; index++) {
@@ -399,12 +399,12 @@ static void test_file_persistence(void **state)
     if (child == 0) {
         sxe_map_t *attached;
         if (sxe_map_attach(&attached, path, NULL, 0) != 0 || sxe_map_write_begin(attached) != 0) {
-            _exit(2);
+            sxe_test_exit(2);
         }
         for (uint64_t key = 0; key < 250; key++) {
             struct value value = value_of(9);
             if (sxe_map_put(attached, &key, sizeof(key), &value, sizeof(value)) != 1) {
-                _exit(3);
+                sxe_test_exit(3);
             }
         }
         raise(SIGKILL);
@@ -463,7 +463,7 @@ static void test_unrecoverable_lock(void **state)
     assert_true(child >= 0);
     if (child == 0) {
         if (sxe_map_write_begin(map) != 0) {
-            _exit(2);
+            sxe_test_exit(2);
         }
         raise(SIGKILL);
     }
@@ -560,7 +560,7 @@ static void stress_writer(const char *path, struct stress *shared, unsigned seed
     /* Each writer rolls back its killed predecessor's batch, and would say so at WARN. */
     sxe_log_set_module_level("MAP", SXE_LOG_LEVEL_ERROR);
     if (sxe_map_attach(&map, path, NULL, 0) != 0) {
-        _exit(2);
+        sxe_test_exit(2);
     }
     for (;;) {
         if (stress_batch(map, &seed, die_half_way) == 0) {
@@ -606,11 +606,11 @@ static void stress_reader(const char *path, struct stress *shared, unsigned numb
     sxe_map_t *map;
 
     if (sxe_map_attach(&map, path, NULL, 0) != 0) {
-        _exit(2);
+        sxe_test_exit(2);
     }
     while (!__atomic_load_n(&shared->stop, __ATOMIC_RELAXED)) {
         if (sxe_map_read_begin(map, &reader) != 0) {
-            _exit(3);
+            sxe_test_exit(3);
         }
         if (reader.version < last_version) {
             shared->mixed[number]++;
@@ -626,7 +626,7 @@ static void stress_reader(const char *path, struct stress *shared, unsigned numb
         __atomic_fetch_add(&shared->reads[number], 1, __ATOMIC_RELAXED);
     }
     sxe_map_detach(map);
-    _exit(0);
+    sxe_test_exit(0);
 }
 
 static pid_t start_writer(const char *path, struct stress *shared, unsigned seed, bool die)

@@ -256,11 +256,11 @@ static void test_race_8_processes_8_threads(void **state)
         if (children[i] == 0) {
             struct race race = {.path = path, .deadline_ns = deadline, .worker = 100 + i};
             if (sxe_pool_attach(&race.pool, path, &opts, 0) != 0) {
-                _exit(2);
+                sxe_test_exit(2);
             }
             race_run(&race);
             unsigned long result[2] = {race.operations, race.conflicts};
-            _exit(write(pipes[1], result, sizeof(result)) == sizeof(result) ? 0 : 3);
+            sxe_test_exit(write(pipes[1], result, sizeof(result)) == sizeof(result) ? 0 : 3);
         }
     }
     for (unsigned i = 0; i < RACE_WORKERS; i++) {
@@ -375,10 +375,10 @@ static void test_random_kills_lose_nothing(void **state)
                 struct race *race = &counted[i];
                 *race = (struct race){.deadline_ns = end + 10 * SXE_NS_PER_SEC, .worker = 1 + i};
                 if (sxe_pool_attach(&race->pool, path, &opts, 0) != 0) {
-                    _exit(2);
+                    sxe_test_exit(2);
                 }
                 race_run(race);
-                _exit(0);
+                sxe_test_exit(0);
             }
         }
         /* The random instants of the kills are the test, so this sleep stays. */
@@ -389,7 +389,7 @@ static void test_random_kills_lose_nothing(void **state)
             if (dier == 0) {
                 sxe_pool_t *attached;
                 if (sxe_pool_attach(&attached, path, &opts, 0) != 0) {
-                    _exit(2);
+                    sxe_test_exit(2);
                 }
                 die_holding_the_lock_with_links_lost(attached);
             }

@@ -98,7 +98,8 @@ static int write_all_in_a_child(int fd, int err, const char *bytes)
     if (pid == 0) {
         fail_next(fd, err);
         write_all(fd, bytes, strlen(bytes));
-        _exit(calls == 2 ? 0 : 4); /* done, after the one failed write and the one that took it */
+        sxe_test_exit(
+            calls == 2 ? 0 : 4); /* done, after the one failed write and the one that took it */
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sxe_test.h"
@@ -80,6 +81,25 @@ static const char *command(const char *line, size_t len, char *answer, size_t si
 
 #define ASK(line, answer) command(line, sizeof(line) - 1, answer, sizeof(answer))
 
+/* Waits (10 s at most) for a server told to stop by a command to end. @return its exit status.
+ * (server_stop()'s SIGTERM could come as the run returns, once the signal is no longer blocked.) */
+static int ended(struct server *server)
+{
+    int status = 0;
+    pid_t reaped = 0;
+
+    for (int waited = 0; waited < 1000 && (reaped = waitpid(server->pid, &status, WNOHANG)) == 0;
+         waited++) {
+        sleep_ms(10);
+    }
+    if (reaped != server->pid) {
+        kill(server->pid, SIGKILL);
+        fail_msg("the server did not end within 10 s of its command");
+    }
+    sxe_workers_destroy(server->set);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 static void start(struct server *server, unsigned count)
 {
     *server = (struct server){0};
@@ -93,7 +113,9 @@ static void test_commands(void **state)
 
     (void)state;
     make_path("commands");
+    setenv("SXE_LOG_LEVEL_ENVSET", "warn", 1); /* the server's, forked */
     start(&server, 2);
+    unsetenv("SXE_LOG_LEVEL_ENVSET");
     assert_non_null(strstr(ASK("help\n", answer), "log-level MODULE LEVEL"));
     int fd = client(server.port);
     assert_int_equal(ask(fd), ask(fd)); /* two requests on one connection */
@@ -107,10 +129,26 @@ static void test_commands(void **state)
     assert_string_equal(ASK("log-level conn 5\n", answer),
                         "ok: CONN at DEBUG in the supervisor and 2 worker processes\n");
     assert_string_equal(ASK("log-level all warn\n", answer),
-                        "ok: every module at WARN in the supervisor and 2 worker processes\n");
+                        "ok: every module not set by name at WARN in the supervisor and 2 worker "
+                        "processes\n");
     assert_string_equal(ASK("log-level conn warn\n", answer), /* the same slot again */
                         "ok: CONN at WARN in the supervisor and 2 worker processes\n");
     assert_non_null(strstr(ASK("log-level conn 9\n", answer), "error: no level \"9\""));
+    assert_non_null(strstr(ASK("log-level conn \x1b[2J\n", answer), "error: no level \"?[2J\""));
+    assert_non_null(
+        strstr(ASK("log-level b@d info\n", answer), "error: a module is named in 1 to"));
+    assert_non_null(strstr(ASK("log-level envset info\n", answer),
+                           "error: SXE_LOG_LEVEL_ENVSET in the server's environment sets that "
+                           "level; it wins"));
+    /* the table of modules set by name fills; "all" has a place of its own */
+    for (unsigned i = 0; i < 15; i++) { /* with CONN, the 16 places (ENVSET was refused) */
+        char line[40];
+        snprintf(line, sizeof(line), "log-level m%u warn\n", i);
+        assert_memory_equal(command(line, strlen(line), answer, sizeof(answer)), "ok: M", 5);
+    }
+    assert_non_null(strstr(ASK("log-level m99 warn\n", answer), "error: cannot set M99's level"));
+    assert_string_equal(ASK("log-level conn info\n", answer), /* its own place again */
+                        "ok: CONN at INFO in the supervisor and 2 worker processes\n");
     assert_string_equal(ASK("reopen\n", answer),
                         "ok: nothing to reopen here: counters written to the log\n");
     assert_string_equal(ASK("reload\n", answer), "error: SIGHUP is ignored here (no hook)\n");
@@ -123,7 +161,7 @@ static void test_commands(void **state)
     assert_true(read(half, answer, sizeof(answer)) > 0);
     close(half);
     assert_string_equal(ASK("stop\n", answer), "ok: stopping\n");
-    assert_int_equal(server_stop(&server), 0);
+    assert_int_equal(ended(&server), 0);
     assert_int_equal(access(path, F_OK), -1); /* removed at the end */
 }
 
@@ -154,8 +192,16 @@ static void test_hostile_peers(void **state)
         assert_memory_equal(answer, "pid ", 4);
         close(many[i]);
     }
+    /* a drain that a connection holds open: a stop does not cut it short, and says so */
+    int held = client(server.port);
+    assert_true(ask(held) >= 0);
     assert_string_equal(ASK("drain\n", answer), "ok: draining, then stopping\n");
-    assert_int_equal(server_stop(&server), 0);
+    assert_string_equal(ASK("stop\n", answer),
+                        "error: already draining (a stop does not cut it short)\n");
+    assert_string_equal(ASK("drain\n", answer),
+                        "ok: already draining (a stop does not cut it short)\n");
+    close(held);
+    assert_int_equal(ended(&server), 0);
 }
 
 /* A socket bound at path: listening (a program answering), or not (once closed, stale). */
@@ -311,7 +357,7 @@ static void test_threads(void **state)
     assert_string_equal(ASK("log-level workers info\n", answer),
                         "ok: WORKERS at INFO in the supervisor and 0 worker processes\n");
     assert_string_equal(ASK("stop\n", answer), "ok: stopping\n");
-    assert_int_equal(server_stop(&server), 0);
+    assert_int_equal(ended(&server), 0);
 }
 
 int main(void)

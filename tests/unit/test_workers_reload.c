@@ -78,7 +78,7 @@ static void in_child(void (*body)(void))
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         body();
-        _exit(0);
+        sxe_test_exit(0);
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
@@ -94,7 +94,7 @@ static pid_t run_set(sxe_workers_t *set)
     CHECK(pid >= 0);
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        _exit(sxe_workers_run(set, start_worker, NULL, &behaviour) == 0 ? 0 : 1);
+        sxe_test_exit(sxe_workers_run(set, start_worker, NULL, &behaviour) == 0 ? 0 : 1);
     }
     return pid;
 }

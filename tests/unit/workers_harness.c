@@ -89,7 +89,7 @@ void server_start(struct server *server, const struct sxe_workers_options *optio
             dup2(server->log_fd, STDERR_FILENO);
         }
         int rc = sxe_workers_run(server->set, start_worker, NULL, &server->behaviour);
-        _exit(rc == 0 ? 0 : rc == -ECHILD ? 10 : 11);
+        sxe_test_exit(rc == 0 ? 0 : rc == -ECHILD ? 10 : 11);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sxe/version.h>
@@ -70,32 +71,36 @@ static void command_line(char *line, size_t size, int argc, char **argv, bool js
     snprintf(line + len, size - len, "%s\n", json ? " json" : "");
 }
 
-/* Connects to path, giving up after seconds on anything. @return the socket; exits if it cannot. */
-static int reach(const char *path, long seconds)
+/* One exchange: connects to path (each step given up after seconds), sends line, reads the whole
+ * answer into answer. @return its length, or -errno: -ECONNRESET (or -EPIPE) when the server closed
+ * without an answer, -EAGAIN when none came in time. */
+static ssize_t exchange(const char *path, long seconds, const char *line, char *answer, size_t size)
 {
     struct sockaddr_un address = {.sun_family = AF_UNIX};
     struct timeval wait = {.tv_sec = seconds};
+    size_t total = 0;
+    ssize_t got = 0;
 
-    if (strlen(path) >= sizeof(address.sun_path)) {
-        wrong("the socket's path is too long: ", path);
-    }
     memcpy(address.sun_path, path, strlen(path));
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait)) < 0) {
-        fprintf(stderr, "sxe-httpctl: cannot make a socket: %s\n", strerror(errno));
-        exit(1);
-    }
-    if (connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0) {
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait)) < 0 ||
+        connect(fd, (struct sockaddr *)&address, sizeof(address)) < 0) {
         int err = errno;
-        fprintf(stderr, "sxe-httpctl: %s: %s\n", path,
-                err == ENOENT         ? "no such socket (is sxe-httpd running with --control?)"
-                : err == ECONNREFUSED ? "nothing answers there (sxe-httpd is not running)"
-                : err == EACCES       ? "not allowed (run as the server's user, or root)"
-                                      : strerror(err));
-        exit(1);
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -err;
     }
-    return fd;
+    /* A server that refuses the peer answers and closes at once: the answer is read all the
+     * same. */
+    int sent = send(fd, line, strlen(line), MSG_NOSIGNAL) == (ssize_t)strlen(line) ? 0 : errno;
+    while (total < size && (got = read(fd, answer + total, size - total)) > 0) {
+        total += (size_t)got;
+    }
+    int err = got < 0 ? errno : sent != 0 ? sent : ECONNRESET;
+    close(fd);
+    return total > 0 ? (ssize_t)total : -err;
 }
 
 int main(int argc, char **argv)
@@ -144,32 +149,41 @@ int main(int argc, char **argv)
     }
     char line[256];
     command_line(line, sizeof(line), argc - optind, argv + optind, json);
-    int fd = reach(path, seconds);
-    /* A server that refuses the peer answers and closes at once: the answer is read all the same */
-    int sent = send(fd, line, strlen(line), MSG_NOSIGNAL) == (ssize_t)strlen(line) ? 0 : errno;
-    /* The whole answer (status of 256 workers is under 80 KB), then printed: to standard error
-     * if a line of it says "error:" (a reload says "ok: reloading", then an error if the program
-     * could not be run again). */
-    static char answer[128 * 1024];
-    size_t total = 0;
-    ssize_t got;
-    while (total < sizeof(answer) && (got = read(fd, answer + total, sizeof(answer) - total)) > 0) {
-        total += (size_t)got;
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
+        wrong("the socket's path is too long: ", path);
     }
-    if (total == 0) {
+    /* The whole answer (status of 256 workers is under 80 KB). A reload runs the server again:
+     * for a few milliseconds its socket is gone, refused, or closes on a command not yet read
+     * (which then did not run), so those are tried again for a second. */
+    static char answer[128 * 1024];
+    ssize_t total;
+    for (int tries = 0;; tries++) {
+        total = exchange(path, seconds, line, answer, sizeof(answer));
+        if (total > 0 || tries == 50 ||
+            (total != -ENOENT && total != -ECONNREFUSED && total != -ECONNRESET &&
+             total != -EPIPE)) {
+            break;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+    }
+    if (total < 0) {
+        int err = (int)-total;
         fprintf(stderr, "sxe-httpctl: %s: %s\n", path,
-                sent != 0         ? strerror(sent)
-                : got == 0        ? "the server closed without an answer"
-                : errno == EAGAIN ? "no answer in time"
-                                  : strerror(errno));
+                err == ENOENT         ? "no such socket (is sxe-httpd running with --control?)"
+                : err == ECONNREFUSED ? "nothing answers there (sxe-httpd is not running)"
+                : err == EACCES       ? "not allowed (run as the server's user, or root)"
+                : err == EAGAIN       ? "no answer in time"
+                : err == ECONNRESET || err == EPIPE ? "the server closed without an answer"
+                                                    : strerror(err));
         return 1;
     }
+    /* Printed to standard error if a line says "error:" (a reload says "ok: reloading", then an
+     * error if the program could not be run again). */
     bool failed = false;
-    for (size_t i = 0; i + 6 <= total; i++) {
+    for (size_t i = 0; i + 6 <= (size_t)total; i++) {
         failed =
             failed || ((i == 0 || answer[i - 1] == '\n') && memcmp(answer + i, "error:", 6) == 0);
     }
-    fwrite(answer, 1, total, failed ? stderr : stdout);
-    close(fd);
+    fwrite(answer, 1, (size_t)total, failed ? stderr : stdout);
     return failed ? 1 : 0;
 }

@@ -480,6 +480,9 @@ static int reload_check(void *arg)
     if (pid > 0 && done == 0) {
         kill(pid, SIGKILL);
         (void)waitpid(pid, &status, 0);
+        SXE_LOG_ERROR("SIGHUP: the check of the new configuration did not end in 10 s (a file "
+                      "that does not end, such as a FIFO?); killed it");
+        return -ETIMEDOUT;
     }
     if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         SXE_LOG_ERROR("SIGHUP: the new configuration does not start (said above)");
