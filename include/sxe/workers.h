@@ -101,7 +101,10 @@ struct sxe_workers_options {
     /**
      * Reload by running the program again (worker processes only; NULL: SIGHUP goes to on_hangup).
      * On SIGHUP the supervisor calls on_reload(hangup_arg), if set, where the program checks its
-     * new configuration: a negative return keeps the set serving as it is. Then it executes the
+     * new configuration, in a child process of its own (forked: what it changes stays there), so
+     * that the set serves on meanwhile; one still running after 30 s is killed. A negative
+     * return keeps the set serving as it is, and so does a SIGHUP while a check runs. Then it
+     * executes the
      * program again (/proc/self/exe) with these arguments, in the same process: the new image's
      * set, made as the first was, takes the listening sockets back in sxe_workers_listen() (by
      * address; a port of 0 by the listener's place) instead of binding new ones, so nothing

@@ -172,6 +172,9 @@ static void reap(sxe_workers_t *set, uint64_t now)
     int status;
 
     while ((pid = sxe__sys.waitpid(-1, &status, WNOHANG)) > 0) {
+        if (sxe__workers_checked(set, pid, status)) {
+            continue; /* a reload's check: the reload went on, or was refused */
+        }
         bool ours = false;
         for (unsigned i = 0; i < set->options.count; i++) {
             if (set->workers[i].pid == pid) {
@@ -303,6 +306,8 @@ static void accept_and_pass(sxe_workers_t *set, unsigned listener)
 static int poll_timeout(const sxe_workers_t *set, uint64_t now, uint64_t deadline)
 {
     deadline = set->stopping && set->stop_deadline < deadline ? set->stop_deadline : deadline;
+    deadline =
+        set->check_pid > 0 && set->check_deadline < deadline ? set->check_deadline : deadline;
 
     for (unsigned i = 0; i < set->options.count; i++) {
         if (set->workers[i].restart_ns != 0 && set->workers[i].restart_ns < deadline) {
@@ -315,9 +320,13 @@ static int poll_timeout(const sxe_workers_t *set, uint64_t now, uint64_t deadlin
     return deadline <= now ? 0 : (int)((deadline - now + SXE_NS_PER_MSEC - 1) / SXE_NS_PER_MSEC);
 }
 
-/* Restarts the workers that are due, and kills processes that outlive a stop's deadline. */
+/* Restarts the workers that are due, kills processes that outlive a stop's deadline, and a
+ * reload's check that outlives its own. */
 static void on_time(sxe_workers_t *set, uint64_t now)
 {
+    if (set->check_pid > 0 && now >= set->check_deadline) {
+        sxe__workers_check_end(set);
+    }
     for (unsigned i = 0; i < set->options.count; i++) {
         sxe_worker_t *worker = &set->workers[i];
         if (worker->restart_ns != 0 && worker->restart_ns <= now) {

@@ -111,11 +111,14 @@ struct sxe_workers {
     int signal_fd;
     sigset_t old_mask;
     bool stopping;
-    bool draining;                      /* the stop is a drain */
-    uint64_t stop_deadline;             /* processes still running then are killed */
-    unsigned next;                      /* hand-off: where the search for the least loaded starts */
-    uint64_t started_ns;                /* when sxe_workers_run() began */
-    struct sxe__workers_levels *levels; /* in the shared mapping, after the workers' lines */
+    bool draining;           /* the stop is a drain */
+    uint64_t stop_deadline;  /* processes still running then are killed */
+    unsigned next;           /* hand-off: where the search for the least loaded starts */
+    uint64_t started_ns;     /* when sxe_workers_run() began */
+    pid_t check_pid;         /* a reload's check (options.on_reload, in a child), or 0 */
+    uint64_t check_deadline; /* past it, the check is killed */
+    int check_reply; /* the control peer that asked for the reload, answered at its end, or -1 */
+    struct sxe__workers_levels *levels;   /* in the shared mapping, after the workers' lines */
     struct sxe__workers_control *control; /* options.control_path's socket, or NULL */
 };
 
@@ -146,17 +149,23 @@ unsigned sxe__workers_draining(bool kill_them);
 /* workers_reload.c: closes what a reload passed on and no listener took. */
 void sxe__workers_inherit_end(void);
 
-/* workers_reload.c: SIGHUP with options.reload_argv: checks (options.on_reload), then executes the
- * program again with the listeners; returns only if it was refused or failed (said in the log),
- * with -errno. Just before the exec, writes "ok: reloading" to reply_fd if it is not -1. */
+/* workers_reload.c: a reload whose check passed: executes the program again with the listeners;
+ * returns only if that failed (said in the log), with -errno. Just before the exec, writes
+ * "ok: reloading" to reply_fd if it is not -1. */
 int sxe__workers_reexec(sxe_workers_t *set, int reply_fd);
 
 /* workers_act.c: what signals do, and the control socket's commands. */
 void sxe__workers_begin_stop(sxe_workers_t *set, uint64_t now, const char *why, bool drain);
 void sxe__workers_reopen(sxe_workers_t *set, const char *why);
-/* hangup: @return -errno if a reload was refused or failed (it returns only then), 0 if SIGHUP's
- * hook ran, 1 if there is none. */
+/* hangup: @return -errno if a reload could not begin or failed, 0 if SIGHUP's hook ran, 1 if there
+ * is none, 2 if the reload's check runs (in a child: sxe__workers_checked() goes on when it ends),
+ * reply_fd then the check's to answer and close. */
 int sxe__workers_hangup(sxe_workers_t *set, int reply_fd);
+/* A process ended: @return whether it was a reload's check; if so, the reload goes on (or is
+ * refused) and the peer that asked is answered. */
+bool sxe__workers_checked(sxe_workers_t *set, pid_t pid, int status);
+/* A stop began, or the check's deadline passed: the check is killed (and then refused). */
+void sxe__workers_check_end(sxe_workers_t *set);
 
 /* workers_control.c: the control socket (options.control_path). open: binds it (0 without a path,
  * or -errno: -EADDRINUSE if a program answers on it); close: closes it and the peers', and, with

@@ -51,7 +51,7 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
     set->options = *options;
     set->options.count = options->count ? options->count : sxe_workers_cpus();
     set->options.drain_ns = options->drain_ns ? options->drain_ns : 5 * SXE_NS_PER_SEC;
-    set->signal_fd = -1;
+    set->signal_fd = set->check_reply = -1;
     set->shared_size = set->options.count * sizeof(*set->shared) + sizeof(*set->levels);
     set->shared = sxe__sys.mmap(NULL, set->shared_size, PROT_READ | PROT_WRITE,
                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -507,7 +507,12 @@ static void run(sxe_workers_t *set, struct peer *peer, char *line)
                                            : "nothing to reopen here: counters written to the log");
     } else if (strcmp(command, "reload") == 0 && count == 1 && !set->stopping) {
         SXE_LOG_INFO("control socket: reload");
-        int rc = sxe__workers_hangup(set, peer->fd); /* returns if no new image runs */
+        int rc = sxe__workers_hangup(set, peer->fd); /* returns if no new image runs (yet) */
+        if (rc == 2) { /* the check runs: its end answers the peer, whose place is free now */
+            peer->fd = -1;
+            peer->len = 0;
+            return;
+        }
         say(control,
             rc < 0    ? "error: not reloaded (%s): serving on as before; the log says why\n"
             : rc == 0 ? "ok: passed on as SIGHUP (%s)\n"

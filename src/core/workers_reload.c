@@ -329,13 +329,8 @@ static int pass_listeners(sxe_workers_t *set, bool pass)
 
 int sxe__workers_reexec(sxe_workers_t *set, int reply_fd)
 {
-    int rc = set->options.on_reload != NULL ? set->options.on_reload(set->options.hangup_arg) : 0;
+    int rc;
 
-    if (rc < 0) {
-        SXE_LOG_ERROR("SIGHUP: the reload was refused (%s): serving on as before",
-                      sxe_strerror(rc));
-        return rc;
-    }
     if ((rc = pass_listeners(set, true)) < 0) {
         SXE_LOG_ERROR("SIGHUP: cannot pass the listeners on: %s", sxe_strerror(rc));
         (void)pass_listeners(set, false);

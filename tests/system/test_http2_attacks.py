@@ -252,8 +252,13 @@ def test_windows_held_shut_cost_no_memory_for_files(build_dir, root):  # noqa: F
     (root / "big.bin").write_bytes(b"w" * 1000000)
     server = Httpd(build_dir, root, "--workers", "1")
     try:
-        with open(f"/proc/{server.process.pid}/task/{server.process.pid}/children") as f:
-            worker = int(f.read().split()[0])
+        # the listening socket answers before the supervisor has forked the worker
+        deadline = time.monotonic() + 5
+        while not (found := open(f"/proc/{server.process.pid}/task/{server.process.pid}"
+                                 "/children").read().split()):
+            assert time.monotonic() < deadline, "no worker"
+            time.sleep(0.02)
+        worker = int(found[0])
         assert Client(server.port).get("/big.bin")[0] == 200  # the file is in the cache
         before = resident_kb(worker)
         shut = [Client(server.port, window=0) for _ in range(10)]

@@ -268,3 +268,26 @@ def test_commands_right_after_a_reload(controlled, build_dir):
     time.sleep(0.3)
     assert "died" not in controlled.text(), controlled.text()
     assert controlled.get("/hello.txt").endswith(b"Hello World\n")
+
+
+def test_a_check_that_hangs_leaves_the_server_answering(controlled, build_dir, tmp_path):
+    """A file that never ends (a FIFO named as the MIME types): the reload's check runs in a child
+    of its own, so while it waits, requests and the control socket are answered; after 10 s the
+    check is given up and the reload refused."""
+    fifo = tmp_path / "types"
+    os.mkfifo(fifo)
+    controlled.config.write_text(controlled.config.read_text() + f"mime-types: {fifo}\n")
+    began = time.monotonic()
+    reload = subprocess.Popen([str(build_dir / "tools" / "sxe-httpctl"), "-s",
+                               str(controlled.control), "reload"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    for _ in range(3):
+        asked = time.monotonic()
+        assert ask(controlled.control, b"status\n").startswith("pid ")
+        assert controlled.get("/hello.txt").endswith(b"Hello World\n")
+        assert time.monotonic() - asked < 1
+    out, err = reload.communicate(timeout=30)
+    assert reload.returncode == 1 and "error: not reloaded" in err, (out, err)
+    assert 9 < time.monotonic() - began < 20
+    assert "did not end in 10 s" in controlled.text()

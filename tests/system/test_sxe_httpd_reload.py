@@ -166,7 +166,7 @@ def test_a_reload_follows_a_new_root_and_keeps_the_port(server, root, tmp_path):
 
 def test_a_response_under_way_finishes_across_a_reload(server, root, tmp_path):  # noqa: F811
     """A client that takes its file slowly keeps its old worker until it has it all."""
-    (root / "big.bin").write_bytes(os.urandom(16 << 20))  # more than the sockets' buffers hold
+    (root / "big.bin").write_bytes(os.urandom(8 << 20))  # more than the sockets' buffers hold
     config = tmp_path / "sxe-httpd.yaml"
     write_config(config, root, 1)
     httpd = server(config)

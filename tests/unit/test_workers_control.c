@@ -113,9 +113,17 @@ static void test_commands(void **state)
 
     (void)state;
     make_path("commands");
-    setenv("SXE_LOG_LEVEL_ENVSET", "warn", 1); /* the server's, forked */
+    /* the server's environment, forked: one module set there, and no level for all (the run
+     * with every level on sets one) */
+    char *every = getenv("SXE_LOG_LEVEL") != NULL ? strdup(getenv("SXE_LOG_LEVEL")) : NULL;
+    setenv("SXE_LOG_LEVEL_ENVSET", "warn", 1);
+    unsetenv("SXE_LOG_LEVEL");
     start(&server, 2);
     unsetenv("SXE_LOG_LEVEL_ENVSET");
+    if (every != NULL) {
+        setenv("SXE_LOG_LEVEL", every, 1);
+        free(every);
+    }
     assert_non_null(strstr(ASK("help\n", answer), "log-level MODULE LEVEL"));
     int fd = client(server.port);
     assert_int_equal(ask(fd), ask(fd)); /* two requests on one connection */

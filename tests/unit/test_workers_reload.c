@@ -361,6 +361,60 @@ static void test_a_reload_refused_or_failed_serves_on(void **state)
     munmap(seen, sizeof(*seen));
 }
 
+static int slow_check(void *arg)
+{
+    (void)arg;
+    sleep_ms(400);
+    return 0;
+}
+
+/* The check runs in a child: the set serves meanwhile, a second SIGHUP is not made, and the one
+ * check that passed reloads once; a stop during a check ends it, and nothing is executed. */
+static void test_a_check_runs_beside_the_set(void **state)
+{
+    static char program[] = "the-program";
+    static char *const argv[] = {program, NULL};
+    sxe_workers_t *set;
+
+    (void)state;
+    seen = mmap(NULL, sizeof(*seen), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(seen != MAP_FAILED);
+    for (int stop_first = 0; stop_first < 2; stop_first++) {
+        memset(seen, 0, sizeof(*seen));
+        sxe__sys.execv = execv_fails;
+        assert_int_equal(
+            sxe_workers_create(&set, &(struct sxe_workers_options){.count = 1,
+                                                                   .reload_argv = argv,
+                                                                   .on_reload = slow_check}),
+            0);
+        struct sockaddr_in any = loopback("127.0.0.1", 0);
+        assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&any, sizeof(any), NULL), 0);
+        int port = sxe_workers_port(set, 0);
+        pid_t pid = run_set(set);
+        sxe__sys_reset();
+        int fd = client(port);
+        assert_true(ask(fd) >= 0);
+        kill(pid, SIGHUP);
+        sleep_ms(100);
+        kill(pid, SIGHUP); /* during the check: not made */
+        int other = client(port);
+        assert_true(ask(other) >= 0); /* served meanwhile */
+        close(other);
+        if (stop_first) {
+            assert_int_equal(stop_set(pid), 0);
+            assert_int_equal(seen->calls, 0);
+        } else {
+            sleep_ms(700);
+            assert_int_equal(seen->calls, 1);
+            assert_true(ask(fd) >= 0); /* the exec failed: the set serves on */
+            assert_int_equal(stop_set(pid), 0);
+        }
+        close(fd);
+        sxe_workers_destroy(set);
+    }
+    munmap(seen, sizeof(*seen));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_a_changed_spread_keeps_the_sockets_one),
         cmocka_unit_test(test_what_is_not_a_listener_is_left_alone),
         cmocka_unit_test(test_a_reload_refused_or_failed_serves_on),
+        cmocka_unit_test(test_a_check_runs_beside_the_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
