@@ -81,25 +81,6 @@ static const char *command(const char *line, size_t len, char *answer, size_t si
 
 #define ASK(line, answer) command(line, sizeof(line) - 1, answer, sizeof(answer))
 
-/* Waits (10 s at most) for a server told to stop by a command to end. @return its exit status.
- * (server_stop()'s SIGTERM could come as the run returns, once the signal is no longer blocked.) */
-static int ended(struct server *server)
-{
-    int status = 0;
-    pid_t reaped = 0;
-
-    for (int waited = 0; waited < 1000 && (reaped = waitpid(server->pid, &status, WNOHANG)) == 0;
-         waited++) {
-        sleep_ms(10);
-    }
-    if (reaped != server->pid) {
-        kill(server->pid, SIGKILL);
-        fail_msg("the server did not end within 10 s of its command");
-    }
-    sxe_workers_destroy(server->set);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static void start(struct server *server, unsigned count)
 {
     *server = (struct server){0};
@@ -169,7 +150,7 @@ static void test_commands(void **state)
     assert_true(read(half, answer, sizeof(answer)) > 0);
     close(half);
     assert_string_equal(ASK("stop\n", answer), "ok: stopping\n");
-    assert_int_equal(ended(&server), 0);
+    assert_int_equal(server_wait(&server), 0);
     assert_int_equal(access(path, F_OK), -1); /* removed at the end */
 }
 
@@ -209,7 +190,7 @@ static void test_hostile_peers(void **state)
     assert_string_equal(ASK("drain\n", answer),
                         "ok: already draining (a stop does not cut it short)\n");
     close(held);
-    assert_int_equal(ended(&server), 0);
+    assert_int_equal(server_wait(&server), 0);
 }
 
 /* A socket bound at path: listening (a program answering), or not (once closed, stale). */
@@ -365,7 +346,7 @@ static void test_threads(void **state)
     assert_string_equal(ASK("log-level workers info\n", answer),
                         "ok: WORKERS at INFO in the supervisor and 0 worker processes\n");
     assert_string_equal(ASK("stop\n", answer), "ok: stopping\n");
-    assert_int_equal(ended(&server), 0);
+    assert_int_equal(server_wait(&server), 0);
 }
 
 int main(void)

@@ -318,6 +318,28 @@ static int on_reload(void *arg)
     return refuse ? -EPERM : 0;
 }
 
+/* A set of count workers on 127.0.0.1 that reloads with argv after check, run in a child whose
+ * exec is execv_fails (counted in seen, cleared here); a client connected and answered.
+ * @return the child's pid; *set, *port and *fd for the rest. */
+static pid_t reloadable(sxe_workers_t **set, unsigned count, char *const *argv,
+                        int (*check)(void *arg), int *port, int *fd)
+{
+    memset(seen, 0, sizeof(*seen));
+    sxe__sys.execv = execv_fails; /* the supervisor, forked, has this seam */
+    assert_int_equal(sxe_workers_create(set, &(struct sxe_workers_options){.count = count,
+                                                                           .reload_argv = argv,
+                                                                           .on_reload = check}),
+                     0);
+    struct sockaddr_in any = loopback("127.0.0.1", 0);
+    assert_int_equal(sxe_workers_listen(*set, (struct sockaddr *)&any, sizeof(any), NULL), 0);
+    *port = sxe_workers_port(*set, 0);
+    pid_t pid = run_set(*set);
+    sxe__sys_reset();
+    *fd = client(*port);
+    assert_true(ask(*fd) >= 0);
+    return pid;
+}
+
 static void test_a_reload_refused_or_failed_serves_on(void **state)
 {
     static char program[] = "the-program", option[] = "-c", file[] = "file";
@@ -328,20 +350,8 @@ static void test_a_reload_refused_or_failed_serves_on(void **state)
     seen = mmap(NULL, sizeof(*seen), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(seen != MAP_FAILED);
     for (refuse = 1; refuse >= 0; refuse--) {
-        memset(seen, 0, sizeof(*seen));
-        sxe__sys.execv = execv_fails; /* the supervisor, forked, has this seam */
-        assert_int_equal(
-            sxe_workers_create(&set, &(struct sxe_workers_options){.count = 2,
-                                                                   .reload_argv = argv,
-                                                                   .on_reload = on_reload}),
-            0);
-        struct sockaddr_in any = loopback("127.0.0.1", 0);
-        assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&any, sizeof(any), NULL), 0);
-        int port = sxe_workers_port(set, 0);
-        pid_t pid = run_set(set);
-        sxe__sys_reset();
-        int fd = client(port);
-        assert_true(ask(fd) >= 0);
+        int port, fd;
+        pid_t pid = reloadable(&set, 2, argv, on_reload, &port, &fd);
         kill(pid, SIGHUP);
         sleep_ms(200);
         assert_int_equal(seen->calls, refuse ? 0 : 1);
@@ -380,20 +390,8 @@ static void test_a_check_runs_beside_the_set(void **state)
     seen = mmap(NULL, sizeof(*seen), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(seen != MAP_FAILED);
     for (int stop_first = 0; stop_first < 2; stop_first++) {
-        memset(seen, 0, sizeof(*seen));
-        sxe__sys.execv = execv_fails;
-        assert_int_equal(
-            sxe_workers_create(&set, &(struct sxe_workers_options){.count = 1,
-                                                                   .reload_argv = argv,
-                                                                   .on_reload = slow_check}),
-            0);
-        struct sockaddr_in any = loopback("127.0.0.1", 0);
-        assert_int_equal(sxe_workers_listen(set, (struct sockaddr *)&any, sizeof(any), NULL), 0);
-        int port = sxe_workers_port(set, 0);
-        pid_t pid = run_set(set);
-        sxe__sys_reset();
-        int fd = client(port);
-        assert_true(ask(fd) >= 0);
+        int port, fd;
+        pid_t pid = reloadable(&set, 1, argv, slow_check, &port, &fd);
         kill(pid, SIGHUP);
         sleep_ms(100);
         kill(pid, SIGHUP); /* during the check: not made */

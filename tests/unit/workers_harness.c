@@ -93,22 +93,27 @@ void server_start(struct server *server, const struct sxe_workers_options *optio
     }
 }
 
-int server_stop(struct server *server)
+int server_wait(struct server *server)
 {
-    int status;
+    int status = 0;
     pid_t reaped = 0;
 
-    kill(server->pid, SIGTERM);
     for (int waited = 0; waited < 1000 && (reaped = waitpid(server->pid, &status, WNOHANG)) == 0;
          waited++) {
         sleep_ms(10);
     }
     if (reaped != server->pid) {
         kill(server->pid, SIGKILL);
-        fail_msg("the server did not stop within 10 s of SIGTERM");
+        fail_msg("the server did not stop within 10 s");
     }
     sxe_workers_destroy(server->set);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int server_stop(struct server *server)
+{
+    kill(server->pid, SIGTERM);
+    return server_wait(server);
 }
 
 int client(int port)

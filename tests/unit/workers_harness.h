@@ -40,6 +40,10 @@ void server_start(struct server *server, const struct sxe_workers_options *optio
 /* Stops the server with SIGTERM, within 10 s (or fails, killing it). @return its exit status. */
 int server_stop(struct server *server);
 
+/* Waits (10 s at most, or fails, killing it) for a server told to stop otherwise (a command: a
+ * SIGTERM could come as its run returns, the signal no longer blocked). @return its status. */
+int server_wait(struct server *server);
+
 void sleep_ms(long ms);
 
 /* A connected client socket to 127.0.0.1 (with a 5 s read timeout) or ::1, port. */
