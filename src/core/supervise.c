@@ -2,11 +2,11 @@
  * sxe_workers_run(): the supervisor. It starts each worker (a fork or a thread) with a channel per
  * listener, then waits with poll on a signalfd (SIGINT and SIGTERM stop, SIGQUIT drains, SIGCHLD
  * reaps, SIGUSR1 reopens or reports, SIGHUP reloads or is passed on, SIGUSR2 is read and
- * ignored, so that a worker is born with it blocked), on the control socket
- * (workers_control.c), on the hand-off listeners, and, for threads, on its ends of the channels,
- * which hang up when a worker ends. A process that dies is
- * restarted (after a pause if it died young); a stop closes the set's listeners and its ends of the
- * channels, which every worker reads as "stop", and waits for them all.
+ * ignored, so that a worker is born with it blocked: what each does is workers_act.c), on the
+ * control socket (workers_control.c), on the hand-off listeners, and, for threads, on its ends of
+ * the channels, which hang up when a worker ends. A process that dies is restarted (after a pause
+ * if it died young); a stop closes the set's listeners and its ends of the channels, which every
+ * worker reads as "stop", and waits for them all.
  */
 #define SXE_LOG_MODULE workers_log
 #include "sxe/log.h"

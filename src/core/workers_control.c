@@ -4,7 +4,7 @@
  * the connection. At most SXE__CONTROL_PEERS are read at once (the rest wait in the backlog),
  * each for up to a second, and only a peer of the same user, or root, is answered: the file's
  * mode (0600) keeps others out, and its credentials are checked too. The commands do what the
- * signals do (supervise.c) and tell the workers' counters from their shared lines. A log level is
+ * signals do (workers_act.c) and tell the workers' counters from their shared lines. A log level is
  * set in the supervisor and, through the shared mapping and SIGUSR2, in every worker process.
  */
 #define SXE_LOG_MODULE workers_log
