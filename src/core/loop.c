@@ -163,6 +163,12 @@ static uint64_t next_deadline(sxe_loop_t *loop, uint64_t deadline)
 
 static void begin_stop(sxe_loop_t *loop, uint64_t drain_ns, bool draining);
 
+/* A signal's place in loop->on_signal: SIGHUP 0, SIGUSR1 1, SIGUSR2 2; 3 for any other. */
+static unsigned signal_slot(int signo)
+{
+    return signo == SIGHUP ? 0 : signo == SIGUSR1 ? 1 : signo == SIGUSR2 ? 2 : 3;
+}
+
 /* The signals that came: SIGHUP, SIGUSR1 and SIGUSR2 to the program's hooks, SIGINT or SIGTERM to
  * a clean stop, SIGQUIT to a drain. */
 static void take_signals(sxe_loop_t *loop)
@@ -172,7 +178,7 @@ static void take_signals(sxe_loop_t *loop)
 
     while (sxe__sys.read(loop->signal_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
         int signo = (int)info.ssi_signo;
-        unsigned hook = signo == SIGHUP ? 0 : signo == SIGUSR1 ? 1 : signo == SIGUSR2 ? 2 : 3;
+        unsigned hook = signal_slot(signo);
         if (hook == 3) {
             stop_signal = signo;
         } else if (loop->on_signal[hook].hook != NULL) {
@@ -209,7 +215,7 @@ static void loop_signals(const sxe_loop_t *loop, sigset_t *signals)
 
 int sxe_loop_on_signal(sxe_loop_t *loop, int signo, void (*hook)(void *arg), void *arg)
 {
-    unsigned i = signo == SIGHUP ? 0 : signo == SIGUSR1 ? 1 : signo == SIGUSR2 ? 2 : 3;
+    unsigned i = signal_slot(signo);
     sigset_t signals;
 
     if (!SXE_CHECK(loop != NULL && i < 3)) {

@@ -291,6 +291,16 @@ static void count_reopen(void *arg)
     __atomic_add_fetch(reopened, 1, __ATOMIC_RELAXED);
 }
 
+/* Waits up to 5 s for the hooks to have been called count times. @return the count reached. */
+static unsigned reopened_reach(unsigned count)
+{
+    for (int waited = 0; waited < 500 && __atomic_load_n(reopened, __ATOMIC_RELAXED) < count;
+         waited++) {
+        sleep_ms(10);
+    }
+    return __atomic_load_n(reopened, __ATOMIC_RELAXED);
+}
+
 static void test_reopen(void **state)
 {
     struct server server = {0};
@@ -308,26 +318,14 @@ static void test_reopen(void **state)
     /* up, and its workers forked: they hold SIGUSR1 blocked until their loops read it */
     assert_memory_equal(ASK("status\n", answer), "pid ", 4);
     kill(server.pid, SIGUSR1);
-    for (int waited = 0; waited < 500 && __atomic_load_n(reopened, __ATOMIC_RELAXED) < 3;
-         waited++) {
-        sleep_ms(10);
-    }
-    assert_int_equal(*reopened, 3);
+    assert_int_equal(reopened_reach(3), 3);
     assert_string_equal(ASK("reopen\n", answer),
                         "ok: reopening, in the supervisor and every worker\n");
-    for (int waited = 0; waited < 500 && __atomic_load_n(reopened, __ATOMIC_RELAXED) < 6;
-         waited++) {
-        sleep_ms(10);
-    }
-    assert_int_equal(*reopened, 6);
+    assert_int_equal(reopened_reach(6), 6);
     /* no reload here: SIGHUP's hook, passed on the same way */
     assert_string_equal(ASK("reload\n", answer),
                         "ok: passed on as SIGHUP (this program reloads in place)\n");
-    for (int waited = 0; waited < 500 && __atomic_load_n(reopened, __ATOMIC_RELAXED) < 9;
-         waited++) {
-        sleep_ms(10);
-    }
-    assert_int_equal(*reopened, 9);
+    assert_int_equal(reopened_reach(9), 9);
     assert_int_equal(server_stop(&server), 0);
     munmap(reopened, sizeof(*reopened));
 }
