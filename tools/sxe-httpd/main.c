@@ -589,14 +589,19 @@ int main(int argc, char **argv)
 {
     sxe_http_server_t *server;
     const char *failed = config.listen;
-    sigset_t hangup_set;
+    sigset_t start_set;
     int rc;
 
-    /* A SIGHUP before the loops read signals (a reload sent as the server starts) waits for them,
-     * rather than ending the server as SIGHUP's default does. */
-    sigemptyset(&hangup_set);
-    sigaddset(&hangup_set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &hangup_set, NULL);
+    /* A signal sent as the server starts (a reload, a reopen, a stop right after the port opens)
+     * waits for the loops or the supervisor to read it, rather than ending the process as the
+     * default does: the listening sockets are bound before anything reads signals. */
+    sigemptyset(&start_set);
+    sigaddset(&start_set, SIGHUP);
+    sigaddset(&start_set, SIGUSR1);
+    sigaddset(&start_set, SIGTERM);
+    sigaddset(&start_set, SIGINT);
+    sigaddset(&start_set, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &start_set, NULL);
     options_parse(argc, argv);
     program_argv = argv;
     /* The library's advice, in this program's words. */
