@@ -10,7 +10,7 @@
 FROM debian:12-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev cmake ninja-build pkgconf \
-      libssl-dev libnghttp2-dev libyaml-dev \
+      libssl-dev libnghttp2-dev libyaml-dev libbrotli-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -22,7 +22,7 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSXE_BUILD_TESTS=O
 # What runs: the two programs, the libraries they link and the system's MIME types.
 FROM debian:12-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libssl3 libnghttp2-14 libyaml-0-2 media-types \
+ && apt-get install -y --no-install-recommends libssl3 libnghttp2-14 libyaml-0-2 libbrotli1 media-types \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/usr/bin/sxe-httpd /out/usr/bin/sxe-httpctl /usr/bin/
 COPY --from=build /out/usr/share/man/man1/ /usr/share/man/man1/

@@ -234,17 +234,32 @@ void file_unref(void *arg)
     free(file);
 }
 
+/* The ready-made header values: file's type, coding and ETag, then added. @return 0, or -1 if
+ * memory is short. */
+static int headers_make(struct file *file, const char *added)
+{
+    const char *coding = file->coding;
+    size_t size = 256 + strlen(file->type) + (coding ? strlen(coding) : 0) + strlen(added);
+
+    if ((file->headers = malloc(size)) == NULL) {
+        return -1;
+    }
+    /* Ranges of an encoded file are not served (the original answers a Range): not offered. */
+    int base = snprintf(file->headers, size,
+                        "Content-Type: %s\r\n%s%s%sETag: %s\r\nLast-Modified: %s\r\n%s", file->type,
+                        coding ? "Content-Encoding: " : "", coding ? coding : "", coding ? "\r\n" : "",
+                        file->etag, file->modified, coding ? "" : "Accept-Ranges: bytes\r\n");
+    file->added = file->headers + base;
+    snprintf(file->headers + base, size - (size_t)base, "%s", added);
+    return 0;
+}
+
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
                        const char *type, const char *coding, const char *added)
 {
     struct file *file = calloc(1, sizeof(*file));
-    size_t headers_size = 256 + strlen(type) + (coding ? strlen(coding) : 0) + strlen(added);
 
-    if (file == NULL || (file->resolved = strdup(resolved)) == NULL ||
-        (file->headers = malloc(headers_size)) == NULL) {
-        if (file != NULL) {
-            free(file->resolved);
-        }
+    if (file == NULL || (file->resolved = strdup(resolved)) == NULL) {
         free(file);
         close(fd);
         return NULL;
@@ -262,14 +277,13 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
              file->size, coding ? "-" : "", coding ? coding : "");
     httpd_date(status->st_mtime, file->modified, sizeof(file->modified));
     file->type = type;
-    /* Ranges of an encoded file are not served (the original answers a Range): not offered. */
-    int base =
-        snprintf(file->headers, headers_size,
-                 "Content-Type: %s\r\n%s%s%sETag: %s\r\nLast-Modified: %s\r\n%s", file->type,
-                 coding ? "Content-Encoding: " : "", coding ? coding : "", coding ? "\r\n" : "",
-                 file->etag, file->modified, coding ? "" : "Accept-Ranges: bytes\r\n");
-    file->added = file->headers + base;
-    snprintf(file->headers + base, headers_size - (size_t)base, "%s", added);
+    file->coding = coding;
+    if (headers_make(file, added) < 0) {
+        file->fd = -1;
+        file_unref(file);
+        close(fd);
+        return NULL;
+    }
     if (file->cache != NULL && file->size <= CACHE_INLINE_MAX && reserve(file->cache, file->size)) {
         if ((file->content = malloc(file->size + 1)) != NULL &&
             pread(fd, file->content, file->size, 0) == (ssize_t)file->size) {
@@ -280,6 +294,40 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
             file->content = NULL;
             __atomic_sub_fetch(&file->cache->inline_bytes, file->size, __ATOMIC_RELAXED);
         }
+    }
+    return file;
+}
+
+struct file *file_made(const char *key, const struct file *origin, const char *coding, int level,
+                       char *content, size_t len)
+{
+    struct file *file = calloc(1, sizeof(*file));
+    struct cache *cache = cache_get();
+
+    if (file == NULL || cache == NULL || !reserve(cache, len)) {
+        free(file);
+        free(content);
+        return NULL;
+    }
+    file->refs = 1;
+    file->cache = cache;
+    file->content = content; /* counted in the budget from here: file_unref() gives it back */
+    file->size = len;
+    file->fd = -1;
+    file->key_len = (size_t)snprintf(file->key, sizeof(file->key), "%s", key);
+    file->mtime = origin->mtime;
+    file->mtime_ns = origin->mtime_ns;
+    file->inode = origin->inode;
+    file->origin_size = origin->size;
+    file->type = origin->type;
+    file->coding = coding;
+    memcpy(file->modified, origin->modified, sizeof(file->modified));
+    /* The level is part of the tag: the same file at another level is other bytes. */
+    snprintf(file->etag, sizeof(file->etag), "%.*s-%s%d\"", (int)strlen(origin->etag) - 1,
+             origin->etag, coding, level);
+    if ((file->resolved = strdup(origin->resolved)) == NULL || headers_make(file, origin->added) < 0) {
+        file_unref(file);
+        return NULL;
     }
     return file;
 }

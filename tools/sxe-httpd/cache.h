@@ -40,6 +40,8 @@ struct file {
     char etag[56];
     char modified[40];
     const char *type;
+    const char *coding;   /* a sidecar's or a compressed copy's Content-Encoding, or NULL */
+    uint64_t origin_size; /* a compressed copy's: the size of the file it was made from */
     char *headers;       /* a 200 response's headers, ready: no formatting per request */
     const char *added;   /* their end: the fields --header adds under the file's path */
     char *content;       /* the whole file, when small */
@@ -81,6 +83,14 @@ void file_unref(void *arg);
  */
 struct file *file_load(const char *key, const char *resolved, int fd, const struct stat *status,
                        const char *type, const char *coding, const char *added);
+
+/*
+ * An entry for content (len bytes of malloc's, which it takes) made from origin with coding at
+ * level: origin's metadata, its own ETag, held in memory within the cache's budget, with one
+ * reference (the caller's). NULL (content freed) when memory or the budget is short.
+ */
+struct file *file_made(const char *key, const struct file *origin, const char *coding, int level,
+                       char *content, size_t len);
 
 /* A file's modification time, to the nanosecond. */
 static inline uint64_t stat_mtime_ns(const struct stat *status)

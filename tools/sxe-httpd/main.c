@@ -30,6 +30,7 @@
 
 #include "access_log.h"
 #include "cache.h"
+#include "compress.h"
 #include "fields.h"
 #include "listing.h"
 #include "mime.h"
@@ -37,6 +38,7 @@
 #include "path.h"
 #include "precompressed.h"
 #include "proxy.h"
+#include "send.h"
 
 static void respond(sxe_http_t *http, int status, const char *headers, const char *text)
 {
@@ -57,101 +59,9 @@ static bool under_root(const char *resolved)
            (resolved[config.root_len] == '\0' || resolved[config.root_len] == '/');
 }
 
-/* Whether an If-None-Match value lists etag (or is "*"). */
-static bool etag_matches(const struct sxe_http_header *header, const char *etag)
-{
-    size_t etag_len = strlen(etag);
-    const char *at = header->value;
-    const char *end = header->value + header->value_len;
-
-    while (at < end) {
-        while (at < end && (*at == ' ' || *at == ',' || *at == '\t')) {
-            at++;
-        }
-        const char *item = at;
-        while (at < end && *at != ',') {
-            at++;
-        }
-        const char *item_end = at;
-        while (item_end > item && (item_end[-1] == ' ' || item_end[-1] == '\t')) {
-            item_end--;
-        }
-        if (item_end - item == 1 && *item == '*') {
-            return true;
-        }
-        if (item_end - item >= 2 && item[0] == 'W' && item[1] == '/') {
-            item += 2; /* weak comparison, as If-None-Match asks */
-        }
-        if ((size_t)(item_end - item) == etag_len && memcmp(item, etag, etag_len) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/*
- * Parses a single byte range against size. Returns 1 and sets first and last for a satisfiable one,
- * 0 to ignore the header (several ranges, or not bytes), -1 for an unsatisfiable one.
- */
-static int parse_range(const struct sxe_http_header *header, uint64_t size, uint64_t *first,
-                       uint64_t *last)
-{
-    char text[64];
-    char *end;
-
-    if (header->value_len >= sizeof(text) || header->value_len < 7 ||
-        strncmp(header->value, "bytes=", 6) != 0) {
-        return 0;
-    }
-    memcpy(text, header->value + 6, header->value_len - 6);
-    text[header->value_len - 6] = '\0';
-    if (strchr(text, ',') != NULL) {
-        return 0; /* several ranges: answer with the whole file */
-    }
-    if (text[0] == '-') {
-        uint64_t suffix = strtoull(text + 1, &end, 10);
-        if (*end != '\0' || end == text + 1 || suffix == 0 || size == 0) {
-            return -1;
-        }
-        *first = suffix >= size ? 0 : size - suffix;
-        *last = size - 1;
-        return 1;
-    }
-    if (!isdigit((unsigned char)text[0])) {
-        return -1;
-    }
-    *first = strtoull(text, &end, 10);
-    if (*end != '-') {
-        return -1;
-    }
-    const char *second = end + 1;
-    *last = *second == '\0' ? size - 1 : strtoull(second, &end, 10);
-    if ((*second != '\0' && *end != '\0') || *first >= size || *last < *first) {
-        return -1;
-    }
-    if (*last >= size) {
-        *last = size - 1;
-    }
-    return 1;
-}
-
-/*
- * Whether an If-Range validator (RFC 9110 §13.1.5) names the file as it is: its strong ETag,
- * byte for byte (a weak one never matches), or its Last-Modified date exactly.
- */
-static bool if_range_matches(const struct sxe_http_header *if_range, const struct file *file)
-{
-    const char *validator = if_range->value;
-    size_t len = if_range->value_len;
-    const char *current = validator[0] == '"' ? file->etag : file->modified;
-
-    return len > 0 && len == strlen(current) && memcmp(validator, current, len) == 0;
-}
-
-/* The fields --header adds for a path, and a response's headers with them (the thread's: a
+/* The fields --header adds for a path (the thread's: a
  * handler's stack may be a fiber's). */
 static __thread char added[64 + FIELDS_ROOM]; /* Vary, then the fields */
-static __thread char with_added[512 + 64 + FIELDS_ROOM];
 
 /* Sends an HTML listing of the directory at path (the URL path is shown as its title). */
 static void list_directory(sxe_http_t *http, const char *path, const char *url_path)
@@ -165,76 +75,6 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
     }
     fields_for(url_path, strlen(url_path), added, sizeof(added));
     (void)sxe_http_respond_with(http, 200, "text/html; charset=utf-8", added, page, len);
-}
-
-/* Sends the file, honouring conditional requests and a range; takes the caller's reference. */
-static void serve_file(sxe_http_t *http, struct file *file)
-{
-    const struct sxe_http_request_head *request = sxe_http_request_head(http);
-    char *headers = with_added;
-    size_t headers_size = sizeof(with_added);
-    uint64_t first = 0, last = file->size ? file->size - 1 : 0;
-    int code = 200;
-
-    /* Conditional requests: If-None-Match wins over If-Modified-Since. */
-    const struct sxe_http_header *none_match = sxe_http_request_header(request, "If-None-Match");
-    const struct sxe_http_header *since = sxe_http_request_header(request, "If-Modified-Since");
-    bool not_modified = false;
-    if (none_match != NULL) {
-        not_modified = etag_matches(none_match, file->etag);
-    } else if (since != NULL && since->value_len < 64) {
-        char text[64];
-        struct tm when = {0};
-        memcpy(text, since->value, since->value_len);
-        text[since->value_len] = '\0';
-        const char *end = strptime(text, "%a, %d %b %Y %H:%M:%S GMT", &when);
-        not_modified = end != NULL && *end == '\0' && file->mtime <= timegm(&when);
-    }
-    if (not_modified) {
-        snprintf(headers, headers_size, "ETag: %s\r\nLast-Modified: %s\r\n%s", file->etag,
-                 file->modified, file->added);
-        if (sxe_http_start(http, 304, headers, -1) == 0) {
-            (void)sxe_http_finish(http);
-        }
-        file_unref(file);
-        return;
-    }
-
-    const struct sxe_http_header *range = sxe_http_request_header(request, "Range");
-    const struct sxe_http_header *if_range = sxe_http_request_header(request, "If-Range");
-    if (range != NULL && if_range != NULL && !if_range_matches(if_range, file)) {
-        range = NULL; /* the file changed since the client's copy: all of it, not a piece */
-    }
-    int ranged = range != NULL ? parse_range(range, file->size, &first, &last) : 0;
-    if (ranged < 0) {
-        snprintf(headers, headers_size, "Content-Range: bytes */%" PRIu64 "\r\n", file->size);
-        respond(http, 416, headers, NULL);
-        file_unref(file);
-        return;
-    }
-    uint64_t length = file->size;
-    const char *ready = file->headers;
-    if (ranged > 0) {
-        code = 206;
-        length = last - first + 1;
-        snprintf(headers, headers_size,
-                 "%sContent-Range: bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64 "\r\n", file->headers,
-                 first, last, file->size);
-        ready = headers;
-    }
-    if (sxe_http_start(http, code, ready, (int64_t)length) < 0) {
-        file_unref(file); /* the module closes the connection: nothing more to send */
-        return;
-    }
-    /* The reference goes to the response: dropped once the body is sent or dropped, or at once
-     * when it cannot be queued (the module then closes the connection). */
-    int rc =
-        file->content != NULL
-            ? sxe_http_send_ref(http, file->content + first, (size_t)length, file_unref, file)
-            : sxe_http_sendfile_ref(http, file->fd, (off_t)first, (size_t)length, file_unref, file);
-    if (rc == 0) {
-        (void)sxe_http_finish(http);
-    }
 }
 
 /*
@@ -261,18 +101,28 @@ static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t
     respond(http, 301, location, NULL);
 }
 
+/* Sends file (fresh at the loop's second now) as the client takes it best: the sidecar it accepts
+ * (--precompressed), a copy compressed now (--gzip, --brotli), or the file itself. */
+static void serve_best(sxe_http_t *http, struct file *file, uint64_t now)
+{
+    if (config.precompressed) {
+        file = precompressed_pick(http, file, now);
+    }
+    if (!compress_serve(http, file, now)) {
+        send_file(http, file);
+    }
+}
+
 /* Serves a file found as it is on disk at the loop's second now, with its sidecars found again
- * (--precompressed), or the sidecar the client takes. */
+ * (--precompressed). */
 static void serve_checked(sxe_http_t *http, struct file *file, uint64_t now)
 {
     cache_checked(file, now);
-    if (!config.precompressed) {
-        serve_file(http, file);
-        return;
+    if (config.precompressed) {
+        __atomic_store_n(&file->sidecars, precompressed_sidecars(file->resolved, file->mtime_ns),
+                         __ATOMIC_RELAXED);
     }
-    __atomic_store_n(&file->sidecars, precompressed_sidecars(file->resolved, file->mtime_ns),
-                     __ATOMIC_RELAXED);
-    serve_file(http, precompressed_pick(http, file, now));
+    serve_best(http, file, now);
 }
 
 static void serve(sxe_http_t *http, void *arg)
@@ -297,7 +147,7 @@ static void serve(sxe_http_t *http, void *arg)
     bool cacheable = decoded_len < CACHE_KEY_MAX;
     struct file *file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
     if (file != NULL && cache_fresh(file, second)) {
-        serve_file(http, config.precompressed ? precompressed_pick(http, file, second) : file);
+        serve_best(http, file, second);
         return;
     }
     if (file != NULL) { /* checked again below, and found again if unchanged */
@@ -357,7 +207,8 @@ static void serve(sxe_http_t *http, void *arg)
         respond(http, error == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
-    size_t vary = config.precompressed ? strlen(PRECOMPRESSED_VARY) : 0;
+    bool coded = config.precompressed || config.gzip > 0 || config.brotli > 0;
+    size_t vary = coded ? strlen(PRECOMPRESSED_VARY) : 0;
     memcpy(added, PRECOMPRESSED_VARY, vary);
     fields_for(decoded, (size_t)decoded_len, added + vary, sizeof(added) - vary);
     if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status, mime_type(resolved),

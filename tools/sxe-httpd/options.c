@@ -14,6 +14,7 @@
 #include <sxe/sxe.h>
 
 #include "access_log.h"
+#include "compress.h"
 #include "config_file.h"
 #include "fields.h"
 #include "mime.h"
@@ -22,6 +23,7 @@
 struct httpd_config config = {.listen = "127.0.0.1:8080",
                               .index = "index.html",
                               .connections = 10000,
+                              .compress_min = COMPRESS_MIN_DEFAULT,
                               .cache = -1,
                               .proxy = {.connections = 256,
                                         .timeout = 30 * SXE_NS_PER_SEC,
@@ -42,6 +44,9 @@ static const struct option options[] = {{"root", required_argument, NULL, 'r'},
                                         {"index", required_argument, NULL, 'i'},
                                         {"list", no_argument, NULL, 'L'},
                                         {"precompressed", no_argument, NULL, 'z'},
+                                        {"gzip", required_argument, NULL, 'g'},
+                                        {"brotli", required_argument, NULL, 'b'},
+                                        {"compress-min", required_argument, NULL, 'J'},
                                         {"header", required_argument, NULL, 'd'},
                                         {"mime-types", required_argument, NULL, 'm'},
                                         {"access-log", required_argument, NULL, 'a'},
@@ -124,6 +129,13 @@ static void usage(FILE *out)
             "  --precompressed       send FILE.br, FILE.zst or FILE.gz, compressed ahead of\n"
             "                        time, to clients that accept it (not for ranges; a\n"
             "                        sidecar older than FILE is not used)\n"
+            "  --gzip LEVEL          compress text files (HTML, CSS, scripts, JSON, SVG...)\n"
+            "                        with gzip at LEVEL (1-9; 0, the default: off) for\n"
+            "                        clients that accept it (not for ranges); the result\n"
+            "                        for a file of up to 64 KiB is cached\n"
+            "  --brotli LEVEL        the same with brotli (1-11), preferred where a client\n"
+            "                        takes both; only if built with libbrotli\n"
+            "  --compress-min BYTES  leave files smaller than BYTES as they are (256)\n"
             "  --mime-types FILE     the types of files by extension, as /etc/mime.types\n"
             "                        (/etc/mime.types if there is one; a table built in\n"
             "                        for what it does not name)\n"
@@ -321,6 +333,18 @@ static void apply(int option, char *arg)
         break;
     case 'z':
         config.precompressed = true;
+        break;
+    case 'g':
+        config.gzip = (int)number(arg, 0, 9, "--gzip");
+        break;
+    case 'b':
+        if (!compress_has_brotli()) {
+            die(2, "--brotli: this sxe-httpd was built without libbrotli");
+        }
+        config.brotli = (int)number(arg, 0, 11, "--brotli");
+        break;
+    case 'J':
+        config.compress_min = number(arg, 0, ULONG_MAX, "--compress-min");
         break;
     case 'a':
         given.access_log = arg;

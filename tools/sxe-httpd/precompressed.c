@@ -18,7 +18,13 @@
 static const struct {
     const char *name;   /* the content coding (RFC 9110 §8.4.1) */
     const char *suffix; /* the sidecar's, after the original's name */
-} codings[] = {{"br", ".br"}, {"zstd", ".zst"}, {"gzip", ".gz"}};
+} codings[] = {[CODING_BR] = {"br", ".br"}, [CODING_ZSTD] = {"zstd", ".zst"},
+               [CODING_GZIP] = {"gzip", ".gz"}};
+
+const char *precompressed_coding(unsigned which)
+{
+    return codings[which].name;
+}
 
 #define CODINGS (sizeof(codings) / sizeof(codings[0]))
 
@@ -108,10 +114,7 @@ static void weigh(const char *value, size_t len, int named[CODINGS], int *star)
     }
 }
 
-/* Of the sidecars (bits), the one the request's Accept-Encoding (all its lines, as one list)
- * takes with the highest weight, br before zstd before gzip among equals: its index, or -1 for
- * none (q=0 refuses one, `*` stands for those not named). */
-static int choose(const struct sxe_http_request_head *request, unsigned sidecars)
+int precompressed_choose(const struct sxe_http_request_head *request, unsigned sidecars)
 {
     int named[CODINGS] = {-1, -1, -1}, star = -1, best = -1, best_weight = 0;
 
@@ -138,7 +141,7 @@ struct file *precompressed_pick(sxe_http_t *http, struct file *file, uint64_t no
     int which;
 
     if (sidecars == 0 || sxe_http_request_header(request, "Range") != NULL ||
-        (which = choose(request, sidecars)) < 0) {
+        (which = precompressed_choose(request, sidecars)) < 0) {
         return file;
     }
     char key[CACHE_KEY_MAX], path[PATH_MAX + 8];

@@ -17,6 +17,17 @@
 
 #define PRECOMPRESSED_VARY "Vary: Accept-Encoding\r\n" /* on every file's answer */
 
+/* The content codings, by their bit in a set of them. */
+enum { CODING_BR, CODING_ZSTD, CODING_GZIP };
+
+/* A coding's name ("br", "zstd", "gzip"). */
+const char *precompressed_coding(unsigned which);
+
+/* Of the codings (bits), the one the request's Accept-Encoding (all its lines, as one list) takes
+ * with the highest weight, br before zstd before gzip among equals: its index, or -1 for none
+ * (q=0 refuses one, `*` stands for those not named). */
+int precompressed_choose(const struct sxe_http_request_head *request, unsigned codings);
+
 /* The sidecars of the file at resolved (a real path), modified at mtime_ns: bit i for the i-th
  * of br, zstd and gzip. An lstat each. */
 unsigned precompressed_sidecars(const char *resolved, uint64_t mtime_ns);
