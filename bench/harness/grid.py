@@ -113,7 +113,7 @@ def measure(ctx, spec, scenario):
                              path=path, pipeline=scenario.pipeline, body_file=body_file,
                              targets=scenario.paths,
                              rate=scenario.rate(spec.name) if scenario.rate else None,
-                             extra=scenario.extra)
+                             extra=scenario.extra + server.load_extra)
         figures = {"rate": window.rate, "cpu_us": window.server_us(),
                    "p50": window.latency("p50"), "p99": window.latency("p99"),
                    "p999": window.latency("p99.9"),

@@ -40,20 +40,20 @@ def sxe(ctx, backend, path, *args):
                          *[a.format(port=port) for a in args]]
 
 
-def nginx(ctx, workers=1, reuseport=False, log=None, cpus="0"):
+def nginx(ctx, workers=1, reuseport=False, log=None, cpus="0", gzip=""):
     name = f"nginx {workers} workers" + (" reuseport" if reuseport else "") if workers > 1 \
         else "nginx"
     log_line = f"access_log {log} combined buffer=64k flush=1s;" if log else "access_log off;"
     return Spec(name, lambda p: ["nginx", "-p", ctx.tmp, "-c", ctx.config(
         "nginx.conf", p, workers=workers, reuseport="reuseport" if reuseport else "",
-        log=log_line)], cpus=cpus, packages=("nginx-light",))
+        log=log_line, gzip=gzip)], cpus=cpus, packages=("nginx-light",))
 
 
-def h2o(ctx, threads=1, log=None, cpus="0"):
+def h2o(ctx, threads=1, log=None, cpus="0", compress=""):
     name = f"h2o {threads} threads" if threads > 1 else "h2o"
     log_line = f"access-log: {log}" if log else ""
     return Spec(name, lambda p: ["h2o", "-c", ctx.config("h2o.conf", p, threads=threads,
-                                                         log=log_line)],
+                                                         log=log_line, compress=compress)],
                 cpus=cpus, packages=("h2o",))
 
 

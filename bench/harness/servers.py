@@ -30,6 +30,7 @@ class Running:
             env = dict(os.environ)
             env.update(spec.env)
         self.process = procs.start(spec.command(self.port), spec.cpus, env=env)
+        self.load_extra = []  # more of sxe-http's options, as the ready hook finds them
         try:
             procs.wait_for_port(self.port, self.process.pid)
             if spec.ready:

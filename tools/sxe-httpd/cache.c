@@ -245,10 +245,10 @@ static int headers_make(struct file *file, const char *added)
         return -1;
     }
     /* Ranges of an encoded file are not served (the original answers a Range): not offered. */
-    int base = snprintf(file->headers, size,
-                        "Content-Type: %s\r\n%s%s%sETag: %s\r\nLast-Modified: %s\r\n%s", file->type,
-                        coding ? "Content-Encoding: " : "", coding ? coding : "", coding ? "\r\n" : "",
-                        file->etag, file->modified, coding ? "" : "Accept-Ranges: bytes\r\n");
+    int base = snprintf(
+        file->headers, size, "Content-Type: %s\r\n%s%s%sETag: %s\r\nLast-Modified: %s\r\n%s",
+        file->type, coding ? "Content-Encoding: " : "", coding ? coding : "", coding ? "\r\n" : "",
+        file->etag, file->modified, coding ? "" : "Accept-Ranges: bytes\r\n");
     file->added = file->headers + base;
     snprintf(file->headers + base, size - (size_t)base, "%s", added);
     return 0;
@@ -325,7 +325,8 @@ struct file *file_made(const char *key, const struct file *origin, const char *c
     /* The level is part of the tag: the same file at another level is other bytes. */
     snprintf(file->etag, sizeof(file->etag), "%.*s-%s%d\"", (int)strlen(origin->etag) - 1,
              origin->etag, coding, level);
-    if ((file->resolved = strdup(origin->resolved)) == NULL || headers_make(file, origin->added) < 0) {
+    if ((file->resolved = strdup(origin->resolved)) == NULL ||
+        headers_make(file, origin->added) < 0) {
         file_unref(file);
         return NULL;
     }

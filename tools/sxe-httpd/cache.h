@@ -42,13 +42,13 @@ struct file {
     const char *type;
     const char *coding;   /* a sidecar's or a compressed copy's Content-Encoding, or NULL */
     uint64_t origin_size; /* a compressed copy's: the size of the file it was made from */
-    char *headers;       /* a 200 response's headers, ready: no formatting per request */
-    const char *added;   /* their end: the fields --header adds under the file's path */
-    char *content;       /* the whole file, when small */
-    uint64_t checked;    /* the loop's second when it was last checked (relaxed atomic) */
-    unsigned sidecars;   /* --precompressed: the sidecars found at that check (relaxed atomic) */
-    unsigned refs;       /* the cache's, while in a slot, and one per holder (atomic if shared) */
-    struct cache *cache; /* whose memory budget the content counts against */
+    char *headers;        /* a 200 response's headers, ready: no formatting per request */
+    const char *added;    /* their end: the fields --header adds under the file's path */
+    char *content;        /* the whole file, when small */
+    uint64_t checked;     /* the loop's second when it was last checked (relaxed atomic) */
+    unsigned sidecars;    /* --precompressed: the sidecars found at that check (relaxed atomic) */
+    unsigned refs;        /* the cache's, while in a slot, and one per holder (atomic if shared) */
+    struct cache *cache;  /* whose memory budget the content counts against */
 };
 
 /*

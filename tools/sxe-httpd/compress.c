@@ -38,12 +38,23 @@ bool compress_has_brotli(void)
 
 bool compress_type(const char *type)
 {
-    static const char *const types[] = {
-        "application/javascript", "application/json", "application/xml", "application/wasm",
-        "application/x-javascript", "application/xhtml+xml", "application/rss+xml",
-        "application/atom+xml", "application/manifest+json", "application/ld+json",
-        "image/svg+xml", "image/x-icon", "image/vnd.microsoft.icon", "font/ttf", "font/otf",
-        "application/vnd.ms-fontobject", "application/x-font-ttf"};
+    static const char *const types[] = {"application/javascript",
+                                        "application/json",
+                                        "application/xml",
+                                        "application/wasm",
+                                        "application/x-javascript",
+                                        "application/xhtml+xml",
+                                        "application/rss+xml",
+                                        "application/atom+xml",
+                                        "application/manifest+json",
+                                        "application/ld+json",
+                                        "image/svg+xml",
+                                        "image/x-icon",
+                                        "image/vnd.microsoft.icon",
+                                        "font/ttf",
+                                        "font/otf",
+                                        "application/vnd.ms-fontobject",
+                                        "application/x-font-ttf"};
     size_t len = strcspn(type, ";");
 
     if (strncmp(type, "text/", 5) == 0) {
@@ -132,8 +143,8 @@ static int coder_run(struct coder *coder, const void *in, size_t len, bool last,
     const uint8_t *next_in = in;
     uint8_t *next_out = out;
     size_t avail_in = len, avail_out = room;
-    if (!BrotliEncoderCompressStream(coder->br, last ? BROTLI_OPERATION_FINISH
-                                                     : BROTLI_OPERATION_PROCESS,
+    if (!BrotliEncoderCompressStream(coder->br,
+                                     last ? BROTLI_OPERATION_FINISH : BROTLI_OPERATION_PROCESS,
                                      &avail_in, &next_in, &avail_out, &next_out, NULL)) {
         return -1; /* GCOVR_EXCL_LINE: only for memory the coder could not get */
     }
@@ -185,14 +196,13 @@ struct stream {
     uint64_t at;       /* where the next read starts */
     struct coder coder;
     sxe_timer_t turn; /* the next slice, when the client keeps up */
-    bool flushing;    /* the file is read: the coder gives what it holds */
     unsigned char in[STREAM_IN];
     unsigned char out[STREAM_OUT];
 };
 
-static __thread unsigned streams;    /* alive on this thread */
-static __thread uint64_t turn_at;    /* the loop's now when turn_coded began */
-static __thread size_t turn_coded;   /* bytes of files coded in that turn */
+static __thread unsigned streams;  /* alive on this thread */
+static __thread uint64_t turn_at;  /* the loop's now when turn_coded began */
+static __thread size_t turn_coded; /* bytes of files coded in that turn */
 
 /* A stream's response headers (the thread's: a handler's stack may be a fiber's). */
 static __thread char stream_headers[512 + 64 + FIELDS_ROOM];
@@ -247,10 +257,10 @@ static void on_drained(sxe_http_t *held, void *arg)
  * 0 to go on, -1 when it failed (cut off or closing: on_cancel follows). */
 static int pump_piece(struct stream *stream)
 {
-    ssize_t len = 0;
+    ssize_t len = stream_read(stream);
     size_t taken = 0;
 
-    if (!stream->flushing && (len = stream_read(stream)) < 0) {
+    if (len < 0) {
         (void)sxe_http_abort(stream->held);
         return -1;
     }
@@ -356,9 +366,8 @@ static struct file *whole(struct file *file, unsigned which)
     }
     size_t len;
     char *content = code_whole(file, which, &len);
-    if (content == NULL ||
-        (copy = file_made(cacheable ? key : "", file, name, coder_level(which), content, len)) ==
-            NULL) {
+    if (content == NULL || (copy = file_made(cacheable ? key : "", file, name, coder_level(which),
+                                             content, len)) == NULL) {
         return NULL; /* memory is short: the original will do */
     }
     if (cacheable) {
@@ -367,14 +376,13 @@ static struct file *whole(struct file *file, unsigned which)
     return copy;
 }
 
-bool compress_serve(sxe_http_t *http, struct file *file, uint64_t now)
+bool compress_serve(sxe_http_t *http, struct file *file)
 {
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
-    unsigned offered = (config.gzip > 0 ? 1u << CODING_GZIP : 0) |
-                       (config.brotli > 0 ? 1u << CODING_BR : 0);
+    unsigned offered =
+        (config.gzip > 0 ? 1u << CODING_GZIP : 0) | (config.brotli > 0 ? 1u << CODING_BR : 0);
     int which;
 
-    (void)now;
     if (offered == 0 || file->coding != NULL || file->size < config.compress_min ||
         !compress_type(file->type) || sxe_http_request_header(request, "Range") != NULL ||
         (which = precompressed_choose(request, offered)) < 0) {

@@ -30,8 +30,8 @@ bool compress_has_brotli(void);
 /* Whether an answer of this Content-Type is worth compressing. */
 bool compress_type(const char *type);
 
-/* Answers with file (fresh at the loop's second now) compressed, if the configuration, the file
- * and the request allow it, taking the caller's reference. @return whether it answered. */
-bool compress_serve(sxe_http_t *http, struct file *file, uint64_t now);
+/* Answers with file compressed, if the configuration, the file and the request allow it, taking
+ * the caller's reference. @return whether it answered. */
+bool compress_serve(sxe_http_t *http, struct file *file);
 
 #endif

@@ -108,7 +108,7 @@ static void serve_best(sxe_http_t *http, struct file *file, uint64_t now)
     if (config.precompressed) {
         file = precompressed_pick(http, file, now);
     }
-    if (!compress_serve(http, file, now)) {
+    if (!compress_serve(http, file)) {
         send_file(http, file);
     }
 }

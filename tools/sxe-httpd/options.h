@@ -42,9 +42,9 @@ struct httpd_config {
     const char *tls_ocsp;       /* --tls-ocsp FILE: stapled */
     const char *index;
     bool list;
-    bool precompressed; /* --precompressed: FILE.br, FILE.zst, FILE.gz beside FILE */
-    int gzip;           /* --gzip LEVEL: 1-9, or 0 for none */
-    int brotli;         /* --brotli LEVEL: 1-11, or 0 for none */
+    bool precompressed;    /* --precompressed: FILE.br, FILE.zst, FILE.gz beside FILE */
+    int gzip;              /* --gzip LEVEL: 1-9, or 0 for none */
+    int brotli;            /* --brotli LEVEL: 1-11, or 0 for none */
     uint64_t compress_min; /* --compress-min BYTES */
     uint32_t connections;
     unsigned workers; /* 0 until given: the CPUs */

@@ -18,8 +18,8 @@
 static const struct {
     const char *name;   /* the content coding (RFC 9110 §8.4.1) */
     const char *suffix; /* the sidecar's, after the original's name */
-} codings[] = {[CODING_BR] = {"br", ".br"}, [CODING_ZSTD] = {"zstd", ".zst"},
-               [CODING_GZIP] = {"gzip", ".gz"}};
+} codings[] = {
+    [CODING_BR] = {"br", ".br"}, [CODING_ZSTD] = {"zstd", ".zst"}, [CODING_GZIP] = {"gzip", ".gz"}};
 
 const char *precompressed_coding(unsigned which)
 {
