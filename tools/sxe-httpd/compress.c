@@ -195,31 +195,79 @@ struct stream {
     struct file *file; /* the original, referenced until the end */
     uint64_t at;       /* where the next read starts */
     struct coder coder;
-    sxe_timer_t turn; /* the next slice, when the client keeps up */
+    struct stream *next, *prev; /* in the queue of streams that may send */
+    bool queued;
     unsigned char in[STREAM_IN];
     unsigned char out[STREAM_OUT];
 };
 
-static __thread unsigned streams;  /* alive on this thread */
-static __thread uint64_t turn_at;  /* the loop's now when turn_coded began */
-static __thread size_t turn_coded; /* bytes of files coded in that turn */
+/*
+ * The thread's streams that may send, first come first served: each in turn codes a piece and
+ * goes to the back, until the turn's share is spent; the next turn goes on (a timer). A stream
+ * whose client backs up leaves the queue until on_drained. So every client is served at the same
+ * pace, and other connections between the turns, however many streams there are.
+ */
+static __thread struct {
+    struct stream *head, *tail;
+    sxe_timer_t turn;
+    unsigned streams; /* alive, queued or not */
+} queue;
+
+static void on_turn(sxe_timer_t *timer, void *arg);
 
 /* A stream's response headers (the thread's: a handler's stack may be a fiber's). */
 static __thread char stream_headers[512 + 64 + FIELDS_ROOM];
 
+static void enqueue(struct stream *stream)
+{
+    if (stream->queued) {
+        return;
+    }
+    stream->queued = true;
+    stream->next = NULL;
+    stream->prev = queue.tail;
+    *(queue.tail != NULL ? &queue.tail->next : &queue.head) = stream;
+    queue.tail = stream;
+    if (queue.turn.callback == NULL) { /* the thread's first: zeroed, not yet a stopped timer */
+        sxe_timer_init(&queue.turn, on_turn, stream->loop);
+    }
+    if (!sxe_timer_active(&queue.turn)) {
+        /* 1 ns, not 0: a timer due now would fire again in this turn's run of timers */
+        if (sxe_timer_start(stream->loop, &queue.turn, 1, 0) < 0) {
+            SXE_LOG_WARN("no timer free: compressed answers wait for the next one");
+        }
+    }
+}
+
+static void dequeue(struct stream *stream)
+{
+    if (!stream->queued) {
+        return;
+    }
+    stream->queued = false;
+    *(stream->prev != NULL ? &stream->prev->next : &queue.head) = stream->next;
+    *(stream->next != NULL ? &stream->next->prev : &queue.tail) = stream->prev;
+}
+
 static void stream_end(struct stream *stream)
 {
-    sxe_timer_stop(stream->loop, &stream->turn);
+    dequeue(stream);
     coder_end(&stream->coder);
     file_unref(stream->file);
     free(stream);
-    streams--;
+    queue.streams--;
 }
 
 static void on_cancel(sxe_http_t *held, void *arg)
 {
     (void)held;
     stream_end(arg);
+}
+
+static void on_drained(sxe_http_t *held, void *arg)
+{
+    (void)held;
+    enqueue(arg);
 }
 
 /* Reads the next piece of the file into in: @return its length, or -1 if the file shrank or
@@ -237,20 +285,6 @@ static ssize_t stream_read(struct stream *stream)
     }
     stream->at += want;
     return got;
-}
-
-static void pump(struct stream *stream);
-
-static void on_turn(sxe_timer_t *timer, void *arg)
-{
-    (void)timer;
-    pump(arg);
-}
-
-static void on_drained(sxe_http_t *held, void *arg)
-{
-    (void)held;
-    pump(arg);
 }
 
 /* Codes one piece of the file and sends what comes of it. @return 1 when the answer is whole,
@@ -281,34 +315,33 @@ static int pump_piece(struct stream *stream)
     return last ? 1 : 0;
 }
 
-/* Sends slices until the answer is whole, the client backs up (on_drained goes on), or the loop's
- * share for this turn is spent, by this stream or others (the next turn goes on: connections are
- * served between, however many streams there are). */
-static void pump(struct stream *stream)
+/* A turn's share of the queue: a piece from each stream in turn, up to STREAM_TURN. */
+static void on_turn(sxe_timer_t *timer, void *arg)
 {
-    uint64_t now = sxe_loop_now(stream->loop);
+    sxe_loop_t *loop = arg;
 
-    if (now != turn_at) {
-        turn_at = now;
-        turn_coded = 0;
-    }
-    while (!sxe_http_backed_up(stream->held)) {
-        /* 1 ns, not 0: a timer due now would fire again in this turn's run of timers */
-        if (turn_coded >= STREAM_TURN && sxe_timer_start(stream->loop, &stream->turn, 1, 0) == 0) {
-            return;
-        }
-        turn_coded += STREAM_IN; /* no timer free: on in this turn */
+    (void)timer;
+    for (size_t coded = 0; queue.head != NULL && coded < STREAM_TURN; coded += STREAM_IN) {
+        struct stream *stream = queue.head;
+        dequeue(stream);
         int rc = pump_piece(stream);
         if (rc < 0) {
-            return;
+            continue; /* the stream may be gone already (an abort cancels at once) */
         }
         if (rc > 0) {
             (void)sxe_http_finish(stream->held); /* the handle is done: on_cancel is not called */
             stream_end(stream);
-            return;
+        } else if (sxe_http_backed_up(stream->held)) {
+            (void)sxe_http_set_drained(stream->held, on_drained, stream);
+        } else {
+            enqueue(stream); /* to the back */
         }
     }
-    (void)sxe_http_set_drained(stream->held, on_drained, stream);
+    /* streams left for the next turn that no enqueue above has started the timer for */
+    if (queue.head != NULL && !sxe_timer_active(&queue.turn) &&
+        sxe_timer_start(loop, &queue.turn, 1, 0) < 0) {
+        SXE_LOG_WARN("no timer free: compressed answers wait for the next one");
+    }
 }
 
 /* Starts a large file's coded answer with headers. @return false when it cannot (streams or
@@ -317,7 +350,7 @@ static bool stream_start(sxe_http_t *http, struct file *file, unsigned which, co
 {
     struct stream *stream;
 
-    if (streams >= COMPRESS_STREAMS_MOST || (stream = malloc(sizeof(*stream))) == NULL) {
+    if (queue.streams >= COMPRESS_STREAMS_MOST || (stream = malloc(sizeof(*stream))) == NULL) {
         return false;
     }
     memset(stream, 0, offsetof(struct stream, in));
@@ -330,11 +363,10 @@ static bool stream_start(sxe_http_t *http, struct file *file, unsigned which, co
         free(stream);
         return false;
     }
-    streams++;
+    queue.streams++;
     stream->held = http;
     stream->loop = sxe_conn_loop(sxe_http_conn(http));
     stream->file = file;
-    sxe_timer_init(&stream->turn, on_turn, stream);
     if (sxe_http_start(http, 200, headers, -1) < 0) {
         return true; /* the connection closes: on_cancel ends the stream */
     }
@@ -344,7 +376,7 @@ static bool stream_start(sxe_http_t *http, struct file *file, unsigned which, co
         stream_end(stream);
         return true;
     }
-    pump(stream);
+    enqueue(stream);
     return true;
 }
 
