@@ -36,6 +36,7 @@
 #include <sxe/timer.h>
 
 #include "access_log.h"
+#include "proxy.h"
 
 static int log_fd = -1;
 static char log_path[4096];
@@ -52,7 +53,8 @@ static __thread sxe_timer_t flush_timer; /* each loop's: the buffer goes out eve
 #define TARGET_SHARE   (32 * 1024)
 #define HEADER_SHARE   (8 * 1024)
 #define METHOD_SHARE   96 /* the parser knows methods of 11 bytes at most: 15 fit, escaped */
-#define LINE_MAX_BYTES (TARGET_SHARE + 2 * HEADER_SHARE + 1024)
+#define UPSTREAM_SHARE (6 * 64) /* an upstream's IP:PORT as configured: under 64 bytes */
+#define LINE_MAX_BYTES (TARGET_SHARE + 2 * HEADER_SHARE + UPSTREAM_SHARE + 1024)
 
 struct line {
     char text[LINE_MAX_BYTES];
@@ -315,8 +317,20 @@ static void write_json(const sxe_http_t *http, const struct sxe_http_request_hea
     add(",\"user_agent\":", 14);
     add_json(agent ? agent->value : NULL, agent ? agent->value_len : 0, agent != NULL,
              HEADER_SHARE);
-    add_format(",\"request_time\":%" PRIu64 ".%06" PRIu64 "}", took / (uint64_t)SXE_NS_PER_SEC,
+    add_format(",\"request_time\":%" PRIu64 ".%06" PRIu64, took / (uint64_t)SXE_NS_PER_SEC,
                took % (uint64_t)SXE_NS_PER_SEC / 1000);
+    const char *upstream;
+    uint64_t upstream_ns;
+    if (proxy_upstream(http, &upstream, &upstream_ns)) {
+        add(",\"upstream_addr\":", sizeof(",\"upstream_addr\":") - 1);
+        add_json(upstream, strlen(upstream), true, UPSTREAM_SHARE);
+        add_format(",\"upstream_time\":%" PRIu64 ".%06" PRIu64 "}",
+                   upstream_ns / (uint64_t)SXE_NS_PER_SEC,
+                   upstream_ns % (uint64_t)SXE_NS_PER_SEC / 1000);
+    } else {
+        static const char none[] = ",\"upstream_addr\":null,\"upstream_time\":null}";
+        add(none, sizeof(none) - 1);
+    }
 }
 
 void access_log_write(const sxe_http_t *http, void *arg)

@@ -79,6 +79,8 @@ struct exchange {
     bool tried_other; /* sent to a second upstream after the first failed */
     bool body_begun;  /* the client's body is being read and forwarded: no retry from here */
     bool upgrade;     /* the client asks to switch protocols: so does the forwarded request */
+    uint64_t asked_ns; /* when the request went to its upstream (the last, after a retry) */
+    uint64_t done_ns;  /* when its answer ended, or 0 */
     struct sxe_http_client_request request; /* pointing into text, and the held request's body */
     char *text; /* method, target, host and header lines, NUL-separated */
     char inline_text[INLINE_BYTES];
@@ -379,8 +381,23 @@ static int forward(struct exchange *exchange, const struct upstream *avoid)
         return rc;
     }
     exchange->upstream = upstream;
+    exchange->asked_ns = sxe_clock_mono_ns();
+    exchange->done_ns = 0;
     upstream->active++;
     return 0;
+}
+
+bool proxy_upstream(const sxe_http_t *http, const char **address, uint64_t *ns)
+{
+    const struct exchange *exchange = sxe_http_user(http);
+
+    if (exchange == NULL || exchange->upstream == NULL) {
+        return false;
+    }
+    unsigned index = (unsigned)(exchange->upstream - local->upstreams[exchange->proxy->index]);
+    *address = exchange->proxy->addresses[index];
+    *ns = (exchange->done_ns != 0 ? exchange->done_ns : sxe_clock_mono_ns()) - exchange->asked_ns;
+    return true;
 }
 
 /* Answers the held request with an error status of ours, and ends the exchange. */
@@ -484,6 +501,7 @@ static void handle(sxe_http_t *http, void *arg)
         return;
     }
     exchange->held = http;
+    sxe_http_set_user(http, exchange); /* for the access log: proxy_upstream() */
     state->free = exchange->next_free;
     exchange->proxy = arg;
     exchange->call = NULL;
@@ -626,6 +644,7 @@ static void on_done(sxe_http_call_t *call, int err, void *arg)
 
     (void)call;
     exchange->call = NULL;
+    exchange->done_ns = sxe_clock_mono_ns();
     upstream->active--;
     if (err == 0) {
         (void)sxe_http_finish(exchange->held);
