@@ -223,6 +223,13 @@ sxe_loop_t *sxe_worker_loop(const sxe_worker_t *worker);
 /** The worker's index, from 0 to the count less one. */
 unsigned sxe_worker_index(const sxe_worker_t *worker);
 
+/**
+ * The worker the calling thread runs (in its start, its loop's callbacks and its stop), or NULL
+ * outside every worker: for code far from the start function, such as an HTTP handler, that keeps
+ * state per worker (index it by sxe_worker_index()).
+ */
+sxe_worker_t *sxe_worker_current(void);
+
 /** The set the worker belongs to. */
 sxe_workers_t *sxe_worker_set(const sxe_worker_t *worker);
 

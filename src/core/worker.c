@@ -159,11 +159,20 @@ static int worker_open(sxe_worker_t *worker)
     return rc;
 }
 
+static __thread sxe_worker_t *current; /* the worker this thread runs, or NULL */
+
+sxe_worker_t *sxe_worker_current(void)
+{
+    return current;
+}
+
 int sxe__worker_main(sxe_worker_t *worker)
 {
     sxe_workers_t *set = worker->set;
     struct sxe__worker_shared *shared = worker->shared;
     int rc;
+
+    current = worker;
 
     base = (struct base){.connections = SXE__LOAD(shared->stats.connections),
                          .table_full = SXE__LOAD(shared->stats.table_full),
@@ -190,6 +199,7 @@ int sxe__worker_main(sxe_worker_t *worker)
     if (!worker->start_failed && set->stop != NULL) {
         set->stop(worker, set->arg);
     }
+    current = NULL;
     return rc;
 }
 

@@ -34,6 +34,7 @@ static void test_reuseport_processes_spread_count_and_stop(void **state)
     int fds[64], served[2] = {0};
 
     (void)state;
+    assert_null(sxe_worker_current()); /* this thread runs no worker */
     server_start(&server, &(struct sxe_workers_options){.count = 2});
     for (int i = 0; i < 64; i++) {
         fds[i] = client(server.port);
