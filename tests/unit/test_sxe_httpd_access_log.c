@@ -19,10 +19,16 @@
 
 /* The proxy is not part of this program: no request here reached an upstream (the system tests
  * log proxied ones). */
-bool proxy_upstream(const sxe_http_t *http, const char **address, uint64_t *ns)
+bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns)
 {
-    (void)http, (void)address, (void)ns;
+    (void)http, (void)id, (void)ns;
     return false;
+}
+
+const char *proxy_upstream_name(unsigned id)
+{
+    (void)id;
+    return NULL;
 }
 
 ssize_t __real_write(int fd, const void *buf, size_t len);

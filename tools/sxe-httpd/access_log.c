@@ -319,9 +319,10 @@ static void write_json(const sxe_http_t *http, const struct sxe_http_request_hea
              HEADER_SHARE);
     add_format(",\"request_time\":%" PRIu64 ".%06" PRIu64, took / (uint64_t)SXE_NS_PER_SEC,
                took % (uint64_t)SXE_NS_PER_SEC / 1000);
-    const char *upstream;
+    unsigned id;
     uint64_t upstream_ns;
-    if (proxy_upstream(http, &upstream, &upstream_ns)) {
+    if (proxy_upstream(http, &id, &upstream_ns)) {
+        const char *upstream = proxy_upstream_name(id);
         add(",\"upstream_addr\":", sizeof(",\"upstream_addr\":") - 1);
         add_json(upstream, strlen(upstream), true, UPSTREAM_SHARE);
         add_format(",\"upstream_time\":%" PRIu64 ".%06" PRIu64 "}",

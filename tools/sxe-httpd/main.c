@@ -33,6 +33,7 @@
 #include "compress.h"
 #include "fields.h"
 #include "listing.h"
+#include "metrics.h"
 #include "mime.h"
 #include "options.h"
 #include "path.h"
@@ -256,6 +257,17 @@ static int tls_make(sxe_tls_t **tls, FILE *where)
 }
 
 static sxe_tls_t *httpd_tls; /* the HTTPS listeners' context, or NULL */
+
+/* The HTTP server's log hook, once per request: the metrics count it, the access log writes it. */
+static void logged(const sxe_http_t *http, void *arg)
+{
+    if (metrics_on()) {
+        metrics_count(http);
+    }
+    if (access_log_on()) {
+        access_log_write(http, arg);
+    }
+}
 
 /* SIGUSR1 (and SIGHUP without a reload), in every process that serves: the access log is opened
  * again at its path, so that logrotate can move it away without copytruncate. */
@@ -488,7 +500,7 @@ int main(int argc, char **argv)
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC,
         .body_rate = config.body_rate,
         .http2 = config.http2,
-        .on_log = access_log_on() ? access_log_write : NULL,
+        .on_log = access_log_on() || config.metrics != NULL ? logged : NULL,
         .on_loop_start = access_log_loop_start,
         .on_loop_stop = access_log_loop_stop,
         .on_hangup = hangup,
@@ -508,11 +520,13 @@ int main(int argc, char **argv)
         options.loop.timers = proxy_timers(&config.proxy);
         options.stream_body_bytes = config.proxy_max_body;
     }
-    if ((rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
+    if ((config.metrics != NULL && (rc = metrics_open(options.workers)) < 0) ||
+        (rc = sxe_http_server_create(&server, NULL, &options)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
         return 1;
     }
-    if ((!proxy_covers("/") && (rc = sxe_http_server_route(
+    if ((config.metrics != NULL && (rc = metrics_route(server, config.metrics)) < 0) ||
+        (!proxy_covers("/") && (rc = sxe_http_server_route(
                                     server, "GET", "/", SXE_HTTP_ROUTE_PREFIX, serve, NULL)) < 0) ||
         (rc = proxy_route(server, &config.proxy)) < 0 ||
         (rc = listen_all(server, tls, &failed)) < 0) {

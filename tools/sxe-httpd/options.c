@@ -17,6 +17,7 @@
 #include "compress.h"
 #include "config_file.h"
 #include "fields.h"
+#include "metrics.h"
 #include "mime.h"
 #include "options.h"
 
@@ -47,6 +48,8 @@ static const struct option options[] = {{"root", required_argument, NULL, 'r'},
                                         {"gzip", required_argument, NULL, 'g'},
                                         {"brotli", required_argument, NULL, 'b'},
                                         {"compress-min", required_argument, NULL, 'J'},
+                                        {"metrics", required_argument, NULL, 'p'},
+                                        {"metrics-allow", required_argument, NULL, 'v'},
                                         {"header", required_argument, NULL, 'd'},
                                         {"mime-types", required_argument, NULL, 'm'},
                                         {"access-log", required_argument, NULL, 'a'},
@@ -136,6 +139,12 @@ static void usage(FILE *out)
             "  --brotli LEVEL        the same with brotli (1-11), preferred where a client\n"
             "                        takes both; only if built with libbrotli\n"
             "  --compress-min BYTES  leave files smaller than BYTES as they are (256)\n"
+            "  --metrics PATH        answer GET PATH with counters in Prometheus's text\n"
+            "                        format: requests, bytes and times by what served\n"
+            "                        them, per upstream, connections per worker\n"
+            "  --metrics-allow ADDR[/BITS]\n"
+            "                        the clients that may read them (repeatable; loopback\n"
+            "                        only when not given); others get 403\n"
             "  --mime-types FILE     the types of files by extension, as /etc/mime.types\n"
             "                        (/etc/mime.types if there is one; a table built in\n"
             "                        for what it does not name)\n"
@@ -346,6 +355,19 @@ static void apply(int option, char *arg)
     case 'J':
         config.compress_min = number(arg, 0, ULONG_MAX, "--compress-min");
         break;
+    case 'p':
+        if (arg[0] != '/' || strlen(arg) > 255 || strpbrk(arg, "?# \t") != NULL) {
+            die(2, "--metrics takes a path starting with /, not '%s'", arg);
+        }
+        config.metrics = arg;
+        break;
+    case 'v': {
+        const char *why = metrics_allow(arg);
+        if (why != NULL) {
+            die(2, "--metrics-allow %s: %s", arg, why);
+        }
+        break;
+    }
     case 'a':
         given.access_log = arg;
         break;
@@ -496,7 +518,7 @@ static void read_file(const char *path)
         if (strchr("ctVh", option->val) != NULL) {
             die(1, "'%s' is an option of the command line only", entry->key);
         }
-        if (entry->listed && strchr("nPd", option->val) == NULL) {
+        if (entry->listed && strchr("nPdv", option->val) == NULL) {
             die(1, "'%s' takes one value, not a list", entry->key);
         }
         snprintf(place, sizeof(place), "%s:%u", path, entry->line);

@@ -46,6 +46,7 @@ struct httpd_config {
     int gzip;              /* --gzip LEVEL: 1-9, or 0 for none */
     int brotli;            /* --brotli LEVEL: 1-11, or 0 for none */
     uint64_t compress_min; /* --compress-min BYTES */
+    const char *metrics;   /* --metrics PATH, or NULL */
     uint32_t connections;
     unsigned workers; /* 0 until given: the CPUs */
     enum sxe_workers_kind kind;

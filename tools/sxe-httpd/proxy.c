@@ -46,6 +46,7 @@ static struct sxe_log_module proxy_log = SXE_LOG_MODULE_INIT(PROXY);
 
 #define PROXIES_MAX   16
 #define UPSTREAMS_MAX 16
+_Static_assert(PROXIES_MAX * UPSTREAMS_MAX == PROXY_UPSTREAMS_MOST, "upstream ids");
 #define INLINE_BYTES  512
 
 struct proxy {
@@ -387,7 +388,12 @@ static int forward(struct exchange *exchange, const struct upstream *avoid)
     return 0;
 }
 
-bool proxy_upstream(const sxe_http_t *http, const char **address, uint64_t *ns)
+bool proxy_handled(const sxe_http_t *http)
+{
+    return sxe_http_user(http) != NULL;
+}
+
+bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns)
 {
     const struct exchange *exchange = sxe_http_user(http);
 
@@ -395,9 +401,17 @@ bool proxy_upstream(const sxe_http_t *http, const char **address, uint64_t *ns)
         return false;
     }
     unsigned index = (unsigned)(exchange->upstream - local->upstreams[exchange->proxy->index]);
-    *address = exchange->proxy->addresses[index];
+    *id = exchange->proxy->index * UPSTREAMS_MAX + index;
     *ns = (exchange->done_ns != 0 ? exchange->done_ns : sxe_clock_mono_ns()) - exchange->asked_ns;
     return true;
+}
+
+const char *proxy_upstream_name(unsigned id)
+{
+    unsigned proxy = id / UPSTREAMS_MAX, index = id % UPSTREAMS_MAX;
+
+    return proxy < proxy_total && index < proxies[proxy].count ? proxies[proxy].addresses[index]
+                                                                : NULL;
 }
 
 /* Answers the held request with an error status of ours, and ends the exchange. */

@@ -35,14 +35,20 @@ unsigned proxy_count(void);
 /* Whether an upstream is https://: options.tls is needed. */
 bool proxy_secure(void);
 
+#define PROXY_UPSTREAMS_MOST (16 * 16) /* upstreams of every --proxy together, by id */
+
 /*
- * For the access log, while a request is logged: the upstream a proxied request went to (the
- * last, after a retry; IP:PORT as configured) and the nanoseconds its answer took, from the
- * request's sending until the answer's end (or now, for one cut off). false for a request that
- * reached no upstream. The proxy marks its requests with their user pointer
+ * For the access log and the metrics, while a request is logged: whether the proxy took it; the
+ * upstream it went to (the last, after a retry), by id, and the nanoseconds its answer took,
+ * from the request's sending until the answer's end (or now, for one cut off), false for a
+ * request that reached no upstream. The proxy marks its requests with their user pointer
  * (sxe_http_set_user()): nothing else in sxe-httpd may set one.
  */
-bool proxy_upstream(const sxe_http_t *http, const char **address, uint64_t *ns);
+bool proxy_handled(const sxe_http_t *http);
+bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns);
+
+/* An upstream's IP:PORT as configured, by id (below PROXY_UPSTREAMS_MOST), or NULL for none. */
+const char *proxy_upstream_name(unsigned id);
 
 /* The loop timers each worker needs for its proxied requests. */
 uint32_t proxy_timers(const struct proxy_options *options);
