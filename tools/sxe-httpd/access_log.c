@@ -36,6 +36,7 @@
 #include <sxe/timer.h>
 
 #include "access_log.h"
+#include "peer.h"
 #include "proxy.h"
 
 static int log_fd = -1;
@@ -52,7 +53,7 @@ static __thread sxe_timer_t flush_timer; /* each loop's: the buffer goes out eve
  * own fields always fit after them. */
 #define TARGET_SHARE   (32 * 1024)
 #define HEADER_SHARE   (8 * 1024)
-#define METHOD_SHARE   96 /* the parser knows methods of 11 bytes at most: 15 fit, escaped */
+#define METHOD_SHARE   96       /* the parser knows methods of 11 bytes at most: 15 fit, escaped */
 #define UPSTREAM_SHARE (6 * 64) /* an upstream's IP:PORT as configured: under 64 bytes */
 #define LINE_MAX_BYTES (TARGET_SHARE + 2 * HEADER_SHARE + UPSTREAM_SHARE + 1024)
 
@@ -256,20 +257,32 @@ static void add_escaped(const char *bytes, size_t len, size_t share)
 /* The peer's address, as text. */
 static void add_peer(sxe_conn_t *conn)
 {
-    struct sockaddr_storage peer;
-    socklen_t peer_len = sizeof(peer);
-    char host[INET6_ADDRSTRLEN] = "-";
+    const char *host = peer_text(conn);
 
-    if (sxe_conn_peer(conn, (struct sockaddr *)&peer, &peer_len) == 0) {
-        const void *address = peer.ss_family == AF_INET6
-                                  ? (const void *)&((struct sockaddr_in6 *)&peer)->sin6_addr
-                                  : (const void *)&((struct sockaddr_in *)&peer)->sin_addr;
-        if (inet_ntop(peer.ss_family, address, host, sizeof(host)) == NULL) {
-            host[0] = '-'; /* a Unix socket's peer */
-            host[1] = '\0';
-        }
+    add(host != NULL ? host : "-", host != NULL ? strlen(host) : 1); /* "-": a Unix socket's */
+}
+
+/* The line's time as its format writes it, made once a second per thread (strftime's cost is
+ * most of a line's otherwise). */
+static const char *stamp(size_t *len)
+{
+    static __thread time_t made_at = -1;
+    static __thread char made[64];
+    static __thread size_t made_len;
+    time_t now = time(NULL);
+
+    if (now != made_at) {
+        struct tm utc;
+        gmtime_r(&now, &utc);
+        made_len = strftime(made, sizeof(made),
+                            line_format == ACCESS_LOG_JSON
+                                ? "{\"time\":\"%Y-%m-%dT%H:%M:%SZ\",\"remote_addr\":\""
+                                : " - - [%d/%b/%Y:%H:%M:%S +0000] \"",
+                            &utc);
+        made_at = now;
     }
-    add(host, strlen(host));
+    *len = made_len;
+    return made;
 }
 
 /* Appends a client's bytes as a JSON string (null for none), escaped into share bytes at most: a
@@ -287,17 +300,16 @@ static void add_json(const char *bytes, size_t len, bool given, size_t share)
 }
 
 /* A request's line as a JSON object. */
-static void write_json(const sxe_http_t *http, const struct sxe_http_request_head *request,
-                       const struct tm *utc)
+static void write_json(const sxe_http_t *http, const struct sxe_http_request_head *request)
 {
     const struct sxe_http_header *referer = sxe_http_request_header(request, "Referer");
     const struct sxe_http_header *agent = sxe_http_request_header(request, "User-Agent");
     bool read = request->method_len != 0; /* else refused before its request line was read */
-    char when[64];
     uint64_t took = sxe_clock_mono_ns() - sxe_http_began(http);
+    size_t when_len;
+    const char *when = stamp(&when_len);
 
-    add(when,
-        strftime(when, sizeof(when), "{\"time\":\"%Y-%m-%dT%H:%M:%SZ\",\"remote_addr\":\"", utc));
+    add(when, when_len);
     add_peer(sxe_http_conn(http));
     add("\",\"method\":", 11);
     add_json(request->method, request->method_len, read, METHOD_SHARE);
@@ -337,21 +349,19 @@ static void write_json(const sxe_http_t *http, const struct sxe_http_request_hea
 void access_log_write(const sxe_http_t *http, void *arg)
 {
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
-    char when[64];
-    time_t now = time(NULL);
-    struct tm utc;
+    size_t when_len;
 
     (void)arg; /* (a hook only while a log is open: it stays open, reopened in place) */
     line.used = 0;
-    gmtime_r(&now, &utc);
     if (line_format == ACCESS_LOG_JSON) {
-        write_json(http, request, &utc);
+        write_json(http, request);
         line.text[line.used++] = '\n';
         put_line(line.text, line.used);
         return;
     }
     add_peer(sxe_http_conn(http));
-    add(when, strftime(when, sizeof(when), " - - [%d/%b/%Y:%H:%M:%S +0000] \"", &utc));
+    const char *when = stamp(&when_len);
+    add(when, when_len);
     if (request->method_len == 0) { /* refused before its request line could be read */
         add("-", 1);
     } else {

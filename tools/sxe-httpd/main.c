@@ -37,6 +37,7 @@
 #include "mime.h"
 #include "options.h"
 #include "path.h"
+#include "peer.h"
 #include "precompressed.h"
 #include "proxy.h"
 #include "send.h"
@@ -257,6 +258,13 @@ static int tls_make(sxe_tls_t **tls, FILE *where)
 }
 
 static sxe_tls_t *httpd_tls; /* the HTTPS listeners' context, or NULL */
+
+/* A worker's loop has stopped: the log's last lines go out, the peers' table goes. */
+static void loop_stop(void *arg)
+{
+    access_log_loop_stop(arg);
+    peer_text_free();
+}
 
 /* The HTTP server's log hook, once per request: the metrics count it, the access log writes it. */
 static void logged(const sxe_http_t *http, void *arg)
@@ -502,7 +510,7 @@ int main(int argc, char **argv)
         .http2 = config.http2,
         .on_log = access_log_on() || config.metrics != NULL ? logged : NULL,
         .on_loop_start = access_log_loop_start,
-        .on_loop_stop = access_log_loop_stop,
+        .on_loop_stop = loop_stop,
         .on_hangup = hangup,
         /* With a file and worker processes, SIGHUP runs the program again to read it; with a
          * command line alone, nothing but files can change: hangup() reads those in place. */

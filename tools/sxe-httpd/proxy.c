@@ -38,6 +38,7 @@
 
 #include "fields.h"
 #include "path.h"
+#include "peer.h"
 #include "proxy.h"
 #include "proxy_fields.h"
 #include "tunnel.h"
@@ -46,8 +47,8 @@ static struct sxe_log_module proxy_log = SXE_LOG_MODULE_INIT(PROXY);
 
 #define PROXIES_MAX   16
 #define UPSTREAMS_MAX 16
-_Static_assert(PROXIES_MAX * UPSTREAMS_MAX == PROXY_UPSTREAMS_MOST, "upstream ids");
-#define INLINE_BYTES  512
+_Static_assert(PROXIES_MAX *UPSTREAMS_MAX == PROXY_UPSTREAMS_MOST, "upstream ids");
+#define INLINE_BYTES 512
 
 struct proxy {
     char prefix[256];
@@ -75,11 +76,11 @@ struct exchange {
     struct proxy *proxy;
     struct upstream *upstream;
     struct exchange *next_free;
-    bool started;     /* the answer's head went out */
-    bool corked;      /* its head waits for the first body bytes, to leave in one send */
-    bool tried_other; /* sent to a second upstream after the first failed */
-    bool body_begun;  /* the client's body is being read and forwarded: no retry from here */
-    bool upgrade;     /* the client asks to switch protocols: so does the forwarded request */
+    bool started;      /* the answer's head went out */
+    bool corked;       /* its head waits for the first body bytes, to leave in one send */
+    bool tried_other;  /* sent to a second upstream after the first failed */
+    bool body_begun;   /* the client's body is being read and forwarded: no retry from here */
+    bool upgrade;      /* the client asks to switch protocols: so does the forwarded request */
     uint64_t asked_ns; /* when the request went to its upstream (the last, after a retry) */
     uint64_t done_ns;  /* when its answer ended, or 0 */
     struct sxe_http_client_request request; /* pointing into text, and the held request's body */
@@ -94,13 +95,6 @@ struct local {
     struct exchange *exchanges;
     struct exchange *free;
     uint32_t untouched; /* exchanges from here on were never used: their pages untouched */
-    struct peer *peers; /* by connection slot: its peer's address as text, found once */
-    uint32_t peer_count;
-};
-
-struct peer {
-    uint64_t conn_id; /* whose text this is */
-    char text[INET6_ADDRSTRLEN];
 };
 
 static __thread struct local *local;
@@ -180,12 +174,6 @@ static struct local *local_get(sxe_loop_t *loop)
         return NULL;                /* GCOVR_EXCL_LINE: as above */
     }
     made->loop = loop;
-    made->peer_count = sxe_loop_options(loop)->connections;
-    if ((made->peers = calloc(made->peer_count, sizeof(*made->peers))) == NULL) {
-        free(made->exchanges); /* GCOVR_EXCL_LINE: out of memory at start-up */
-        free(made);            /* GCOVR_EXCL_LINE: as above */
-        return NULL;           /* GCOVR_EXCL_LINE: as above */
-    }
     local = made;
     return local;
 }
@@ -201,27 +189,6 @@ static void exchange_free(struct exchange *exchange)
     local->free = exchange;
 }
 
-/* The connection's peer address as text: a system call for its first request only. */
-static const char *peer_of(sxe_conn_t *conn)
-{
-    struct peer *peer = &local->peers[sxe_conn_index(conn) % local->peer_count];
-    struct sockaddr_storage address;
-    socklen_t len = sizeof(address);
-
-    if (peer->conn_id == sxe_conn_id(conn)) {
-        return peer->text;
-    }
-    peer->conn_id = sxe_conn_id(conn);
-    snprintf(peer->text, sizeof(peer->text), "unknown");
-    if (sxe_conn_peer(conn, (struct sockaddr *)&address, &len) == 0) {
-        const void *ip = address.ss_family == AF_INET6
-                             ? (const void *)&((struct sockaddr_in6 *)&address)->sin6_addr
-                             : (const void *)&((struct sockaddr_in *)&address)->sin_addr;
-        inet_ntop(address.ss_family, ip, peer->text, sizeof(peer->text));
-    }
-    return peer->text;
-}
-
 /*
  * Writes the forwarded request's method, target, Host and header lines into the exchange (inline,
  * or allocated when long). The target is the path the prefix was matched against (normal form:
@@ -234,14 +201,15 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
     const struct sxe_http_request_head *request = sxe_http_request_head(exchange->held);
     const struct sxe_http_header *forwarded = sxe_http_request_header(request, "X-Forwarded-For");
     const struct sxe_http_header *via = sxe_http_request_header(request, "Via");
-    const char *peer_text = peer_of(sxe_http_conn(exchange->held));
+    const char *peer = peer_text(sxe_http_conn(exchange->held));
+    const char *peer_shown = peer != NULL ? peer : "unknown";
     char subject[1024]; /* the client's certificate's, when the listener asks for one */
     int subject_len =
         sxe_conn_peer_subject(sxe_http_conn(exchange->held), subject, sizeof(subject));
     size_t path_len, query_len;
     const char *path = sxe_http_path(exchange->held, &path_len);
     const char *query = sxe_http_query(exchange->held, &query_len);
-    size_t need = request->method_len + path_len + query_len + 128 + strlen(peer_text) +
+    size_t need = request->method_len + path_len + query_len + 128 + strlen(peer_shown) +
                   request->host_len + (forwarded ? forwarded->value_len : 0) +
                   (via ? via->value_len : 0) + (subject_len > 0 ? (size_t)subject_len + 20 : 0);
     for (unsigned i = 0; i < request->header_count; i++) {
@@ -283,7 +251,7 @@ static bool reframe(struct exchange *exchange, struct sxe_http_client_request *o
         at = proxy_put(at, forwarded->value, forwarded->value_len);
         at = proxy_put(at, ", ", 2);
     }
-    at = proxy_put(at, peer_text, strlen(peer_text));
+    at = proxy_put(at, peer_shown, strlen(peer_shown));
     at = proxy_put(at, "\r\nVia: ", 7);
     if (via != NULL) {
         at = proxy_put(at, via->value, via->value_len);
@@ -411,7 +379,7 @@ const char *proxy_upstream_name(unsigned id)
     unsigned proxy = id / UPSTREAMS_MAX, index = id % UPSTREAMS_MAX;
 
     return proxy < proxy_total && index < proxies[proxy].count ? proxies[proxy].addresses[index]
-                                                                : NULL;
+                                                               : NULL;
 }
 
 /* Answers the held request with an error status of ours, and ends the exchange. */
