@@ -211,6 +211,9 @@ static void put_line(const char *text, size_t len)
     pthread_mutex_unlock(&lock);
 }
 
+/* Appends a string literal. */
+#define add_text(literal) add(literal, sizeof(literal) - 1)
+
 /* Appends what fits of len bytes. */
 static void add(const char *text, size_t len)
 {
@@ -233,7 +236,37 @@ static void add_format(const char *format, ...)
     add(text, len < 0 ? 0 : (size_t)len < sizeof(text) ? (size_t)len : sizeof(text) - 1);
 }
 
-/* Appends a client's bytes, escaped, up to share bytes; "-" for none, as nginx writes it. */
+/* Appends a number in decimal (snprintf's cost is most of a short line's otherwise). */
+static void add_uint(uint64_t value)
+{
+    char text[20];
+    size_t at = sizeof(text);
+
+    do {
+        text[--at] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value != 0);
+    add(text + at, sizeof(text) - at);
+}
+
+/* Appends " HTTP/1.1" (or the request's version) with lead in front. */
+static void add_version(const sxe_http_t *http, const char *lead, size_t lead_len)
+{
+    int version = sxe_http_version(http); /* 10, 11 or 20 */
+    char text[8] = {
+        'H', 'T', 'T', 'P', '/', (char)('0' + version / 10 % 10), '.', (char)('0' + version % 10)};
+
+    add(lead, lead_len);
+    add(text, sizeof(text));
+}
+
+static bool plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
+/* Appends a client's bytes, escaped, up to share bytes; "-" for none, as nginx writes it. Runs of
+ * plain bytes go in one copy. */
 static void add_escaped(const char *bytes, size_t len, size_t share)
 {
     static const char digits[] = "0123456789ABCDEF";
@@ -243,14 +276,20 @@ static void add_escaped(const char *bytes, size_t len, size_t share)
         add("-", 1);
         return;
     }
-    for (size_t i = 0; i < len && line.used + 4 <= end; i++) {
-        unsigned char c = (unsigned char)bytes[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-            add((const char *)&c, 1);
-        } else {
-            char escaped[4] = {'\\', 'x', digits[c >> 4], digits[c & 15]};
-            add(escaped, sizeof(escaped));
+    for (size_t i = 0; i < len && line.used + 4 <= end;) {
+        size_t run = i;
+        while (run < len && plain((unsigned char)bytes[run])) {
+            run++;
         }
+        if (run > i) { /* as many as leave room for an escape, as one byte at a time would */
+            size_t room = end - line.used - 3, take = run - i < room ? run - i : room;
+            add(bytes + i, take);
+            i += take;
+            continue;
+        }
+        unsigned char c = (unsigned char)bytes[i++];
+        char escaped[4] = {'\\', 'x', digits[c >> 4], digits[c & 15]};
+        add(escaped, sizeof(escaped));
     }
 }
 
@@ -317,13 +356,16 @@ static void write_json(const sxe_http_t *http, const struct sxe_http_request_hea
     add_json(request->target, request->target_len, read, TARGET_SHARE);
     add(",\"protocol\":", 12);
     if (read) {
-        int version = sxe_http_version(http);
-        add_format("\"HTTP/%d.%d\"", version / 10, version % 10);
+        add_version(http, "\"", 1);
+        add("\"", 1);
     } else {
         add("null", 4);
     }
-    add_format(",\"status\":%d,\"body_bytes_sent\":%" PRIu64 ",\"referer\":", sxe_http_status(http),
-               sxe_http_body_sent(http));
+    add_text(",\"status\":");
+    add_uint((uint64_t)sxe_http_status(http));
+    add_text(",\"body_bytes_sent\":");
+    add_uint(sxe_http_body_sent(http));
+    add_text(",\"referer\":");
     add_json(referer ? referer->value : NULL, referer ? referer->value_len : 0, referer != NULL,
              HEADER_SHARE);
     add(",\"user_agent\":", 14);
@@ -368,10 +410,12 @@ void access_log_write(const sxe_http_t *http, void *arg)
         add_escaped(request->method, request->method_len, HEADER_SHARE);
         add(" ", 1);
         add_escaped(request->target, request->target_len, TARGET_SHARE);
-        int version = sxe_http_version(http);
-        add_format(" HTTP/%d.%d", version / 10, version % 10);
+        add_version(http, " ", 1);
     }
-    add_format("\" %d %" PRIu64, sxe_http_status(http), sxe_http_body_sent(http));
+    add_text("\" ");
+    add_uint((uint64_t)sxe_http_status(http));
+    add(" ", 1);
+    add_uint(sxe_http_body_sent(http));
     if (line_format == ACCESS_LOG_COMBINED) {
         const struct sxe_http_header *referer = sxe_http_request_header(request, "Referer");
         const struct sxe_http_header *agent = sxe_http_request_header(request, "User-Agent");
