@@ -160,7 +160,7 @@ def test_off_by_default_and_levels_checked(httpd, build_dir, site):
     status, fields, body = fetch(server.port, "/page.html", ["Accept-Encoding: gzip, br"])
     assert (status, body) == (200, PAGE) and "vary" not in fields
     for args, says in ((["--gzip", "10"], "--gzip must be a number from 0 to 9, not '10'"),
-                       (["--brotli", "12"], "--brotli must be a number from 0 to 11, not '12'"),
+                       (["--brotli", "10"], "--brotli must be a number from 0 to 9, not '10'"),
                        (["--gzip", "-1"], "--gzip must be a number from 0 to 9")):
         result = subprocess.run([str(build_dir / "tools" / "sxe-httpd"), "--root", str(site),
                                  *args], capture_output=True, timeout=10)
@@ -262,6 +262,46 @@ def test_a_slow_reader_holds_one_stream_back_and_no_one_else(httpd):
         gone.recv(1000)
         gone.close()
     assert fetch(server.port, "/page.html")[2] == PAGE
+
+
+def test_a_slow_reader_gets_a_large_brotli_answer_whole(httpd):
+    """brotli gathers megabytes at its default settings, then gives them at once: more than a
+    connection may queue. Flushed each piece and sent as the connection drains, the whole answer
+    reaches a client that reads slowly."""
+    server = httpd("--brotli", "5")
+    sock = small_window(server.port)
+    sock.sendall(b"GET /noise.txt HTTP/1.1\r\nHost: x\r\nAccept-Encoding: br\r\n\r\n")
+    data = b""
+    sock.settimeout(10)
+    while not data.endswith(b"\r\n0\r\n\r\n"):
+        chunk = sock.recv(32768)
+        assert chunk, len(data)  # the server must not cut it off
+        data += chunk
+        time.sleep(0.01)  # the sleep is the test: a client slower than the coder (~3 MB/s)
+    sock.close()
+    import brotli  # Debian's python3-brotli
+    assert brotli.decompress(dechunk(data.partition(b"\r\n\r\n")[2])) == NOISE
+
+
+def test_a_client_that_takes_nothing_is_cut_off(httpd):
+    """A held answer has no write timeout of the module's: the streams' sweep cuts off a client
+    that takes nothing for --write-timeout, and its coder is freed."""
+    server = httpd("--gzip", "1", "--write-timeout", "2")
+    sock = small_window(server.port)
+    sock.sendall(b"GET /noise.txt HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
+    time.sleep(4)  # the sleep is the test: a client that reads nothing for twice the timeout
+    data = b""
+    sock.settimeout(10)
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    sock.close()
+    assert data.startswith(b"HTTP/1.1 200 OK") and not data.endswith(b"\r\n0\r\n\r\n")
+    assert fetch(server.port, "/page.html", ["Accept-Encoding: gzip"])[0] == 200
+    assert server.stop() == 0
+    assert "took nothing for" in server.process.stderr.read().decode()
 
 
 def test_past_the_streams_limit_files_go_out_as_they_are(httpd):

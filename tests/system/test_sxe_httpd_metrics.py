@@ -5,6 +5,7 @@ only the clients --metrics-allow names (loopback by default) may read them."""
 import json
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -131,8 +132,14 @@ def test_the_path_is_the_metrics_alone(httpd, root):  # noqa: F811
 
 
 @pytest.mark.parametrize("args,says", [
-    (["--metrics", "metrics"], "--metrics takes a path starting with /, not 'metrics'"),
-    (["--metrics", "/m?x"], "--metrics takes a path starting with /, not '/m?x'"),
+    (["--metrics", "metrics"], "--metrics takes a path of its own in normal form (/metrics), "
+                               "not 'metrics'"),
+    (["--metrics", "/m?x"], "not '/m?x'"),
+    (["--metrics", "/"], "not '/'"),                   # the site's root
+    (["--metrics", "//metrics"], "not '//metrics'"),   # no request's path is this spelling
+    (["--metrics", "/x/../metrics"], "not '/x/../metrics'"),
+    (["--metrics", "/%6detrics"], "not '/%6detrics'"),
+    (["--proxy", '/q=127.0.0.1:9"x'], "--proxy"),     # a name the log and labels show as it is
     (["--metrics-allow", "300.1.1.1"], "--metrics-allow 300.1.1.1: expected an IPv4 or IPv6"),
     (["--metrics-allow", "10.0.0.0/33"], "--metrics-allow 10.0.0.0/33: a prefix length is"),
     (["--metrics-allow", "::1/129"], "--metrics-allow ::1/129: a prefix length is"),
@@ -150,3 +157,23 @@ def test_the_config_file_keys(httpd, tmp_path):
     server = httpd("--config", str(config))
     data = exchange(server.port, b"GET /stats HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert data.startswith(b"HTTP/1.1 403 ")  # from 127.0.0.1: not allowed
+
+
+def test_a_client_that_leaves_is_not_the_upstreams_answer(httpd, upstreams):  # noqa: F811
+    """A client that leaves before the upstream answers: its request is counted (4xx: 499), but
+    no answer is counted against the upstream, which gave none."""
+    up = upstreams()
+    server = httpd("--metrics", "/metrics", "--proxy", f"/api/=127.0.0.1:{up.port}")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"GET /api/hang HTTP/1.1\r\nHost: h\r\n\r\n")
+        deadline = time.monotonic() + 5
+        while up.connections == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    deadline = time.monotonic() + 5
+    while requests(scrape(server.port)[1], "proxy", "4xx") != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    families = scrape(server.port)[1]
+    answers = families["sxe_httpd_upstream_responses_total"]
+    assert sum(answers.values()) == 0, answers

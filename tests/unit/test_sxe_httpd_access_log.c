@@ -19,9 +19,9 @@
 
 /* The proxy is not part of this program: no request here reached an upstream (the system tests
  * log proxied ones). */
-bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns)
+bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns, bool *ended)
 {
-    (void)http, (void)id, (void)ns;
+    (void)http, (void)id, (void)ns, (void)ended;
     return false;
 }
 

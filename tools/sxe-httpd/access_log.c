@@ -375,7 +375,8 @@ static void write_json(const sxe_http_t *http, const struct sxe_http_request_hea
                took % (uint64_t)SXE_NS_PER_SEC / 1000);
     unsigned id;
     uint64_t upstream_ns;
-    if (proxy_upstream(http, &id, &upstream_ns)) {
+    bool ended;
+    if (proxy_upstream(http, &id, &upstream_ns, &ended)) {
         const char *upstream = proxy_upstream_name(id);
         add(",\"upstream_addr\":", sizeof(",\"upstream_addr\":") - 1);
         add_json(upstream, strlen(upstream), true, UPSTREAM_SHARE);

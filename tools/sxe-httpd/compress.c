@@ -14,6 +14,7 @@
 #include <brotli/encode.h>
 #endif
 
+#include <sxe/clock.h>
 #include <sxe/sxe.h>
 #include <sxe/timer.h>
 
@@ -23,9 +24,14 @@
 #include "precompressed.h"
 #include "send.h"
 
-#define STREAM_IN   (64 * 1024)  /* bytes of the file read at a time */
-#define STREAM_OUT  (64 * 1024)  /* bytes of coded output sent at a time */
-#define STREAM_TURN (256 * 1024) /* bytes of files coded per turn of the loop, by all streams */
+#define STREAM_IN      (64 * 1024)  /* bytes of the file read at a time */
+#define STREAM_OUT     (64 * 1024)  /* bytes of coded output sent at a time */
+#define STREAM_TURN    (256 * 1024) /* bytes of files coded per turn of the loop, by all streams */
+#define STREAM_TURN_NS (2 * SXE_NS_PER_MSEC) /* ... or this long */
+/* A stream whose client takes nothing this long is cut off: --write-timeout, as the module does
+ * for answers it sends itself (30 s by default). */
+#define STREAM_STALL_NS                                                                            \
+    ((config.write_timeout > 0 ? config.write_timeout : 30) * (uint64_t)SXE_NS_PER_SEC)
 
 bool compress_has_brotli(void)
 {
@@ -98,6 +104,8 @@ static int coder_init(struct coder *coder, unsigned which, uint64_t size)
     }
     BrotliEncoderSetParameter(coder->br, BROTLI_PARAM_QUALITY, (uint32_t)config.brotli);
     BrotliEncoderSetParameter(coder->br, BROTLI_PARAM_MODE, BROTLI_MODE_TEXT);
+    /* A 256 KiB window, not 4 MiB: a stream's coder holds a few hundred KiB, not megabytes */
+    BrotliEncoderSetParameter(coder->br, BROTLI_PARAM_LGWIN, 18);
     BrotliEncoderSetParameter(coder->br, BROTLI_PARAM_SIZE_HINT,
                               (uint32_t)(size < UINT32_MAX ? size : UINT32_MAX));
     return 0;
@@ -121,7 +129,9 @@ static void coder_end(struct coder *coder)
 /*
  * Codes in (len bytes; last: the file's end) into out, as much as out takes: *used says how much
  * of in was taken, *made how much of out was written, and the return whether the coder has more
- * to give for this input (call again with what is left). -1 on a coder's failure.
+ * to give for this input (call again with what is left, and the same last). brotli flushes at
+ * the end of each piece, so that it never holds more than a piece's output (at quality 5 it
+ * would gather megabytes, then give them at once). -1 on a coder's failure.
  */
 static int coder_run(struct coder *coder, const void *in, size_t len, bool last, size_t *used,
                      unsigned char *out, size_t room, size_t *made)
@@ -144,7 +154,7 @@ static int coder_run(struct coder *coder, const void *in, size_t len, bool last,
     uint8_t *next_out = out;
     size_t avail_in = len, avail_out = room;
     if (!BrotliEncoderCompressStream(coder->br,
-                                     last ? BROTLI_OPERATION_FINISH : BROTLI_OPERATION_PROCESS,
+                                     last ? BROTLI_OPERATION_FINISH : BROTLI_OPERATION_FLUSH,
                                      &avail_in, &next_in, &avail_out, &next_out, NULL)) {
         return -1; /* GCOVR_EXCL_LINE: only for memory the coder could not get */
     }
@@ -195,28 +205,47 @@ struct stream {
     struct file *file; /* the original, referenced until the end */
     uint64_t at;       /* where the next read starts */
     struct coder coder;
-    struct stream *next, *prev; /* in the queue of streams that may send */
+    struct stream *next, *prev;         /* in the queue of streams that may send */
+    struct stream *next_all, *prev_all; /* among the thread's streams */
     bool queued;
+    bool piece;         /* in holds a piece not wholly coded and sent */
+    bool piece_last;    /* ... the file's last */
+    size_t piece_len;   /* its bytes */
+    size_t piece_taken; /* ... taken by the coder so far */
+    uint64_t progress;  /* the loop's now when the client last kept up */
     unsigned char in[STREAM_IN];
     unsigned char out[STREAM_OUT];
 };
 
 /*
  * The thread's streams that may send, first come first served: each in turn codes a piece and
- * goes to the back, until the turn's share is spent; the next turn goes on (a timer). A stream
- * whose client backs up leaves the queue until on_drained. So every client is served at the same
- * pace, and other connections between the turns, however many streams there are.
+ * goes to the back, until the turn's share is spent (in bytes or in time: a slow coder's pieces
+ * take longer); the next turn goes on (a timer). A stream whose client backs up leaves the queue
+ * until on_drained. So every client is served at the same pace, and other connections between
+ * the turns, however many streams there are. A held request's answer has no write timeout of the
+ * module's: a sweep once a second cuts off the streams whose client has taken nothing for
+ * STREAM_STALL_NS, as the module does for answers it sends itself.
  */
 static __thread struct {
-    struct stream *head, *tail;
+    struct stream *head, *tail; /* the queue */
+    struct stream *all;         /* every stream alive */
     sxe_timer_t turn;
+    sxe_timer_t sweep;
     unsigned streams; /* alive, queued or not */
 } queue;
 
 static void on_turn(sxe_timer_t *timer, void *arg);
+static void on_sweep(sxe_timer_t *timer, void *arg);
 
 /* A stream's response headers (the thread's: a handler's stack may be a fiber's). */
 static __thread char stream_headers[512 + 64 + FIELDS_ROOM];
+
+static void timer_due(sxe_loop_t *loop, sxe_timer_t *timer, uint64_t delay, uint64_t period)
+{
+    if (!sxe_timer_active(timer) && sxe_timer_start(loop, timer, delay, period) < 0) {
+        SXE_LOG_WARN("no timer free: compressed answers wait for the next one");
+    }
+}
 
 static void enqueue(struct stream *stream)
 {
@@ -228,15 +257,8 @@ static void enqueue(struct stream *stream)
     stream->prev = queue.tail;
     *(queue.tail != NULL ? &queue.tail->next : &queue.head) = stream;
     queue.tail = stream;
-    if (queue.turn.callback == NULL) { /* the thread's first: zeroed, not yet a stopped timer */
-        sxe_timer_init(&queue.turn, on_turn, stream->loop);
-    }
-    if (!sxe_timer_active(&queue.turn)) {
-        /* 1 ns, not 0: a timer due now would fire again in this turn's run of timers */
-        if (sxe_timer_start(stream->loop, &queue.turn, 1, 0) < 0) {
-            SXE_LOG_WARN("no timer free: compressed answers wait for the next one");
-        }
-    }
+    /* 1 ns, not 0: a timer due now would fire again in this turn's run of timers */
+    timer_due(stream->loop, &queue.turn, 1, 0);
 }
 
 static void dequeue(struct stream *stream)
@@ -249,13 +271,36 @@ static void dequeue(struct stream *stream)
     *(stream->next != NULL ? &stream->next->prev : &queue.tail) = stream->prev;
 }
 
+/* Counts the stream among the thread's (and starts the sweep with the first). */
+static void stream_begin(struct stream *stream)
+{
+    if (queue.turn.callback == NULL) { /* the thread's first: zeroed, not yet stopped timers */
+        sxe_timer_init(&queue.turn, on_turn, stream->loop);
+        sxe_timer_init(&queue.sweep, on_sweep, stream->loop);
+    }
+    stream->next_all = queue.all;
+    if (queue.all != NULL) {
+        queue.all->prev_all = stream;
+    }
+    queue.all = stream;
+    queue.streams++;
+    stream->progress = sxe_loop_now(stream->loop);
+    timer_due(stream->loop, &queue.sweep, SXE_NS_PER_SEC, SXE_NS_PER_SEC);
+}
+
 static void stream_end(struct stream *stream)
 {
     dequeue(stream);
+    *(stream->prev_all != NULL ? &stream->prev_all->next_all : &queue.all) = stream->next_all;
+    if (stream->next_all != NULL) {
+        stream->next_all->prev_all = stream->prev_all;
+    }
+    if (--queue.streams == 0) {
+        sxe_timer_stop(stream->loop, &queue.sweep);
+    }
     coder_end(&stream->coder);
     file_unref(stream->file);
     free(stream);
-    queue.streams--;
 }
 
 static void on_cancel(sxe_http_t *held, void *arg)
@@ -266,8 +311,29 @@ static void on_cancel(sxe_http_t *held, void *arg)
 
 static void on_drained(sxe_http_t *held, void *arg)
 {
+    struct stream *stream = arg;
+
     (void)held;
-    enqueue(arg);
+    stream->progress = sxe_loop_now(stream->loop); /* the client took all it was sent */
+    enqueue(stream);
+}
+
+/* Cuts off the streams whose client has taken nothing for too long. */
+static void on_sweep(sxe_timer_t *timer, void *arg)
+{
+    sxe_loop_t *loop = arg;
+    uint64_t now = sxe_loop_now(loop);
+
+    (void)timer;
+    for (struct stream *stream = queue.all, *next; stream != NULL; stream = next) {
+        next = stream->next_all; /* read first: the abort may end the stream at once */
+        if (now - stream->progress >= STREAM_STALL_NS) {
+            SXE_LOG_INFO("%s: its client took nothing for %llu s; cutting its answer off",
+                         stream->file->resolved,
+                         (unsigned long long)(now - stream->progress) / SXE_NS_PER_SEC);
+            (void)sxe_http_abort(stream->held);
+        }
+    }
 }
 
 /* Reads the next piece of the file into in: @return its length, or -1 if the file shrank or
@@ -287,41 +353,56 @@ static ssize_t stream_read(struct stream *stream)
     return got;
 }
 
-/* Codes one piece of the file and sends what comes of it. @return 1 when the answer is whole,
- * 0 to go on, -1 when it failed (cut off or closing: on_cancel follows). */
+/* Codes a piece of the file (the next, or the rest of one the client backed up in) and sends what
+ * comes of it, STREAM_OUT bytes at a time, until the piece is done or the connection backs up: a
+ * coder may give much more than it is given (brotli's flush), and the connection takes no more
+ * than its write_limit. @return 1 when the answer is whole, 0 to go on, -1 when it failed (cut off
+ * or closing: on_cancel follows). */
 static int pump_piece(struct stream *stream)
 {
-    ssize_t len = stream_read(stream);
-    size_t taken = 0;
-
-    if (len < 0) {
-        (void)sxe_http_abort(stream->held);
-        return -1;
+    if (!stream->piece) {
+        ssize_t len = stream_read(stream);
+        if (len < 0) {
+            (void)sxe_http_abort(stream->held);
+            return -1;
+        }
+        stream->piece = true;
+        stream->piece_len = (size_t)len;
+        stream->piece_taken = 0;
+        stream->piece_last = stream->at == stream->file->size;
     }
-    bool last = stream->at == stream->file->size;
-    int more;
     do {
         size_t used, made;
-        if ((more = coder_run(&stream->coder, stream->in + taken, (size_t)len - taken, last, &used,
-                              stream->out, sizeof(stream->out), &made)) < 0) {
+        int more = coder_run(&stream->coder, stream->in + stream->piece_taken,
+                             stream->piece_len - stream->piece_taken, stream->piece_last, &used,
+                             stream->out, sizeof(stream->out), &made);
+        if (more < 0) {
             (void)sxe_http_abort(stream->held); /* GCOVR_EXCL_LINE: see coder_run() */
             return -1;                          /* GCOVR_EXCL_LINE */
         }
-        taken += used;
+        stream->piece_taken += used;
         if (made > 0 && sxe_http_send(stream->held, stream->out, made) < 0) {
             return -1;
         }
-    } while (more > 0 || taken < (size_t)len);
-    return last ? 1 : 0;
+        if (more == 0 && stream->piece_taken == stream->piece_len) {
+            stream->piece = false;
+            return stream->piece_last ? 1 : 0;
+        }
+    } while (!sxe_http_backed_up(stream->held));
+    return 0; /* the rest of the piece when the connection drains */
 }
 
-/* A turn's share of the queue: a piece from each stream in turn, up to STREAM_TURN. */
+/* A turn's share of the queue: a piece from each stream in turn, up to STREAM_TURN bytes of the
+ * files or STREAM_TURN_NS of coding. */
 static void on_turn(sxe_timer_t *timer, void *arg)
 {
     sxe_loop_t *loop = arg;
+    uint64_t began = sxe_clock_mono_ns();
 
     (void)timer;
-    for (size_t coded = 0; queue.head != NULL && coded < STREAM_TURN; coded += STREAM_IN) {
+    for (size_t coded = 0;
+         queue.head != NULL && coded < STREAM_TURN && sxe_clock_mono_ns() - began < STREAM_TURN_NS;
+         coded += STREAM_IN) {
         struct stream *stream = queue.head;
         dequeue(stream);
         int rc = pump_piece(stream);
@@ -334,13 +415,12 @@ static void on_turn(sxe_timer_t *timer, void *arg)
         } else if (sxe_http_backed_up(stream->held)) {
             (void)sxe_http_set_drained(stream->held, on_drained, stream);
         } else {
-            enqueue(stream); /* to the back */
+            stream->progress = sxe_loop_now(loop); /* the client keeps up */
+            enqueue(stream);                       /* to the back */
         }
     }
-    /* streams left for the next turn that no enqueue above has started the timer for */
-    if (queue.head != NULL && !sxe_timer_active(&queue.turn) &&
-        sxe_timer_start(loop, &queue.turn, 1, 0) < 0) {
-        SXE_LOG_WARN("no timer free: compressed answers wait for the next one");
+    if (queue.head != NULL) { /* streams left for the next turn */
+        timer_due(loop, &queue.turn, 1, 0);
     }
 }
 
@@ -363,10 +443,10 @@ static bool stream_start(sxe_http_t *http, struct file *file, unsigned which, co
         free(stream);
         return false;
     }
-    queue.streams++;
     stream->held = http;
     stream->loop = sxe_conn_loop(sxe_http_conn(http));
     stream->file = file;
+    stream_begin(stream);
     if (sxe_http_start(http, 200, headers, -1) < 0) {
         return true; /* the connection closes: on_cancel ends the stream */
     }

@@ -506,6 +506,7 @@ int main(int argc, char **argv)
         .listen_flags = config.listen_flags,
         .header_timeout = (uint64_t)config.header_timeout * SXE_NS_PER_SEC,
         .idle_timeout = (uint64_t)config.idle_timeout * SXE_NS_PER_SEC,
+        .write_timeout = (uint64_t)config.write_timeout * SXE_NS_PER_SEC,
         .body_rate = config.body_rate,
         .http2 = config.http2,
         .on_log = access_log_on() || config.metrics != NULL ? logged : NULL,

@@ -191,6 +191,7 @@ void metrics_count(const sxe_http_t *http)
     struct slot *slot = own_slot();
     unsigned class = class_of(sxe_http_status(http)), id;
     uint64_t ns = sxe_clock_mono_ns() - sxe_http_began(http), upstream_ns;
+    bool ended;
     struct kind_counters *kind = &slot->kinds[proxy_handled(http) ? KIND_PROXY : KIND_STATIC];
 
     add(&kind->requests[class], 1);
@@ -202,7 +203,7 @@ void metrics_count(const sxe_http_t *http)
             break;
         }
     }
-    if (proxy_upstream(http, &id, &upstream_ns)) {
+    if (proxy_upstream(http, &id, &upstream_ns, &ended) && ended) { /* not a client that left */
         add(&slot->upstreams[id].answers[class], 1);
         add(&slot->upstreams[id].ns, upstream_ns);
     }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <sxe/http.h>
 #include <sxe/sxe.h>
 
 #include "access_log.h"
@@ -65,6 +66,7 @@ static const struct option options[] = {{"root", required_argument, NULL, 'r'},
                                         {"evict-idle", no_argument, NULL, 'E'},
                                         {"header-timeout", required_argument, NULL, 'H'},
                                         {"idle-timeout", required_argument, NULL, 'I'},
+                                        {"write-timeout", required_argument, NULL, '1'},
                                         {"body-rate", required_argument, NULL, 'R'},
                                         {"http2-streams", required_argument, NULL, 'q'},
                                         {"http2-window", required_argument, NULL, 'W'},
@@ -136,8 +138,9 @@ static void usage(FILE *out)
             "                        with gzip at LEVEL (1-9; 0, the default: off) for\n"
             "                        clients that accept it (not for ranges); the result\n"
             "                        for a file of up to 64 KiB is cached\n"
-            "  --brotli LEVEL        the same with brotli (1-11), preferred where a client\n"
-            "                        takes both; only if built with libbrotli\n"
+            "  --brotli LEVEL        the same with brotli (1-9; 10 and 11, 20 to 100 times\n"
+            "                        slower, are for --precompressed files), preferred\n"
+            "                        where a client takes both; if built with libbrotli\n"
             "  --compress-min BYTES  leave files smaller than BYTES as they are (256)\n"
             "  --metrics PATH        answer GET PATH with counters in Prometheus's text\n"
             "                        format: requests, bytes and times by what served\n"
@@ -177,6 +180,8 @@ static void usage(FILE *out)
             "  --header-timeout SECS answer 408 to a request whose head and body have not\n"
             "                        all come in this long (10)\n"
             "  --idle-timeout SECS   close a kept-alive connection idle this long (60)\n"
+            "  --write-timeout SECS  close a connection whose client takes nothing of its\n"
+            "                        answer this long (30)\n"
             "  --body-rate BYTES     answer 408 to a proxied body that comes at under this\n"
             "                        many bytes a second, over three seconds or more (4096)\n"
             "  --http2-streams N     HTTP/2 streams a client may have open at once (100)\n"
@@ -350,14 +355,16 @@ static void apply(int option, char *arg)
         if (!compress_has_brotli()) {
             die(2, "--brotli: this sxe-httpd was built without libbrotli");
         }
-        config.brotli = (int)number(arg, 0, 11, "--brotli");
+        config.brotli = (int)number(arg, 0, 9, "--brotli");
         break;
     case 'J':
         config.compress_min = number(arg, 0, ULONG_MAX, "--compress-min");
         break;
     case 'p':
-        if (arg[0] != '/' || strlen(arg) > 255 || strpbrk(arg, "?# \t") != NULL) {
-            die(2, "--metrics takes a path starting with /, not '%s'", arg);
+        /* as requests' paths are matched: normal (no "//", dot segment or escape to decode) */
+        if (arg[0] != '/' || arg[1] == '\0' || strlen(arg) > 255 || strpbrk(arg, "?#% \t") ||
+            !sxe_http_path_is_normal(arg, strlen(arg))) {
+            die(2, "--metrics takes a path of its own in normal form (/metrics), not '%s'", arg);
         }
         config.metrics = arg;
         break;
@@ -417,6 +424,9 @@ static void apply(int option, char *arg)
         break;
     case 'I':
         config.idle_timeout = (unsigned)number(arg, 1, 86400, "--idle-timeout");
+        break;
+    case '1':
+        config.write_timeout = (unsigned)number(arg, 1, 86400, "--write-timeout");
         break;
     case 'R':
         config.body_rate = (unsigned)number(arg, 1, 1u << 30, "--body-rate");

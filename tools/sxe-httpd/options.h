@@ -54,6 +54,7 @@ struct httpd_config {
     unsigned listen_flags;
     unsigned header_timeout;        /* seconds; 0: the module's 10 */
     unsigned idle_timeout;          /* seconds; 0: the module's 60 */
+    unsigned write_timeout;         /* seconds; 0: the module's 30 */
     unsigned body_rate;             /* bytes a second; 0: the module's 4096 */
     struct sxe_http2_options http2; /* --http2-streams, --http2-window, --no-http2 */
     size_t log_buffer;              /* --access-log-buffer: bytes; 0: a write per line */

@@ -116,7 +116,10 @@ const char *proxy_add(const char *spec)
         bool secure = strncmp(at, "https://", 8) == 0;
         at += secure ? 8 : strncmp(at, "http://", 7) == 0 ? 7 : 0;
         size_t len = strcspn(at, ",");
-        if (len == 0 || len >= sizeof(proxy->addresses[0]) || proxy->count == UPSTREAMS_MAX) {
+        /* IP:PORT or [IPv6]:PORT: the access log and the metrics' labels show it as it is */
+        size_t plain = strspn(at, "0123456789abcdefABCDEF.:[]");
+        if (len == 0 || plain < len || len >= sizeof(proxy->addresses[0]) ||
+            proxy->count == UPSTREAMS_MAX) {
             return "expected HOST:PORT upstreams separated by commas (at most 16)";
         }
         proxy->secure[proxy->count] = secure;
@@ -361,7 +364,7 @@ bool proxy_handled(const sxe_http_t *http)
     return sxe_http_user(http) != NULL;
 }
 
-bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns)
+bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns, bool *ended)
 {
     const struct exchange *exchange = sxe_http_user(http);
 
@@ -370,7 +373,8 @@ bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns)
     }
     unsigned index = (unsigned)(exchange->upstream - local->upstreams[exchange->proxy->index]);
     *id = exchange->proxy->index * UPSTREAMS_MAX + index;
-    *ns = (exchange->done_ns != 0 ? exchange->done_ns : sxe_clock_mono_ns()) - exchange->asked_ns;
+    *ended = exchange->done_ns != 0;
+    *ns = (*ended ? exchange->done_ns : sxe_clock_mono_ns()) - exchange->asked_ns;
     return true;
 }
 
