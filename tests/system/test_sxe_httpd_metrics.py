@@ -140,6 +140,9 @@ def test_the_path_is_the_metrics_alone(httpd, root):  # noqa: F811
     (["--metrics", "/x/../metrics"], "not '/x/../metrics'"),
     (["--metrics", "/%6detrics"], "not '/%6detrics'"),
     (["--proxy", '/q=127.0.0.1:9"x'], "--proxy"),     # a name the log and labels show as it is
+    (["--metrics-allow", "/8"], "--metrics-allow /8: expected an IPv4 or IPv6 address"),
+    ([arg for i in range(33) for arg in ("--metrics-allow", f"10.0.0.{i}")],
+     "--metrics-allow 10.0.0.32: too many --metrics-allow options"),
     (["--metrics-allow", "300.1.1.1"], "--metrics-allow 300.1.1.1: expected an IPv4 or IPv6"),
     (["--metrics-allow", "10.0.0.0/33"], "--metrics-allow 10.0.0.0/33: a prefix length is"),
     (["--metrics-allow", "::1/129"], "--metrics-allow ::1/129: a prefix length is"),
@@ -177,3 +180,31 @@ def test_a_client_that_leaves_is_not_the_upstreams_answer(httpd, upstreams):  # 
     families = scrape(server.port)[1]
     answers = families["sxe_httpd_upstream_responses_total"]
     assert sum(answers.values()) == 0, answers
+
+
+def test_an_ipv6_client_is_matched_as_ipv6(build_dir, root):  # noqa: F811
+    """Over an IPv6 listener: ::1 is loopback (allowed by default), and --metrics-allow takes
+    IPv6 networks."""
+    for allow, status in (([], 200), (["--metrics-allow", "::1/128"], 200),
+                          (["--metrics-allow", "fe80::/10"], 403)):
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+            port = probe.getsockname()[1]
+        server = subprocess.Popen([str(build_dir / "tools" / "sxe-httpd"), "--root", str(root),
+                                   "--listen", f"[::1]:{port}", "--workers", "1", "--metrics",
+                                   "/metrics", *allow], stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 5
+            while True:
+                try:
+                    sock = socket.create_connection(("::1", port), timeout=2)
+                    break
+                except ConnectionRefusedError:
+                    assert server.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.02)
+            with sock:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                assert sock.recv(4096).startswith(b"HTTP/1.1 %d " % status), allow
+        finally:
+            server.terminate()
+            assert server.wait(timeout=10) == 0

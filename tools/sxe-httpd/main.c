@@ -61,8 +61,7 @@ static bool under_root(const char *resolved)
            (resolved[config.root_len] == '\0' || resolved[config.root_len] == '/');
 }
 
-/* The fields --header adds for a path (the thread's: a
- * handler's stack may be a fiber's). */
+/* The fields --header adds for a path (the thread's: a handler's stack may be a fiber's). */
 static __thread char added[64 + FIELDS_ROOM]; /* Vary, then the fields */
 
 /* Sends an HTML listing of the directory at path (the URL path is shown as its title). */

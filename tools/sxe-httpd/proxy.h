@@ -41,8 +41,8 @@ bool proxy_secure(void);
  * For the access log and the metrics, while a request is logged: whether the proxy took it; the
  * upstream it went to (the last, after a retry), by id, and the nanoseconds its answer took,
  * from the request's sending until the answer's end (or now, for one cut off; *ended says which),
- * false for a request that reached no upstream. The proxy marks its requests with their user pointer
- * (sxe_http_set_user()): nothing else in sxe-httpd may set one.
+ * false for a request that reached no upstream. The proxy marks its requests with their user
+ * pointer (sxe_http_set_user()): nothing else in sxe-httpd may set one.
  */
 bool proxy_handled(const sxe_http_t *http);
 bool proxy_upstream(const sxe_http_t *http, unsigned *id, uint64_t *ns, bool *ended);
