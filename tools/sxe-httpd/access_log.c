@@ -16,7 +16,6 @@
  * are lost, never waited for: counted, and said in the log.
  */
 #define _GNU_SOURCE /* dup3 */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

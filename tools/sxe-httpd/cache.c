@@ -298,6 +298,13 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
     return file;
 }
 
+void file_coded_etag(const struct file *origin, const char *coding, int level, char *out,
+                     size_t size)
+{
+    /* The level is part of the tag: the same file at another level is other bytes. */
+    snprintf(out, size, "%.*s-%s%d\"", (int)strlen(origin->etag) - 1, origin->etag, coding, level);
+}
+
 struct file *file_made(const char *key, const struct file *origin, const char *coding, int level,
                        char *content, size_t len)
 {
@@ -322,9 +329,7 @@ struct file *file_made(const char *key, const struct file *origin, const char *c
     file->type = origin->type;
     file->coding = coding;
     memcpy(file->modified, origin->modified, sizeof(file->modified));
-    /* The level is part of the tag: the same file at another level is other bytes. */
-    snprintf(file->etag, sizeof(file->etag), "%.*s-%s%d\"", (int)strlen(origin->etag) - 1,
-             origin->etag, coding, level);
+    file_coded_etag(origin, coding, level, file->etag, sizeof(file->etag));
     if ((file->resolved = strdup(origin->resolved)) == NULL ||
         headers_make(file, origin->added) < 0) {
         file_unref(file);

@@ -89,6 +89,10 @@ struct file *file_load(const char *key, const char *resolved, int fd, const stru
  * level: origin's metadata, its own ETag, held in memory within the cache's budget, with one
  * reference (the caller's). NULL (content freed) when memory or the budget is short.
  */
+/* The ETag of origin's bytes coded with coding at level: origin's, marked with both. */
+void file_coded_etag(const struct file *origin, const char *coding, int level, char *out,
+                     size_t size);
+
 struct file *file_made(const char *key, const struct file *origin, const char *coding, int level,
                        char *content, size_t len);
 

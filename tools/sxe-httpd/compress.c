@@ -511,8 +511,7 @@ bool compress_serve(sxe_http_t *http, struct file *file)
     }
     char etag[sizeof(file->etag) + 16];
     const char *name = precompressed_coding((unsigned)which);
-    snprintf(etag, sizeof(etag), "%.*s-%s%d\"", (int)strlen(file->etag) - 1, file->etag, name,
-             coder_level((unsigned)which));
+    file_coded_etag(file, name, coder_level((unsigned)which), etag, sizeof(etag));
     if (send_not_modified(http, file, etag)) {
         file_unref(file);
         return true;

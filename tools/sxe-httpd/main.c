@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>

@@ -27,7 +27,6 @@
 #define SXE_LOG_MODULE proxy_log
 #include <sxe/log.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
