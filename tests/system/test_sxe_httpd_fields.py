@@ -92,6 +92,22 @@ def test_a_wrong_field_is_refused(build_dir, root):  # noqa: F811
         result = run("--header", given)
         assert result.returncode == 2, given
         assert result.stderr.startswith(f"sxe-httpd: --header '{given}' {why}"), result.stderr
-    many = [arg for i in range(33) for arg in ("--header", f"/ X-{i}: v")]
+    many = [arg for i in range(1025) for arg in ("--header", "/ X: v")]
     result = run(*many)
-    assert result.returncode == 2 and "is given too often (32 at most)" in result.stderr
+    assert result.returncode == 2 and "is given too often (1,024 at most)" in result.stderr
+    # A host's fields and the default host's go out together: 8 KB of them at most.
+    big = "/ X-Big: " + "v" * 1000
+    result = run(*[arg for _ in range(9) for arg in ("--header", big)])
+    assert result.returncode == 2 and "longer than 8 KB together" in result.stderr
+    result = run(*[arg for _ in range(4) for arg in ("--header", big)], "--host", "a.test",
+                 "--root", str(root), *[arg for _ in range(5) for arg in ("--header", big)])
+    assert result.returncode == 2 and "longer than 8 KB together" in result.stderr
+    result = run("--host", "a.test", "--root", str(root),
+                 *[arg for _ in range(4) for arg in ("--header", big)], "--host", "b.test",
+                 "--root", str(root), *[arg for _ in range(4) for arg in ("--header", big)], "-t")
+    assert result.returncode == 0, result.stderr  # each host's own 4 KB, 8 KB in all
+    config = root.parent / "hosts.yaml"  # the file's host first, the default host's after
+    config.write_text(f"hosts:\n  a.test:\n    root: {root}\n    header:\n" +
+                      "".join(f"      - '{big}'\n" for _ in range(5)))
+    result = run("--config", str(config), *[arg for _ in range(4) for arg in ("--header", big)])
+    assert result.returncode == 2 and "longer than 8 KB together" in result.stderr

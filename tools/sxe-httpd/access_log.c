@@ -38,15 +38,22 @@
 #include "peer.h"
 #include "proxy.h"
 
-static int log_fd = -1;
-static char log_path[4096];
-static enum access_log_format line_format;
+/* One log file (a host may have its own): its descriptor, and the buffer of the process
+ * (--access-log-buffer), shared by its threads under the lock. */
+struct log {
+    int fd;
+    char *path;
+    pthread_mutex_t lock;
+    char *pending;
+    size_t pending_size, pending_used;
+    uint64_t lost_lines;   /* lines a write could not take (see lose()) */
+    uint64_t lost_said_at; /* the monotonic second they were last said, + 1 */
+};
 
-/* The buffer of the process (--access-log-buffer), shared by its threads under the lock. */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static char *pending;
-static size_t pending_size, pending_used;
-static __thread sxe_timer_t flush_timer; /* each loop's: the buffer goes out every second */
+static struct log logs[ACCESS_LOGS_MOST];
+static unsigned log_count;
+static enum access_log_format line_format;
+static __thread sxe_timer_t flush_timer; /* each loop's: the buffers go out every second */
 
 /* Each field a client chose is cut at its share (escaped, a byte may take four), so the line's
  * own fields always fit after them. */
@@ -65,36 +72,33 @@ static __thread struct line line; /* not on the stack: the hook may run on a fib
 
 /* Lines a write could not take (a full disk, a file gone read-only), counted by the process and
  * said in its log at most once a minute, and when it stops: requests never wait for the log. */
-static uint64_t lost_lines;
-static uint64_t lost_said_at; /* the monotonic second it was last said, + 1 */
-
-static void lose(const char *bytes, size_t len, int error)
+static void lose(struct log *log, const char *bytes, size_t len, int error)
 {
     uint64_t lines = 0;
     for (const char *end = bytes + len; (bytes = memchr(bytes, '\n', (size_t)(end - bytes)));) {
         lines++;
         bytes++;
     }
-    uint64_t lost = __atomic_add_fetch(&lost_lines, lines ? lines : 1, __ATOMIC_RELAXED);
-    uint64_t now = sxe_clock_mono_ns() / SXE_NS_PER_SEC + 1, said = lost_said_at;
+    uint64_t lost = __atomic_add_fetch(&log->lost_lines, lines ? lines : 1, __ATOMIC_RELAXED);
+    uint64_t now = sxe_clock_mono_ns() / SXE_NS_PER_SEC + 1, said = log->lost_said_at;
     if ((said == 0 || now >= said + 60) &&
-        __atomic_compare_exchange_n(&lost_said_at, &said, now, false, __ATOMIC_RELAXED,
+        __atomic_compare_exchange_n(&log->lost_said_at, &said, now, false, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED)) {
         SXE_LOG_WARN("access log %s: %s: lines lost so far: %" PRIu64 " (said once a minute)",
-                     log_path, strerror(error), lost);
+                     log->path, strerror(error), lost);
     }
 }
 
 /* Writes len bytes whole, however the file takes them; what it refuses is lost, and counted. */
-static void write_whole(const char *bytes, size_t len)
+static void write_whole(struct log *log, const char *bytes, size_t len)
 {
     while (len > 0) {
-        ssize_t wrote = write(log_fd, bytes, len);
+        ssize_t wrote = write(log->fd, bytes, len);
         if (wrote < 0 && errno == EINTR) {
             continue;
         }
         if (wrote <= 0) {
-            lose(bytes, len, wrote < 0 ? errno : ENOSPC);
+            lose(log, bytes, len, wrote < 0 ? errno : ENOSPC);
             return;
         }
         bytes += wrote;
@@ -103,61 +107,82 @@ static void write_whole(const char *bytes, size_t len)
 }
 
 /* Writes what the buffer holds: the lock is held. */
-static void flush_locked(void)
+static void flush_locked(struct log *log)
 {
-    write_whole(pending, pending_used);
-    pending_used = 0;
+    write_whole(log, log->pending, log->pending_used);
+    log->pending_used = 0;
 }
 
 int access_log_open(const char *path, enum access_log_format format, size_t buffer_bytes)
 {
+    for (unsigned i = 0; i < log_count; i++) {
+        if (strcmp(logs[i].path, path) == 0) { /* hosts that share a file share its buffer */
+            return (int)i;
+        }
+    }
+    if (log_count == ACCESS_LOGS_MOST) {
+        return -EMFILE;
+    }
+    struct log *log = &logs[log_count];
     int fd = strcmp(path, "-") == 0 ? STDOUT_FILENO
                                     : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 
     if (fd < 0) {
         return -errno;
     }
-    if (buffer_bytes > 0 && (pending = malloc(buffer_bytes)) == NULL) {
+    *log = (struct log){.fd = fd, .pending_size = buffer_bytes};
+    if ((buffer_bytes > 0 && (log->pending = malloc(buffer_bytes)) == NULL) ||
+        (log->path = strdup(path)) == NULL) {
+        free(log->pending);
+        if (fd != STDOUT_FILENO) {
+            close(fd);
+        }
         return -ENOMEM;
     }
-    pending_size = buffer_bytes;
-    log_fd = fd;
-    snprintf(log_path, sizeof(log_path), "%s", path);
+    pthread_mutex_init(&log->lock, NULL);
     line_format = format;
-    return 0;
+    return (int)log_count++;
 }
 
 bool access_log_on(void)
 {
-    return log_fd >= 0;
+    return log_count > 0;
 }
 
 int access_log_reopen(void)
 {
-    if (log_fd < 0 || log_fd == STDOUT_FILENO) {
-        return 0;
+    int failed = 0;
+
+    for (unsigned i = 0; i < log_count; i++) {
+        struct log *log = &logs[i];
+        if (log->fd == STDOUT_FILENO) {
+            continue;
+        }
+        /* The path is opened anew and put in the place of the log's descriptor: the descriptor
+         * stays valid whatever happens (one that failed to open keeps the old file), and with
+         * the lock held no thread's lines are split between the two files. */
+        int fd = open(log->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            failed = -errno;
+            continue;
+        }
+        pthread_mutex_lock(&log->lock);
+        flush_locked(log);
+        failed = dup3(fd, log->fd, O_CLOEXEC) < 0 ? -errno : failed;
+        pthread_mutex_unlock(&log->lock);
+        close(fd);
     }
-    /* The path is opened anew and put in the place of the log's descriptor: the descriptor stays
-     * valid whatever happens (one that failed to open keeps the old file), and with the lock
-     * held no thread's lines are split between the two files. */
-    int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        return -errno;
-    }
-    pthread_mutex_lock(&lock);
-    flush_locked();
-    int rc = dup3(fd, log_fd, O_CLOEXEC) < 0 ? -errno : 0;
-    pthread_mutex_unlock(&lock);
-    close(fd);
-    return rc;
+    return failed;
 }
 
 void access_log_flush(void)
 {
-    if (pending != NULL) {
-        pthread_mutex_lock(&lock);
-        flush_locked();
-        pthread_mutex_unlock(&lock);
+    for (unsigned i = 0; i < log_count; i++) {
+        if (logs[i].pending != NULL) {
+            pthread_mutex_lock(&logs[i].lock);
+            flush_locked(&logs[i]);
+            pthread_mutex_unlock(&logs[i].lock);
+        }
     }
 }
 
@@ -171,7 +196,7 @@ static void flush_tick(sxe_timer_t *timer, void *arg)
 void access_log_loop_start(sxe_loop_t *loop, void *arg)
 {
     (void)arg;
-    if (pending != NULL) {
+    if (log_count > 0 && logs[0].pending != NULL) { /* every log has a buffer, or none has */
         sxe_timer_init(&flush_timer, flush_tick, NULL);
         if (sxe_timer_start(loop, &flush_timer, SXE_NS_PER_SEC, SXE_NS_PER_SEC) < 0) {
             SXE_LOG_WARN("access log: no timer to flush its buffer each second: it goes out "
@@ -184,30 +209,32 @@ void access_log_loop_stop(void *arg)
 {
     (void)arg;
     access_log_flush();
-    uint64_t lost = __atomic_exchange_n(&lost_lines, 0, __ATOMIC_RELAXED); /* said once */
-    if (lost > 0) {
-        SXE_LOG_WARN("access log %s: lines lost: %" PRIu64, log_path, lost);
+    for (unsigned i = 0; i < log_count; i++) {
+        uint64_t lost = __atomic_exchange_n(&logs[i].lost_lines, 0, __ATOMIC_RELAXED); /* once */
+        if (lost > 0) {
+            SXE_LOG_WARN("access log %s: lines lost: %" PRIu64, logs[i].path, lost);
+        }
     }
 }
 
 /* Writes a whole line: at once, or into the buffer (what it held first, if it would not fit). */
-static void put_line(const char *text, size_t len)
+static void put_line(struct log *log, const char *text, size_t len)
 {
-    if (pending == NULL) {
-        write_whole(text, len);
+    if (log->pending == NULL) {
+        write_whole(log, text, len);
         return;
     }
-    pthread_mutex_lock(&lock);
-    if (pending_used + len > pending_size) {
-        flush_locked();
+    pthread_mutex_lock(&log->lock);
+    if (log->pending_used + len > log->pending_size) {
+        flush_locked(log);
     }
-    if (len > pending_size) {
-        write_whole(text, len);
+    if (len > log->pending_size) {
+        write_whole(log, text, len);
     } else {
-        memcpy(pending + pending_used, text, len);
-        pending_used += len;
+        memcpy(log->pending + log->pending_used, text, len);
+        log->pending_used += len;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&log->lock);
 }
 
 /* Appends a string literal. */
@@ -390,15 +417,21 @@ static void write_json(const sxe_http_t *http, const struct sxe_http_request_hea
 
 void access_log_write(const sxe_http_t *http, void *arg)
 {
+    (void)arg; /* (a hook only while a log is open: it stays open, reopened in place) */
+    access_log_write_to(0, http);
+}
+
+void access_log_write_to(unsigned number, const sxe_http_t *http)
+{
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
+    struct log *log = &logs[number];
     size_t when_len;
 
-    (void)arg; /* (a hook only while a log is open: it stays open, reopened in place) */
     line.used = 0;
     if (line_format == ACCESS_LOG_JSON) {
         write_json(http, request);
         line.text[line.used++] = '\n';
-        put_line(line.text, line.used);
+        put_line(log, line.text, line.used);
         return;
     }
     add_peer(sxe_http_conn(http));
@@ -426,5 +459,5 @@ void access_log_write(const sxe_http_t *http, void *arg)
         add("\"", 1);
     }
     line.text[line.used++] = '\n';
-    put_line(line.text, line.used);
+    put_line(log, line.text, line.used);
 }

@@ -9,21 +9,28 @@
 /* The formats of a line: nginx's common and combined, or a JSON object. */
 enum access_log_format { ACCESS_LOG_COMMON, ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
 
-/* Opens the log at path ("-": standard output) in format, each line written as it comes
- * (buffer_bytes 0) or gathered in a buffer of that size. @return 0 or -errno. */
+#define ACCESS_LOGS_MOST 64 /* files: the default host's and the other hosts' */
+
+/* Opens the log at path ("-": standard output) in format (the same for every log), each line
+ * written as it comes (buffer_bytes 0) or gathered in a buffer of that size. A path opened
+ * already is the same log. @return the log's number (from 0), or -errno (-EMFILE: too many). */
 int access_log_open(const char *path, enum access_log_format format, size_t buffer_bytes);
 
 /* Whether a log is open. */
 bool access_log_on(void);
 
-/* The HTTP server's log hook (sxe_http_server_options.on_log): one line per request. Only while
- * a log is open (access_log_on()). */
+/* The HTTP server's log hook (sxe_http_server_options.on_log): one line per request, in the first
+ * log. Only while a log is open (access_log_on()). */
 void access_log_write(const sxe_http_t *http, void *arg);
 
-/* Opens the log's path again (after logrotate moved the file). @return 0 or -errno. */
+/* One line for the request in the log of this number (an open one). */
+void access_log_write_to(unsigned number, const sxe_http_t *http);
+
+/* Opens every log's path again (after logrotate moved the files). @return 0, or the -errno of
+ * the last that failed (its old file is kept). */
 int access_log_reopen(void);
 
-/* Writes what the buffer holds. */
+/* Writes what the buffers hold. */
 void access_log_flush(void);
 
 /* The HTTP server's loop hooks (on_loop_start, on_loop_stop): a buffer's timer, its last lines. */

@@ -1,7 +1,8 @@
 /*
  * sxe-httpd's configuration file (config_file.h): libyaml's events, walked as a small state
  * machine over the one shape the file may have, a mapping of keys to scalars or lists of
- * scalars. YAML is what h2o's operators write; libyaml (Debian's libyaml-dev) does the reading.
+ * scalars, with `hosts:` a mapping of names to mappings of that kind. YAML is what h2o's
+ * operators write; libyaml (Debian's libyaml-dev) does the reading.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,8 +20,9 @@
 /* `- /a X-A: b` is a mapping to YAML: the likeliest reason for one where a value was due. */
 #define QUOTE " (quote a value that holds ': ')"
 
-/* Where the walk is: what the next event may be. */
-enum place { BEFORE, TOP, KEY, VALUE, LIST, AFTER };
+/* Where the walk is: what the next event may be. HOSTS: a host's name or the end of `hosts:`;
+ * HOST: the mapping that follows a host's name. */
+enum place { BEFORE, TOP, KEY, VALUE, LIST, AFTER, HOSTS_START, HOSTS, HOST };
 
 struct walk {
     struct config_file *file;
@@ -28,6 +30,10 @@ struct walk {
     char *key; /* the key whose value comes next */
     unsigned key_line;
     unsigned listed; /* values in the key's list so far */
+    unsigned host;   /* the host whose mapping is walked, or 0 */
+    size_t before;   /* entries before the host's */
+    bool had_hosts;  /* `hosts:` was read (its line: hosts_line) */
+    unsigned hosts_line;
     size_t room;
 };
 
@@ -91,6 +97,7 @@ static int add(struct walk *walk, const yaml_event_t *event, bool listed)
                                                          .value = value,
                                                          .line = line,
                                                          .key_line = walk->key_line,
+                                                         .host = walk->host,
                                                          .listed = listed};
     walk->listed++;
     return 0;
@@ -119,18 +126,69 @@ static int take_key(struct walk *walk, const yaml_event_t *event)
     }
     const char *key = (const char *)event->data.scalar.value;
     for (size_t i = 0; i < file->count; i++) {
-        if (strcmp(file->entries[i].key, key) == 0) {
+        if (file->entries[i].host == walk->host && strcmp(file->entries[i].key, key) == 0) {
             return refuse(file, line, "'%s' is given twice (first on line %u)", key,
                           file->entries[i].key_line);
         }
     }
     drop_key(walk);
+    if (strcmp(key, "hosts") == 0) {
+        if (walk->host != 0) {
+            return refuse(file, line, "%s", "'hosts' is of the top mapping, not of a host");
+        }
+        if (walk->had_hosts) {
+            return refuse(file, line, "'hosts' is given twice (first on line %u)",
+                          walk->hosts_line);
+        }
+        walk->had_hosts = true;
+        walk->hosts_line = line;
+        walk->place = HOSTS_START;
+        return 0;
+    }
     if ((walk->key = strdup(key)) == NULL) {
         return refuse(file, line, "%s", "out of memory");
     }
     walk->key_line = line;
     walk->listed = 0;
     walk->place = VALUE;
+    return 0;
+}
+
+/* A host's name, the key of its mapping under `hosts:`. */
+static int take_host(struct walk *walk, const yaml_event_t *event)
+{
+    struct config_file *file = walk->file;
+    unsigned line = (unsigned)event->start_mark.line + 1;
+
+    if (event->type != YAML_SCALAR_EVENT || is_null(event)) {
+        return refuse(file, line, "%s", "'hosts' maps host names (example.com) to their keys");
+    }
+    struct config_host *hosts = realloc(file->hosts, (file->host_count + 1) * sizeof(*hosts));
+    if (hosts == NULL) {
+        return refuse(file, line, "%s", "out of memory");
+    }
+    file->hosts = hosts;
+    if ((hosts[file->host_count].names = strdup((const char *)event->data.scalar.value)) == NULL) {
+        return refuse(file, line, "%s", "out of memory");
+    }
+    hosts[file->host_count].line = line;
+    walk->host = (unsigned)++file->host_count;
+    walk->before = file->count;
+    walk->place = HOST;
+    return 0;
+}
+
+/* The end of a host's mapping: it must have said something. */
+static int end_host(struct walk *walk)
+{
+    const struct config_host *host = &walk->file->hosts[walk->host - 1];
+
+    if (walk->file->count == walk->before) {
+        return refuse(walk->file, host->line,
+                      "the host '%s' has no keys: give it a root or a proxy", host->names);
+    }
+    walk->host = 0;
+    walk->place = HOSTS;
     return 0;
 }
 
@@ -154,10 +212,32 @@ static int step(struct walk *walk, const yaml_event_t *event)
         return 0;
     case KEY:
         if (event->type == YAML_MAPPING_END_EVENT) {
+            if (walk->host != 0) {
+                return end_host(walk);
+            }
             walk->place = TOP;
             return 0;
         }
         return take_key(walk, event);
+    case HOSTS_START:
+        if (event->type != YAML_MAPPING_START_EVENT) {
+            return refuse(file, line, "%s", "'hosts' maps host names (example.com) to their keys");
+        }
+        walk->place = HOSTS;
+        return 0;
+    case HOSTS:
+        if (event->type == YAML_MAPPING_END_EVENT) {
+            walk->place = KEY;
+            return 0;
+        }
+        return take_host(walk, event);
+    case HOST:
+        if (event->type != YAML_MAPPING_START_EVENT) {
+            return refuse(file, line, "the host '%s' takes a mapping of keys (root: /srv/www)",
+                          file->hosts[walk->host - 1].names);
+        }
+        walk->place = KEY;
+        return 0;
     case VALUE:
         if (event->type == YAML_SEQUENCE_START_EVENT) {
             walk->place = LIST;
@@ -262,6 +342,12 @@ int config_file_read(const char *path, struct config_file *file)
         free(file->entries);
         file->entries = NULL;
         file->count = 0;
+        for (size_t i = 0; i < file->host_count; i++) {
+            free(file->hosts[i].names);
+        }
+        free(file->hosts);
+        file->hosts = NULL;
+        file->host_count = 0;
     }
     yaml_parser_delete(&parser);
     fclose(in);

@@ -31,6 +31,7 @@
 #include "cache.h"
 #include "compress.h"
 #include "fields.h"
+#include "hosts.h"
 #include "listing.h"
 #include "metrics.h"
 #include "mime.h"
@@ -53,18 +54,19 @@ static void respond(sxe_http_t *http, int status, const char *headers, const cha
                                 (size_t)len);
 }
 
-/* Whether resolved (a realpath) lies under the root. */
-static bool under_root(const char *resolved)
+/* Whether resolved (a realpath) lies under the host's root. */
+static bool under_root(const struct host *host, const char *resolved)
 {
-    return strncmp(resolved, config.root, config.root_len) == 0 &&
-           (resolved[config.root_len] == '\0' || resolved[config.root_len] == '/');
+    return strncmp(resolved, host->root, host->root_len) == 0 &&
+           (resolved[host->root_len] == '\0' || resolved[host->root_len] == '/');
 }
 
 /* The fields --header adds for a path (the thread's: a handler's stack may be a fiber's). */
 static __thread char added[64 + FIELDS_ROOM]; /* Vary, then the fields */
 
 /* Sends an HTML listing of the directory at path (the URL path is shown as its title). */
-static void list_directory(sxe_http_t *http, const char *path, const char *url_path)
+static void list_directory(sxe_http_t *http, const struct host *host, const char *path,
+                           const char *url_path)
 {
     size_t len;
     const char *page = listing_page(path, url_path, &len);
@@ -73,7 +75,7 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
         respond(http, 403, NULL, NULL);
         return;
     }
-    fields_for(url_path, strlen(url_path), added, sizeof(added));
+    fields_for(host->index, url_path, strlen(url_path), added, sizeof(added));
     (void)sxe_http_respond_with(http, 200, "text/html; charset=utf-8", added, page, len);
 }
 
@@ -82,7 +84,8 @@ static void list_directory(sxe_http_t *http, const char *path, const char *url_p
  * (re-encoded), never from the client's bytes: it has no empty segment, so it can never start
  * with "//", which a browser would read as another host. The query goes along, as nginx sends it.
  */
-static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t len)
+static void redirect_to_directory(sxe_http_t *http, const struct host *host, const char *resolved,
+                                  size_t len)
 {
     char location[PATH_MAX * 3 + 64 + FIELDS_ROOM];
     size_t query_len;
@@ -97,7 +100,7 @@ static void redirect_to_directory(sxe_http_t *http, const char *resolved, size_t
     int total = 10 + (int)encoded;
     total += snprintf(location + total, sizeof(location) - (size_t)total, "/%s%.*s\r\n",
                       query != NULL ? "?" : "", (int)query_len, query != NULL ? query : "");
-    fields_for(resolved, len, location + total, sizeof(location) - (size_t)total);
+    fields_for(host->index, resolved, len, location + total, sizeof(location) - (size_t)total);
     respond(http, 301, location, NULL);
 }
 
@@ -125,14 +128,15 @@ static void serve_checked(sxe_http_t *http, struct file *file, uint64_t now)
     serve_best(http, file, now);
 }
 
+/* Serves a file of the host arg. */
 static void serve(sxe_http_t *http, void *arg)
 {
-    char decoded[PATH_MAX], full[PATH_MAX * 2], resolved[PATH_MAX];
+    char decoded[PATH_MAX], full[PATH_MAX * 2], resolved[PATH_MAX], key[CACHE_KEY_MAX];
     size_t path_len;
     const char *path = sxe_http_path(http, &path_len);
+    const struct host *host = arg;
     struct stat status;
 
-    (void)arg;
     if (path_redirect_https(http)) {
         return;
     }
@@ -144,8 +148,9 @@ static void serve(sxe_http_t *http, void *arg)
         return;
     }
     uint64_t second = sxe_loop_now(sxe_conn_loop(sxe_http_conn(http))) / SXE_NS_PER_SEC;
-    bool cacheable = decoded_len < CACHE_KEY_MAX;
-    struct file *file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
+    int key_len = hosts_key(host, decoded, (size_t)decoded_len, key, sizeof(key));
+    bool cacheable = key_len >= 0;
+    struct file *file = cacheable ? cache_find(key, (size_t)key_len) : NULL;
     if (file != NULL && cache_fresh(file, second)) {
         serve_best(http, file, second);
         return;
@@ -153,12 +158,12 @@ static void serve(sxe_http_t *http, void *arg)
     if (file != NULL) { /* checked again below, and found again if unchanged */
         file_unref(file);
     }
-    snprintf(full, sizeof(full), "%s%s", config.root, decoded);
+    snprintf(full, sizeof(full), "%s%s", host->root, decoded);
     if (realpath(full, resolved) == NULL) {
         respond(http, errno == EACCES ? 403 : 404, NULL, NULL);
         return;
     }
-    if (!under_root(resolved)) {
+    if (!under_root(host, resolved)) {
         respond(http, 403, NULL, "the path leads outside the root\n");
         return;
     }
@@ -168,16 +173,16 @@ static void serve(sxe_http_t *http, void *arg)
     }
     if (S_ISDIR(status.st_mode)) {
         if (decoded[decoded_len - 1] != '/') {
-            redirect_to_directory(http, decoded, (size_t)decoded_len);
+            redirect_to_directory(http, host, decoded, (size_t)decoded_len);
             return;
         }
         char index[PATH_MAX + 256];
-        snprintf(index, sizeof(index), "%s/%s", resolved, config.index);
-        if (realpath(index, full) != NULL && under_root(full) && stat(full, &status) == 0 &&
+        snprintf(index, sizeof(index), "%s/%s", resolved, host->index_file);
+        if (realpath(index, full) != NULL && under_root(host, full) && stat(full, &status) == 0 &&
             S_ISREG(status.st_mode)) {
             strcpy(resolved, full);
-        } else if (config.list) {
-            list_directory(http, resolved, decoded);
+        } else if (host->list) {
+            list_directory(http, host, resolved, decoded);
             return;
         } else {
             respond(http, 403, NULL, "directory listing is off\n");
@@ -189,7 +194,7 @@ static void serve(sxe_http_t *http, void *arg)
         return;
     }
     /* A cached file that has not changed only needs its check renewed. */
-    file = cacheable ? cache_find(decoded, (size_t)decoded_len) : NULL;
+    file = cacheable ? cache_find(key, (size_t)key_len) : NULL;
     if (file != NULL && strcmp(file->resolved, resolved) == 0 && file_unchanged(file, &status)) {
         serve_checked(http, file, second);
         return;
@@ -210,9 +215,9 @@ static void serve(sxe_http_t *http, void *arg)
     bool coded = config.precompressed || config.gzip > 0 || config.brotli > 0;
     size_t vary = coded ? strlen(PRECOMPRESSED_VARY) : 0;
     memcpy(added, PRECOMPRESSED_VARY, vary);
-    fields_for(decoded, (size_t)decoded_len, added + vary, sizeof(added) - vary);
-    if ((file = file_load(cacheable ? decoded : "", resolved, fd, &status, mime_type(resolved),
-                          NULL, added)) == NULL) {
+    fields_for(host->index, decoded, (size_t)decoded_len, added + vary, sizeof(added) - vary);
+    if ((file = file_load(cacheable ? key : "", resolved, fd, &status, mime_type(resolved), NULL,
+                          added)) == NULL) {
         respond(http, 500, NULL, "out of memory\n");
         return;
     }
@@ -220,6 +225,32 @@ static void serve(sxe_http_t *http, void *arg)
         cache_keep(file);
     }
     serve_checked(http, file, second);
+}
+
+/*
+ * With virtual hosts, every request comes here first: the host its authority names (Host, or
+ * HTTP/2's :authority) serves it, from its proxied prefixes or its files (GET and HEAD; other
+ * methods get 405, as the routes answer them with no hosts).
+ */
+static void dispatch(sxe_http_t *http, void *arg)
+{
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
+    struct host *host = hosts_find(request->host, request->host_len);
+    size_t path_len;
+    const char *path = sxe_http_path(http, &path_len);
+    struct proxy *proxy = proxy_find(host->index, path, path_len);
+
+    (void)arg;
+    if (proxy != NULL) {
+        proxy_handle(http, proxy);
+    } else if (host->root == NULL) { /* proxies only, and none of their prefixes */
+        respond(http, 404, NULL, NULL);
+    } else if ((request->method_len == 3 && memcmp(request->method, "GET", 3) == 0) ||
+               (request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0)) {
+        serve(http, host);
+    } else {
+        respond(http, 405, "Allow: GET, HEAD\r\n", NULL);
+    }
 }
 
 /* Makes the TLS context of --tls-cert and --tls-key, with --tls's names, into *tls. @return 0,
@@ -267,11 +298,16 @@ static void loop_stop(void *arg)
 /* The HTTP server's log hook, once per request: the metrics count it, the access log writes it. */
 static void logged(const sxe_http_t *http, void *arg)
 {
+    (void)arg;
     if (metrics_on()) {
         metrics_count(http);
     }
     if (access_log_on()) {
-        access_log_write(http, arg);
+        const struct sxe_http_request_head *request = sxe_http_request_head(http);
+        int log = hosts_find(request->host, request->host_len)->log;
+        if (log >= 0) {
+            access_log_write_to((unsigned)log, http);
+        }
     }
 }
 
@@ -341,11 +377,12 @@ static int reload_check(void *arg)
     }
     free(check);
     (void)unsetenv("SXE_HTTPD_HELD");
-    /* A check that hangs (a FIFO named as a file) is given 10 s, and the reload refused. */
+    /* A check that hangs (a FIFO named as a file) is given 10 s, and the reload refused. Its end
+     * is looked for each millisecond: a check takes a few (bench/suites/reload.py). */
     pid_t done = 0;
-    for (int waited = 0; pid > 0 && waited < 1000 && (done = waitpid(pid, &status, WNOHANG)) == 0;
+    for (int waited = 0; pid > 0 && waited < 10000 && (done = waitpid(pid, &status, WNOHANG)) == 0;
          waited++) {
-        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
     }
     if (pid > 0 && done == 0) {
         kill(pid, SIGKILL);
@@ -371,6 +408,24 @@ static const char *bound(const char *address, int port, char *text, size_t size)
         return text;
     }
     return address;
+}
+
+/* The routes: with no virtual host, the default host's proxied prefixes and its files; with
+ * hosts, every request to dispatch(). @return 0, or sxe_http_server_route()'s error. */
+static int route(sxe_http_server_t *server)
+{
+    int rc;
+
+    if (hosts_count() > 0) {
+        return sxe_http_server_route(server, NULL, "/",
+                                     SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, dispatch, NULL);
+    }
+    if (!proxy_covers(0, "/") &&
+        (rc = sxe_http_server_route(server, "GET", "/", SXE_HTTP_ROUTE_PREFIX, serve,
+                                    hosts_at(0))) < 0) {
+        return rc;
+    }
+    return proxy_route(server);
 }
 
 static int listen_all(sxe_http_server_t *server, sxe_tls_t *tls, const char **failed)
@@ -532,25 +587,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "sxe-httpd: cannot start: %s\n", sxe_strerror(rc));
         return 1;
     }
+    proxy_configure(&config.proxy);
     if ((config.metrics != NULL && (rc = metrics_route(server, config.metrics)) < 0) ||
-        (!proxy_covers("/") && (rc = sxe_http_server_route(
-                                    server, "GET", "/", SXE_HTTP_ROUTE_PREFIX, serve, NULL)) < 0) ||
-        (rc = proxy_route(server, &config.proxy)) < 0 ||
-        (rc = listen_all(server, tls, &failed)) < 0) {
+        (rc = route(server)) < 0 || (rc = listen_all(server, tls, &failed)) < 0) {
         fprintf(stderr, "sxe-httpd: cannot listen on %s: %s\n", failed,
                 rc == -EINVAL ? ADDRESS_FORMS : sxe_strerror(rc));
         sxe_http_server_destroy(server);
         sxe_tls_destroy(tls);
         return 1;
     }
-    char listen[80];
+    char listen[80], hosts_said[48];
+    snprintf(hosts_said, sizeof(hosts_said), " and %u host%s", hosts_count(),
+             hosts_count() == 1 ? "" : "s");
     snprintf(held_addresses, sizeof(held_addresses), "%s\n%s",
              bound(config.listen, sxe_http_server_port(server), listen, sizeof(listen)),
              config.https ? config.https : "");
     static const char *const kinds[2][2] = {{"processes", "process"}, {"threads", "thread"}};
     const char *kind = kinds[config.kind == SXE_WORKERS_THREADS][options.workers == 1];
-    SXE_LOG_INFO("serving %s on %s%s%s%s with %u worker %s of up to %u connections each%s",
-                 config.root[0] ? config.root : "/", config.https == NULL && tls ? "https://" : "",
+    const struct host *main_host = hosts_at(0);
+    SXE_LOG_INFO("serving %s%s on %s%s%s%s with %u worker %s of up to %u connections each%s",
+                 main_host->root[0] ? main_host->root : "/", hosts_count() ? hosts_said : "",
+                 config.https == NULL && tls ? "https://" : "",
                  bound(config.listen, sxe_http_server_port(server), listen, sizeof(listen)),
                  config.https ? " and https://" : "", config.https ? config.https : "",
                  options.workers, kind, config.connections,

@@ -15,6 +15,7 @@
 #include <sxe/sxe.h>
 #include <sxe/workers.h>
 
+#include "hosts.h"
 #include "metrics.h"
 #include "proxy.h"
 
@@ -42,13 +43,15 @@ struct upstream_counters {
     uint64_t ns;
 };
 
-/* One worker's counters: written by that worker only, read by any (relaxed atomics). */
+/* One worker's counters: written by that worker only, read by any (relaxed atomics). Each host
+ * has KINDS kinds' counters, the default host's first. */
 struct slot {
-    struct kind_counters kinds[KINDS];
     struct upstream_counters upstreams[PROXY_UPSTREAMS_MOST];
-} __attribute__((aligned(64)));
+    struct kind_counters kinds[];
+};
 
-static struct slot *slots;
+static char *slots;
+static size_t slot_size; /* a slot's bytes with its hosts' counters, in whole cache lines */
 static unsigned slot_count;
 static sxe_http_server_t *metrics_server;
 
@@ -156,7 +159,9 @@ static bool may_read(const sxe_http_t *http)
 
 int metrics_open(unsigned workers)
 {
-    size_t size = (workers > 0 ? workers : 1) * sizeof(struct slot);
+    slot_size = sizeof(struct slot) + (hosts_count() + 1) * KINDS * sizeof(struct kind_counters);
+    slot_size = (slot_size + 63) / 64 * 64;
+    size_t size = (workers > 0 ? workers : 1) * slot_size;
     void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
     if (map == MAP_FAILED) {
@@ -178,7 +183,7 @@ static struct slot *own_slot(void)
     sxe_worker_t *worker = sxe_worker_current();
     unsigned index = worker != NULL ? sxe_worker_index(worker) : 0;
 
-    return &slots[index < slot_count ? index : 0];
+    return (struct slot *)(slots + (index < slot_count ? index : 0) * slot_size);
 }
 
 static unsigned class_of(int status)
@@ -192,7 +197,10 @@ void metrics_count(const sxe_http_t *http)
     unsigned class = class_of(sxe_http_status(http)), id;
     uint64_t ns = sxe_clock_mono_ns() - sxe_http_began(http), upstream_ns;
     bool ended;
-    struct kind_counters *kind = &slot->kinds[proxy_handled(http) ? KIND_PROXY : KIND_STATIC];
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
+    unsigned host = hosts_find(request->host, request->host_len)->index;
+    struct kind_counters *kind =
+        &slot->kinds[host * KINDS + (proxy_handled(http) ? KIND_PROXY : KIND_STATIC)];
 
     add(&kind->requests[class], 1);
     add(&kind->bytes, sxe_http_body_sent(http));
@@ -209,14 +217,14 @@ void metrics_count(const sxe_http_t *http)
     }
 }
 
-/* Every worker's counters summed into total. */
+/* Every worker's counters summed into total (slot_size bytes). */
 static void sum(struct slot *total)
 {
     uint64_t *into = (uint64_t *)total;
-    memset(total, 0, sizeof(*total));
+    memset(total, 0, slot_size);
     for (unsigned w = 0; w < slot_count; w++) {
-        const uint64_t *from = (const uint64_t *)&slots[w];
-        for (size_t i = 0; i < sizeof(*total) / sizeof(uint64_t); i++) {
+        const uint64_t *from = (const uint64_t *)(slots + w * slot_size);
+        for (size_t i = 0; i < slot_size / sizeof(uint64_t); i++) {
             into[i] += load(&from[i]);
         }
     }
@@ -228,50 +236,65 @@ static void seconds(FILE *out, uint64_t ns)
             ns % (uint64_t)SXE_NS_PER_SEC);
 }
 
-/* The requests' families: counts by kind and class, bytes, and the time histogram. */
-static void write_requests(FILE *out, const struct slot *total)
+/* A sample's labels: the host's (with virtual hosts: its first name, "" for the default host;
+ * names hold nothing to escape), then the kind. */
+static const char *labels(unsigned host, unsigned kind)
 {
     static const char *const kinds[KINDS] = {"static", "proxy"};
+    static __thread char text[HOST_NAME_MOST + 64];
+
+    if (hosts_count() == 0) {
+        snprintf(text, sizeof(text), "kind=\"%s\"", kinds[kind]);
+    } else {
+        const char *names = hosts_at(host)->names;
+        snprintf(text, sizeof(text), "host=\"%.*s\",kind=\"%s\"", (int)strcspn(names, ", "), names,
+                 kinds[kind]);
+    }
+    return text;
+}
+
+/* The requests' families: counts by host, kind and class, bytes, and the time histogram. */
+static void write_requests(FILE *out, const struct slot *total)
+{
+    unsigned all = (hosts_count() + 1) * KINDS;
 
     fputs("# HELP sxe_httpd_requests_total Requests answered, by what served them and status "
           "class.\n# TYPE sxe_httpd_requests_total counter\n",
           out);
-    for (unsigned k = 0; k < KINDS; k++) {
+    for (unsigned k = 0; k < all; k++) {
         for (unsigned c = 0; c < CLASSES; c++) {
-            fprintf(out, "sxe_httpd_requests_total{kind=\"%s\",status=\"%uxx\"} %" PRIu64 "\n",
-                    kinds[k], c + 1, total->kinds[k].requests[c]);
+            fprintf(out, "sxe_httpd_requests_total{%s,status=\"%uxx\"} %" PRIu64 "\n",
+                    labels(k / KINDS, k % KINDS), c + 1, total->kinds[k].requests[c]);
         }
     }
     fputs("# HELP sxe_httpd_response_bytes_total Bytes of response bodies sent.\n"
           "# TYPE sxe_httpd_response_bytes_total counter\n",
           out);
-    for (unsigned k = 0; k < KINDS; k++) {
-        fprintf(out, "sxe_httpd_response_bytes_total{kind=\"%s\"} %" PRIu64 "\n", kinds[k],
-                total->kinds[k].bytes);
+    for (unsigned k = 0; k < all; k++) {
+        fprintf(out, "sxe_httpd_response_bytes_total{%s} %" PRIu64 "\n",
+                labels(k / KINDS, k % KINDS), total->kinds[k].bytes);
     }
     fputs("# HELP sxe_httpd_request_duration_seconds Time from a request's head to its log line."
           "\n# TYPE sxe_httpd_request_duration_seconds histogram\n",
           out);
-    for (unsigned k = 0; k < KINDS; k++) {
+    for (unsigned k = 0; k < all; k++) {
         const struct kind_counters *kind = &total->kinds[k];
+        const char *label = labels(k / KINDS, k % KINDS);
         uint64_t count = 0, below = 0;
         for (unsigned c = 0; c < CLASSES; c++) {
             count += kind->requests[c];
         }
         for (unsigned i = 0; i < BUCKETS; i++) {
             below += kind->buckets[i];
-            fprintf(out,
-                    "sxe_httpd_request_duration_seconds_bucket{kind=\"%s\",le=\"%s\"} %" PRIu64
-                    "\n",
-                    kinds[k], les[i], below);
+            fprintf(out, "sxe_httpd_request_duration_seconds_bucket{%s,le=\"%s\"} %" PRIu64 "\n",
+                    label, les[i], below);
         }
         fprintf(out,
-                "sxe_httpd_request_duration_seconds_bucket{kind=\"%s\",le=\"+Inf\"} %" PRIu64 "\n"
-                "sxe_httpd_request_duration_seconds_sum{kind=\"%s\"} ",
-                kinds[k], count, kinds[k]);
+                "sxe_httpd_request_duration_seconds_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n"
+                "sxe_httpd_request_duration_seconds_sum{%s} ",
+                label, count, label);
         seconds(out, kind->ns);
-        fprintf(out, "\nsxe_httpd_request_duration_seconds_count{kind=\"%s\"} %" PRIu64 "\n",
-                kinds[k], count);
+        fprintf(out, "\nsxe_httpd_request_duration_seconds_count{%s} %" PRIu64 "\n", label, count);
     }
 }
 
@@ -329,7 +352,6 @@ static void write_workers(FILE *out, bool open)
 
 static void answer(sxe_http_t *http, void *arg)
 {
-    static __thread struct slot total; /* large: not on a handler's stack */
     char *text = NULL;
     size_t len = 0;
 
@@ -338,16 +360,19 @@ static void answer(sxe_http_t *http, void *arg)
         (void)sxe_http_respond(http, 403, "text/plain", "403 Forbidden\n", 14);
         return;
     }
-    FILE *out = open_memstream(&text, &len);
+    struct slot *total = malloc(slot_size); /* large: not on a handler's stack */
+    FILE *out = total != NULL ? open_memstream(&text, &len) : NULL;
     if (out == NULL) {
+        free(total);
         (void)sxe_http_respond(http, 500, "text/plain", "out of memory\n", 14);
         return;
     }
-    sum(&total);
-    write_requests(out, &total);
-    write_upstreams(out, &total);
+    sum(total);
+    write_requests(out, total);
+    write_upstreams(out, total);
     write_workers(out, true);
     write_workers(out, false);
+    free(total);
     if (fclose(out) != 0 || text == NULL) {
         free(text);
         (void)sxe_http_respond(http, 500, "text/plain", "out of memory\n", 14);

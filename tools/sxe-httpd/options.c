@@ -18,12 +18,12 @@
 #include "compress.h"
 #include "config_file.h"
 #include "fields.h"
+#include "hosts.h"
 #include "metrics.h"
 #include "mime.h"
 #include "options.h"
 
 struct httpd_config config = {.listen = "127.0.0.1:8080",
-                              .index = "index.html",
                               .connections = 10000,
                               .compress_min = COMPRESS_MIN_DEFAULT,
                               .cache = -1,
@@ -31,7 +31,8 @@ struct httpd_config config = {.listen = "127.0.0.1:8080",
                                         .timeout = 30 * SXE_NS_PER_SEC,
                                         .fail_timeout = 10 * SXE_NS_PER_SEC}};
 
-static const struct option options[] = {{"root", required_argument, NULL, 'r'},
+static const struct option options[] = {{"host", required_argument, NULL, '3'},
+                                        {"root", required_argument, NULL, 'r'},
                                         {"listen", required_argument, NULL, 'l'},
                                         {"tls-cert", required_argument, NULL, 'k'},
                                         {"tls-key", required_argument, NULL, 'K'},
@@ -105,6 +106,12 @@ static void usage(FILE *out)
             "  -t, --test            check the configuration, its files and certificates,\n"
             "                        say whether it is good, and exit (0 if it is)\n"
             "  --root DIR            the directory to serve (required)\n"
+            "  --host NAME[,NAME...] the options after it, until the next --host, are for\n"
+            "                        requests whose Host is NAME (*.example.com: any name\n"
+            "                        under it): --root, --index, --list, --header (beside\n"
+            "                        the default host's), --proxy, --access-log; the\n"
+            "                        options before the first are the default host's, which\n"
+            "                        serves every other name\n"
             "  --listen IP:PORT      where to listen, [IPv6]:PORT too (127.0.0.1:8080)\n"
             "  --tls-cert FILE       with --tls-key: serve HTTPS (TLS 1.2 and 1.3) on --listen,\n"
             "                        or on --https beside plain HTTP on --listen; FILE is PEM,\n"
@@ -294,17 +301,41 @@ static void tls_name(char *text)
 
 /* The command line's values and the file's, until options_parse() checks them together. */
 static struct {
-    const char *root, *access_log, *mime_path;
+    const char *mime_path;
     enum access_log_format log_format;
 } given;
 
+#define HOST_OPTIONS "riLdPa" /* the options a host may have of its own */
+
+/* The long name of an option, by its value. */
+static const char *named(int option)
+{
+    const struct option *at = options;
+
+    while (at->name != NULL && at->val != option) {
+        at++;
+    }
+    return at->name;
+}
+
 /* One option, from the command line or the file: a case each, as getopt gives them (long for
- * that reason). */
+ * that reason). Those of HOST_OPTIONS go to the current host. */
 static void apply(int option, char *arg)
 {
+    struct host *host = hosts_current();
+    const char *why;
+
+    if (host->index != 0 && option != '3' && strchr(HOST_OPTIONS, option) == NULL) {
+        die(2, "--%s is the whole server's: give it before the first --host", named(option));
+    }
     switch (option) {
+    case '3':
+        if ((why = hosts_add(arg, NULL)) != NULL) {
+            die(2, "--host %s: %s", arg, why);
+        }
+        break;
     case 'r':
-        given.root = arg;
+        host->given = arg;
         break;
     case 'l':
         config.listen = arg;
@@ -340,10 +371,10 @@ static void apply(int option, char *arg)
         config.redirect_https = true;
         break;
     case 'i':
-        config.index = arg;
+        host->index_file = arg;
         break;
     case 'L':
-        config.list = true;
+        host->list = 1;
         break;
     case 'z':
         config.precompressed = true;
@@ -368,15 +399,13 @@ static void apply(int option, char *arg)
         }
         config.metrics = arg;
         break;
-    case 'v': {
-        const char *why = metrics_allow(arg);
-        if (why != NULL) {
+    case 'v':
+        if ((why = metrics_allow(arg)) != NULL) {
             die(2, "--metrics-allow %s: %s", arg, why);
         }
         break;
-    }
     case 'a':
-        given.access_log = arg;
+        host->access_log = arg;
         break;
     case 'f':
         if (strcmp(arg, "common") == 0) {
@@ -440,13 +469,11 @@ static void apply(int option, char *arg)
     case 'X':
         config.http2.off = true;
         break;
-    case 'P': {
-        const char *wrong = proxy_add(arg);
-        if (wrong != NULL) {
-            die(2, "--proxy %s: %s", arg, wrong);
+    case 'P':
+        if ((why = proxy_add(host->index, arg)) != NULL) {
+            die(2, "--proxy %s: %s", arg, why);
         }
         break;
-    }
     case 'G':
         config.proxy.ca_file = arg;
         break;
@@ -468,13 +495,11 @@ static void apply(int option, char *arg)
     case 'm':
         given.mime_path = arg;
         break;
-    case 'd': {
-        const char *why = fields_add(arg);
-        if (why != NULL) {
+    case 'd':
+        if ((why = fields_add(host->index, arg)) != NULL) {
             die(2, "--header '%s' %s", arg, why);
         }
         break;
-    }
     case 'u':
         config.control = arg;
         break;
@@ -500,12 +525,28 @@ static bool boolean(const char *text, bool *value)
     return false;
 }
 
+/* Begins one of the file's hosts (its entries come together, in the file's order). */
+static void begin_host(const char *path, const struct config_host *named_host)
+{
+    char *place;
+    const char *why;
+
+    if (asprintf(&place, "%s:%u", path, named_host->line) < 0) {
+        die(1, "%s", "out of memory");
+    }
+    if ((why = hosts_add(named_host->names, place)) != NULL) {
+        source = place;
+        die(1, "the host '%s': %s", named_host->names, why);
+    }
+}
+
 /* Applies the file's entries, each told at its line if it is wrong. Its strings stay: the
  * configuration points into them. */
 static void read_file(const char *path)
 {
     static struct config_file file;
     char place[PATH_MAX + 16];
+    unsigned host = 0;
 
     if (config_file_read(path, &file) < 0) {
         if (file.line == 0) {
@@ -517,6 +558,12 @@ static void read_file(const char *path)
         const struct config_entry *entry = &file.entries[i];
         const struct option *option = options;
 
+        if (entry->host != host) { /* a host's entries come together */
+            hosts_reset();
+            if ((host = entry->host) != 0) {
+                begin_host(path, &file.hosts[host - 1]);
+            }
+        }
         snprintf(place, sizeof(place), "%s:%u", path, entry->key_line);
         source = place;
         while (option->name != NULL && strcmp(option->name, entry->key) != 0) {
@@ -525,8 +572,12 @@ static void read_file(const char *path)
         if (option->name == NULL) {
             die(1, "unknown key '%s' (the keys are the long options: see --help)", entry->key);
         }
-        if (strchr("ctVh", option->val) != NULL) {
-            die(1, "'%s' is an option of the command line only", entry->key);
+        if (strchr("ctVh3", option->val) != NULL) {
+            die(1, "'%s' is an option of the command line only%s", entry->key,
+                option->val == '3' ? " (hosts: maps names to their keys)" : "");
+        }
+        if (entry->host != 0 && strchr(HOST_OPTIONS, option->val) == NULL) {
+            die(1, "'%s' is the whole server's: give it outside hosts", entry->key);
         }
         if (entry->listed && strchr("nPdv", option->val) == NULL) {
             die(1, "'%s' takes one value, not a list", entry->key);
@@ -542,6 +593,7 @@ static void read_file(const char *path)
         }
     }
     source = NULL;
+    hosts_reset(); /* the command line's options are the default host's until its --host */
 }
 
 /* For a check of what the options say together: the file's line of the option named (source
@@ -555,6 +607,52 @@ static void blame(int option)
         snprintf(place, sizeof(place), "%s:%u", config.file, file_lines[option]);
         source = place;
     }
+}
+
+/* Resolves a host's root and opens its access log, each told where it was given if it fails;
+ * what it leaves unsaid is the default host's. */
+static void host_check(struct host *host)
+{
+    const struct host *main_host = hosts_at(0);
+    char resolved[PATH_MAX];
+    struct stat status;
+    int rc;
+
+    if (host->index == 0) {
+        blame('r');
+        host->index_file = host->index_file != NULL ? host->index_file : "index.html";
+        host->list = host->list == 1;
+    } else {
+        source = host->place;
+        host->index_file = host->index_file ? host->index_file : main_host->index_file;
+        host->list = host->list == -1 ? main_host->list : host->list;
+        if (host->given == NULL && !proxy_covers(host->index, "/")) {
+            die(1, "the host '%s' has no root: give it one, or a proxy for /", host->names);
+        }
+    }
+    if (host->given != NULL) {
+        const char *why = realpath(host->given, resolved) == NULL || stat(resolved, &status) < 0
+                              ? strerror(errno)
+                          : !S_ISDIR(status.st_mode) ? "not a directory"
+                                                     : NULL;
+        if (why != NULL && host->index == 0) {
+            die(1, "--root %s: %s", host->given, why);
+        } else if (why != NULL) {
+            die(1, "the host '%s': root %s: %s", host->names, host->given, why);
+        }
+        host->root_len = strcmp(resolved, "/") == 0 ? 0 : strlen(resolved);
+        if ((host->root = strndup(resolved, host->root_len)) == NULL) {
+            die(1, "%s", "out of memory");
+        }
+    }
+    if (host->index == 0) {
+        blame('a');
+    }
+    if (host->access_log != NULL &&
+        (rc = access_log_open(host->access_log, given.log_format, config.log_buffer)) < 0) {
+        die(1, "--access-log %s: %s", host->access_log, sxe_strerror(rc));
+    }
+    host->log = host->access_log != NULL ? rc : main_host->log;
 }
 
 void options_parse(int argc, char **argv)
@@ -635,20 +733,12 @@ void options_parse(int argc, char **argv)
         blame('k');
         die(2, "%s", "this sxe-httpd was built without TLS (OpenSSL 3's libssl-dev)");
     }
-    if (given.root == NULL) {
+    if (hosts_at(0)->given == NULL) {
         die(2, "%s", "--root DIR is required (see --help)");
     }
     if (config.control != NULL && (config.control[0] == '\0' || strlen(config.control) > 107)) {
         blame('u');
         die(2, "--control %s: a Unix socket's path has 1 to 107 bytes", config.control);
-    }
-    struct stat status;
-    blame('r');
-    if (realpath(given.root, config.root) == NULL || stat(config.root, &status) < 0) {
-        die(1, "--root %s: %s", given.root, strerror(errno));
-    }
-    if (!S_ISDIR(status.st_mode)) {
-        die(1, "--root %s: not a directory", given.root);
     }
     blame('m');
     const char *types = given.mime_path != NULL ? given.mime_path : "/etc/mime.types";
@@ -656,16 +746,9 @@ void options_parse(int argc, char **argv)
     if (loaded < 0) {
         die(1, "--mime-types %s: %s", types, strerror(-loaded));
     }
-    config.root_len = strlen(config.root);
-    if (config.root_len == 1) {
-        config.root_len = 0; /* "/" itself: every resolved path is under it */
-        config.root[0] = '\0';
+    for (unsigned i = 0; i <= hosts_count(); i++) {
+        host_check(hosts_at(i));
     }
-    int rc;
-    blame('a');
-    if (given.access_log != NULL &&
-        (rc = access_log_open(given.access_log, given.log_format, config.log_buffer)) < 0) {
-        die(1, "--access-log %s: %s", given.access_log, sxe_strerror(rc));
-    }
+    hosts_ready();
     source = NULL;
 }

@@ -25,8 +25,6 @@ struct httpd_tls_name {
 };
 
 struct httpd_config {
-    char root[PATH_MAX];
-    size_t root_len;
     const char *listen;
     const char *https;    /* --https: an HTTPS listener beside --listen, or NULL */
     bool redirect_https;  /* --redirect-https: plain requests are sent to the HTTPS listener */
@@ -40,13 +38,11 @@ struct httpd_config {
     const char *tls_client_ca;  /* --tls-client-ca FILE: clients must show a certificate */
     bool tls_client_optional;   /* --tls-client-optional: ... or none */
     const char *tls_ocsp;       /* --tls-ocsp FILE: stapled */
-    const char *index;
-    bool list;
-    bool precompressed;    /* --precompressed: FILE.br, FILE.zst, FILE.gz beside FILE */
-    int gzip;              /* --gzip LEVEL: 1-9, or 0 for none */
-    int brotli;            /* --brotli LEVEL: 1-11, or 0 for none */
-    uint64_t compress_min; /* --compress-min BYTES */
-    const char *metrics;   /* --metrics PATH, or NULL */
+    bool precompressed;         /* --precompressed: FILE.br, FILE.zst, FILE.gz beside FILE */
+    int gzip;                   /* --gzip LEVEL: 1-9, or 0 for none */
+    int brotli;                 /* --brotli LEVEL: 1-11, or 0 for none */
+    uint64_t compress_min;      /* --compress-min BYTES */
+    const char *metrics;        /* --metrics PATH, or NULL */
     uint32_t connections;
     unsigned workers; /* 0 until given: the CPUs */
     enum sxe_workers_kind kind;
@@ -68,11 +64,11 @@ struct httpd_config {
 
 extern struct httpd_config config;
 
-/* Reads the configuration file (--config) and then the command line into config, opening the
- * access log: the command line's values override the file's (its repeated options, --proxy,
- * --header and --tls, add to the file's). Exits on --help, --version (0), a wrong option (2), a
- * wrong file, or a root or log that cannot be opened (1), saying why (a file's mistake at its
- * line). */
+/* Reads the configuration file (--config) and then the command line into config and the hosts
+ * (hosts.h), opening the access logs: the command line's values override the file's (its
+ * repeated options, --proxy, --header and --tls, and its hosts add to the file's). Exits on --help,
+ * --version (0), a wrong option (2), a wrong file, or a root or log that cannot be opened (1),
+ * saying why (a file's mistake at its line). */
 void options_parse(int argc, char **argv);
 
 #endif

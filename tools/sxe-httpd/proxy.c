@@ -44,13 +44,15 @@
 
 static struct sxe_log_module proxy_log = SXE_LOG_MODULE_INIT(PROXY);
 
-#define PROXIES_MAX   16
-#define UPSTREAMS_MAX 16
+#define PROXIES_MAX      64 /* every host's together */
+#define HOST_PROXIES_MAX 16 /* a host's: the default host's are the server's routes (64) */
+#define UPSTREAMS_MAX    16
 _Static_assert(PROXIES_MAX *UPSTREAMS_MAX == PROXY_UPSTREAMS_MOST, "upstream ids");
 #define INLINE_BYTES 512
 
 struct proxy {
     char prefix[256];
+    unsigned host;  /* whose: hosts.h */
     unsigned index; /* in proxies[] */
     unsigned count;
     char addresses[UPSTREAMS_MAX][64];
@@ -98,19 +100,25 @@ struct local {
 
 static __thread struct local *local;
 
-const char *proxy_add(const char *spec)
+const char *proxy_add(unsigned host, const char *spec)
 {
     const char *equals = strchr(spec, '=');
     struct proxy *proxy = &proxies[proxy_total];
 
-    if (proxy_total == PROXIES_MAX) {
-        return "too many --proxy options";
+    unsigned own = 0;
+    for (unsigned i = 0; i < proxy_total; i++) {
+        own += proxies[i].host == host;
+    }
+    if (own == HOST_PROXIES_MAX || proxy_total == PROXIES_MAX) {
+        return own == HOST_PROXIES_MAX ? "too many --proxy options (16 a host at most)"
+                                       : "too many --proxy options (64 at most, every host's)";
     }
     if (equals == NULL || spec[0] != '/' || (size_t)(equals - spec) >= sizeof(proxy->prefix)) {
         return "expected PREFIX=HOST:PORT[,HOST:PORT...], the prefix starting with /";
     }
     memset(proxy, 0, sizeof(*proxy));
     memcpy(proxy->prefix, spec, (size_t)(equals - spec));
+    proxy->host = host;
     for (const char *at = equals + 1; *at != '\0';) {
         bool secure = strncmp(at, "https://", 8) == 0;
         at += secure ? 8 : strncmp(at, "http://", 7) == 0 ? 7 : 0;
@@ -133,10 +141,10 @@ const char *proxy_add(const char *spec)
     return NULL;
 }
 
-bool proxy_covers(const char *prefix)
+bool proxy_covers(unsigned host, const char *prefix)
 {
     for (unsigned i = 0; i < proxy_total; i++) {
-        if (strcmp(proxies[i].prefix, prefix) == 0) {
+        if (proxies[i].host == host && strcmp(proxies[i].prefix, prefix) == 0) {
             return true;
         }
     }
@@ -146,6 +154,23 @@ bool proxy_covers(const char *prefix)
 unsigned proxy_count(void)
 {
     return proxy_total;
+}
+
+struct proxy *proxy_find(unsigned host, const char *path, size_t len)
+{
+    struct proxy *found = NULL;
+    size_t found_len = 0;
+
+    for (unsigned i = 0; i < proxy_total; i++) {
+        struct proxy *proxy = &proxies[i];
+        size_t prefix_len = strlen(proxy->prefix);
+        if (proxy->host == host && prefix_len <= len && prefix_len >= found_len &&
+            memcmp(path, proxy->prefix, prefix_len) == 0) {
+            found = proxy;
+            found_len = prefix_len;
+        }
+    }
+    return found;
 }
 
 bool proxy_secure(void)
@@ -462,7 +487,7 @@ static void on_writable(sxe_http_call_t *call, void *arg)
     (void)sxe_http_body_stream(exchange->held, on_client_body, exchange); /* fails: cancelled */
 }
 
-static void handle(sxe_http_t *http, void *arg)
+void proxy_handle(sxe_http_t *http, void *arg)
 {
     if (path_redirect_https(http)) {
         return;
@@ -503,14 +528,19 @@ static void handle(sxe_http_t *http, void *arg)
     }
 }
 
-int proxy_route(sxe_http_server_t *server, const struct proxy_options *given)
+void proxy_configure(const struct proxy_options *given)
+{
+    options = *given;
+}
+
+int proxy_route(sxe_http_server_t *server)
 {
     int rc;
 
-    options = *given;
     for (unsigned i = 0; i < proxy_total; i++) {
-        if ((rc = sxe_http_server_route(server, NULL, proxies[i].prefix,
-                                        SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, handle,
+        if (proxies[i].host == 0 &&
+            (rc = sxe_http_server_route(server, NULL, proxies[i].prefix,
+                                        SXE_HTTP_ROUTE_PREFIX | SXE_HTTP_ROUTE_STREAM, proxy_handle,
                                         &proxies[i])) < 0) {
             return rc;
         }
@@ -576,7 +606,8 @@ static void on_head(sxe_http_call_t *call, const struct sxe_http_response_head *
     const char *path = sxe_http_path(exchange->held, &path_len);
     char *end = proxy_forwarded_fields(response, headers, headers + sizeof(headers) - FIELDS_ROOM);
     if (fields_for_status(response->status)) { /* --header's, after the upstream's own */
-        fields_for_encoded(path, path_len, end, (size_t)(headers + sizeof(headers) - end));
+        fields_for_encoded(exchange->proxy->host, path, path_len, end,
+                           (size_t)(headers + sizeof(headers) - end));
     }
     const struct sxe_http_header *declared = sxe_http_response_header(response, "Content-Length");
     if (!response->has_body) { /* HEAD keeps the length it would have had; 204 and 304 none */

@@ -22,12 +22,22 @@ struct proxy_options {
     const char *ca_file;   /* --proxy-ca: the authorities it trusts (NULL: the system's) */
 };
 
-/* Adds "PREFIX=HOST:PORT[,HOST:PORT...]", each upstream http:// (the default) or https://.
- * @return NULL, or what is wrong with it. */
-const char *proxy_add(const char *spec);
+/* Adds "PREFIX=HOST:PORT[,HOST:PORT...]" to a host (by index, hosts.h), each upstream http://
+ * (the default) or https://. @return NULL, or what is wrong with it. */
+const char *proxy_add(unsigned host, const char *spec);
 
-/* Whether prefix is proxied ("/" for everything: then no file is served). */
-bool proxy_covers(const char *prefix);
+/* Whether prefix is proxied for the host ("/" for everything: then no file is served). */
+bool proxy_covers(unsigned host, const char *prefix);
+
+struct proxy;
+
+/* The host's proxied prefix that path (as sxe_http_path() gives it) starts with, the longest, as
+ * the server's routes are matched; or NULL. */
+struct proxy *proxy_find(unsigned host, const char *path, size_t len);
+
+/* Proxies a request, as a handler of a route made with SXE_HTTP_ROUTE_STREAM, to arg's upstreams
+ * (a struct proxy: proxy_find()'s). */
+void proxy_handle(sxe_http_t *http, void *arg);
 
 /* How many prefixes are proxied. */
 unsigned proxy_count(void);
@@ -35,7 +45,7 @@ unsigned proxy_count(void);
 /* Whether an upstream is https://: options.tls is needed. */
 bool proxy_secure(void);
 
-#define PROXY_UPSTREAMS_MOST (16 * 16) /* upstreams of every --proxy together, by id */
+#define PROXY_UPSTREAMS_MOST (64 * 16) /* upstreams of every --proxy together, by id */
 
 /*
  * For the access log and the metrics, while a request is logged: whether the proxy took it; the
@@ -53,7 +63,12 @@ const char *proxy_upstream_name(unsigned id);
 /* The loop timers each worker needs for its proxied requests. */
 uint32_t proxy_timers(const struct proxy_options *options);
 
-/* Routes each prefix to the proxy. @return 0 or the error of sxe_http_server_route(). */
-int proxy_route(sxe_http_server_t *server, const struct proxy_options *options);
+/* Takes the options every proxied request goes by, before the server starts. */
+void proxy_configure(const struct proxy_options *options);
+
+/* Routes each of the default host's prefixes to the proxy (with no other host: else requests
+ * are sent by host, proxy_find() then proxy_handle()). @return 0 or the error of
+ * sxe_http_server_route(). */
+int proxy_route(sxe_http_server_t *server);
 
 #endif
