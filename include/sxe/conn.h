@@ -109,6 +109,14 @@ struct sxe_conn_handlers {
      * Without this handler the connection closes at once (SXE_CLOSE_OVERFLOW).
      */
     void (*on_overflow)(sxe_conn_t *conn);
+
+    /**
+     * Optional: a few words on what the connection is doing, for an operator's list of
+     * connections (the control socket's "connections", sxe/workers.h): the request under way,
+     * say. Writes them, NUL-terminated, into out (size bytes); called on the loop's thread,
+     * between callbacks. @return their length.
+     */
+    size_t (*describe)(const sxe_conn_t *conn, char *out, size_t size);
 };
 
 /** Listener options. A NULL pointer takes every default. */

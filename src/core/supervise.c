@@ -101,6 +101,10 @@ static int spawn(sxe_worker_t *worker, uint64_t now)
         }
         worker->thread_watch = watch[0];
         worker->thread_done = watch[1];
+        if (sxe__sys.socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+                                worker->wake) < 0) {
+            goto failed;
+        }
     }
     worker->passed = SXE__LOAD(worker->shared->taken); /* what a dead one left in flight is gone */
     worker->started_ns = now;
@@ -133,6 +137,8 @@ failed:
     sxe__worker_close_channels(worker, 1);
     sxe__close_fd(&worker->thread_watch);
     sxe__close_fd(&worker->thread_done);
+    sxe__close_fd(&worker->wake[0]);
+    sxe__close_fd(&worker->wake[1]);
     return rc;
 }
 
@@ -418,6 +424,7 @@ static int supervise_once(sxe_workers_t *set)
         if (fds[n].revents && worker->running) {
             pthread_join(worker->thread, NULL);
             sxe__close_fd(&worker->thread_watch);
+            sxe__close_fd(&worker->wake[0]);
             ended(set, worker, 0, now);
         }
     }

@@ -39,6 +39,7 @@ static void publish(sxe_loop_t *loop, void *arg)
     SXE__STORE(shared->stats.table_full, base.table_full + stats->table_full);
     SXE__STORE(shared->stats.evicted, base.evicted + stats->evicted);
     __atomic_store_n(&shared->taken, worker->taken, __ATOMIC_RELEASE);
+    sxe__worker_list(worker); /* a list of its connections, if the control socket asked */
 }
 
 /* The supervisor passed a connection it accepted: take it, as the listener's would be. */
@@ -92,6 +93,18 @@ static void on_channel_connect(sxe_conn_t *channel)
 static const struct sxe_conn_handlers channel_handlers = {
     .on_connect = on_channel_connect, .on_fd = on_fd, .on_close = on_channel_close};
 
+/* A worker thread's wake pair: the bytes only end a wait, so that the turn's end lists. It is
+ * parked as the channels are: no timeout closes it, no drain waits for it, no list shows it. */
+static size_t on_wake(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)conn;
+    (void)data;
+    return len;
+}
+
+static const struct sxe_conn_handlers wake_handlers = {.on_connect = on_channel_connect,
+                                                       .on_read = on_wake};
+
 /* SIGUSR2: the control socket set log levels, in the shared mapping (a seqlock: the supervisor
  * writes for microseconds, while seq is odd). */
 static void apply_levels(void *arg)
@@ -142,6 +155,17 @@ static int worker_open(sxe_worker_t *worker)
                                                  &worker->shares[l])) == 0) {
             worker->own++;
         } /* else the adoption closed fd itself */
+    }
+    if (set->options.kind == SXE_WORKERS_THREADS && worker->wake[1] >= 0) {
+        sxe_conn_t *wake;
+        int fd = worker->wake[1];
+        worker->wake[1] = -1; /* the loop's now, or closed by a failed adoption */
+        if (rc < 0) {
+            sxe__sys.close(fd);
+        } else if ((rc = sxe_conn_adopt(worker->loop, &wake, fd, &wake_handlers,
+                                        worker)) == 0) { /* (which closes fd if it fails) */
+            worker->own++;
+        }
     }
     if (rc == 0 && set->options.kind == SXE_WORKERS_PROCESSES) {
         rc = sxe_loop_stop_on_signals(worker->loop, set->options.drain_ns);

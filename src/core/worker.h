@@ -53,6 +53,29 @@ struct sxe__workers_levels {
     } set[SXE__WORKERS_LEVELS];
 };
 
+/*
+ * A worker's list of its connections, for the control socket's "connections" (workers_list.c):
+ * the supervisor bumps asked (and sends SIGUSR2 to a process); the worker, at the end of its next
+ * turn, writes the list and sets done to asked, with release.
+ */
+#define SXE__LISTING_MOST 64 /* connections listed per worker: the oldest in their state first */
+struct sxe__listed_conn {
+    char peer[56];    /* "IP:PORT", "[IPv6]:PORT", or "-" */
+    uint8_t state;    /* enum sxe__conn_state */
+    uint8_t outbound; /* the program's connection (an upstream's), not a client's */
+    uint64_t since;   /* the loop's clock when it entered its state */
+    uint64_t queued;  /* bytes waiting to go out */
+    char what[104];   /* its handlers' describe(), or "" */
+};
+struct sxe__worker_listing {
+    uint32_t asked;
+    uint32_t done;
+    uint32_t count; /* listed */
+    uint32_t open;  /* streams open, listed or not */
+    uint64_t now;   /* the loop's clock as it listed */
+    struct sxe__listed_conn conns[SXE__LISTING_MOST];
+};
+
 /* What a worker takes from one listener: connections passed over a channel, or its own socket. */
 struct sxe__worker_share {
     sxe_worker_t *worker;
@@ -74,6 +97,7 @@ struct sxe_worker {
     bool killed;         /* sent SIGKILL after a stop's deadline */
     int thread_watch;    /* threads: hangs up when the thread ends (the supervisor's end) */
     int thread_done;     /* threads: the thread's end, closed as it returns */
+    int wake[2]; /* threads: a byte written to [0] wakes the loop, which reads [1] (a listing) */
     uint64_t passed;     /* connections passed to it */
     uint64_t started_ns; /* when it was last started */
     uint64_t restart_ns; /* when to restart it, or 0 */
@@ -119,6 +143,7 @@ struct sxe_workers {
     uint64_t check_deadline; /* past it, the check is killed */
     int check_reply; /* the control peer that asked for the reload, answered at its end, or -1 */
     struct sxe__workers_levels *levels;   /* in the shared mapping, after the workers' lines */
+    struct sxe__worker_listing *listings; /* ... and after the levels, one per worker */
     struct sxe__workers_control *control; /* options.control_path's socket, or NULL */
 };
 
@@ -177,6 +202,18 @@ void sxe__workers_control_close(sxe_workers_t *set, bool remove);
  * times out, or UINT64_MAX. */
 unsigned sxe__workers_control_poll(sxe_workers_t *set, struct pollfd *fds, uint64_t *deadline);
 void sxe__workers_control_ready(sxe_workers_t *set, const struct pollfd *fds, uint64_t now);
+
+/* workers_list.c, in a worker: writes its list if one was asked for since the last. */
+void sxe__worker_list(sxe_worker_t *worker);
+/* workers_list.c, in the supervisor: asks every running worker for its list. @return how many
+ * were asked. */
+unsigned sxe__workers_list_ask(sxe_workers_t *set);
+/* Whether every worker asked has answered. */
+bool sxe__workers_list_ready(sxe_workers_t *set);
+/* Says the lists (as text for people, or JSON) through say(arg, text): a worker that has not
+ * answered is said to be idle. */
+void sxe__workers_list_say(sxe_workers_t *set, bool json, void (*say)(void *arg, const char *text),
+                           void *arg);
 
 /* worker.c: a worker's life, in its thread or process. @return 0, or -errno if it failed. */
 int sxe__worker_main(sxe_worker_t *worker);

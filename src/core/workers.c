@@ -52,7 +52,8 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
     set->options.count = options->count ? options->count : sxe_workers_cpus();
     set->options.drain_ns = options->drain_ns ? options->drain_ns : 5 * SXE_NS_PER_SEC;
     set->signal_fd = set->check_reply = -1;
-    set->shared_size = set->options.count * sizeof(*set->shared) + sizeof(*set->levels);
+    set->shared_size = set->options.count * sizeof(*set->shared) + sizeof(*set->levels) +
+                       set->options.count * sizeof(*set->listings); /* touched when asked only */
     set->shared = sxe__sys.mmap(NULL, set->shared_size, PROT_READ | PROT_WRITE,
                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     set->workers = calloc(set->options.count, sizeof(*set->workers));
@@ -62,6 +63,7 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
         return -ENOMEM;
     }
     set->levels = (struct sxe__workers_levels *)(set->shared + set->options.count);
+    set->listings = (struct sxe__worker_listing *)(set->levels + 1);
     for (unsigned i = 0; i < set->options.count; i++) {
         sxe_worker_t *worker = &set->workers[i];
         worker->set = set;
@@ -69,6 +71,7 @@ int sxe_workers_create(sxe_workers_t **out, const struct sxe_workers_options *op
         worker->shared = &set->shared[i];
         memset(worker->channels, -1, sizeof(worker->channels));
         worker->thread_watch = worker->thread_done = -1;
+        worker->wake[0] = worker->wake[1] = -1;
     }
     *out = set;
     return 0;
@@ -107,6 +110,8 @@ void sxe_workers_destroy(sxe_workers_t *set)
         }
         sxe__close_fd(&set->workers[i].thread_watch);
         sxe__close_fd(&set->workers[i].thread_done);
+        sxe__close_fd(&set->workers[i].wake[0]);
+        sxe__close_fd(&set->workers[i].wake[1]);
     }
     if (set->shared != NULL) {
         sxe__sys.munmap(set->shared, set->shared_size);

@@ -30,12 +30,18 @@ static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 
 #define LINE_BYTES  256                /* a command line, its newline included */
 #define PEER_NS     SXE_NS_PER_SEC     /* a peer's time to send its line */
-#define ANSWER_SIZE (1024 + 256 * 256) /* the longest answer: status of SXE_WORKERS_MAX workers */
+#define LISTING_NS  (250 * SXE_NS_PER_MSEC) /* the workers' time to list their connections */
+/* The longest answer: status of SXE_WORKERS_MAX workers, or 256 connections' lines of up to
+ * 740 bytes (workers_list.c); one send to a Unix socket takes it whole. */
+#define ANSWER_SIZE (16 * 1024 + 256 * 740)
 
 struct peer {
     int fd; /* -1: a free place */
     unsigned len;
     uint64_t deadline;
+    bool listing;      /* "connections": waits for the workers' lists until listing_until */
+    bool listing_json; /* ... to be said as JSON */
+    uint64_t listing_until;
     char line[LINE_BYTES];
 };
 
@@ -60,6 +66,12 @@ say(struct sxe__workers_control *control, const char *format, ...)
     va_end(args);
     size_t room = sizeof(control->out) - control->out_len - 1;
     control->out_len += len < 0 ? 0 : (size_t)len < room ? (size_t)len : room;
+}
+
+/* say() for a text made elsewhere (workers_list.c). */
+static void say_text(void *arg, const char *text)
+{
+    say(arg, "%s", text);
 }
 
 /* Whether a file at path is a socket that no program answers on (it is then removed), or nothing.
@@ -157,6 +169,7 @@ static void drop(struct peer *peer)
 {
     sxe__close_fd(&peer->fd);
     peer->len = 0;
+    peer->listing = false;
 }
 
 void sxe__workers_control_close(sxe_workers_t *set, bool remove)
@@ -190,10 +203,15 @@ unsigned sxe__workers_control_poll(sxe_workers_t *set, struct pollfd *fds, uint6
     }
     for (unsigned i = 0; i < SXE__CONTROL_PEERS; i++) {
         const struct peer *peer = &control->peers[i];
-        fds[1 + i] = (struct pollfd){.fd = peer->fd, .events = POLLIN};
+        /* A peer waiting for the workers' lists is not read: they are looked for each ms. */
+        fds[1 + i] = (struct pollfd){.fd = peer->fd, .events = peer->listing ? 0 : POLLIN};
         room = room || peer->fd < 0;
-        if (peer->fd >= 0 && peer->deadline < *deadline) {
-            *deadline = peer->deadline;
+        uint64_t until = !peer->listing ? peer->deadline
+                         : peer->listing_until < sxe_clock_mono_ns() + SXE_NS_PER_MSEC
+                             ? peer->listing_until
+                             : sxe_clock_mono_ns() + SXE_NS_PER_MSEC;
+        if (peer->fd >= 0 && until < *deadline) {
+            *deadline = until;
         }
     }
     fds[0] = (struct pollfd){.fd = room ? control->fd : -1, .events = POLLIN};
@@ -302,7 +320,12 @@ void sxe__workers_control_ready(sxe_workers_t *set, const struct pollfd *fds, ui
         if (peer->fd < 0 || fds[1 + i].fd != peer->fd) {
             continue; /* free, or taken after the poll */
         }
-        if (fds[1 + i].revents) {
+        if (peer->listing) {
+            if (now >= peer->listing_until || sxe__workers_list_ready(set)) {
+                sxe__workers_list_say(set, peer->listing_json, say_text, control);
+                answer(control, peer);
+            }
+        } else if (fds[1 + i].revents) {
             read_peer(set, peer);
         } else if (now >= peer->deadline) {
             say(control, "error: no command line came within a second\n");
@@ -498,6 +521,15 @@ static void run(sxe_workers_t *set, struct peer *peer, char *line)
     if (strcmp(command, "status") == 0 && count <= 2 &&
         (count == 1 || strcmp(words[1], "json") == 0 || strcmp(words[1], "--json") == 0)) {
         status(set, count == 2);
+    } else if (strcmp(command, "connections") == 0 && count <= 2 &&
+               (count == 1 || strcmp(words[1], "json") == 0 || strcmp(words[1], "--json") == 0)) {
+        if (sxe__workers_list_ask(set) > 0) { /* answered when the workers have listed */
+            peer->listing = true;
+            peer->listing_json = count == 2;
+            peer->listing_until = sxe_clock_mono_ns() + LISTING_NS;
+            return;
+        }
+        sxe__workers_list_say(set, count == 2, say_text, control);
     } else if (strcmp(command, "log-level") == 0 && count == 3) {
         set_level(set, words[1], words[2]);
     } else if (strcmp(command, "reopen") == 0 && count == 1) {
@@ -531,6 +563,8 @@ static void run(sxe_workers_t *set, struct peer *peer, char *line)
         sxe__workers_begin_stop(set, sxe_clock_mono_ns(), "control socket", drain);
     } else if (strcmp(command, "help") == 0 && count == 1) {
         say(control, "status [json]            uptime, workers and their counters\n"
+                     "connections [json]       each worker's open connections, the longest in "
+                     "their state first\n"
                      "reload                   as SIGHUP: check, then run the program again\n"
                      "reopen                   as SIGUSR1: reopen the log files\n"
                      "drain                    as SIGQUIT: finish what is under way, then stop\n"

@@ -1,8 +1,8 @@
 /*
  * sxe-httpctl: sends one command to a running sxe-httpd's control socket (--control PATH) and
- * prints the answer: status, reload, reopen, drain, stop, log-level MODULE LEVEL, help. The server
- * words the answers (docs/workers.md, "The control socket"); this program carries them and exits 1
- * when one says "error:".
+ * prints the answer: status, connections, reload, reopen, drain, stop, log-level MODULE LEVEL, help.
+ * The server words the answers (docs/workers.md, "The control socket"); this program carries them
+ * and exits 1 when one says "error:".
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +30,9 @@ static void usage(FILE *out)
             "Commands:\n"
             "  status                 uptime, workers, connections, requests, bytes, table-full\n"
             "                         events and evictions, per worker\n"
+            "  connections            each worker's open connections (64 at most), the\n"
+            "                         longest in their state first: peer, state, time in it,\n"
+            "                         bytes queued, the request under way\n"
             "  reload                 as SIGHUP: check the configuration, then run it\n"
             "  reopen                 as SIGUSR1: reopen the access log\n"
             "  drain                  as SIGQUIT: finish what is under way, then stop\n"
@@ -41,7 +44,7 @@ static void usage(FILE *out)
             "Options:\n"
             "  -s, --socket PATH      the control socket ($SXE_HTTPD_CONTROL, else " DEFAULT_PATH
             ")\n"
-            "  -j, --json             status as JSON, for scripts\n"
+            "  -j, --json             status or connections as JSON, for scripts\n"
             "  -w, --wait SECS        give up on an answer after SECS (15; a reload's check\n"
             "                         may take up to 10)\n"
             "  -h, --help             this text\n"
@@ -142,20 +145,22 @@ int main(int argc, char **argv)
         }
     }
     if (optind == argc) {
-        wrong("a command is needed: status, reload, reopen, drain, stop, log-level or help", "");
+        wrong("a command is needed: status, connections, reload, reopen, drain, stop, log-level "
+              "or help",
+              "");
     }
-    if (json && strcmp(argv[optind], "status") != 0) {
-        wrong("--json is for status", "");
+    if (json && strcmp(argv[optind], "status") != 0 && strcmp(argv[optind], "connections") != 0) {
+        wrong("--json is for status and connections", "");
     }
     char line[256];
     command_line(line, sizeof(line), argc - optind, argv + optind, json);
     if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
         wrong("the socket's path is too long: ", path);
     }
-    /* The whole answer (status of 256 workers is under 80 KB). A reload runs the server again:
+    /* The whole answer (status of 256 workers is under 80 KB, a list of connections 200 KB). A reload runs the server again:
      * for a few milliseconds its socket is gone, refused, or closes on a command not yet read
      * (which then did not run), so those are tried again for a second. */
-    static char answer[128 * 1024];
+    static char answer[256 * 1024];
     ssize_t total;
     for (int tries = 0;; tries++) {
         total = exchange(path, seconds, line, answer, sizeof(answer));
