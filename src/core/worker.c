@@ -162,8 +162,8 @@ static int worker_open(sxe_worker_t *worker)
         worker->wake[1] = -1; /* the loop's now, or closed by a failed adoption */
         if (rc < 0) {
             sxe__sys.close(fd);
-        } else if ((rc = sxe_conn_adopt(worker->loop, &wake, fd, &wake_handlers,
-                                        worker)) == 0) { /* (which closes fd if it fails) */
+        } else if ((rc = sxe_conn_adopt(worker->loop, &wake, fd, &wake_handlers, worker)) ==
+                   0) { /* (which closes fd if it fails) */
             worker->own++;
         }
     }

@@ -92,15 +92,15 @@ struct sxe_worker {
     /* The supervisor's view. */
     pid_t pid; /* processes: the running child, or 0 */
     pthread_t thread;
-    bool running;        /* started and not yet ended */
-    bool start_failed;   /* its start (or its loop's creation) failed: not restarted */
-    bool killed;         /* sent SIGKILL after a stop's deadline */
-    int thread_watch;    /* threads: hangs up when the thread ends (the supervisor's end) */
-    int thread_done;     /* threads: the thread's end, closed as it returns */
+    bool running;      /* started and not yet ended */
+    bool start_failed; /* its start (or its loop's creation) failed: not restarted */
+    bool killed;       /* sent SIGKILL after a stop's deadline */
+    int thread_watch;  /* threads: hangs up when the thread ends (the supervisor's end) */
+    int thread_done;   /* threads: the thread's end, closed as it returns */
     int wake[2]; /* threads: a byte written to [0] wakes the loop, which reads [1] (a listing) */
-    uint64_t passed;     /* connections passed to it */
-    uint64_t started_ns; /* when it was last started */
-    uint64_t restart_ns; /* when to restart it, or 0 */
+    uint64_t passed;                        /* connections passed to it */
+    uint64_t started_ns;                    /* when it was last started */
+    uint64_t restart_ns;                    /* when to restart it, or 0 */
     int channels[SXE__WORKER_LISTENERS][2]; /* [0] the supervisor's end, [1] the worker's */
 
     /* The worker's own. */

@@ -28,9 +28,9 @@
 
 static struct sxe_log_module workers_log = SXE_LOG_MODULE_INIT(WORKERS);
 
-#define LINE_BYTES  256                /* a command line, its newline included */
-#define PEER_NS     SXE_NS_PER_SEC     /* a peer's time to send its line */
-#define LISTING_NS  (250 * SXE_NS_PER_MSEC) /* the workers' time to list their connections */
+#define LINE_BYTES 256                     /* a command line, its newline included */
+#define PEER_NS    SXE_NS_PER_SEC          /* a peer's time to send its line */
+#define LISTING_NS (250 * SXE_NS_PER_MSEC) /* the workers' time to list their connections */
 /* The longest answer: status of SXE_WORKERS_MAX workers, or 256 connections' lines of up to
  * 740 bytes (workers_list.c); one send to a Unix socket takes it whole. */
 #define ANSWER_SIZE (16 * 1024 + 256 * 740)

@@ -27,10 +27,14 @@
 #define SXE__LISTED_MOST 256 /* connections in one answer, every worker's */
 
 static const char *const state_names[SXE__CONN_STATE_COUNT] = {
-    [SXE__CONN_FREE] = "free",       [SXE__CONN_IDLE] = "idle",
-    [SXE__CONN_READING] = "reading", [SXE__CONN_WRITING] = "writing",
-    [SXE__CONN_CONNECTING] = "connecting", [SXE__CONN_LISTENING] = "listening",
-    [SXE__CONN_CLOSING] = "closing", [SXE__CONN_HELD] = "held",
+    [SXE__CONN_FREE] = "free",
+    [SXE__CONN_IDLE] = "idle",
+    [SXE__CONN_READING] = "reading",
+    [SXE__CONN_WRITING] = "writing",
+    [SXE__CONN_CONNECTING] = "connecting",
+    [SXE__CONN_LISTENING] = "listening",
+    [SXE__CONN_CLOSING] = "closing",
+    [SXE__CONN_HELD] = "held",
     [SXE__CONN_HANDSHAKING] = "handshaking"};
 
 /* A connection's peer as text: "IP:PORT", "[IPv6]:PORT", or "-". */
@@ -59,9 +63,8 @@ static void peer_text(const sxe_conn_t *conn, char *out, size_t size)
 
 void sxe__worker_list(sxe_worker_t *worker)
 {
-    static const unsigned order[] = {SXE__CONN_READING,     SXE__CONN_WRITING,
-                                     SXE__CONN_HELD,        SXE__CONN_HANDSHAKING,
-                                     SXE__CONN_CONNECTING,  SXE__CONN_IDLE};
+    static const unsigned order[] = {SXE__CONN_READING,     SXE__CONN_WRITING,    SXE__CONN_HELD,
+                                     SXE__CONN_HANDSHAKING, SXE__CONN_CONNECTING, SXE__CONN_IDLE};
     struct sxe__worker_listing *listing = &worker->set->listings[worker->index];
     uint32_t asked = __atomic_load_n(&listing->asked, __ATOMIC_ACQUIRE);
     sxe_loop_t *loop = worker->loop;
@@ -200,8 +203,9 @@ void sxe__workers_list_say(sxe_workers_t *set, bool json, void (*say)(void *arg,
         } else if (!answered) {
             snprintf(line, sizeof(line), "worker %u: no turn since asked (idle): not listed\n", i);
         } else if (listing->open > (listing->count < share ? listing->count : share)) {
-            snprintf(line, sizeof(line), "worker %u: %u open, the %u longest in their state shown\n",
-                     i, listing->open, listing->count < share ? listing->count : share);
+            snprintf(line, sizeof(line),
+                     "worker %u: %u open, the %u longest in their state shown\n", i, listing->open,
+                     listing->count < share ? listing->count : share);
         } else {
             line[0] = '\0';
         }

@@ -114,6 +114,21 @@ static void test_commands(void **state)
     ASK("status json\r\n", answer);
     assert_non_null(strstr(answer, "\"workers\":2,\"kind\":\"processes\""));
     assert_non_null(strstr(answer, "\"total\":{\"open\":1,\"connections\":1,\"requests\":2"));
+    /* the client's connection, idle between requests, listed by the worker that holds it */
+    struct sockaddr_in local;
+    socklen_t local_len = sizeof(local);
+    char peer_text[32];
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&local, &local_len), 0);
+    snprintf(peer_text, sizeof(peer_text), "127.0.0.1:%u ", ntohs(local.sin_port));
+    ASK("connections\n", answer);
+    assert_memory_equal(answer, "worker peer ", 12);
+    assert_non_null(strstr(answer, peer_text));
+    assert_non_null(strstr(answer, " idle "));
+    ASK("connections json\n", answer);
+    assert_memory_equal(answer, "{\"connections\":[{\"worker\":", 26);
+    assert_non_null(strstr(answer, "\"state\":\"idle\""));
+    assert_non_null(strstr(answer, "\"workers\":[{\"index\":0,\"running\":true,\"answered\":true"));
+    assert_non_null(strstr(ASK("connections now\n", answer), "is not a command"));
     close(fd);
     assert_string_equal(ASK("log-level conn 5\n", answer),
                         "ok: CONN at DEBUG in the supervisor and 2 worker processes\n");
@@ -343,6 +358,13 @@ static void test_threads(void **state)
     assert_non_null(strstr(ASK("status\n", answer), ": 2 worker threads (reuseport), up "));
     assert_string_equal(ASK("log-level workers info\n", answer),
                         "ok: WORKERS at INFO in the supervisor and 0 worker processes\n");
+    /* each thread's loop, woken by a byte on its pair, lists its one connection */
+    int fd = client(server.port);
+    assert_int_equal(ask(fd), ask(fd));
+    ASK("connections json\n", answer);
+    assert_non_null(strstr(answer, "\"state\":\"idle\""));
+    assert_null(strstr(answer, "\"answered\":false"));
+    close(fd);
     assert_string_equal(ASK("stop\n", answer), "ok: stopping\n");
     assert_int_equal(server_wait(&server), 0);
 }

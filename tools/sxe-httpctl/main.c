@@ -1,8 +1,8 @@
 /*
  * sxe-httpctl: sends one command to a running sxe-httpd's control socket (--control PATH) and
- * prints the answer: status, connections, reload, reopen, drain, stop, log-level MODULE LEVEL, help.
- * The server words the answers (docs/workers.md, "The control socket"); this program carries them
- * and exits 1 when one says "error:".
+ * prints the answer: status, connections, reload, reopen, drain, stop, log-level MODULE LEVEL,
+ * help. The server words the answers (docs/workers.md, "The control socket"); this program carries
+ * them and exits 1 when one says "error:".
  */
 #include <errno.h>
 #include <getopt.h>
@@ -157,9 +157,9 @@ int main(int argc, char **argv)
     if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path)) {
         wrong("the socket's path is too long: ", path);
     }
-    /* The whole answer (status of 256 workers is under 80 KB, a list of connections 200 KB). A reload runs the server again:
-     * for a few milliseconds its socket is gone, refused, or closes on a command not yet read
-     * (which then did not run), so those are tried again for a second. */
+    /* The whole answer (status of 256 workers is under 80 KB, a list of connections 200 KB). A
+     * reload runs the server again: for a few milliseconds its socket is gone, refused, or closes
+     * on a command not yet read (which then did not run), so those are tried again for a second. */
     static char answer[256 * 1024];
     ssize_t total;
     for (int tries = 0;; tries++) {

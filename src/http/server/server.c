@@ -633,8 +633,9 @@ static size_t describe(const sxe_conn_t *conn, char *out, size_t size)
     } else if (state->closing) {
         len = snprintf(out, size, "closing after its answer");
     } else {
-        len = snprintf(out, size, "%s", state->parser.scanned > 0 ? "a request head arriving"
-                                                                  : "waiting for a request");
+        len = snprintf(out, size, "%s",
+                       state->parser.scanned > 0 ? "a request head arriving"
+                                                 : "waiting for a request");
     }
     return len < 0 ? 0 : (size_t)len < size ? (size_t)len : size - 1;
 }
