@@ -617,7 +617,7 @@ static void host_check(struct host *host)
     const struct host *main_host = hosts_at(0);
     char resolved[PATH_MAX];
     struct stat status;
-    int rc;
+    int rc = -1;
 
     if (host->index == 0) {
         blame('r');
