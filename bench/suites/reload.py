@@ -1,8 +1,9 @@
-"""Reload: the time from SIGHUP to sxe-httpd's new workers serving, for a configuration of one host
-and of a hundred virtual hosts, each with its own root. Each reload changes a field the default
-host adds to every answer (X-Generation); a client on CPU 1 asks the last host for its index, a new
-connection each time, until the new value comes back. Every answer in between must be a 200 from
-the old workers or the new: a refused connection or another status is counted as an error."""
+"""Reload: the time from SIGHUP to the new configuration serving, for one host and for a hundred
+virtual hosts, each with its own root, sxe-httpd beside nginx (a master and one worker, its
+server blocks as an operator writes them). Each reload changes a field every answer carries
+(X-Generation); a client on CPU 1 asks the last host for its index, a new connection each time,
+until the new value comes back. Every answer in between must be a 200 from the old workers or the
+new: a refused connection or another status is counted as an error."""
 import os
 import signal
 import socket
@@ -14,30 +15,57 @@ from harness.report import Section
 
 KEY = "reload"
 TITLE = "Reload: from SIGHUP to the new configuration serving"
-PACKAGES = ()
+PACKAGES = ("nginx-light",)
 HOSTS = (1, 100)
+SERVERS = ("sxe-httpd", "nginx")
 RELOADS = 10
 
 
 def estimate(ctx):
-    return ctx.args.rounds * len(HOSTS) * (RELOADS * 0.3 + 2)
+    return ctx.args.rounds * len(HOSTS) * len(SERVERS) * (RELOADS * 0.3 + 2)
 
 
-def write_config(ctx, port, hosts, generation):
-    """The file for hosts virtual hosts, each with a root of its own, at this generation."""
+def host_root(ctx, i):
+    root = os.path.join(ctx.tmp, "reload-roots", f"h{i}")
+    if not os.path.isdir(root):
+        os.makedirs(root)
+        with open(os.path.join(root, "index.html"), "w") as out:
+            out.write(f"host {i}\n")
+    return root
+
+
+def sxe_config(ctx, port, hosts, generation):
+    """sxe-httpd's file: the default host's field goes on every host's answers."""
     lines = [f"root: {ctx.root}", f"listen: 127.0.0.1:{port}", "workers: 1",
              f'header: "/ X-Generation: {generation}"', "hosts:"]
     for i in range(hosts):
-        root = os.path.join(ctx.tmp, "reload-roots", f"h{i}")
-        if not os.path.isdir(root):
-            os.makedirs(root)
-            with open(os.path.join(root, "index.html"), "w") as out:
-                out.write(f"host {i}\n")
-        lines += [f"  h{i}.test, www.h{i}.test:", f"    root: {root}"]
-    path = os.path.join(ctx.tmp, f"reload-{hosts}.yaml")
+        lines += [f"  h{i}.test, www.h{i}.test:", f"    root: {host_root(ctx, i)}"]
+    return lines
+
+
+def nginx_config(ctx, port, hosts, generation):
+    """nginx's: add_header in the http block, which servers without one of their own inherit."""
+    lines = ["worker_processes 1;", "daemon off;  # in the foreground: stopped by its pid",
+             f"pid {ctx.tmp}/nginx-reload-{port}.pid;",
+             f"error_log {ctx.tmp}/nginx-reload-error.log error;", "events {}", "http {",
+             "    access_log off;", f"    add_header X-Generation {generation};"]
+    for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        lines.append(f"    {name}_temp_path {ctx.tmp}/nginx-{name};")
+    lines += [f"    server {{ listen 127.0.0.1:{port} default_server; root {ctx.root}; }}"]
+    for i in range(hosts):
+        lines.append(f"    server {{ listen 127.0.0.1:{port}; server_name h{i}.test www.h{i}.test; "
+                     f"root {host_root(ctx, i)}; }}")
+    return lines + ["}"]
+
+
+def write_config(ctx, kind, port, hosts, generation):
+    """The configuration of kind for hosts virtual hosts, each with a root of its own, at this
+    generation: written whole, then moved into place, so that no reload reads half a file."""
+    lines = (sxe_config if kind == "sxe-httpd" else nginx_config)(ctx, port, hosts, generation)
+    path = os.path.join(ctx.tmp, f"reload-{kind}-{hosts}.conf")
     with open(path + ".new", "w") as out:
         out.write("\n".join(lines) + "\n")
-    os.replace(path + ".new", path)  # a reload's check never reads half a file
+    os.replace(path + ".new", path)
     return path
 
 
@@ -61,11 +89,13 @@ def ask(port, host):
     raise RuntimeError("no X-Generation")
 
 
-def one_round(ctx, hosts):
+def one_round(ctx, kind, hosts):
     """The milliseconds of each reload, and the errors seen while waiting for them."""
     port = procs.free_port()
-    path = write_config(ctx, port, hosts, 0)
-    server = procs.start([ctx.program("tools/sxe-httpd"), "-c", path], "0")
+    path = write_config(ctx, kind, port, hosts, 0)
+    command = [ctx.program("tools/sxe-httpd"), "-c", path] if kind == "sxe-httpd" else \
+        ["nginx", "-p", ctx.tmp, "-c", path]
+    server = procs.start(command, "0")
     times, errors = [], 0
     try:
         procs.wait_for_port(port, server.pid)
@@ -73,7 +103,7 @@ def one_round(ctx, hosts):
         if ask(port, last) != 0:
             raise RuntimeError("the first answer is not of generation 0")
         for generation in range(1, RELOADS + 1):
-            write_config(ctx, port, hosts, generation)
+            write_config(ctx, kind, port, hosts, generation)
             time.sleep(0.2)  # the old workers' drain of the reload before is over
             began = time.monotonic()
             os.kill(server.pid, signal.SIGHUP)
@@ -87,7 +117,7 @@ def one_round(ctx, hosts):
                     raise RuntimeError(f"generation {generation} not served after 5 s")
             times.append((time.monotonic() - began) * 1000)
             if server.poll() is not None:
-                raise RuntimeError("sxe-httpd exited")
+                raise RuntimeError(f"{kind} exited")
     finally:
         procs.stop(server)
     return times, errors
@@ -95,36 +125,38 @@ def one_round(ctx, hosts):
 
 def run(ctx, say):
     os.sched_setaffinity(0, {1})  # the client: CPU 1, as every load
-    cells = {hosts: {"median": Sample(), "max": Sample(), "errors": Sample()} for hosts in HOSTS}
+    cells = {(kind, hosts): {"median": Sample(), "max": Sample(), "errors": Sample()}
+             for kind in SERVERS for hosts in HOSTS}
     failures = []
     try:
         for round_number in range(ctx.args.rounds):
-            for hosts in HOSTS:
-                figures = cells[hosts]
+            for (kind, hosts), figures in cells.items():
                 try:
-                    times, errors = one_round(ctx, hosts)
+                    times, errors = one_round(ctx, kind, hosts)
                     values = {"median": sorted(times)[len(times) // 2], "max": max(times),
                               "errors": errors}
                 except (RuntimeError, OSError) as error:
-                    failures.append(f"{hosts} hosts: {error}")
+                    failures.append(f"{kind}, {hosts} hosts: {error}")
                     values = {}
                 for key in ("median", "max", "errors"):
                     figures[key].add(values.get(key))
-                say(f"{KEY} round {round_number + 1}/{ctx.args.rounds}: {hosts} host(s), "
+                say(f"{KEY} round {round_number + 1}/{ctx.args.rounds}: {kind}, {hosts} host(s), "
                     f"{RELOADS} reloads: " + (", ".join(f"{k} {v:,.1f}" for k, v in values.items())
                                               or failures[-1]))
     finally:
         os.sched_setaffinity(0, set(range(os.cpu_count())))
     section = Section(KEY, TITLE, (
-        f"sxe-httpd with one worker process on CPU 0, reloaded {RELOADS} times a round with "
-        "SIGHUP (the file checked by `sxe-httpd -t` first, then the program run again on the "
-        "same sockets); the time until the last host answers with the new generation, asked "
-        "on new connections from CPU 1 (ms; a round's median and its slowest reload)." +
+        f"Each server with one worker process on CPU 0, reloaded {RELOADS} times a round with "
+        "SIGHUP (sxe-httpd checks the file with `sxe-httpd -t`, then runs again on the same "
+        "sockets; nginx's master reads the file and starts new workers); the time until the "
+        "last host answers with the new generation, asked on new connections from CPU 1 (ms; a "
+        "round's median and its slowest reload)." +
         (" FAILED: " + "; ".join(failures) if failures else "")))
-    rows = [[str(hosts), cells[hosts]["median"].show(1), cells[hosts]["max"].show(1),
-             cells[hosts]["errors"].show(0)] for hosts in HOSTS]
-    section.add_table("", ["virtual hosts", "SIGHUP to serving, ms", "slowest reload, ms",
-                           "errors while reloading"], rows)
+    rows = [[kind, str(hosts), cells[(kind, hosts)]["median"].show(1),
+             cells[(kind, hosts)]["max"].show(1), cells[(kind, hosts)]["errors"].show(0)]
+            for kind in SERVERS for hosts in HOSTS]
+    section.add_table("", ["server", "virtual hosts", "SIGHUP to serving, ms",
+                           "slowest reload, ms", "errors while reloading"], rows)
     section.target("operators", "reload: SIGHUP to the new workers serving ≤ 100 ms for 100 "
-                   "hosts", cells[100]["median"], 100, unit=" ms", digits=1)
+                   "hosts", cells[("sxe-httpd", 100)]["median"], 100, unit=" ms", digits=1)
     return section
