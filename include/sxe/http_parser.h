@@ -146,6 +146,14 @@ int sxe_http_parse_request_head(struct sxe_http_parser *parser, const char *data
                                 const struct sxe_http_limits *limits,
                                 struct sxe_http_request_head *request);
 
+/**
+ * Whether host[0..len) is an authority a request may name (its Host field, HTTP/2's :authority):
+ * uri-host [":" port] (RFC 9110 §7.2), as the parser checks a Host field: an IP literal in
+ * brackets, or a reg-name or IPv4 address, then a port of at most five digits; no userinfo, no
+ * list.
+ */
+bool sxe_http_host_valid(const char *host, size_t len);
+
 /** A piece of a request body, pointing into the caller's bytes. */
 struct sxe_http_body {
     const char *data;

@@ -43,6 +43,34 @@ def test_fields_past_the_limits_are_refused(example):
     client.close()
 
 
+def test_an_authority_or_host_that_names_no_one_host_is_refused(example):
+    """:authority and host are checked as a Host field is over HTTP/1.1 (userinfo, a list, a port
+    past five digits: 400), and a host field must agree with :authority (RFC 9113 §8.3.1)."""
+    client = Client(example("http-api"))
+    client.conn.config.validate_outbound_headers = False
+
+    def status(*fields):
+        stream = client.conn.get_next_available_stream_id()
+        client.streams[stream] = {"headers": None, "data": b"", "ended": False, "reset": None}
+        client.conn.send_headers(stream, [(":method", "GET"), (":path", "/hello"),
+                                          (":scheme", "http"), *fields], end_stream=True)
+        client.flush()
+        client.until(lambda: client.streams[stream]["ended"] or client.streams[stream]["reset"])
+        answer = client.streams[stream]
+        return int(answer["headers"][":status"]) if answer["headers"] else "reset"
+
+    for fields in ([(":authority", "a.test:x@b.test")], [(":authority", "a.test:99999999")],
+                   [(":authority", "a.test,b.test")], [(":authority", "[a.test")],
+                   [(":authority", "a.test"), ("host", "b.test")], [("host", "a@b.test")]):
+        assert status(*fields) == 400, fields
+    # Two host fields: nghttp2 resets the stream itself (a malformed request), or sxe answers 400.
+    assert status(("host", "a.test"), ("host", "a.test")) in (400, "reset")
+    assert status((":authority", "a.test:8080"), ("host", "A.TEST:8080")) == 200
+    assert status(("host", "a.test")) == 200
+    assert status((":authority", "a.test")) == 200
+    client.close()
+
+
 def test_a_content_length_past_the_limit_is_refused_at_the_head(example):
     client = Client(example("http-api"))
     stream = client.conn.get_next_available_stream_id()

@@ -151,7 +151,7 @@ def test_each_host_proxies_its_own_prefixes(httpd, sites, upstreams):  # noqa: F
     # Files take GET and HEAD only.
     status, fields, _ = ask(server.port, "/same.txt", "a.test", method="POST",
                             extra="Content-Length: 0\r\n")
-    assert (status, fields["allow"]) == (405, "GET, HEAD")
+    assert (status, fields["allow"]) == (405, "GET, HEAD, OPTIONS")
     status, fields, body = ask(server.port, "/same.txt", "a.test", method="HEAD")
     assert (status, fields["content-length"], body) == (200, "2", b"")
     assert server.stop() == 0
@@ -206,6 +206,112 @@ workers: 1
     assert (status, body, fields["x-a"]) == (200, b"a\n", "a")
     assert ask(port, "/same.txt", "q.deep.test")[2] == b"deep\n"
     assert ask(port, "/same.txt", "other")[2] == b"b\n"
+
+
+def test_a_host_turns_listings_off_in_the_file_or_with_no_list(served, build_dir, sites,  # noqa
+                                                                tmp_path):
+    port = free_port()
+    config = tmp_path / "list.yaml"
+    config.write_text(f"root: {sites['a']}\nlisten: 127.0.0.1:{port}\nworkers: 1\nlist: true\n"
+                      f"hosts:\n  b.test:\n    root: {sites['b']}\n    list: false\n"
+                      f"  c.test:\n    root: {sites['b']}\n")
+    served(port, "-c", str(config), "--host", "d.test", "--root", str(sites["b"]), "--no-list")
+    assert ask(port, "/docs/", "other")[0] == 200  # the default host lists
+    assert ask(port, "/docs/", "c.test")[0] == 200  # ... and so does a host that says nothing
+    assert ask(port, "/docs/", "b.test")[0] == 403
+    assert ask(port, "/docs/", "d.test")[0] == 403
+
+
+def test_names_and_labels_that_are_no_hosts(httpd, sites, build_dir):  # noqa: F811
+    """A leading or trailing '-' in a label, an empty label or brackets with nothing in them are
+    refused; a request's name with an empty label is no host's, a wildcard's neither."""
+    for name in ("-a.test", "a-.test", "a.-b.test", "a..test", "[]", "*.-w.test", ".a.test"):
+        run = subprocess.run([binary(build_dir), "--root", "/tmp", "-t", "--host", name, "--root",
+                              "/tmp"], capture_output=True, text=True, timeout=10)
+        assert run.returncode == 2 and "not a host name" in run.stderr, name
+    server = httpd("--workers", "1", "--host", "*.b.test", "--root", str(sites["b"]),
+                   "--host", "a-b.test,0.test", "--root", str(sites["a"]))
+    assert ask(server.port, "/same.txt", "x.b.test")[2] == b"b\n"  # beside names that sort first
+    assert ask(server.port, "/same.txt", "a-b.test")[2] == b"a\n"
+    for name in ("..b.test", "x..b.test", ".b.test"):
+        assert ask(server.port, "/hello.txt", name)[2] == b"Hello World\n", name
+    assert server.stop() == 0
+
+
+def test_a_get_with_a_body_is_answered_and_the_next_one_too(httpd, sites):  # noqa: F811
+    server = httpd("--workers", "1", *hosts_args(sites))
+    raw = (b"GET /same.txt HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\n\r\nhello"
+           b"GET /same.txt HTTP/1.1\r\nHost: x.b.test\r\nConnection: close\r\n\r\n")
+    answers = exchange(server.port, raw)
+    assert answers.count(b"HTTP/1.1 200 OK") == 2 and answers.endswith(b"b\n"), answers
+    status, _, _ = ask(server.port, "/same.txt", "a.test",
+                       extra="Content-Length: 50000\r\n")  # past what a file's GET may carry
+    assert status == 413
+    status, fields, body = ask(server.port, "/same.txt", "a.test", method="OPTIONS")
+    assert (status, fields["allow"], body) == (200, "GET, HEAD, OPTIONS", b"")
+    assert server.stop() == 0
+
+
+def test_large_metrics_go_out_whole(build_dir, served, sites, tmp_path):  # noqa: F811
+    """256 hosts make a page of near a megabyte: sent in pieces as the connection drains."""
+    port = free_port()
+    config = tmp_path / "many.yaml"
+    config.write_text(f"root: {sites['a']}\nlisten: 127.0.0.1:{port}\nworkers: 2\n"
+                      "metrics: /metrics\nhosts:\n" +
+                      "".join(f"  h{i}.test:\n    root: {sites['b']}\n" for i in range(256)))
+    served(port, "-c", str(config))
+    assert ask(port, "/same.txt", "h255.test")[2] == b"b\n"
+    status, families = scrape(port)
+    assert status == 200
+    counted = families["sxe_httpd_requests_total"]
+    assert counted[(("host", "h255.test"), ("kind", "static"), ("status", "2xx"))] == 1
+    assert len(counted) == 257 * 2 * 5
+    head = subprocess.run(["curl", "-sI", f"http://127.0.0.1:{port}/metrics"],
+                          capture_output=True, text=True, timeout=10).stdout
+    assert "200 OK" in head and int(re_length(head)) > 128 * 1024
+
+
+def re_length(head):
+    return [line.split(":")[1] for line in head.splitlines()
+            if line.lower().startswith("content-length:")][0]
+
+
+def test_a_label_is_the_first_name_even_after_a_comma(httpd, sites):  # noqa: F811
+    server = httpd("--workers", "1", "--metrics", "/metrics",
+                   "--host", ", a.test", "--root", str(sites["a"]))
+    assert ask(server.port, "/same.txt", "a.test")[0] == 200
+    _, families = scrape(server.port)
+    labels = {dict(key)["host"] for key in families["sxe_httpd_requests_total"]}
+    assert labels == {"", "a.test"}
+    assert server.stop() == 0
+
+
+def test_the_default_hosts_mistake_is_told_at_its_own_line(build_dir, sites, tmp_path):
+    config = tmp_path / "blame.yaml"
+    config.write_text(f"root: /missing-default\nhosts:\n  a.test:\n    root: {sites['a']}\n")
+    run = subprocess.run([binary(build_dir), "-t", "-c", str(config)], capture_output=True,
+                         text=True, timeout=10)
+    assert run.returncode == 1 and run.stderr.startswith(f"sxe-httpd: {config}:1: "), run.stderr
+    nul = tmp_path / "nul.yaml"
+    for text in ('"root\\0x": /tmp\n', 'root: /tmp\nhosts:\n  "a.test\\0x":\n    root: /tmp\n'):
+        nul.write_text(text)
+        run = subprocess.run([binary(build_dir), "-t", "-c", str(nul)], capture_output=True,
+                             text=True, timeout=10)
+        assert run.returncode == 1, (text, run.stderr)
+
+
+def test_a_hundred_hosts_each_with_its_own_log(httpd, sites, tmp_path):  # noqa: F811
+    args = []
+    for i in range(100):
+        args += ["--host", f"h{i}.test", "--root", str(sites["a"]), "--access-log",
+                 str(tmp_path / f"h{i}.log")]
+    server = httpd("--workers", "1", *args)
+    for i in (0, 64, 99):
+        assert ask(server.port, "/same.txt", f"h{i}.test")[0] == 200
+    assert server.stop() == 0
+    for i in (0, 64, 99):
+        assert len((tmp_path / f"h{i}.log").read_text().splitlines()) == 1, i
+    assert (tmp_path / "h1.log").read_text() == ""
 
 
 @pytest.mark.parametrize("text,line,says", [

@@ -158,7 +158,8 @@ def test_plain_requests_redirected_to_https(httpd, build_dir, root, certificate)
              f"https://example.test:{secure}/hello.txt?x=1&y"),
             ("localhost", "/a/./b//c", f"https://localhost:{secure}/a/b/c"),
             ("[::1]:80", "/api/items", f"https://[::1]:{secure}/api/items"),
-            ("in_side.test", "/", f"https://in_side.test:{secure}/")):
+            ("in_side.test", "/", f"https://in_side.test:{secure}/"),
+            ("a.test", "http://b.test/x", f"https://b.test:{secure}/x")):  # the target's
         plain.request("GET", target, headers={"Host": host})
         response = plain.getresponse()
         response.read()

@@ -9,11 +9,11 @@
 /* The formats of a line: nginx's common and combined, or a JSON object. */
 enum access_log_format { ACCESS_LOG_COMMON, ACCESS_LOG_COMBINED, ACCESS_LOG_JSON };
 
-#define ACCESS_LOGS_MOST 64 /* files: the default host's and the other hosts' */
+#define ACCESS_LOGS_MOST 257 /* files: the default host's and each of 256 hosts' */
 
 /* Opens the log at path ("-": standard output) in format (the same for every log), each line
  * written as it comes (buffer_bytes 0) or gathered in a buffer of that size. A path opened
- * already is the same log. @return the log's number (from 0), or -errno (-EMFILE: too many). */
+ * already is the same log. @return the log's number (from 0), or -errno. */
 int access_log_open(const char *path, enum access_log_format format, size_t buffer_bytes);
 
 /* Whether a log is open. */

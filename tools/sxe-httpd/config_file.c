@@ -121,7 +121,8 @@ static int take_key(struct walk *walk, const yaml_event_t *event)
     struct config_file *file = walk->file;
     unsigned line = (unsigned)event->start_mark.line + 1;
 
-    if (event->type != YAML_SCALAR_EVENT) {
+    if (event->type != YAML_SCALAR_EVENT ||
+        strlen((const char *)event->data.scalar.value) != event->data.scalar.length) {
         return refuse(file, line, "%s", "a key must be a name, such as root or listen");
     }
     const char *key = (const char *)event->data.scalar.value;
@@ -160,7 +161,8 @@ static int take_host(struct walk *walk, const yaml_event_t *event)
     struct config_file *file = walk->file;
     unsigned line = (unsigned)event->start_mark.line + 1;
 
-    if (event->type != YAML_SCALAR_EVENT || is_null(event)) {
+    if (event->type != YAML_SCALAR_EVENT || is_null(event) ||
+        strlen((const char *)event->data.scalar.value) != event->data.scalar.length) {
         return refuse(file, line, "%s", "'hosts' maps host names (example.com) to their keys");
     }
     struct config_host *hosts = realloc(file->hosts, (file->host_count + 1) * sizeof(*hosts));

@@ -45,22 +45,28 @@ static bool plain_name(const char *from, size_t len, char *out)
     return true;
 }
 
-/* Whether a name as given is one a host may have: letters, digits, '-', '.', an optional
- * "*." first, or an IP literal. */
+/* Whether a name as given is one a host may have: labels of letters, digits and inner '-',
+ * separated by single dots, with an optional "*." first; or an IP literal in brackets. */
 static bool good_name(const char *name, size_t len)
 {
     size_t start = len > 2 && name[0] == '*' && name[1] == '.' ? 2 : 0;
 
-    if (len == 0 || len > HOST_NAME_MOST || name[start] == '.' || name[len - 1] == '.') {
+    if (len == 0 || len > HOST_NAME_MOST) {
         return false;
     }
     if (start == 0 && name[0] == '[') {
-        return name[len - 1] == ']' && strspn(name + 1, "0123456789abcdefABCDEF:.") == len - 2;
+        return len > 2 && name[len - 1] == ']' &&
+               strspn(name + 1, "0123456789abcdefABCDEF:.") == len - 2;
     }
-    for (size_t i = start; i < len; i++) {
-        char c = name[i];
+    for (size_t i = start, label = start; i <= len; i++) {
+        char c = i < len ? name[i] : '.';
         bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!letter && c != '-' && !(c == '.' && name[i - 1] != '.')) {
+        if (c == '.') { /* a label ends: not empty, and neither end a '-' */
+            if (i == label || name[label] == '-' || name[i - 1] == '-') {
+                return false;
+            }
+            label = i + 1;
+        } else if (!letter && c != '-') {
             return false;
         }
     }
@@ -78,9 +84,11 @@ const char *hosts_add(const char *names, const char *place)
     }
     struct host *host = &hosts[count + 1];
     unsigned first = used;
+
+    names += strspn(names, ", "); /* what the metrics show: the first name */
     *host =
         (struct host){.index = count + 1, .names = names, .list = -1, .log = -1, .place = place};
-    for (const char *at = names + strspn(names, ", "); *at != '\0';) {
+    for (const char *at = names; *at != '\0';) {
         size_t len = strcspn(at, ", ");
         if (!good_name(at, len)) {
             used = first;
@@ -139,14 +147,23 @@ static int by_text(const void *a, const void *b)
 
 void hosts_ready(void)
 {
-    /* Wildcards (".example.com") sort first: '.' is below every letter and digit. */
-    qsort(table, used, sizeof(table[0]), by_text);
-    wild = table;
-    while (wild_count < used && table[wild_count].text[0] == '.') {
-        wild_count++;
+    static struct name sorted[HOSTS_NAMES_MOST];
+
+    /* The wildcards (".example.com") first, then the exact names, each part sorted. */
+    for (unsigned i = 0; i < used; i++) {
+        if (table[i].text[0] == '.') {
+            sorted[wild_count++] = table[i];
+        }
     }
-    exact = table + wild_count;
-    exact_count = used - wild_count;
+    for (unsigned i = 0; i < used; i++) {
+        if (table[i].text[0] != '.') {
+            sorted[wild_count + exact_count++] = table[i];
+        }
+    }
+    qsort(sorted, wild_count, sizeof(sorted[0]), by_text);
+    qsort(sorted + wild_count, exact_count, sizeof(sorted[0]), by_text);
+    wild = sorted;
+    exact = sorted + wild_count;
 }
 
 static const struct name *find(const struct name *names, unsigned total, const char *text)
@@ -172,7 +189,9 @@ struct host *hosts_find(const char *authority, size_t len)
     char name[HOST_NAME_MOST + 2];
     const struct name *found;
 
-    if (count == 0 || authority == NULL || !plain_name(authority, len, name)) {
+    /* An empty label ("a..b") is no host's name: never a wildcard's either. */
+    if (count == 0 || authority == NULL || !plain_name(authority, len, name) ||
+        strstr(name, "..") != NULL || name[0] == '.') {
         return &hosts[0];
     }
     if ((found = find(exact, exact_count, name)) != NULL) {

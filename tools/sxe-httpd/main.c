@@ -227,10 +227,45 @@ static void serve(sxe_http_t *http, void *arg)
     serve_checked(http, file, second);
 }
 
+#define FILE_BODY_MOST (48 * 1024) /* a body a file's GET may carry: as the buffered routes take */
+
+/* A file's GET that came with a body: served once the body is read away. */
+static void body_read_away(sxe_http_t *held, const char *data, size_t len, bool done, void *arg)
+{
+    (void)data;
+    (void)len;
+    if (done) {
+        serve(held, arg);
+    }
+}
+
+static void body_cancelled(sxe_http_t *held, void *arg)
+{
+    (void)held;
+    (void)arg; /* nothing is kept for it */
+}
+
+/* Serves a host's file for GET or HEAD; a body (rare, but allowed) is read away first, up to
+ * what the routes take without hosts (413 past it), so that a request pipelined behind it is
+ * answered as it is there, not cut off with the connection. */
+static void serve_host(sxe_http_t *http, struct host *host)
+{
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
+
+    if (!request->has_body) {
+        serve(http, host);
+    } else if (request->chunked || request->content_length > FILE_BODY_MOST) {
+        respond(http, 413, NULL, NULL);
+    } else if (sxe_http_defer(http, body_cancelled, host) < 0 ||
+               sxe_http_body_stream(http, body_read_away, host) < 0) {
+        respond(http, 503, NULL, NULL);
+    }
+}
+
 /*
  * With virtual hosts, every request comes here first: the host its authority names (Host, or
- * HTTP/2's :authority) serves it, from its proxied prefixes or its files (GET and HEAD; other
- * methods get 405, as the routes answer them with no hosts).
+ * HTTP/2's :authority) serves it, from its proxied prefixes or its files (GET and HEAD; OPTIONS
+ * is answered with what they allow, other methods 405, as the routes answer them with no hosts).
  */
 static void dispatch(sxe_http_t *http, void *arg)
 {
@@ -247,9 +282,13 @@ static void dispatch(sxe_http_t *http, void *arg)
         respond(http, 404, NULL, NULL);
     } else if ((request->method_len == 3 && memcmp(request->method, "GET", 3) == 0) ||
                (request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0)) {
-        serve(http, host);
+        serve_host(http, host);
+    } else if (request->method_len == 7 && memcmp(request->method, "OPTIONS", 7) == 0) {
+        if (sxe_http_start(http, 200, "Allow: GET, HEAD, OPTIONS\r\n", 0) == 0) {
+            (void)sxe_http_finish(http);
+        }
     } else {
-        respond(http, 405, "Allow: GET, HEAD\r\n", NULL);
+        respond(http, 405, "Allow: GET, HEAD, OPTIONS\r\n", NULL);
     }
 }
 

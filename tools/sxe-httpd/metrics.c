@@ -350,6 +350,70 @@ static void write_workers(FILE *out, bool open)
     }
 }
 
+#define PAGE_WHOLE (128 * 1024) /* a page up to this size goes out in one response call */
+#define PAGE_PIECE (64 * 1024)  /* a larger one, this much at a time as the connection drains */
+
+/* A large page being sent: many hosts or upstreams make megabytes, past what one call queues. */
+struct page {
+    char *text;
+    size_t len, sent;
+};
+
+static void page_end(struct page *page)
+{
+    free(page->text);
+    free(page);
+}
+
+static void page_cancel(sxe_http_t *held, void *arg)
+{
+    (void)held;
+    page_end(arg);
+}
+
+/* Sends what the connection takes of the page now, and the rest each time it drains. */
+static void page_pump(sxe_http_t *held, void *arg)
+{
+    struct page *page = arg;
+
+    while (page->sent < page->len && !sxe_http_backed_up(held)) {
+        size_t piece = page->len - page->sent < PAGE_PIECE ? page->len - page->sent : PAGE_PIECE;
+        if (sxe_http_send(held, page->text + page->sent, piece) < 0) {
+            return; /* the connection closes: page_cancel frees the page */
+        }
+        page->sent += piece;
+    }
+    if (page->sent == page->len) {
+        (void)sxe_http_finish(held); /* done: page_cancel is not called */
+        page_end(page);
+    }
+}
+
+/* Sends a page too large for one call: the request is held until its last piece is sent. */
+static void page_send(sxe_http_t *http, char *text, size_t len)
+{
+    struct page *page = malloc(sizeof(*page));
+
+    if (page == NULL || sxe_http_defer(http, page_cancel, page) < 0) {
+        free(page);
+        free(text);
+        (void)sxe_http_respond(http, 503, "text/plain", "503 Service Unavailable\n", 24);
+        return;
+    }
+    *page = (struct page){.text = text, .len = len};
+    if (sxe_http_start(http, 200, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n",
+                       (int64_t)len) < 0) {
+        return; /* the connection closes: page_cancel frees the page */
+    }
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
+    if (request->method_len == 4 && memcmp(request->method, "HEAD", 4) == 0) {
+        page->sent = len;
+    } else if (sxe_http_set_drained(http, page_pump, page) < 0) {
+        page->sent = len; /* GCOVR_EXCL_LINE: a held request always takes it */
+    }
+    page_pump(http, page);
+}
+
 static void answer(sxe_http_t *http, void *arg)
 {
     char *text = NULL;
@@ -376,6 +440,10 @@ static void answer(sxe_http_t *http, void *arg)
     if (fclose(out) != 0 || text == NULL) {
         free(text);
         (void)sxe_http_respond(http, 500, "text/plain", "out of memory\n", 14);
+        return;
+    }
+    if (len > PAGE_WHOLE) {
+        page_send(http, text, len); /* which frees text */
         return;
     }
     (void)sxe_http_respond(http, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);

@@ -46,6 +46,7 @@ static const struct option options[] = {{"host", required_argument, NULL, '3'},
                                         {"redirect-https", no_argument, NULL, 'j'},
                                         {"index", required_argument, NULL, 'i'},
                                         {"list", no_argument, NULL, 'L'},
+                                        {"no-list", no_argument, NULL, '4'},
                                         {"precompressed", no_argument, NULL, 'z'},
                                         {"gzip", required_argument, NULL, 'g'},
                                         {"brotli", required_argument, NULL, 'b'},
@@ -108,7 +109,7 @@ static void usage(FILE *out)
             "  --root DIR            the directory to serve (required)\n"
             "  --host NAME[,NAME...] the options after it, until the next --host, are for\n"
             "                        requests whose Host is NAME (*.example.com: any name\n"
-            "                        under it): --root, --index, --list, --header (beside\n"
+            "                        under it): --root, --index, --[no-]list, --header (beside\n"
             "                        the default host's), --proxy, --access-log; the\n"
             "                        options before the first are the default host's, which\n"
             "                        serves every other name\n"
@@ -137,7 +138,8 @@ static void usage(FILE *out)
             "  --redirect-https      with --https: every plain request is answered 301 to\n"
             "                        the same path on the HTTPS listener's port\n"
             "  --index NAME          the file a directory serves (index.html)\n"
-            "  --list                list directories that have no index file\n"
+            "  --list                list directories that have no index file (--no-list:\n"
+            "                        a host does not, whatever the default host does)\n"
             "  --precompressed       send FILE.br, FILE.zst or FILE.gz, compressed ahead of\n"
             "                        time, to clients that accept it (not for ranges; a\n"
             "                        sidecar older than FILE is not used)\n"
@@ -306,7 +308,7 @@ static struct {
     enum access_log_format log_format;
 } given;
 
-#define HOST_OPTIONS "riLdPa" /* the options a host may have of its own */
+#define HOST_OPTIONS "riL4dPa" /* the options a host may have of its own */
 
 /* The long name of an option, by its value. */
 static const char *named(int option)
@@ -376,6 +378,9 @@ static void apply(int option, char *arg)
         break;
     case 'L':
         host->list = 1;
+        break;
+    case '4':
+        host->list = 0;
         break;
     case 'z':
         config.precompressed = true;
@@ -588,8 +593,10 @@ static void read_file(const char *path)
         if (option->has_arg == no_argument && !boolean(entry->value, &on)) {
             die(1, "'%s' is true or false, not '%s'", entry->key, entry->value);
         }
-        if (on) {
-            apply(option->val, option->has_arg == no_argument ? NULL : entry->value);
+        if (on || option->val == 'L') { /* list: false turns a host's listings off */
+            apply(on ? option->val : '4', option->has_arg == no_argument ? NULL : entry->value);
+        }
+        if (on && entry->host == 0) { /* a host's mistakes are told at its own line */
             file_lines[option->val] = entry->line;
         }
     }

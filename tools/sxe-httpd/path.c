@@ -74,9 +74,9 @@ bool path_redirect_https(sxe_http_t *http)
     if (!config.redirect_https || sxe_conn_secure(sxe_http_conn(http))) {
         return false;
     }
-    const struct sxe_http_header *host =
-        sxe_http_request_header(sxe_http_request_head(http), "Host");
-    size_t name_len = host != NULL ? host_name_length(host->value, host->value_len) : 0;
+    /* The authority that chose the host: an absolute target's, the Host field's, :authority */
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
+    size_t name_len = request->host != NULL ? host_name_length(request->host, request->host_len) : 0;
     if (name_len == 0) {
         (void)sxe_http_respond(http, 400, "text/plain", "no host to send the request to\n", 31);
         return true;
@@ -88,7 +88,7 @@ bool path_redirect_https(sxe_http_t *http)
         snprintf(port_text, sizeof(port_text), ":%d", config.https_port);
     }
     int len = snprintf(location, sizeof(location), "Location: https://%.*s%s%.*s%s%.*s\r\n",
-                       (int)name_len, host->value, port_text, (int)path_len, path,
+                       (int)name_len, request->host, port_text, (int)path_len, path,
                        query != NULL ? "?" : "", (int)query_len, query != NULL ? query : "");
     if (len < 0 || (size_t)len >= sizeof(location)) {
         (void)sxe_http_respond(http, 414, "text/plain", "the location is too long\n", 25);

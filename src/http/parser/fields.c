@@ -16,6 +16,11 @@
  * escapes), then an optional port of at most five digits. A comma, a sub-delim, is refused all the
  * same: a list of hosts is how two servers are made to disagree on which one a request is for.
  */
+bool sxe_http_host_valid(const char *host, size_t len)
+{
+    return sxe__http_valid_host(host, len);
+}
+
 bool sxe__http_valid_host(const char *host, size_t len)
 {
     size_t at = 0;

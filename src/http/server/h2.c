@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "h2.h"
 #include "sxe/clock.h"
@@ -210,6 +211,28 @@ static uint32_t *pseudo(struct h2_stream *stream, const uint8_t *name, size_t le
                                                               : NULL;
 }
 
+/* Whether a host field may come with the request: an authority, the only one, and the same as
+ * :authority if that came (RFC 9113 §8.3.1): two names would let two servers disagree on which
+ * host a request is for. */
+static bool host_agrees(const struct h2_stream *stream, const uint8_t *value, size_t len)
+{
+    const char *fields = stream->fields;
+
+    if (!sxe_http_host_valid((const char *)value, len)) {
+        return false;
+    }
+    for (uint32_t at = stream->regular_at; at < stream->fields_len;) { /* a host field before */
+        size_t name_len = strlen(fields + at), value_len = strlen(fields + at + name_len + 1);
+        if (name_len == 4 && memcmp(fields + at, "host", 4) == 0) {
+            return false;
+        }
+        at += (uint32_t)(name_len + value_len + 2);
+    }
+    return stream->authority[1] == 0 ||
+           (stream->authority[1] == len &&
+            strncasecmp(fields + stream->authority[0], (const char *)value, len) == 0);
+}
+
 /*
  * A field of a request's head, checked by the session already (names in lower case, no
  * connection-specific ones, pseudo-fields first and once each). Trailers are not kept. Past a
@@ -233,11 +256,19 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
             refuse(stream, 414);
             return 0;
         }
+        if (kept == stream->authority && !sxe_http_host_valid((const char *)value, value_len)) {
+            refuse(stream, 400); /* as a Host field that is not one is over HTTP/1.1 */
+            return 0;
+        }
         if (kept != NULL && (rc = add_to_fields(stream, value, value_len)) == 0) {
             kept[0] = stream->fields_len - (uint32_t)value_len;
             kept[1] = (uint32_t)value_len;
         }
         stream->regular_at = stream->fields_len;
+    } else if (name_len == 4 && memcmp(name, "host", 4) == 0 && !host_agrees(stream, value,
+                                                                               value_len)) {
+        refuse(stream, 400);
+        return 0;
     } else if (stream->field_count == limits->header_count) {
         rc = -E2BIG;
     } else if ((rc = add_to_fields(stream, name, name_len)) == 0 &&
