@@ -113,7 +113,11 @@ def exchange(port, raw, timeout=2.0):
 def get(port, path, headers=(), method="GET"):
     head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
     head += "".join(f"{h}\r\n" for h in headers) + "\r\n"
-    data = exchange(port, head.encode())
+    return answer_of(exchange(port, head.encode()))
+
+
+def answer_of(data):
+    """status, fields (lower-case names, the last of each) and body of one answer."""
     status_line, _, rest = data.partition(b"\r\n")
     header_text, _, body = rest.partition(b"\r\n\r\n")
     fields = {}

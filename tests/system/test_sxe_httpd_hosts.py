@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from test_proxy import upstreams  # noqa: F401 (a fixture: an upstream that echoes any path)
-from test_sxe_httpd import Httpd, exchange, free_port, httpd, root  # noqa: F401 (fixtures)
+from test_sxe_httpd import answer_of, exchange, free_port, httpd, root  # noqa: F401 (fixtures)
 from test_sxe_httpd_config import binary, served  # noqa: F401 (fixtures)
 from test_sxe_httpd_metrics import scrape
 
@@ -17,14 +17,7 @@ def ask(port, path, host, method="GET", version="1.1", extra=""):
     """status, fields (lower-case names) and body of one request naming host (None: no Host)."""
     head = f"{method} {path} HTTP/{version}\r\n"
     head += f"Host: {host}\r\n" if host is not None else ""
-    data = exchange(port, f"{head}Connection: close\r\n{extra}\r\n".encode())
-    status_line, _, rest = data.partition(b"\r\n")
-    header_text, _, body = rest.partition(b"\r\n\r\n")
-    fields = {}
-    for line in header_text.split(b"\r\n"):
-        name, _, value = line.partition(b": ")
-        fields[name.decode().lower()] = value.decode()
-    return int(status_line.split()[1]), fields, body
+    return answer_of(exchange(port, f"{head}Connection: close\r\n{extra}\r\n".encode()))
 
 
 @pytest.fixture
