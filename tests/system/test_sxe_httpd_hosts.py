@@ -121,6 +121,33 @@ def test_fields_of_the_default_host_go_everywhere_a_hosts_only_on_its_own(httpd,
     assert server.stop() == 0
 
 
+def test_types_given_win_a_hosts_own_first(httpd, sites, build_dir):  # noqa: F811
+    for site in ("a", "b"):
+        (sites[site] / "page.x").write_text("x\n")
+        (sites[site] / "data.json").write_text("{}\n")
+    server = httpd("--workers", "1", "--type", "x=text/x-default", "--type", "JSON=text/json",
+                   "--host", "a.test", "--root", str(sites["a"]),
+                   "--type", "x=application/x-a; v=1",
+                   "--host", "x.b.test", "--root", str(sites["b"]))
+    assert ask(server.port, "/page.x", "a.test")[1]["content-type"] == "application/x-a; v=1"
+    assert ask(server.port, "/page.x", "x.b.test")[1]["content-type"] == \
+        "text/x-default; charset=utf-8"
+    assert ask(server.port, "/data.json", "a.test")[1]["content-type"] == \
+        "text/json; charset=utf-8"  # the default host's, for an extension a.test does not name
+    assert ask(server.port, "/same.txt", "a.test")[1]["content-type"] == \
+        "text/plain; charset=utf-8"  # the table's
+    assert server.stop() == 0
+    for spec in ("x", "=text/plain", ".x=text/plain", "x=plain", "x=text/a\x01b",
+                 "a/b=text/plain", "x" * 40 + "=text/plain"):
+        run = subprocess.run([binary(build_dir), "--root", "/tmp", "-t", "--type", spec],
+                             capture_output=True, text=True, timeout=10)
+        assert run.returncode == 2 and "must be EXT=TYPE" in run.stderr, spec
+    many = [arg for i in range(257) for arg in ("--type", f"e{i}=a/b")]
+    run = subprocess.run([binary(build_dir), "--root", "/tmp", "-t", *many], capture_output=True,
+                         text=True, timeout=10)
+    assert run.returncode == 2 and "is given too often (256 at most)" in run.stderr
+
+
 def test_each_host_proxies_its_own_prefixes(httpd, sites, upstreams):  # noqa: F811
     up_a, up_root = upstreams(), upstreams()
     (sites["b"] / "api").mkdir()

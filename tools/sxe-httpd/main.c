@@ -216,8 +216,8 @@ static void serve(sxe_http_t *http, void *arg)
     size_t vary = coded ? strlen(PRECOMPRESSED_VARY) : 0;
     memcpy(added, PRECOMPRESSED_VARY, vary);
     fields_for(host->index, decoded, (size_t)decoded_len, added + vary, sizeof(added) - vary);
-    if ((file = file_load(cacheable ? key : "", resolved, fd, &status, mime_type(resolved), NULL,
-                          added)) == NULL) {
+    if ((file = file_load(cacheable ? key : "", resolved, fd, &status,
+                          mime_type(host->index, resolved), NULL, added)) == NULL) {
         respond(http, 500, NULL, "out of memory\n");
         return;
     }
@@ -227,7 +227,8 @@ static void serve(sxe_http_t *http, void *arg)
     serve_checked(http, file, second);
 }
 
-#define FILE_BODY_MOST (48 * 1024) /* a body a file's GET may carry: as the buffered routes take */
+#define FILE_BODY_MOST (48 * 1024) /* a body a file's GET may carry: as the buffered routes take   \
+                                    */
 
 /* A file's GET that came with a body: served once the body is read away. */
 static void body_read_away(sxe_http_t *held, const char *data, size_t len, bool done, void *arg)

@@ -2,7 +2,8 @@
  * sxe-httpd's media types (mime.h). The file's extensions are sorted once, and a file's type is
  * found by a binary search when the file is first cached (never per request). A type the file
  * gives an extension wins over the built-in one, as nginx's types block replaces its own; a text
- * type gets "; charset=utf-8", as the built-in ones have.
+ * type gets "; charset=utf-8", as the built-in ones have. A host's --type wins over both, and the
+ * default host's --type over them for every host.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -50,6 +51,42 @@ static const struct known {
 /* The file's, sorted by extension (case folded); each line's type is one string, as sent. */
 static struct known *loaded;
 static size_t loaded_count;
+
+/* --type EXT=TYPE, by host, in the order given. */
+static struct {
+    unsigned host;
+    char extension[32];
+    char type[MIME_TYPE_MOST + 16];
+} given[MIME_GIVEN_MOST];
+static unsigned given_count;
+
+const char *mime_add(unsigned host, const char *spec)
+{
+    const char *equals = strchr(spec, '=');
+    size_t extension_len = equals != NULL ? (size_t)(equals - spec) : 0;
+
+    if (given_count == MIME_GIVEN_MOST) {
+        return "is given too often (256 at most)";
+    }
+    bool plain = equals != NULL;
+    for (const char *at = equals != NULL ? equals + 1 : ""; *at != '\0'; at++) {
+        plain = plain && (unsigned char)*at >= 0x20 && *at != 0x7f; /* it goes in a field */
+    }
+    if (!plain || extension_len == 0 || extension_len >= sizeof(given[0].extension) ||
+        strcspn(spec, "/. \t") < extension_len || strchr(equals + 1, '/') == NULL ||
+        strlen(equals + 1) > MIME_TYPE_MOST) {
+        return "must be EXT=TYPE: an extension without its dot, and a type such as text/plain";
+    }
+    given[given_count].host = host;
+    memcpy(given[given_count].extension, spec, extension_len);
+    given[given_count].extension[extension_len] = '\0';
+    snprintf(given[given_count].type, sizeof(given[0].type), "%s%s", equals + 1,
+             strncmp(equals + 1, "text/", 5) == 0 && strchr(equals + 1, ';') == NULL
+                 ? "; charset=utf-8"
+                 : "");
+    given_count++;
+    return NULL;
+}
 
 static int by_extension(const void *a, const void *b)
 {
@@ -118,13 +155,23 @@ int mime_load(const char *path, bool required)
     return rc;
 }
 
-const char *mime_type(const char *path)
+const char *mime_type(unsigned host, const char *path)
 {
     const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
 
     if (dot == NULL || (slash != NULL && dot < slash)) {
         return "application/octet-stream";
+    }
+    const char *found_given = NULL; /* the host's own, else the default host's */
+    for (unsigned i = 0; i < given_count; i++) {
+        if ((given[i].host == host || (given[i].host == 0 && found_given == NULL)) &&
+            strcasecmp(dot + 1, given[i].extension) == 0) {
+            found_given = given[i].type;
+        }
+    }
+    if (found_given != NULL) {
+        return found_given;
     }
     struct known key = {.extension = dot + 1};
     const struct known *found =

@@ -17,8 +17,15 @@
  */
 int mime_load(const char *path, bool required);
 
-/* The Content-Type for the file at path: text types with "; charset=utf-8";
+#define MIME_GIVEN_MOST 256 /* --type given at most this often, for every host together */
+
+/* Takes one --type EXT=TYPE for a host (by index; 0, the default host's, holds for every host a
+ * host's own does not name). @return NULL, or why it cannot be taken. */
+const char *mime_add(unsigned host, const char *spec);
+
+/* The Content-Type for the file at path, served by host (by index): its --type, the default
+ * host's, the file's, the built-in table's; text types with "; charset=utf-8";
  * application/octet-stream for an extension no one names. */
-const char *mime_type(const char *path);
+const char *mime_type(unsigned host, const char *path);
 
 #endif

@@ -55,6 +55,7 @@ static const struct option options[] = {{"host", required_argument, NULL, '3'},
                                         {"metrics-allow", required_argument, NULL, 'v'},
                                         {"header", required_argument, NULL, 'd'},
                                         {"mime-types", required_argument, NULL, 'm'},
+                                        {"type", required_argument, NULL, '5'},
                                         {"access-log", required_argument, NULL, 'a'},
                                         {"log-format", required_argument, NULL, 'f'},
                                         {"access-log-buffer", required_argument, NULL, 'A'},
@@ -110,7 +111,7 @@ static void usage(FILE *out)
             "  --host NAME[,NAME...] the options after it, until the next --host, are for\n"
             "                        requests whose Host is NAME (*.example.com: any name\n"
             "                        under it): --root, --index, --[no-]list, --header (beside\n"
-            "                        the default host's), --proxy, --access-log; the\n"
+            "                        the default host's), --type, --proxy, --access-log; the\n"
             "                        options before the first are the default host's, which\n"
             "                        serves every other name\n"
             "  --listen IP:PORT      where to listen, [IPv6]:PORT too (127.0.0.1:8080)\n"
@@ -160,6 +161,9 @@ static void usage(FILE *out)
             "  --mime-types FILE     the types of files by extension, as /etc/mime.types\n"
             "                        (/etc/mime.types if there is one; a table built in\n"
             "                        for what it does not name)\n"
+            "  --type EXT=TYPE       files ending in .EXT are TYPE, whatever the table says\n"
+            "                        (repeatable; a host's own, or the default host's for\n"
+            "                        every host)\n"
             "  --header 'PREFIX Name: value'\n"
             "                        add the field to answers for paths under PREFIX\n"
             "                        (2xx and 3xx, files and proxied alike; repeatable,\n"
@@ -308,7 +312,7 @@ static struct {
     enum access_log_format log_format;
 } given;
 
-#define HOST_OPTIONS "riL4dPa" /* the options a host may have of its own */
+#define HOST_OPTIONS "riL4dPa5" /* the options a host may have of its own */
 
 /* The long name of an option, by its value. */
 static const char *named(int option)
@@ -501,6 +505,11 @@ static void apply(int option, char *arg)
     case 'm':
         given.mime_path = arg;
         break;
+    case '5':
+        if ((why = mime_add(host->index, arg)) != NULL) {
+            die(2, "--type %s %s", arg, why);
+        }
+        break;
     case 'd':
         if ((why = fields_add(host->index, arg)) != NULL) {
             die(2, "--header '%s' %s", arg, why);
@@ -585,7 +594,7 @@ static void read_file(const char *path)
         if (entry->host != 0 && strchr(HOST_OPTIONS, option->val) == NULL) {
             die(1, "'%s' is the whole server's: give it outside hosts", entry->key);
         }
-        if (entry->listed && strchr("nPdv", option->val) == NULL) {
+        if (entry->listed && strchr("nPdv5", option->val) == NULL) {
             die(1, "'%s' takes one value, not a list", entry->key);
         }
         snprintf(place, sizeof(place), "%s:%u", path, entry->line);

@@ -76,7 +76,8 @@ bool path_redirect_https(sxe_http_t *http)
     }
     /* The authority that chose the host: an absolute target's, the Host field's, :authority */
     const struct sxe_http_request_head *request = sxe_http_request_head(http);
-    size_t name_len = request->host != NULL ? host_name_length(request->host, request->host_len) : 0;
+    size_t name_len =
+        request->host != NULL ? host_name_length(request->host, request->host_len) : 0;
     if (name_len == 0) {
         (void)sxe_http_respond(http, 400, "text/plain", "no host to send the request to\n", 31);
         return true;
