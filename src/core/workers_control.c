@@ -203,8 +203,9 @@ unsigned sxe__workers_control_poll(sxe_workers_t *set, struct pollfd *fds, uint6
     }
     for (unsigned i = 0; i < SXE__CONTROL_PEERS; i++) {
         const struct peer *peer = &control->peers[i];
-        /* A peer waiting for the workers' lists is not read: they are looked for each ms. */
-        fds[1 + i] = (struct pollfd){.fd = peer->fd, .events = peer->listing ? 0 : POLLIN};
+        /* A peer waiting for the workers' lists is not polled (its hang-up would wake the poll
+         * at once, again and again): the lists are looked for each millisecond. */
+        fds[1 + i] = (struct pollfd){.fd = peer->listing ? -1 : peer->fd, .events = POLLIN};
         room = room || peer->fd < 0;
         uint64_t until = !peer->listing ? peer->deadline
                          : peer->listing_until < sxe_clock_mono_ns() + SXE_NS_PER_MSEC
@@ -223,9 +224,10 @@ static void answer(struct sxe__workers_control *control, struct peer *peer)
 {
     ssize_t sent =
         sxe__sys.send(peer->fd, control->out, control->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (sent != (ssize_t)control->out_len) {
+    if (sent != (ssize_t)control->out_len &&
+        (sent >= 0 || (errno != EPIPE && errno != ECONNRESET))) {
         SXE_LOG_WARN("control socket: an answer of %zu bytes was cut at %zd", control->out_len,
-                     sent);
+                     sent); /* (a peer that left before its answer is no news) */
     }
     control->out_len = 0;
     /* What the peer sent past its line is read away first: a Unix socket closed with bytes
@@ -317,15 +319,17 @@ void sxe__workers_control_ready(sxe_workers_t *set, const struct pollfd *fds, ui
     }
     for (unsigned i = 0; i < SXE__CONTROL_PEERS; i++) {
         struct peer *peer = &control->peers[i];
-        if (peer->fd < 0 || fds[1 + i].fd != peer->fd) {
-            continue; /* free, or taken after the poll */
-        }
-        if (peer->listing) {
+        if (peer->fd >= 0 && peer->listing) {
             if (now >= peer->listing_until || sxe__workers_list_ready(set)) {
                 sxe__workers_list_say(set, peer->listing_json, say_text, control);
                 answer(control, peer);
             }
-        } else if (fds[1 + i].revents) {
+            continue;
+        }
+        if (peer->fd < 0 || fds[1 + i].fd != peer->fd) {
+            continue; /* free, or taken after the poll */
+        }
+        if (fds[1 + i].revents) {
             read_peer(set, peer);
         } else if (now >= peer->deadline) {
             say(control, "error: no command line came within a second\n");

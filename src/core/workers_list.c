@@ -2,9 +2,11 @@
  * The control socket's "connections" (workers_control.c): each worker lists its open streams in
  * its place of the shared mapping, and the supervisor words the lists. A worker lists only when
  * asked, at the end of a turn (its loop's data is its own thread's): the supervisor bumps the
- * worker's "asked" and sends SIGUSR2 to a worker process, whose loop wakes for it; a worker
- * thread lists at its next turn, and one that takes none within the wait is said to be idle. A
- * turn with nothing asked pays one relaxed load of a line the worker has just written.
+ * worker's "asked" and sends SIGUSR2 to a worker process, or a byte on a worker thread's wake
+ * pair, whose loop wakes for it within a millisecond; one that does not answer within the wait
+ * is busy in a callback, or stopped, and said so. A turn with nothing asked pays one relaxed load
+ * of a line the worker has just written. Workers from before a reload, still draining, are not
+ * asked (their supervisor is gone): the answer counts them.
  *
  * Each worker lists up to SXE__LISTING_MOST of its streams (not its channels and wake pair, which
  * are parked among the listeners), by state (the busy first: reading,
@@ -201,7 +203,8 @@ void sxe__workers_list_say(sxe_workers_t *set, bool json, void (*say)(void *arg,
         } else if (!running) {
             snprintf(line, sizeof(line), "worker %u: not running\n", i);
         } else if (!answered) {
-            snprintf(line, sizeof(line), "worker %u: no turn since asked (idle): not listed\n", i);
+            snprintf(line, sizeof(line),
+                     "worker %u: no answer within 250 ms (busy in a callback, or stopped)\n", i);
         } else if (listing->open > (listing->count < share ? listing->count : share)) {
             snprintf(line, sizeof(line),
                      "worker %u: %u open, the %u longest in their state shown\n", i, listing->open,
@@ -211,5 +214,15 @@ void sxe__workers_list_say(sxe_workers_t *set, bool json, void (*say)(void *arg,
         }
         say(arg, line);
     }
-    say(arg, json ? "]}\n" : "");
+    unsigned draining = sxe__workers_draining(false);
+    if (json) {
+        snprintf(line, sizeof(line), "],\"draining_from_before\":%u}\n", draining);
+    } else if (draining > 0) {
+        snprintf(line, sizeof(line),
+                 "%u worker%s from before a reload still draining: not listed\n", draining,
+                 draining == 1 ? "" : "s");
+    } else {
+        line[0] = '\0';
+    }
+    say(arg, line);
 }

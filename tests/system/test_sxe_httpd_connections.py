@@ -2,6 +2,8 @@
 their peer, state, time in it, bytes queued and the request under way, for people and as JSON;
 from worker processes (woken by SIGUSR2) and threads (woken by a byte), idle or not."""
 import json
+import os
+import signal
 import socket
 import subprocess
 import threading
@@ -81,9 +83,9 @@ def test_each_connection_says_what_it_waits_for(httpd, build_dir, tmp_path,  # n
     (one,) = by_port(data, idle.getsockname()[1])
     assert (one["state"], one["what"]) == ("idle", "waiting for a request")
     (one,) = by_port(data, held.getsockname()[1])
-    assert one["what"] == "GET /slow/x?y=1 (answer under way)", one
+    assert one["what"] == "answer under way: GET /slow/x?y=1", one
     (one,) = by_port(data, body.getsockname()[1])
-    assert one["what"] == "POST /slow/upload (its body arriving)", one
+    assert one["what"] == "body arriving: POST /slow/upload", one
     upstream = [c for c in data["connections"] if c["upstream"]]
     assert upstream and all(c["what"] == "" for c in upstream), upstream
     # For people: a line each, under a header.
@@ -93,6 +95,21 @@ def test_each_connection_says_what_it_waits_for(httpd, build_dir, tmp_path,  # n
     assert lines[0].split()[:3] == ["worker", "peer", "state"]
     assert any(f"127.0.0.1:{held.getsockname()[1]}" in line and "GET /slow/x?y=1" in line
                for line in lines), lines
+    # HTTP/2: its oldest held request; a long target is cut, what it does is not.
+    h2 = subprocess.Popen(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null",
+                           f"http://127.0.0.1:{server.port}/slow/h2/" + "x" * 300])
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            found = [c for c in listed(build_dir, control)["connections"]
+                     if c["what"].startswith("HTTP/2, answer under way: GET /slow/h2/xxx")]
+            if found or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert found, listed(build_dir, control)
+    finally:
+        h2.kill()
+        h2.wait()
     assert any("(upstream)" in line for line in lines), lines
     for sock in (partial, idle, held, body):
         sock.close()
@@ -143,4 +160,38 @@ def test_a_wrong_word_and_no_workers_listening(httpd, build_dir, tmp_path):  # n
     assert result.returncode == 2 and "--json is for status and connections" in result.stderr
     data = listed(build_dir, control)
     assert data["connections"] == [] and data["workers"][0]["open"] == 0
+    assert server.stop() == 0
+
+
+def test_a_stopped_worker_and_those_of_before_a_reload_are_said(httpd, build_dir, tmp_path,  # noqa
+                                                                 silent_upstream):
+    control = tmp_path / "control"
+    server = httpd("--workers", "2", "--control", str(control), "--proxy-timeout", "20",
+                   "--proxy", f"/slow/=127.0.0.1:{silent_upstream}")
+    status = json.loads(ctl(build_dir, control, "status", "--json").stdout)
+    stopped = status["per_worker"][0]["pid"]
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        result = ctl(build_dir, control, "connections")
+        assert 0.2 < time.monotonic() - began < 2
+        assert "worker 0: no answer within 250 ms (busy in a callback, or stopped)" in \
+            result.stdout, result.stdout
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+    assert server.stop() == 0
+
+
+def test_a_proxied_request_outlives_the_idle_timeout(httpd, build_dir, silent_upstream):  # noqa
+    """The upstream's connection owes an answer: the loop's idle timeout does not cut it, the
+    proxy's own timeout does."""
+    server = httpd("--workers", "1", "--idle-timeout", "1", "--proxy-timeout", "3",
+                   "--proxy", f"/slow/=127.0.0.1:{silent_upstream}")
+    began = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.port)) as client:
+        client.sendall(b"GET /slow/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        client.settimeout(10)
+        answer = client.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 504 "), answer
+    assert 2.8 < time.monotonic() - began < 6
     assert server.stop() == 0

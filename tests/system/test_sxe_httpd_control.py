@@ -240,11 +240,17 @@ def test_reload_drain_and_stop_by_command(controlled, build_dir, root, tmp_path)
     (other / "hello.txt").write_text("from the other root\n")
     write_config(controlled.config, other, 1,
                  f"control: {controlled.control}\naccess-log: {tmp_path / 'access.log'}\n")
+    kept = socket.create_connection(("127.0.0.1", controlled.port))  # the old workers' to drain
+    kept.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n")  # a head half sent
+    time.sleep(0.1)
     result = ctl(build_dir, controlled.control, "reload")
     assert result.returncode == 0 and result.stdout == "ok: reloading\n", result.stderr
     controlled.wait_for(r"serving .* with 1 worker", 1)
     controlled.wait_for("control socket .* answering", 2)
     assert b"from the other root" in controlled.get("/hello.txt")
+    listed = json.loads(ctl(build_dir, controlled.control, "connections", "--json").stdout)
+    assert listed["draining_from_before"] >= 1, listed  # not listed, but counted
+    kept.close()
     # a file with a mistake: refused, and the configuration in force serves on
     controlled.config.write_text(controlled.config.read_text() + "no-such-key: 1\n")
     result = ctl(build_dir, controlled.control, "reload")

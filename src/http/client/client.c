@@ -35,12 +35,14 @@ static const char *const idempotent_methods[] = {"GET",    "HEAD",    "PUT",
 static void on_connect(sxe_conn_t *conn);
 static size_t on_read(sxe_conn_t *conn, const char *data, size_t len);
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err);
+static void on_timeout(sxe_conn_t *conn);
 static void on_timer(sxe_timer_t *timer, void *arg);
 static void on_flush(sxe_timer_t *timer, void *arg);
 
 static const struct sxe_conn_handlers up_handlers = {.on_connect = on_connect,
                                                      .on_read = on_read,
                                                      .on_drained = sxe__http_client_on_drained,
+                                                     .on_timeout = on_timeout,
                                                      .on_close = on_close};
 
 int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, const char *address,
@@ -601,6 +603,21 @@ static void requeue_behind(sxe_http_client_t *client, struct sxe_http_call *call
             after = call;
         }
         call = next;
+    }
+}
+
+/*
+ * The loop's timeout for the connection's state: a kept-alive connection idle past the loop's
+ * idle timeout closes, but one that owes answers stays, however the loop's timeouts are set (a
+ * server's idle timeout, or its drain's second): its calls' own timeout
+ * (options.timeout) says how long an answer may take.
+ */
+static void on_timeout(sxe_conn_t *conn)
+{
+    const struct sxe__upstream *up = sxe_conn_user(conn);
+
+    if (up != NULL && up->calls > 0) {
+        (void)sxe_conn_touch(conn);
     }
 }
 

@@ -610,32 +610,32 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     sxe__http_defer_cancel(server, conn);
 }
 
-/* For the control socket's list of connections: the request under way, its method and target
- * (bytes a terminal could take for commands shown as '?'), or what the connection waits for. */
+/* For the control socket's list of connections: what the connection does, then the oldest
+ * request it holds, its method and target (cut to fit; bytes a terminal could take for commands
+ * shown as '?'). */
 static size_t describe(const sxe_conn_t *conn, char *out, size_t size)
 {
     sxe_http_server_t *server = sxe__http_server_of(conn);
     const struct http_conn *state = sxe__http_state(server, (sxe_conn_t *)(uintptr_t)conn);
-    const struct slot *slot = state->framed ? NULL : sxe__http_first(server, state);
-    int len;
+    const struct slot *slot = sxe__http_first(server, state); /* a held one, HTTP/2's too */
+    const char *doing = slot != NULL     ? (slot->streaming ? "body arriving" : "answer under way")
+                        : state->full    ? "an answer going out"
+                        : state->closing ? "closing after its answer"
+                        : state->framed  ? "waiting for a stream"
+                        : state->parser.scanned > 0 ? "a request head arriving"
+                                                    : "waiting for a request";
+    int len = snprintf(out, size, "%s%s%s", state->framed ? "HTTP/2, " : "", doing,
+                       slot != NULL ? ": " : "");
 
-    if (state->framed) {
-        len = snprintf(out, size, "HTTP/2");
-    } else if (slot != NULL) {
+    if (slot != NULL && len >= 0 && (size_t)len + 1 < size) {
         const struct sxe_http_request_head *request = &slot->request;
-        len = snprintf(out, size, "%.*s %.*s (%s)", (int)request->method_len, request->method,
-                       (int)request->target_len, request->target,
-                       slot->streaming ? "its body arriving" : "answer under way");
-        for (int i = 0; i < len && (size_t)i + 1 < size; i++) {
+        int more = snprintf(out + len, size - (size_t)len, "%.*s %.*s", (int)request->method_len,
+                            request->method, (int)request->target_len, request->target);
+        for (int i = len; more > 0 && i < len + more && (size_t)i + 1 < size; i++) {
             unsigned char c = (unsigned char)out[i];
             out[i] = c < 0x20 || c >= 0x7f ? '?' : out[i];
         }
-    } else if (state->closing) {
-        len = snprintf(out, size, "closing after its answer");
-    } else {
-        len = snprintf(out, size, "%s",
-                       state->parser.scanned > 0 ? "a request head arriving"
-                                                 : "waiting for a request");
+        len += more > 0 ? more : 0;
     }
     return len < 0 ? 0 : (size_t)len < size ? (size_t)len : size - 1;
 }
