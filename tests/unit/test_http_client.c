@@ -517,9 +517,9 @@ static void test_which_methods_are_retried(void **state)
 }
 
 /*
- * A pooled connection the loop closes for its silence (its idle timeout, shorter than the call's)
- * did not die under the call: the call fails with the timeout, and is not sent again. The upstream
- * is a plain socket the test answers once by hand, then leaves silent.
+ * A pooled connection whose call waits past the loop's idle timeout is not closed for it: the
+ * call's own timeout, longer, decides, and the call fails with it, and is not sent again. The
+ * upstream is a plain socket the test answers once by hand, then leaves silent.
  */
 static void test_a_pooled_connection_timed_out_is_not_retried(void **state)
 {
@@ -540,7 +540,10 @@ static void test_a_pooled_connection_timed_out_is_not_retried(void **state)
     assert_int_equal(listen(upstream, 4), 0);
     assert_int_equal(getsockname(upstream, (struct sockaddr *)&address, &address_len), 0);
     snprintf(text, sizeof(text), "127.0.0.1:%d", ntohs(address.sin_port));
-    assert_int_equal(sxe_http_client_create(&client, loop, text, NULL), 0);
+    assert_int_equal(
+        sxe_http_client_create(&client, loop, text,
+                               &(struct sxe_http_client_options){.timeout = 300 * SXE_NS_PER_MSEC}),
+        0);
 
     fetch(NULL, "/first", NULL, &result);
     assert_true(sxe_loop_run_once(loop, 0) >= 0); /* connects, and sends */
@@ -553,8 +556,10 @@ static void test_a_pooled_connection_timed_out_is_not_retried(void **state)
     run_until(1);
     assert_int_equal(result.err, 0);
     fetch(NULL, "/second", NULL, &result); /* on the pooled connection, never answered */
+    uint64_t began = sxe_clock_mono_ns();
     run_until(2);
     assert_int_equal(result.err, -ETIMEDOUT);
+    assert_true(sxe_clock_mono_ns() - began >= 250 * SXE_NS_PER_MSEC); /* not the idle 50 ms */
     sxe_http_client_stats(client, &stats);
     assert_int_equal(stats.retried, 0);
     assert_int_equal(stats.connects, 1);

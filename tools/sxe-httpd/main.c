@@ -227,8 +227,7 @@ static void serve(sxe_http_t *http, void *arg)
     serve_checked(http, file, second);
 }
 
-#define FILE_BODY_MOST (48 * 1024) /* a body a file's GET may carry: as the buffered routes take   \
-                                    */
+#define FILE_BODY_MOST (48 * 1024) /* a file's GET may carry this much body, as without hosts */
 
 /* A file's GET that came with a body: served once the body is read away. */
 static void body_read_away(sxe_http_t *held, const char *data, size_t len, bool done, void *arg)

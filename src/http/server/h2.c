@@ -265,8 +265,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
             kept[1] = (uint32_t)value_len;
         }
         stream->regular_at = stream->fields_len;
-    } else if (name_len == 4 && memcmp(name, "host", 4) == 0 && !host_agrees(stream, value,
-                                                                               value_len)) {
+    } else if (name_len == 4 && memcmp(name, "host", 4) == 0 &&
+               !host_agrees(stream, value, value_len)) {
         refuse(stream, 400);
         return 0;
     } else if (stream->field_count == limits->header_count) {
