@@ -3,13 +3,15 @@ virtual hosts, each with its own root, sxe-httpd beside nginx (a master and one 
 server blocks as an operator writes them). Each reload changes a field every answer carries
 (X-Generation); a client on CPU 1 asks the last host for its index, a new connection each time,
 until the new value comes back. Every answer in between must be a 200 from the old workers or the
-new: a refused connection or another status is counted as an error."""
+new: a refused connection or another status is counted as an error. Then the cost of hosts when
+serving: sxe-httpd with none against sxe-httpd with a hundred, the load asking one by name."""
 import os
+import shutil
 import signal
 import socket
 import time
 
-from harness import procs
+from harness import grid, peers, procs
 from harness.figures import Sample
 from harness.report import Section
 
@@ -22,7 +24,8 @@ RELOADS = 10
 
 
 def estimate(ctx):
-    return ctx.args.rounds * len(HOSTS) * len(SERVERS) * (RELOADS * 0.3 + 2)
+    return ctx.args.rounds * (len(HOSTS) * len(SERVERS) * (RELOADS * 0.3 + 2) +
+                              2 * (ctx.args.seconds + ctx.args.warmup + 1.5))
 
 
 def host_root(ctx, i):
@@ -31,7 +34,20 @@ def host_root(ctx, i):
         os.makedirs(root)
         with open(os.path.join(root, "index.html"), "w") as out:
             out.write(f"host {i}\n")
+        shutil.copy(os.path.join(ctx.root, "f12.txt"), root)  # what the serving cells ask
     return root
+
+
+def serving(ctx):
+    """The serving cells: no host, and a hundred (the load names the 58th), the same file."""
+    path = os.path.join(ctx.tmp, "serving-hosts.yaml")
+    with open(path, "w") as out:
+        out.write("hosts:\n" + "".join(f"  h{i}.test, www.h{i}.test:\n    root: "
+                                       f"{host_root(ctx, i)}\n" for i in range(100)))
+    specs = [peers.sxe_httpd(ctx, name="sxe-httpd, no hosts"),
+             peers.sxe_httpd(ctx, extra=("-c", path), name="sxe-httpd, 100 hosts")]
+    return grid.Scenario("hosts", "12 B file asked of h57.test, 100 connections", specs,
+                         extra=["-H", "Host: h57.test"])
 
 
 def sxe_config(ctx, port, hosts, generation):
@@ -145,6 +161,8 @@ def run(ctx, say):
                                               or failures[-1]))
     finally:
         os.sched_setaffinity(0, set(range(os.cpu_count())))
+    scenario = serving(ctx)
+    served = grid.run(ctx, say, KEY, [scenario], ctx.args.rounds)
     section = Section(KEY, TITLE, (
         f"Each server with one worker process on CPU 0, reloaded {RELOADS} times a round with "
         "SIGHUP (sxe-httpd checks the file with `sxe-httpd -t`, then runs again on the same "
@@ -159,4 +177,14 @@ def run(ctx, say):
                            "slowest reload, ms", "errors while reloading"], rows)
     section.target("operators", "reload: SIGHUP to the new workers serving ≤ 100 ms for 100 "
                    "hosts", cells[("sxe-httpd", 100)]["median"], 100, unit=" ms", digits=1)
+    rows = grid.comparison_rows(served, [scenario], lambda s: "sxe-httpd, no hosts",
+                                [("rate", 0), ("cpu_us", 2), ("p99", 2), ("rss_mb", 1)])
+    section.add_table("Serving with hosts: `sxe-http -H 'Host: h57.test'` on CPU 1, the server "
+                      "on CPU 0, every answer's status and length checked.",
+                      ["load", "server", "requests/s", "server CPU µs/request", "p99 ms",
+                       "peak RSS MB", "no hosts' CPU ÷ this"], rows)
+    section.target("operators", "100 virtual hosts: ≤ 1.05x the CPU per request of none",
+                   served.ratio(("hosts", "sxe-httpd, 100 hosts"),
+                                ("hosts", "sxe-httpd, no hosts")), 1.05)
+    section.cells = served
     return section

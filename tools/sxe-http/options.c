@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <sxe/sxe.h>
 
@@ -56,7 +57,8 @@ static void usage(FILE *out)
             "  -U FILE          request paths from FILE, one per line as 'PATH [WEIGHT]',\n"
             "                   used in turn (a path of weight 3 three times a round)\n"
             "  --random         with -U, draw each path at random by weight instead\n"
-            "  -H 'NAME: VALUE' add a request header (repeatable)\n"
+            "  -H 'NAME: VALUE' add a request header (repeatable; a Host replaces the\n"
+            "                   target's: a virtual host by name)\n"
             "  -b BODY          request body (sent with Content-Length)\n"
             "  -f FILE          send FILE's bytes as the request, exactly\n"
             "  -s A,B,...       source addresses, used in turn (each gives about %d ports)\n"
@@ -151,8 +153,22 @@ static void expect_body(const char *path)
     free(body);
 }
 
+/* Whether the -H headers (lines ending in CRLF) give a Host of their own: then it replaces the
+ * target's (a virtual host asked for by name), rather than making a second one. */
+static bool names_host(const char *headers)
+{
+    for (const char *line = headers; *line != '\0';) {
+        if (strncasecmp(line, "Host:", 5) == 0) {
+            return true;
+        }
+        const char *end = strstr(line, "\r\n");
+        line = end != NULL ? end + 2 : line + strlen(line);
+    }
+    return false;
+}
+
 /* Appends "METHOD PATH HTTP/1.1\r\nHost: ...\r\n<headers><Content-Length>\r\n<body>" to
- * config.requests as the next target, of weight. */
+ * config.requests as the next target, of weight (the Host, unless -H gave one). */
 static void add_request(const char *method, const char *path, const char *headers, const char *body,
                         uint64_t weight)
 {
@@ -172,8 +188,11 @@ static void add_request(const char *method, const char *path, const char *header
         die_usage("%s", "out of memory for the requests");
     }
     char *request = config.requests + at;
-    int len = snprintf(request, size, "%s %s HTTP/1.%c\r\nHost: %s\r\n%s", method, path,
-                       config.http10 ? '0' : '1', config.target_text, headers);
+    bool own_host = names_host(headers);
+    int len = snprintf(request, size, "%s %s HTTP/1.%c\r\n%s%s%s%s", method, path,
+                       config.http10 ? '0' : '1',
+                       own_host ? "" : "Host: ", own_host ? "" : config.target_text,
+                       own_host ? "" : "\r\n", headers);
     if (body != NULL) {
         len += snprintf(request + len, size - (size_t)len, "Content-Length: %zu\r\n", body_len);
     }

@@ -209,8 +209,23 @@ struct host *hosts_find(const char *authority, size_t len)
 
 int hosts_key(const struct host *host, const char *path, size_t len, char *out, size_t size)
 {
-    int key_len = host->index == 0 ? snprintf(out, size, "%.*s", (int)len, path)
-                                   : snprintf(out, size, "@%u%.*s", host->index, (int)len, path);
+    char prefix[8]; /* "@256" at most: no snprintf per request */
+    size_t prefix_len = 0;
 
-    return key_len >= 0 && (size_t)key_len < size ? key_len : -1;
+    if (host->index != 0) {
+        prefix[prefix_len++] = '@';
+        for (unsigned scale = host->index >= 100  ? 100
+                              : host->index >= 10 ? 10
+                                                  : 1;
+             scale > 0; scale /= 10) {
+            prefix[prefix_len++] = (char)('0' + host->index / scale % 10);
+        }
+    }
+    if (prefix_len + len >= size) {
+        return -1;
+    }
+    memcpy(out, prefix, prefix_len);
+    memcpy(out + prefix_len, path, len);
+    out[prefix_len + len] = '\0';
+    return (int)(prefix_len + len);
 }
