@@ -71,6 +71,17 @@ def test_each_host_serves_its_own_root(httpd, sites):  # noqa: F811
     assert server.stop() == 0
 
 
+def test_sxe_http_asks_a_host_by_name(httpd, sites, build_dir):  # noqa: F811
+    """sxe-http -H 'Host: NAME' sends that Host instead of the target's (not a second one)."""
+    server = httpd("--workers", "1", *hosts_args(sites))
+    run = subprocess.run([str(build_dir / "tools" / "sxe-http"), "-i", "127.0.0.1", "-p",
+                          str(server.port), "-u", "/same.txt", "-n", "20", "-c", "2", "-H",
+                          "host: x.b.test", "--json"], capture_output=True, text=True, timeout=30)
+    report = json.loads(run.stdout)
+    assert (report["queries"], report["errors"]["total"]) == (40, 0), run.stdout  # -n a connection
+    assert server.stop() == 0
+
+
 def test_no_host_reaches_another_hosts_files(httpd, sites):  # noqa: F811
     """A symbolic link from a's root into b's is outside a's root: refused, as any other."""
     (sites["a"] / "to-b").symlink_to(sites["b"] / "page.html")
