@@ -337,16 +337,15 @@ static void loop_stop(void *arg)
 /* The HTTP server's log hook, once per request: the metrics count it, the access log writes it. */
 static void logged(const sxe_http_t *http, void *arg)
 {
+    const struct sxe_http_request_head *request = sxe_http_request_head(http);
+    const struct host *host = hosts_find(request->host, request->host_len); /* once for both */
+
     (void)arg;
     if (metrics_on()) {
-        metrics_count(http);
+        metrics_count(http, host->index);
     }
-    if (access_log_on()) {
-        const struct sxe_http_request_head *request = sxe_http_request_head(http);
-        int log = hosts_find(request->host, request->host_len)->log;
-        if (log >= 0) {
-            access_log_write_to((unsigned)log, http);
-        }
+    if (access_log_on() && host->log >= 0) {
+        access_log_write_to((unsigned)host->log, http);
     }
 }
 

@@ -191,14 +191,12 @@ static unsigned class_of(int status)
     return status >= 100 && status < 600 ? (unsigned)status / 100 - 1 : CLASSES - 1;
 }
 
-void metrics_count(const sxe_http_t *http)
+void metrics_count(const sxe_http_t *http, unsigned host)
 {
     struct slot *slot = own_slot();
     unsigned class = class_of(sxe_http_status(http)), id;
     uint64_t ns = sxe_clock_mono_ns() - sxe_http_began(http), upstream_ns;
     bool ended;
-    const struct sxe_http_request_head *request = sxe_http_request_head(http);
-    unsigned host = hosts_find(request->host, request->host_len)->index;
     struct kind_counters *kind =
         &slot->kinds[host * KINDS + (proxy_handled(http) ? KIND_PROXY : KIND_STATIC)];
 

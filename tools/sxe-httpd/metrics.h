@@ -28,8 +28,8 @@ int metrics_open(unsigned workers);
 /* Whether metrics are counted (metrics_open() succeeded). */
 bool metrics_on(void);
 
-/* Counts a request as it is logged (the HTTP server's on_log). */
-void metrics_count(const sxe_http_t *http);
+/* Counts a request of host (by index, hosts.h) as it is logged (the HTTP server's on_log). */
+void metrics_count(const sxe_http_t *http, unsigned host);
 
 /* Routes GET path to the metrics of server's workers. @return as sxe_http_server_route(). */
 int metrics_route(sxe_http_server_t *server, const char *path);
