@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -59,6 +60,7 @@ struct io_uring_params;
       (epfd, events, max, timeout, mask), epoll_pwait2)                                            \
     X(epoll_wait, int, (int epfd, struct epoll_event *events, int max, int timeout),               \
       (epfd, events, max, timeout), epoll_wait)                                                    \
+    X(eventfd, int, (unsigned int count, int flags), (count, flags), eventfd)                      \
     X(fcntl, int, (int fd, int command, int arg), (fd, command, arg), sys_fcntl)                   \
     X(execv, int, (const char *path, char *const argv[]), (path, argv), execv)                     \
     X(fork, pid_t, (void), (), fork)                                                               \

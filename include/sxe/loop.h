@@ -201,6 +201,33 @@ void sxe_loop_drain(sxe_loop_t *loop, uint64_t drain_ns);
  */
 int sxe_loop_at_stop(sxe_loop_t *loop, void (*hook)(void *arg), void *arg);
 
+typedef struct sxe_loop_waker sxe_loop_waker_t; /**< A way for other threads to wake a loop. */
+
+/**
+ * Makes a waker: after sxe_loop_wake(waker) on any thread (or in a signal handler), the loop
+ * calls hook(arg) on its own thread, at its next turn. Wakes that come before the hook runs are
+ * one call; a wake during the hook is another. What the waking thread wrote before it woke the
+ * loop is visible to the hook. This is how results come back from threads (sxe/work.h): put them
+ * where the hook looks, then wake. A loop has at most 16 wakers; they share one eventfd, made
+ * with the first.
+ * @return 0, -EINVAL (no hook), -ENOBUFS past 16, or -errno from eventfd or from watching it.
+ */
+SXE_MUST_CHECK int sxe_loop_waker_create(sxe_loop_t *loop, sxe_loop_waker_t **waker,
+                                         void (*hook)(void *arg), void *arg);
+
+/**
+ * Wakes the waker's loop: its hook runs on the loop's thread, soon. Safe from any thread and in
+ * a signal handler; costs an atomic exchange, and a write to the eventfd when the loop has not
+ * been woken since it last looked.
+ */
+void sxe_loop_wake(sxe_loop_waker_t *waker);
+
+/**
+ * Removes a waker; a wake already made may not call its hook. On the loop's thread, once no
+ * other thread can wake it. sxe_loop_destroy() removes those left.
+ */
+void sxe_loop_waker_destroy(sxe_loop_waker_t *waker);
+
 /** Copies the loop's counters into stats. */
 void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats);
 

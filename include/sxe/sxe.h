@@ -25,6 +25,7 @@
 #include "sxe/utf8.h"
 #include "sxe/version.h"
 #include "sxe/websocket.h"
+#include "sxe/work.h"
 #include "sxe/workers.h"
 
 #endif

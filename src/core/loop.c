@@ -71,7 +71,7 @@ int sxe__loop_open(sxe_loop_t *loop, const struct sxe_loop_options *options)
     int rc;
 
     loop->options = options != NULL ? *options : (struct sxe_loop_options){0};
-    loop->signal_fd = loop->reserve_fd = -1;
+    loop->signal_fd = loop->reserve_fd = loop->wake_fd = -1;
     apply_defaults(&loop->options);
     if (!SXE_CHECK(options_are_valid(&loop->options))) {
         return -EINVAL;
@@ -102,6 +102,7 @@ int sxe__loop_open(sxe_loop_t *loop, const struct sxe_loop_options *options)
 
 void sxe__loop_close(sxe_loop_t *loop)
 {
+    sxe__wake_close(loop);
     if (loop->signal_fd >= 0) {
         sxe__sys.close(loop->signal_fd);
     }
@@ -316,8 +317,12 @@ static void dispatch(sxe_loop_t *loop, int count)
 {
     for (int i = 0; i < count; i++) {
         const struct sxe__io_event *event = &loop->events[i];
-        if (event->tag == SXE__SIGNAL_TAG) {
-            take_signals(loop);
+        if (event->tag >= SXE__WAKE_TAG) {
+            if (event->tag == SXE__SIGNAL_TAG) {
+                take_signals(loop);
+            } else {
+                sxe__wake_take(loop);
+            }
             loop->layer->after_event(loop);
             continue;
         }
