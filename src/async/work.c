@@ -2,13 +2,16 @@
  * The work pool: see sxe/work.h.
  *
  * Jobs live in a fixed array of slots. The loop's thread alone takes slots from the free list and
- * gives them back (submit, and the delivery of results), so that list needs no lock. One mutex
- * guards the rest: the queue of jobs not started (a doubly linked FIFO, so a cancel unlinks in
- * O(1)), each job's state, and the done list of jobs over but not yet called back. A thread that
- * finishes a job appends it to the done list and, when the list was empty, wakes the loop while
- * it still holds the lock: a list that is not empty has a wake on its way, whose delivery takes
- * the whole list, so a burst of results costs one wake; and once the pool is being destroyed no
- * thread can wake a waker that is gone.
+ * gives them back (submit, and the delivery of results), so that list needs no lock. Two mutexes
+ * guard the rest, so that the threads taking jobs and those handing results back do not wait for
+ * each other: `lock` the queue of jobs not started (a doubly linked FIFO, so a cancel unlinks in
+ * O(1)) and whether a job is queued or running; `over_lock` the list of jobs over but not yet
+ * called back. A thread that finishes a job appends it to that list and, when the list was empty,
+ * wakes the loop while it still holds over_lock: a list that is not empty has a wake on its way,
+ * whose delivery takes the whole list, so a burst of results costs one wake; and once the pool is
+ * being destroyed no thread can wake a waker that is gone. A thread is signalled only when one
+ * waits idle, and jobs submitted by done callbacks are queued together when the delivery ends:
+ * one lock and one signal for the batch, not one each.
  */
 #define SXE_LOG_MODULE work_log
 #include "sxe/log.h"
@@ -34,7 +37,7 @@ static struct sxe_log_module work_log = SXE_LOG_MODULE_INIT(WORK);
 #define QUEUE_MAX       (1u << 24)
 #define NONE            UINT32_MAX
 
-enum job_state { JOB_FREE, JOB_QUEUED, JOB_RUNNING, JOB_OVER };
+enum job_state { JOB_FREE, JOB_BATCHED, JOB_QUEUED, JOB_RUNNING, JOB_OVER };
 
 struct job {
     sxe_work_fn_t work;
@@ -43,7 +46,7 @@ struct job {
     uint32_t next; /* the queue's, the done list's or the free list's next */
     uint32_t prev; /* the queue's previous */
     uint32_t generation;
-    uint8_t state;  /* enum job_state, under the lock */
+    uint8_t state;  /* enum job_state: QUEUED and RUNNING under lock, OVER under over_lock */
     bool cancelled; /* over without running: its done callback says -ECANCELED */
 };
 
@@ -58,15 +61,18 @@ struct sxe_work_pool {
     struct job *jobs;
     uint32_t free_head; /* the loop's thread only */
     bool delivering;    /* in the done callbacks (a destroy from one is invalid) */
+    struct list batch;  /* the loop's thread only: submitted by done callbacks, not yet queued */
+    uint32_t batched;
 
     pthread_mutex_t lock;
-    pthread_cond_t queued; /* signalled for each job queued, broadcast at the stop */
-    struct list queue;     /* under the lock: jobs not started, oldest first */
-    struct list over;      /* under the lock: jobs over, not yet called back, oldest first */
-    bool stopping;         /* under the lock: threads end once the queue is empty */
-    bool abandoned;        /* under the lock: the loop's side is gone; wake no one */
-    uint32_t started;      /* threads started */
-    uint32_t running;      /* under the lock: threads inside a job's work */
+    pthread_cond_t queued; /* signalled for a job queued while a thread idles; broadcast at stop */
+    struct list queue;     /* under lock: jobs not started, oldest first */
+    uint32_t idle;         /* under lock: threads waiting for a job */
+    bool stopping;         /* under lock: threads end once the queue is empty */
+    pthread_mutex_t over_lock;
+    struct list over; /* under over_lock: jobs over, not yet called back, oldest first */
+    bool abandoned;   /* under over_lock: the loop's side is gone; wake no one */
+    uint32_t started; /* threads started */
     pthread_t *threads;
 
     struct sxe_work_stats stats; /* the loop's thread only */
@@ -100,45 +106,81 @@ static void list_unlink(struct job *jobs, struct list *list, uint32_t i)
     }
 }
 
-/* Under the lock: a job is over; the loop hears of it. */
+/* A job is over (run, or cancelled): the loop hears of it. */
 static void job_over(sxe_work_pool_t *pool, uint32_t i)
 {
+    pthread_mutex_lock(&pool->over_lock);
     bool was_empty = pool->over.head == NONE;
-
-    pool->jobs[i].state = JOB_OVER;
+    __atomic_store_n(&pool->jobs[i].state, JOB_OVER, __ATOMIC_RELAXED);
     list_append(pool->jobs, &pool->over, i);
     if (was_empty && !pool->abandoned) {
         sxe_loop_wake(pool->waker);
     }
+    pthread_mutex_unlock(&pool->over_lock);
 }
 
 static void *thread_main(void *arg)
 {
     sxe_work_pool_t *pool = arg;
 
-    pthread_mutex_lock(&pool->lock);
     for (;;) {
+        pthread_mutex_lock(&pool->lock);
         while (pool->queue.head == NONE && !pool->stopping) {
+            pool->idle++;
             pthread_cond_wait(&pool->queued, &pool->lock);
+            pool->idle--;
         }
         uint32_t i = pool->queue.head;
         if (i == NONE) {
-            break; /* stopping, and nothing left to start */
+            pthread_mutex_unlock(&pool->lock);
+            return NULL; /* stopping, and nothing left to start */
         }
         struct job *job = &pool->jobs[i];
         list_unlink(pool->jobs, &pool->queue, i);
         job->state = JOB_RUNNING;
-        pool->running++;
         pthread_mutex_unlock(&pool->lock);
 
         job->work(job->arg);
-
-        pthread_mutex_lock(&pool->lock);
-        pool->running--;
         job_over(pool, i);
     }
+}
+
+/* Under lock: wakes as many idle threads as there are new jobs, at most. */
+static void signal_idle(sxe_work_pool_t *pool, uint32_t jobs)
+{
+    if (pool->idle == 0) {
+        return;
+    }
+    if (jobs >= pool->idle) {
+        pthread_cond_broadcast(&pool->queued);
+        return;
+    }
+    while (jobs-- > 0) {
+        pthread_cond_signal(&pool->queued);
+    }
+}
+
+/* What done callbacks submitted, queued as one. */
+static void queue_batch(sxe_work_pool_t *pool)
+{
+    if (pool->batch.head == NONE) {
+        return;
+    }
+    pthread_mutex_lock(&pool->lock);
+    for (uint32_t i = pool->batch.head; i != NONE; i = pool->jobs[i].next) {
+        pool->jobs[i].state = JOB_QUEUED;
+    }
+    if (pool->queue.tail == NONE) {
+        pool->queue = pool->batch;
+    } else {
+        pool->jobs[pool->queue.tail].next = pool->batch.head;
+        pool->jobs[pool->batch.head].prev = pool->queue.tail;
+        pool->queue.tail = pool->batch.tail;
+    }
+    signal_idle(pool, pool->batched);
     pthread_mutex_unlock(&pool->lock);
-    return NULL;
+    pool->batch = (struct list){NONE, NONE};
+    pool->batched = 0;
 }
 
 /* On the loop's thread: calls back every job over, each slot freed before its callback (which
@@ -147,10 +189,10 @@ static void deliver(void *arg)
 {
     sxe_work_pool_t *pool = arg;
 
-    pthread_mutex_lock(&pool->lock);
+    pthread_mutex_lock(&pool->over_lock);
     uint32_t i = pool->over.head;
     pool->over = (struct list){NONE, NONE};
-    pthread_mutex_unlock(&pool->lock);
+    pthread_mutex_unlock(&pool->over_lock);
 
     pool->delivering = true;
     while (i != NONE) {
@@ -174,6 +216,7 @@ static void deliver(void *arg)
         i = next;
     }
     pool->delivering = false;
+    queue_batch(pool);
 }
 
 static bool options_valid(const struct sxe_work_options *options)
@@ -240,6 +283,7 @@ static void pool_free(sxe_work_pool_t *pool)
     sxe_loop_waker_destroy(pool->waker);
     pthread_cond_destroy(&pool->queued);
     pthread_mutex_destroy(&pool->lock);
+    pthread_mutex_destroy(&pool->over_lock);
     free(pool->threads);
     free(pool->jobs);
     free(pool);
@@ -271,11 +315,12 @@ int sxe_work_pool_create(sxe_work_pool_t **pool_out, sxe_loop_t *loop,
     }
     pool->loop = loop;
     pool->options = o;
-    pool->queue = pool->over = (struct list){NONE, NONE};
+    pool->queue = pool->over = pool->batch = (struct list){NONE, NONE};
     for (uint32_t i = 0; i < o.queue; i++) {
         pool->jobs[i].next = i + 1 < o.queue ? i + 1 : NONE;
     }
     pthread_mutex_init(&pool->lock, NULL);
+    pthread_mutex_init(&pool->over_lock, NULL);
     pthread_cond_init(&pool->queued, NULL);
     if ((rc = sxe_loop_waker_create(loop, &pool->waker, deliver, pool)) < 0 ||
         (rc = start_threads(pool)) < 0) {
@@ -311,9 +356,9 @@ void sxe_work_pool_destroy(sxe_work_pool_t *pool)
 
     uint32_t left = join_threads(pool, pool->options.stop_ns);
 
-    pthread_mutex_lock(&pool->lock);
+    pthread_mutex_lock(&pool->over_lock);
     pool->abandoned = true; /* the threads left wake no one, and free nothing */
-    pthread_mutex_unlock(&pool->lock);
+    pthread_mutex_unlock(&pool->over_lock);
     deliver(pool); /* what ended in time, and the cancelled */
     if (left > 0) {
         SXE_LOG_ERROR("%u work thread%s still running a job after %llu ms: left to end by "
@@ -338,9 +383,7 @@ int sxe_work_submit(sxe_work_pool_t *pool, sxe_work_fn_t work, sxe_work_done_t d
         return -ENOBUFS;
     }
     struct job *job = &pool->jobs[i];
-    pthread_mutex_lock(&pool->lock);
-    if (pool->stopping) {
-        pthread_mutex_unlock(&pool->lock);
+    if (pool->stopping) { /* only the loop's thread sets it */
         return -ESHUTDOWN;
     }
     pool->free_head = job->next;
@@ -348,10 +391,17 @@ int sxe_work_submit(sxe_work_pool_t *pool, sxe_work_fn_t work, sxe_work_done_t d
     job->done = done;
     job->arg = arg;
     job->cancelled = false;
-    job->state = JOB_QUEUED;
-    list_append(pool->jobs, &pool->queue, i);
-    pthread_cond_signal(&pool->queued);
-    pthread_mutex_unlock(&pool->lock);
+    if (pool->delivering) { /* queued with the others when the delivery ends */
+        job->state = JOB_BATCHED;
+        list_append(pool->jobs, &pool->batch, i);
+        pool->batched++;
+    } else {
+        pthread_mutex_lock(&pool->lock);
+        job->state = JOB_QUEUED;
+        list_append(pool->jobs, &pool->queue, i);
+        signal_idle(pool, 1);
+        pthread_mutex_unlock(&pool->lock);
+    }
 
     pool->stats.submitted++;
     if (++pool->stats.held > pool->stats.most_held) {
@@ -366,24 +416,33 @@ int sxe_work_submit(sxe_work_pool_t *pool, sxe_work_fn_t work, sxe_work_done_t d
 int sxe_work_cancel(sxe_work_pool_t *pool, uint64_t id)
 {
     uint32_t i = (uint32_t)id;
-    int rc = -ENOENT;
+    int rc;
 
     if (pool == NULL || i >= pool->options.queue) {
         return -ENOENT;
     }
     struct job *job = &pool->jobs[i];
-    pthread_mutex_lock(&pool->lock);
-    if (job->generation == (uint32_t)(id >> 32) && job->state != JOB_FREE) {
-        rc = -EBUSY;
-        if (job->state == JOB_QUEUED) {
+    if (job->generation != (uint32_t)(id >> 32)) {
+        return -ENOENT; /* only the loop's thread changes it, and a job's state from FREE */
+    }
+    if (job->state == JOB_BATCHED) {
+        list_unlink(pool->jobs, &pool->batch, i);
+        pool->batched--;
+    } else {
+        pthread_mutex_lock(&pool->lock);
+        uint8_t state = __atomic_load_n(&job->state, __ATOMIC_RELAXED); /* OVER: over_lock's */
+        rc = state == JOB_FREE ? -ENOENT : state == JOB_QUEUED ? 0 : -EBUSY;
+        if (rc == 0) {
             list_unlink(pool->jobs, &pool->queue, i);
-            job->cancelled = true;
-            job_over(pool, i); /* called back at the next turn, as any result */
-            rc = 0;
+        }
+        pthread_mutex_unlock(&pool->lock);
+        if (rc < 0) {
+            return rc;
         }
     }
-    pthread_mutex_unlock(&pool->lock);
-    return rc;
+    job->cancelled = true;
+    job_over(pool, i); /* called back at the next turn, as any result */
+    return 0;
 }
 
 struct call {

@@ -269,6 +269,41 @@ static void test_a_thousand_cancellations(void **state)
     sxe_work_pool_destroy(pool);
 }
 
+static sxe_work_pool_t *chain_pool;
+static struct job chained[3];
+
+/* A done callback that submits three more and cancels the second before the delivery ends. */
+static void submit_more(void *arg, int status)
+{
+    uint64_t ids[3];
+
+    done(arg, status);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sxe_work_submit(chain_pool, work, done, &chained[i], &ids[i]), 0);
+    }
+    assert_int_equal(sxe_work_cancel(chain_pool, ids[1]), 0);
+    assert_int_equal(sxe_work_cancel(chain_pool, ids[1]), -EBUSY); /* over: to be called back */
+}
+
+static void test_jobs_submitted_by_a_done_callback(void **state)
+{
+    struct job first = {0};
+
+    (void)state;
+    memset(chained, 0, sizeof(chained));
+    assert_int_equal(sxe_work_pool_create(&chain_pool, loop, NULL), 0);
+    assert_int_equal(sxe_work_submit(chain_pool, work, submit_more, &first, NULL), 0);
+    run_until(4);
+    assert_int_equal(first.status, 0);
+    assert_int_equal(chained[0].status, 0);
+    assert_int_equal(chained[0].ran, 1);
+    assert_int_equal(chained[1].status, -ECANCELED);
+    assert_int_equal(chained[1].ran, 0);
+    assert_int_equal(chained[2].status, 0);
+    assert_int_equal(chained[2].ran, 1);
+    sxe_work_pool_destroy(chain_pool);
+}
+
 static unsigned ticks;
 
 static void on_tick(sxe_timer_t *timer, void *arg)
@@ -589,6 +624,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_full_queue_refuses_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_before_while_and_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_thousand_cancellations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_submitted_by_a_done_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_loop_keeps_time_while_a_job_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_destroy_cancels_the_queued_and_waits_for_the_running,
