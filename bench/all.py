@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 
 from harness import peers, procs, report  # noqa: E402
 
-SUITES = ["single", "cores", "proxy", "tls", "http2", "latency", "websocket", "later", "map", "scenarios", "compress", "reload", "dictionary", "many", "stall", "micro"]
+SUITES = ["single", "cores", "proxy", "tls", "http2", "latency", "websocket", "later", "map", "scenarios", "compress", "reload", "dictionary", "many", "stall", "micro", "work"]
 
 
 def arguments():
@@ -58,7 +58,7 @@ def arguments():
 
 
 def prepare(args):
-    """The scratch directory, the files every file server serves, and libuv's hello."""
+    """The scratch directory, the files every file server serves, and libuv's programs."""
     tmp = tempfile.mkdtemp(prefix="sxe-bench-")
     os.chmod(tmp, 0o755)  # h2o, started as root, serves as the user nobody
     root = os.path.join(tmp, "www")
@@ -71,8 +71,9 @@ def prepare(args):
             == 0:
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libuv"], capture_output=True,
                                text=True, check=True).stdout.split()
-        subprocess.run(["cc", "-O2", "-o", os.path.join(tmp, "libuv-hello"),
-                        os.path.join(HERE, "peers", "libuv-hello.c"), *flags], check=True)
+        for peer in ("libuv-hello", "libuv-work"):
+            subprocess.run(["cc", "-O2", "-o", os.path.join(tmp, peer),
+                            os.path.join(HERE, "peers", peer + ".c"), *flags], check=True)
     return peers.Context(args.build_dir, tmp, root, args)
 
 

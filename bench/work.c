@@ -84,6 +84,9 @@ static int compare(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int report(const double *rate, const double *cpu, const double *trip, unsigned rounds,
+                  uint64_t jobs);
+
 int main(int argc, char **argv)
 {
     bool json = bench_option(&argc, argv, "--json");
@@ -123,13 +126,26 @@ int main(int argc, char **argv)
     }
     sxe_work_pool_destroy(pool);
     sxe_loop_destroy(loop);
+    free(trips);
+    int rc = 0;
     if (!json) {
         for (unsigned r = 0; r < rounds; r++) {
             printf("round %u: %.0f jobs/s, %.2f us CPU a job, round trip %.1f us\n", r + 1, rate[r],
                    cpu[r], trip[r]);
         }
-        return 0;
+    } else {
+        rc = report(rate, cpu, trip, rounds, jobs);
     }
+    free(rate);
+    free(cpu);
+    free(trip);
+    return rc;
+}
+
+/* The figures as bench/bench_json.h's document. */
+static int report(const double *rate, const double *cpu, const double *trip, unsigned rounds,
+                  uint64_t jobs)
+{
     struct bench_json out;
     bench_json_begin(&out, "work");
     bench_json_param_text(&out, "pool", "sxe_work");
