@@ -49,6 +49,7 @@
 #include <sys/types.h>
 
 #include "sxe/conn.h"
+#include "sxe/json.h"
 #include "sxe/error.h"
 #include "sxe/http_parser.h"
 #include "sxe/loop.h"
@@ -385,6 +386,21 @@ const char *sxe_http_query(const sxe_http_t *http, size_t *len);
  * route's, which comes in pieces instead).
  */
 const char *sxe_http_body(const sxe_http_t *http, size_t *len);
+
+/**
+ * Reads the request's body (sxe_http_body()) as one JSON value within limits (NULL: the defaults
+ * of sxe/json.h), into *root, the handler's to free with sxe_json_free(). When the body is not
+ * JSON or breaks a limit, this answers the request itself: 400 (413 past limits->size, 503 out of
+ * memory, 500 in a build without jansson) with a JSON body that says what and where,
+ * {"error": "...", "line": L, "column": C, "position": BYTES}; the handler then just returns.
+ *
+ *     sxe_json_t *order;
+ *     if (sxe_http_json(http, &order, NULL) < 0)
+ *         return;                                  // answered
+ *
+ * @return 0, or the negative error of sxe_json_parse() (the request answered).
+ */
+int sxe_http_json(sxe_http_t *http, sxe_json_t **root, const struct sxe_json_limits *limits);
 
 /**
  * A piece of a streamed request body: len bytes at data, chunked framing removed, valid during the

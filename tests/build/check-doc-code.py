@@ -43,6 +43,11 @@ struct price {
 struct record {
     char name[24];
 };
+struct check {
+    sxe_http_t *request;
+    const char *user, *password;
+    bool ok;
+};
 """
 
 # name -> its declaration, for names the sketches use without defining them.
@@ -91,6 +96,13 @@ CONTEXT = {
                   " { (void)pool, (void)index, (void)arg; }",
     "addr": "static struct sockaddr_in addr;",
     "chat": "static const struct sxe_ws_handlers chat;",
+    "pool": "static sxe_work_pool_t *pool;",
+    "check": "static struct check *check;",
+    "request": "static sxe_http_t *request;",
+    "answer": "static void answer(sxe_http_t *request, int status) { (void)request, (void)status; }",
+    "password_matches": "static bool password_matches(const char *user, const char *password)"
+                        " { return user == password; }",
+    "ship": "static void ship(const char *sku, int64_t quantity) { (void)sku, (void)quantity; }",
 }
 
 def code_of(line):

@@ -1,5 +1,5 @@
-"""examples/hello, echo, udp-echo and http-gateway as real servers on loopback: they serve, and stop
-cleanly."""
+"""examples/hello, echo, udp-echo, http-gateway, http-api and http-work as real servers on
+loopback: they serve, and stop cleanly."""
 import signal
 import socket
 import subprocess
@@ -215,6 +215,27 @@ def test_http_api_answers_json_echoes_bodies_and_adds_its_header(server):
     assert json.loads(call("GET", target)[3]) == {"hello": name}
     assert json.loads(call("GET", "/hello?name=a+b")[3]) == {"hello": "a b"}
     assert json.loads(call("GET", "/hello?name=%FF%C0%AF")[3]) == {"hello": "\ufffd" * 3}
+    # A POST read as JSON: checked members, and a body that is not JSON told where.
+    status, x_api, kind, body = call("POST", "/hello", b'{"name": "Ann \\u00e9", "times": 2}')
+    assert (status, x_api, kind) == (200, "1", "application/json")
+    assert json.loads(body) == {"hello": ["Ann \u00e9", "Ann \u00e9"]}
+    for wrong in (b'{"name": "", "times": 1}', b'{"name": "x", "times": 4}',
+                  b'{"name": "x"}', b'{"name": 7, "times": 1}', b'["x", 1]',
+                  b'{"name": "a\\u0000b", "times": 1}'):
+        status, x_api, _, body = call("POST", "/hello", wrong)
+        assert (status, x_api) == (422, "1"), wrong
+        assert "want a name" in json.loads(body)["error"]
+    status, _, kind, body = call("POST", "/hello", b'{"name": "x",\n "times": }')
+    assert (status, kind) == (400, "application/json")
+    assert json.loads(body) == {"error": "unexpected token near '}'", "line": 2, "column": 11,
+                                "position": 25}  # (just past the token)
+    status, _, _, body = call("POST", "/hello", b"[" * 100 + b"]" * 100)
+    assert status == 400
+    assert json.loads(body)["error"] == "nested deeper than 64 arrays and objects"
+    status, _, _, body = call("POST", "/hello", b'{"name": "x", "name": "y", "times": 1}')
+    assert status == 400 and "duplicate object key" in json.loads(body)["error"]
+    status, _, _, body = call("POST", "/hello", b"")
+    assert status == 400
     payload = bytes(range(256)) * 64
     status, x_api, kind, body = call("POST", "/echo", payload)
     assert (status, x_api, kind, body) == (200, "1", "application/octet-stream", payload)
@@ -231,6 +252,30 @@ def test_http_api_answers_json_echoes_bodies_and_adds_its_header(server):
     assert status == 413
     conn.close()
     assert stop(api) == 0
+
+
+def test_http_work_resolves_names_on_its_pool(server):
+    import http.client
+
+    port = free_port()
+    work = server("http-work", f"127.0.0.1:{port}")
+    connect(port).close()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+
+    def call(target):
+        conn.request("GET", target)
+        response = conn.getresponse()
+        return response.status, response.read()
+
+    assert call("/resolve?name=127.0.0.9") == (200, b"127.0.0.9\n")
+    status, body = call("/resolve?name=localhost")
+    assert status == 200 and b"127.0.0.1\n" in body
+    assert call("/resolve?name=") == (400, b"ask /resolve?name=HOST\n")
+    assert call("/resolve") == (400, b"ask /resolve?name=HOST\n")
+    assert call("/resolve?name=no-such-host.invalid")[0] == 404
+    assert call("/") == (200, b"Hello World\n")
+    conn.close()
+    assert stop(work) == 0
 
 
 @pytest.mark.parametrize("program", ["sxe-httpd", "sxe-http"])
