@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 
 from harness import peers, procs, report  # noqa: E402
 
-SUITES = ["single", "cores", "proxy", "tls", "http2", "latency", "websocket", "later", "map", "scenarios", "compress", "reload", "dictionary", "many", "stall", "micro", "work"]
+SUITES = ["single", "cores", "proxy", "tls", "http2", "latency", "websocket", "later", "map", "scenarios", "compress", "reload", "dictionary", "many", "stall", "micro", "work", "json"]
 
 
 def arguments():

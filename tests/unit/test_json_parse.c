@@ -232,6 +232,11 @@ static void test_depth(void **state)
     text = "{\"a\": [{\"b\": [1]}]}";
     error = refused(text, strlen(text), &three, -ELOOP);
     assert_int_equal(error.position, 13);
+    text = "{\"a\":\n  [1,\n   {\"\u00e9\": [1]}]}"; /* lines, and characters of 2 bytes */
+    error = refused(text, strlen(text), &three, -ELOOP);
+    assert_int_equal(error.line, 3);
+    assert_int_equal(error.column, 10);
+    assert_int_equal(error.position, 22);
     text = "[\"\\\"[[[[\", [[1]]]"; /* an escaped quote does not end the string */
     assert_int_equal(sxe_json_parse(&root, text, strlen(text), &three, NULL), 0);
     sxe_json_free(root);

@@ -304,6 +304,64 @@ static void test_jobs_submitted_by_a_done_callback(void **state)
     sxe_work_pool_destroy(chain_pool);
 }
 
+static struct job late = {0};
+
+/* A done callback that submits again, to a queue that still holds a job: the batch goes after. */
+static void submit_behind(void *arg, int status)
+{
+    done(arg, status);
+    assert_int_equal(sxe_work_submit(chain_pool, work, done, &late, NULL), 0);
+}
+
+static void test_a_batch_queues_behind_jobs_waiting(void **state)
+{
+    struct job gated[2] = {{.gated = true}, {.gated = true}}, cancelled = {0}, waiting = {0};
+    uint64_t id;
+
+    (void)state;
+    memset(&late, 0, sizeof(late));
+    assert_int_equal(
+        sxe_work_pool_create(&chain_pool, loop, &(struct sxe_work_options){.threads = 2}), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sxe_work_submit(chain_pool, work, done, &gated[i], NULL), 0);
+    }
+    gate_wait_for(2); /* both threads held */
+    assert_int_equal(sxe_work_submit(chain_pool, work, submit_behind, &cancelled, &id), 0);
+    assert_int_equal(sxe_work_submit(chain_pool, work, done, &waiting, NULL), 0);
+    assert_int_equal(sxe_work_cancel(chain_pool, id), 0);
+    run_until(1); /* the cancelled one's callback queues late behind waiting */
+    assert_int_equal(cancelled.status, -ECANCELED);
+    gate_release();
+    run_until(5);
+    assert_int_equal(waiting.status, 0);
+    assert_int_equal(late.status, 0);
+    assert_int_equal(late.ran, 1);
+    sxe_work_pool_destroy(chain_pool);
+}
+
+static void submit_while_stopping(void *arg, int status)
+{
+    done(arg, status);
+    assert_int_equal(sxe_work_submit(chain_pool, work, done, &late, NULL), -ESHUTDOWN);
+}
+
+static void test_no_submission_while_the_pool_stops(void **state)
+{
+    struct job gated = {.gated = true}, queued = {0};
+
+    (void)state;
+    assert_int_equal(
+        sxe_work_pool_create(&chain_pool, loop, &(struct sxe_work_options){.threads = 1}), 0);
+    assert_int_equal(sxe_work_submit(chain_pool, work, done, &gated, NULL), 0);
+    assert_int_equal(sxe_work_submit(chain_pool, work, submit_while_stopping, &queued, NULL), 0);
+    gate_wait_for(1);
+    gate_release();
+    sxe_work_pool_destroy(
+        chain_pool); /* queued is cancelled, and cannot submit from its callback */
+    assert_int_equal(queued.status, -ECANCELED);
+    assert_int_equal(done_count, 2);
+}
+
 static unsigned ticks;
 
 static void on_tick(sxe_timer_t *timer, void *arg)
@@ -499,7 +557,13 @@ static void test_failures_to_start(void **state)
     sxe__sys_fail(SXE_SYS_eventfd, 1, 1, EMFILE);
     assert_int_equal(sxe_work_pool_create(&pool, loop, NULL), -EMFILE);
     sxe__sys_reset();
-    assert_int_equal(sxe_test_open_fds(), fds);          /* nothing left open */
+    assert_int_equal(sxe_test_open_fds(), fds); /* nothing left open */
+    if (!sxe_test_uring()) { /* epoll's watch is an epoll_ctl; io_uring's makes no call */
+        sxe__sys_fail(SXE_SYS_epoll_ctl, 1, 1, ENOSPC);
+        assert_int_equal(sxe_work_pool_create(&pool, loop, NULL), -ENOSPC);
+        sxe__sys_reset();
+        assert_int_equal(sxe_test_open_fds(), fds); /* the eventfd closed again */
+    }
     sxe__sys_fail(SXE_SYS_pthread_create, 3, 1, EAGAIN); /* the third of four */
     assert_int_equal(sxe_work_pool_create(&pool, loop, NULL), -EAGAIN);
     sxe__sys_reset();
@@ -625,6 +689,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_before_while_and_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_thousand_cancellations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_submitted_by_a_done_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_batch_queues_behind_jobs_waiting, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_submission_while_the_pool_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_loop_keeps_time_while_a_job_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_destroy_cancels_the_queued_and_waits_for_the_running,

@@ -1,0 +1,54 @@
+"""Reading JSON: the CPU a request costs when its 4 KB body is parsed (bench/json parse:
+sxe_http_json, then the tree freed) against when it is only looked at (bench/json raw), the same
+body, 100 keep-alive connections, in turn round by round. The body is an API's kind: an object
+holding an array of 36 items, each with an id, a name, a price, tags and a flag."""
+import json
+import os
+
+from harness import grid
+from harness.report import Section
+from harness.servers import Spec
+
+KEY = "json"
+TITLE = "Reading a 4 KB JSON body"
+PACKAGES = ()
+
+
+def body():
+    items = [{"id": 1000 + i, "name": f"item number {i}", "price": 12.5 + i,
+              "tags": ["blue", "large", "sale"], "stock": i % 2 == 0} for i in range(36)]
+    return json.dumps({"order": 78123, "customer": "c-4711", "items": items}).encode()
+
+
+def specs(ctx):
+    return [Spec(f"bench/json {mode}", lambda p, mode=mode: [ctx.program("bench/json"), str(p),
+                                                              mode], body=b"ok\n")
+            for mode in ("parse", "raw")]
+
+
+def estimate(ctx):
+    return 2 * ctx.args.rounds * (ctx.args.seconds + ctx.args.warmup + 1.5)
+
+
+def run(ctx, say):
+    payload = body()
+    path = os.path.join(ctx.tmp, "json-body.json")
+    with open(path, "wb") as out:
+        out.write(payload)
+    scenario = grid.Scenario(KEY, "POST of 4 KB, 100 connections", specs(ctx), path="/",
+                             check=False, extra=["-m", "POST", "-b", payload.decode()])
+    cells = grid.run(ctx, say, KEY, [scenario], ctx.args.rounds)
+    section = Section(KEY, TITLE, (
+        f"One server at a time on CPU 0, `sxe-http -m POST -b BODY` ({len(payload):,} bytes of "
+        "JSON) with 100 keep-alive connections on CPU 1, every answer checked (200, \"ok\"). "
+        "The ratio is parse ÷ raw, CPU per request round by round; parsing's share of a request's "
+        "CPU is 1 − raw ÷ parse."))
+    rows = [[spec.name, cells.show(KEY, spec.name, "rate", 0), cells.show(KEY, spec.name,
+                                                                           "cpu_us"),
+             cells.show(KEY, spec.name, "p99")] for spec in scenario.specs]
+    section.add_table("", ["server", "requests/s", "server CPU µs/request", "p99 ms"], rows)
+    section.target("json", "a request whose 4 KB body is parsed ≤ 1.18x one whose body is not "
+                   "(parsing ≤ 15% of the request's CPU)",
+                   cells.ratio((KEY, "bench/json parse"), (KEY, "bench/json raw")), 1.18)
+    section.cells = cells
+    return section
