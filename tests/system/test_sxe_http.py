@@ -402,11 +402,12 @@ def test_refused_connections_are_clear(sxe_http):
 
 @pytest.mark.parametrize("args, message", [
     (["-i", "999.1.1.1", "-p", "80"], "-i '999.1.1.1': not an IPv4 or IPv6 address"),
-    (["-i", "127.0.0.1"], "-i IP and -p PORT are required"),
+    (["-i", "127.0.0.1"], "-i IP and -p PORT, or a URL, are required"),
     (["-i", "127.0.0.1", "-p", "0"], "-p PORT must be a whole number from 1 to 65535, not '0'"),
     (["-i", "127.0.0.1", "-p", "80", "-c", "lots"], "-c CONNECTIONS must be a whole number"),
     (["-i", "127.0.0.1", "-p", "80", "-s", "nowhere"], "-s 'nowhere': not an IPv4 or IPv6"),
-    (["-i", "127.0.0.1", "-p", "80", "extra"], "unexpected argument 'extra'"),
+    (["-i", "127.0.0.1", "-p", "80", "extra"], "a URL or -i and -p, not both: 'extra'"),
+    (["http://127.0.0.1/", "extra"], "unexpected argument 'extra' (one URL at most)"),
     (["-i", "127.0.0.1", "-p", "80", "--ws", "chat"], "--ws 'chat': a path starts with /"),
     (["-i", "127.0.0.1", "-p", "80", "--ws", "/", "--ws-size", "-1"], "--ws-size BYTES must be"),
     (["-i", "127.0.0.1", "-p", "80", "--body-length", "x"], "--body-length BYTES must be"),
@@ -445,7 +446,7 @@ def test_websocket_mode_says_when_the_handshake_is_refused(sxe_http, ws_echo, he
 def test_help(sxe_http):
     result = sxe_http("--help")
     assert result.returncode == 0
-    assert "usage: sxe-http -i IP -p PORT" in result.stdout
+    assert "usage: sxe-http {-i IP -p PORT | URL}" in result.stdout
 
 
 def test_file_limit_too_low_says_what_the_limit_is(sxe_http):

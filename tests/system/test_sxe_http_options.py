@@ -73,3 +73,88 @@ def test_the_other_options_checks(sxe_http, tmp_path):
     assert refused("-H", "X: " + "y" * 9000).startswith("sxe-http: too many request headers")
     result = run(sxe_http, "-s", ",".join(["127.0.0.1"] * 64))
     assert result.returncode == 1 and "source" not in result.stderr
+
+
+def recording_server():
+    """A listener on 127.0.0.1 that answers every request 200 and keeps what it was sent."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    heard = []
+
+    def serve():
+        try:
+            while True:  # a name's address is probed with a connection first: then the run's
+                conn, _ = listener.accept()
+                with conn:
+                    data = b""
+                    while chunk := conn.recv(65536):
+                        data += chunk
+                        while b"\r\n\r\n" in data:
+                            head, data = data.split(b"\r\n\r\n", 1)
+                            heard.append(head.decode())
+                            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        except OSError:
+            return  # the listener closed: the test is over
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread, heard
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_url_instead_of_ip_and_port(sxe_http, host):
+    listener, thread, heard = recording_server()
+    port = listener.getsockname()[1]
+    with listener:
+        result = sxe_http(f"http://{host}:{port}/a/b?c=1&d", "-n", "2", "-c", "1", "-t", "5")
+    listener.close()
+    thread.join(timeout=10)
+    assert result.returncode == 0, result.stderr
+    assert f"to 127.0.0.1:{port}," in result.stdout  # the address the name gave, and answered
+    assert len(heard) == 2
+    for head in heard:
+        lines = head.split("\r\n")
+        assert lines[0] == "GET /a/b?c=1&d HTTP/1.1"
+        assert f"Host: {host}:{port}" in lines  # the URL's authority, as a browser sends it
+
+
+def test_a_url_without_a_path_asks_for_the_root_and_u_may_give_one(sxe_http):
+    for extra, path in (([], "/"), (["-u", "/x"], "/x")):
+        listener, thread, heard = recording_server()
+        port = listener.getsockname()[1]
+        with listener:
+            result = sxe_http(f"HTTP://127.0.0.1:{port}", *extra, "-n", "1", "-t", "5")
+        thread.join(timeout=10)
+        assert result.returncode == 0, result.stderr
+        assert heard[0].split("\r\n")[:2] == [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
+
+
+def test_urls_refused(sxe_http):
+    def refused(*args):
+        result = sxe_http(*args, timeout=30)
+        assert result.returncode == 2, result.stderr
+        return result.stderr.splitlines()[0]
+
+    for url, why in (("ftp://x/", "it starts with neither http:// nor https://"),
+                     ("http://", "it names no host"), ("http://:80/", "it names no host"),
+                     ("http://a:0/", "its port is not a number from 1 to 65535"),
+                     ("http://a:65536/", "its port is not a number from 1 to 65535"),
+                     ("http://a:8x/", "its port is not a number from 1 to 65535"),
+                     ("http://[::1/", "its IPv6 address has no closing ]"),
+                     ("http://[::1]x/", "its IPv6 address has no closing ]"),
+                     ("http://u@h/", "it has a user, a space or a fragment (#): not taken"),
+                     ("http://h/a#b", "it has a user, a space or a fragment (#): not taken"),
+                     ("http://" + "h" * 256 + "/", "its host is too long")):
+        assert refused(url) == f"sxe-http: URL '{url}': {why}", url
+    assert refused("http://no-such-host.invalid:1/").startswith(
+        "sxe-http: URL 'http://no-such-host.invalid:1/': cannot find no-such-host.invalid: ")
+    assert refused("-i", "127.0.0.1", "http://x/") == \
+        "sxe-http: a URL or -i and -p, not both: 'http://x/'"
+    assert refused("-u", "/a", "http://127.0.0.1:1/b") == \
+        "sxe-http: -u '/a' and the URL's path '/b': give one"
+    assert refused("http://a/", "http://b/") == \
+        "sxe-http: unexpected argument 'http://b/' (one URL at most)"
+    assert refused("-n", "1") == "sxe-http: -i IP and -p PORT, or a URL, are required"

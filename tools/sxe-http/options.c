@@ -30,8 +30,8 @@ struct config config = {.queries = 1,
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: sxe-http -i IP -p PORT [-n QUERIES | -d SECONDS] [-c CONNECTIONS] [-R RATE] "
-            "[options]\n"
+            "usage: sxe-http {-i IP -p PORT | URL} [-n QUERIES | -d SECONDS] [-c CONNECTIONS] "
+            "[-R RATE] [options]\n"
             "\n"
             "Opens CONNECTIONS keep-alive connections to IP:PORT in batches, waits until all are\n"
             "up, then sends QUERIES requests on each, one after another (closed loop) or on a\n"
@@ -40,6 +40,9 @@ static void usage(FILE *out)
             "\n"
             "  -i IP            server address, IPv4 or IPv6\n"
             "  -p PORT          server port\n"
+            "  URL              instead of -i and -p: http[s]://HOST[:PORT][/PATH]; a HOST by\n"
+            "                   name is looked up once, at start; the URL's HOST[:PORT] is the\n"
+            "                   requests' Host, its PATH their path (-u's), https is --tls\n"
             "  -n QUERIES       queries per connection (1)\n"
             "  -c CONNECTIONS   connections (1)\n"
             "  -d SECONDS       run for SECONDS instead of -n queries per connection\n"
@@ -173,7 +176,7 @@ static void add_request(const char *method, const char *path, const char *header
                         uint64_t weight)
 {
     size_t body_len = body ? strlen(body) : 0;
-    size_t size = strlen(method) + strlen(path) + strlen(headers) + strlen(config.target_text) +
+    size_t size = strlen(method) + strlen(path) + strlen(headers) + strlen(config.host_header) +
                   body_len + 128;
     size_t at = config.targets == 0 ? 0 : config.offsets[config.targets];
 
@@ -191,7 +194,7 @@ static void add_request(const char *method, const char *path, const char *header
     bool own_host = names_host(headers);
     int len = snprintf(request, size, "%s %s HTTP/1.%c\r\n%s%s%s%s", method, path,
                        config.http10 ? '0' : '1',
-                       own_host ? "" : "Host: ", own_host ? "" : config.target_text,
+                       own_host ? "" : "Host: ", own_host ? "" : config.host_header,
                        own_host ? "" : "\r\n", headers);
     if (body != NULL) {
         len += snprintf(request + len, size - (size_t)len, "Content-Length: %zu\r\n", body_len);
@@ -406,6 +409,32 @@ static void take_option(int option, struct parsed *parsed)
     }
 }
 
+/* A URL instead of -i and -p: its address, its Host, its path, and https's TLS. */
+static void take_url(const char *text, struct parsed *parsed)
+{
+    static struct url url; /* its path is the requests' */
+    const char *why;
+
+    if (parsed->ip != NULL || parsed->port >= 0) {
+        die_usage("a URL or -i and -p, not both: '%s'", text);
+    }
+    parse_url(text, &url);
+    if (url.error != NULL) {
+        die_usage("URL '%s': %s", text, url.error);
+    }
+    if (resolve_url(&url, &config.target, &config.target_len, &why) < 0) {
+        die_usage("URL '%s': cannot find %s: %s", text, url.host, why);
+    }
+    if (parsed->path != NULL && strcmp(url.path, "/") != 0) {
+        die_usage("-u '%s' and the URL's path '%s': give one", parsed->path, url.path);
+    }
+    if (parsed->path == NULL && strcmp(url.path, "/") != 0) {
+        parsed->path = url.path;
+    }
+    parsed->tls |= url.tls;
+    snprintf(config.host_header, sizeof(config.host_header), "%s", url.authority);
+}
+
 void parse_options(int argc, char **argv)
 {
     static const struct option long_options[] = {{"json", no_argument, NULL, 'J'},
@@ -431,13 +460,15 @@ void parse_options(int argc, char **argv)
                                  long_options, NULL)) != -1) {
         take_option(option, &parsed);
     }
+    if (optind + 1 < argc) {
+        die_usage("unexpected argument '%s' (one URL at most)", argv[optind + 1]);
+    }
     if (optind < argc) {
-        die_usage("unexpected argument '%s'", argv[optind]);
-    }
-    if (parsed.ip == NULL || parsed.port < 0) {
-        die_usage("%s", "-i IP and -p PORT are required");
-    }
-    if (sxe_address_parse(parsed.ip, (int)parsed.port, &config.target, &config.target_len) < 0) {
+        take_url(argv[optind], &parsed);
+    } else if (parsed.ip == NULL || parsed.port < 0) {
+        die_usage("%s", "-i IP and -p PORT, or a URL, are required");
+    } else if (sxe_address_parse(parsed.ip, (int)parsed.port, &config.target, &config.target_len) <
+               0) {
         die_usage("-i '%s': not an IPv4 or IPv6 address", parsed.ip);
     }
     char host[INET6_ADDRSTRLEN];
@@ -448,6 +479,9 @@ void parse_options(int argc, char **argv)
               sizeof(host));
     snprintf(config.target_text, sizeof(config.target_text), is_v6 ? "[%s]:%d" : "%s:%d", host,
              sxe_address_port((const struct sockaddr *)&config.target));
+    if (config.host_header[0] == '\0') {
+        snprintf(config.host_header, sizeof(config.host_header), "%s", config.target_text);
+    }
     if (config.rate > 0 && !parsed.pipeline_set) {
         config.pipeline = RATE_CAP;
     }

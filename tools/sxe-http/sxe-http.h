@@ -43,6 +43,7 @@ struct config {
     struct sockaddr_storage target;
     socklen_t target_len;
     char target_text[64];
+    char host_header[300]; /* the requests' Host: target_text, or a URL's authority */
     struct sockaddr_storage sources[SOURCES_MAX];
     socklen_t source_len;
     unsigned source_count;
@@ -159,5 +160,18 @@ void results_add(struct results *total, const struct results *part);
 uint64_t results_errors(const struct results *results);
 void report(const struct results *total, uint64_t run_ns, const struct timeline_entry *timeline,
             size_t seconds);
+
+/* url.c: a target given as a URL. */
+struct url {
+    char authority[256]; /* HOST[:PORT] as the URL has it: the requests' Host */
+    char host[256];      /* without brackets or port */
+    int port;            /* the URL's, or the scheme's (80, 443) */
+    char path[8192];     /* from its first '/', query included; "/" when it has none */
+    bool tls;            /* https */
+    const char *error;   /* why the URL is not taken, or NULL */
+};
+void parse_url(const char *url, struct url *out);
+int resolve_url(const struct url *url, struct sockaddr_storage *target, socklen_t *len,
+                const char **why);
 
 #endif
