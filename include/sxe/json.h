@@ -57,8 +57,8 @@ enum sxe_json_type {
     SXE_JSON_NULL,
     SXE_JSON_FALSE,
     SXE_JSON_TRUE,
-    SXE_JSON_INTEGER, /**< A number without fraction or exponent that fits in int64_t. */
-    SXE_JSON_REAL,    /**< Any other number (a double). */
+    SXE_JSON_INTEGER, /**< A number without fraction or exponent (one past int64_t is refused). */
+    SXE_JSON_REAL,    /**< Any other number (one past a double is refused). */
     SXE_JSON_STRING,
     SXE_JSON_ARRAY,
     SXE_JSON_OBJECT,
@@ -67,15 +67,16 @@ enum sxe_json_type {
 /** What a document may hold; zero fields take the defaults shown. */
 struct sxe_json_limits {
     size_t size;           /**< Bytes of text (1 MiB); more is -EMSGSIZE. */
-    uint32_t depth;        /**< Arrays and objects inside each other (64; at most 2048). */
-    uint32_t values;       /**< Values in all, each member's and element's (100,000). */
+    uint32_t depth;        /**< Arrays and objects inside each other (64; at most 2047). */
+    uint32_t values;       /**< Values in all, each member's and element's (100,000). A value
+                                takes about 230 bytes of the heap while the tree lives. */
     bool allow_duplicates; /**< Take an object that names a key twice (the last wins). */
 };
 
 /** Why a document was refused, and where. */
 struct sxe_json_error {
-    unsigned line;   /**< From 1; 0 when the error is not at a place (size, memory). */
-    unsigned column; /**< From 1, in characters (UTF-8 sequences count one). */
+    unsigned line;   /**< From 1; 0 when the error is not at a place (the size). */
+    unsigned column; /**< From 1, in characters (a UTF-8 sequence counts one), near the error. */
     size_t position; /**< Bytes from the start of the text to where it went wrong (at it, or just
                         past the token that is). */
     char text[160];  /**< What is wrong, in English, NUL-terminated. */
@@ -115,7 +116,7 @@ size_t sxe_json_size(const sxe_json_t *value);
  */
 const char *sxe_json_text(const sxe_json_t *value, size_t *len);
 
-/** @return 0 with *integer set; -EINVAL if value is not an integer. */
+/** @return 0 with *integer set; -EINVAL if value is not an integer (or integer is NULL). */
 int sxe_json_integer(const sxe_json_t *value, int64_t *integer);
 
 /** @return 0 with *number set (an integer as a double too); -EINVAL if value is not a number. */
@@ -126,7 +127,8 @@ bool sxe_json_true(const sxe_json_t *value);
 
 /**
  * Walks an object's members in the order of the text: start with *cursor 0; each call sets *key
- * (NUL-terminated) and *value and returns true, until there are none.
+ * (NUL-terminated) and *value and returns true, until there are none. A cursor is good only for
+ * the object it started on, while its tree lives (it is jansson's iterator, not checked).
  */
 bool sxe_json_next(const sxe_json_t *object, size_t *cursor, const char **key, sxe_json_t **value);
 

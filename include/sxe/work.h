@@ -55,7 +55,7 @@ typedef void (*sxe_work_fn_t)(void *arg);
 /**
  * Runs on the loop's thread when the job is over: status 0 once work(arg) has returned, or
  * -ECANCELED when it never started (sxe_work_cancel(), or the pool's destruction). It may
- * submit more jobs, but not destroy the pool.
+ * submit more jobs, and destroy the pool (which then goes once the callbacks due with it have run).
  */
 typedef void (*sxe_work_done_t)(void *arg, int status);
 
@@ -64,7 +64,8 @@ struct sxe_work_options {
     uint32_t threads;    /**< Threads that run jobs (4, as libuv's pool). At most 256. */
     uint32_t queue;      /**< Jobs submitted and not yet done, at most (1024). */
     uint32_t stack_size; /**< Bytes of each thread's stack (0: the system's default). */
-    uint64_t stop_ns;    /**< How long sxe_work_pool_destroy() waits for jobs running (5 s). */
+    uint64_t stop_ns;    /**< How long sxe_work_pool_destroy() waits for jobs running (5 s;
+                              UINT64_MAX: as long as they take). */
 };
 
 /** Pool counters. */
@@ -90,8 +91,10 @@ SXE_MUST_CHECK int sxe_work_pool_create(sxe_work_pool_t **pool, sxe_loop_t *loop
  * Stops the pool. Jobs not started are called back with -ECANCELED; jobs running are waited for,
  * up to options.stop_ns, and called back with 0 when they return in time. A job still running
  * then is abandoned: its done callback is never called, its thread is left to end by itself, and
- * the pool's memory stays for it (logged as an error). Call it before destroying the loop, on the
- * loop's thread, not from a done callback.
+ * the pool's memory stays for it (logged as an error). Call it on the loop's thread, before
+ * destroying the loop, and before destroying fibers that call sxe_work_call() (their jobs hold
+ * the fibers' stacks). From a done callback, or a fiber a done callback woke, the pool goes once
+ * the callbacks due with that one have run; submissions are refused from then on.
  */
 void sxe_work_pool_destroy(sxe_work_pool_t *pool);
 
@@ -108,13 +111,16 @@ SXE_MUST_CHECK int sxe_work_submit(sxe_work_pool_t *pool, sxe_work_fn_t work, sx
 /**
  * Cancels a job that has not started: it never runs, and its done callback says -ECANCELED, at
  * the loop's next turn.
- * @return 0; -EBUSY if it runs or has run (its done callback says 0, as it would have); -ENOENT
- *         if id names no job held now (called back already, or never an id).
+ * @return 0; -EBUSY if it runs, has run, or was cancelled already (its done callback is due, and
+ *         says 0 or -ECANCELED as it would have); -ENOENT if id names no job held now (called
+ *         back already, or never an id).
  */
 int sxe_work_cancel(sxe_work_pool_t *pool, uint64_t id);
 
 /**
- * From a fiber: runs work(arg) on a pool thread and waits for it, while the loop runs on.
+ * From a fiber: runs work(arg) on a pool thread and waits for it, while the loop runs on. The
+ * job holds the fiber's stack: destroy the pool before the fibers (sxe_fibers_destroy() abandons
+ * a fiber that waits here, and its job would come back to a stack that is gone).
  * @return 0 once it has run; -ECANCELED if the pool was destroyed first; -ENOBUFS, -ESHUTDOWN
  *         or -EINVAL as sxe_work_submit(); -EPERM outside a fiber.
  */

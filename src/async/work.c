@@ -60,7 +60,9 @@ struct sxe_work_pool {
     struct sxe_work_options options;
     struct job *jobs;
     uint32_t free_head; /* the loop's thread only */
-    bool delivering;    /* in the done callbacks (a destroy from one is invalid) */
+    bool delivering;    /* in the done callbacks: a destruction waits for their end */
+    bool destroy_later; /* sxe_work_pool_destroy() was called from one */
+    bool destroying;    /* in destroy_now(): its own delivery's callbacks cannot begin another */
     struct list batch;  /* the loop's thread only: submitted by done callbacks, not yet queued */
     uint32_t batched;
 
@@ -70,9 +72,11 @@ struct sxe_work_pool {
     uint32_t idle;         /* under lock: threads waiting for a job */
     bool stopping;         /* under lock: threads end once the queue is empty */
     pthread_mutex_t over_lock;
-    struct list over; /* under over_lock: jobs over, not yet called back, oldest first */
-    bool abandoned;   /* under over_lock: the loop's side is gone; wake no one */
-    uint32_t started; /* threads started */
+    struct list over;      /* under over_lock: jobs over, not yet called back, oldest first */
+    bool abandoned;        /* under over_lock: the loop's side is gone; wake no one */
+    uint32_t started;      /* threads started */
+    uint32_t ended;        /* under lock: threads that have ended */
+    pthread_cond_t ending; /* broadcast by each thread as it ends (CLOCK_MONOTONIC) */
     pthread_t *threads;
 
     struct sxe_work_stats stats; /* the loop's thread only */
@@ -131,9 +135,11 @@ static void *thread_main(void *arg)
             pool->idle--;
         }
         uint32_t i = pool->queue.head;
-        if (i == NONE) {
+        if (i == NONE) { /* stopping, and nothing left to start */
+            pool->ended++;
+            pthread_cond_broadcast(&pool->ending);
             pthread_mutex_unlock(&pool->lock);
-            return NULL; /* stopping, and nothing left to start */
+            return NULL;
         }
         struct job *job = &pool->jobs[i];
         list_unlink(pool->jobs, &pool->queue, i);
@@ -183,6 +189,8 @@ static void queue_batch(sxe_work_pool_t *pool)
     pool->batched = 0;
 }
 
+static void destroy_now(sxe_work_pool_t *pool);
+
 /* On the loop's thread: calls back every job over, each slot freed before its callback (which
  * may submit again). */
 static void deliver(void *arg)
@@ -217,6 +225,9 @@ static void deliver(void *arg)
     }
     pool->delivering = false;
     queue_batch(pool);
+    if (pool->destroy_later && !pool->destroying) {
+        destroy_now(pool); /* asked for by a callback of this delivery: pool is gone after */
+    }
 }
 
 static bool options_valid(const struct sxe_work_options *options)
@@ -258,21 +269,31 @@ static int start_threads(sxe_work_pool_t *pool)
     return rc;
 }
 
-/* Waits for the threads up to the deadline; those still running then are detached. @return how
- * many were left. */
+/*
+ * Waits up to wait_ns for every thread to end (`ending` runs on the monotonic clock: a step of
+ * the wall clock is no wait), then joins them all; if some still run, detaches them all instead.
+ * @return how many still run.
+ */
 static uint32_t join_threads(sxe_work_pool_t *pool, uint64_t wait_ns)
 {
     struct timespec deadline;
-    uint32_t left = 0;
 
-    sxe__sys.clock_gettime(CLOCK_REALTIME, &deadline); /* pthread_timedjoin_np's clock */
-    uint64_t at = (uint64_t)deadline.tv_sec * SXE_NS_PER_SEC + (uint64_t)deadline.tv_nsec + wait_ns;
+    sxe__sys.clock_gettime(CLOCK_MONOTONIC, &deadline);
+    uint64_t now = (uint64_t)deadline.tv_sec * SXE_NS_PER_SEC + (uint64_t)deadline.tv_nsec;
+    uint64_t at = wait_ns > UINT64_MAX / 2 - now ? UINT64_MAX / 2 : now + wait_ns; /* "forever" */
     deadline = (struct timespec){.tv_sec = (time_t)(at / SXE_NS_PER_SEC),
                                  .tv_nsec = (long)(at % SXE_NS_PER_SEC)};
+    pthread_mutex_lock(&pool->lock);
+    while (pool->ended < pool->started &&
+           pthread_cond_timedwait(&pool->ending, &pool->lock, &deadline) == 0) {
+    }
+    uint32_t left = pool->started - pool->ended;
+    pthread_mutex_unlock(&pool->lock);
     for (uint32_t t = 0; t < pool->started; t++) {
-        if (pthread_timedjoin_np(pool->threads[t], NULL, &deadline) != 0) {
+        if (left == 0) {
+            pthread_join(pool->threads[t], NULL); /* each has ended, or is returning */
+        } else {
             pthread_detach(pool->threads[t]);
-            left++;
         }
     }
     return left;
@@ -282,6 +303,7 @@ static void pool_free(sxe_work_pool_t *pool)
 {
     sxe_loop_waker_destroy(pool->waker);
     pthread_cond_destroy(&pool->queued);
+    pthread_cond_destroy(&pool->ending);
     pthread_mutex_destroy(&pool->lock);
     pthread_mutex_destroy(&pool->over_lock);
     free(pool->threads);
@@ -322,6 +344,11 @@ int sxe_work_pool_create(sxe_work_pool_t **pool_out, sxe_loop_t *loop,
     pthread_mutex_init(&pool->lock, NULL);
     pthread_mutex_init(&pool->over_lock, NULL);
     pthread_cond_init(&pool->queued, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&pool->ending, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     if ((rc = sxe_loop_waker_create(loop, &pool->waker, deliver, pool)) < 0 ||
         (rc = start_threads(pool)) < 0) {
         pthread_mutex_lock(&pool->lock);
@@ -338,11 +365,10 @@ int sxe_work_pool_create(sxe_work_pool_t **pool_out, sxe_loop_t *loop,
     return 0;
 }
 
-void sxe_work_pool_destroy(sxe_work_pool_t *pool)
+/* The destruction itself (sxe_work_pool_destroy() defers it to the end of a delivery). */
+static void destroy_now(sxe_work_pool_t *pool)
 {
-    if (pool == NULL || !SXE_CHECK(!pool->delivering)) {
-        return;
-    }
+    pool->destroying = true;
     pthread_mutex_lock(&pool->lock);
     pool->stopping = true;
     while (pool->queue.head != NONE) {
@@ -371,11 +397,26 @@ void sxe_work_pool_destroy(sxe_work_pool_t *pool)
     pool_free(pool);
 }
 
+void sxe_work_pool_destroy(sxe_work_pool_t *pool)
+{
+    if (pool == NULL || pool->destroying) {
+        return; /* (a done callback of the destruction's own delivery: it is under way) */
+    }
+    if (pool->delivering) { /* from a done callback, or a fiber one woke: when they are done */
+        pool->destroy_later = true;
+        return;
+    }
+    destroy_now(pool);
+}
+
 int sxe_work_submit(sxe_work_pool_t *pool, sxe_work_fn_t work, sxe_work_done_t done, void *arg,
                     uint64_t *id)
 {
     if (!SXE_CHECK(pool != NULL && work != NULL && done != NULL)) {
         return -EINVAL;
+    }
+    if (pool->stopping || pool->destroy_later) { /* only the loop's thread sets them */
+        return -ESHUTDOWN;
     }
     uint32_t i = pool->free_head;
     if (i == NONE) {
@@ -383,9 +424,6 @@ int sxe_work_submit(sxe_work_pool_t *pool, sxe_work_fn_t work, sxe_work_done_t d
         return -ENOBUFS;
     }
     struct job *job = &pool->jobs[i];
-    if (pool->stopping) { /* only the loop's thread sets it */
-        return -ESHUTDOWN;
-    }
     pool->free_head = job->next;
     job->work = work;
     job->done = done;
@@ -425,7 +463,7 @@ int sxe_work_cancel(sxe_work_pool_t *pool, uint64_t id)
     if (job->generation != (uint32_t)(id >> 32)) {
         return -ENOENT; /* only the loop's thread changes it, and a job's state from FREE */
     }
-    if (job->state == JOB_BATCHED) {
+    if (__atomic_load_n(&job->state, __ATOMIC_RELAXED) == JOB_BATCHED) { /* only ours set it */
         list_unlink(pool->jobs, &pool->batch, i);
         pool->batched--;
     } else {

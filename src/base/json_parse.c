@@ -28,7 +28,9 @@
 #define DEFAULT_DEPTH  64
 #define DEFAULT_VALUES 100000
 
-_Static_assert(JSON_PARSER_MAX_DEPTH >= 64, "jansson takes at least our default depth");
+/* jansson counts the value inside the deepest container as a level too: ours stop one short. */
+#define DEPTH_MAX (JSON_PARSER_MAX_DEPTH - 1)
+_Static_assert(DEPTH_MAX >= 64, "jansson takes at least our default depth");
 
 static const json_t *tree(const sxe_json_t *value)
 {
@@ -123,8 +125,7 @@ int sxe_json_parse(sxe_json_t **root, const char *text, size_t len,
     l.size = l.size != 0 ? l.size : DEFAULT_SIZE;
     l.depth = l.depth != 0 ? l.depth : DEFAULT_DEPTH;
     l.values = l.values != 0 ? l.values : DEFAULT_VALUES;
-    if (!SXE_CHECK(root != NULL && (text != NULL || len == 0) &&
-                   l.depth <= JSON_PARSER_MAX_DEPTH)) {
+    if (!SXE_CHECK(root != NULL && (text != NULL || len == 0) && l.depth <= DEPTH_MAX)) {
         return -EINVAL;
     }
     *root = NULL;
@@ -145,8 +146,8 @@ int sxe_json_parse(sxe_json_t **root, const char *text, size_t len,
         rc = json_error_code(&failed) == json_error_out_of_memory ? -ENOMEM : -EINVAL;
         if (error != NULL) {
             *error =
-                (struct sxe_json_error){.line = failed.line > 0 ? (unsigned)failed.line : 0,
-                                        .column = failed.column > 0 ? (unsigned)failed.column : 0,
+                (struct sxe_json_error){.line = failed.line > 0 ? (unsigned)failed.line : 1,
+                                        .column = failed.column > 0 ? (unsigned)failed.column : 1,
                                         .position = (size_t)failed.position};
             snprintf(error->text, sizeof(error->text), "%s", failed.text);
         }
@@ -223,7 +224,7 @@ const char *sxe_json_text(const sxe_json_t *value, size_t *len)
 
 int sxe_json_integer(const sxe_json_t *value, int64_t *integer)
 {
-    if (sxe_json_type(value) != SXE_JSON_INTEGER) {
+    if (!SXE_CHECK(integer != NULL) || sxe_json_type(value) != SXE_JSON_INTEGER) {
         return -EINVAL;
     }
     *integer = (int64_t)json_integer_value(tree(value));
@@ -232,7 +233,9 @@ int sxe_json_integer(const sxe_json_t *value, int64_t *integer)
 
 int sxe_json_number(const sxe_json_t *value, double *number)
 {
-    if (sxe_json_type(value) != SXE_JSON_INTEGER && sxe_json_type(value) != SXE_JSON_REAL) {
+    enum sxe_json_type type = sxe_json_type(value);
+
+    if (!SXE_CHECK(number != NULL) || (type != SXE_JSON_INTEGER && type != SXE_JSON_REAL)) {
         return -EINVAL;
     }
     *number = json_number_value(tree(value));
@@ -246,7 +249,8 @@ bool sxe_json_true(const sxe_json_t *value)
 
 bool sxe_json_next(const sxe_json_t *object, size_t *cursor, const char **key, sxe_json_t **value)
 {
-    if (sxe_json_type(object) != SXE_JSON_OBJECT || *cursor == SIZE_MAX) {
+    if (!SXE_CHECK(cursor != NULL && key != NULL && value != NULL) ||
+        sxe_json_type(object) != SXE_JSON_OBJECT || *cursor == SIZE_MAX) {
         return false;
     }
     json_t *members = (json_t *)(uintptr_t)tree(object); /* jansson's iterators take no const */

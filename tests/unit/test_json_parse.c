@@ -148,6 +148,8 @@ static void test_errors_say_where(void **state)
     assert_non_null(strstr(error.text, "unexpected token"));
 
     error = refused("", 0, NULL, -EINVAL);
+    assert_int_equal(error.line, 1); /* jansson says column 0 there: columns start at 1 */
+    assert_int_equal(error.column, 1);
     error = refused("  \n ", 4, NULL, -EINVAL);
     error = refused("[1] x", 5, NULL, -EINVAL);
     assert_non_null(strstr(error.text, "end of file expected"));
@@ -161,8 +163,9 @@ static void test_errors_say_where(void **state)
     assert_int_equal(error.position, 2);
     error = refused("\"\\ud800\"", 8, NULL, -EINVAL); /* a lone surrogate */
     error = refused("[NaN]", 5, NULL, -EINVAL);
-    error = refused("[1e400]", 7, NULL, -EINVAL); /* past a double */
+    error = refused("[1e400]", 7, NULL, -EINVAL);                 /* past a double */
     assert_non_null(strstr(error.text, "overflow"));
+    error = refused("[-9223372036854775809]", 22, NULL, -EINVAL); /* one past an int64_t */
     error = refused("[99999999999999999999]", 22, NULL, -EINVAL); /* past an int64_t */
     assert_non_null(strstr(error.text, "too big"));
     sxe_json_t *root = parse("[\"d\\u00e9j\\u00e0\", 9223372036854775807, -9223372036854775808]");
@@ -219,10 +222,17 @@ static void test_depth(void **state)
     assert_int_equal(sxe_json_parse(&root, deep, strlen(deep), NULL, NULL), 0);
     sxe_json_free(root);
     free(deep);
-    deep = nested(2048);
-    assert_int_equal(
-        sxe_json_parse(&root, deep, strlen(deep), &(struct sxe_json_limits){.depth = 2048}, NULL),
-        0);
+    /* the most: 2047 around a value (jansson counts the value inside as a level of its 2048) */
+    deep = malloc(2 * 2047 + 2);
+    memset(deep, '[', 2047);
+    deep[2047] = '1';
+    memset(deep + 2048, ']', 2047);
+    deep[2 * 2047 + 1] = '\0';
+    struct sxe_json_limits most = {.depth = 2047};
+    assert_int_equal(sxe_json_parse(&root, deep, strlen(deep), &most, NULL), 0);
+    sxe_json_free(root);
+    deep[0] = ' '; /* and one fewer, of course */
+    assert_int_equal(sxe_json_parse(&root, deep, strlen(deep) - 1, &most, NULL), 0);
     sxe_json_free(root);
     free(deep);
 
@@ -307,7 +317,7 @@ static void test_every_case_of_json_test_suite(void **state)
     static const char *const refused_y[] = {"y_object_duplicated_key.json",
                                             "y_object_duplicated_key_and_value.json",
                                             "y_object_escaped_null_in_key.json"};
-    struct sxe_json_limits suite = {.depth = 2048, .size = 1 << 20};
+    struct sxe_json_limits suite = {.depth = 2047, .size = 1 << 20};
     unsigned counts[3] = {0}, accepted_i = 0;
     char path[512];
     struct dirent *entry;
@@ -324,7 +334,12 @@ static void test_every_case_of_json_test_suite(void **state)
         size_t len;
         char *text = slurp(path, &len);
         sxe_json_t *root = NULL;
-        int rc = sxe_json_parse(&root, text, len, &suite, NULL);
+        struct sxe_json_error error;
+        int rc = sxe_json_parse(&root, text, len, &suite, &error);
+        if (rc < 0 && (error.column == 0 || error.line == 0 || error.position > len)) {
+            fail_msg("%s: refused at line %u column %u position %zu", name, error.line,
+                     error.column, error.position);
+        }
         bool listed = false;
         for (size_t i = 0; i < sizeof(refused_y) / sizeof(refused_y[0]); i++) {
             listed |= strcmp(name, refused_y[i]) == 0;
@@ -376,11 +391,43 @@ static void parse_no_text(void)
     assert_int_equal(sxe_json_parse(&root, NULL, 1, NULL, NULL), -EINVAL);
 }
 
+static sxe_json_t *one(void)
+{
+    sxe_json_t *root;
+    assert_int_equal(sxe_json_parse(&root, "{\"a\": 1}", 8, NULL, NULL), 0);
+    return root;
+}
+
+static void integer_into_nothing(void)
+{
+    sxe_json_t *root = one();
+    assert_int_equal(sxe_json_integer(sxe_json_get(root, "a"), NULL), -EINVAL);
+    sxe_json_free(root);
+}
+
+static void number_into_nothing(void)
+{
+    sxe_json_t *root = one();
+    assert_int_equal(sxe_json_number(sxe_json_get(root, "a"), NULL), -EINVAL);
+    sxe_json_free(root);
+}
+
+static void walk_without_a_cursor(void)
+{
+    sxe_json_t *root = one(), *value;
+    const char *key;
+    assert_false(sxe_json_next(root, NULL, &key, &value));
+    sxe_json_free(root);
+}
+
 static void test_invalid_use(void **state)
 {
     static const struct sxe_test_invalid_use uses[] = {
         {"no root", parse_into_nothing, "root != NULL"},
-        {"a depth past jansson's", parse_too_deep_a_limit, "JSON_PARSER_MAX_DEPTH"},
+        {"a depth past jansson's", parse_too_deep_a_limit, "DEPTH_MAX"},
+        {"an integer into nothing", integer_into_nothing, "integer != NULL"},
+        {"a number into nothing", number_into_nothing, "number != NULL"},
+        {"a walk without a cursor", walk_without_a_cursor, "cursor != NULL"},
         {"no text, a length", parse_no_text, "text != NULL"},
     };
 

@@ -269,6 +269,15 @@ static void test_a_thousand_cancellations(void **state)
     sxe_work_pool_destroy(pool);
 }
 
+/* Opens the gate 100 ms from now, from another thread. */
+static void *open_later(void *arg)
+{
+    (void)arg;
+    usleep(100 * 1000);
+    gate_release();
+    return NULL;
+}
+
 static sxe_work_pool_t *chain_pool;
 static struct job chained[3];
 
@@ -355,9 +364,11 @@ static void test_no_submission_while_the_pool_stops(void **state)
     assert_int_equal(sxe_work_submit(chain_pool, work, done, &gated, NULL), 0);
     assert_int_equal(sxe_work_submit(chain_pool, work, submit_while_stopping, &queued, NULL), 0);
     gate_wait_for(1);
-    gate_release();
+    pthread_t opener;
+    assert_int_equal(pthread_create(&opener, NULL, open_later, NULL), 0);
     sxe_work_pool_destroy(
         chain_pool); /* queued is cancelled, and cannot submit from its callback */
+    pthread_join(opener, NULL);
     assert_int_equal(queued.status, -ECANCELED);
     assert_int_equal(done_count, 2);
 }
@@ -394,15 +405,6 @@ static void test_the_loop_keeps_time_while_a_job_blocks(void **state)
     run_until(1);
     sxe_timer_stop(loop, &tick);
     sxe_work_pool_destroy(pool);
-}
-
-/* Opens the gate 100 ms from now, from another thread. */
-static void *open_later(void *arg)
-{
-    (void)arg;
-    usleep(100 * 1000);
-    gate_release();
-    return NULL;
 }
 
 static void test_destroy_cancels_the_queued_and_waits_for_the_running(void **state)
@@ -546,6 +548,69 @@ static void test_a_fiber_hears_of_its_pools_end(void **state)
     assert_int_equal(done_count, 3);
     assert_true(call_rc == -ECANCELED || call_rc == 0);
     sxe_fibers_destroy(fibers);
+}
+
+static sxe_fibers_t *ending_fibers;
+
+/* A fiber that calls, then destroys the pool it called, from inside the delivery that woke it. */
+static void call_then_destroy(void *arg)
+{
+    struct sum sum = {.n = 10};
+
+    call_rc = sxe_work_call(arg, add_up, &sum);
+    sxe_work_pool_destroy(arg); /* goes when this delivery ends */
+    assert_int_equal(sxe_work_submit(arg, work, done, &late, NULL), -ESHUTDOWN);
+    done_count++;
+}
+
+static void destroy_from_done(void *arg, int status)
+{
+    done(arg, status);
+    sxe_work_pool_destroy(chain_pool);
+    sxe_work_pool_destroy(chain_pool); /* once is enough; again changes nothing */
+}
+
+static void test_a_pool_destroyed_from_its_own_callbacks(void **state)
+{
+    struct job first = {0}, second = {0};
+    sxe_work_pool_t *pool;
+
+    (void)state;
+    assert_int_equal(sxe_fibers_create(&ending_fibers, loop, NULL), 0);
+    assert_int_equal(sxe_work_pool_create(&pool, loop, NULL), 0);
+    assert_int_equal(sxe_fiber_start(ending_fibers, call_then_destroy, pool, NULL), 0);
+    run_until(1);
+    assert_int_equal(call_rc, 0); /* (ASan, in the asan preset, sees the pool freed whole) */
+    sxe_fibers_destroy(ending_fibers);
+
+    assert_int_equal(
+        sxe_work_pool_create(&chain_pool, loop, &(struct sxe_work_options){.threads = 1}), 0);
+    assert_int_equal(sxe_work_submit(chain_pool, work, destroy_from_done, &first, NULL), 0);
+    assert_int_equal(sxe_work_submit(chain_pool, work, done, &second, NULL), 0);
+    run_until(3); /* the second is delivered by the destruction, whichever way it went */
+    assert_int_equal(first.status, 0);
+    assert_true(second.status == 0 || second.status == -ECANCELED);
+}
+
+/* A job of 100 ms and a pool that waits "forever" for it: the destruction waits it out. */
+static void test_a_stop_without_bound_waits(void **state)
+{
+    struct job gated = {.gated = true};
+    sxe_work_pool_t *pool;
+    pthread_t opener;
+
+    (void)state;
+    assert_int_equal(
+        sxe_work_pool_create(&pool, loop,
+                             &(struct sxe_work_options){.threads = 1, .stop_ns = UINT64_MAX}),
+        0);
+    assert_int_equal(sxe_work_submit(pool, work, done, &gated, NULL), 0);
+    gate_wait_for(1);
+    assert_int_equal(pthread_create(&opener, NULL, open_later, NULL), 0);
+    sxe_work_pool_destroy(pool);
+    pthread_join(opener, NULL);
+    assert_int_equal(gated.done, 1);
+    assert_int_equal(gated.status, 0);
 }
 
 static void test_failures_to_start(void **state)
@@ -699,6 +764,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_calls_as_if_it_were_plain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_hears_of_its_pools_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_pool_destroyed_from_its_own_callbacks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_a_stop_without_bound_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failures_to_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wakes_from_many_threads_lose_none, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
