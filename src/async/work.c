@@ -143,7 +143,7 @@ static void *thread_main(void *arg)
         }
         struct job *job = &pool->jobs[i];
         list_unlink(pool->jobs, &pool->queue, i);
-        job->state = JOB_RUNNING;
+        __atomic_store_n(&job->state, JOB_RUNNING, __ATOMIC_RELAXED); /* cancel peeks */
         pthread_mutex_unlock(&pool->lock);
 
         job->work(job->arg);
