@@ -5,7 +5,7 @@
  * bench/peers/libuv-work.c measures libuv's uv_queue_work the same way; bench/all's "work" suite
  * runs the two in turn. One round a run unless ROUNDS is given. Usage:
  *
- *     taskset -c 0,1 bench/work [--json] [--quick] [JOBS (1000000)] [ROUNDS (1)]
+ *     taskset -c 0,1 bench/work [--json] [--quick] [JOBS (5000000)] [ROUNDS (1)]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
 {
     bool json = bench_option(&argc, argv, "--json");
     bool quick = bench_option(&argc, argv, "--quick");
-    uint64_t jobs = argc > 1 ? strtoull(argv[1], NULL, 10) : quick ? 100000 : 1000000;
+    uint64_t jobs = argc > 1 ? strtoull(argv[1], NULL, 10) : quick ? 200000 : 5000000;
     unsigned rounds = argc > 2 ? (unsigned)atoi(argv[2]) : 1;
     double *rate = calloc(rounds, sizeof(double)), *cpu = calloc(rounds, sizeof(double));
     double *trip = calloc(rounds, sizeof(double)), *trips = calloc(TRIPS, sizeof(double));

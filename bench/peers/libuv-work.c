@@ -3,7 +3,7 @@
  * default, UV_THREADPOOL_SIZE), 1,024 kept in flight (each after_work queues the next), and one at
  * a time; jobs a second, the process's CPU per job, a round trip's time. Written as a libuv user
  * would: a uv_work_t per job in flight, reused. Prints what bench/work --json prints.
- * Usage: libuv-work [--json] [--quick] [JOBS (1000000)] [ROUNDS (1)]
+ * Usage: libuv-work [--json] [--quick] [JOBS (5000000)] [ROUNDS (1)]
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
             rounds = (unsigned)atoi(argv[i]);
         }
     }
-    jobs = jobs != 0 ? jobs : quick ? 100000 : 1000000;
+    jobs = jobs != 0 ? jobs : quick ? 200000 : 5000000;
     double *rate = calloc(rounds, sizeof(double)), *cpu = calloc(rounds, sizeof(double));
     double *trip = calloc(rounds, sizeof(double)), *trips = calloc(TRIPS, sizeof(double));
     loop = uv_default_loop();

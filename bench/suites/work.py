@@ -17,7 +17,7 @@ ROWS = ("empty jobs, 1024 in flight", "CPU per job, 1024 in flight",
 
 
 def estimate(ctx):
-    return ctx.args.rounds * (2 if ctx.args.quick else 4)
+    return ctx.args.rounds * (2 if ctx.args.quick else 6)
 
 
 def one_run(command):
