@@ -163,7 +163,7 @@ static void test_errors_say_where(void **state)
     assert_int_equal(error.position, 2);
     error = refused("\"\\ud800\"", 8, NULL, -EINVAL); /* a lone surrogate */
     error = refused("[NaN]", 5, NULL, -EINVAL);
-    error = refused("[1e400]", 7, NULL, -EINVAL);                 /* past a double */
+    error = refused("[1e400]", 7, NULL, -EINVAL); /* past a double */
     assert_non_null(strstr(error.text, "overflow"));
     error = refused("[-9223372036854775809]", 22, NULL, -EINVAL); /* one past an int64_t */
     error = refused("[99999999999999999999]", 22, NULL, -EINVAL); /* past an int64_t */
