@@ -132,11 +132,15 @@ def test_a_url_without_a_path_asks_for_the_root_and_u_may_give_one(sxe_http):
         assert heard[0].split("\r\n")[:2] == [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
 
 
-def test_urls_refused(sxe_http):
+BRACKETS = ("its brackets hold no IPv6 address (without a zone), or more follows them than "
+            ":PORT")
+
+
+def test_urls_refused(sxe_http, tmp_path):
     def refused(*args):
         result = sxe_http(*args, timeout=30)
         assert result.returncode == 2, result.stderr
-        return result.stderr.splitlines()[0]
+        return result.stderr.split("\n")[0]  # (splitlines would break at a form feed)
 
     for url, why in (("ftp://x/", "it starts with neither http:// nor https://"),
                      ("http://", "it names no host"), ("http://:80/", "it names no host"),
@@ -144,9 +148,17 @@ def test_urls_refused(sxe_http):
                      ("http://a:65536/", "its port is not a number from 1 to 65535"),
                      ("http://a:8x/", "its port is not a number from 1 to 65535"),
                      ("http://[::1/", "its IPv6 address has no closing ]"),
-                     ("http://[::1]x/", "its IPv6 address has no closing ]"),
-                     ("http://u@h/", "it has a user, a space or a fragment (#): not taken"),
-                     ("http://h/a#b", "it has a user, a space or a fragment (#): not taken"),
+                     ("http://[::1]x/", BRACKETS), ("http://[127.0.0.1:1]:2/", BRACKETS),
+                     ("http://[:1]/", BRACKETS), ("http://[localhost]/", BRACKETS),
+                     ("http://[fe80::1%lo]/", BRACKETS),
+                     ("http://a:01/", "its port is not a number from 1 to 65535"),
+                     ("http://a:+1/", "its port is not a number from 1 to 65535"),
+                     ("http://u@h/", "it has a user or a fragment (#): not taken"),
+                     ("http://h/a#b", "it has a user or a fragment (#): not taken"),
+                     ("http://h/a b", "it has a space or a control character"),
+                     ("http://h/a\x0cHTTP/1.0", "it has a space or a control character"),
+                     ("http://h/\x7f", "it has a space or a control character"),
+                     ("http://h\x0b/", "it has a space or a control character"),
                      ("http://" + "h" * 256 + "/", "its host is too long")):
         assert refused(url) == f"sxe-http: URL '{url}': {why}", url
     assert refused("http://no-such-host.invalid:1/").startswith(
@@ -158,3 +170,15 @@ def test_urls_refused(sxe_http):
     assert refused("http://a/", "http://b/") == \
         "sxe-http: unexpected argument 'http://b/' (one URL at most)"
     assert refused("-n", "1") == "sxe-http: -i IP and -p PORT, or a URL, are required"
+    request = tmp_path / "request"
+    request.write_text("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert refused("-f", str(request), "http://127.0.0.1:1/p") == \
+        "sxe-http: -f gives the request: not with a URL's path"
+    assert refused("--ws", "/w", "http://127.0.0.1:1/p") == \
+        "sxe-http: --ws gives the request: not with a URL's path"
+    paths = tmp_path / "paths"
+    paths.write_text("/a\n")
+    assert refused("-U", str(paths), "http://127.0.0.1:1/p") == \
+        "sxe-http: -U FILE gives the paths: not with a URL's path"
+    assert refused("-u", "/a b", "http://127.0.0.1:1/") == \
+        "sxe-http: -u '/a b': a space or a control character in the path"

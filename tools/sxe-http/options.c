@@ -277,6 +277,7 @@ static void parse_sources(const char *list)
 /* What the options say that is not in config itself. */
 struct parsed {
     const char *ip, *method, *path, *body, *file, *targets;
+    bool url_path; /* path is a URL's */
     bool pipeline_set;
     bool tls, tls_resume;
     char headers[8192];
@@ -336,6 +337,11 @@ static void take_option(int option, struct parsed *parsed)
         parsed->method = optarg;
         break;
     case 'u':
+        for (const char *at = optarg; *at != '\0'; at++) {
+            if ((unsigned char)*at <= ' ' || *at == 0x7f) {
+                die_usage("-u '%s': a space or a control character in the path", optarg);
+            }
+        }
         parsed->path = optarg;
         break;
     case 'H':
@@ -430,6 +436,7 @@ static void take_url(const char *text, struct parsed *parsed)
     }
     if (parsed->path == NULL && strcmp(url.path, "/") != 0) {
         parsed->path = url.path;
+        parsed->url_path = true;
     }
     parsed->tls |= url.tls;
     snprintf(config.host_header, sizeof(config.host_header), "%s", url.authority);
@@ -496,9 +503,13 @@ void parse_options(int argc, char **argv)
     }
     if (parsed.targets != NULL &&
         (parsed.path != NULL || parsed.file != NULL || config.ws_path != NULL)) {
-        die_usage("-U FILE gives the paths: not with %s", parsed.path   ? "-u"
-                                                          : parsed.file ? "-f"
-                                                                        : "--ws");
+        die_usage("-U FILE gives the paths: not with %s", parsed.url_path ? "a URL's path"
+                                                          : parsed.path   ? "-u"
+                                                          : parsed.file   ? "-f"
+                                                                          : "--ws");
+    }
+    if (parsed.url_path && (parsed.file != NULL || config.ws_path != NULL)) {
+        die_usage("%s gives the request: not with a URL's path", parsed.file ? "-f" : "--ws");
     }
     struct sxe_tls_client_options tls = {.no_verify = true, .no_resume = !parsed.tls_resume};
     if (parsed.tls && sxe_tls_client_create(&config.tls, &tls) < 0) {

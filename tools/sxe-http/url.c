@@ -18,12 +18,28 @@
 
 #include "sxe-http.h"
 
+/* Whether text has a byte that has no place in a request line or a Host: a space or a control. */
+static bool has_control(const char *text)
+{
+    for (; *text != '\0'; text++) {
+        if ((unsigned char)*text <= ' ' || *text == 0x7f) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* The parts of a URL; what it gives is copied, so the caller's string is left alone. */
 void parse_url(const char *url, struct url *out)
 {
     const char *at = url;
+    struct in6_addr ipv6;
 
     memset(out, 0, sizeof(*out));
+    if (has_control(url)) {
+        out->error = "it has a space or a control character";
+        return;
+    }
     if (strncasecmp(at, "http://", 7) == 0) {
         at += 7;
     } else if (strncasecmp(at, "https://", 8) == 0) {
@@ -41,18 +57,23 @@ void parse_url(const char *url, struct url *out)
     }
     memcpy(out->authority, at, authority);
     out->authority[authority] = '\0';
-    if (strpbrk(out->authority, "@ \t\r\n") != NULL || strpbrk(path, " \t\r\n#") != NULL) {
-        out->error = "it has a user, a space or a fragment (#): not taken";
+    if (strchr(out->authority, '@') != NULL || strchr(path, '#') != NULL) {
+        out->error = "it has a user or a fragment (#): not taken";
         return;
     }
     char *port = NULL;
     if (out->authority[0] == '[') {
         char *close = strchr(out->authority, ']');
-        if (close == NULL || (close[1] != '\0' && close[1] != ':')) {
+        if (close == NULL) {
             out->error = "its IPv6 address has no closing ]";
             return;
         }
         memcpy(out->host, out->authority + 1, (size_t)(close - out->authority - 1));
+        if (inet_pton(AF_INET6, out->host, &ipv6) != 1 || (close[1] != '\0' && close[1] != ':')) {
+            out->error = "its brackets hold no IPv6 address (without a zone), or more follows them "
+                         "than :PORT";
+            return;
+        }
         port = close[1] == ':' ? close + 2 : NULL;
     } else {
         char *colon = strchr(out->authority, ':');
@@ -64,7 +85,7 @@ void parse_url(const char *url, struct url *out)
     if (port != NULL) {
         char *end;
         long value = strtol(port, &end, 10);
-        if (*port < '0' || *port > '9' || *end != '\0' || value < 1 || value > 65535) {
+        if (*port < '1' || *port > '9' || *end != '\0' || value > 65535) { /* no sign, no 0 first */
             out->error = "its port is not a number from 1 to 65535";
             return;
         }
