@@ -13,7 +13,7 @@
 int sxe_http_json(sxe_http_t *http, sxe_json_t **root, const struct sxe_json_limits *limits)
 {
     struct sxe_json_error error;
-    char text[2 * sizeof(error.text) + 16], body[sizeof(text) + 128];
+    char text[6 * sizeof(error.text) + 3], body[sizeof(text) + 128]; /* \u00XX each, quoted */
     size_t len;
 
     if (!SXE_CHECK(http != NULL)) {
@@ -27,7 +27,7 @@ int sxe_http_json(sxe_http_t *http, sxe_json_t **root, const struct sxe_json_lim
     }
     int status = rc == -EMSGSIZE ? 413 : rc == -ENOMEM ? 503 : rc == -ENOTSUP ? 500 : 400;
     if (sxe_json_string(text, sizeof(text), error.text, strlen(error.text)) < 0) {
-        strcpy(text, "\"?\""); /* GCOVR_EXCL_LINE: text holds any 159 bytes escaped */
+        strcpy(text, "\"?\""); /* GCOVR_EXCL_LINE: text holds 159 control bytes escaped */
     }
     int body_len = snprintf(body, sizeof(body),
                             "{\"error\": %s, \"line\": %u, \"column\": %u, \"position\": %zu}\n",
