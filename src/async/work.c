@@ -55,7 +55,6 @@ struct list {
 };
 
 struct sxe_work_pool {
-    sxe_loop_t *loop;
     sxe_loop_waker_t *waker;
     struct sxe_work_options options;
     struct job *jobs;
@@ -64,7 +63,6 @@ struct sxe_work_pool {
     bool destroy_later; /* sxe_work_pool_destroy() was called from one */
     bool destroying;    /* in destroy_now(): its own delivery's callbacks cannot begin another */
     struct list batch;  /* the loop's thread only: submitted by done callbacks, not yet queued */
-    uint32_t batched;
 
     pthread_mutex_t lock;
     pthread_cond_t queued; /* signalled for a job queued while a thread idles; broadcast at stop */
@@ -172,8 +170,9 @@ static void queue_batch(sxe_work_pool_t *pool)
     if (pool->batch.head == NONE) {
         return;
     }
+    uint32_t count = 0;
     pthread_mutex_lock(&pool->lock);
-    for (uint32_t i = pool->batch.head; i != NONE; i = pool->jobs[i].next) {
+    for (uint32_t i = pool->batch.head; i != NONE; i = pool->jobs[i].next, count++) {
         pool->jobs[i].state = JOB_QUEUED;
     }
     if (pool->queue.tail == NONE) {
@@ -183,10 +182,9 @@ static void queue_batch(sxe_work_pool_t *pool)
         pool->jobs[pool->batch.head].prev = pool->queue.tail;
         pool->queue.tail = pool->batch.tail;
     }
-    signal_idle(pool, pool->batched);
+    signal_idle(pool, count);
     pthread_mutex_unlock(&pool->lock);
     pool->batch = (struct list){NONE, NONE};
-    pool->batched = 0;
 }
 
 static void destroy_now(sxe_work_pool_t *pool);
@@ -335,7 +333,6 @@ int sxe_work_pool_create(sxe_work_pool_t **pool_out, sxe_loop_t *loop,
         free(pool);
         return -ENOMEM;
     }
-    pool->loop = loop;
     pool->options = o;
     pool->queue = pool->over = pool->batch = (struct list){NONE, NONE};
     for (uint32_t i = 0; i < o.queue; i++) {
@@ -432,7 +429,6 @@ int sxe_work_submit(sxe_work_pool_t *pool, sxe_work_fn_t work, sxe_work_done_t d
     if (pool->delivering) { /* queued with the others when the delivery ends */
         job->state = JOB_BATCHED;
         list_append(pool->jobs, &pool->batch, i);
-        pool->batched++;
     } else {
         pthread_mutex_lock(&pool->lock);
         job->state = JOB_QUEUED;
@@ -465,7 +461,6 @@ int sxe_work_cancel(sxe_work_pool_t *pool, uint64_t id)
     }
     if (__atomic_load_n(&job->state, __ATOMIC_RELAXED) == JOB_BATCHED) { /* only ours set it */
         list_unlink(pool->jobs, &pool->batch, i);
-        pool->batched--;
     } else {
         pthread_mutex_lock(&pool->lock);
         uint8_t state = __atomic_load_n(&job->state, __ATOMIC_RELAXED); /* OVER: over_lock's */
