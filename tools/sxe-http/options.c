@@ -239,10 +239,8 @@ static void add_targets(const char *file, const char *method, const char *header
             die_usage("-U %s line %lu: want 'PATH [WEIGHT]' with PATH starting with /", file,
                       number);
         }
-        for (const char *at = path; *at != '\0'; at++) {
-            if ((unsigned char)*at <= ' ' || *at == 0x7f) {
-                die_usage("-U %s line %lu: a control character in the path", file, number);
-            }
+        if (has_control(path)) {
+            die_usage("-U %s line %lu: a control character in the path", file, number);
         }
         char what[64];
         snprintf(what, sizeof(what), "-U line %lu's WEIGHT", number);
@@ -337,10 +335,8 @@ static void take_option(int option, struct parsed *parsed)
         parsed->method = optarg;
         break;
     case 'u':
-        for (const char *at = optarg; *at != '\0'; at++) {
-            if ((unsigned char)*at <= ' ' || *at == 0x7f) {
-                die_usage("-u '%s': a space or a control character in the path", optarg);
-            }
+        if (has_control(optarg)) {
+            die_usage("-u '%s': a space or a control character in the path", optarg);
         }
         parsed->path = optarg;
         break;

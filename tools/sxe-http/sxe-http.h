@@ -171,6 +171,7 @@ struct url {
     const char *error;   /* why the URL is not taken, or NULL */
 };
 void parse_url(const char *url, struct url *out);
+bool has_control(const char *text); /* a byte <= ' ' or DEL: no place in a request line */
 int resolve_url(const struct url *url, struct sockaddr_storage *target, socklen_t *len,
                 const char **why);
 

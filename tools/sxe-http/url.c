@@ -19,7 +19,7 @@
 #include "sxe-http.h"
 
 /* Whether text has a byte that has no place in a request line or a Host: a space or a control. */
-static bool has_control(const char *text)
+bool has_control(const char *text)
 {
     for (; *text != '\0'; text++) {
         if ((unsigned char)*text <= ' ' || *text == 0x7f) {
