@@ -97,6 +97,7 @@ CONTEXT = {
     "addr": "static struct sockaddr_in addr;",
     "chat": "static const struct sxe_ws_handlers chat;",
     "pool": "static sxe_work_pool_t *pool;",
+    "db": "static sxe_sqlite_t *db;",
     "check": "static struct check *check;",
     "request": "static sxe_http_t *request;",
     "answer": "static void answer(sxe_http_t *request, int status) { (void)request, (void)status; }",
