@@ -262,6 +262,16 @@ static void test_errors_come_back_in_sqlites_words(void **state)
     assert_int_equal(got.rows, 0);
     got = run(db, "SELECT zeroblob(5000)", NULL, 0);
     assert_int_equal(got.status, -EFBIG);
+    char named[5100]; /* a column whose name alone passes the limit */
+    memset(named, 'c', sizeof(named));
+    memcpy(named, "SELECT 1 AS ", 12);
+    named[sizeof(named) - 1] = '\0';
+    got = run(db, named, NULL, 0);
+    assert_int_equal(got.status, -EFBIG);
+    /* a parameter too big to copy is refused at once, its bytes never read */
+    assert_int_equal(
+        sxe_sqlite_run(db, "SELECT ?", &SXE_SQLITE_BLOB(named, SIZE_MAX / 2), 1, seen, &got),
+        -ENOMEM);
     got = run(db, "SELECT count(*) FROM u", NULL, 0); /* and the connections go on */
     assert_int_equal(got.status, 0);
     assert_int_equal(got.first, 1);
@@ -506,6 +516,15 @@ static void caller(void *arg)
     done_count++;
 }
 
+static void refused_caller(void *arg)
+{
+    sxe_sqlite_rows_t *rows = (sxe_sqlite_rows_t *)&call_rc;
+
+    call_rc = sxe_sqlite_call(arg, "SELECT 1", NULL, 0, &rows);
+    assert_null(rows);
+    done_count++;
+}
+
 static void test_a_fiber_calls_as_if_it_were_plain(void **state)
 {
     sxe_sqlite_t *db = open_db(NULL);
@@ -523,6 +542,18 @@ static void test_a_fiber_calls_as_if_it_were_plain(void **state)
     assert_int_equal(call_rc, 0);
     assert_int_equal(call_value, 42);
     assert_int_equal(sxe_sqlite_close(db), 0);
+
+    sxe_work_pool_t *small; /* a full queue: the call fails at once, with no rows */
+    assert_int_equal(
+        sxe_work_pool_create(&small, loop, &(struct sxe_work_options){.threads = 1, .queue = 1}),
+        0);
+    assert_int_equal(sxe_sqlite_open(&db, small, path, NULL), 0);
+    assert_int_equal(sxe_sqlite_work(db, hold_a_connection, worked, NULL), 0);
+    assert_int_equal(sxe_fiber_start(fibers, refused_caller, db, NULL), 0);
+    assert_int_equal(call_rc, -ENOBUFS);
+    sxe_test_run_until(loop, &done_count, 3);
+    assert_int_equal(sxe_sqlite_close(db), 0);
+    sxe_work_pool_destroy(small);
     sxe_fibers_destroy(fibers);
 }
 
