@@ -57,8 +57,9 @@ static void list(sxe_http_t *http, void *arg) /* on a fiber */
         sxe_sqlite_rows_free(rows);
         return;
     }
-    size_t count = sxe_sqlite_row_count(rows), size = 8 + count * 420, used = 1;
-    char *out = malloc(size), quoted[400];
+    char quoted[400];
+    size_t count = sxe_sqlite_row_count(rows), size = 8 + count * (sizeof(quoted) + 48), used = 1;
+    char *out = malloc(size); /* room for each item at its longest: no snprintf is cut */
     if (out == NULL) {
         sxe_http_respond(http, 503, "text/plain", "out of memory\n", 14);
         sxe_sqlite_rows_free(rows);

@@ -76,11 +76,12 @@ static int open_error(int code, int os_errno)
 }
 
 /* A new connection, in the database's list; 0 or SQLite's code, its reason in message. */
-static int connection_open(sxe_sqlite_t *db, struct connection **opened, char *message, size_t size,
-                           int *os_errno)
+static int connection_open(sxe_sqlite_t *db, bool create, struct connection **opened, char *message,
+                           size_t size, int *os_errno)
 {
-    int flags =
-        db->options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int flags = db->options.read_only ? SQLITE_OPEN_READONLY
+                : create              ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+                                      : SQLITE_OPEN_READWRITE; /* a file gone stays gone */
     struct connection *c = calloc(1, sizeof(*c) + db->options.statements * sizeof(c->cache[0]));
     int rc;
 
@@ -119,7 +120,7 @@ static int connection_take(sxe_sqlite_t *db, struct connection **taken, char *me
         db->idle = (*taken)->next_idle;
     }
     pthread_mutex_unlock(&db->lock);
-    return *taken ? SQLITE_OK : connection_open(db, taken, message, size, &os_errno);
+    return *taken ? SQLITE_OK : connection_open(db, false, taken, message, size, &os_errno);
 }
 
 static void connection_give(sxe_sqlite_t *db, struct connection *c)
@@ -130,16 +131,21 @@ static void connection_give(sxe_sqlite_t *db, struct connection *c)
     pthread_mutex_unlock(&db->lock);
 }
 
+static void connection_free(const sxe_sqlite_t *db, struct connection *c)
+{
+    for (uint32_t i = 0; i < db->options.statements; i++) {
+        sqlite3_finalize(c->cache[i].stmt);
+        free(c->cache[i].sql);
+    }
+    sqlite3_close_v2(c->handle);
+    free(c);
+}
+
 static void connections_close(sxe_sqlite_t *db)
 {
     for (struct connection *c = db->all, *next; c != NULL; c = next) {
         next = c->next;
-        for (uint32_t i = 0; i < db->options.statements; i++) {
-            sqlite3_finalize(c->cache[i].stmt);
-            free(c->cache[i].sql);
-        }
-        sqlite3_close_v2(c->handle);
-        free(c);
+        connection_free(db, c);
     }
     db->all = db->idle = NULL;
 }
@@ -207,7 +213,6 @@ static void run_one(sqlite3 *handle, struct sxe_sqlite_rows *rows, sqlite3_stmt 
     const struct sxe__sqlite_request *request = &rows->request;
     int wanted = sqlite3_bind_parameter_count(stmt);
     sqlite3_int64 changes = sqlite3_total_changes64(handle);
-    sqlite3_int64 last_id = sqlite3_last_insert_rowid(handle);
     int rc = SQLITE_OK;
 
     if ((unsigned)wanted != request->count) {
@@ -223,25 +228,43 @@ static void run_one(sqlite3 *handle, struct sxe_sqlite_rows *rows, sqlite3_stmt 
     if (rc != SQLITE_OK) {
         fail(rows, handle, rc);
     } else if (sxe__sqlite_rows_start(rows, stmt) == 0) {
-        while ((rc = sqlite3_step(stmt)) == SQLITE_ROW && sxe__sqlite_rows_add(rows, stmt) == 0) {
+        bool writes = !sqlite3_stmt_readonly(stmt);
+        sqlite3_set_last_insert_rowid(handle, 0);
+        while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+            if (rows->status == 0) {
+                (void)sxe__sqlite_rows_add(rows, stmt);
+            } else if (!writes) {
+                break; /* a statement that writes goes to its end: its changes are whole */
+            }
         }
         if (rows->status == 0 && rc != SQLITE_DONE) {
             fail(rows, handle, rc);
         } else if (rows->status == 0) {
             rows->changes = sqlite3_total_changes64(handle) - changes;
-            rows->last_id = sqlite3_last_insert_rowid(handle) != last_id
-                                ? sqlite3_last_insert_rowid(handle)
-                                : 0;
+            rows->last_id = sqlite3_last_insert_rowid(handle);
+        } else if (writes && rc == SQLITE_DONE) { /* INSERT ... RETURNING too much */
+            size_t len = strlen(rows->message);
+            snprintf(rows->message + len, sizeof(rows->message) - len, "; its changes were made");
         }
     }
     sqlite3_reset(stmt);
     sqlite3_clear_bindings(stmt);
 }
 
+/* Whether nothing but spaces, semicolons and comments is left. */
 static bool blank(const char *at)
 {
-    at += strspn(at, " \t\r\n;");
-    return *at == '\0';
+    for (;;) {
+        at += strspn(at, " \t\r\n;");
+        if (at[0] == '-' && at[1] == '-') {
+            at += strcspn(at, "\n");
+        } else if (at[0] == '/' && at[1] == '*') {
+            const char *end = strstr(at + 2, "*/");
+            at = end ? end + 2 : at + strlen(at);
+        } else {
+            return *at == '\0';
+        }
+    }
 }
 
 /* The request's text: one statement (kept prepared), or several run in turn (none kept). */
@@ -278,6 +301,30 @@ static void run_text(sxe_sqlite_t *db, struct connection *c, struct sxe_sqlite_r
     }
 }
 
+/* Whether the file the connection has open is no longer the one at its path (deleted, or
+ * replaced by another process): a statement there would write where nobody reads. */
+static bool moved(struct connection *c)
+{
+    int moved = 0;
+
+    return sqlite3_file_control(c->handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+           moved;
+}
+
+/* Drops a connection whose file moved: the next statement opens the path again. */
+static void connection_drop(sxe_sqlite_t *db, struct connection *c)
+{
+    pthread_mutex_lock(&db->lock);
+    for (struct connection **at = &db->all; *at != NULL; at = &(*at)->next) {
+        if (*at == c) {
+            *at = c->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&db->lock);
+    connection_free(db, c);
+}
+
 static void statement_work(void *arg) /* on a pool thread */
 {
     struct sxe_sqlite_rows *rows = arg;
@@ -288,6 +335,14 @@ static void statement_work(void *arg) /* on a pool thread */
 
     if (rc != SQLITE_OK) {
         rows->status = request->fn_status = rc;
+        return;
+    }
+    if (moved(c)) {
+        SXE_LOG_ERROR("sqlite: %s: the file was deleted or replaced since it was opened", db->path);
+        sxe__sqlite_rows_fail(rows, SQLITE_READONLY,
+                              "the database file was deleted or replaced since it was opened");
+        request->fn_status = SQLITE_READONLY;
+        connection_drop(db, c);
         return;
     }
     if (request->fn != NULL) {
@@ -367,10 +422,11 @@ static int submit(sxe_sqlite_t *db, const char *sql, const struct sxe_sqlite_val
     for (unsigned i = 0; i < count; i++) {
         struct sxe_sqlite_value *param = &rows->request.params[i];
         *param = params[i];
-        if ((param->type == SXE_SQLITE_TEXT || param->type == SXE_SQLITE_BLOB) &&
-            param->bytes.len > 0) {
-            memcpy(at, param->bytes.data, param->bytes.len);
-            param->bytes.data = at;
+        if (param->type == SXE_SQLITE_TEXT || param->type == SXE_SQLITE_BLOB) {
+            if (param->bytes.len > 0) {
+                memcpy(at, param->bytes.data, param->bytes.len);
+            }
+            param->bytes.data = at; /* never NULL: SQLite binds NULL for that */
             at += param->bytes.len;
         }
     }
@@ -427,7 +483,7 @@ static int first_connection(sxe_sqlite_t *db)
     struct connection *c;
     char message[160];
     int os_errno = 0;
-    int rc = connection_open(db, &c, message, sizeof(message), &os_errno);
+    int rc = connection_open(db, true, &c, message, sizeof(message), &os_errno);
 
     if (rc == SQLITE_OK && !db->options.read_only) {
         rc = sqlite3_exec(c->handle, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
@@ -459,7 +515,7 @@ int sxe_sqlite_open(sxe_sqlite_t **opened, sxe_work_pool_t *pool, const char *pa
     int rc;
 
     if (!SXE_CHECK(opened != NULL && pool != NULL && path != NULL) ||
-        !SXE_CHECK(given.statements <= STATEMENTS_MAX)) {
+        !SXE_CHECK(given.statements <= STATEMENTS_MAX && given.busy_ms <= INT32_MAX)) {
         return -EINVAL;
     }
     *opened = NULL;
@@ -488,7 +544,9 @@ int sxe_sqlite_close(sxe_sqlite_t *db)
     if (db == NULL) {
         return 0;
     }
-    if (!SXE_CHECK(db->out == 0)) {
+    if (db->out != 0) { /* not yet called back, or abandoned by the pool's end */
+        SXE_LOG_ERROR("sqlite: %s: %u statements are out: the database stays open", db->path,
+                      db->out);
         return -EBUSY;
     }
     connections_close(db);

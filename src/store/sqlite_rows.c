@@ -123,11 +123,14 @@ static int value_copy(struct sxe_sqlite_rows *rows, sqlite3_stmt *stmt, int i,
     case SQLITE_NULL:
         *value = null_value;
         return 0;
-    default: { /* text and blobs: the bytes first, then their length (SQLite's order) */
+    default: { /* text and blobs: their length first, checked before SQLite reads them whole */
         int text = sqlite3_column_type(stmt, i) == SQLITE_TEXT;
+        size_t len = (size_t)sqlite3_column_bytes(stmt, i); /* UTF-8 or a blob: nothing changes */
+        if (held(rows, 0, len + 1) > rows->limit) {
+            return too_big(rows);
+        }
         const void *data =
             text ? (const void *)sqlite3_column_text(stmt, i) : sqlite3_column_blob(stmt, i);
-        size_t len = (size_t)sqlite3_column_bytes(stmt, i);
         if (data == NULL && len > 0) {
             return no_memory(rows);
         }

@@ -464,29 +464,6 @@ static int hold_a_connection(sqlite3 *connection, void *arg)
     return 0;
 }
 
-static void test_a_connection_that_cannot_be_opened_later(void **state)
-{
-    char moved[128];
-    sxe_sqlite_t *db = open_db(&(struct sxe_sqlite_options){.setup = "CREATE TABLE m(x)"});
-    struct seen got = {0};
-
-    (void)state;
-    snprintf(moved, sizeof(moved), "%s.moved", dir);
-    assert_int_equal(rename(dir, moved), 0); /* the file's folder goes away while it is open */
-    work_status = 1;
-    assert_int_equal(sxe_sqlite_work(db, hold_a_connection, worked, NULL), 0);
-    assert_int_equal(sxe_sqlite_run(db, "SELECT count(*) FROM m", NULL, 0, seen, &got), 0);
-    sxe_test_run_until(loop, &done_count, 2);
-    /* one of them took the open connection; the other needed a second, which cannot be opened */
-    assert_true((work_status == SQLITE_CANTOPEN && got.status == 0) ||
-                (work_status == 0 && got.status == SQLITE_CANTOPEN));
-    if (got.status != 0) {
-        assert_string_equal(got.message, "unable to open database file");
-    }
-    assert_int_equal(rename(moved, dir), 0);
-    assert_int_equal(sxe_sqlite_close(db), 0);
-}
-
 static void test_read_only(void **state)
 {
     sxe_sqlite_t *db = open_db(NULL);
@@ -636,15 +613,81 @@ static void test_the_pools_end_cancels_what_waits(void **state)
     assert_int_equal(sxe_sqlite_close(db), 0);
 }
 
-static void invalid_close(void)
+static void test_closing_with_a_statement_out(void **state)
 {
+    struct sxe_test_capture capture;
     sxe_sqlite_t *db = open_db(NULL);
     struct seen got = {0};
-    int before = done_count;
 
+    (void)state;
     assert_int_equal(sxe_sqlite_run(db, "SELECT 1", NULL, 0, seen, &got), 0);
-    assert_int_equal(sxe_sqlite_close(db), -EBUSY); /* a statement is out: nothing is closed */
-    sxe_test_run_until(loop, &done_count, before + 1);
+    sxe_test_capture_start(&capture);
+    assert_int_equal(sxe_sqlite_close(db), -EBUSY); /* nothing is closed */
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "1 statements are out: the database stays open"));
+    sxe_test_run_until(loop, &done_count, 1);
+    assert_int_equal(got.status, 0);
+    assert_int_equal(sxe_sqlite_close(db), 0);
+}
+
+static void test_what_an_outsider_found(void **state)
+{
+    sxe_sqlite_t *db = open_db(&(struct sxe_sqlite_options){.result_bytes = 2048});
+    struct seen got;
+
+    (void)state;
+    assert_int_equal(
+        run(db, "CREATE TABLE o(id INTEGER PRIMARY KEY, s TEXT NOT NULL, b BLOB)", NULL, 0).status,
+        0);
+    /* an empty text or blob given as (NULL, 0) is empty, not NULL */
+    got = run(db, "INSERT INTO o(s, b) VALUES (?, ?)",
+              (struct sxe_sqlite_value[]){SXE_SQLITE_TEXT(NULL, 0), SXE_SQLITE_BLOB(NULL, 0)}, 2);
+    assert_int_equal(got.status, 0);
+    got = run(db, "SELECT typeof(s) || typeof(b) FROM o", NULL, 0);
+    assert_string_equal(got.text, "textblob");
+    /* a rowid used again after a delete is still said */
+    assert_int_equal(run(db, "DELETE FROM o", NULL, 0).status, 0);
+    got = run(db, "INSERT INTO o(s) VALUES ('again')", NULL, 0);
+    assert_int_equal(got.last_id, 1);
+    /* a comment after the statement is no second statement */
+    got = run(db, "SELECT ? -- the id\n; /* done */", &SXE_SQLITE_INT(5), 1);
+    assert_int_equal(got.status, 0);
+    assert_int_equal(got.first, 5);
+    /* a statement that writes and returns more than result_bytes: its changes are whole */
+    got = run(db,
+              "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 200) "
+              "INSERT INTO o(s) SELECT 'row ' || i FROM k RETURNING id, s",
+              NULL, 0);
+    assert_int_equal(got.status, -EFBIG);
+    assert_string_equal(got.message, "the rows pass result_bytes (2048); its changes were made");
+    got = run(db, "SELECT count(*) FROM o", NULL, 0);
+    assert_int_equal(got.first, 201);
+    /* a value past the limit is refused before it is copied */
+    got = run(db, "SELECT zeroblob(100000)", NULL, 0);
+    assert_int_equal(got.status, -EFBIG);
+    assert_int_equal(sxe_sqlite_close(db), 0);
+}
+
+static void test_a_file_deleted_while_open(void **state)
+{
+    char wal[128], shm[128];
+    sxe_sqlite_t *db = open_db(&(struct sxe_sqlite_options){.setup = "CREATE TABLE d(x)"});
+    struct seen got;
+
+    (void)state;
+    assert_int_equal(run(db, "INSERT INTO d VALUES (1)", NULL, 0).status, 0);
+    snprintf(wal, sizeof(wal), "%s-wal", path);
+    snprintf(shm, sizeof(shm), "%s-shm", path);
+    assert_int_equal(unlink(path), 0);
+    unlink(wal);
+    unlink(shm);
+    got = run(db, "INSERT INTO d VALUES (2)", NULL, 0); /* it would go where nobody reads */
+    assert_int_equal(got.status, SQLITE_READONLY);
+    assert_string_equal(got.message,
+                        "the database file was deleted or replaced since it was opened");
+    got = run(db, "INSERT INTO d VALUES (3)", NULL, 0); /* and no new file is made in its place */
+    assert_int_equal(got.status, SQLITE_CANTOPEN);
+    assert_int_equal(access(path, F_OK), -1);
     assert_int_equal(sxe_sqlite_close(db), 0);
 }
 
@@ -684,14 +727,23 @@ static void invalid_options(void)
         -EINVAL);
 }
 
+static void invalid_busy(void)
+{
+    sxe_sqlite_t *db;
+
+    assert_int_equal(
+        sxe_sqlite_open(&db, pool, path, &(struct sxe_sqlite_options){.busy_ms = UINT32_MAX}),
+        -EINVAL);
+}
+
 static void test_invalid_use(void **state)
 {
     static const struct sxe_test_invalid_use uses[] = {
-        {"closing with a statement out", invalid_close, "db->out == 0"},
         {"a NULL statement", invalid_sql, "sql != NULL"},
         {"a parameter of no type", invalid_type, "params[i].type <= SXE_SQLITE_BLOB"},
         {"work without a function", invalid_function, "fn != NULL"},
         {"4097 statements kept", invalid_options, "given.statements <= STATEMENTS_MAX"},
+        {"a wait past INT32_MAX ms", invalid_busy, "given.busy_ms <= INT32_MAX"},
     };
 
     (void)state;
@@ -712,12 +764,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_files_that_are_not_databases, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_database_corrupted_after_it_was_opened, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_a_connection_that_cannot_be_opened_later, setup,
-                                        teardown),
         cmocka_unit_test_setup_teardown(test_read_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_fiber_calls_as_if_it_were_plain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_transaction_in_a_function, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_pools_end_cancels_what_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_closing_with_a_statement_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_what_an_outsider_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_file_deleted_while_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_use, setup, teardown),
     };
 
