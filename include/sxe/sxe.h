@@ -19,6 +19,7 @@
 #include "sxe/map.h"
 #include "sxe/pool.h"
 #include "sxe/random.h"
+#include "sxe/redis.h"
 #include "sxe/sqlite.h"
 #include "sxe/timer.h"
 #include "sxe/tls.h"

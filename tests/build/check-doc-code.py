@@ -98,6 +98,7 @@ CONTEXT = {
     "chat": "static const struct sxe_ws_handlers chat;",
     "pool": "static sxe_work_pool_t *pool;",
     "db": "static sxe_sqlite_t *db;",
+    "redis": "static sxe_redis_t *redis;",
     "check": "static struct check *check;",
     "request": "static sxe_http_t *request;",
     "answer": "static void answer(sxe_http_t *request, int status) { (void)request, (void)status; }",
