@@ -163,13 +163,14 @@ int sxe_redis_unsubscribe(sxe_redis_t *redis, const char *channel, int pattern);
 
 /** Counters of a client. */
 struct sxe_redis_stats {
-    uint64_t commands; /**< Commands accepted. */
-    uint64_t replies;  /**< Replies given to callbacks (errors included). */
-    uint64_t failed;   /**< Commands called back with a negative status. */
-    uint64_t messages; /**< Pub/sub messages delivered. */
-    uint64_t connects; /**< Connections made (and set up) to the server, both kinds. */
-    uint32_t out;      /**< Commands out now. */
-    int connected;     /**< Whether the command connection is up and set up now. */
+    uint64_t commands;   /**< Commands accepted. */
+    uint64_t replies;    /**< Replies given to callbacks (errors included). */
+    uint64_t failed;     /**< Commands called back with a negative status. */
+    uint64_t messages;   /**< Pub/sub messages delivered. */
+    uint64_t connects;   /**< Connections made (and set up) to the server, both kinds. */
+    uint32_t out;        /**< Commands out now. */
+    int connected;       /**< Whether the command connection is up and set up now. */
+    uint32_t subscribed; /**< Subscriptions the server has confirmed on the connection up now. */
 };
 
 /** The client's counters. */

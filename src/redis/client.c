@@ -349,7 +349,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
                   : reason == SXE_CLOSE_TIMEOUT  ? ETIMEDOUT
                   : reason == SXE_CLOSE_SHUTDOWN ? ESHUTDOWN
                                                  : ECONNRESET;
-        if (link->up) {
+        if (link->up && why != ESHUTDOWN) {
             SXE_LOG_WARN("redis: the connection was lost (%s)", sxe_close_reason_name(reason));
         }
         link_down(link, why ? why : ECONNRESET);
@@ -579,4 +579,5 @@ void sxe_redis_stats(const sxe_redis_t *redis, struct sxe_redis_stats *stats)
 {
     *stats = redis->stats;
     stats->connected = redis->command.ready;
+    stats->subscribed = sxe__redis_confirmed(redis);
 }

@@ -123,6 +123,9 @@ int sxe__redis_setup(struct link *link)
         rc = write_command(link, 2, (const char *[]){"SELECT", database}, NULL);
         commands++;
     }
+    for (uint32_t i = 0; link->subscriber && i < link->redis->options.subscriptions; i++) {
+        link->redis->subs[i].confirmed = false; /* until this connection's say so */
+    }
     if (rc == 0 && link->subscriber && (rc = subscribe_all(link, false)) == 0) {
         rc = subscribe_all(link, true);
     }
@@ -174,7 +177,13 @@ bool sxe__redis_message(struct link *link, const struct sxe_redis_reply *reply)
         sub = find(link->redis, e[1].str, e[1].len, true);
         e++; /* the channel and the message follow the pattern */
     } else {
-        return reply->type == SXE_REDIS_PUSH || link->subscriber; /* (un)subscribed: nothing */
+        bool pattern = is(&e[0], "psubscribe");
+        if (reply->len == 3 && (pattern || is(&e[0], "subscribe")) &&
+            e[1].type == SXE_REDIS_STRING &&
+            (sub = find(link->redis, e[1].str, e[1].len, pattern)) != NULL) {
+            sub->confirmed = true;
+        }
+        return reply->type == SXE_REDIS_PUSH || link->subscriber; /* (un)subscribed */
     }
     if (sub != NULL) { /* none: one just unsubscribed, whose messages may still come */
         link->redis->stats.messages++;
@@ -206,6 +215,7 @@ int sxe_redis_subscribe(sxe_redis_t *redis, const char *channel, int pattern,
     }
     free_entry->len = strlen(channel);
     free_entry->pattern = pattern != 0;
+    free_entry->confirmed = false;
     free_entry->on_message = on_message;
     free_entry->arg = arg;
     if (link->up) {
@@ -239,4 +249,14 @@ int sxe_redis_unsubscribe(sxe_redis_t *redis, const char *channel, int pattern)
         }
     }
     return 0;
+}
+
+uint32_t sxe__redis_confirmed(const sxe_redis_t *redis)
+{
+    uint32_t count = 0;
+
+    for (uint32_t i = 0; redis->pubsub.up && i < redis->options.subscriptions; i++) {
+        count += redis->subs[i].name != NULL && redis->subs[i].confirmed;
+    }
+    return count;
 }

@@ -73,6 +73,7 @@ struct subscription {
     char *name; /* NULL: a free entry */
     size_t len;
     bool pattern;
+    bool confirmed; /* by the server, on the pub/sub link up now */
     sxe_redis_message_t on_message;
     void *arg;
 };
@@ -102,5 +103,6 @@ void sxe__redis_free(sxe_redis_t *redis);
 int sxe__redis_setup(struct link *link);
 void sxe__redis_ready(struct link *link);
 bool sxe__redis_message(struct link *link, const struct sxe_redis_reply *reply);
+uint32_t sxe__redis_confirmed(const sxe_redis_t *redis);
 
 #endif

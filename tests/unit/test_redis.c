@@ -386,6 +386,10 @@ static void pubsub(int resp3)
     assert_string_equal(heard[messages - 1], "news:first");
     publish_until_heard(publisher, "sport.chess", "mate");
     assert_string_equal(heard[messages - 1], "sport.chess:mate");
+    struct sxe_redis_stats stats;
+    sxe_redis_stats(redis, &stats);
+    assert_int_equal(stats.subscribed, 2); /* both confirmed by the server */
+    assert_int_equal(stats.messages, 2);
     /* the command connection is not the subscriber's: commands go on beside */
     g = SAY(redis, "PING");
     assert_string_equal(g.text, "PONG");
@@ -398,6 +402,8 @@ static void pubsub(int resp3)
     assert_int_equal(sxe_redis_unsubscribe(redis, "news", 0), -ENOENT);
     publish_until_heard(publisher, "sport.go", "atari"); /* the pattern still holds */
     assert_string_equal(heard[messages - 1], "sport.go:atari");
+    sxe_redis_stats(redis, &stats);
+    assert_int_equal(stats.subscribed, 1);
     sxe_redis_destroy(publisher);
     sxe_redis_destroy(redis);
 }
