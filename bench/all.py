@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 
 from harness import peers, procs, report  # noqa: E402
 
-SUITES = ["single", "cores", "proxy", "tls", "http2", "latency", "websocket", "later", "map", "scenarios", "compress", "reload", "dictionary", "many", "stall", "micro", "work", "json"]
+SUITES = ["single", "cores", "proxy", "tls", "http2", "latency", "websocket", "later", "map", "scenarios", "compress", "reload", "dictionary", "many", "stall", "micro", "work", "json", "redis"]
 
 
 def arguments():
@@ -74,6 +74,10 @@ def prepare(args):
         for peer in ("libuv-hello", "libuv-work"):
             subprocess.run(["cc", "-O2", "-o", os.path.join(tmp, peer),
                             os.path.join(HERE, "peers", peer + ".c"), *flags], check=True)
+        if os.path.exists("/usr/include/hiredis/adapters/libuv.h"):  # libhiredis-dev
+            subprocess.run(["cc", "-O2", "-o", os.path.join(tmp, "hiredis-uv"),
+                            os.path.join(HERE, "peers", "hiredis-uv.c"), *flags, "-lhiredis"],
+                           check=True)
     return peers.Context(args.build_dir, tmp, root, args)
 
 

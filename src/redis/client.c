@@ -78,10 +78,12 @@ static void pop(struct link *link, int status, const struct sxe_redis_reply *rep
 /* Fails every command the link has out, and forgets what waits to be sent. */
 void sxe__redis_fail_all(struct link *link, int status)
 {
-    while (link->count > 0) {
+    uint32_t failing = link->count; /* not those the callbacks give, which wait for the next */
+
+    link->unsent_len = 0; /* the failing commands' bytes, all of them */
+    while (failing-- > 0) {
         pop(link, status, NULL);
     }
-    link->unsent_len = 0;
 }
 
 /* Hands what waits to the connection, as far as its output takes it. */
@@ -126,7 +128,7 @@ static int queue(struct link *link, const char *bytes, size_t len)
 }
 
 /* Sends bytes now if the link is up and nothing waits before them, else queues them. */
-static int redis_send(struct link *link, const char *bytes, size_t len)
+int sxe__redis_send(struct link *link, const char *bytes, size_t len)
 {
     if (link->up && link->unsent_len == 0 && !sxe_conn_backed_up(link->conn) &&
         sxe_conn_write(link->conn, bytes, len) == 0) {
@@ -158,7 +160,7 @@ static int push(struct link *link, sxe_redis_reply_t done, void *arg, const char
                             .deadline = sxe_loop_now(redis->loop) + redis->options.timeout_ns};
     int rc;
 
-    if ((rc = redis_send(link, bytes, len)) < 0) {
+    if ((rc = sxe__redis_send(link, bytes, len)) < 0) {
         return rc;
     }
     link->ring[(link->head + link->count) % link->cap] = entry;
@@ -189,7 +191,7 @@ bool sxe__redis_in_ring(struct link *link, uint32_t n, enum pending_kind kind)
 }
 
 /* The link is lost, or given up: fail what it has out, and come back later. */
-static void link_down(struct link *link, int err)
+static void link_down(struct link *link, int err, int status)
 {
     sxe_redis_t *redis = link->redis;
     bool was_up = link->up;
@@ -198,9 +200,6 @@ static void link_down(struct link *link, int err)
     link->up = link->ready = false;
     link->setup = 0;
     link->down_errno = err;
-    if (was_up) {
-        sxe__redis_fail_all(link, -ECONNRESET);
-    }
     if (!redis->destroying && err != ESHUTDOWN) {
         if (sxe_timer_start(redis->loop, &link->retry, link->backoff, 0) < 0) {
             SXE_LOG_ERROR("redis: the loop has no timer free (sxe_loop_options.timers): the "
@@ -210,6 +209,9 @@ static void link_down(struct link *link, int err)
                             ? link->backoff * 2
                             : redis->options.backoff_max_ns;
     }
+    if (was_up) { /* last: a callback may give commands again, which wait for the next */
+        sxe__redis_fail_all(link, status);
+    }
 }
 
 /* Closes the link's connection after a fault, failing what it has out with status. */
@@ -217,24 +219,30 @@ void sxe__redis_reset(struct link *link, int status)
 {
     sxe_conn_t *conn = link->conn;
 
-    sxe__redis_fail_all(link, status);
-    if (conn != NULL) {
-        sxe_conn_set_handlers(conn, &orphan_handlers);
-        sxe_conn_close(conn);
-        link_down(link, -status);
+    if (conn == NULL) {
+        sxe__redis_fail_all(link, status);
+        return;
     }
+    sxe_conn_set_handlers(conn, &orphan_handlers); /* down first: then the callbacks run */
+    sxe_conn_close(conn);
+    link_down(link, -status, status);
 }
 
 /* Connects the link; a failure at once counts as the link lost. */
 void sxe__redis_connect(struct link *link)
 {
     sxe_redis_t *redis = link->redis;
+
+    if (redis->destroying) {
+        return;
+    }
     int rc = sxe_conn_connect(redis->loop, &link->conn, (const struct sockaddr *)&redis->address,
                               redis->address_len, NULL, &link_handlers, link);
 
     if (rc < 0) {
         link->conn = NULL;
-        link_down(link, -rc);
+        link->up = false;
+        link_down(link, -rc, rc);
     }
 }
 
@@ -242,12 +250,14 @@ static void on_connect(sxe_conn_t *conn)
 {
     struct link *link = sxe_conn_user(conn);
     sxe_redis_t *redis = link->redis;
+    int rc;
 
     redis->busy++;
     (void)sxe_conn_set_nodelay(conn);
     link->up = true;
-    if (sxe__redis_setup(link) < 0) { /* the set-up commands did not fit: try again later */
-        sxe__redis_reset(link, -ENOBUFS);
+    if ((rc = sxe__redis_setup(link)) < 0) { /* the set-up commands did not fit: later */
+        SXE_LOG_ERROR("redis: the connection could not be set up: %s", sxe_strerror(rc));
+        sxe__redis_reset(link, rc);
     } else {
         flush(link);
         if (link->setup == 0) {
@@ -280,6 +290,9 @@ static void dispatch(struct link *link, const struct sxe_redis_reply *reply)
             sxe__redis_ready(link);
         }
         return;
+    }
+    if (reply->type != SXE_REDIS_ERROR) { /* the server serves: the next wait is short again */
+        link->backoff = link->redis->options.backoff_min_ns;
     }
     pop(link, 0, reply);
 }
@@ -352,7 +365,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
         if (link->up && why != ESHUTDOWN) {
             SXE_LOG_WARN("redis: the connection was lost (%s)", sxe_close_reason_name(reason));
         }
-        link_down(link, why ? why : ECONNRESET);
+        link_down(link, why ? why : ECONNRESET, -ECONNRESET);
         if (why == ESHUTDOWN) {
             sxe__redis_fail_all(link, -ECANCELED);
         }
@@ -518,7 +531,7 @@ int sxe_redis_command(sxe_redis_t *redis, sxe_redis_reply_t done, void *arg, uns
     if (redis->destroying) {
         return -ESHUTDOWN;
     }
-    if (redis->command.count == redis->command.cap - SETUP_MAX) {
+    if (redis->stats.out >= redis->options.pending) { /* set-up commands are not counted */
         return -ENOBUFS;
     }
     if ((need = sxe__resp_command(small, sizeof(small), argc, argv, len)) > sizeof(small)) {

@@ -48,8 +48,9 @@ void sxe__redis_free(sxe_redis_t *redis)
     free(redis);
 }
 
-/* Writes one command straight to the link's connection (fresh, with room for a few). */
-static int write_command(struct link *link, unsigned argc, const char *const *argv,
+/* Writes one command: straight to the link's connection (a set-up's, first on a fresh one), or
+ * behind what waits to be sent (a subscription's, which may be many: it waits its turn). */
+static int write_command(struct link *link, bool first, unsigned argc, const char *const *argv,
                          const size_t *len)
 {
     size_t need = sxe__resp_command(NULL, 0, argc, argv, len);
@@ -60,7 +61,7 @@ static int write_command(struct link *link, unsigned argc, const char *const *ar
         return -ENOMEM;
     }
     (void)sxe__resp_command(bytes, need, argc, argv, len);
-    rc = sxe_conn_write(link->conn, bytes, need);
+    rc = first ? sxe_conn_write(link->conn, bytes, need) : sxe__redis_send(link, bytes, need);
     free(bytes);
     return rc;
 }
@@ -93,7 +94,7 @@ static int subscribe_all(struct link *link, bool pattern)
             len[n++] = redis->subs[i].len;
         }
     }
-    rc = write_command(link, count + 1, argv, len);
+    rc = write_command(link, false, count + 1, argv, len);
     free(argv);
     free(len);
     return rc;
@@ -109,18 +110,18 @@ int sxe__redis_setup(struct link *link)
 
     if (options->resp3) { /* HELLO 3 [AUTH user password] */
         const char *argv[] = {"HELLO", "3", "AUTH", user, options->password};
-        rc = write_command(link, options->password ? 5 : 2, argv, NULL);
+        rc = write_command(link, true, options->password ? 5 : 2, argv, NULL);
         commands++;
     } else if (options->password != NULL) { /* AUTH [user] password */
         const char *argv[] = {"AUTH", user, options->password};
         rc = options->username
-                 ? write_command(link, 3, argv, NULL)
-                 : write_command(link, 2, (const char *[]){"AUTH", options->password}, NULL);
+                 ? write_command(link, true, 3, argv, NULL)
+                 : write_command(link, true, 2, (const char *[]){"AUTH", options->password}, NULL);
         commands++;
     }
     if (rc == 0 && options->database != 0 && !link->subscriber) {
         snprintf(database, sizeof(database), "%u", options->database);
-        rc = write_command(link, 2, (const char *[]){"SELECT", database}, NULL);
+        rc = write_command(link, true, 2, (const char *[]){"SELECT", database}, NULL);
         commands++;
     }
     for (uint32_t i = 0; link->subscriber && i < link->redis->options.subscriptions; i++) {
@@ -138,7 +139,6 @@ int sxe__redis_setup(struct link *link)
 void sxe__redis_ready(struct link *link)
 {
     link->ready = true;
-    link->backoff = link->redis->options.backoff_min_ns;
     link->redis->stats.connects++;
 }
 
@@ -168,6 +168,9 @@ bool sxe__redis_message(struct link *link, const struct sxe_redis_reply *reply)
     if (reply->type != SXE_REDIS_PUSH && (!link->subscriber || reply->type != SXE_REDIS_ARRAY ||
                                           reply->len < 3 || e[0].type != SXE_REDIS_STRING)) {
         return false; /* a reply to a command */
+    }
+    if (reply->len < 3) { /* a push of another kind, or none: nothing for us */
+        return true;
     }
     if (reply->len == 3 && is(&e[0], "message") && e[1].type == SXE_REDIS_STRING &&
         e[2].type == SXE_REDIS_STRING) {
@@ -201,6 +204,9 @@ int sxe_redis_subscribe(sxe_redis_t *redis, const char *channel, int pattern,
     if (!SXE_CHECK(redis != NULL && channel != NULL && on_message != NULL)) {
         return -EINVAL;
     }
+    if (redis->destroying) {
+        return -ESHUTDOWN;
+    }
     if (find(redis, channel, strlen(channel), pattern != 0) != NULL) {
         return -EEXIST;
     }
@@ -220,7 +226,7 @@ int sxe_redis_subscribe(sxe_redis_t *redis, const char *channel, int pattern,
     free_entry->arg = arg;
     if (link->up) {
         const char *argv[] = {pattern ? "PSUBSCRIBE" : "SUBSCRIBE", channel};
-        if (write_command(link, 2, argv, NULL) < 0) { /* backed up: the link starts again */
+        if (write_command(link, false, 2, argv, NULL) < 0) { /* past queue_bytes: again */
             SXE_LOG_WARN("redis: a subscription could not be sent: reconnecting");
             sxe__redis_reset(link, -ECONNRESET);
         }
@@ -244,7 +250,7 @@ int sxe_redis_unsubscribe(sxe_redis_t *redis, const char *channel, int pattern)
     sub->name = NULL;
     if (redis->pubsub.up) {
         const char *argv[] = {pattern ? "PUNSUBSCRIBE" : "UNSUBSCRIBE", channel};
-        if (write_command(&redis->pubsub, 2, argv, NULL) < 0) {
+        if (write_command(&redis->pubsub, false, 2, argv, NULL) < 0) {
             sxe__redis_reset(&redis->pubsub, -ECONNRESET);
         }
     }

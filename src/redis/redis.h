@@ -92,6 +92,7 @@ struct sxe_redis {
 };
 
 /* client.c */
+int sxe__redis_send(struct link *link, const char *bytes, size_t len);
 void sxe__redis_fail_all(struct link *link, int status);
 void sxe__redis_reset(struct link *link, int status);
 void sxe__redis_connect(struct link *link);

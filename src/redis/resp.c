@@ -237,10 +237,13 @@ static const char *value(struct walk *w, const char *p, struct sxe_redis_reply *
         if (map != NULL) {
             *map = (struct sxe_redis_reply){.type = SXE_REDIS_MAP, .len = (size_t)n * 2};
         }
-        if ((p = elements(w, p, n * 2, map)) == NULL) {
+        if (++w->depth > SXE__RESP_DEPTH || (p = elements(w, p, n * 2, map)) == NULL) {
+            w->state = p == NULL ? w->state : BAD; /* attributes chained past the limit */
             return NULL;
         }
-        return value(w, p, node);
+        p = value(w, p, node);
+        w->depth--;
+        return p;
     }
     default:
         w->state = BAD;

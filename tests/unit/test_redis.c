@@ -415,6 +415,52 @@ static void test_pubsub_and_resubscription(void **state)
     pubsub(1);
 }
 
+static uint32_t confirmed(sxe_redis_t *redis)
+{
+    struct sxe_redis_stats stats;
+
+    sxe_redis_stats(redis, &stats);
+    return stats.subscribed;
+}
+
+static void turn_until_confirmed(sxe_redis_t *redis, uint32_t count)
+{
+    uint64_t deadline = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
+
+    while (confirmed(redis) != count) {
+        assert_true(sxe_clock_mono_ns() < deadline);
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+}
+
+static void test_three_thousand_subscriptions_made_again(void **state)
+{
+    enum { CHANNELS = 3000 };
+    sxe_redis_t *redis, *killer;
+    char name[64];
+
+    (void)state;
+    got_count = 0;
+    assert_int_equal(sxe_redis_create(&redis, loop, address,
+                                      &(struct sxe_redis_options){.subscriptions = CHANNELS,
+                                                                  .backoff_min_ns = 1000000}),
+                     0);
+    assert_int_equal(sxe_redis_create(&killer, loop, address, NULL), 0);
+    for (int i = 0; i < CHANNELS; i++) {
+        snprintf(name, sizeof(name), "a-channel-of-thirty-two-bytes-%04d", i);
+        assert_int_equal(sxe_redis_subscribe(redis, name, 0, on_message, NULL), 0);
+    }
+    turn_until_confirmed(redis, CHANNELS);
+    /* again in one go, past the connection's write limit (64 KiB): queued, not refused */
+    assert_int_equal(SAY(killer, "CLIENT", "KILL", "TYPE", "pubsub").integer, 1);
+    turn_until_confirmed(redis, CHANNELS);
+    messages = 0;
+    publish_until_heard(killer, "a-channel-of-thirty-two-bytes-2999", "still here");
+    assert_string_equal(heard[0], "a-channel-of-thirty-two-bytes-2999:still here");
+    sxe_redis_destroy(killer);
+    sxe_redis_destroy(redis);
+}
+
 static void test_the_server_killed_mid_pipeline_and_started_again(void **state)
 {
     struct got g[3] = {{0}}, later = {0};
@@ -653,6 +699,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resp3, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_select, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pubsub_and_resubscription, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_three_thousand_subscriptions_made_again, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_the_server_killed_mid_pipeline_and_started_again,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_late_reply, setup, teardown),

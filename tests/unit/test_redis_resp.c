@@ -161,6 +161,12 @@ static void test_bytes_that_are_not_resp(void **state)
     }
     strcat(deep, ":1\r\n");
     assert_int_equal(sxe__resp_scan(deep, strlen(deep), &count), -EPROTO);
+    deep[0] = '\0'; /* attributes chained past the limit: refused, not recursed into */
+    for (int i = 0; i <= SXE__RESP_DEPTH; i++) {
+        strcat(deep, "|0\r\n");
+    }
+    strcat(deep, ":1\r\n");
+    assert_int_equal(sxe__resp_scan(deep, strlen(deep), &count), -EPROTO);
 }
 
 static void test_nesting_to_the_limit(void **state)
@@ -416,6 +422,142 @@ static void test_faults_of_the_server(void **state)
     assert_non_null(strstr(capture.text, "a reply for no command"));
 }
 
+/* What an outside attack found. */
+
+static void no_message(void *arg, const char *channel, size_t channel_len, const char *message,
+                       size_t len)
+{
+    (void)arg, (void)channel, (void)channel_len, (void)message, (void)len;
+}
+
+static sxe_redis_t *doomed;
+
+static void destroy_then_subscribe(void *arg, int status, const struct sxe_redis_reply *reply)
+{
+    got(arg, status, reply);
+    sxe_redis_destroy(doomed);
+    assert_int_equal(sxe_redis_subscribe(doomed, "late", 0, no_message, NULL), -ESHUTDOWN);
+}
+
+static int resent;
+static sxe_redis_t *resender;
+
+static void resend_on_failure(void *arg, int status, const struct sxe_redis_reply *reply)
+{
+    got(arg, status, reply);
+    if (status == -ECONNRESET && resent++ == 0) { /* given again while the link is down */
+        assert_int_equal(sxe_redis_command(resender, got, arg, 1, (const char *[]){"PING"}, NULL),
+                         0);
+    }
+}
+
+static bool two_accepted(void)
+{
+    return accepted >= 2 && served != NULL;
+}
+
+static void test_what_an_outside_attack_found(void **state)
+{
+    struct got g[8] = {{0}};
+    sxe_redis_t *redis;
+
+    (void)state;
+    /* the pending bound counts commands, not the set-up queued before them */
+    got_count = 0;
+    assert_int_equal(sxe_redis_create(&redis, loop, address,
+                                      &(struct sxe_redis_options){.pending = 4, .database = 1}),
+                     0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sxe_redis_command(redis, got, &g[i], 1, (const char *[]){"PING"}, NULL),
+                         0);
+    }
+    turn_until(is_served); /* SELECT goes first, the four behind it */
+    assert_int_equal(sxe_redis_command(redis, got, &g[4], 1, (const char *[]){"PING"}, NULL),
+                     -ENOBUFS);
+    say(">0\r\n+OK\r\n:0\r\n:1\r\n:2\r\n:3\r\n", 25); /* an empty push first: ignored */
+    wanted_got = 4;
+    turn_until(got_enough);
+    for (int i = 0; i < 4; i++) { /* each its own reply: SELECT's went to no one */
+        assert_int_equal(g[i].called, 1);
+        assert_int_equal(g[i].integer, i);
+    }
+    sxe_redis_destroy(redis);
+
+    /* a subscription asked for while the client is being destroyed */
+    got_count = 0;
+    served = NULL;
+    assert_int_equal(sxe_redis_create(&doomed, loop, address, NULL), 0);
+    assert_int_equal(
+        sxe_redis_command(doomed, destroy_then_subscribe, &g[5], 1, (const char *[]){"PING"}, NULL),
+        0);
+    turn_until(is_served);
+    say("+PONG\r\n", 7);
+    wanted_got = 1;
+    turn_until(got_enough);
+    for (int i = 0; i < 20; i++) { /* no connection is made for a client that is gone */
+        assert_true(sxe_loop_run_once(loop, 1 * SXE_NS_PER_MSEC) >= 0);
+    }
+
+    /* a command given again from its failure's callback waits for the next connection */
+    got_count = 0;
+    served = NULL;
+    accepted = 0;
+    heard_len = 0;
+    assert_int_equal(sxe_redis_create(&resender, loop, address,
+                                      &(struct sxe_redis_options){.backoff_min_ns = 1000000}),
+                     0);
+    assert_int_equal(
+        sxe_redis_command(resender, resend_on_failure, &g[6], 1, (const char *[]){"PING"}, NULL),
+        0);
+    turn_until(is_served);
+    wanted_heard = 14;
+    turn_until(heard_enough); /* the PING is out: the connection is lost with it */
+    sxe_conn_close(served);
+    turn_until(two_accepted);
+    wanted_heard = 14 * 2; /* the first PING, then the one given again */
+    turn_until(heard_enough);
+    say("+PONG\r\n", 7);
+    wanted_got = 2;
+    turn_until(got_enough);
+    assert_int_equal(g[6].status, 0);
+    assert_string_equal(g[6].text, "PONG");
+    sxe_redis_destroy(resender);
+}
+
+static size_t close_at_once(sxe_conn_t *conn, const char *data, size_t len)
+{
+    (void)data;
+    sxe_conn_close(conn);
+    return len;
+}
+
+static void accept_and_close(sxe_conn_t *conn)
+{
+    accepted++;
+    sxe_conn_close(conn);
+}
+
+static void test_a_server_that_closes_at_once_is_tried_less_and_less_often(void **state)
+{
+    static const struct sxe_conn_handlers closing = {.on_connect = accept_and_close,
+                                                     .on_read = close_at_once};
+    sxe_redis_t *redis;
+
+    (void)state;
+    accepted = 0;
+    assert_int_equal(sxe_conn_set_handlers(listener, &closing), 0);
+    assert_int_equal(sxe_redis_create(&redis, loop, address,
+                                      &(struct sxe_redis_options){.backoff_min_ns = 10000000}),
+                     0);
+    uint64_t until = sxe_clock_mono_ns() + 1 * SXE_NS_PER_SEC;
+    while (sxe_clock_mono_ns() < until) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+    /* 10, 20, 40 ... 640 ms: seven tries in a second, not a hundred */
+    assert_true(accepted >= 5 && accepted <= 8);
+    sxe_redis_destroy(redis);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +568,9 @@ int main(void)
         cmocka_unit_test(test_commands_written_and_replies_copied),
         cmocka_unit_test_setup_teardown(test_pipelined_replies_in_pieces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_faults_of_the_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_what_an_outside_attack_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_a_server_that_closes_at_once_is_tried_less_and_less_often, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
