@@ -25,6 +25,7 @@ struct side {
 
 static struct side sides[2]; /* 0: HERE's guests, 1: THERE's */
 static unsigned long open_count, closed;
+static uint64_t last_heard; /* when a message (a join's too) last came */
 
 static void on_open(sxe_ws_t *ws)
 {
@@ -38,6 +39,7 @@ static void on_message(sxe_ws_t *ws, enum sxe_ws_type type, const char *data, si
     const char *at = memmem(data, len, ": t=", 4);
 
     (void)type;
+    last_heard = sxe_clock_mono_ns();
     if (at == NULL) { /* a join or a leave */
         return;
     }
@@ -119,7 +121,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < 1000 && open_count < count; i++) {
         turn_for(loop, 10 * SXE_NS_PER_MSEC);
     }
-    turn_for(loop, 500 * SXE_NS_PER_MSEC); /* the joins' lines, to every socket, go by */
+    /* Every join is told to every guest: N² / 2 lines, which take a while to go by. Timing starts
+     * once none has come for half a second. */
+    uint64_t quiet_by = sxe_clock_mono_ns() + 60 * SXE_NS_PER_SEC;
+    do {
+        turn_for(loop, 100 * SXE_NS_PER_MSEC);
+    } while (sxe_clock_mono_ns() - last_heard < 500 * SXE_NS_PER_MSEC &&
+             sxe_clock_mono_ns() < quiet_by);
     if (open_count < count || closed > 0) {
         fprintf(stderr, "chat-latency: %lu of %lu sockets opened, %lu closed\n", open_count, count,
                 closed);

@@ -97,7 +97,7 @@ int main(int argc, char **argv)
     struct bench_progress progress;
 
     snprintf(address, sizeof(address), "127.0.0.1:%s", argc > 1 ? argv[1] : "");
-    if (argc < 2 || count < 2 || rounds == 0 || rounds > 64 || sxe_loop_create(&loop, NULL) < 0 ||
+    if (argc < 2 || count < 10 || rounds == 0 || rounds > 64 || sxe_loop_create(&loop, NULL) < 0 ||
         sxe_redis_create(&redis, loop, address, NULL) < 0) {
         fprintf(stderr, "usage: redis [--json] [--quick] PORT [COMMANDS] [ROUNDS]\n");
         return 1;

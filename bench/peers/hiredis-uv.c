@@ -118,7 +118,7 @@ int main(int argc, char **argv)
     unsigned rounds = argc > 3 ? (unsigned)atoi(argv[3]) : 1;
     double rate[2][64], cpu[2][64];
 
-    if (argc < 2 || count < 2 || rounds == 0 || rounds > 64) {
+    if (argc < 2 || count < 10 || rounds == 0 || rounds > 64) {
         fprintf(stderr, "usage: hiredis-uv [--json] [--quick] PORT [COMMANDS] [ROUNDS]\n");
         return 1;
     }

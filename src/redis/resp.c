@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +139,71 @@ static bool number(const char *p, const char *end, double *out)
 }
 
 /* One reply at p (its kind's byte): the bytes past it, or NULL with w->state MORE or BAD. */
+/* A string of a kind ($ bulk, ! error, = verbatim) of n bytes at p, past its header. */
+static const char *string(struct walk *w, const char *p, char kind, int64_t n,
+                          struct sxe_redis_reply *out)
+{
+    if (n == -1 && kind == '$') { /* RESP2's null string */
+        *out = (struct sxe_redis_reply){.type = SXE_REDIS_NIL};
+        return p;
+    }
+    out->type = kind == '$' ? SXE_REDIS_STRING : kind == '!' ? SXE_REDIS_ERROR : SXE_REDIS_VERBATIM;
+    if ((p = bulk(w, p, n, out)) == NULL) {
+        return NULL;
+    }
+    if (out->type == SXE_REDIS_VERBATIM) { /* "txt:" first */
+        if (n < 4 || out->str[3] != ':') {
+            w->state = BAD;
+            return NULL;
+        }
+        out->str += 4, out->len -= 4;
+    }
+    return p;
+}
+
+/* An aggregate of a kind (* array, ~ set, > push, % map of n pairs) at p, past its header. */
+static const char *aggregate(struct walk *w, const char *p, char kind, int64_t n,
+                             struct sxe_redis_reply *out, bool building)
+{
+    if (n == -1 && kind == '*') { /* RESP2's null array */
+        *out = (struct sxe_redis_reply){.type = SXE_REDIS_NIL};
+        return p;
+    }
+    out->type = kind == '*'   ? SXE_REDIS_ARRAY
+                : kind == '~' ? SXE_REDIS_SET
+                : kind == '>' ? SXE_REDIS_PUSH
+                              : SXE_REDIS_MAP;
+    if (kind == '%') {
+        n = n > ELEMENTS_MAX / 2 ? -1 : n * 2;
+    }
+    out->str = NULL;
+    out->len = (size_t)(n < 0 ? 0 : n);
+    return elements(w, p, n, building ? out : NULL);
+}
+
+/* An attribute of n pairs at p (a map about the reply that follows), read and dropped: then the
+ * reply itself. Chained attributes count against the depth. */
+static const char *attribute(struct walk *w, const char *p, int64_t n, struct sxe_redis_reply *node)
+{
+    struct sxe_redis_reply *map = node ? w->next++ : NULL;
+
+    w->nodes += node == NULL;
+    if (n > ELEMENTS_MAX / 2 || ++w->depth > SXE__RESP_DEPTH) {
+        w->state = BAD;
+        return NULL;
+    }
+    if (map != NULL) {
+        *map = (struct sxe_redis_reply){.type = SXE_REDIS_MAP, .len = (size_t)n * 2};
+    }
+    if ((p = elements(w, p, n * 2, map)) == NULL) {
+        return NULL;
+    }
+    p = value(w, p, node);
+    w->depth--;
+    return p;
+}
+
+/* One reply at p (its kind's byte): the bytes past it, or NULL with w->state MORE or BAD. */
 static const char *value(struct walk *w, const char *p, struct sxe_redis_reply *node)
 {
     struct sxe_redis_reply ignored, *out = node ? node : &ignored;
@@ -155,9 +219,8 @@ static const char *value(struct walk *w, const char *p, struct sxe_redis_reply *
     }
     text = p + 1;
     *out = (struct sxe_redis_reply){.str = text, .len = (size_t)(cr - text)};
-    bool counted = *p != '\0' && strchr("$*%~>|!=:", *p) != NULL;
-    if (counted && !decimal(text, cr, &n)) {
-        w->state = BAD; /* streamed lengths (?) included */
+    if (*p != '\0' && strchr("$*%~>|!=:", *p) != NULL && !decimal(text, cr, &n)) {
+        w->state = BAD; /* a count or a length that is not one: streamed ones (?) included */
         return NULL;
     }
     p = cr + 2;
@@ -169,9 +232,7 @@ static const char *value(struct walk *w, const char *p, struct sxe_redis_reply *
         out->type = SXE_REDIS_ERROR;
         return p;
     case ':':
-        out->type = SXE_REDIS_INTEGER;
-        out->integer = n;
-        out->str = NULL, out->len = 0;
+        *out = (struct sxe_redis_reply){.type = SXE_REDIS_INTEGER, .integer = n};
         return p;
     case '_':
         *out = (struct sxe_redis_reply){.type = SXE_REDIS_NIL};
@@ -191,60 +252,14 @@ static const char *value(struct walk *w, const char *p, struct sxe_redis_reply *
     case '$':
     case '!':
     case '=':
-        if (n == -1 && text[-1] == '$') { /* RESP2's null string */
-            *out = (struct sxe_redis_reply){.type = SXE_REDIS_NIL};
-            return p;
-        }
-        out->type = text[-1] == '$'   ? SXE_REDIS_STRING
-                    : text[-1] == '!' ? SXE_REDIS_ERROR
-                                      : SXE_REDIS_VERBATIM;
-        if ((p = bulk(w, p, n, out)) == NULL) {
-            return NULL;
-        }
-        if (out->type == SXE_REDIS_VERBATIM) { /* "txt:" first */
-            if (n < 4 || out->str[3] != ':') {
-                w->state = BAD;
-                return NULL;
-            }
-            out->str += 4, out->len -= 4;
-        }
-        return p;
+        return string(w, p, text[-1], n, out);
     case '*':
     case '~':
     case '>':
     case '%':
-        if (n == -1 && text[-1] == '*') { /* RESP2's null array */
-            *out = (struct sxe_redis_reply){.type = SXE_REDIS_NIL};
-            return p;
-        }
-        out->type = text[-1] == '*'   ? SXE_REDIS_ARRAY
-                    : text[-1] == '~' ? SXE_REDIS_SET
-                    : text[-1] == '>' ? SXE_REDIS_PUSH
-                                      : SXE_REDIS_MAP;
-        if (text[-1] == '%') {
-            n = n > ELEMENTS_MAX / 2 ? -1 : n * 2;
-        }
-        out->str = NULL;
-        out->len = (size_t)(n < 0 ? 0 : n);
-        return elements(w, p, n, node ? out : NULL);
-    case '|': { /* an attribute: a map about the reply that follows, read and dropped */
-        struct sxe_redis_reply *map = node ? w->next++ : NULL;
-        w->nodes += node == NULL;
-        if (n > ELEMENTS_MAX / 2) {
-            w->state = BAD;
-            return NULL;
-        }
-        if (map != NULL) {
-            *map = (struct sxe_redis_reply){.type = SXE_REDIS_MAP, .len = (size_t)n * 2};
-        }
-        if (++w->depth > SXE__RESP_DEPTH || (p = elements(w, p, n * 2, map)) == NULL) {
-            w->state = p == NULL ? w->state : BAD; /* attributes chained past the limit */
-            return NULL;
-        }
-        p = value(w, p, node);
-        w->depth--;
-        return p;
-    }
+        return aggregate(w, p, text[-1], n, out, node != NULL);
+    case '|':
+        return attribute(w, p, n, node);
     default:
         w->state = BAD;
         return NULL;
@@ -270,22 +285,51 @@ void sxe__resp_build(const char *data, size_t len, struct sxe_redis_reply *nodes
     (void)value(&w, data, nodes);
 }
 
+/* The bytes of a header: its kind, n in decimal, CRLF. */
+static size_t header_len(size_t n)
+{
+    size_t len = 4;
+
+    for (; n >= 10; n /= 10) {
+        len++;
+    }
+    return len;
+}
+
+static char *header(char *at, char kind, size_t n)
+{
+    char digits[24];
+    int count = 0;
+
+    *at++ = kind;
+    do {
+        digits[count++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    while (count > 0) {
+        *at++ = digits[--count];
+    }
+    *at++ = '\r';
+    *at++ = '\n';
+    return at;
+}
+
 size_t sxe__resp_command(char *out, size_t size, unsigned argc, const char *const *argv,
                          const size_t *len)
 {
-    size_t need = (size_t)snprintf(NULL, 0, "*%u\r\n", argc);
+    size_t need = header_len(argc);
 
     for (unsigned i = 0; i < argc; i++) {
         size_t n = len ? len[i] : strlen(argv[i]);
-        need += (size_t)snprintf(NULL, 0, "$%zu\r\n", n) + n + 2;
+        need += header_len(n) + n + 2;
     }
     if (need > size) {
         return need;
     }
-    char *at = out + sprintf(out, "*%u\r\n", argc);
+    char *at = header(out, '*', argc);
     for (unsigned i = 0; i < argc; i++) {
         size_t n = len ? len[i] : strlen(argv[i]);
-        at += sprintf(at, "$%zu\r\n", n);
+        at = header(at, '$', n);
         memcpy(at, argv[i], n);
         at += n;
         *at++ = '\r';
