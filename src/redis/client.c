@@ -130,11 +130,16 @@ static int queue(struct link *link, const char *bytes, size_t len)
 /* Sends bytes now if the link is up and nothing waits before them, else queues them. */
 int sxe__redis_send(struct link *link, const char *bytes, size_t len)
 {
+    int rc;
+
     if (link->up && link->unsent_len == 0 && !sxe_conn_backed_up(link->conn) &&
         sxe_conn_write(link->conn, bytes, len) == 0) {
         return 0;
     }
-    return queue(link, bytes, len);
+    if ((rc = queue(link, bytes, len)) == 0 && link->up) {
+        flush(link); /* in pieces the connection takes (one it refused whole, say) */
+    }
+    return rc;
 }
 
 static void deadline_start(struct link *link)

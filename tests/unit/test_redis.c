@@ -273,6 +273,63 @@ static void test_a_thousand_pipelined(void **state)
     sxe_redis_destroy(redis);
 }
 
+static void test_big_values_pipelined_past_the_write_limit(void **state)
+{
+    enum { VALUES = 200 };
+    static char value[8192];
+    static struct got g[VALUES];
+    sxe_redis_t *redis;
+    char key[16];
+
+    (void)state;
+    got_count = 0;
+    memset(value, 'v', sizeof(value));
+    assert_int_equal(sxe_redis_create(&redis, loop, address, NULL), 0);
+    assert_string_equal(SAY(redis, "PING").text, "PONG"); /* up */
+    for (int i = 0; i < VALUES; i++) { /* 1.6 MB given at once: the connection takes 64 KB */
+        snprintf(key, sizeof(key), "big:%d", i);
+        const char *set[] = {"SET", key, value};
+        size_t lens[] = {3, strlen(key), sizeof(value)};
+        g[i] = (struct got){0};
+        assert_int_equal(sxe_redis_command(redis, got, &g[i], 3, set, lens), 0);
+    }
+    turn_until_got(VALUES + 1, 10);
+    for (int i = 0; i < VALUES; i++) {
+        assert_string_equal(g[i].text, "OK");
+    }
+    assert_int_equal(SAY(redis, "STRLEN", "big:199").integer, sizeof(value));
+    sxe_redis_destroy(redis);
+}
+
+static void test_the_queue_while_down(void **state)
+{
+    struct got g[3] = {{0}};
+    sxe_redis_t *redis;
+    char big[200];
+
+    (void)state;
+    got_count = 0;
+    memset(big, 'q', sizeof(big));
+    /* a Unix socket that is not there: down from the start */
+    assert_int_equal(
+        sxe_redis_create(&redis, loop, "/tmp/no-such-redis.sock",
+                         &(struct sxe_redis_options){.queue_bytes = 100, .timeout_ns = 50000000}),
+        0);
+    const char *set[] = {"SET", "k", big};
+    size_t lens[] = {3, 1, sizeof(big)};
+    assert_int_equal(sxe_redis_command(redis, got, &g[0], 3, set, lens), -ENOBUFS); /* too big */
+    assert_int_equal(
+        sxe_redis_command(redis, got, &g[0], 2, (const char *[]){"GET", "a-key"}, NULL), 0);
+    assert_int_equal(
+        sxe_redis_command(redis, got, &g[1], 2, (const char *[]){"GET", "a-key"}, NULL), 0);
+    lens[2] = 60;
+    assert_int_equal(sxe_redis_command(redis, got, &g[2], 3, set, lens), -ENOBUFS); /* full */
+    turn_until_got(2, 5);
+    assert_int_equal(g[0].status, -ENOENT); /* the reason it is down */
+    assert_int_equal(g[1].status, -ENOENT);
+    sxe_redis_destroy(redis);
+}
+
 static void test_resp3(void **state)
 {
     sxe_redis_t *redis;
@@ -315,6 +372,11 @@ static void test_auth_and_select(void **state)
                          &(struct sxe_redis_options){.password = "sesame", .resp3 = 1}),
         0);
     assert_int_equal(SAY(other, "GET", "where").type, SXE_REDIS_NIL); /* database 0 */
+    sxe_redis_destroy(other);
+    assert_int_equal(
+        sxe_redis_create(&other, loop, address,
+                         &(struct sxe_redis_options){.username = "default", .password = "sesame"}),
+        0); /* AUTH user password, as an ACL user */
     assert_int_equal(SAY(other, "SELECT", "3").status, 0);
     assert_string_equal(SAY(other, "GET", "where").text, "three");
     sxe_redis_destroy(other);
@@ -398,6 +460,10 @@ static void pubsub(int resp3)
     assert_int_equal(g.integer, 1);
     publish_until_heard(publisher, "news", "again");
     assert_string_equal(heard[messages - 1], "news:again");
+    assert_int_equal(sxe_redis_subscribe(redis, "late", 0, on_message, NULL), 0); /* while up */
+    publish_until_heard(publisher, "late", "but there");
+    assert_string_equal(heard[messages - 1], "late:but there");
+    assert_int_equal(sxe_redis_unsubscribe(redis, "late", 0), 0);
     assert_int_equal(sxe_redis_unsubscribe(redis, "news", 0), 0);
     assert_int_equal(sxe_redis_unsubscribe(redis, "news", 0), -ENOENT);
     publish_until_heard(publisher, "sport.go", "atari"); /* the pattern still holds */
@@ -410,9 +476,17 @@ static void pubsub(int resp3)
 
 static void test_pubsub_and_resubscription(void **state)
 {
+    sxe_redis_t *redis;
+
     (void)state;
     pubsub(0);
     pubsub(1);
+    assert_int_equal(
+        sxe_redis_create(&redis, loop, address, &(struct sxe_redis_options){.subscriptions = 1}),
+        0);
+    assert_int_equal(sxe_redis_subscribe(redis, "one", 0, on_message, NULL), 0);
+    assert_int_equal(sxe_redis_subscribe(redis, "two", 0, on_message, NULL), -ENOBUFS);
+    sxe_redis_destroy(redis);
 }
 
 static uint32_t confirmed(sxe_redis_t *redis)
@@ -606,6 +680,16 @@ static void test_a_fiber_calls_as_if_it_were_plain(void **state)
     turn_until_got(1, 5);
     assert_int_equal(call_rc, 0);
     assert_string_equal(call_text, "from a fiber");
+    sxe_redis_destroy(fiber_redis); /* a call refused: no reply */
+    assert_int_equal(
+        sxe_redis_create(&fiber_redis, loop, address, &(struct sxe_redis_options){.pending = 1}),
+        0);
+    struct got busy = {0};
+    assert_int_equal(sxe_redis_command(fiber_redis, got, &busy, 1, (const char *[]){"PING"}, NULL),
+                     0);
+    assert_int_equal(sxe_fiber_start(fibers, caller, NULL, NULL), 0);
+    assert_int_equal(call_rc, -ENOBUFS);
+    assert_string_equal(call_text, "");
     sxe_redis_destroy(fiber_redis);
     sxe_fibers_destroy(fibers);
 }
@@ -696,6 +780,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_commands_and_replies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_thousand_pipelined, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_big_values_pipelined_past_the_write_limit, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_the_queue_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resp3, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_select, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pubsub_and_resubscription, setup, teardown),
