@@ -153,7 +153,8 @@ void sxe_redis_reply_free(struct sxe_redis_reply *reply);
 /**
  * Subscribes to channel (or, with pattern nonzero, to the channels that match it, as PSUBSCRIBE),
  * calling on_message for each message, until sxe_redis_unsubscribe(). Kept across reconnections.
- * @return 0; -EEXIST if already subscribed; -ENOBUFS past options.subscriptions; -ENOMEM.
+ * @return 0; -EEXIST if already subscribed; -ENOBUFS past options.subscriptions; -ESHUTDOWN
+ *         while the client is being destroyed; -ENOMEM.
  */
 SXE_MUST_CHECK int sxe_redis_subscribe(sxe_redis_t *redis, const char *channel, int pattern,
                                        sxe_redis_message_t on_message, void *arg);

@@ -114,7 +114,7 @@ SXE_MUST_CHECK int sxe_sqlite_open(sxe_sqlite_t **db, sxe_work_pool_t *pool, con
 /**
  * Closes the database's connections. Every statement run must have been called back first; the
  * pool may be gone already.
- * @return 0, or -EBUSY (asserts in debug builds) while statements are out: nothing is closed.
+ * @return 0, or -EBUSY while statements are out (said in the log): nothing is closed.
  */
 int sxe_sqlite_close(sxe_sqlite_t *db);
 

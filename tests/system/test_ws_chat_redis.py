@@ -120,15 +120,23 @@ def test_guests_of_two_processes_see_every_line_in_one_order(chats):
     here, there = chats("127.0.0.1"), chats("127.0.0.2")
 
     async def talk():
-        clients = [await websockets.connect(f"ws://{at}/chat") for at in (here, there) * 3]
-        joins = [await asyncio.wait_for(client.recv(), WAIT) for client in clients]
-        names = [line.removesuffix(" joined") for line in joins]
+        clients, names = [], []
+        for at in (here, there) * 3:  # one at a time: a guest's own join is the first new name
+            client = await websockets.connect(f"ws://{at}/chat")
+            while True:
+                line = await asyncio.wait_for(client.recv(), WAIT)
+                name = line.removesuffix(" joined")
+                if line.endswith(" joined") and name not in names:
+                    break
+            clients.append(client)
+            names.append(name)
         assert len(set(names)) == 6, names  # each its own name, across the processes
-        await asyncio.sleep(0.3)
+        for client in clients:
+            await receive_all(client, 0.3)  # the others' joins
         for round_ in range(20):
             for number, client in enumerate(clients):
                 await client.send(f"line {round_} from {number}")
-        heard = [await receive_all(client) for client in clients]
+        heard = [await receive_all(client, 1.0) for client in clients]
         said = [[line for line in lines if ": line " in line] for lines in heard]
         assert len(said[0]) == 120, said[0][:5]
         assert all(lines == said[0] for lines in said)  # one order, everywhere

@@ -22,6 +22,7 @@
 #include "sxe/clock.h"
 #include "sxe/fiber.h"
 #include "sxe/redis.h"
+#include "redis_got.h"
 #include "sxe_test.h"
 
 static sxe_loop_t *loop;
@@ -141,35 +142,6 @@ static int teardown(void **state)
     server_stop();
     sxe_loop_destroy(loop);
     return 0;
-}
-
-struct got {
-    int called, status;
-    enum sxe_redis_type type;
-    int64_t integer;
-    size_t len;
-    char text[128];
-};
-
-static int got_count;
-
-static void got(void *arg, int status, const struct sxe_redis_reply *reply)
-{
-    struct got *g = arg;
-
-    g->called++;
-    g->status = status;
-    if (reply != NULL) {
-        g->type = reply->type;
-        g->integer = reply->integer;
-        g->len = reply->len;
-        size_t len = reply->len < sizeof(g->text) - 1 ? reply->len : sizeof(g->text) - 1;
-        if (reply->str != NULL) { /* any byte, NULs too */
-            memcpy(g->text, reply->str, len);
-            g->text[len] = '\0';
-        }
-    }
-    got_count++;
 }
 
 static void turn_until_got(int count, uint64_t seconds)

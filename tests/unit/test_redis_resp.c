@@ -12,6 +12,7 @@
 #include "redis/redis.h"
 #include "sxe/conn.h"
 #include "sxe/redis.h"
+#include "redis_got.h"
 #include "sxe_test.h"
 
 /* Scans and builds text; returns the root (in static nodes) or NULL with *rc the scan's answer. */
@@ -275,29 +276,6 @@ static int teardown(void **state)
     (void)state;
     sxe_loop_destroy(loop);
     return 0;
-}
-
-struct got {
-    int called, status;
-    enum sxe_redis_type type;
-    int64_t integer;
-    char text[64];
-};
-
-static int got_count;
-
-static void got(void *arg, int status, const struct sxe_redis_reply *reply)
-{
-    struct got *g = arg;
-
-    g->called++;
-    g->status = status;
-    if (reply != NULL) {
-        g->type = reply->type;
-        g->integer = reply->integer;
-        snprintf(g->text, sizeof(g->text), "%.*s", (int)reply->len, reply->str ? reply->str : "");
-    }
-    got_count++;
 }
 
 static void turn_until(bool (*done)(void))
