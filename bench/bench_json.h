@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <sxe/json.h>
 
@@ -52,6 +53,17 @@ static inline bool bench_option(int *argc, char **argv, const char *option)
     argv[kept] = NULL;
     *argc = kept;
     return seen;
+}
+
+/* The µs of CPU (user and system) the process has used so far: what a figure per operation is
+ * measured with. */
+static inline double bench_cpu_us(void)
+{
+    struct rusage usage;
+
+    getrusage(RUSAGE_SELF, &usage);
+    return (double)usage.ru_utime.tv_sec * 1e6 + (double)usage.ru_utime.tv_usec +
+           (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
 }
 
 /* Writes n with a comma between each group of three digits ("10,000"), for names. */

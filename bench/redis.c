@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "sxe/clock.h"
 #include "sxe/loop.h"
@@ -59,19 +58,10 @@ static void send_one(void)
     }
 }
 
-static double cpu_us(void)
-{
-    struct rusage usage;
-
-    getrusage(RUSAGE_SELF, &usage);
-    return (double)usage.ru_utime.tv_sec * 1e6 + (double)usage.ru_utime.tv_usec +
-           (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
-}
-
 /* Runs count commands with in_flight out at once: their rate, and *cpu the µs of CPU each. */
 static double run(uint64_t count, uint64_t in_flight, double *cpu)
 {
-    double before = cpu_us();
+    double before = bench_cpu_us();
     uint64_t start = sxe_clock_mono_ns();
 
     sent = finished = 0;
@@ -82,7 +72,7 @@ static double run(uint64_t count, uint64_t in_flight, double *cpu)
     if (sxe_loop_run(loop) < 0) {
         exit(1);
     }
-    *cpu = (cpu_us() - before) / (double)count;
+    *cpu = (bench_cpu_us() - before) / (double)count;
     return (double)count * 1e9 / (double)(sxe_clock_mono_ns() - start);
 }
 

@@ -9,7 +9,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include "sxe/clock.h"
 #include "sxe/loop.h"
@@ -48,15 +47,6 @@ static void again(void *arg, int status)
             exit(1);
         }
     }
-}
-
-static double cpu_us(void)
-{
-    struct rusage usage;
-
-    getrusage(RUSAGE_SELF, &usage);
-    return (double)usage.ru_utime.tv_sec * 1e6 + (double)usage.ru_utime.tv_usec +
-           (double)usage.ru_stime.tv_sec * 1e6 + (double)usage.ru_stime.tv_usec;
 }
 
 /* Runs count jobs with up to in_flight at once; returns the wall time in ns. */
@@ -108,9 +98,9 @@ int main(int argc, char **argv)
     for (unsigned r = 0; r < rounds; r++) {
         bench_progress(&progress, "round %u of %u: %llu jobs, %u in flight", r + 1, rounds,
                        (unsigned long long)jobs, IN_FLIGHT);
-        double before = cpu_us();
+        double before = bench_cpu_us();
         uint64_t ns = run(jobs, IN_FLIGHT);
-        cpu[r] = (cpu_us() - before) / (double)jobs;
+        cpu[r] = (bench_cpu_us() - before) / (double)jobs;
         rate[r] = (double)jobs * 1e9 / (double)ns;
         bench_progress(&progress, "round %u of %u: %u round trips", r + 1, rounds, TRIPS);
         for (unsigned t = 0; t < TRIPS; t++) {

@@ -202,7 +202,7 @@ static void link_down(struct link *link, int err, int status)
     bool was_up = link->up;
 
     link->conn = NULL;
-    link->up = link->ready = false;
+    link->up = false;
     link->setup = 0;
     link->down_errno = err;
     if (!redis->destroying && err != ESHUTDOWN) {
@@ -266,7 +266,7 @@ static void on_connect(sxe_conn_t *conn)
     } else {
         flush(link);
         if (link->setup == 0) {
-            sxe__redis_ready(link);
+            redis->stats.connects++; /* set up: its set-up replies all read */
         }
     }
     leave(redis);
@@ -292,7 +292,7 @@ static void dispatch(struct link *link, const struct sxe_redis_reply *reply)
         }
         pop(link, 0, reply);
         if (--link->setup == 0) {
-            sxe__redis_ready(link);
+            link->redis->stats.connects++;
         }
         return;
     }
@@ -596,6 +596,6 @@ void sxe_redis_reply_free(struct sxe_redis_reply *reply)
 void sxe_redis_stats(const sxe_redis_t *redis, struct sxe_redis_stats *stats)
 {
     *stats = redis->stats;
-    stats->connected = redis->command.ready;
+    stats->connected = redis->command.up && redis->command.setup == 0;
     stats->subscribed = sxe__redis_confirmed(redis);
 }

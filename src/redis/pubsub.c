@@ -136,12 +136,6 @@ int sxe__redis_setup(struct link *link)
     return 0;
 }
 
-void sxe__redis_ready(struct link *link)
-{
-    link->ready = true;
-    link->redis->stats.connects++;
-}
-
 static bool is(const struct sxe_redis_reply *reply, const char *word)
 {
     return (reply->type == SXE_REDIS_STRING || reply->type == SXE_REDIS_STATUS) &&

@@ -54,11 +54,10 @@ struct link {
     sxe_redis_t *redis;
     sxe_conn_t *conn;     /* while connecting or up; NULL while down */
     bool up;              /* connected: commands go to conn */
-    bool ready;           /* and set up (its set-up replies all read) */
     bool subscriber;      /* the pub/sub link */
     int down_errno;       /* why it is down (ECONNREFUSED, ...) */
     uint64_t backoff;     /* ns before the next connect */
-    uint32_t setup;       /* set-up replies not yet read (at the ring's front) */
+    uint32_t setup;       /* set-up replies not yet read (at the ring's front); up and 0: set up */
     sxe_timer_t retry;    /* the next connect */
     sxe_timer_t deadline; /* the oldest command's deadline */
     struct pending *ring; /* cap entries, count of them from head */
@@ -102,7 +101,6 @@ bool sxe__redis_in_ring(struct link *link, uint32_t n, enum pending_kind kind);
 int sxe__redis_options_copy(sxe_redis_t *redis, const struct sxe_redis_options *options);
 void sxe__redis_free(sxe_redis_t *redis);
 int sxe__redis_setup(struct link *link);
-void sxe__redis_ready(struct link *link);
 bool sxe__redis_message(struct link *link, const struct sxe_redis_reply *reply);
 uint32_t sxe__redis_confirmed(const sxe_redis_t *redis);
 
