@@ -228,6 +228,31 @@ void sxe_loop_wake(sxe_loop_waker_t *waker);
  */
 void sxe_loop_waker_destroy(sxe_loop_waker_t *waker);
 
+/** What an outside descriptor waits for, and what it is ready for (sxe_loop_watch_fd()). */
+#define SXE_LOOP_FD_READ  1u
+#define SXE_LOOP_FD_WRITE 2u
+#define SXE_LOOP_FD_BOTH  (SXE_LOOP_FD_READ | SXE_LOOP_FD_WRITE)
+
+/** fd is ready for what (SXE_LOOP_FD_READ, SXE_LOOP_FD_WRITE or both). */
+typedef void (*sxe_loop_fd_ready_t)(void *arg, int fd, unsigned what);
+
+/**
+ * Watches a descriptor the loop does not own, such as the sockets of a library that does its own
+ * I/O (the resolver's c-ares, sxe/resolve.h): ready(arg, fd, what) is called on the loop's thread
+ * while fd is ready for what it waits for (wanted: SXE_LOOP_FD_READ, SXE_LOOP_FD_WRITE or both),
+ * again each turn while that holds. An error or hang-up on fd reports what it waits for, so the
+ * read or write that follows says what went wrong. A call may find the readiness gone (taken
+ * already, or meant for a descriptor watched before in the same slot): read and write without
+ * blocking. Called again for a watched fd, it changes what fd waits for, and ready and arg; wanted
+ * 0 stops the watch, after which fd is still the caller's to close (stop before closing it).
+ * Connections are sxe_conn's (sxe/conn.h); this is for a few descriptors more: at most 16 per loop,
+ * forgotten (not closed) by sxe_loop_destroy() when their owner left them watched.
+ * @return 0; -EINVAL for a bad fd, wanted or a NULL ready; -ENOENT for wanted 0 on a descriptor
+ *         not watched; -ENOBUFS past 16; or the backend's -errno.
+ */
+SXE_MUST_CHECK int sxe_loop_watch_fd(sxe_loop_t *loop, int fd, unsigned wanted,
+                                     sxe_loop_fd_ready_t ready, void *arg);
+
 /** Copies the loop's counters into stats. */
 void sxe_loop_stats(const sxe_loop_t *loop, struct sxe_loop_stats *stats);
 

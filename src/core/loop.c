@@ -102,6 +102,7 @@ int sxe__loop_open(sxe_loop_t *loop, const struct sxe_loop_options *options)
 
 void sxe__loop_close(sxe_loop_t *loop)
 {
+    sxe__fd_watch_close(loop);
     sxe__wake_close(loop);
     if (loop->signal_fd >= 0) {
         sxe__sys.close(loop->signal_fd);
@@ -317,11 +318,13 @@ static void dispatch(sxe_loop_t *loop, int count)
 {
     for (int i = 0; i < count; i++) {
         const struct sxe__io_event *event = &loop->events[i];
-        if (event->tag >= SXE__WAKE_TAG) {
+        if (event->tag >= SXE__LOOP_TAGS) {
             if (event->tag == SXE__SIGNAL_TAG) {
                 take_signals(loop);
-            } else {
+            } else if (event->tag == SXE__WAKE_TAG) {
                 sxe__wake_take(loop);
+            } else {
+                sxe__fd_watch_event(loop, event);
             }
             loop->layer->after_event(loop);
             continue;

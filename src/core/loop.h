@@ -238,9 +238,10 @@ struct sxe_loop {
     } on_signal[3]; /* sxe_loop_on_signal(): SIGHUP, SIGUSR1, SIGUSR2 */
     void (*turn_hook)(sxe_loop_t *loop, void *arg); /* after each turn, or NULL (worker.c) */
     void *turn_arg;
-    int wake_fd;                   /* an eventfd the wakers write, -1 until the first (wake.c) */
-    struct sxe_loop_waker *wakers; /* SXE__WAKERS_MAX of them, or NULL before the first */
-    int wake_sent;                 /* atomic: the eventfd was written and not yet read */
+    int wake_fd;                      /* an eventfd the wakers write, -1 until the first (wake.c) */
+    struct sxe_loop_waker *wakers;    /* SXE__WAKERS_MAX of them, or NULL before the first */
+    int wake_sent;                    /* atomic: the eventfd was written and not yet read */
+    struct sxe__fd_watch *fd_watches; /* SXE__FD_WATCHES_MAX, or NULL before the first */
 };
 
 /* A connection's slot in the table. */
@@ -258,10 +259,19 @@ static inline uint64_t sxe__conn_tag(const struct sxe_conn *conn)
 #define SXE__SIGNAL_TAG UINT64_MAX
 #define SXE__WAKE_TAG   (UINT64_MAX - 1)
 #define SXE__WAKERS_MAX 16
+/* Outside descriptors (watch_fd.c) have the tags below the wakers': slot i's is SXE__FD_TAG(i). */
+#define SXE__FD_WATCHES_MAX 16
+#define SXE__FD_TAG(i)      (UINT64_MAX - 2 - (uint64_t)(i))
+#define SXE__LOOP_TAGS                                                                             \
+    SXE__FD_TAG(SXE__FD_WATCHES_MAX - 1) /* the lowest that is not a connection's */
 
 /* wake.c: a waker's event (its eventfd was read), and its end with the loop. */
 void sxe__wake_take(sxe_loop_t *loop);
 void sxe__wake_close(sxe_loop_t *loop);
+
+/* watch_fd.c: an outside descriptor's event, and the watches' end with the loop. */
+void sxe__fd_watch_event(sxe_loop_t *loop, const struct sxe__io_event *event);
+void sxe__fd_watch_close(sxe_loop_t *loop);
 
 /* loop.c: the loop's half of sxe_loop_create and sxe_loop_destroy (conn.c has the table). */
 int sxe__loop_open(sxe_loop_t *loop, const struct sxe_loop_options *options);

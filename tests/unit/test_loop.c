@@ -3,11 +3,13 @@
  * Connections are tested in test_conn*.c, timers in test_timer.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "loop.h"
 #include "sxe/clock.h"
@@ -529,6 +531,98 @@ static void test_each_wait_error_is_waited_out_or_ends_the_turn(void **state)
     sxe_loop_destroy(loop);
 }
 
+/* What ready() saw: calls, and the last fd and what. */
+static struct {
+    int calls, fd;
+    unsigned what;
+} seen;
+
+static void fd_ready(void *arg, int fd, unsigned what)
+{
+    (void)arg;
+    seen.calls++;
+    seen.fd = fd;
+    seen.what = what;
+}
+
+static int turn_and_count(sxe_loop_t *loop)
+{
+    seen.calls = 0;
+    (void)sxe_loop_run_once(loop, 0);
+    return seen.calls;
+}
+
+static void test_watched_descriptors(void **state)
+{
+    sxe_loop_t *loop;
+    int fds[2], more[8][2];
+    char byte;
+
+    (void)state;
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    assert_int_equal(sxe_loop_watch_fd(loop, fds[0], SXE_LOOP_FD_READ, fd_ready, NULL), 0);
+    assert_int_equal(turn_and_count(loop), 0);
+    assert_int_equal(write(fds[1], "x", 1), 1);
+    assert_int_equal(turn_and_count(loop), 1);
+    assert_int_equal(seen.fd, fds[0]);
+    assert_int_equal(seen.what, SXE_LOOP_FD_READ);
+    assert_int_equal(turn_and_count(loop), 1); /* level: until it is read */
+    assert_int_equal(read(fds[0], &byte, 1), 1);
+    assert_int_equal(turn_and_count(loop), 0);
+    assert_int_equal(sxe_loop_watch_fd(loop, fds[1], SXE_LOOP_FD_WRITE, fd_ready, NULL), 0);
+    assert_int_equal(turn_and_count(loop), 1);
+    assert_int_equal(seen.what, SXE_LOOP_FD_WRITE);
+    assert_int_equal(sxe_loop_watch_fd(loop, fds[1], SXE_LOOP_FD_READ, fd_ready, NULL), 0);
+    assert_int_equal(turn_and_count(loop), 0); /* changed: a pipe's write end is never readable */
+    assert_int_equal(sxe_loop_watch_fd(loop, fds[1], 0, NULL, NULL), 0);
+    assert_int_equal(sxe_loop_watch_fd(loop, fds[1], 0, NULL, NULL), -ENOENT);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(pipe2(more[i], O_NONBLOCK | O_CLOEXEC), 0);
+        for (int end = 0; end < 2; end++) {
+            int rc = sxe_loop_watch_fd(loop, more[i][end], SXE_LOOP_FD_READ, fd_ready, NULL);
+            assert_int_equal(rc, i == 7 && end == 1 ? -ENOBUFS : 0); /* 15 more, and fds[0] */
+        }
+    }
+    close(fds[1]); /* a hang-up: reported as what it waits for */
+    seen.calls = 0;
+    for (int turn = 0; turn < 100 && seen.calls == 0; turn++) {
+        (void)sxe_loop_run_once(loop, SXE_NS_PER_MSEC);
+    }
+    assert_true(seen.calls >= 1);
+    assert_int_equal(seen.what, SXE_LOOP_FD_READ);
+    struct sxe_test_capture capture;
+    sxe_test_capture_start(&capture);
+    sxe_loop_destroy(loop); /* the rest forgotten, not closed, and the owner told */
+    sxe_test_capture_stop();
+    assert_non_null(strstr(capture.text, "still watched"));
+    assert_int_equal(write(more[0][1], "x", 1), 1); /* still open */
+    close(fds[0]);
+    for (int i = 0; i < 8; i++) {
+        close(more[i][0]);
+        close(more[i][1]);
+    }
+}
+
+static void invalid_watch(void)
+{
+    sxe_loop_t *loop;
+
+    assert_int_equal(sxe_loop_create(&loop, NULL), 0);
+    assert_int_equal(sxe_loop_watch_fd(loop, 0, SXE_LOOP_FD_READ, NULL, NULL), -EINVAL);
+    sxe_loop_destroy(loop);
+}
+
+static void test_invalid_watches(void **state)
+{
+    static const struct sxe_test_invalid_use uses[] = {
+        {"a watch without ready", invalid_watch, "ready != NULL"},
+    };
+
+    (void)state;
+    sxe_test_invalid_uses(uses, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +640,8 @@ int main(void)
         cmocka_unit_test_teardown(test_stop_hooks, reset),
         cmocka_unit_test_teardown(test_a_failed_wait_ends_the_run, reset),
         cmocka_unit_test_teardown(test_each_wait_error_is_waited_out_or_ends_the_turn, reset),
+        cmocka_unit_test_teardown(test_watched_descriptors, reset),
+        cmocka_unit_test_teardown(test_invalid_watches, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
