@@ -20,6 +20,7 @@
 #include "sxe/pool.h"
 #include "sxe/random.h"
 #include "sxe/redis.h"
+#include "sxe/resolve.h"
 #include "sxe/sqlite.h"
 #include "sxe/timer.h"
 #include "sxe/tls.h"

@@ -99,6 +99,9 @@ CONTEXT = {
     "pool": "static sxe_work_pool_t *pool;",
     "db": "static sxe_sqlite_t *db;",
     "redis": "static sxe_redis_t *redis;",
+    "resolver": "static sxe_resolver_t *resolver;",
+    "resolved": "static void resolved(void *arg, int err, const struct sxe_resolved *answer)"
+                " { (void)arg, (void)err, (void)answer; }",
     "check": "static struct check *check;",
     "request": "static sxe_http_t *request;",
     "answer": "static void answer(sxe_http_t *request, int status) { (void)request, (void)status; }",
