@@ -69,6 +69,7 @@
 #include "sxe/error.h"
 #include "sxe/http_parser.h"
 #include "sxe/loop.h"
+#include "sxe/resolve.h"
 #include "sxe/tls.h"
 
 #ifdef __cplusplus
@@ -96,6 +97,12 @@ struct sxe_http_client_options {
      * sends too. The context must outlive the client.
      */
     sxe_tls_t *tls;
+    /**
+     * For an upstream given by name: the resolver that finds its addresses (sxe/resolve.h),
+     * shared by the loop's clients; NULL makes one for this client, with the defaults. It must
+     * outlive the client.
+     */
+    sxe_resolver_t *resolver;
 };
 
 /**
@@ -168,9 +175,15 @@ struct sxe_http_client_handlers {
 };
 
 /**
- * Makes a client for address ("IPv4:port" or "[IPv6]:port") on loop.
+ * Makes a client for address ("IPv4:port", "[IPv6]:port" or "name:port") on loop. A name is
+ * resolved when a connection is to be opened and its answer is not known (sxe/resolve.h, with
+ * options.resolver): the calls wait meanwhile, within their timeout, and fail with the resolver's
+ * error (-ENOENT for a name that does not exist, say) when it has none. New connections follow
+ * the name when it moves (its answer's TTL); a name's addresses are tried in order, the next when
+ * one refuses the connection.
  * @param options NULL for the defaults.
- * @return 0, -EINVAL for an address that does not parse, or -ENOMEM.
+ * @return 0, -EINVAL for an address that does not parse, -ENOMEM, or for a name, what
+ *         sxe_resolver_create() says (-ENOTSUP when built without c-ares).
  */
 SXE_MUST_CHECK int sxe_http_client_create(sxe_http_client_t **client, sxe_loop_t *loop,
                                           const char *address,
@@ -183,7 +196,9 @@ void sxe_http_client_destroy(sxe_http_client_t *client);
  * Sends a request; done(call, err, response, body, body_len, arg) is called once, later, from the
  * loop (never from inside this call).
  * @param call NULL, or set to the call's handle (for sxe_http_call_cancel()).
- * @return 0; -ENOBUFS when the queue is full or no timer is free; -EINVAL for a request without a
+ * @return 0; -ENOBUFS when the queue is full or no timer is free; a connect's error, or a named
+ *         upstream's known failure (-ENOENT, say), when the call would open a connection and
+ *         that fails at once; -EINVAL for a request without a
  *         target, or with a CR or LF in its method, target, host or upgrade, or an upgrade
  *         asked of sxe_http_client_fetch() or without on_upgrade.
  */

@@ -79,10 +79,15 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     o->host = client->host;
     client->ups = calloc(o->connections, sizeof(*client->ups));
     client->calls = calloc(client->calls_count, sizeof(*client->calls));
-    if (sxe_address_parse(address, -1, &client->address, &client->address_len) < 0 ||
-        sxe_address_host(client->host, client->server_name, sizeof(client->server_name)) < 0 ||
-        client->ups == NULL || client->calls == NULL) {
-        int rc = client->ups == NULL || client->calls == NULL ? -ENOMEM : -EINVAL;
+    int rc = client->ups == NULL || client->calls == NULL ? -ENOMEM : 0;
+    if (rc == 0 && sxe_address_parse(address, -1, &client->address, &client->address_len) < 0) {
+        rc = sxe__http_client_name(client, address); /* a host name, resolved as needed */
+    }
+    if (rc == 0 &&
+        sxe_address_host(client->host, client->server_name, sizeof(client->server_name)) < 0) {
+        rc = -EINVAL;
+    }
+    if (rc < 0) {
         sxe_http_client_destroy(client);
         return rc;
     }
@@ -143,6 +148,7 @@ void sxe_http_client_destroy(sxe_http_client_t *client)
     if (client->loop != NULL) {
         sxe_timer_stop(client->loop, &client->flush);
     }
+    sxe__http_client_name_free(client);
     free(client->calls);
     free(client->ups);
     free(client);
@@ -251,8 +257,23 @@ static int open_for(sxe_http_client_t *client, struct sxe_http_call *call)
     return 0;
 }
 
+/*
+ * Opens a new connection for call to the upstream's address, or to its name's first that takes
+ * it (the next one when connecting to one fails at once). @return 0, -EAGAIN while the name is
+ * being asked, or the error (the name's, or the last address's).
+ */
+static int open_next(sxe_http_client_t *client, struct sxe_http_call *call)
+{
+    int rc;
+
+    while ((rc = sxe__http_client_address(client)) == 0 && (rc = open_for(client, call)) < 0 &&
+           sxe__http_client_try_next(client, call)) {
+    }
+    return rc;
+}
+
 /* Gives waiting calls the connections that are idle, or may be opened. */
-static void dispatch(sxe_http_client_t *client)
+void sxe__http_client_dispatch(sxe_http_client_t *client)
 {
     int rc;
 
@@ -266,8 +287,11 @@ static void dispatch(sxe_http_client_t *client)
                 sxe__http_up_fail(up, call, rc);
             }
         } else if (client->stats.open < client->options.connections) {
+            if ((rc = sxe__http_client_address(client)) == -EAGAIN) {
+                return; /* its name is being asked: this goes on when the answer comes */
+            }
             sxe__http_queue_remove(client, call);
-            if ((rc = open_for(client, call)) < 0) {
+            if (rc < 0 || (rc = open_next(client, call)) < 0) {
                 sxe__http_call_fail(call, rc);
             }
         } else {
@@ -308,6 +332,7 @@ static void call_init(struct sxe_http_call *call, const struct sxe_http_client_r
     call->up_next = call->prev = call->next = NULL;
     call->in_use = true;
     call->queued = call->retried = call->paused = call->idempotent = call->discard = false;
+    call->refused = 0;
     call->head_request = strcmp(call->request.method, "HEAD") == 0;
     for (size_t i = 0; i < sizeof(idempotent_methods) / sizeof(idempotent_methods[0]); i++) {
         call->idempotent |= strcmp(call->request.method, idempotent_methods[i]) == 0;
@@ -376,9 +401,10 @@ static int submit(sxe_http_client_t *client, const struct sxe_http_client_reques
             sxe__http_up_pop(up);
             sxe_conn_close(up->conn);
         }
-    } else if (!must_queue) {
-        rc = open_for(client, call);
+    } else if (!must_queue && (rc = open_next(client, call)) != -EAGAIN) {
+        /* on a new connection, or failed */
     } else {
+        rc = 0; /* to wait for a connection, or for its name's answer */
         sxe__http_queue_insert(client, call, client->queue_tail);
     }
     if (rc < 0) {
@@ -441,7 +467,7 @@ static void up_release(struct sxe__upstream *up, bool paused)
     }
     up->next_idle = client->idle;
     client->idle = (uint32_t)(up - client->ups);
-    dispatch(client);
+    sxe__http_client_dispatch(client);
 }
 
 /*
@@ -472,7 +498,7 @@ static void up_switched(struct sxe__upstream *up, struct sxe_http_call *call,
                      client->host, call->request.method, call->request.target);
         sxe_conn_close(conn);
     }
-    dispatch(client); /* its slot may take a queued call */
+    sxe__http_client_dispatch(client); /* its slot may take a queued call */
 }
 
 static void on_connect(sxe_conn_t *conn)
@@ -631,6 +657,7 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     sxe_http_client_t *client = up->client;
     struct sxe_http_call *call = up->first;
     bool got_bytes = up->got_bytes;
+    bool refused = up->state == SXE__UP_CONNECTING && reason == SXE_CLOSE_ERROR;
 
     if (up->state == SXE__UP_IDLE) {
         idle_remove(client, up);
@@ -659,11 +686,15 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
             call->retried = true;
             client->stats.retried++;
             sxe__http_queue_insert(client, call, NULL);
+        } else if (refused && sxe__http_client_try_next(client, call)) {
+            SXE_LOG_DEBUG("%s refused a connection (%s); trying its next address", client->host,
+                          sxe_strerror(-err));
+            sxe__http_queue_insert(client, call, NULL);
         } else {
             sxe__http_call_fail(call, close_error(reason, err));
         }
     }
-    dispatch(client);
+    sxe__http_client_dispatch(client);
 }
 
 static void on_timer(sxe_timer_t *timer, void *arg)

@@ -21,6 +21,7 @@
 #include "sxe/http_client.h"
 #include "sxe/http_parser.h"
 #include "sxe/log.h"
+#include "sxe/resolve.h"
 #include "sxe/timer.h"
 
 enum sxe__up_state { SXE__UP_FREE, SXE__UP_CONNECTING, SXE__UP_IDLE, SXE__UP_BUSY };
@@ -67,8 +68,9 @@ struct sxe_http_call {
     sxe_timer_t timer;
     struct sxe__upstream *store_of; /* during done: the connection whose store holds the response */
     bool in_use, queued, head_request, idempotent, retried, paused;
-    bool plain_get; /* a GET without a body or an upgrade: it may be pipelined */
-    bool discard;   /* cancelled behind another: its answer is read and dropped, unheard */
+    uint8_t refused; /* a named upstream's addresses that refused it: the next is tried */
+    bool plain_get;  /* a GET without a body or an upgrade: it may be pipelined */
+    bool discard;    /* cancelled behind another: its answer is read and dropped, unheard */
     /* A streamed request body (client_write.c): */
     bool body_open;     /* not ended yet */
     bool head_unsent;   /* the head waits for the body's first bytes, to leave with them */
@@ -81,8 +83,16 @@ struct sxe_http_call {
 
 struct sxe_http_client {
     sxe_loop_t *loop;
-    struct sockaddr_storage address;
+    struct sockaddr_storage address; /* the upstream's, or (named) the one connected to last */
     socklen_t address_len;
+    /* A named upstream (client_name.c): its name, port and resolver, the question out for it,
+     * and which of its addresses the next connection goes to. */
+    char *name;
+    uint16_t port;
+    bool own_resolver;
+    uint32_t prefer;
+    sxe_resolver_t *resolver;
+    sxe_resolve_query_t *resolving;
     char host[80];
     char server_name[80]; /* host without its port or brackets: for TLS (SNI, the check) */
     struct sxe_http_client_options options;
@@ -160,6 +170,28 @@ static inline void sxe__http_up_pop(struct sxe__upstream *up)
 /* client_call.c */
 /* The call ends with an error: it is off its connection already, or was never on one. */
 void sxe__http_call_fail(struct sxe_http_call *call, int err);
+
+/* Gives waiting calls the connections that are idle, or may be opened (client.c). */
+void sxe__http_client_dispatch(sxe_http_client_t *client);
+
+/*
+ * client_name.c. Reads address as a host name and port ("api.example.com:8080"), with
+ * options.resolver or a resolver of its own. @return 0, -EINVAL, -ENOMEM, or -ENOTSUP without
+ * c-ares.
+ */
+int sxe__http_client_name(sxe_http_client_t *client, const char *address);
+
+/*
+ * The address the next connection goes to, in client->address: at once for a numeric upstream,
+ * or a name whose answer is known; -EAGAIN while its name is asked (the queue is dispatched when
+ * the answer comes); else the name's failure, for the call.
+ */
+int sxe__http_client_address(sxe_http_client_t *client);
+
+/* A connection to a named upstream was refused: whether the call should try its next address. */
+bool sxe__http_client_try_next(sxe_http_client_t *client, struct sxe_http_call *call);
+
+void sxe__http_client_name_free(sxe_http_client_t *client);
 /* A protocol failure: the first call fails, the connection closes (never reused). */
 void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int err);
 
