@@ -1,6 +1,7 @@
 """The C micro-benchmarks, each from its --json: fibers (bench/fiber), pools against malloc and a
 linked list (bench/pool), sxe_hash against binary search (bench/hash), HTTP request parsing
-(bench/http-parse) and tracing in a release build (bench/trace-cost). Each runs its own rounds;
+(bench/http-parse), tracing in a release build (bench/trace-cost) and host names, cached and
+asked, against getaddrinfo() (bench/resolve). Each runs its own rounds;
 every figure shows their median and spread."""
 import json
 
@@ -9,11 +10,11 @@ from harness.figures import Sample
 from harness.report import Section
 
 KEY = "micro"
-TITLE = "Fibers, pools, hashing, parsing and tracing"
+TITLE = "Fibers, pools, hashing, parsing, tracing and names"
 PACKAGES = ()
 # program, CPUs (pool runs a configuration on 2 processes; hash pins itself), full-run seconds
 PROGRAMS = [("fiber", "0", 15), ("pool", "0,1", 12), ("hash", "0,1", 60), ("http-parse", "0", 6),
-            ("trace-cost", "0", 4)]
+            ("trace-cost", "0", 4), ("resolve", "0", 8)]
 
 
 def estimate(ctx):

@@ -175,15 +175,19 @@ struct sxe_http_client_handlers {
 };
 
 /**
- * Makes a client for address ("IPv4:port", "[IPv6]:port" or "name:port") on loop. A name is
+ * Makes a client for address on loop: "IPv4:port", "[IPv6]:port", "name:port", or a URL without
+ * a path, "http://HOST[:PORT]" or "https://HOST[:PORT]" (ports 80 and 443 by default; the URL's
+ * authority is the Host, unless options.host; https:// without options.tls makes a TLS context
+ * of the client's own, trusting the system's authorities). A name is
  * resolved when a connection is to be opened and its answer is not known (sxe/resolve.h, with
  * options.resolver): the calls wait meanwhile, within their timeout, and fail with the resolver's
  * error (-ENOENT for a name that does not exist, say) when it has none. New connections follow
  * the name when it moves (its answer's TTL); a name's addresses are tried in order, the next when
  * one refuses the connection.
  * @param options NULL for the defaults.
- * @return 0, -EINVAL for an address that does not parse, -ENOMEM, or for a name, what
- *         sxe_resolver_create() says (-ENOTSUP when built without c-ares).
+ * @return 0, -EINVAL for an address that does not parse (or a URL with a path), -ENOMEM, for
+ *         a name what sxe_resolver_create() says, for https:// what sxe_tls_client_create()
+ *         says (-ENOTSUP when built without c-ares, or OpenSSL).
  */
 SXE_MUST_CHECK int sxe_http_client_create(sxe_http_client_t **client, sxe_loop_t *loop,
                                           const char *address,

@@ -239,6 +239,9 @@ static void answered(void *arg, int status, int timeouts, struct ares_addrinfo *
     uint64_t keep =
         entry->err == 0 ? keep_ns(resolver, info) : resolver->options.negative_ms * SXE_NS_PER_MSEC;
     entry->expires = entry->err == -ECANCELED ? 0 : sxe_loop_now(resolver->loop) + keep;
+    if (entry->err != 0 && entry->err != -ECANCELED) {
+        SXE_LOG_WARN("cannot resolve %s: %s", entry->name, ares_strerror(status));
+    }
     if (info != NULL) {
         ares_freeaddrinfo(info);
     }

@@ -7,13 +7,13 @@ import threading
 
 
 class Scripted:
-    """A listener on 127.0.0.1 and a free port (self.port). serve(conn, number) scripts each
-    connection, numbered from 1; the connection is closed when it returns."""
+    """A listener on host (127.0.0.1) and port (a free one): self.port. serve(conn, number)
+    scripts each connection, numbered from 1; the connection is closed when it returns."""
 
-    def __init__(self):
+    def __init__(self, host="127.0.0.1", port=0):
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, port))
         self.sock.listen(512)
         self.port = self.sock.getsockname()[1]
         self.connections = 0

@@ -3,7 +3,7 @@
  * (dns_server.c): a name's answer is asked once and its connections reused; a name that does
  * not exist, or that no server answers for, fails its calls with the resolver's error; a name
  * whose first address refuses (::1, where nothing listens) is reached at its next (127.0.0.1);
- * addresses that are not names are refused at create.
+ * addresses that are not names are refused at create; URLs, with their authority as the Host.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -24,9 +24,12 @@ static sxe_conn_t *listener;
 static sxe_resolver_t *resolver;
 static int port;
 
+static char last_head[1024]; /* the last request head the upstream read */
+
 static size_t upstream(sxe_conn_t *conn, const char *data, size_t len)
 {
     if (memmem(data, len, "\r\n\r\n", 4) != NULL) {
+        snprintf(last_head, sizeof(last_head), "%.*s", (int)len, data);
         static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
         (void)sxe_conn_write(conn, reply, strlen(reply));
     }
@@ -69,15 +72,13 @@ static void done(sxe_http_call_t *call, int err, const struct sxe_http_response_
     *(int *)arg = err == 0 ? response->status * 1000 + (int)body_len : err;
 }
 
-/* A client of name:port fetches "/" n times at once; @return the last result. */
-static int fetch(const char *name, int n, struct sxe_http_client_stats *stats)
+/* A client of address fetches "/" n times at once; @return the last result. */
+static int fetch_at(const char *address, int n, struct sxe_http_client_stats *stats)
 {
-    char address[80];
     sxe_http_client_t *client;
     struct sxe_http_client_options options = {.resolver = resolver, .timeout = SXE_NS_PER_SEC};
     int results[8], ended = 0;
 
-    snprintf(address, sizeof(address), "%s:%d", name, port);
     assert_int_equal(sxe_http_client_create(&client, loop, address, &options), 0);
     for (int i = 0; i < n; i++) {
         results[i] = 1;
@@ -100,6 +101,15 @@ static int fetch(const char *name, int n, struct sxe_http_client_stats *stats)
         assert_int_equal(results[i], results[0]);
     }
     return results[0];
+}
+
+/* A client of name:port fetches "/" n times at once; @return the last result. */
+static int fetch(const char *name, int n, struct sxe_http_client_stats *stats)
+{
+    char address[80];
+
+    snprintf(address, sizeof(address), "%s:%d", name, port);
+    return fetch_at(address, n, stats);
 }
 
 static void test_a_name_is_resolved_once(void **state)
@@ -150,6 +160,28 @@ static void test_not_names(void **state)
     sxe_http_client_destroy(client);
 }
 
+static void test_urls(void **state)
+{
+    struct sxe_http_client_stats stats;
+    char url[80], host[80];
+    sxe_http_client_t *client;
+
+    (void)state;
+    snprintf(url, sizeof(url), "http://a.test:%d", port);
+    assert_int_equal(fetch_at(url, 1, &stats), 200002);
+    snprintf(host, sizeof(host), "\r\nHost: a.test:%d\r\n", port);
+    assert_non_null(strstr(last_head, host)); /* the URL's authority */
+    snprintf(url, sizeof(url), "HTTP://127.0.0.1:%d/", port);
+    assert_int_equal(fetch_at(url, 1, &stats), 200002);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d", port); /* a TLS context of its own */
+    assert_true(fetch_at(url, 1, &stats) < 0);                /* the upstream speaks no TLS */
+    assert_int_equal(stats.connects, 1);
+    assert_int_equal(sxe_http_client_create(&client, loop, "http://a.test/path", NULL), -EINVAL);
+    assert_int_equal(sxe_http_client_create(&client, loop, "http://", NULL), -EINVAL);
+    assert_int_equal(sxe_http_client_create(&client, loop, "http://[::1]", NULL), 0);
+    sxe_http_client_destroy(client);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +189,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_names_that_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_next_address_when_one_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_urls, setup, teardown),
     };
 
     dns = dns_server_start(servers);

@@ -82,6 +82,7 @@ static const struct option options[] = {{"host", required_argument, NULL, '3'},
                                         {"proxy-max-body", required_argument, NULL, 'M'},
                                         {"proxy-underscores", no_argument, NULL, 'U'},
                                         {"proxy-ca", required_argument, NULL, 'G'},
+                                        {"resolver", required_argument, NULL, '6'},
                                         {"control", required_argument, NULL, 'u'},
                                         {"config", required_argument, NULL, 'c'},
                                         {"test", no_argument, NULL, 't'},
@@ -205,9 +206,14 @@ static void usage(FILE *out)
             "                        forward requests whose path starts with PREFIX to\n"
             "                        these upstreams, over kept-alive connections (repeatable;\n"
             "                        the longest prefix wins; static files for the rest);\n"
+            "                        HOST is an IP address or a name, resolved again as its\n"
+            "                        answer's TTL runs out;\n"
             "                        https://HOST:PORT: over TLS, the certificate checked\n"
             "  --proxy-ca FILE       the authorities https:// upstreams' certificates are\n"
             "                        checked against (PEM; the system's by default)\n"
+            "  --resolver IP[:PORT][,IP[:PORT]...]\n"
+            "                        the name servers that resolve upstreams given by name\n"
+            "                        (/etc/resolv.conf's by default; /etc/hosts first)\n"
             "  --balance MODE        among a prefix's upstreams: least (connections) or\n"
             "                        round-robin (least)\n"
             "  --proxy-timeout SECS  an upstream silent this long gets 504 (30)\n"
@@ -486,6 +492,12 @@ static void apply(int option, char *arg)
         break;
     case 'G':
         config.proxy.ca_file = arg;
+        break;
+    case '6':
+        if ((why = proxy_resolvers(arg)) != NULL) {
+            die(2, "--resolver %s: %s", arg, why);
+        }
+        config.proxy.resolvers = arg;
         break;
     case 'B':
         if (strcmp(arg, "least") != 0 && strcmp(arg, "round-robin") != 0) {

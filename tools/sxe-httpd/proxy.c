@@ -34,6 +34,7 @@
 
 #include <sxe/clock.h>
 #include <sxe/http_client.h>
+#include <sxe/resolve.h>
 
 #include "fields.h"
 #include "path.h"
@@ -62,6 +63,7 @@ struct proxy {
 static struct proxy proxies[PROXIES_MAX];
 static unsigned proxy_total;
 static bool proxies_secure; /* an upstream is https:// */
+static bool proxies_named;  /* an upstream is given by name: each worker has a resolver */
 static struct proxy_options options;
 
 struct upstream {
@@ -91,6 +93,7 @@ struct exchange {
 
 struct local {
     sxe_loop_t *loop;
+    sxe_resolver_t *resolver; /* with proxies_named: the worker's clients share it */
     struct upstream upstreams[PROXIES_MAX][UPSTREAMS_MAX];
     unsigned next[PROXIES_MAX]; /* where the next choice starts */
     struct exchange *exchanges;
@@ -99,6 +102,56 @@ struct local {
 };
 
 static __thread struct local *local;
+
+/* An upstream as --proxy gives it: IP:PORT, [IPv6]:PORT or NAME:PORT. @return NULL, or why not. */
+static const char *upstream_check(const char *address)
+{
+    struct sockaddr_storage numeric;
+    socklen_t len;
+    char name[SXE_RESOLVE_NAME_MAX + 1];
+    struct sxe_resolved answer;
+    const char *colon = strrchr(address, ':');
+
+    if (sxe_address_parse(address, -1, &numeric, &len) == 0) {
+        return NULL;
+    }
+    if (colon == NULL || sxe_address_parse(colon, -1, &numeric, &len) < 0 ||
+        sxe_address_host(address, name, sizeof(name)) < 0) {
+        return "expected HOST:PORT upstreams separated by commas (at most 16)";
+    }
+    switch (sxe_resolve_cached(NULL, name, 0, &answer)) {
+    case -EAGAIN: /* a name */
+        proxies_named = true;
+        return NULL;
+    case -ENOTSUP:
+        return "an upstream given by name needs c-ares, and this sxe-httpd was built without it";
+    case 0: /* an IP address, whose port did not parse */
+        return "expected HOST:PORT upstreams separated by commas (at most 16)";
+    default:
+        return "expected HOST:PORT upstreams, HOST an IP address or a host name";
+    }
+}
+
+const char *proxy_resolvers(const char *list)
+{
+    char one[64];
+    struct sockaddr_storage address;
+    socklen_t len;
+
+    for (const char *at = list; *at != '\0';) {
+        size_t n = strcspn(at, ",");
+        if (n == 0 || n >= sizeof(one)) {
+            return "expected IP[:PORT] name servers separated by commas";
+        }
+        memcpy(one, at, n);
+        one[n] = '\0';
+        if (sxe_address_parse(one, 53, &address, &len) < 0 || strcmp(one, "localhost") == 0) {
+            return "expected IP[:PORT] name servers separated by commas";
+        }
+        at += n + (at[n] == ',');
+    }
+    return list[0] == '\0' ? "expected IP[:PORT] name servers separated by commas" : NULL;
+}
 
 const char *proxy_add(unsigned host, const char *spec)
 {
@@ -123,15 +176,18 @@ const char *proxy_add(unsigned host, const char *spec)
         bool secure = strncmp(at, "https://", 8) == 0;
         at += secure ? 8 : strncmp(at, "http://", 7) == 0 ? 7 : 0;
         size_t len = strcspn(at, ",");
-        /* IP:PORT or [IPv6]:PORT: the access log and the metrics' labels show it as it is */
-        size_t plain = strspn(at, "0123456789abcdefABCDEF.:[]");
-        if (len == 0 || plain < len || len >= sizeof(proxy->addresses[0]) ||
-            proxy->count == UPSTREAMS_MAX) {
+        if (len == 0 || len >= sizeof(proxy->addresses[0]) || proxy->count == UPSTREAMS_MAX) {
             return "expected HOST:PORT upstreams separated by commas (at most 16)";
+        }
+        /* the access log and the metrics' labels show it as it is given */
+        memcpy(proxy->addresses[proxy->count], at, len);
+        const char *why = upstream_check(proxy->addresses[proxy->count]);
+        if (why != NULL) {
+            return why;
         }
         proxy->secure[proxy->count] = secure;
         proxies_secure |= secure;
-        memcpy(proxy->addresses[proxy->count++], at, len);
+        proxy->count++;
         at += len + (at[len] == ',');
     }
     if (proxy->count == 0) {
@@ -185,7 +241,8 @@ uint32_t proxy_timers(const struct proxy_options *given)
     for (unsigned i = 0; i < proxy_total; i++) {
         upstreams += proxies[i].count;
     }
-    return upstreams * (given->connections + given->requests + 1); /* 1: a pipelining flush */
+    /* 1: a pipelining flush; 2: the worker's resolver, for upstreams given by name */
+    return upstreams * (given->connections + given->requests + 1) + (proxies_named ? 2 : 0);
 }
 
 /* This worker's state, made on its first proxied request. */
@@ -201,6 +258,11 @@ static struct local *local_get(sxe_loop_t *loop)
         return NULL;                /* GCOVR_EXCL_LINE: as above */
     }
     made->loop = loop;
+    struct sxe_resolver_options resolve = {.servers = options.resolvers};
+    int rc = proxies_named ? sxe_resolver_create(&made->resolver, loop, &resolve) : 0;
+    if (rc < 0) { /* each client then makes its own, with resolv.conf's servers */
+        SXE_LOG_ERROR("cannot make the resolver of the upstreams' names: %s", sxe_strerror(rc));
+    }
     local = made;
     return local;
 }
@@ -363,7 +425,8 @@ static int forward(struct exchange *exchange, const struct upstream *avoid)
                                                          .timeout = options.timeout,
                                                          .pipeline = options.pipeline,
                                                          .tls = proxy->secure[index] ? options.tls
-                                                                                     : NULL};
+                                                                                     : NULL,
+                                                         .resolver = local->resolver};
         if ((rc = sxe_http_client_create(&upstream->client, local->loop, proxy->addresses[index],
                                          &client_options)) < 0) {
             return rc;

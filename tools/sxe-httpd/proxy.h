@@ -20,10 +20,14 @@ struct proxy_options {
     bool underscores;      /* request fields with '_' in their names are passed on too */
     sxe_tls_t *tls;        /* the client context for https:// upstreams */
     const char *ca_file;   /* --proxy-ca: the authorities it trusts (NULL: the system's) */
+    const char *resolvers; /* --resolver: name servers for upstream names (NULL: resolv.conf's) */
 };
 
+/* Checks --resolver's "IP[:PORT][,IP[:PORT]...]". @return NULL, or what is wrong with it. */
+const char *proxy_resolvers(const char *list);
+
 /* Adds "PREFIX=HOST:PORT[,HOST:PORT...]" to a host (by index, hosts.h), each upstream http://
- * (the default) or https://. @return NULL, or what is wrong with it. */
+ * (the default) or https://, HOST an IP address or a name. @return NULL, or what is wrong. */
 const char *proxy_add(unsigned host, const char *spec);
 
 /* Whether prefix is proxied for the host ("/" for everything: then no file is served). */

@@ -75,18 +75,11 @@ int sxe_http_client_create(sxe_http_client_t **client_out, sxe_loop_t *loop, con
     client->stream_limits.body_bytes = UINT64_MAX;
     client->loop = loop;
     client->calls_count = o->connections * o->pipeline + o->queue;
-    snprintf(client->host, sizeof(client->host), "%s", o->host != NULL ? o->host : address);
-    o->host = client->host;
     client->ups = calloc(o->connections, sizeof(*client->ups));
     client->calls = calloc(client->calls_count, sizeof(*client->calls));
-    int rc = client->ups == NULL || client->calls == NULL ? -ENOMEM : 0;
-    if (rc == 0 && sxe_address_parse(address, -1, &client->address, &client->address_len) < 0) {
-        rc = sxe__http_client_name(client, address); /* a host name, resolved as needed */
-    }
-    if (rc == 0 &&
-        sxe_address_host(client->host, client->server_name, sizeof(client->server_name)) < 0) {
-        rc = -EINVAL;
-    }
+    int rc = client->ups == NULL || client->calls == NULL
+                 ? -ENOMEM
+                 : sxe__http_client_upstream(client, address);
     if (rc < 0) {
         sxe_http_client_destroy(client);
         return rc;
@@ -148,7 +141,7 @@ void sxe_http_client_destroy(sxe_http_client_t *client)
     if (client->loop != NULL) {
         sxe_timer_stop(client->loop, &client->flush);
     }
-    sxe__http_client_name_free(client);
+    sxe__http_client_upstream_free(client);
     free(client->calls);
     free(client->ups);
     free(client);

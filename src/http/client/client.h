@@ -90,6 +90,7 @@ struct sxe_http_client {
     char *name;
     uint16_t port;
     bool own_resolver;
+    sxe_tls_t *own_tls; /* for https:// without options.tls */
     uint32_t prefer;
     sxe_resolver_t *resolver;
     sxe_resolve_query_t *resolving;
@@ -175,11 +176,12 @@ void sxe__http_call_fail(struct sxe_http_call *call, int err);
 void sxe__http_client_dispatch(sxe_http_client_t *client);
 
 /*
- * client_name.c. Reads address as a host name and port ("api.example.com:8080"), with
- * options.resolver or a resolver of its own. @return 0, -EINVAL, -ENOMEM, or -ENOTSUP without
- * c-ares.
+ * client_name.c. Reads the upstream as create was given it: "IP:PORT", "NAME:PORT", or a URL
+ * ("http[s]://HOST[:PORT][/]"), and sets the Host, the TLS name, and for a name its resolver, for
+ * https:// without options.tls a TLS context of its own. @return 0, -EINVAL, -ENOMEM, or what
+ * making a resolver or a TLS context says (-ENOTSUP without c-ares or OpenSSL).
  */
-int sxe__http_client_name(sxe_http_client_t *client, const char *address);
+int sxe__http_client_upstream(sxe_http_client_t *client, const char *address);
 
 /*
  * The address the next connection goes to, in client->address: at once for a numeric upstream,
@@ -191,7 +193,8 @@ int sxe__http_client_address(sxe_http_client_t *client);
 /* A connection to a named upstream was refused: whether the call should try its next address. */
 bool sxe__http_client_try_next(sxe_http_client_t *client, struct sxe_http_call *call);
 
-void sxe__http_client_name_free(sxe_http_client_t *client);
+/* Frees what sxe__http_client_upstream() made. */
+void sxe__http_client_upstream_free(sxe_http_client_t *client);
 /* A protocol failure: the first call fails, the connection closes (never reused). */
 void sxe__http_up_fail(struct sxe__upstream *up, struct sxe_http_call *call, int err);
 

@@ -1,42 +1,109 @@
 /*
- * A client's upstream given by name ("api.example.com:8080"): each new connection takes its
+ * A client's upstream as given: an address, a name, or a URL. An upstream given by name
+ * ("api.example.com:8080", "https://api.example.com") has each new connection take its
  * address from the resolver (sxe/resolve.h), from its cache while the answer's TTL lasts, so the
  * connections made after the name moves go where it points now, and those open stay. A name's
  * addresses are tried in order: a connection refused moves the call, and the connections after
  * it, to the next.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "client.h"
 #include "sxe/resolve.h"
 
-int sxe__http_client_name(sxe_http_client_t *client, const char *address)
+/* Reads address as a host name and port ("api.example.com:8080"), with options.resolver or a
+ * resolver of its own. @return 0, -EINVAL, -ENOMEM, or -ENOTSUP without c-ares. */
+static int named(sxe_http_client_t *client, const char *address)
 {
     char host[SXE_RESOLVE_NAME_MAX + 1];
     struct sxe_resolved answer;
+    struct sockaddr_storage any;
+    socklen_t len;
     const char *colon = strrchr(address, ':');
-    char *end;
+    int rc = 0;
 
-    if (colon == NULL || colon[1] < '0' || colon[1] > '9' ||
-        sxe_address_host(address, host, sizeof(host)) < 0) {
-        return -EINVAL;
+    /* The port as sxe_address_parse() takes one (":PORT"), and a host that is a name: an IP
+     * address here came with a port that is not one. */
+    if (colon == NULL || sxe_address_parse(colon, -1, &any, &len) < 0 ||
+        sxe_address_host(address, host, sizeof(host)) < 0 ||
+        (rc = sxe_resolve_cached(NULL, host, 0, &answer)) != -EAGAIN) {
+        return rc == -ENOTSUP ? rc : -EINVAL; /* (-ENOTSUP: built without c-ares) */
     }
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end != '\0' || port > 65535 || sxe_resolve_cached(NULL, host, 0, &answer) == -EINVAL) {
-        return -EINVAL; /* (a name that is not one is refused before a resolver is asked) */
-    }
+    unsigned long port = strtoul(colon + 1, NULL, 10);
     if ((client->name = strdup(host)) == NULL) {
         return -ENOMEM;
     }
     client->port = (uint16_t)port;
     if ((client->resolver = client->options.resolver) == NULL) {
-        int rc = sxe_resolver_create(&client->resolver, client->loop, NULL);
+        rc = sxe_resolver_create(&client->resolver, client->loop, NULL);
         if (rc < 0) {
             return rc;
         }
         client->own_resolver = true;
+    }
+    return 0;
+}
+
+/*
+ * An upstream written as a URL, "http://HOST[:PORT][/]" or "https://...": its authority (the Host
+ * the requests carry) into authority, and "HOST:PORT" (80 or 443 when it has none) into upstream.
+ * @return 1 for a URL (*secure set for https), 0 for an address that is not one (copied into
+ *         upstream as it is), -EINVAL for a URL with a path, or too long.
+ */
+static int url_of(const char *address, char *upstream, size_t size, char *authority,
+                  size_t authority_size, bool *secure)
+{
+    const char *at = address;
+    bool http = strncasecmp(at, "http://", 7) == 0;
+
+    *secure = strncasecmp(at, "https://", 8) == 0;
+    if (!http && !*secure) {
+        return snprintf(upstream, size, "%s", address) < (int)size ? 0 : -EINVAL;
+    }
+    at += *secure ? 8 : 7;
+    size_t len = strcspn(at, "/");
+    if ((at[len] == '/' && at[len + 1] != '\0') || len == 0 || len >= authority_size) {
+        return -EINVAL; /* the client is for one upstream: targets come with each request */
+    }
+    memcpy(authority, at, len);
+    authority[len] = '\0';
+    const char *bracket = strrchr(authority, ']');
+    bool has_port = strchr(bracket != NULL ? bracket : authority, ':') != NULL;
+    int n = snprintf(upstream, size, has_port ? "%s" : "%s:%s", authority, *secure ? "443" : "80");
+    return n < (int)size ? 1 : -EINVAL;
+}
+
+int sxe__http_client_upstream(sxe_http_client_t *client, const char *address)
+{
+    struct sxe_http_client_options *o = &client->options;
+    char upstream[SXE_RESOLVE_NAME_MAX + 16], authority[sizeof(client->host)];
+    bool secure;
+    int rc = url_of(address, upstream, sizeof(upstream), authority, sizeof(authority), &secure);
+
+    if (rc < 0) {
+        return rc;
+    }
+    const char *host = o->host != NULL ? o->host : rc == 1 ? authority : address;
+    if (snprintf(client->host, sizeof(client->host), "%s", host) >= (int)sizeof(client->host)) {
+        return -EINVAL;
+    }
+    o->host = client->host;
+    if (sxe_address_parse(upstream, -1, &client->address, &client->address_len) < 0 &&
+        (rc = named(client, upstream)) < 0) {
+        return rc;
+    }
+    if (sxe_address_host(client->host, client->server_name, sizeof(client->server_name)) < 0) {
+        return -EINVAL;
+    }
+    if (secure && o->tls == NULL) {
+        if ((rc = sxe_tls_client_create(&client->own_tls, NULL)) < 0) {
+            return rc;
+        }
+        o->tls = client->own_tls;
     }
     return 0;
 }
@@ -93,8 +160,9 @@ bool sxe__http_client_try_next(sxe_http_client_t *client, struct sxe_http_call *
     return ++call->refused < answer.count;
 }
 
-void sxe__http_client_name_free(sxe_http_client_t *client)
+void sxe__http_client_upstream_free(sxe_http_client_t *client)
 {
+    sxe_tls_destroy(client->own_tls);
     if (client->resolving != NULL) {
         sxe_resolve_cancel(client->resolving);
     }
