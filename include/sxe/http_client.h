@@ -55,7 +55,8 @@
  *
  * Memory is fixed at sxe_http_client_create(): the connection and call tables. Each call queued or
  * in flight runs one of the loop's timers (sxe_loop_options.timers must allow connections x
- * pipeline + queue more, and one for the client itself when it pipelines) and each connection
+ * pipeline + queue more, one for the client itself when it pipelines, and two for a resolver of
+ * its own, made for an upstream given by name without options.resolver) and each connection
  * takes one of the loop's connections. A client belongs to its loop's
  * thread; with workers, make one per worker.
  */

@@ -247,8 +247,9 @@ typedef void (*sxe_loop_fd_ready_t)(void *arg, int fd, unsigned what);
  * 0 stops the watch, after which fd is still the caller's to close (stop before closing it).
  * Connections are sxe_conn's (sxe/conn.h); this is for a few descriptors more: at most 16 per loop,
  * forgotten (not closed) by sxe_loop_destroy() when their owner left them watched.
- * @return 0; -EINVAL for a bad fd, wanted or a NULL ready; -ENOENT for wanted 0 on a descriptor
- *         not watched; -ENOBUFS past 16; or the backend's -errno.
+ * @return 0; -EINVAL for a negative fd, a bad wanted or a NULL ready; -EBADF for a descriptor
+ *         not open; -ENOENT for wanted 0 on a descriptor not watched; -ENOBUFS past 16; or the
+ *         backend's -errno.
  */
 SXE_MUST_CHECK int sxe_loop_watch_fd(sxe_loop_t *loop, int fd, unsigned wanted,
                                      sxe_loop_fd_ready_t ready, void *arg);

@@ -23,7 +23,8 @@
  * Errors: -ENOENT the name does not exist, or has no address of the family (NXDOMAIN, NODATA);
  * -ETIMEDOUT no server answered (each is tried options.tries times, options.timeout_ms apart);
  * -ECONNREFUSED the server refused the question (REFUSED) or the connection; -EPROTO it failed
- * (SERVFAIL), or its answer breaks the protocol (FORMERR, malformed);
+ * (SERVFAIL), or its answer breaks the protocol (FORMERR, malformed; with both families asked,
+ * c-ares reports the last answer of the two, so a malformed A beside an empty AAAA is -ENOENT);
  * -EINVAL a name that is not one (empty, over 253 bytes, a label over 63, a character no host
  * name has); -ENOMEM; -ECANCELED the resolver was destroyed first; -ENOTSUP built without
  * c-ares (-DSXE_CARES=OFF, or no libc-ares-dev), where only numeric addresses and localhost work.

@@ -12,9 +12,11 @@
 #include "sxe/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 
 #include "loop.h"
+#include "sys.h"
 
 static struct sxe_log_module watch_fd_log = SXE_LOG_MODULE_INIT(WATCH);
 
@@ -51,6 +53,9 @@ static int watch_new(sxe_loop_t *loop, int fd, unsigned wanted, sxe_loop_fd_read
         for (unsigned i = 0; i < SXE__FD_WATCHES_MAX; i++) {
             loop->fd_watches[i] = (struct sxe__fd_watch){.fd = -1};
         }
+    }
+    if (sxe__sys.fcntl(fd, F_GETFD, 0) < 0) {
+        return -EBADF; /* (io_uring would take it, and report it only by a poll's error) */
     }
     struct sxe__fd_watch *slot = watch_of(loop, -1);
     if (slot == NULL) {

@@ -58,8 +58,8 @@ int sxe__resolve_name(const char *name, uint16_t port, char *lower,
         }
         lower[i] = c;
     }
-    if (name[len - 1] == '-') {
-        return -EINVAL;
+    if (label == 0 || name[len - 1] == '-') {
+        return -EINVAL; /* an empty last label ("a..", after the root's dot), or a hyphen's end */
     }
     lower[len] = '\0';
     return 1;

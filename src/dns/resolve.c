@@ -105,7 +105,7 @@ static int error_of(int status)
     case ARES_EDESTRUCTION:
     case ARES_ECANCELLED:
         return -ECANCELED;
-    default: /* SERVFAIL, FORMERR, REFUSED, a malformed answer, and the rest */
+    default: /* SERVFAIL, FORMERR, a malformed answer, and the rest */
         return -EPROTO;
     }
 }
@@ -286,6 +286,7 @@ static void deliver(sxe_resolver_t *resolver)
         void *arg = query->arg;
         int err = resolver->doomed ? -ECANCELED : answer_of(query, &answer);
         if (query->entry != NULL) {
+            SXE_ASSERT(query->entry->callers > 0);
             query->entry->callers--;
         }
         query->done = NULL;
@@ -370,34 +371,44 @@ static int place_query(sxe_resolver_t *resolver, struct sxe_resolve_query *query
     uint64_t hash = sxe__resolve_hash(name);
     struct entry *entry = fresh(resolver, name, hash);
 
+    query->entry = entry;
+    query->next = NULL;
     if (entry != NULL) {
-        query->entry = entry;
         entry->callers++;
         make_ready(resolver, query);
         return 0;
     }
-    if ((entry = entry_of(resolver, name, hash)) == NULL || !entry->asking) {
-        if (entry == NULL && (entry = entry_take(resolver)) == NULL) {
-            return -ENOBUFS;
+    if ((entry = entry_of(resolver, name, hash)) != NULL && entry->asking) {
+        query->entry = entry; /* behind those who asked first */
+        struct sxe_resolve_query **last = &entry->waiting;
+        while (*last != NULL) {
+            last = &(*last)->next;
         }
-        *entry = (struct entry){.resolver = resolver, .hash = hash, .asking = true};
-        memcpy(entry->name, name, strlen(name) + 1);
-        query->entry = entry;
-        query->next = NULL;
-        entry->waiting = query;
-        entry->callers = 1;
-        entry->used = ++resolver->clock;
-        struct ares_addrinfo_hints hints = {.ai_family = resolver->options.family,
-                                            .ai_socktype = SOCK_STREAM};
-        resolver->stats.asked++;
-        ares_getaddrinfo(resolver->channel, name, NULL, &hints, answered, entry);
-        arm_timeout(resolver);
+        *last = query;
+        entry->callers++;
         return 0;
     }
+    if (entry != NULL && entry->callers != 0) {
+        entry->hash = 0; /* its old answer is still to be read by callers on the ready list:
+                            retired, it goes once they have (no name hashes to 0) */
+        entry = NULL;
+    }
+    if (entry == NULL && (entry = entry_take(resolver)) == NULL) {
+        return -ENOBUFS;
+    }
+    *entry = (struct entry){.resolver = resolver,
+                            .hash = hash,
+                            .asking = true,
+                            .waiting = query,
+                            .callers = 1,
+                            .used = ++resolver->clock};
+    memcpy(entry->name, name, strlen(name) + 1);
     query->entry = entry;
-    query->next = entry->waiting;
-    entry->waiting = query;
-    entry->callers++;
+    struct ares_addrinfo_hints hints = {.ai_family = resolver->options.family,
+                                        .ai_socktype = SOCK_STREAM};
+    resolver->stats.asked++;
+    ares_getaddrinfo(resolver->channel, name, NULL, &hints, answered, entry);
+    arm_timeout(resolver);
     return 0;
 }
 

@@ -145,6 +145,9 @@ def test_a_silent_name_server_gets_504(httpd, dns):
     (["--proxy", "/=bad..name:80"], b"HOST an IP address or a host name"),
     (["--proxy", "/=up.test"], b"expected HOST:PORT"),
     (["--proxy", "/=up.test:99999"], b"expected HOST:PORT"),
+    (["--proxy", "/=up.test:0"], b"expected HOST:PORT"),
+    (["--proxy", "/=[up.test]:80"], b"expected HOST:PORT"),
+    (["--proxy", "/=up.test..:80"], b"HOST an IP address or a host name"),
     (["--resolver", "ns.test"], b"expected IP[:PORT] name servers"),
     (["--resolver", ""], b"expected IP[:PORT] name servers"),
 ])

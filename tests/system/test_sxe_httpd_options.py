@@ -193,8 +193,8 @@ def test_a_directory_listing_page_whole(httpd, root):
 
 
 def test_the_limits_of_proxy_options(httpd, upstreams, build_dir, root):
-    """--proxy takes at most 16 upstreams a prefix and 16 prefixes; an address under 64 bytes; a
-    prefix under 256. At each limit it serves; one past it, it says which and exits 2."""
+    """--proxy takes at most 16 upstreams a prefix and 16 prefixes; an address of up to 259 bytes
+    (a name of 253, and a port); a prefix under 256. At each limit it serves; one past it, it says which and exits 2."""
     up = upstreams()
     address = f"127.0.0.1:{up.port}"
     server = httpd("--workers", "1", "--proxy", "/api/=" + ",".join([address] * 16),
@@ -202,8 +202,10 @@ def test_the_limits_of_proxy_options(httpd, upstreams, build_dir, root):
     _, echo = echoed(server.port, "/api/x")
     assert echo["target"] == "/api/x"
     long_prefix = "/" + "p" * 254
-    padded = "n" * (62 - len(str(up.port))) + f":{up.port}"  # 63 bytes, a name, taken
-    assert len(padded) == 63
+    assert len(str(up.port)) == 5  # an ephemeral port: a name of 253 bytes, the most, with it
+    longest = ".".join(["n" * 63] * 3 + ["n" * 61])
+    padded = f"{longest}:{up.port}"  # 259 bytes, a name, taken
+    assert len(padded) == 259
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as gone:  # a name server not there
         gone.bind(("127.0.0.1", 0))
         resolver = f"127.0.0.1:{gone.getsockname()[1]}"
@@ -221,7 +223,7 @@ def test_the_limits_of_proxy_options(httpd, upstreams, build_dir, root):
     assert "(at most 16)" in refused("--proxy", "/api/=" + ",".join(["https://" + address] * 17))
     assert "too many --proxy options" in refused(
         *[arg for i in range(17) for arg in ("--proxy", f"/p{i}/={address}")])
-    assert "(at most 16)" in refused("--proxy", "/api/=" + "1" + padded)
+    assert "at most 259 bytes" in refused("--proxy", "/api/=" + "n" + padded)
     assert "the prefix starting with /" in refused("--proxy", f"{long_prefix}p={address}")
     assert "(at most 16)" in refused("--proxy", f"/api/={address},,{address}")
     assert "no upstream given" in refused("--proxy", "/api/=")

@@ -31,14 +31,15 @@ struct dns_server {
     char asked[LOG_MAX][64];
 };
 
-/* Reads the question's name (dotted, lowercase) at 12; @return the offset after its class. */
+/* Reads the question's name (dotted, lowercase, 255 bytes with the NUL at most) at 12; @return
+ * the offset after its class. */
 static size_t question(const uint8_t *q, size_t len, char *name, uint16_t *type)
 {
     size_t at = 12, out = 0;
 
-    while (at < len && q[at] != 0 && out < 60) {
+    while (at < len && q[at] != 0 && out < 255) {
         unsigned n = q[at++];
-        for (unsigned i = 0; i < n && at < len && out < 60; i++) {
+        for (unsigned i = 0; i < n && at < len && out < 255; i++) {
             char c = (char)q[at++];
             name[out++] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
         }
@@ -73,7 +74,7 @@ static size_t record(uint8_t *r, size_t at, uint16_t type, uint32_t ttl, const v
 /* The answer to q (len bytes) into r; @return its length, 0 for none. */
 static size_t answer(struct dns_server *server, const uint8_t *q, size_t len, uint8_t *r, bool tcp)
 {
-    char name[64];
+    char name[256];
     uint16_t type;
     size_t end = question(q, len, name, &type);
     unsigned count = 0, rcode = 0, tc = 0;
@@ -82,7 +83,7 @@ static size_t answer(struct dns_server *server, const uint8_t *q, size_t len, ui
 
     pthread_mutex_lock(&server->lock);
     if (server->count < LOG_MAX) {
-        snprintf(server->asked[server->count++], 64, "%s", name);
+        snprintf(server->asked[server->count++], 64, "%.63s", name);
     }
     unsigned moving = server->moving;
     pthread_mutex_unlock(&server->lock);

@@ -106,7 +106,7 @@ static int fetch_at(const char *address, int n, struct sxe_http_client_stats *st
 /* A client of name:port fetches "/" n times at once; @return the last result. */
 static int fetch(const char *name, int n, struct sxe_http_client_stats *stats)
 {
-    char address[80];
+    char address[300];
 
     snprintf(address, sizeof(address), "%s:%d", name, port);
     return fetch_at(address, n, stats);
@@ -128,12 +128,26 @@ static void test_a_name_is_resolved_once(void **state)
 static void test_names_that_fail(void **state)
 {
     struct sxe_http_client_stats stats;
+    char longest[254];
 
     (void)state;
+    for (int i = 0; i < 253; i++) {
+        longest[i] = i % 64 == 63 ? '.' : 'n'; /* four labels: 63, 63, 63 and 61 bytes */
+    }
+    longest[253] = '\0';
+    assert_int_equal(fetch(longest, 1, &stats), -ENOENT); /* asked, and not there */
     assert_int_equal(fetch("nx.test", 3, &stats), -ENOENT);
     assert_int_equal(stats.failed, 3);
     assert_int_equal(stats.connects, 0);
     assert_int_equal(fetch("silent.test", 1, &stats), -ETIMEDOUT);
+}
+
+static void test_localhost_in_capitals(void **state)
+{
+    struct sxe_http_client_stats stats;
+
+    (void)state;
+    assert_int_equal(fetch("LocalHost", 1, &stats), 200002); /* 127.0.0.1, never asked */
 }
 
 static void test_the_next_address_when_one_refuses(void **state)
@@ -147,8 +161,9 @@ static void test_the_next_address_when_one_refuses(void **state)
 
 static void test_not_names(void **state)
 {
-    static const char *const bad[] = {"a.test",      "a..test:80", "a.test:99999",
-                                      "a.test:http", "-a.test:80", "a test:80"};
+    static const char *const bad[] = {"a.test",     "a..test:80", "a.test:99999", "a.test:http",
+                                      "-a.test:80", "a test:80",  "[a.test]:80",  "a.test:0",
+                                      "http://:80", "http://",    "a..:80"};
     sxe_http_client_t *client;
 
     (void)state;
@@ -188,6 +203,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_name_is_resolved_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_names_that_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_next_address_when_one_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_localhost_in_capitals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_urls, setup, teardown),
     };

@@ -577,6 +577,7 @@ static void test_watched_descriptors(void **state)
     assert_int_equal(turn_and_count(loop), 0); /* changed: a pipe's write end is never readable */
     assert_int_equal(sxe_loop_watch_fd(loop, fds[1], 0, NULL, NULL), 0);
     assert_int_equal(sxe_loop_watch_fd(loop, fds[1], 0, NULL, NULL), -ENOENT);
+    assert_int_equal(sxe_loop_watch_fd(loop, 1000, SXE_LOOP_FD_READ, fd_ready, NULL), -EBADF);
     for (int i = 0; i < 8; i++) {
         assert_int_equal(pipe2(more[i], O_NONBLOCK | O_CLOEXEC), 0);
         for (int end = 0; end < 2; end++) {

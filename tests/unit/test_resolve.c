@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "dns_server.h"
+#include "loop.h"
 #include "sxe/clock.h"
 #include "sxe/loop.h"
 #include "sxe/resolve.h"
@@ -26,14 +27,18 @@ static sxe_resolver_t *resolver;
 struct got {
     int calls;
     int err;
+    int order; /* when it was called, among every call of the test */
     struct sxe_resolved answer;
 };
+
+static int called; /* calls of got_it() so far */
 
 static void got_it(void *arg, int err, const struct sxe_resolved *answer)
 {
     struct got *got = arg;
 
     got->calls++;
+    got->order = ++called;
     got->err = err;
     if (answer != NULL) {
         got->answer = *answer;
@@ -229,11 +234,39 @@ static void test_callers_share_a_question(void **state)
     for (int i = 0; i < 8; i++) {
         assert_int_equal(got[i].calls, i == 3 ? 0 : 1);
         assert_int_equal(got[i].err, 0);
+        assert_true(i < 1 || i == 3 || got[i].order > got[i == 4 ? 2 : i - 1].order); /* FIFO */
     }
     assert_int_equal(ntohs(got[7].answer.address[0].in.sin_port), 7);
     struct sxe_resolver_stats stats;
     sxe_resolver_stats(resolver, &stats);
     assert_int_equal(stats.asked, 1);
+    assert_int_equal(stats.waiting, 0);
+}
+
+/* A caller still to hear an answer, when the answer's time ends and its name is asked again. */
+static void test_an_answer_out_of_time_with_callers_still_to_hear_it(void **state)
+{
+    struct got first = {0}, late = {0}, again = {0}, other = {0};
+    struct sxe_resolver_stats stats;
+
+    (void)state;
+    sxe_resolver_destroy(resolver);
+    make(&(struct sxe_resolver_options){.cache = 2, .ttl_min_ms = 1, .ttl_max_ms = 1});
+    assert_int_equal(ask("a.test", 1, &first), 0);
+    assert_int_equal(sxe_resolve(resolver, "a.test", 2, got_it, &late, NULL), 0); /* ready */
+    loop->now += 10 * SXE_NS_PER_MSEC; /* its 1 ms ends before it is heard (white-box) */
+    assert_int_equal(sxe_resolve(resolver, "a.test", 3, got_it, &again, NULL), 0); /* asked */
+    run_until(&again.calls, 1);
+    assert_int_equal(late.calls, 1);
+    assert_int_equal(late.err, 0);
+    assert_int_equal(late.answer.count, 1); /* the old answer, whole */
+    assert_int_equal(ntohs(late.answer.address[0].in.sin_port), 2);
+    assert_int_equal(again.err, 0);
+    for (int i = 0; i < 3; i++) { /* every place in the cache is free again */
+        static const char *const names[] = {"six.test", "both.test", "many.test"};
+        assert_int_equal(ask(names[i], 1, &other), 0);
+    }
+    sxe_resolver_stats(resolver, &stats);
     assert_int_equal(stats.waiting, 0);
 }
 
@@ -269,7 +302,8 @@ static void test_destroy_ends_every_query(void **state)
 
 static void test_bad_names_and_limits(void **state)
 {
-    static const char *const bad[] = {"", ".", "a..b", "-a.b", "a-.b", "a b", "a/b", "é.test"};
+    static const char *const bad[] = {"",    ".",   "a..b",   "-a.b", "a-.b",
+                                      "a b", "a/b", "é.test", "a..",  "ok.t.."};
     struct sxe_resolved answer;
     char long_label[80], long_name[300];
     struct got got[3] = {0};
@@ -383,6 +417,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_moving_name_is_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_callers_share_a_question, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_an_answer_out_of_time_with_callers_still_to_hear_it,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_ends_every_query, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_names_and_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),

@@ -50,13 +50,14 @@ static struct sxe_log_module proxy_log = SXE_LOG_MODULE_INIT(PROXY);
 #define UPSTREAMS_MAX    16
 _Static_assert(PROXIES_MAX *UPSTREAMS_MAX == PROXY_UPSTREAMS_MOST, "upstream ids");
 #define INLINE_BYTES 512
+#define ADDRESS_MAX  (SXE_RESOLVE_NAME_MAX + 6) /* a name's longest, and ":65535" */
 
 struct proxy {
     char prefix[256];
     unsigned host;  /* whose: hosts.h */
     unsigned index; /* in proxies[] */
     unsigned count;
-    char addresses[UPSTREAMS_MAX][64];
+    char addresses[UPSTREAMS_MAX][ADDRESS_MAX + 1];
     bool secure[UPSTREAMS_MAX]; /* https://: TLS to it (options.tls), its certificate checked */
 };
 
@@ -116,17 +117,18 @@ static const char *upstream_check(const char *address)
         return NULL;
     }
     if (colon == NULL || sxe_address_parse(colon, -1, &numeric, &len) < 0 ||
+        sxe_address_port((struct sockaddr *)&numeric) == 0 || address[0] == '[' ||
         sxe_address_host(address, name, sizeof(name)) < 0) {
         return "expected HOST:PORT upstreams separated by commas (at most 16)";
     }
     switch (sxe_resolve_cached(NULL, name, 0, &answer)) {
+    case 0: /* an IP address sxe_address_parse() did not take: "LOCALHOST" */
+        return NULL;
     case -EAGAIN: /* a name */
         proxies_named = true;
         return NULL;
     case -ENOTSUP:
         return "an upstream given by name needs c-ares, and this sxe-httpd was built without it";
-    case 0: /* an IP address, whose port did not parse */
-        return "expected HOST:PORT upstreams separated by commas (at most 16)";
     default:
         return "expected HOST:PORT upstreams, HOST an IP address or a host name";
     }
@@ -176,8 +178,11 @@ const char *proxy_add(unsigned host, const char *spec)
         bool secure = strncmp(at, "https://", 8) == 0;
         at += secure ? 8 : strncmp(at, "http://", 7) == 0 ? 7 : 0;
         size_t len = strcspn(at, ",");
-        if (len == 0 || len >= sizeof(proxy->addresses[0]) || proxy->count == UPSTREAMS_MAX) {
+        if (len == 0 || proxy->count == UPSTREAMS_MAX) {
             return "expected HOST:PORT upstreams separated by commas (at most 16)";
+        }
+        if (len > ADDRESS_MAX) {
+            return "an upstream's HOST:PORT is at most 259 bytes";
         }
         /* the access log and the metrics' labels show it as it is given */
         memcpy(proxy->addresses[proxy->count], at, len);

@@ -94,8 +94,8 @@ struct sxe_http_client {
     uint32_t prefer;
     sxe_resolver_t *resolver;
     sxe_resolve_query_t *resolving;
-    char host[80];
-    char server_name[80]; /* host without its port or brackets: for TLS (SNI, the check) */
+    char host[SXE_RESOLVE_NAME_MAX + 8];        /* a name, or "[IPv6]", with ":65535" */
+    char server_name[SXE_RESOLVE_NAME_MAX + 1]; /* host without its port or brackets: for TLS */
     struct sxe_http_client_options options;
     struct sxe_http_limits stream_limits; /* no body limit: bodies pass through */
     struct sxe__upstream *ups;

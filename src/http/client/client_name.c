@@ -26,14 +26,22 @@ static int named(sxe_http_client_t *client, const char *address)
     const char *colon = strrchr(address, ':');
     int rc = 0;
 
-    /* The port as sxe_address_parse() takes one (":PORT"), and a host that is a name: an IP
-     * address here came with a port that is not one. */
+    /* The port as sxe_address_parse() takes one (":PORT"), not 0, and a host without brackets
+     * (an IPv6 address in them has parsed already) */
     if (colon == NULL || sxe_address_parse(colon, -1, &any, &len) < 0 ||
-        sxe_address_host(address, host, sizeof(host)) < 0 ||
-        (rc = sxe_resolve_cached(NULL, host, 0, &answer)) != -EAGAIN) {
-        return rc == -ENOTSUP ? rc : -EINVAL; /* (-ENOTSUP: built without c-ares) */
+        sxe_address_port((struct sockaddr *)&any) == 0 || address[0] == '[' ||
+        sxe_address_host(address, host, sizeof(host)) < 0) {
+        return -EINVAL;
     }
     unsigned long port = strtoul(colon + 1, NULL, 10);
+    if ((rc = sxe_resolve_cached(NULL, host, (uint16_t)port, &answer)) == 0) {
+        client->address_len = sxe_resolved_len(&answer.address[0]); /* "LOCALHOST", say */
+        memcpy(&client->address, &answer.address[0], client->address_len);
+        return 0;
+    }
+    if (rc != -EAGAIN) {
+        return rc == -ENOTSUP ? rc : -EINVAL; /* (-ENOTSUP: built without c-ares) */
+    }
     if ((client->name = strdup(host)) == NULL) {
         return -ENOMEM;
     }
@@ -71,6 +79,9 @@ static int url_of(const char *address, char *upstream, size_t size, char *author
     }
     memcpy(authority, at, len);
     authority[len] = '\0';
+    if (authority[0] == ':') {
+        return -EINVAL; /* no host */
+    }
     const char *bracket = strrchr(authority, ']');
     bool has_port = strchr(bracket != NULL ? bracket : authority, ':') != NULL;
     int n = snprintf(upstream, size, has_port ? "%s" : "%s:%s", authority, *secure ? "443" : "80");
