@@ -1,6 +1,6 @@
 /* A chat room: GET / serves the page PAGE, read once at start-up, and every text message sent on
  * the WebSocket /chat goes to everyone as "guest-N: message", joins and leaves announced too.
- * Usage: ws-chat [--redis IP:PORT] [IP:PORT [PAGE [CERT KEY]]] (127.0.0.1:8080, ws-chat.html);
+ * Usage: ws-chat [--redis HOST:PORT] [IP:PORT [PAGE [CERT KEY]]] (127.0.0.1:8080, ws-chat.html);
  * given a certificate and its key (PEM files), the page and the socket are served over TLS:
  * https:// and wss://. With --redis, every line goes through the Redis channel "ws-chat" and what
  * it brings goes to this process's guests: several ws-chat processes, on several machines, make

@@ -36,9 +36,13 @@
  * large_buffer_size when the loop has large buffers); a bigger one fails its command with
  * -EMSGSIZE, and the connection is made again.
  *
- * Rules: every call on the loop's thread. Names are not resolved yet: the address is an IP
- * address with its port ("127.0.0.1:6379", "[::1]:6379", "localhost:6379") or a Unix socket's
- * path ("/run/redis/redis.sock").
+ * Rules: every call on the loop's thread. The address is an IP address with its port
+ * ("127.0.0.1:6379", "[::1]:6379", "localhost:6379"), a name with its port
+ * ("redis.internal:6379"), or a Unix socket's path ("/run/redis/redis.sock"). A name is resolved
+ * before each connect (sxe/resolve.h: from the cache while its TTL holds), so a server that moves
+ * is followed when the connection is made again; a connect that fails moves the next one to the
+ * name's next address; a name that does not resolve is a connection down (-ENOENT, say), asked
+ * again after the backoff.
  */
 #ifndef SXE_REDIS_H
 #define SXE_REDIS_H
@@ -98,6 +102,11 @@ struct sxe_redis_options {
     uint64_t backoff_min_ns; /**< First wait before reconnecting (100 ms); doubles each time. */
     uint64_t backoff_max_ns; /**< Longest wait before reconnecting (5 s). */
     uint32_t subscriptions;  /**< Channels and patterns subscribed at once, at most (64). */
+    /**
+     * For a server given by name: the resolver that finds its addresses; NULL makes one for this
+     * client (two of the loop's timers). It must outlive the client.
+     */
+    struct sxe_resolver *resolver;
 };
 
 /**
@@ -115,8 +124,9 @@ typedef void (*sxe_redis_message_t)(void *arg, const char *channel, size_t chann
 
 /**
  * Makes a client of the server at address on loop, and starts connecting.
- * @return 0, -EINVAL for an address that does not parse or invalid options, -ENOMEM, or -ENOBUFS
- *         (no timer or connection free in the loop).
+ * @return 0, -EINVAL for an address that does not parse or invalid options, -ENOMEM, -ENOBUFS
+ *         (no timer or connection free in the loop), or for a name what sxe_resolver_create()
+ *         says (-ENOTSUP when built without c-ares).
  */
 SXE_MUST_CHECK int sxe_redis_create(sxe_redis_t **redis, sxe_loop_t *loop, const char *address,
                                     const struct sxe_redis_options *options);

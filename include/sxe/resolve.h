@@ -116,6 +116,17 @@ int sxe_resolve_cached(sxe_resolver_t *resolver, const char *name, uint16_t port
                        struct sxe_resolved *answer);
 
 /**
+ * Reads "HOST:PORT" as the library's clients take a server: HOST an IPv4 address, an IPv6 one in
+ * brackets, localhost (in any case), or a host name; PORT 1 to 65535 in digits. Needs no
+ * resolver, and works in a build without c-ares.
+ * @param name    SXE_RESOLVE_NAME_MAX + 1 bytes: a name, in lowercase, without a trailing dot.
+ * @param numeric an address's, with the port.
+ * @return 1 for a name (name and *port set), 0 for an address (numeric set), or -EINVAL.
+ */
+SXE_MUST_CHECK int sxe_resolve_split(const char *address, char *name, uint16_t *port,
+                                     union sxe_resolved_address *numeric);
+
+/**
  * Finds name's addresses, with port: done(arg, err, answer) is called once, later, from the loop
  * (never from inside this call), also for what sxe_resolve_cached() would have answered.
  * @param query NULL, or set to the query's handle for sxe_resolve_cancel().

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -84,4 +85,40 @@ void sxe__resolved_set_port(struct sxe_resolved *answer, uint16_t port)
             answer->address[i].in.sin_port = htons(port);
         }
     }
+}
+
+int sxe_resolve_split(const char *address, char *name, uint16_t *port,
+                      union sxe_resolved_address *numeric)
+{
+    const char *colon = strrchr(address, ':');
+    char host[SXE_RESOLVE_NAME_MAX + 1];
+    size_t host_len = colon != NULL ? (size_t)(colon - address) : 0;
+    size_t digits = colon != NULL ? strspn(colon + 1, "0123456789") : 0;
+
+    if (colon == NULL || digits == 0 || digits > 5 || colon[1 + digits] != '\0' || host_len == 0 ||
+        host_len >= sizeof(host)) {
+        return -EINVAL;
+    }
+    unsigned long value = strtoul(colon + 1, NULL, 10);
+    if (value == 0 || value > 65535) {
+        return -EINVAL;
+    }
+    if (address[0] == '[') { /* an IPv6 address, and nothing else */
+        if (address[host_len - 1] != ']' || host_len < 3) {
+            return -EINVAL;
+        }
+        memcpy(host, address + 1, host_len - 2);
+        host[host_len - 2] = '\0';
+        if (strchr(host, ':') == NULL) {
+            return -EINVAL; /* "[a.test]:80" */
+        }
+    } else {
+        memcpy(host, address, host_len);
+        host[host_len] = '\0';
+        if (strchr(host, ':') != NULL) {
+            return -EINVAL; /* an IPv6 address without its brackets */
+        }
+    }
+    *port = (uint16_t)value;
+    return sxe__resolve_name(host, *port, name, numeric);
 }

@@ -205,6 +205,7 @@ static void link_down(struct link *link, int err, int status)
     link->up = false;
     link->setup = 0;
     link->down_errno = err;
+    redis->prefer += !was_up; /* a named server's next address, after one that failed */
     if (!redis->destroying && err != ESHUTDOWN) {
         if (sxe_timer_start(redis->loop, &link->retry, link->backoff, 0) < 0) {
             SXE_LOG_ERROR("redis: the loop has no timer free (sxe_loop_options.timers): the "
@@ -233,17 +234,66 @@ void sxe__redis_reset(struct link *link, int status)
     link_down(link, -status, status);
 }
 
+/* A server given by name: its answer came, and the link connects, or is down for why. */
+static void resolved(void *arg, int err, const struct sxe_resolved *answer)
+{
+    struct link *link = arg;
+    sxe_redis_t *redis = link->redis;
+
+    (void)answer; /* in the cache, where address_of() finds it */
+    link->resolving = NULL;
+    redis->busy++;
+    if (err < 0) {
+        link_down(link, -err, err); /* asked again after the backoff */
+    } else {
+        sxe__redis_connect(link);
+    }
+    leave(redis);
+}
+
+/*
+ * The address the link connects to, in redis->address: at once for an address, or a name whose
+ * answer is known. @return 0; -EAGAIN while the name is asked (resolved() connects); or the
+ * name's failure.
+ */
+static int address_of(struct link *link)
+{
+    sxe_redis_t *redis = link->redis;
+    struct sxe_resolved answer;
+    int rc;
+
+    if (redis->name == NULL) {
+        return 0;
+    }
+    if ((rc = sxe_resolve_cached(redis->resolver, redis->name, redis->port, &answer)) == -EAGAIN) {
+        rc = sxe_resolve(redis->resolver, redis->name, redis->port, resolved, link,
+                         &link->resolving);
+        return rc < 0 ? rc : -EAGAIN;
+    }
+    if (rc == 0) {
+        const union sxe_resolved_address *chosen = &answer.address[redis->prefer % answer.count];
+        redis->address_len = sxe_resolved_len(chosen);
+        memcpy(&redis->address, chosen, redis->address_len);
+    }
+    return rc;
+}
+
 /* Connects the link; a failure at once counts as the link lost. */
 void sxe__redis_connect(struct link *link)
 {
     sxe_redis_t *redis = link->redis;
 
-    if (redis->destroying) {
+    if (redis->destroying || link->resolving != NULL) {
         return;
     }
-    int rc = sxe_conn_connect(redis->loop, &link->conn, (const struct sockaddr *)&redis->address,
+    int rc = address_of(link);
+    if (rc == -EAGAIN) {
+        return;
+    }
+    if (rc == 0) {
+        rc = sxe_conn_connect(redis->loop, &link->conn, (const struct sockaddr *)&redis->address,
                               redis->address_len, NULL, &link_handlers, link);
-
+    }
     if (rc < 0) {
         link->conn = NULL;
         link->up = false;
@@ -445,6 +495,10 @@ static void link_close(struct link *link)
 
 static int parse_address(sxe_redis_t *redis, const char *address)
 {
+    char name[SXE_RESOLVE_NAME_MAX + 1];
+    union sxe_resolved_address numeric;
+    int rc;
+
     if (address[0] == '/') {
         struct sockaddr_un *un = (struct sockaddr_un *)&redis->address;
         if (strlen(address) >= sizeof(un->sun_path)) {
@@ -455,7 +509,24 @@ static int parse_address(sxe_redis_t *redis, const char *address)
         redis->address_len = sizeof(*un);
         return 0;
     }
-    return sxe_address_parse(address, -1, &redis->address, &redis->address_len);
+    if (sxe_address_parse(address, -1, &redis->address, &redis->address_len) == 0) {
+        return 0;
+    }
+    if ((rc = sxe_resolve_split(address, name, &redis->port, &numeric)) <= 0) {
+        redis->address_len = rc == 0 ? sxe_resolved_len(&numeric) : 0;
+        memcpy(&redis->address, &numeric, redis->address_len);
+        return rc;
+    }
+    if ((redis->name = strdup(name)) == NULL) {
+        return -ENOMEM;
+    }
+    if ((redis->resolver = redis->options.resolver) == NULL) {
+        if ((rc = sxe_resolver_create(&redis->resolver, redis->loop, NULL)) < 0) {
+            return rc;
+        }
+        redis->own_resolver = true;
+    }
+    return 0;
 }
 
 static bool options_valid(const struct sxe_redis_options *options)
@@ -511,6 +582,8 @@ void sxe_redis_destroy(sxe_redis_t *redis)
     }
     redis->destroying = true;
     redis->busy++;
+    sxe_resolve_cancel(redis->command.resolving);
+    sxe_resolve_cancel(redis->pubsub.resolving);
     link_close(&redis->command);
     link_close(&redis->pubsub);
     sxe__redis_fail_all(&redis->command, -ECANCELED);

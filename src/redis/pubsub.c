@@ -41,6 +41,10 @@ void sxe__redis_free(sxe_redis_t *redis)
         free(links[i]->unsent);
         free(links[i]->nodes);
     }
+    if (redis->own_resolver) {
+        sxe_resolver_destroy(redis->resolver);
+    }
+    free(redis->name);
     free((char *)(uintptr_t)redis->options.username);
     free((char *)(uintptr_t)redis->options.password);
     free(redis->subs);

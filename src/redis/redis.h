@@ -14,6 +14,7 @@
 #include "sxe/clock.h"
 #include "sxe/conn.h"
 #include "sxe/redis.h"
+#include "sxe/resolve.h"
 #include "sxe/timer.h"
 
 #define SXE__RESP_DEPTH 32 /* aggregates nested deeper are refused as not RESP */
@@ -52,15 +53,16 @@ struct pending {
 /* A connection to the server, made again when lost. */
 struct link {
     sxe_redis_t *redis;
-    sxe_conn_t *conn;     /* while connecting or up; NULL while down */
-    bool up;              /* connected: commands go to conn */
-    bool subscriber;      /* the pub/sub link */
-    int down_errno;       /* why it is down (ECONNREFUSED, ...) */
-    uint64_t backoff;     /* ns before the next connect */
-    uint32_t setup;       /* set-up replies not yet read (at the ring's front); up and 0: set up */
-    sxe_timer_t retry;    /* the next connect */
-    sxe_timer_t deadline; /* the oldest command's deadline */
-    struct pending *ring; /* cap entries, count of them from head */
+    sxe_conn_t *conn;  /* while connecting or up; NULL while down */
+    bool up;           /* connected: commands go to conn */
+    bool subscriber;   /* the pub/sub link */
+    int down_errno;    /* why it is down (ECONNREFUSED, ...) */
+    uint64_t backoff;  /* ns before the next connect */
+    uint32_t setup;    /* set-up replies not yet read (at the ring's front); up and 0: set up */
+    sxe_timer_t retry; /* the next connect */
+    sxe_resolve_query_t *resolving; /* the server's name, asked for this link's connect */
+    sxe_timer_t deadline;           /* the oldest command's deadline */
+    struct pending *ring;           /* cap entries, count of them from head */
     uint32_t head, count, cap;
     char *unsent; /* bytes of commands not yet given to conn */
     size_t unsent_len, unsent_cap;
@@ -80,8 +82,13 @@ struct subscription {
 struct sxe_redis {
     sxe_loop_t *loop;
     struct sxe_redis_options options; /* defaults applied; username and password copied */
-    struct sockaddr_storage address;
+    struct sockaddr_storage address;  /* the server's, or (named) the one connected to last */
     socklen_t address_len;
+    char *name;    /* a server given by name: its name, port and resolver, and which of its */
+    uint16_t port; /* addresses the next connect goes to (the next, after one failed) */
+    uint32_t prefer;
+    sxe_resolver_t *resolver;
+    bool own_resolver;
     struct link command, pubsub;
     struct pending *rings; /* both links' */
     struct subscription *subs;

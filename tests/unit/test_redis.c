@@ -23,6 +23,8 @@
 #include "sxe/fiber.h"
 #include "sxe/redis.h"
 #include "redis_got.h"
+#include "dns_server.h"
+#include "sxe/resolve.h"
 #include "sxe_test.h"
 
 static sxe_loop_t *loop;
@@ -300,6 +302,51 @@ static void test_the_queue_while_down(void **state)
     assert_int_equal(g[0].status, -ENOENT); /* the reason it is down */
     assert_int_equal(g[1].status, -ENOENT);
     sxe_redis_destroy(redis);
+}
+
+/* A server given by name, resolved by the tests' DNS server (dns_server.c). */
+static void test_a_server_by_name(void **state)
+{
+    char servers[32], named[80];
+    struct dns_server *dns = dns_server_start(servers);
+    struct sxe_resolver_options resolve = {.servers = servers, .timeout_ms = 200, .tries = 1};
+    sxe_resolver_t *resolver;
+    sxe_redis_t *redis;
+    struct got down = {0};
+
+    (void)state;
+    got_count = 0;
+    if (sxe_resolver_create(&resolver, loop, &resolve) == -ENOTSUP) {
+        dns_server_stop(dns);
+        skip(); /* built without c-ares */
+    }
+    snprintf(named, sizeof(named), "a.test:%d", server_port);
+    assert_int_equal(
+        sxe_redis_create(&redis, loop, named, &(struct sxe_redis_options){.resolver = resolver}),
+        0);
+    struct got pong = SAY(redis, "PING");
+    assert_int_equal(pong.type, SXE_REDIS_STATUS);
+    assert_string_equal(pong.text, "PONG");
+    sxe_redis_destroy(redis);
+
+    /* a name that is not there: the connection is down for it, and the command says so */
+    snprintf(named, sizeof(named), "nx.test:%d", server_port);
+    struct sxe_redis_options late = {.resolver = resolver, .timeout_ns = 300 * SXE_NS_PER_MSEC};
+    assert_int_equal(sxe_redis_create(&redis, loop, named, &late), 0);
+    assert_int_equal(sxe_redis_command(redis, got, &down, 1, (const char *[]){"PING"}, NULL), 0);
+    turn_until_got(got_count + 1, 5);
+    assert_int_equal(down.status, -ENOENT);
+    sxe_redis_destroy(redis);
+
+    /* destroyed while its name is asked; and a name in brackets */
+    snprintf(named, sizeof(named), "silent.test:%d", server_port);
+    assert_int_equal(
+        sxe_redis_create(&redis, loop, named, &(struct sxe_redis_options){.resolver = resolver}),
+        0);
+    sxe_redis_destroy(redis);
+    assert_int_equal(sxe_redis_create(&redis, loop, "[a.test]:80", NULL), -EINVAL);
+    sxe_resolver_destroy(resolver);
+    dns_server_stop(dns);
 }
 
 static void test_resp3(void **state)
@@ -755,6 +802,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_big_values_pipelined_past_the_write_limit, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_the_queue_while_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_server_by_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resp3, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_select, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pubsub_and_resubscription, setup, teardown),

@@ -368,6 +368,10 @@ static void test_bad_options(void **state)
     (void)state;
     assert_int_equal(
         sxe_resolver_create(&other, loop, &(struct sxe_resolver_options){.servers = "x"}), -EINVAL);
+    sxe_loop_t *small; /* one timer: a resolver holds two */
+    assert_int_equal(sxe_loop_create(&small, &(struct sxe_loop_options){.timers = 1}), 0);
+    assert_int_equal(sxe_resolver_create(&other, small, NULL), -ENOBUFS);
+    sxe_loop_destroy(small);
     sxe_test_invalid_uses(uses, sizeof(uses) / sizeof(uses[0]));
 }
 

@@ -110,27 +110,25 @@ static const char *upstream_check(const char *address)
     struct sockaddr_storage numeric;
     socklen_t len;
     char name[SXE_RESOLVE_NAME_MAX + 1];
+    uint16_t port;
+    union sxe_resolved_address any;
     struct sxe_resolved answer;
-    const char *colon = strrchr(address, ':');
 
     if (sxe_address_parse(address, -1, &numeric, &len) == 0) {
         return NULL;
     }
-    if (colon == NULL || sxe_address_parse(colon, -1, &numeric, &len) < 0 ||
-        sxe_address_port((struct sockaddr *)&numeric) == 0 || address[0] == '[' ||
-        sxe_address_host(address, name, sizeof(name)) < 0) {
-        return "expected HOST:PORT upstreams separated by commas (at most 16)";
-    }
-    switch (sxe_resolve_cached(NULL, name, 0, &answer)) {
+    switch (sxe_resolve_split(address, name, &port, &any)) {
     case 0: /* an IP address sxe_address_parse() did not take: "LOCALHOST" */
         return NULL;
-    case -EAGAIN: /* a name */
+    case 1:
+        if (sxe_resolve_cached(NULL, name, port, &answer) == -ENOTSUP) {
+            return "an upstream given by name needs c-ares, and this sxe-httpd was built "
+                   "without it";
+        }
         proxies_named = true;
         return NULL;
-    case -ENOTSUP:
-        return "an upstream given by name needs c-ares, and this sxe-httpd was built without it";
     default:
-        return "expected HOST:PORT upstreams, HOST an IP address or a host name";
+        return "expected HOST:PORT upstreams, HOST an IP address or a host name, PORT 1 to 65535";
     }
 }
 

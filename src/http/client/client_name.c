@@ -15,37 +15,28 @@
 #include "client.h"
 #include "sxe/resolve.h"
 
-/* Reads address as a host name and port ("api.example.com:8080"), with options.resolver or a
- * resolver of its own. @return 0, -EINVAL, -ENOMEM, or -ENOTSUP without c-ares. */
+/* Reads address as "NAME:PORT" (or an address sxe_address_parse() does not take: "LOCALHOST"),
+ * with options.resolver or a resolver of its own. @return 0, -EINVAL, -ENOMEM, or -ENOTSUP
+ * without c-ares. */
 static int named(sxe_http_client_t *client, const char *address)
 {
     char host[SXE_RESOLVE_NAME_MAX + 1];
-    struct sxe_resolved answer;
-    struct sockaddr_storage any;
-    socklen_t len;
-    const char *colon = strrchr(address, ':');
-    int rc = 0;
+    union sxe_resolved_address numeric;
+    uint16_t port;
+    int rc = sxe_resolve_split(address, host, &port, &numeric);
 
-    /* The port as sxe_address_parse() takes one (":PORT"), not 0, and a host without brackets
-     * (an IPv6 address in them has parsed already) */
-    if (colon == NULL || sxe_address_parse(colon, -1, &any, &len) < 0 ||
-        sxe_address_port((struct sockaddr *)&any) == 0 || address[0] == '[' ||
-        sxe_address_host(address, host, sizeof(host)) < 0) {
-        return -EINVAL;
+    if (rc < 0) {
+        return rc;
     }
-    unsigned long port = strtoul(colon + 1, NULL, 10);
-    if ((rc = sxe_resolve_cached(NULL, host, (uint16_t)port, &answer)) == 0) {
-        client->address_len = sxe_resolved_len(&answer.address[0]); /* "LOCALHOST", say */
-        memcpy(&client->address, &answer.address[0], client->address_len);
+    if (rc == 0) {
+        client->address_len = sxe_resolved_len(&numeric);
+        memcpy(&client->address, &numeric, client->address_len);
         return 0;
-    }
-    if (rc != -EAGAIN) {
-        return rc == -ENOTSUP ? rc : -EINVAL; /* (-ENOTSUP: built without c-ares) */
     }
     if ((client->name = strdup(host)) == NULL) {
         return -ENOMEM;
     }
-    client->port = (uint16_t)port;
+    client->port = port;
     if ((client->resolver = client->options.resolver) == NULL) {
         rc = sxe_resolver_create(&client->resolver, client->loop, NULL);
         if (rc < 0) {
