@@ -51,6 +51,7 @@ struct io_uring_params;
     X(connect, int, (int fd, const struct sockaddr *address, socklen_t len), (fd, address, len),   \
       connect)                                                                                     \
     X(dup, int, (int fd), (fd), dup)                                                               \
+    X(dup3, int, (int fd, int to, int flags), (fd, to, flags), dup3)                               \
     X(epoll_create1, int, (int flags), (flags), epoll_create1)                                     \
     X(epoll_ctl, int, (int epfd, int op, int fd, struct epoll_event *event),                       \
       (epfd, op, fd, event), epoll_ctl)                                                            \

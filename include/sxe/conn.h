@@ -223,6 +223,30 @@ SXE_MUST_CHECK int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn,
                                     const struct sxe_conn_handlers *handlers, void *user);
 
 /**
+ * Takes a slot for an outgoing TCP connection whose address is not known yet: a name being
+ * resolved (sxe_resolve_connect() in sxe/resolve.h does this). The connection exists from now on,
+ * as one whose connect is under way: the loop's connect_timeout runs from here, writes fail with
+ * -EPIPE, and sxe_conn_close(), sxe_conn_fail(), a stop or a timeout close it as they close any
+ * connection (on_close follows). Start it with sxe_conn_connect_reserved().
+ * @return 0, -ENOBUFS if the table is full, -EINVAL (asserts in debug builds), or -errno from
+ *         socket (the slot holds one descriptor meanwhile).
+ */
+SXE_MUST_CHECK int sxe_conn_reserve(sxe_loop_t *loop, sxe_conn_t **conn,
+                                    const struct sxe_conn_handlers *handlers, void *user);
+
+/**
+ * Begins the connect of a reserved connection (sxe_conn_reserve()) to address: on_connect or
+ * on_close follow, as after sxe_conn_connect(), and its descriptor keeps its number.
+ * @return 0; or -errno from socket, bind or connect when it could not begin (a family the host
+ *         lacks, a network it cannot reach): the connection is still reserved, for another address
+ *         or sxe_conn_fail(); -EINVAL if conn is not reserved or is closed (asserts in debug
+ *         builds).
+ */
+SXE_MUST_CHECK int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
+                                             socklen_t address_len,
+                                             const struct sxe_connect_options *options);
+
+/**
  * Makes a connected pair of Unix stream connections (socketpair), both in this loop.
  * @param flags  0 or SXE_LISTEN_RECEIVE_FDS (both ends may receive fds).
  */
@@ -385,6 +409,13 @@ int sxe_conn_close_when_sent(sxe_conn_t *conn);
  * taken it. Closing a closed connection does nothing.
  */
 void sxe_conn_close(sxe_conn_t *conn);
+
+/**
+ * Closes the connection as failed, as sxe_conn_close() does, but on_close gets SXE_CLOSE_ERROR
+ * and err (a positive errno: ENOENT for a name that does not exist, EPROTO for a peer that broke
+ * the protocol). err of 0 or less asserts in debug builds and does nothing in release.
+ */
+void sxe_conn_fail(sxe_conn_t *conn, int err);
 
 /**
  * Sends fd over the Unix stream connection conn, with one byte of data. The caller still owns fd.

@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "sxe/conn.h"
 #include "sxe/error.h"
 #include "sxe/loop.h"
 
@@ -141,6 +142,41 @@ SXE_MUST_CHECK int sxe_resolve(sxe_resolver_t *resolver, const char *name, uint1
  * for the same name, and its answer is cached. Only before done is called.
  */
 void sxe_resolve_cancel(sxe_resolve_query_t *query);
+
+/**
+ * A name's nth address (counted round its answer: a caller that moves on after a refusal asks for
+ * the next), with port: at once when known (an address, localhost, a name within its TTL), else
+ * asked, as sxe_resolve() asks, so that done comes from the loop; call again then.
+ * @param resolver NULL for addresses and localhost only (a name is -EINVAL).
+ * @return 0 with *address; -EAGAIN while asked (*query set, if query is given); the failure
+ *         remembered for the name; or sxe_resolve()'s error.
+ */
+SXE_MUST_CHECK int sxe_resolve_address(sxe_resolver_t *resolver, const char *name, uint16_t port,
+                                       uint32_t nth, union sxe_resolved_address *address,
+                                       sxe_resolve_done_t done, void *arg,
+                                       sxe_resolve_query_t **query);
+
+/**
+ * Connects to "HOST:PORT" (as sxe_resolve_split() reads it) as sxe_conn_connect() connects to an
+ * address. An address, localhost or a name within its TTL connects at once, to the first of its
+ * addresses whose connect can begin. A name that must be asked gives a connection at once too,
+ * reserved (sxe_conn_reserve()): its connect begins when the answer comes, so connect_timeout
+ * counts the asking, and a name that cannot be resolved closes it with SXE_CLOSE_ERROR and the
+ * resolver's error as a positive errno (ENOENT, ETIMEDOUT, ECONNREFUSED, EPROTO, ECANCELED).
+ * A connect refused later (on_close, ECONNREFUSED) is not moved to the name's next address: the
+ * program decides, with sxe_resolve_address().
+ * @param loop      the resolver's loop.
+ * @param resolver  NULL for addresses and localhost only (a name is -EINVAL).
+ * @param options   as sxe_conn_connect()'s; with tls and no server_name, the certificate is
+ *                  checked for HOST. Copied: need not outlive the call.
+ * @return 0 with *conn; -EINVAL (an address that does not split, a name without a resolver; in
+ *         debug builds an assertion for NULL arguments); a failure remembered for the name;
+ *         sxe_resolve()'s or sxe_conn_connect()'s error; -ENOMEM.
+ */
+SXE_MUST_CHECK int sxe_resolve_connect(sxe_loop_t *loop, sxe_resolver_t *resolver,
+                                       sxe_conn_t **conn, const char *address,
+                                       const struct sxe_connect_options *options,
+                                       const struct sxe_conn_handlers *handlers, void *user);
 
 /** A resolver's counters. */
 struct sxe_resolver_stats {

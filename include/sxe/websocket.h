@@ -150,6 +150,11 @@ struct sxe_ws_options {
      * sxe_ws_client_connect(). A server's sockets speak TLS when its HTTP listener does.
      */
     sxe_tls_t *tls;
+    /**
+     * A client set's resolver (sxe/resolve.h) for the names in addresses given to
+     * sxe_ws_client_connect(); NULL: the set makes its own the first time a name is given.
+     */
+    struct sxe_resolver *resolver;
 };
 
 /** Counters. */
@@ -222,17 +227,25 @@ void sxe_ws_client_destroy(sxe_ws_client_t *client);
 void sxe_ws_client_stats(const sxe_ws_client_t *client, struct sxe_ws_server_stats *stats);
 
 /**
- * Opens a WebSocket to address ("IP:PORT", as sxe_address_parse(); also sent as the Host) and
- * path, offering protocols (comma-separated, or NULL), from source (NULL: any; one of several
- * 127.0.0.x to pass 28,000 connections). The handshake goes when the connection is up; the
- * server's 101 is checked (its accept key, a sub-protocol we offered, no extension we did not),
- * then on_open is called. If the connection or the handshake fails, on_close is called with
- * SXE_WS_CLOSE_ABNORMAL or SXE_WS_CLOSE_PROTOCOL (and why). Frames a client sends are masked
- * (§5.3), so a client set cannot broadcast. Sends before on_open fail with -EPIPE.
+ * Opens a WebSocket to address and path, offering protocols (comma-separated, or NULL), from
+ * source (NULL: any; one of several 127.0.0.x to pass 28,000 connections). address is
+ * "HOST:PORT" (an IP address, localhost or a name, as sxe_resolve_split() reads it; also sent as
+ * the Host), or a URL, "ws://HOST[:PORT][/PATH]" or "wss://HOST[:PORT][/PATH]" (80 or 443 by
+ * default; its authority is the Host; wss:// speaks TLS with options.tls, or a context of the
+ * set's own that trusts the system's authorities; ws:// does not, even with options.tls). A name
+ * is resolved with options.resolver, or the set's own: the socket exists at once, and its
+ * connection begins when the answer comes (sxe_resolve_connect()). The handshake goes when the
+ * connection is up; the server's 101 is checked (its accept key, a sub-protocol we offered, no
+ * extension we did not), then on_open is called. If the name, the connection or the handshake
+ * fails, on_close is called with SXE_WS_CLOSE_ABNORMAL (and the error's text) or
+ * SXE_WS_CLOSE_PROTOCOL (and why). Frames a client sends are masked (§5.3), so a client set
+ * cannot broadcast. Sends before on_open fail with -EPIPE.
+ * @param path  the request target, starting with /; NULL with a URL (its path, or /).
  * @param user  the socket's user pointer (sxe_ws_user()), from the start.
  * @return 0 with *ws, -EINVAL (an address that does not parse, a path that does not start with /
- *         or holds a space, a request longer than 460 bytes), -ENOBUFS (the table is full, or 8
- *         different paths, hosts and protocol lists are in use), or -errno from the connect.
+ *         or holds a space, a path both in the URL and in path, a request longer than 460
+ *         bytes), -ENOBUFS (the table is full, or 8 different paths, hosts and protocol lists are
+ *         in use), a failure remembered for the name, or -errno from the connect.
  */
 SXE_MUST_CHECK int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws,
                                          const char *address, const char *path,

@@ -187,18 +187,24 @@ void sxe__conn_untake(struct sxe_conn *conn)
     slot_give(conn);
 }
 
-int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind, unsigned wanted,
-                     const struct sxe_conn_handlers *handlers, void *user)
+void sxe__conn_hold(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind,
+                    const struct sxe_conn_handlers *handlers, void *user)
 {
-    sxe_loop_t *loop = conn->loop;
-    int rc;
-
     conn->fd = fd;
     conn->lists &= (uint8_t)~SXE__LIST_HUP; /* the slot's last connection's end is not this one's */
     conn->kind = kind;
     conn->io_kind = io_kind;
     conn->handlers = handlers;
     conn->user = user;
+}
+
+int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind, unsigned wanted,
+                     const struct sxe_conn_handlers *handlers, void *user)
+{
+    sxe_loop_t *loop = conn->loop;
+    int rc;
+
+    sxe__conn_hold(conn, fd, kind, io_kind, handlers, user);
     if ((rc = loop->io->watch(loop, fd, sxe__conn_tag(conn), wanted)) < 0) {
         sxe__sys.close(fd);
         conn->fd = -1;
@@ -337,6 +343,13 @@ void sxe__conn_closing_done(struct sxe_conn *conn)
 void sxe_conn_close(sxe_conn_t *conn)
 {
     sxe__conn_close_reason(conn, SXE_CLOSE_LOCAL, 0);
+}
+
+void sxe_conn_fail(sxe_conn_t *conn, int err)
+{
+    if (SXE_CHECK(conn != NULL && err > 0)) {
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err);
+    }
 }
 
 int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, int err)

@@ -34,6 +34,7 @@ static void register_kinds(sxe_loop_t *loop)
 {
     loop->callbacks[SXE__IO_LISTENER] = listener_io;
     loop->callbacks[SXE__IO_CONNECT] = connect_io;
+    loop->callbacks[SXE__IO_RESERVED] = connect_io; /* never called: it is not watched */
     loop->callbacks[SXE__IO_STREAM] = sxe__stream_io;
     loop->callbacks[SXE__IO_FDPASS] = sxe__fdpass_io;
     loop->callbacks[SXE__IO_TLS] = sxe__stream_io;
@@ -380,10 +381,32 @@ static int add_connecting(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, uint1
     return sxe__conn_add(loop, conn_out, fd, SXE__CONN_CONNECTING, SXE__KIND_STREAM, flags,
                          SXE__IO_CONNECT, handlers, user, evict);
 }
+
 /*
- * A TLS client's slot: its session is made before the socket is watched, for readiness only (it
- * reads for itself, as an accepted TLS stream does).
+ * A TLS client's session, made before its socket is watched, for readiness only (it reads for
+ * itself, as an accepted TLS stream does). On failure the caller still holds the slot.
  */
+static int start_tls(struct sxe_conn *conn, int fd, const struct sockaddr *address,
+                     const struct sxe_connect_options *options)
+{
+    int rc;
+
+    /* The handshake's last flight and the program's first bytes leave in two sends: with Nagle's
+     * wait, the second waits for the server's ACK of the first, which a server with nothing to
+     * say (no new ticket after a resumed handshake) delays 40 ms. */
+    (void)set_option(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
+    if ((rc = sxe__tls_connect(conn, options->tls, options->server_name, address)) < 0) {
+        return rc;
+    }
+    if ((rc = conn->loop->io->watch(conn->loop, fd, sxe__conn_tag(conn),
+                                    SXE__STREAM_WANTS & ~SXE__IO_RECV)) < 0) {
+        sxe__tls_close(conn); /* GCOVR_EXCL_LINE: the backend has no room to watch it */
+        return rc;            /* GCOVR_EXCL_LINE */
+    }
+    return 0;
+}
+
+/* A TLS client's slot, CONNECTING until its socket's first event. */
 static int add_connecting_tls(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd,
                               const struct sockaddr *address,
                               const struct sxe_connect_options *options,
@@ -392,43 +415,31 @@ static int add_connecting_tls(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd,
     int rc;
 
     register_kinds(loop);
-    /* The handshake's last flight and the program's first bytes leave in two sends: with Nagle's
-     * wait, the second waits for the server's ACK of the first, which a server with nothing to
-     * say (no new ticket after a resumed handshake) delays 40 ms. */
-    (void)set_option(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
     struct sxe_conn *conn = sxe__conn_take(loop, SXE__CONN_CONNECTING, false);
     if (conn == NULL) {
         sxe__sys.close(fd);
         return -ENOBUFS;
     }
-    if ((rc = sxe__tls_connect(conn, options->tls, options->server_name, address)) < 0) {
+    sxe__conn_hold(conn, fd, SXE__KIND_STREAM, SXE__IO_CONNECT, handlers, user);
+    if ((rc = start_tls(conn, fd, address, options)) < 0) {
+        conn->fd = -1;
         sxe__conn_untake(conn);
         sxe__sys.close(fd);
         return rc;
-    }
-    if ((rc = sxe__conn_attach(conn, fd, SXE__KIND_STREAM, SXE__IO_CONNECT,
-                               SXE__STREAM_WANTS & ~SXE__IO_RECV, handlers, user)) < 0) {
-        sxe__tls_close(conn); /* GCOVR_EXCL_LINE: the backend has no room to watch it */
-        return rc;            /* GCOVR_EXCL_LINE */
     }
     *conn_out = conn;
     return 0;
 }
 
-int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
-                     socklen_t address_len, const struct sxe_connect_options *options,
-                     const struct sxe_conn_handlers *handlers, void *user)
+/* A socket for address, bound to the options' source if any, its connect begun. @return its
+ * descriptor or -errno. */
+static int begin_connect(const struct sockaddr *address, socklen_t address_len,
+                         const struct sxe_connect_options *options)
 {
-    static const struct sxe_connect_options defaults;
+    const struct sockaddr *source = options->source;
+    int fd = make_socket(address->sa_family, SOCK_STREAM);
     int rc;
 
-    if (!SXE_CHECK(loop != NULL && conn_out != NULL && address != NULL && handlers != NULL)) {
-        return -EINVAL;
-    }
-    options = options != NULL ? options : &defaults;
-    const struct sockaddr *source = options->source;
-    socklen_t source_len = options->source_len;
-    int fd = make_socket(address->sa_family, SOCK_STREAM);
     if (fd < 0) {
         return fd;
     }
@@ -443,15 +454,29 @@ int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct socka
         sxe__sys.close(fd);
         return -EINVAL;
     }
-    if (source != NULL && sxe__sys.bind(fd, source, source_len) < 0) {
+    if ((source != NULL && sxe__sys.bind(fd, source, options->source_len) < 0) ||
+        (sxe__sys.connect(fd, address, address_len) < 0 && errno != EINPROGRESS)) {
         rc = -errno;
         sxe__sys.close(fd);
         return rc;
     }
-    if (sxe__sys.connect(fd, address, address_len) < 0 && errno != EINPROGRESS) {
-        rc = -errno;
-        sxe__sys.close(fd);
-        return rc;
+    return fd;
+}
+
+int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct sockaddr *address,
+                     socklen_t address_len, const struct sxe_connect_options *options,
+                     const struct sxe_conn_handlers *handlers, void *user)
+{
+    static const struct sxe_connect_options defaults;
+    int rc;
+
+    if (!SXE_CHECK(loop != NULL && conn_out != NULL && address != NULL && handlers != NULL)) {
+        return -EINVAL;
+    }
+    options = options != NULL ? options : &defaults;
+    int fd = begin_connect(address, address_len, options);
+    if (fd < 0) {
+        return fd;
     }
     /* Even a connect that completed at once reports through on_connect, from the loop. */
     rc = options->tls != NULL
@@ -461,6 +486,62 @@ int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct socka
         (*conn_out)->lists |= SXE__LIST_OUTBOUND; /* the program's own: an upstream, say */
     }
     return rc;
+}
+
+int sxe_conn_reserve(sxe_loop_t *loop, sxe_conn_t **conn_out,
+                     const struct sxe_conn_handlers *handlers, void *user)
+{
+    if (!SXE_CHECK(loop != NULL && conn_out != NULL && handlers != NULL)) {
+        return -EINVAL;
+    }
+    /* A socket, never watched, holds the slot's descriptor until the address is known: every
+     * open slot has one, and the connection's close, timeout and stop need nothing of their own. */
+    int fd = make_socket(AF_INET, SOCK_STREAM);
+    if (fd < 0) {
+        return fd;
+    }
+    register_kinds(loop);
+    struct sxe_conn *conn = sxe__conn_take(loop, SXE__CONN_CONNECTING, false);
+    if (conn == NULL) {
+        sxe__sys.close(fd);
+        return -ENOBUFS;
+    }
+    sxe__conn_hold(conn, fd, SXE__KIND_STREAM, SXE__IO_RESERVED, handlers, user);
+    conn->lists |= SXE__LIST_OUTBOUND;
+    *conn_out = conn;
+    return 0;
+}
+
+int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
+                              socklen_t address_len, const struct sxe_connect_options *options)
+{
+    static const struct sxe_connect_options defaults;
+    int rc;
+
+    if (!SXE_CHECK(conn != NULL && address != NULL && sxe__conn_is_open(conn) &&
+                   conn->io_kind == SXE__IO_RESERVED)) {
+        return -EINVAL;
+    }
+    options = options != NULL ? options : &defaults;
+    int fd = begin_connect(address, address_len, options);
+    if (fd < 0) {
+        return fd; /* still reserved: the caller may try another address */
+    }
+    /* The connecting socket takes the reserved one's number (two system calls, against the
+     * resolution that came before them): the slot's descriptor stays what it was. */
+    rc = sxe__sys.dup3(fd, conn->fd, O_CLOEXEC) < 0 ? -errno : 0;
+    sxe__sys.close(fd);
+    if (rc < 0) {
+        return rc; /* GCOVR_EXCL_LINE: dup3 onto a descriptor of ours fails only for memory */
+    }
+    conn->io_kind = SXE__IO_CONNECT;
+    rc = options->tls != NULL
+             ? start_tls(conn, conn->fd, address, options)
+             : conn->loop->io->watch(conn->loop, conn->fd, sxe__conn_tag(conn), SXE__STREAM_WANTS);
+    if (rc < 0) {
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, -rc); /* on_close says why, from the loop */
+    }
+    return 0;
 }
 
 /*

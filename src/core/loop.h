@@ -131,6 +131,7 @@ enum sxe__io_kind {
     SXE__IO_FDPASS,   /* fdpass.c: fd channels */
     SXE__IO_CONNECT,  /* listen.c: a connect's first event */
     SXE__IO_TLS,      /* stream.c, its bytes through transport_tls.c: TLS streams */
+    SXE__IO_RESERVED, /* listen.c: a connect whose address is to come (never watched) */
     SXE__IO_KIND_COUNT
 };
 
@@ -281,6 +282,10 @@ void sxe__loop_close(sxe_loop_t *loop);
 struct sxe_conn *sxe__conn_take(sxe_loop_t *loop, unsigned state, bool evict);
 /* Frees a slot taken and not attached to a descriptor. */
 void sxe__conn_untake(struct sxe_conn *conn);
+/* Gives a taken slot its descriptor, kind and handlers, without watching the descriptor. */
+void sxe__conn_hold(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind,
+                    const struct sxe_conn_handlers *handlers, void *user);
+/* Holds (sxe__conn_hold()) and watches for wanted; on failure closes fd and frees the slot. */
 int sxe__conn_attach(struct sxe_conn *conn, int fd, uint8_t kind, uint8_t io_kind, unsigned wanted,
                      const struct sxe_conn_handlers *handlers, void *user);
 /* Takes a slot for fd (evicting the oldest idle connection if asked and full); closes fd on

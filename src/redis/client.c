@@ -259,21 +259,16 @@ static void resolved(void *arg, int err, const struct sxe_resolved *answer)
 static int address_of(struct link *link)
 {
     sxe_redis_t *redis = link->redis;
-    struct sxe_resolved answer;
-    int rc;
+    union sxe_resolved_address chosen;
 
     if (redis->name == NULL) {
         return 0;
     }
-    if ((rc = sxe_resolve_cached(redis->resolver, redis->name, redis->port, &answer)) == -EAGAIN) {
-        rc = sxe_resolve(redis->resolver, redis->name, redis->port, resolved, link,
-                         &link->resolving);
-        return rc < 0 ? rc : -EAGAIN;
-    }
+    int rc = sxe_resolve_address(redis->resolver, redis->name, redis->port, redis->prefer, &chosen,
+                                 resolved, link, &link->resolving);
     if (rc == 0) {
-        const union sxe_resolved_address *chosen = &answer.address[redis->prefer % answer.count];
-        redis->address_len = sxe_resolved_len(chosen);
-        memcpy(&redis->address, chosen, redis->address_len);
+        redis->address_len = sxe_resolved_len(&chosen);
+        memcpy(&redis->address, &chosen, redis->address_len);
     }
     return rc;
 }

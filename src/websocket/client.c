@@ -16,8 +16,10 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sxe/random.h"
+#include "sxe/resolve.h"
 #include "websocket/ws.h"
 
 static struct sxe_log_module ws_log = SXE_LOG_MODULE_INIT(WEBSOCKET);
@@ -61,35 +63,123 @@ static int target_index(sxe_ws_server_t *set, const char *host, const char *path
     return (int)set->target_count++;
 }
 
+/* Where a socket goes: the address given, or a ws:// or wss:// URL's parts. */
+struct destination {
+    char upstream[SXE_RESOLVE_NAME_MAX + 16]; /* "HOST:PORT" */
+    char host[SXE_RESOLVE_NAME_MAX + 16];     /* the Host header: a URL's authority, or upstream */
+    const char *path;                         /* the caller's, or url_path, or "/" */
+    char url_path[512];
+    bool url, secure; /* given a URL; a wss:// one */
+};
+
+/*
+ * Reads address, "HOST:PORT" or "ws[s]://HOST[:PORT][/PATH]" (port 80 or 443 by default), and
+ * path (a URL's path or path, not both). @return 0 or -EINVAL.
+ */
+static int destination_of(const char *address, const char *path, struct destination *to)
+{
+    bool plain = strncasecmp(address, "ws://", 5) == 0;
+    const char *at = address + (plain ? 5 : 6);
+
+    to->secure = strncasecmp(address, "wss://", 6) == 0;
+    to->url = plain || to->secure;
+    to->path = path;
+    if (!to->url) {
+        int n = snprintf(to->upstream, sizeof(to->upstream), "%s", address);
+        memcpy(to->host, to->upstream, sizeof(to->host));
+        return path != NULL && n < (int)sizeof(to->upstream) ? 0 : -EINVAL;
+    }
+    size_t len = strcspn(at, "/?#");
+    if (len == 0 || len >= sizeof(to->host) || at[0] == ':' || at[len] == '?' || at[len] == '#') {
+        return -EINVAL; /* no host, or a query or fragment outside a path */
+    }
+    memcpy(to->host, at, len);
+    to->host[len] = '\0';
+    if (at[len] == '/') {
+        int n = snprintf(to->url_path, sizeof(to->url_path), "%s", at + len);
+        if (path != NULL || n >= (int)sizeof(to->url_path)) {
+            return -EINVAL; /* a path twice, or too long */
+        }
+        to->path = to->url_path;
+    } else if (to->path == NULL) {
+        to->path = "/";
+    }
+    const char *bracket = strrchr(to->host, ']');
+    bool has_port = strchr(bracket != NULL ? bracket : to->host, ':') != NULL;
+    int n = snprintf(to->upstream, sizeof(to->upstream), has_port ? "%s" : "%s:%s", to->host,
+                     to->secure ? "443" : "80");
+    return n < (int)sizeof(to->upstream) ? 0 : -EINVAL;
+}
+
+/* The resolver for a name: the options', or the set's own, made the first time. */
+static int resolver_for(struct sxe_ws_client *client, const char *upstream,
+                        sxe_resolver_t **resolver)
+{
+    char name[SXE_RESOLVE_NAME_MAX + 1];
+    union sxe_resolved_address numeric;
+    uint16_t port;
+    int rc;
+
+    *resolver =
+        client->set.options.resolver != NULL ? client->set.options.resolver : client->own_resolver;
+    if (*resolver != NULL || (rc = sxe_resolve_split(upstream, name, &port, &numeric)) <= 0) {
+        return 0; /* an address needs none; one that does not split fails in the connect */
+    }
+    if ((rc = sxe_resolver_create(&client->own_resolver, client->set.loop, NULL)) < 0) {
+        return rc;
+    }
+    *resolver = client->own_resolver;
+    return 0;
+}
+
+/* The TLS context: none for ws://; for wss://, the options' or the set's own (the system's
+ * authorities, made the first time); for an address, the options'. */
+static int tls_for(struct sxe_ws_client *client, const struct destination *to, sxe_tls_t **tls)
+{
+    int rc;
+
+    *tls = to->url && !to->secure ? NULL : client->set.options.tls;
+    if (to->secure && *tls == NULL) {
+        if (client->own_tls == NULL && (rc = sxe_tls_client_create(&client->own_tls, NULL)) < 0) {
+            return rc; /* GCOVR_EXCL_LINE: the system's authorities could not be read */
+        }
+        *tls = client->own_tls;
+    }
+    return 0;
+}
+
 int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char *address,
                           const char *path, const char *protocols, const struct sockaddr *source,
                           socklen_t source_len, void *user)
 {
     sxe_ws_server_t *set = client != NULL ? &client->set : NULL;
-    struct sockaddr_storage to;
-    socklen_t to_len;
+    struct destination to;
+    sxe_resolver_t *resolver;
+    sxe_tls_t *tls;
     sxe_conn_t *conn;
     int rc, target;
 
-    if (!SXE_CHECK(set != NULL && ws_out != NULL && address != NULL && path != NULL &&
-                   path[0] == '/' && strpbrk(path, " \r\n") == NULL &&
+    if (!SXE_CHECK(set != NULL && ws_out != NULL && address != NULL &&
+                   (path == NULL || (path[0] == '/' && strpbrk(path, " \r\n") == NULL)) &&
                    (protocols == NULL || strpbrk(protocols, "\r\n") == NULL))) {
         return -EINVAL;
     }
-    if ((rc = sxe_address_parse(address, -1, &to, &to_len)) < 0) {
-        return rc;
+    if ((rc = destination_of(address, path, &to)) < 0 || strpbrk(to.path, " \r\n") != NULL) {
+        return -EINVAL;
     }
-    if ((target = target_index(set, address, path, protocols)) < 0) {
+    if ((target = target_index(set, to.host, to.path, protocols)) < 0) {
         return target;
     }
-    char name[INET6_ADDRSTRLEN]; /* the name its certificate is checked for */
-    if (sxe_address_host(address, name, sizeof(name)) < 0) {
-        return -EINVAL; /* none longer parses */
+    char name[SXE_RESOLVE_NAME_MAX + 1]; /* the name its certificate is checked for */
+    if (sxe_address_host(to.upstream, name, sizeof(name)) < 0 ||
+        (rc = resolver_for(client, to.upstream, &resolver)) < 0 ||
+        (rc = tls_for(client, &to, &tls)) < 0) {
+        return rc < 0 ? rc : -EINVAL;
     }
     struct sxe_connect_options connect = {
-        .source = source, .source_len = source_len, .tls = set->options.tls, .server_name = name};
-    if ((rc = sxe_conn_connect(set->loop, &conn, (struct sockaddr *)&to, to_len, &connect,
-                               &set->handlers, NULL)) < 0) {
+        .source = source, .source_len = source_len, .tls = tls, .server_name = name};
+    if ((rc = sxe_resolve_connect(set->loop, resolver, &conn, to.upstream, &connect, &set->handlers,
+                                  NULL)) < 0) {
         return rc;
     }
     struct sxe_ws *ws = &set->sockets[sxe_conn_index(conn)];

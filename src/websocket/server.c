@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sxe/clock.h"
 #include "sxe/log.h"
@@ -86,9 +87,10 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     struct sxe_ws *ws = &server->sockets[sxe_conn_index(conn)];
 
     (void)reason;
-    (void)err;
     sxe__ws_closing_remove(ws);
-    sxe__ws_report_close(ws, SXE_WS_CLOSE_ABNORMAL, NULL, 0);
+    /* a connect that failed (a name not found, a refusal) says why: its error's text */
+    const char *why = ws->state == WS_CONNECTING && err != 0 ? sxe_strerror(err) : NULL;
+    sxe__ws_report_close(ws, SXE_WS_CLOSE_ABNORMAL, why, why != NULL ? strlen(why) : 0);
     sxe__ws_unwatch(ws); /* a message may have begun after it closed for the program */
     ws->state = WS_FREE;
     ws->conn = NULL;
@@ -221,7 +223,14 @@ void sxe_ws_client_stats(const sxe_ws_client_t *client, struct sxe_ws_server_sta
 
 void sxe_ws_client_destroy(sxe_ws_client_t *client)
 {
-    sxe_ws_server_destroy(client != NULL ? &client->set : NULL);
+    if (client == NULL) {
+        return;
+    }
+    sxe_resolver_t *resolver = client->own_resolver;
+    sxe_tls_t *tls = client->own_tls;
+    sxe_ws_server_destroy(&client->set); /* frees client; its sockets are closed */
+    sxe_resolver_destroy(resolver);      /* names still asked: their closed connections are left */
+    sxe_tls_destroy(tls);
 }
 
 void sxe_ws_server_destroy(sxe_ws_server_t *server)

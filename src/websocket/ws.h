@@ -21,6 +21,7 @@
 
 #include "sxe/conn.h"
 #include "sxe/http.h"
+#include "sxe/resolve.h"
 #include "sxe/timer.h"
 #include "sxe/websocket.h"
 
@@ -206,6 +207,8 @@ struct sxe_ws_server {
  * server. Its set is its first member, so a client and its set are one allocation. */
 struct sxe_ws_client {
     struct sxe_ws_server set;
+    sxe_resolver_t *own_resolver; /* for names, without options.resolver (made the first time) */
+    sxe_tls_t *own_tls;           /* for wss:// URLs, without options.tls */
 };
 
 /* The socket's index in its set's table (and its connection's in the loop). */

@@ -1,6 +1,7 @@
 /*
  * The tests' DNS server (dns_server.h). Names it knows, A and AAAA:
  *   a.test        A 127.0.0.1 (TTL 60), no AAAA          six.test   AAAA ::1, no A
+ *   other.test    as a.test (the name of tls_test.h's other certificate)
  *   both.test     A 127.0.0.1 and AAAA ::1                many.test  100 A, 10.0.0.1 to .100
  *   moving.test   A 10.9.0.N (TTL 1), N as dns_server_move() last set it (1 at the start)
  *   trunc.test    over UDP a truncated answer (TC, no records); over TCP A 127.0.0.3
@@ -93,7 +94,7 @@ static size_t answer(struct dns_server *server, const uint8_t *q, size_t len, ui
     memcpy(r, q, end);
     size_t at = end;
     inet_pton(AF_INET6, "::1", &six);
-    if (strcmp(name, "a.test") == 0 && type == 1) {
+    if ((strcmp(name, "a.test") == 0 || strcmp(name, "other.test") == 0) && type == 1) {
         inet_pton(AF_INET, "127.0.0.1", &a);
         at = record(r, at, 1, 60, &a, 4), count = 1;
     } else if ((strcmp(name, "six.test") == 0 || strcmp(name, "both.test") == 0) && type == 28) {
@@ -120,9 +121,10 @@ static size_t answer(struct dns_server *server, const uint8_t *q, size_t len, ui
         memcpy(r + 13, "X", 1); /* "xrong.test": another name */
     } else if (strcmp(name, "fail.test") == 0) {
         rcode = 2;
-    } else if (strcmp(name, "a.test") != 0 && strcmp(name, "six.test") != 0 &&
-               strcmp(name, "many.test") != 0 && strcmp(name, "moving.test") != 0 &&
-               strcmp(name, "trunc.test") != 0 && strcmp(name, "both.test") != 0) {
+    } else if (strcmp(name, "a.test") != 0 && strcmp(name, "other.test") != 0 &&
+               strcmp(name, "six.test") != 0 && strcmp(name, "many.test") != 0 &&
+               strcmp(name, "moving.test") != 0 && strcmp(name, "trunc.test") != 0 &&
+               strcmp(name, "both.test") != 0) {
         rcode = 3; /* NXDOMAIN */
     }
     r[2] = (uint8_t)(0x80 | tc | (q[2] & 0x01)); /* QR, TC, RD as asked */
@@ -247,4 +249,27 @@ void dns_server_stop(struct dns_server *server)
     close(server->stop[1]);
     pthread_mutex_destroy(&server->lock);
     free(server);
+}
+
+/* A name of /etc/hosts other than localhost (the host's own, as containers have), if any. */
+bool dns_hosts_name(char name[64], char ip[64])
+{
+    FILE *hosts = fopen("/etc/hosts", "r");
+    char line[512];
+    bool found = false;
+
+    while (hosts != NULL && !found && fgets(line, sizeof(line), hosts) != NULL) {
+        char *save, *address = strtok_r(line, " \t\n", &save), *host;
+        while (address != NULL && address[0] != '#' && strchr(address, '.') != NULL &&
+               (host = strtok_r(NULL, " \t\n", &save)) != NULL && host[0] != '#') {
+            if (strcmp(host, "localhost") != 0 && strlen(host) < 64) {
+                strcpy(name, host), strcpy(ip, address), found = true;
+                break;
+            }
+        }
+    }
+    if (hosts != NULL) {
+        fclose(hosts);
+    }
+    return found;
 }

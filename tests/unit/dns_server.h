@@ -5,6 +5,7 @@
 #ifndef SXE_TEST_DNS_SERVER_H
 #define SXE_TEST_DNS_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct dns_server;
@@ -19,5 +20,9 @@ unsigned dns_server_asked(struct dns_server *server, const char *prefix);
 void dns_server_move(struct dns_server *server, unsigned last);
 
 void dns_server_stop(struct dns_server *server);
+
+/* A name of /etc/hosts other than localhost (the host's own, as containers have) and its address,
+ * if there is one: c-ares answers it from the file, and asks no server. */
+bool dns_hosts_name(char name[64], char ip[64]);
 
 #endif

@@ -375,36 +375,13 @@ static void test_bad_options(void **state)
     sxe_test_invalid_uses(uses, sizeof(uses) / sizeof(uses[0]));
 }
 
-/* A name of /etc/hosts other than localhost (the host's own, as containers have), if any. */
-static bool hosts_name(char *name, char *ip)
-{
-    FILE *hosts = fopen("/etc/hosts", "r");
-    char line[512];
-    bool found = false;
-
-    while (hosts != NULL && !found && fgets(line, sizeof(line), hosts) != NULL) {
-        char *save, *address = strtok_r(line, " \t\n", &save), *host;
-        while (address != NULL && address[0] != '#' && strchr(address, '.') != NULL &&
-               (host = strtok_r(NULL, " \t\n", &save)) != NULL && host[0] != '#') {
-            if (strcmp(host, "localhost") != 0 && strlen(host) < 64) {
-                strcpy(name, host), strcpy(ip, address), found = true;
-                break;
-            }
-        }
-    }
-    if (hosts != NULL) {
-        fclose(hosts);
-    }
-    return found;
-}
-
 static void test_hosts_file_first(void **state)
 {
     char name[64], ip[64], text[INET6_ADDRSTRLEN];
     struct got got;
 
     (void)state;
-    if (!hosts_name(name, ip)) {
+    if (!dns_hosts_name(name, ip)) {
         skip();
     }
     assert_int_equal(ask(name, 1, &got), 0);

@@ -298,8 +298,8 @@ static void test_websocket_over_tls(void **state)
     assert_int_equal(wss_seen.opens, 0);
     assert_int_equal(wss_seen.close_code, SXE_WS_CLOSE_ABNORMAL);
     memset(&wss_seen, 0, sizeof(wss_seen));
-    snprintf(target, sizeof(target), "localhost:%d", sxe_http_server_port(http));
-    assert_int_equal(sxe_ws_client_connect(ws_clients, &ws, target, "/ws", NULL, NULL, 0, NULL), 0);
+    snprintf(target, sizeof(target), "wss://localhost:%d/ws", sxe_http_server_port(http));
+    assert_int_equal(sxe_ws_client_connect(ws_clients, &ws, target, NULL, NULL, NULL, 0, NULL), 0);
     while (wss_seen.closes == 0) {
         assert_true(sxe_clock_mono_ns() < deadline);
         assert_true(sxe_loop_run_once(sxe_http_server_loop(http), 10 * 1000000ULL) >= 0);

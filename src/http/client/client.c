@@ -251,18 +251,26 @@ static int open_for(sxe_http_client_t *client, struct sxe_http_call *call)
 }
 
 /*
- * Opens a new connection for call to the upstream's address, or to its name's first that takes
- * it (the next one when connecting to one fails at once). @return 0, -EAGAIN while the name is
- * being asked, or the error (the name's, or the last address's).
+ * Opens a new connection for call to the address sxe__http_client_address() has just given, and
+ * to the name's next when connecting to one fails at once. @return 0 or the last error.
  */
-static int open_next(sxe_http_client_t *client, struct sxe_http_call *call)
+static int open_known(sxe_http_client_t *client, struct sxe_http_call *call)
 {
     int rc;
 
-    while ((rc = sxe__http_client_address(client)) == 0 && (rc = open_for(client, call)) < 0 &&
-           sxe__http_client_try_next(client, call)) {
+    while ((rc = open_for(client, call)) < 0 && sxe__http_client_try_next(client, call) &&
+           (rc = sxe__http_client_address(client)) == 0) {
     }
     return rc;
+}
+
+/* As open_known(), the address found first. @return 0, -EAGAIN while the name is being asked, or
+ * the error (the name's, or the last address's). */
+static int open_next(sxe_http_client_t *client, struct sxe_http_call *call)
+{
+    int rc = sxe__http_client_address(client);
+
+    return rc == 0 ? open_known(client, call) : rc;
 }
 
 /* Gives waiting calls the connections that are idle, or may be opened. */
@@ -284,7 +292,7 @@ void sxe__http_client_dispatch(sxe_http_client_t *client)
                 return; /* its name is being asked: this goes on when the answer comes */
             }
             sxe__http_queue_remove(client, call);
-            if (rc < 0 || (rc = open_next(client, call)) < 0) {
+            if (rc < 0 || (rc = open_known(client, call)) < 0) {
                 sxe__http_call_fail(call, rc);
             }
         } else {

@@ -127,8 +127,7 @@ static void resolved(void *arg, int err, const struct sxe_resolved *answer)
 
 int sxe__http_client_address(sxe_http_client_t *client)
 {
-    struct sxe_resolved answer;
-    int rc;
+    union sxe_resolved_address chosen;
 
     if (client->name == NULL) {
         return 0;
@@ -136,16 +135,11 @@ int sxe__http_client_address(sxe_http_client_t *client)
     if (client->resolving != NULL) {
         return -EAGAIN;
     }
-    rc = sxe_resolve_cached(client->resolver, client->name, client->port, &answer);
-    if (rc == -EAGAIN) {
-        rc = sxe_resolve(client->resolver, client->name, client->port, resolved, client,
-                         &client->resolving);
-        return rc < 0 ? rc : -EAGAIN;
-    }
+    int rc = sxe_resolve_address(client->resolver, client->name, client->port, client->prefer,
+                                 &chosen, resolved, client, &client->resolving);
     if (rc == 0) {
-        const union sxe_resolved_address *chosen = &answer.address[client->prefer % answer.count];
-        client->address_len = sxe_resolved_len(chosen);
-        memcpy(&client->address, chosen, client->address_len);
+        client->address_len = sxe_resolved_len(&chosen);
+        memcpy(&client->address, &chosen, client->address_len);
     }
     return rc;
 }
