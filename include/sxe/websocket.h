@@ -230,16 +230,16 @@ void sxe_ws_client_stats(const sxe_ws_client_t *client, struct sxe_ws_server_sta
  * Opens a WebSocket to address and path, offering protocols (comma-separated, or NULL), from
  * source (NULL: any; one of several 127.0.0.x to pass 28,000 connections). address is
  * "HOST:PORT" (an IP address, localhost or a name, as sxe_resolve_split() reads it; also sent as
- * the Host), or a URL, "ws://HOST[:PORT][/PATH]" or "wss://HOST[:PORT][/PATH]" (80 or 443 by
- * default; its authority is the Host; wss:// speaks TLS with options.tls, or a context of the
- * set's own that trusts the system's authorities; ws:// does not, even with options.tls). A name
- * is resolved with options.resolver, or the set's own: the socket exists at once, and its
- * connection begins when the answer comes (sxe_resolve_connect()). The handshake goes when the
- * connection is up; the server's 101 is checked (its accept key, a sub-protocol we offered, no
- * extension we did not), then on_open is called. If the name, the connection or the handshake
- * fails, on_close is called with SXE_WS_CLOSE_ABNORMAL (and the error's text) or
- * SXE_WS_CLOSE_PROTOCOL (and why). Frames a client sends are masked (§5.3), so a client set
- * cannot broadcast. Sends before on_open fail with -EPIPE.
+ * the Host), or a URL, "ws://HOST[:PORT][/PATH][?QUERY]" or "wss://..." (80 or 443 by default;
+ * its authority is the Host; a fragment, "#...", is refused, as RFC 6455 §3 says; wss:// speaks TLS
+ * with options.tls, or a context of the set's own that trusts the system's authorities; ws:// does
+ * not, even with options.tls). A name is resolved with options.resolver, or the set's own: the
+ * socket exists at once, and its connection begins when the answer comes (sxe_resolve_connect()).
+ * The handshake goes when the connection is up; the server's 101 is checked (its accept key, a
+ * sub-protocol we offered, no extension we did not), then on_open is called. If the name, the
+ * connection or the handshake fails, on_close is called with SXE_WS_CLOSE_ABNORMAL (and the error's
+ * text) or SXE_WS_CLOSE_PROTOCOL (and why). Frames a client sends are masked (§5.3), so a client
+ * set cannot broadcast. Sends before on_open fail with -EPIPE.
  * @param path  the request target, starting with /; NULL with a URL (its path, or /).
  * @param user  the socket's user pointer (sxe_ws_user()), from the start.
  * @return 0 with *ws, -EINVAL (an address that does not parse, a path that does not start with /

@@ -73,8 +73,8 @@ struct destination {
 };
 
 /*
- * Reads address, "HOST:PORT" or "ws[s]://HOST[:PORT][/PATH]" (port 80 or 443 by default), and
- * path (a URL's path or path, not both). @return 0 or -EINVAL.
+ * Reads address, "HOST:PORT" or "ws[s]://HOST[:PORT][/PATH][?QUERY]" (port 80 or 443 by
+ * default), and path (a URL's path or path, not both). @return 0 or -EINVAL.
  */
 static int destination_of(const char *address, const char *path, struct destination *to)
 {
@@ -89,14 +89,15 @@ static int destination_of(const char *address, const char *path, struct destinat
         memcpy(to->host, to->upstream, sizeof(to->host));
         return path != NULL && n < (int)sizeof(to->upstream) ? 0 : -EINVAL;
     }
-    size_t len = strcspn(at, "/?#");
-    if (len == 0 || len >= sizeof(to->host) || at[0] == ':' || at[len] == '?' || at[len] == '#') {
-        return -EINVAL; /* no host, or a query or fragment outside a path */
+    size_t len = strcspn(at, "/?");
+    if (len == 0 || len >= sizeof(to->host) || at[0] == ':' || strchr(at, '#') != NULL) {
+        return -EINVAL; /* no host, or a fragment (RFC 6455 §3: a WebSocket URL has none) */
     }
     memcpy(to->host, at, len);
     to->host[len] = '\0';
-    if (at[len] == '/') {
-        int n = snprintf(to->url_path, sizeof(to->url_path), "%s", at + len);
+    if (at[len] != '\0') { /* a path, or a query alone ("ws://host?room=1": "/?room=1") */
+        int n = snprintf(to->url_path, sizeof(to->url_path), "%s%s", at[len] == '?' ? "/" : "",
+                         at + len);
         if (path != NULL || n >= (int)sizeof(to->url_path)) {
             return -EINVAL; /* a path twice, or too long */
         }

@@ -401,11 +401,13 @@ static void test_websockets_to_names(void **state)
     assert_int_equal(sxe_ws_client_create(&clients, loop, &talks,
                                           &(struct sxe_ws_options){.resolver = resolver}),
                      0);
-    snprintf(address, sizeof(address), "ws://a.test:%d/ws", at);
+    snprintf(address, sizeof(address), "ws://a.test:%d/ws?room=1", at);
     assert_int_equal(sxe_ws_client_connect(clients, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
     snprintf(address, sizeof(address), "a.test:%d", at);
     assert_int_equal(sxe_ws_client_connect(clients, &ws, address, "/ws", NULL, NULL, 0, NULL), 0);
-    run_ws_until(2);
+    snprintf(address, sizeof(address), "ws://a.test:%d?room=1", at); /* "/?room=1": no route */
+    assert_int_equal(sxe_ws_client_connect(clients, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
+    run_ws_until(3);
     assert_int_equal(ws_seen.opens, 2);
     assert_int_equal(ws_seen.messages, 2);
     assert_int_equal(ws_seen.code, SXE_WS_CLOSE_NORMAL);
@@ -413,30 +415,30 @@ static void test_websockets_to_names(void **state)
      * none; a name of /etc/hosts with the set's own resolver (which asks no server for it). */
     snprintf(address, sizeof(address), "ws://nx.test:%d/ws", at);
     assert_int_equal(sxe_ws_client_connect(clients, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
-    run_ws_until(3);
+    run_ws_until(4);
     assert_int_equal(ws_seen.code, SXE_WS_CLOSE_ABNORMAL);
     assert_string_equal(ws_seen.reason, strerror(ENOENT));
     assert_int_equal(sxe_ws_client_create(&own, loop, &talks, NULL), 0);
     snprintf(address, sizeof(address), "wss://127.0.0.1:%d/ws", at);
     assert_int_equal(sxe_ws_client_connect(own, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
-    run_ws_until(4);
+    run_ws_until(5);
     assert_int_equal(ws_seen.code, SXE_WS_CLOSE_ABNORMAL);
     assert_int_equal(ws_seen.opens, 2);
     assert_int_equal(sxe_ws_client_connect(own, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
-    run_ws_until(5); /* the set's TLS context made once, used twice */
+    run_ws_until(6); /* the set's TLS context made once, used twice */
     char name[64], ip[64];
     if (dns_hosts_name(name, ip) && strcmp(ip, "127.0.0.1") == 0) {
         for (int i = 0; i < 2; i++) { /* the set's resolver made once, used twice */
             snprintf(address, sizeof(address), "WS://%s:%d", name, at);
             assert_int_equal(sxe_ws_client_connect(own, &ws, address, "/ws", NULL, NULL, 0, NULL),
                              0);
-            run_ws_until(6 + i);
+            run_ws_until(7 + i);
             assert_int_equal(ws_seen.opens, 3 + i);
             assert_int_equal(ws_seen.code, SXE_WS_CLOSE_NORMAL);
         }
     }
-    static const char *const bad[] = {"ws://",         "ws:///ws",        "ws://:80/ws",
-                                      "ws://a.test?x", "ws://a.test/a b", "wss://a.test#top"};
+    static const char *const bad[] = {"ws://",           "ws:///ws",         "ws://:80/ws",
+                                      "ws://a.test/a b", "wss://a.test#top", "ws://a.test/ws#x"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(sxe_ws_client_connect(own, &ws, bad[i], NULL, NULL, NULL, 0, NULL),
                          -EINVAL);
