@@ -227,7 +227,10 @@ SXE_MUST_CHECK int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn,
  * resolved (sxe_resolve_connect() in sxe/resolve.h does this). The connection exists from now on,
  * as one whose connect is under way: the loop's connect_timeout runs from here, writes fail with
  * -EPIPE, and sxe_conn_close(), sxe_conn_fail(), a stop or a timeout close it as they close any
- * connection (on_close follows). Start it with sxe_conn_connect_reserved().
+ * connection (on_close follows). Its descriptor (sxe_conn_fd()) is a placeholder until the connect
+ * begins, when the connecting socket takes its number: options set on it are lost, and
+ * sxe_conn_pause(), sxe_conn_resume() and sxe_conn_set_nodelay() say -ENOTCONN meanwhile (call
+ * them from on_connect). Start it with sxe_conn_connect_reserved().
  * @return 0, -ENOBUFS if the table is full, -EINVAL (asserts in debug builds), or -errno from
  *         socket (the slot holds one descriptor meanwhile).
  */
@@ -236,11 +239,12 @@ SXE_MUST_CHECK int sxe_conn_reserve(sxe_loop_t *loop, sxe_conn_t **conn,
 
 /**
  * Begins the connect of a reserved connection (sxe_conn_reserve()) to address: on_connect or
- * on_close follow, as after sxe_conn_connect(), and its descriptor keeps its number.
- * @return 0; or -errno from socket, bind or connect when it could not begin (a family the host
- *         lacks, a network it cannot reach): the connection is still reserved, for another address
- *         or sxe_conn_fail(); -EINVAL if conn is not reserved or is closed (asserts in debug
- *         builds).
+ * on_close follow, from the loop, as after sxe_conn_connect(), and its descriptor keeps its
+ * number. options are sxe_conn_connect()'s (a source address, TLS and its server name).
+ * @return 0; or, when it could not begin, the error, and the connection is still reserved (for
+ *         another address, or sxe_conn_fail()): -errno from socket, bind or connect (a family the
+ *         host lacks, a network it cannot reach), -EINVAL for a TLS server name the session cannot
+ *         take; -EINVAL if conn is not reserved or is closed (asserts in debug builds).
  */
 SXE_MUST_CHECK int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
                                              socklen_t address_len,

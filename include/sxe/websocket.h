@@ -184,7 +184,11 @@ SXE_MUST_CHECK int sxe_ws_server_create(sxe_ws_server_t **server, sxe_http_serve
                                         const struct sxe_ws_handlers *handlers,
                                         const struct sxe_ws_options *options);
 
-/** Closes every open socket (1001, without waiting for answers) and frees the server. */
+/**
+ * Closes every open socket (1001, without waiting for answers; on_close is called for each) and
+ * frees the server. From one of its loop's callbacks too: what the loop still has to end of its
+ * sockets then finds nothing of the server.
+ */
 void sxe_ws_server_destroy(sxe_ws_server_t *server);
 
 /**
@@ -220,7 +224,11 @@ SXE_MUST_CHECK int sxe_ws_client_create(sxe_ws_client_t **client, sxe_loop_t *lo
                                         const struct sxe_ws_handlers *handlers,
                                         const struct sxe_ws_options *options);
 
-/** Closes every open socket of the set (1001, without waiting for answers) and frees it. */
+/**
+ * Closes every socket of the set (1001, without waiting for answers; on_close is called for each,
+ * those still connecting or with a name asked too) and frees it, its own resolver and TLS context
+ * with it. From one of its loop's callbacks too, as sxe_ws_server_destroy().
+ */
 void sxe_ws_client_destroy(sxe_ws_client_t *client);
 
 /** The set's counters, as a server's (no broadcasts, refusals or handshakes answered). */

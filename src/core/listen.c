@@ -523,8 +523,17 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
         return -EINVAL;
     }
     options = options != NULL ? options : &defaults;
+    /* Whatever can refuse comes first, so a refusal leaves it reserved: the TLS session (a server
+     * name it cannot take), then the socket, its source and its connect. */
+    if (options->tls != NULL &&
+        (rc = sxe__tls_connect(conn, options->tls, options->server_name, address)) < 0) {
+        return rc;
+    }
     int fd = begin_connect(address, address_len, options);
     if (fd < 0) {
+        if (options->tls != NULL) {
+            sxe__tls_close(conn);
+        }
         return fd; /* still reserved: the caller may try another address */
     }
     /* The connecting socket takes the reserved one's number (two system calls, against the
@@ -532,14 +541,20 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
     rc = sxe__sys.dup3(fd, conn->fd, O_CLOEXEC) < 0 ? -errno : 0;
     sxe__sys.close(fd);
     if (rc < 0) {
-        return rc; /* GCOVR_EXCL_LINE: dup3 onto a descriptor of ours fails only for memory */
+        if (options->tls != NULL) { /* GCOVR_EXCL_LINE: dup3 onto a descriptor of ours fails */
+            sxe__tls_close(conn);   /* GCOVR_EXCL_LINE: only for want of kernel memory */
+        }                           /* GCOVR_EXCL_LINE */
+        return rc;                  /* GCOVR_EXCL_LINE */
     }
     conn->io_kind = SXE__IO_CONNECT;
-    rc = options->tls != NULL
-             ? start_tls(conn, conn->fd, address, options)
-             : conn->loop->io->watch(conn->loop, conn->fd, sxe__conn_tag(conn), SXE__STREAM_WANTS);
-    if (rc < 0) {
-        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, -rc); /* on_close says why, from the loop */
+    if (options->tls != NULL) { /* see start_tls() */
+        (void)set_option(conn->fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
+    }
+    unsigned wanted = options->tls != NULL ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
+    if ((rc = conn->loop->io->watch(conn->loop, conn->fd, sxe__conn_tag(conn), wanted)) < 0) {
+        /* GCOVR_EXCL_START: the backend has no room to watch it; on_close says so, from the loop */
+        (void)sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, -rc);
+        /* GCOVR_EXCL_STOP */
     }
     return 0;
 }

@@ -345,8 +345,8 @@ bool sxe__stream_grow(struct sxe_conn *conn);
 /* The peer shut down: on_eof, or a close without it. */
 void sxe__stream_eof(struct sxe_conn *conn);
 bool sxe__stream_closed_when_sent(struct sxe_conn *conn);
-/* An open stream connection (pause, resume, keep, cork take no other): 0, -EPIPE, or -EINVAL for
- * NULL (asserts in debug builds). */
+/* An open stream connection (pause, resume, keep, cork take no other): 0, -EPIPE, -ENOTCONN for a
+ * reserved one (sxe_conn_reserve()), or -EINVAL for NULL (asserts in debug builds). */
 int sxe__stream_check_open(const struct sxe_conn *conn);
 int sxe__stream_check_writable(const struct sxe_conn *conn);
 

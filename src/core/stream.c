@@ -166,7 +166,10 @@ int sxe__stream_check_open(const struct sxe_conn *conn)
     if (!SXE_CHECK(conn != NULL)) {
         return -EINVAL;
     }
-    return sxe__conn_is_open(conn) && conn->kind == SXE__KIND_STREAM ? 0 : -EPIPE;
+    if (!sxe__conn_is_open(conn) || conn->kind != SXE__KIND_STREAM) {
+        return -EPIPE;
+    }
+    return conn->io_kind == SXE__IO_RESERVED ? -ENOTCONN : 0; /* no socket of its own yet */
 }
 
 /* Tells the backend whether the stream wants input, as pause and resume change it. */
@@ -241,6 +244,9 @@ int sxe_conn_set_nodelay(sxe_conn_t *conn)
 
     if (!sxe__conn_is_open(conn)) {
         return -EPIPE;
+    }
+    if (conn->io_kind == SXE__IO_RESERVED) {
+        return -ENOTCONN; /* its socket is a placeholder, replaced when the connect begins */
     }
     return sxe__sys.setsockopt(conn->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ? -errno
                                                                                           : 0;

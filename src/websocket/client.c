@@ -37,9 +37,12 @@ void sxe__ws_seed(sxe_ws_server_t *server)
  * characters, and the blank line), and its NUL. */
 #define KEY_LINE (19 + 24 + 4 + 1)
 
-/* The index of the set's handshake request for path, host and protocols, added if new. */
+/*
+ * The index of the set's handshake request for path, host and protocols; a new one is added only
+ * if add (else its index to come), so a connect that fails takes none of the set's few.
+ */
 static int target_index(sxe_ws_server_t *set, const char *host, const char *path,
-                        const char *protocols)
+                        const char *protocols, bool add)
 {
     char request[sizeof(set->targets[0])];
     int len =
@@ -59,8 +62,11 @@ static int target_index(sxe_ws_server_t *set, const char *host, const char *path
     if (set->target_count == SXE__WS_TARGETS) {
         return -ENOBUFS;
     }
-    memcpy(set->targets[set->target_count], request, (size_t)len + 1);
-    return (int)set->target_count++;
+    if (add) {
+        memcpy(set->targets[set->target_count], request, (size_t)len + 1);
+        set->target_count++;
+    }
+    return (int)set->target_count - add;
 }
 
 /* Where a socket goes: the address given, or a ws:// or wss:// URL's parts. */
@@ -110,6 +116,17 @@ static int destination_of(const char *address, const char *path, struct destinat
     int n = snprintf(to->upstream, sizeof(to->upstream), has_port ? "%s" : "%s:%s", to->host,
                      to->secure ? "443" : "80");
     return n < (int)sizeof(to->upstream) ? 0 : -EINVAL;
+}
+
+/* Whether a request target is all visible ASCII: no space, control byte or DEL. */
+static bool printable(const char *path)
+{
+    for (const char *at = path; *at != '\0'; at++) {
+        if ((unsigned char)*at <= ' ' || (unsigned char)*at == 0x7f) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* The resolver for a name: the options', or the set's own, made the first time. */
@@ -165,10 +182,10 @@ int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char
                    (protocols == NULL || strpbrk(protocols, "\r\n") == NULL))) {
         return -EINVAL;
     }
-    if ((rc = destination_of(address, path, &to)) < 0 || strpbrk(to.path, " \r\n") != NULL) {
+    if ((rc = destination_of(address, path, &to)) < 0 || !printable(to.path)) {
         return -EINVAL;
     }
-    if ((target = target_index(set, to.host, to.path, protocols)) < 0) {
+    if ((target = target_index(set, to.host, to.path, protocols, false)) < 0) {
         return target;
     }
     char name[SXE_RESOLVE_NAME_MAX + 1]; /* the name its certificate is checked for */
@@ -183,6 +200,7 @@ int sxe_ws_client_connect(sxe_ws_client_t *client, sxe_ws_t **ws_out, const char
                                   NULL)) < 0) {
         return rc;
     }
+    (void)target_index(set, to.host, to.path, protocols, true); /* found, or room for it: above */
     struct sxe_ws *ws = &set->sockets[sxe_conn_index(conn)];
     *ws = (struct sxe_ws){.server = set,
                           .conn = conn,

@@ -81,6 +81,8 @@ static void on_timeout(sxe_conn_t *conn)
     }
 }
 
+static void free_set(sxe_ws_server_t *server);
+
 static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
 {
     sxe_ws_server_t *server = server_of(conn);
@@ -95,6 +97,9 @@ static void on_close(sxe_conn_t *conn, enum sxe_close_reason reason, int err)
     ws->state = WS_FREE;
     ws->conn = NULL;
     ws->user = NULL;
+    if (server->doomed != 0 && --server->doomed == 0) {
+        free_set(server); /* destroyed in this turn, and this was the last close it waited for */
+    }
 }
 
 /* The loop begins to stop: every open socket is told (1001), and its close frame drains. */
@@ -233,11 +238,15 @@ void sxe_ws_client_destroy(sxe_ws_client_t *client)
     sxe_tls_destroy(tls);
 }
 
+/* What a socket's connection does once its set is destroyed: nothing. */
+static const struct sxe_conn_handlers orphaned = {0};
+
 void sxe_ws_server_destroy(sxe_ws_server_t *server)
 {
     if (server == NULL) {
         return;
     }
+    uint32_t closing = 0; /* connections closed already, whose on_close is still to come */
     for (uint32_t i = 0; server->sockets != NULL && i < server->socket_count; i++) {
         struct sxe_ws *ws = &server->sockets[i];
         if (ws->state != WS_FREE) {
@@ -245,7 +254,14 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server)
                 sxe__ws_send_close(ws, SXE_WS_CLOSE_GOING_AWAY, NULL, 0);
             }
             sxe__ws_report_close(ws, SXE_WS_CLOSE_GOING_AWAY, NULL, 0);
-            sxe_conn_close(ws->conn); /* its on_close frees the slot */
+            sxe__ws_unwatch(ws); /* (one closed earlier may still hold a large buffer) */
+            /* Inside a turn a close ends once the callback under way returns, after this: the
+             * connection's on_close must then not find the set. One closed earlier in the turn
+             * keeps its handlers (a closed connection takes no others): the set waits for it. */
+            if (sxe_conn_set_handlers(ws->conn, &orphaned) < 0) {
+                closing++;
+            }
+            sxe_conn_close(ws->conn);
         }
     }
     if (server->loop != NULL) {
@@ -253,6 +269,15 @@ void sxe_ws_server_destroy(sxe_ws_server_t *server)
         (void)sxe_loop_at_stop(server->loop, NULL, server);
     }
     sxe__ws_watch_fini(server);
+    server->doomed = closing;
+    if (closing == 0) {
+        free_set(server);
+    }
+}
+
+/* Frees a destroyed set's memory. */
+static void free_set(sxe_ws_server_t *server)
+{
     free(server->sockets);
     free(server->group_heads);
     free(server->broadcasts);

@@ -198,7 +198,8 @@ struct sxe_ws_server {
     unsigned route_count;
     char targets[SXE__WS_TARGETS][512]; /* clients' handshake requests, each but for its key */
     unsigned target_count;
-    uint64_t random;                 /* clients' masks and keys (sxe__ws_random()) */
+    uint64_t random; /* clients' masks and keys (sxe__ws_random()) */
+    uint32_t doomed; /* destroyed: the closes still to end before its memory goes (server.c) */
     struct sxe__ws_deflate *deflate; /* shared compression (deflate.c), with options.deflate */
     struct sxe_ws_server_stats stats;
 };

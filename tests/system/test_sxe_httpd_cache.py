@@ -20,8 +20,14 @@ def descriptors_of(pid, path):
 def test_a_changed_file_is_served_anew_and_its_old_descriptor_closed(httpd, root):  # noqa: F811
     big = root / "big.bin"  # past what is held in memory: the entry keeps its descriptor
     server = httpd("--workers", "1")
-    with open(f"/proc/{server.process.pid}/task/{server.process.pid}/children") as children:
-        worker = int(children.read().split()[0])
+    deadline = time.monotonic() + 5  # on a loaded machine the worker may come after the banner
+    while True:
+        with open(f"/proc/{server.process.pid}/task/{server.process.pid}/children") as children:
+            pids = children.read().split()
+        if pids or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    worker = int(pids[0])
     for version in range(4):
         body = bytes([65 + version]) * (200 * 1024 + version)
         big.write_bytes(body)

@@ -15,6 +15,7 @@
 #include "sxe/clock.h"
 #include "sxe/conn.h"
 #include "sxe/loop.h"
+#include "sxe/tls.h"
 #include "sxe_test.h"
 #include "sys.h"
 
@@ -106,6 +107,10 @@ static void test_a_reserved_connection_connects(void **state)
         int fd = sxe_conn_fd(conn);
         assert_true(fd >= 0);
         assert_int_equal(sxe_conn_write(conn, "x", 1), -EPIPE); /* not up yet */
+        /* Its socket is a placeholder: what would act on it waits for on_connect. */
+        assert_int_equal(sxe_conn_pause(conn), -ENOTCONN);
+        assert_int_equal(sxe_conn_resume(conn), -ENOTCONN);
+        assert_int_equal(sxe_conn_set_nodelay(conn), -ENOTCONN);
         assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, NULL), 0);
         assert_int_equal(sxe_conn_fd(conn), fd);
         run_until(&seen.connects, i + 1);
@@ -164,6 +169,14 @@ static void test_a_connect_that_cannot_begin_leaves_it_reserved(void **state)
     sxe__sys_fail(SXE_SYS_connect, 1, 1, ENETUNREACH);
     assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, NULL),
                      -ENETUNREACH);
+    sxe_tls_t *tls; /* a TLS session that cannot be made (no server name) refuses first too */
+    if (sxe_tls_client_create(&tls, NULL) == 0) {
+        struct sxe_connect_options nameless = {.tls = tls, .server_name = ""};
+        assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, &nameless),
+                         -EINVAL);
+        sxe_tls_destroy(tls);
+    }
+    assert_int_equal(seen.closes, 0);
     assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, NULL), 0);
     run_until(&seen.connects, 1);
     sxe__sys_reset();

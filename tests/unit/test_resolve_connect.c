@@ -16,6 +16,7 @@
 #include "sxe/conn.h"
 #include "sxe/http.h"
 #include "sxe/resolve.h"
+#include "sxe/timer.h"
 #include "sxe/websocket.h"
 #include "sxe_test.h"
 #ifdef SXE_TEST_TLS
@@ -447,6 +448,13 @@ static void test_websockets_to_names(void **state)
                      -EINVAL); /* a path twice */
     assert_int_equal(sxe_ws_client_connect(own, &ws, "a.test:80", NULL, NULL, NULL, 0, NULL),
                      -EINVAL); /* no path */
+    assert_int_equal(sxe_ws_client_connect(own, &ws, "ws://a.test/a\tb", NULL, NULL, NULL, 0, NULL),
+                     -EINVAL);    /* a control byte in the path */
+    for (int i = 0; i < 9; i++) { /* connects that fail take none of the set's 8 requests */
+        snprintf(address, sizeof(address), "ws://bad!%d:%d/ws", i, at);
+        assert_int_equal(sxe_ws_client_connect(own, &ws, address, NULL, NULL, NULL, 0, NULL),
+                         -EINVAL);
+    }
     char longest[600];
     memset(longest, 'a', sizeof(longest));
     longest[sizeof(longest) - 1] = '\0';
@@ -483,6 +491,61 @@ static void test_websockets_to_names(void **state)
     sxe_http_server_destroy(http);
 }
 
+/* A set destroyed from a timer's callback, inside a turn: one socket open, one whose connection
+ * the callback closed first (its close ends after the callback), one whose name is asked. */
+static sxe_ws_client_t *doomed;
+static sxe_ws_t *doomed_open;
+
+static void destroy_from_a_callback(sxe_timer_t *timer, void *arg)
+{
+    (void)timer, (void)arg;
+    sxe_conn_close(sxe_ws_conn(doomed_open));
+    sxe_ws_client_destroy(doomed);
+}
+
+static void opened(sxe_ws_t *ws)
+{
+    ws_seen.opens++;
+    (void)ws;
+}
+
+static void test_a_websocket_set_destroyed_in_a_turn(void **state)
+{
+    static const struct sxe_ws_handlers echoes = {.on_message = ws_echo};
+    static const struct sxe_ws_handlers listens = {.on_open = opened, .on_close = ws_close};
+    sxe_http_server_t *http;
+    sxe_ws_server_t *ws_server;
+    sxe_ws_t *ws;
+    char address[64];
+
+    (void)state;
+    memset(&ws_seen, 0, sizeof(ws_seen));
+    assert_int_equal(sxe_http_server_create(&http, loop, NULL), 0);
+    assert_int_equal(sxe_ws_server_create(&ws_server, http, &echoes, NULL), 0);
+    assert_int_equal(sxe_ws_server_route(ws_server, "/ws", NULL), 0);
+    assert_int_equal(sxe_http_server_listen(http, "127.0.0.1:0"), 0);
+    assert_int_equal(sxe_ws_client_create(&doomed, loop, &listens,
+                                          &(struct sxe_ws_options){.resolver = resolver}),
+                     0);
+    snprintf(address, sizeof(address), "ws://127.0.0.1:%d/ws", sxe_http_server_port(http));
+    assert_int_equal(
+        sxe_ws_client_connect(doomed, &doomed_open, address, NULL, NULL, NULL, 0, NULL), 0);
+    assert_int_equal(sxe_ws_client_connect(doomed, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
+    run_until(&ws_seen.opens, 2);
+    assert_int_equal(
+        sxe_ws_client_connect(doomed, &ws, "ws://silent.test/ws", NULL, NULL, NULL, 0, NULL), 0);
+    sxe_timer_t timer;
+    sxe_timer_init(&timer, destroy_from_a_callback, NULL);
+    assert_int_equal(sxe_timer_start(loop, &timer, 0, 0), 0);
+    run_until(&ws_seen.closes, 3); /* each told once, 1001 */
+    assert_int_equal(ws_seen.code, SXE_WS_CLOSE_GOING_AWAY);
+    for (int turn = 0; turn < 5; turn++) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+    sxe_ws_server_destroy(ws_server);
+    sxe_http_server_destroy(http);
+}
+
 static int group_setup(void **state)
 {
     dns = dns_server_start(servers);
@@ -515,6 +578,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tls_to_a_name, setup, teardown),
 #endif
         cmocka_unit_test_setup_teardown(test_websockets_to_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_websocket_set_destroyed_in_a_turn, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
