@@ -540,11 +540,11 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
      * resolution that came before them): the slot's descriptor stays what it was. */
     rc = sxe__sys.dup3(fd, conn->fd, O_CLOEXEC) < 0 ? -errno : 0;
     sxe__sys.close(fd);
-    if (rc < 0) {
-        if (options->tls != NULL) { /* GCOVR_EXCL_LINE: dup3 onto a descriptor of ours fails */
-            sxe__tls_close(conn);   /* GCOVR_EXCL_LINE: only for want of kernel memory */
-        }                           /* GCOVR_EXCL_LINE */
-        return rc;                  /* GCOVR_EXCL_LINE */
+    if (rc < 0) { /* (onto a descriptor of ours, only for want of kernel memory) */
+        if (options->tls != NULL) {
+            sxe__tls_close(conn);
+        }
+        return rc;
     }
     conn->io_kind = SXE__IO_CONNECT;
     if (options->tls != NULL) { /* see start_tls() */
@@ -552,9 +552,7 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
     }
     unsigned wanted = options->tls != NULL ? SXE__STREAM_WANTS & ~SXE__IO_RECV : SXE__STREAM_WANTS;
     if ((rc = conn->loop->io->watch(conn->loop, conn->fd, sxe__conn_tag(conn), wanted)) < 0) {
-        /* GCOVR_EXCL_START: the backend has no room to watch it; on_close says so, from the loop */
-        (void)sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, -rc);
-        /* GCOVR_EXCL_STOP */
+        (void)sxe__conn_fail_later(conn, SXE_CLOSE_ERROR, -rc); /* on_close, from the loop */
     }
     return 0;
 }

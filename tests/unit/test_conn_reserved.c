@@ -174,12 +174,44 @@ static void test_a_connect_that_cannot_begin_leaves_it_reserved(void **state)
         struct sxe_connect_options nameless = {.tls = tls, .server_name = ""};
         assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, &nameless),
                          -EINVAL);
+        /* A session made, then a connect that cannot begin: the session goes, it stays. */
+        struct sxe_connect_options named = {.tls = tls, .server_name = "localhost"};
+        sxe__sys_fail(SXE_SYS_connect, 1, 1, ENETUNREACH);
+        assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, &named),
+                         -ENETUNREACH);
+        sxe__sys_fail(SXE_SYS_dup3, 1, 1, ENOMEM); /* the new socket cannot take its number */
+        assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, &named),
+                         -ENOMEM);
         sxe_tls_destroy(tls);
     }
+    sxe__sys_fail(SXE_SYS_dup3, 1, 1, ENOMEM);
+    assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, NULL), -ENOMEM);
     assert_int_equal(seen.closes, 0);
     assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, NULL), 0);
     run_until(&seen.connects, 1);
     sxe__sys_reset();
+}
+
+/* On epoll, the backend refusing to watch the connecting socket: it fails, from the loop. */
+static void test_a_connect_the_backend_cannot_watch(void **state)
+{
+    struct sockaddr_storage at;
+    socklen_t len;
+    sxe_conn_t *conn;
+
+    (void)state;
+    if (sxe_test_uring()) {
+        skip(); /* io_uring's watches are its own table's, not a system call's */
+    }
+    listen_at("127.0.0.1", &at, &len);
+    assert_int_equal(sxe_conn_reserve(loop, &conn, &client_handlers, NULL), 0);
+    sxe__sys_fail(SXE_SYS_epoll_ctl, 1, 1, ENOMEM);
+    assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&at, len, NULL), 0);
+    sxe__sys_reset();
+    assert_int_equal(seen.closes, 0); /* not from inside the call */
+    run_until(&seen.closes, 1);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, ENOMEM);
 }
 
 /* The table full, and no socket to hold the slot: refused, nothing taken. */
@@ -293,6 +325,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_connect_that_cannot_begin_leaves_it_reserved, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_reservation_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_connect_the_backend_cannot_watch, setup, teardown),
         cmocka_unit_test(test_each_invalid_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
