@@ -391,7 +391,7 @@ const char *sxe_http_body(const sxe_http_t *http, size_t *len);
  * Reads the request's body (sxe_http_body()) as one JSON value within limits (NULL: the defaults
  * of sxe/json.h), into *root, the handler's to free with sxe_json_free(). When the body is not
  * JSON or breaks a limit, this answers the request itself: 400 (413 past limits->size, 503 out of
- * memory, 500 in a build without jansson) with a JSON body that says what and where,
+ * memory, 500 in a build without JSON reading) with a JSON body that says what and where,
  * {"error": "...", "line": L, "column": C, "position": BYTES}; the handler then just returns.
  *
  *     sxe_json_t *order;

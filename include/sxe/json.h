@@ -4,13 +4,12 @@
  *
  * Reading: sxe_json_parse() takes text (a request's body, say) and gives a tree of values, read
  * with the accessors below; sxe_http_json() (sxe/http.h) does it for a request and answers 400
- * itself when the body is not what it should be. The parsing is Debian's jansson (RFC 8259,
- * strict: invalid UTF-8, lone surrogates, trailing commas, NaN and the like are errors, each with
- * its line, column and byte position). Around it sxe puts limits that are checked before jansson
- * sees a byte: the size, the depth (so no document, however nested, recurses deeper than the
- * limit) and the number of values; and it refuses an object that names a key twice unless asked
- * not to. Without jansson (-DSXE_JSON=OFF, or libjansson-dev missing) sxe_json_parse() says
- * -ENOTSUP.
+ * itself when the body is not what it should be. The parsing is yyjson's (third_party/yyjson,
+ * compiled in; RFC 8259, strict: invalid UTF-8, lone surrogates, trailing commas, NaN and the like
+ * are errors, each with its line, column and byte position; no recursion, and memory bounded by
+ * the text's size). Around it sxe puts limits: the size, checked before a byte is read, then the
+ * depth and the number of values; and it refuses an object that names a key twice unless asked
+ * not to, and an integer past int64_t. Built with -DSXE_JSON=OFF, sxe_json_parse() says -ENOTSUP.
  *
  *     sxe_json_t *order;
  *     struct sxe_json_error error;
@@ -57,7 +56,7 @@ enum sxe_json_type {
     SXE_JSON_NULL,
     SXE_JSON_FALSE,
     SXE_JSON_TRUE,
-    SXE_JSON_INTEGER, /**< A number without fraction or exponent (one past int64_t is refused). */
+    SXE_JSON_INTEGER, /**< A number without fraction or exponent (past int64_t is refused). */
     SXE_JSON_REAL,    /**< Any other number (one past a double is refused). */
     SXE_JSON_STRING,
     SXE_JSON_ARRAY,
@@ -69,8 +68,11 @@ struct sxe_json_limits {
     size_t size;           /**< Bytes of text (1 MiB); more is -EMSGSIZE. */
     uint32_t depth;        /**< Arrays and objects inside each other (64; at most 2047). */
     uint32_t values;       /**< Values in all, each member's and element's (100,000). A value
-                                takes about 230 bytes of the heap while the tree lives. */
-    bool allow_duplicates; /**< Take an object that names a key twice (the last wins). */
+                                takes 16 bytes (a key too, a string its bytes) while the tree
+                                lives. */
+    bool allow_duplicates; /**< Take an object that names a key twice: its size and
+                                sxe_json_next() see each member as written, sxe_json_get() the
+                                last. */
 };
 
 /** Why a document was refused, and where. */
@@ -89,8 +91,8 @@ struct sxe_json_error {
  * @param error   Filled on failure (NULL if not wanted).
  * @return 0; -EINVAL for text that is not JSON (or a key named twice); -EMSGSIZE past
  *         limits->size; -ELOOP past limits->depth; -E2BIG past limits->values; -ENOMEM;
- *         -ENOTSUP in a build without jansson; -EINVAL for invalid arguments (asserts in debug
- *         builds).
+ *         -ENOTSUP in a build without JSON reading; -EINVAL for invalid arguments (asserts in
+ *         debug builds).
  */
 int sxe_json_parse(sxe_json_t **root, const char *text, size_t len,
                    const struct sxe_json_limits *limits, struct sxe_json_error *error);
@@ -101,10 +103,17 @@ void sxe_json_free(sxe_json_t *root);
 /** value's type; SXE_JSON_NONE for NULL. */
 enum sxe_json_type sxe_json_type(const sxe_json_t *value);
 
-/** The member named key (NUL-terminated) of an object; NULL if none, or not an object. */
+/**
+ * The member named key (NUL-terminated) of an object; NULL if none, or not an object. It looks at
+ * each member in turn: to read every member, walk with sxe_json_next().
+ */
 sxe_json_t *sxe_json_get(const sxe_json_t *object, const char *key);
 
-/** An array's element at index; NULL past its end, or not an array. */
+/**
+ * An array's element at index; NULL past its end, or not an array. At once in an array of
+ * scalars; in one that holds arrays or objects it walks the elements before index: to read every
+ * element, walk with sxe_json_next().
+ */
 sxe_json_t *sxe_json_at(const sxe_json_t *array, size_t index);
 
 /** An array's elements, an object's members, a string's bytes; 0 for anything else. */
@@ -126,11 +135,13 @@ int sxe_json_number(const sxe_json_t *value, double *number);
 bool sxe_json_true(const sxe_json_t *value);
 
 /**
- * Walks an object's members in the order of the text: start with *cursor 0; each call sets *key
- * (NUL-terminated) and *value and returns true, until there are none. A cursor is good only for
- * the object it started on, while its tree lives (it is jansson's iterator, not checked).
+ * Walks an object's members or an array's elements in the order of the text: start with *cursor
+ * 0; each call sets *value, and *key (NUL-terminated; NULL for an array's element, and key may
+ * be NULL for an array), and returns true, until there are none (false, for anything else too).
+ * A cursor is good only for the container it started on, while its tree lives (not checked).
  */
-bool sxe_json_next(const sxe_json_t *object, size_t *cursor, const char **key, sxe_json_t **value);
+bool sxe_json_next(const sxe_json_t *container, size_t *cursor, const char **key,
+                   sxe_json_t **value);
 
 #ifdef __cplusplus
 }

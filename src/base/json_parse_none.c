@@ -1,6 +1,6 @@
 /*
- * Reading JSON in a build without jansson (-DSXE_JSON=OFF, or libjansson-dev missing): nothing
- * parses, so no value exists, and every accessor answers as it does for NULL.
+ * Reading JSON in a build without it (-DSXE_JSON=OFF): nothing parses, so no value exists, and
+ * every accessor answers as it does for NULL.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@ int sxe_json_parse(sxe_json_t **root, const char *text, size_t len,
     }
     if (error != NULL) {
         *error = (struct sxe_json_error){0};
-        snprintf(error->text, sizeof(error->text), "built without JSON parsing (jansson)");
+        snprintf(error->text, sizeof(error->text), "built without JSON reading (-DSXE_JSON=OFF)");
     }
     return -ENOTSUP;
 }

@@ -5,7 +5,8 @@
 
 A module is a folder of src/ (src/core, src/http/server, ...); its headers are its own. Fails when
 - a file includes a header of another module, other than the shared ones (src/sys.h, the seam;
-  src/base/base.h, what the base layer lends the rest of the library);
+  src/base/base.h, what the base layer lends the rest of the library) and the libraries kept in
+  third_party/;
 - an object of one module uses an internal name (sxe__*) that another module defines, other
   than the seam's, the names src/base/base.h declares, and those the public headers' macros call;
 - files call each other in a circle that spans modules, or more than two files of one module.
@@ -47,6 +48,8 @@ def include_faults():
             target = here if os.path.exists(os.path.join(SRC, here)) else header
             if not os.path.exists(os.path.join(SRC, target)):
                 continue  # a public header (sxe/...), or a system one
+            if target.startswith("../third_party/"):
+                continue  # a library kept in the tree (yyjson), no module of ours
             if target in SHARED_HEADERS or module_of(target) == module_of(path):
                 continue
             faults.append(f"src/{path} includes src/{target}, private to {module_of(target)}")

@@ -1,6 +1,6 @@
 #!/bin/sh
 # An optional part's stand-in (the file built when its library is missing or turned off, such as
-# src/base/json_parse_none.c without jansson) compiles cleanly and defines every function the
+# src/store/sqlite_none.c without SQLite) compiles cleanly and defines every function the
 # real files define, so the build without that library links too.
 #     tests/build/check-stand-in.sh SOURCE_DIR CC STAND_IN REAL...      (paths under SOURCE_DIR)
 set -eu
