@@ -1,13 +1,16 @@
 /*
  * Addresses from text: the one parser that the HTTP module, the tools and a user's raw server
- * share, so that "--listen" means the same thing everywhere.
+ * share, so that "--listen" means the same thing everywhere; and a URL's authority, read the same
+ * way by the clients that take URLs (HTTP and WebSocket).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "base.h"
 #include "sxe/conn.h"
 
 /* The port in text (digits only, at most 65535), or -1. */
@@ -107,4 +110,21 @@ int sxe_conn_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, const char *addr
     }
     return sxe_conn_listen(loop, listener, (struct sockaddr *)&address, len, options, handlers,
                            user);
+}
+
+ssize_t sxe__url_authority(const char *at, const char *ends, unsigned default_port, char *host,
+                           size_t host_size, char *upstream, size_t upstream_size)
+{
+    size_t len = strcspn(at, ends);
+
+    if (len == 0 || len >= host_size || at[0] == ':') {
+        return -EINVAL; /* no host, or too long */
+    }
+    memcpy(host, at, len);
+    host[len] = '\0';
+    const char *bracket = strrchr(host, ']'); /* an IPv6 literal's colons are not a port's */
+    bool has_port = strchr(bracket != NULL ? bracket : host, ':') != NULL;
+    int n = has_port ? snprintf(upstream, upstream_size, "%s", host)
+                     : snprintf(upstream, upstream_size, "%s:%u", host, default_port);
+    return n < (int)upstream_size ? (ssize_t)len : -EINVAL;
 }

@@ -5,7 +5,8 @@
  *   pools, hash tables and maps, which hold offsets, never pointers, so they work wherever a
  *   process maps them;
  * - the hash's mixing steps, shared by the hash table and the map;
- * - a pool's consistency check, for the connection table's.
+ * - a pool's consistency check, for the connection table's;
+ * - a URL's authority, for the clients that take URLs.
  */
 #ifndef SXE_BASE_INTERNAL_H
 #define SXE_BASE_INTERNAL_H
@@ -13,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sxe/pool.h"
 
@@ -97,5 +99,14 @@ void sxe__region_back_huge(void *memory, size_t size);
 /* Asks the kernel to back the region with transparent huge pages where it allows; a refusal is
  * not an error (the region works, with more TLB misses). */
 void sxe__region_advise_huge(void *memory, size_t size);
+
+/*
+ * The authority of a URL, at what follows its scheme's "//", up to the first byte of ends (or the
+ * end): copied into host (NUL-terminated) and written as "HOST:PORT" into upstream, with
+ * default_port when it names none (the colons of an IPv6 literal, in brackets, name none).
+ * @return the authority's length (where its path begins in at), or -EINVAL: no host, or too long.
+ */
+ssize_t sxe__url_authority(const char *at, const char *ends, unsigned default_port, char *host,
+                           size_t host_size, char *upstream, size_t upstream_size);
 
 #endif

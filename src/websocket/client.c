@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base.h"
 #include "sxe/random.h"
 #include "sxe/resolve.h"
 #include "websocket/ws.h"
@@ -95,12 +96,11 @@ static int destination_of(const char *address, const char *path, struct destinat
         memcpy(to->host, to->upstream, sizeof(to->host));
         return path != NULL && n < (int)sizeof(to->upstream) ? 0 : -EINVAL;
     }
-    size_t len = strcspn(at, "/?");
-    if (len == 0 || len >= sizeof(to->host) || at[0] == ':' || strchr(at, '#') != NULL) {
-        return -EINVAL; /* no host, or a fragment (RFC 6455 §3: a WebSocket URL has none) */
+    ssize_t len = sxe__url_authority(at, "/?", to->secure ? 443 : 80, to->host, sizeof(to->host),
+                                     to->upstream, sizeof(to->upstream));
+    if (len < 0 || strchr(at, '#') != NULL) {
+        return -EINVAL; /* a fragment too (RFC 6455 §3: a WebSocket URL has none) */
     }
-    memcpy(to->host, at, len);
-    to->host[len] = '\0';
     if (at[len] != '\0') { /* a path, or a query alone ("ws://host?room=1": "/?room=1") */
         int n = snprintf(to->url_path, sizeof(to->url_path), "%s%s", at[len] == '?' ? "/" : "",
                          at + len);
@@ -111,11 +111,7 @@ static int destination_of(const char *address, const char *path, struct destinat
     } else if (to->path == NULL) {
         to->path = "/";
     }
-    const char *bracket = strrchr(to->host, ']');
-    bool has_port = strchr(bracket != NULL ? bracket : to->host, ':') != NULL;
-    int n = snprintf(to->upstream, sizeof(to->upstream), has_port ? "%s" : "%s:%s", to->host,
-                     to->secure ? "443" : "80");
-    return n < (int)sizeof(to->upstream) ? 0 : -EINVAL;
+    return 0;
 }
 
 /* Whether a request target is all visible ASCII: no space, control byte or DEL. */

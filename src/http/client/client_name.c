@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base.h"
 #include "client.h"
 #include "sxe/resolve.h"
 
@@ -64,19 +65,12 @@ static int url_of(const char *address, char *upstream, size_t size, char *author
         return snprintf(upstream, size, "%s", address) < (int)size ? 0 : -EINVAL;
     }
     at += *secure ? 8 : 7;
-    size_t len = strcspn(at, "/");
-    if ((at[len] == '/' && at[len + 1] != '\0') || len == 0 || len >= authority_size) {
+    ssize_t len =
+        sxe__url_authority(at, "/", *secure ? 443 : 80, authority, authority_size, upstream, size);
+    if (len < 0 || (at[len] == '/' && at[len + 1] != '\0')) {
         return -EINVAL; /* the client is for one upstream: targets come with each request */
     }
-    memcpy(authority, at, len);
-    authority[len] = '\0';
-    if (authority[0] == ':') {
-        return -EINVAL; /* no host */
-    }
-    const char *bracket = strrchr(authority, ']');
-    bool has_port = strchr(bracket != NULL ? bracket : authority, ':') != NULL;
-    int n = snprintf(upstream, size, has_port ? "%s" : "%s:%s", authority, *secure ? "443" : "80");
-    return n < (int)size ? 1 : -EINVAL;
+    return 1;
 }
 
 int sxe__http_client_upstream(sxe_http_client_t *client, const char *address)
