@@ -233,8 +233,9 @@ void sxe_ws_client_destroy(sxe_ws_client_t *client)
     }
     sxe_resolver_t *resolver = client->own_resolver;
     sxe_tls_t *tls = client->own_tls;
-    sxe_ws_server_destroy(&client->set); /* frees client; its sockets are closed */
-    sxe_resolver_destroy(resolver);      /* names still asked: their closed connections are left */
+    /* its sockets are closed; client is freed now, or when the closes under way have ended */
+    sxe_ws_server_destroy(&client->set);
+    sxe_resolver_destroy(resolver); /* names still asked: their closed connections are left */
     sxe_tls_destroy(tls);
 }
 
