@@ -56,6 +56,9 @@
 /* The document's header, in values: the root follows it. */
 #define HEADER ((sizeof(yyjson_doc) + sizeof(yyjson_val) - 1) / sizeof(yyjson_val))
 
+/* JSON has none, raw: the error for one */
+static const char NUL_BYTE[] = "a NUL byte (in a string, write \\u0000)";
+
 /* Objects of up to this many members are checked for keys named twice pair by pair. */
 #define FEW_MEMBERS 8
 
@@ -104,7 +107,7 @@ static int scan(const char *text, size_t len, const struct sxe_json_limits *limi
     for (size_t i = 0; i < len; i++) {
         char c = text[i];
         if (c == '\0') { /* never JSON, raw */
-            return refuse(error, text, i, -EINVAL, "a NUL byte (in a string, write \\u0000)");
+            return refuse(error, text, i, -EINVAL, NUL_BYTE);
         }
         if (in_string) {
             if (c == '\\') {
@@ -330,6 +333,8 @@ static int walk(const yyjson_val *root, const char *text, size_t len,
     }
     if (what != NULL) {
         rc = refuse(error, text, place(text, len, (size_t)(value - 1 - root)), -EINVAL, what);
+    } else if (rc == -ENOMEM) { /* the levels, or an object's keys to sort */
+        rc = refuse(error, text, 0, -ENOMEM, "out of memory"); /* GCOVR_EXCL_LINE */
     }
     if (levels != few) {
         free(levels);
@@ -348,7 +353,7 @@ int sxe_json_parse(sxe_json_t **root, const char *text, size_t len,
     l.depth = l.depth != 0 ? l.depth : DEFAULT_DEPTH;
     l.values = l.values != 0 ? l.values : DEFAULT_VALUES;
     if (!SXE_CHECK(root != NULL && (text != NULL || len == 0) && l.depth <= DEPTH_MAX)) {
-        return -EINVAL;
+        return refuse(error, NULL, 0, -EINVAL, "invalid arguments");
     }
     *root = NULL;
     if (len > l.size) {
@@ -365,8 +370,12 @@ int sxe_json_parse(sxe_json_t **root, const char *text, size_t len,
         if (failed.code == YYJSON_READ_ERROR_MEMORY_ALLOCATION) {
             return refuse(error, text, 0, -ENOMEM, "out of memory"); /* GCOVR_EXCL_LINE */
         }
-        rc = scan(text, failed.pos < len ? failed.pos + 1 : len, &l, error);
-        return rc < 0 ? rc : refuse(error, text, failed.pos, -EINVAL, failed.msg);
+        /* a limit broken before yyjson's error, or a raw NUL at it, is the first thing wrong */
+        size_t at = failed.code == YYJSON_READ_ERROR_EMPTY_CONTENT ? len : failed.pos;
+        rc = scan(text, at < len ? at : len, &l, error);
+        rc = rc == 0 && at < len && text[at] == '\0' ? refuse(error, text, at, -EINVAL, NUL_BYTE)
+                                                     : rc;
+        return rc < 0 ? rc : refuse(error, text, at, -EINVAL, failed.msg);
     }
     const yyjson_val *top = yyjson_doc_get_root(doc);
     if (SXE_NEVER(top != (const yyjson_val *)(void *)doc + HEADER)) { /* yyjson's layout changed */

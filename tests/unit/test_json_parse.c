@@ -172,6 +172,8 @@ static void test_errors_say_where(void **state)
     assert_int_equal(error.line, 1); /* columns start at 1 */
     assert_int_equal(error.column, 1);
     error = refused("  \n ", 4, NULL, -EINVAL);
+    assert_int_equal(error.position, 4); /* nothing: the error is at the end */
+    assert_int_equal(error.line, 2);
     error = refused("[1] x", 5, NULL, -EINVAL);
     assert_non_null(strstr(error.text, "unexpected content after document"));
     assert_int_equal(error.position, 4);
@@ -326,6 +328,12 @@ static void test_values(void **state)
     text = "[[[[[]]]]]"; /* five arrays */
     error = refused(text, strlen(text), &four, -E2BIG);
     assert_int_equal(error.position, 4);
+    text = "[1, 2, 3,]"; /* a trailing comma is yyjson's error, not one value too many */
+    error = refused(text, strlen(text), &(struct sxe_json_limits){.values = 4}, -EINVAL);
+    assert_int_equal(error.position, 8);
+    assert_non_null(strstr(error.text, "trailing comma"));
+    error = refused("{[", 2, &(struct sxe_json_limits){.depth = 1}, -EINVAL); /* no key */
+    assert_int_equal(error.position, 1);
     text = "[\",,,,,,\"]"; /* commas in a string */
     assert_int_equal(sxe_json_parse(&root, text, strlen(text), &four, NULL), 0);
     sxe_json_free(root);
@@ -435,8 +443,10 @@ static void parse_into_nothing(void)
 static void parse_too_deep_a_limit(void)
 {
     sxe_json_t *root;
-    assert_int_equal(sxe_json_parse(&root, "1", 1, &(struct sxe_json_limits){.depth = 2049}, NULL),
-                     -EINVAL);
+    struct sxe_json_error error;
+    assert_int_equal(
+        sxe_json_parse(&root, "1", 1, &(struct sxe_json_limits){.depth = 2049}, &error), -EINVAL);
+    assert_string_equal(error.text, "invalid arguments"); /* (release builds: no assertion) */
 }
 
 static void parse_no_text(void)
