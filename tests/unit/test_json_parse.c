@@ -304,6 +304,9 @@ static void test_depth(void **state)
     assert_int_equal(error.line, 3);
     assert_int_equal(error.column, 10);
     assert_int_equal(error.position, 22);
+    text = "[[1], [2], [[3]]]"; /* closed brackets give their depth back */
+    error = refused(text, strlen(text), &(struct sxe_json_limits){.depth = 2}, -ELOOP);
+    assert_int_equal(error.position, 12);
     text = "[\"\\\"[[[[\", [[1]]]"; /* an escaped quote does not end the string */
     assert_int_equal(sxe_json_parse(&root, text, strlen(text), &three, NULL), 0);
     sxe_json_free(root);
