@@ -189,6 +189,24 @@ SXE_MUST_CHECK int sxe_conn_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, c
                                       const struct sxe_listen_options *options,
                                       const struct sxe_conn_handlers *handlers, void *user);
 
+/**
+ * A connect that may go on to another address when one fails from the loop: sxe_resolve_connect()
+ * tries a name's addresses in turn with one. Given in the options of sxe_conn_connect() or
+ * sxe_conn_connect_reserved(), it must live until ended() is called for the last time, once for
+ * each connect begun with it, as that connect ends:
+ * - connected: err is 0, before on_connect;
+ * - failed (ECONNREFUSED, EHOSTUNREACH, ...): err says why, and the connection is reserved again
+ *   (as after sxe_conn_reserve(); connect_timeout still counts from its start). ended() may begin
+ *   the next connect with sxe_conn_connect_reserved(), with the plan in its options; if it begins
+ *   none, the connection fails with err (on_close, SXE_CLOSE_ERROR) unless ended() failed it;
+ * - closed meanwhile (by the program, its timeout, the loop's stop or destruction): err says why
+ *   (ECANCELED when the program closed it) and sxe_conn_closed() is true: the plan is done with.
+ * A connect that cannot begin (its call's error) does not call it.
+ */
+struct sxe_connect_plan {
+    void (*ended)(struct sxe_connect_plan *plan, sxe_conn_t *conn, int err);
+};
+
 /** How a connection is made. Zeroed fields (or NULL options) take the defaults. */
 struct sxe_connect_options {
     /** Local address to bind first (NULL: any), for example one of several 127.0.0.x. */
@@ -208,6 +226,8 @@ struct sxe_connect_options {
      * Required unless the context was made with no_verify.
      */
     const char *server_name;
+    /** NULL, or what to do when the connect fails from the loop (struct sxe_connect_plan). */
+    struct sxe_connect_plan *plan;
 };
 
 /**
@@ -215,7 +235,8 @@ struct sxe_connect_options {
  * on_close (SXE_CLOSE_ERROR with err ECONNREFUSED, or SXE_CLOSE_TIMEOUT) when it fails.
  * @param options  NULL for defaults: see struct sxe_connect_options (a source address, TLS).
  * @return 0, -ENOBUFS if the table is full, -EINVAL for a server context or a missing
- *         server_name with tls (asserts in debug builds), or -errno from socket, bind or connect.
+ *         server_name with tls (asserts in debug builds), -ENOMEM (the loop's first plan), or
+ *         -errno from socket, bind or connect.
  */
 SXE_MUST_CHECK int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn,
                                     const struct sockaddr *address, socklen_t address_len,
@@ -244,7 +265,8 @@ SXE_MUST_CHECK int sxe_conn_reserve(sxe_loop_t *loop, sxe_conn_t **conn,
  * @return 0; or, when it could not begin, the error, and the connection is still reserved (for
  *         another address, or sxe_conn_fail()): -errno from socket, bind or connect (a family the
  *         host lacks, a network it cannot reach), -EINVAL for a TLS server name the session cannot
- *         take; -EINVAL if conn is not reserved or is closed (asserts in debug builds).
+ *         take; -EINVAL if conn is not reserved or is closed (asserts in debug builds), -ENOMEM
+ *         (the loop's first plan).
  */
 SXE_MUST_CHECK int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
                                              socklen_t address_len,

@@ -163,12 +163,14 @@ SXE_MUST_CHECK int sxe_resolve_address(sxe_resolver_t *resolver, const char *nam
  * reserved (sxe_conn_reserve()): its connect begins when the answer comes, so connect_timeout
  * counts the asking, and a name that cannot be resolved closes it with SXE_CLOSE_ERROR and the
  * resolver's error as a positive errno (ENOENT, ETIMEDOUT, ECONNREFUSED, EPROTO, ECANCELED).
- * A connect refused later (on_close, ECONNREFUSED) is not moved to the name's next address: the
- * program decides, with sxe_resolve_address().
+ * Every address is tried in turn: a connect that cannot begin, or one refused from the loop (by a
+ * plan, struct sxe_connect_plan in sxe/conn.h), moves on to the next; on_close comes with the last
+ * address's error once all have failed, and connect_timeout counts across them.
  * @param loop      the resolver's loop.
  * @param resolver  NULL for addresses and localhost only (a name is -EINVAL).
- * @param options   as sxe_conn_connect()'s; with tls and no server_name, the certificate is
- *                  checked for HOST. Copied: need not outlive the call.
+ * @param options   as sxe_conn_connect()'s (its plan is not taken: the call has its own); with
+ *                  tls and no server_name, the certificate is checked for HOST. Copied: need not
+ *                  outlive the call.
  * @return 0 with *conn; -EINVAL (an address that does not split, a name without a resolver; in
  *         debug builds an assertion for NULL arguments); a failure remembered for the name;
  *         sxe_resolve()'s or sxe_conn_connect()'s error; -ENOMEM.

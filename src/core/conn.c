@@ -295,6 +295,9 @@ static void close_now(struct sxe_conn *conn, enum sxe_close_reason reason, int e
         sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), state, SXE__CONN_CLOSING,
                            loop->now);
     }
+    if (conn->io_kind == SXE__IO_PLANNED) {
+        sxe__connect_plan_closed(conn, reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err);
+    }
     if (conn->handlers != NULL && conn->handlers->on_close != NULL) {
         conn->handlers->on_close(conn, reason, err);
     }
@@ -662,6 +665,7 @@ void sxe_loop_destroy(sxe_loop_t *loop)
     if (loop->large != MAP_FAILED) {
         sxe__sys.munmap(loop->large, large_size(&loop->options));
     }
+    free(loop->plans);
     free(loop->buffer_free);
     free(loop->large_free);
     free(loop->segments);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,6 +36,7 @@ static void register_kinds(sxe_loop_t *loop)
     loop->callbacks[SXE__IO_LISTENER] = listener_io;
     loop->callbacks[SXE__IO_CONNECT] = connect_io;
     loop->callbacks[SXE__IO_RESERVED] = connect_io; /* never called: it is not watched */
+    loop->callbacks[SXE__IO_PLANNED] = connect_io;
     loop->callbacks[SXE__IO_STREAM] = sxe__stream_io;
     loop->callbacks[SXE__IO_FDPASS] = sxe__fdpass_io;
     loop->callbacks[SXE__IO_TLS] = sxe__stream_io;
@@ -329,6 +331,88 @@ int sxe_conn_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockad
     return sxe__listen_attach(loop, listener, fd, options, handlers, user);
 }
 
+/* The loop's table of plans, made for the first. @return 0 or -ENOMEM. */
+static int plans_made(sxe_loop_t *loop)
+{
+    /* Pages of it are touched only for the slots that have had a plan. */
+    if (loop->plans == NULL &&
+        (loop->plans = calloc(loop->options.connections, sizeof(*loop->plans))) == NULL) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    return 0;
+}
+
+/* A connect begun with options' plan, if any, waits for its first event with it. */
+static void plan_attach(struct sxe_conn *conn, const struct sxe_connect_options *options)
+{
+    if (options->plan != NULL) {
+        conn->loop->plans[sxe__conn_index(conn)] = options->plan;
+        conn->io_kind = SXE__IO_PLANNED;
+    }
+}
+
+/* The connection's plan, taken off it: its connect has ended. */
+static struct sxe_connect_plan *plan_take(struct sxe_conn *conn)
+{
+    struct sxe_connect_plan *plan = conn->loop->plans[sxe__conn_index(conn)];
+
+    conn->loop->plans[sxe__conn_index(conn)] = NULL;
+    conn->io_kind = SXE__IO_CONNECT;
+    return plan;
+}
+
+void sxe__connect_plan_closed(struct sxe_conn *conn, int err)
+{
+    struct sxe_connect_plan *plan = plan_take(conn);
+
+    plan->ended(plan, conn, err != 0 ? err : ECANCELED);
+}
+
+/*
+ * The slot of a connect that failed is reserved again: a placeholder takes its descriptor's
+ * number, the failed socket goes, and what the turn still holds for it is dropped (a completion
+ * backend may have posted more than one completion for it). @return 0 or -errno.
+ */
+static int reserve_again(struct sxe_conn *conn)
+{
+    sxe_loop_t *loop = conn->loop;
+    int fd = make_socket(AF_INET, SOCK_STREAM);
+
+    if (fd < 0) {
+        return fd;
+    }
+    loop->io->forget(loop, conn->fd, false);
+    int rc = sxe__sys.dup3(fd, conn->fd, O_CLOEXEC) < 0 ? -errno : 0;
+    sxe__sys.close(fd);
+    if (rc < 0) {
+        return rc; /* the failed socket stays, unwatched, until the connection's close */
+    }
+    sxe__loop_drop_events(loop, sxe__conn_tag(conn));
+    if (loop->tls != NULL) {
+        sxe__tls_close(conn);
+    }
+    conn->io_kind = SXE__IO_RESERVED;
+    return 0;
+}
+
+/* A planned connect failed with err: its plan may begin the next. @return whether it did (or
+ * closed the connection itself); if not, the connection is the caller's to fail. */
+static bool go_on(struct sxe_conn *conn, int err)
+{
+    struct sxe_connect_plan *plan = plan_take(conn);
+    int rc = reserve_again(conn);
+
+    if (rc < 0) {
+        SXE_LOG_WARN("cannot reserve a connection again for its next address: %s",
+                     sxe_strerror(-rc));
+        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err); /* closed: the plan is done with */
+        plan->ended(plan, conn, err);
+        return true;
+    }
+    plan->ended(plan, conn, err);
+    return conn->io_kind != SXE__IO_RESERVED || !sxe__conn_is_open(conn);
+}
+
 /* The first event of a connect, socketpair or adopted socket: it is connected, or failed. */
 static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
 {
@@ -342,8 +426,17 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
         err = errno;
     }
     if (err != 0) {
-        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err);
+        if (conn->io_kind != SXE__IO_PLANNED || !go_on(conn, err)) {
+            sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err);
+        }
         return;
+    }
+    if (conn->io_kind == SXE__IO_PLANNED) {
+        struct sxe_connect_plan *plan = plan_take(conn);
+        plan->ended(plan, conn, 0);
+        if (!sxe__conn_is_open(conn)) {
+            return;
+        }
     }
     bool tls = sxe__tls_client(conn);
     sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), SXE__CONN_CONNECTING,
@@ -474,6 +567,9 @@ int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct socka
         return -EINVAL;
     }
     options = options != NULL ? options : &defaults;
+    if (options->plan != NULL && (rc = plans_made(loop)) < 0) {
+        return rc; /* GCOVR_EXCL_LINE: out of memory */
+    }
     int fd = begin_connect(address, address_len, options);
     if (fd < 0) {
         return fd;
@@ -484,6 +580,7 @@ int sxe_conn_connect(sxe_loop_t *loop, sxe_conn_t **conn_out, const struct socka
              : add_connecting(loop, conn_out, fd, 0, handlers, user, false);
     if (rc == 0) {
         (*conn_out)->lists |= SXE__LIST_OUTBOUND; /* the program's own: an upstream, say */
+        plan_attach(*conn_out, options);
     }
     return rc;
 }
@@ -523,6 +620,9 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
         return -EINVAL;
     }
     options = options != NULL ? options : &defaults;
+    if (options->plan != NULL && (rc = plans_made(conn->loop)) < 0) {
+        return rc; /* GCOVR_EXCL_LINE: out of memory */
+    }
     /* Whatever can refuse comes first, so a refusal leaves it reserved: the TLS session (a server
      * name it cannot take), then the socket, its source and its connect. */
     if (options->tls != NULL &&
@@ -547,6 +647,7 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
         return rc;
     }
     conn->io_kind = SXE__IO_CONNECT;
+    plan_attach(conn, options);
     if (options->tls != NULL) { /* see start_tls() */
         (void)set_option(conn->fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
     }

@@ -313,9 +313,22 @@ static bool stopped(sxe_loop_t *loop)
     return loop->layer->writing(loop) == 0 && (!loop->draining || loop->layer->serving(loop) == 0);
 }
 
+void sxe__loop_drop_events(sxe_loop_t *loop, uint64_t tag)
+{
+    /* One generation back: never the slot's again (it only grows), so they count as stale. */
+    uint64_t stale = tag - ((uint64_t)1 << 32);
+
+    for (int i = 0; i < loop->event_count; i++) {
+        if (loop->events[i].tag == tag) {
+            loop->events[i].tag = stale;
+        }
+    }
+}
+
 /* Hands each event to its slot's callback; events for a slot reused since are dropped. */
 static void dispatch(sxe_loop_t *loop, int count)
 {
+    loop->event_count = count;
     for (int i = 0; i < count; i++) {
         const struct sxe__io_event *event = &loop->events[i];
         if (event->tag >= SXE__LOOP_TAGS) {
@@ -342,6 +355,7 @@ static void dispatch(sxe_loop_t *loop, int count)
         sxe_log_set_id(previous_id);
         loop->layer->after_event(loop);
     }
+    loop->event_count = 0;
 }
 
 int sxe_loop_run_once(sxe_loop_t *loop, uint64_t timeout_ns)

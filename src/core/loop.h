@@ -132,6 +132,7 @@ enum sxe__io_kind {
     SXE__IO_CONNECT,  /* listen.c: a connect's first event */
     SXE__IO_TLS,      /* stream.c, its bytes through transport_tls.c: TLS streams */
     SXE__IO_RESERVED, /* listen.c: a connect whose address is to come (never watched) */
+    SXE__IO_PLANNED,  /* listen.c: a connect's first event, with a plan (loop->plans) */
     SXE__IO_KIND_COUNT
 };
 
@@ -225,8 +226,10 @@ struct sxe_loop {
     sxe_timer_t **heap; /* timers, a binary min-heap on deadline */
     uint32_t heap_len;
 
-    struct sxe__io_event *events; /* options.events of them, filled by the backend's wait */
-    struct sxe__tls_loop *tls;    /* TLS state by slot, made by the first TLS listener, or NULL */
+    struct sxe__io_event *events;    /* options.events of them, filled by the backend's wait */
+    int event_count;                 /* how many the turn's wait filled */
+    struct sxe_connect_plan **plans; /* by slot, for SXE__IO_PLANNED; NULL before the first */
+    struct sxe__tls_loop *tls; /* TLS state by slot, made by the first TLS listener, or NULL */
     struct sxe_loop_stats stats;
 
     struct {
@@ -296,6 +299,10 @@ int sxe__conn_add(sxe_loop_t *loop, sxe_conn_t **conn_out, int fd, unsigned stat
 /* Connections open now, listeners and UDP sockets included (sxe_loop_stats' open). */
 uint32_t sxe__conn_open_count(const sxe_loop_t *loop);
 void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
+/* loop.c: the turn's events still to come for tag are dropped (its socket was replaced). */
+void sxe__loop_drop_events(sxe_loop_t *loop, uint64_t tag);
+/* listen.c: a planned connect's connection closes: its plan hears it (sxe_connect_plan). */
+void sxe__connect_plan_closed(struct sxe_conn *conn, int err);
 /* A connection closed while a send was pending: the backend is done with its queue now. */
 void sxe__conn_closing_done(struct sxe_conn *conn);
 int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, int err);

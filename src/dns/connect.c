@@ -35,27 +35,75 @@ int sxe_resolve_address(sxe_resolver_t *resolver, const char *name, uint16_t por
     return rc;
 }
 
-/* A connection whose name is being asked: what its connect needs when the answer comes. */
+/*
+ * A connect to a name's addresses in turn: its plan (struct sxe_connect_plan), which begins the
+ * next address's connect when one fails from the loop, and what each connect needs.
+ */
 struct named_connect {
+    struct sxe_connect_plan plan; /* first: the plan is the record */
     sxe_loop_t *loop;
-    uint64_t id; /* the connection's: it may close, and its slot serve another, meanwhile */
-    struct sxe_connect_options options;
+    uint64_t id; /* while the name is asked, the connection's: it may close, and its slot serve
+                    another, meanwhile */
+    struct sxe_connect_options options; /* its plan is this record's */
     struct sockaddr_storage source;
     char server_name[SXE_RESOLVE_NAME_MAX + 1];
+    struct sxe_resolved answer;
+    uint32_t next; /* the answer's address to try next */
 };
 
-/* Begins a connect to the first of the answer's addresses that can be reached. @return 0 or the
- * last address's -errno (the connection is still reserved). */
-static int connect_first(sxe_conn_t *conn, const struct sxe_resolved *answer,
-                         const struct sxe_connect_options *options)
+static void ended(struct sxe_connect_plan *plan, sxe_conn_t *conn, int err);
+
+/* A record for a connect to a name's addresses, with its own copy of options. */
+static struct named_connect *named_new(sxe_loop_t *loop, const struct sxe_connect_options *options)
+{
+    struct named_connect *named = malloc(sizeof(*named));
+
+    if (named == NULL) {
+        return NULL; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    named->plan.ended = ended;
+    named->loop = loop;
+    named->options = *options;
+    named->options.plan = &named->plan;
+    named->next = 0;
+    if (options->source != NULL) {
+        memcpy(&named->source, options->source, options->source_len);
+        named->options.source = (const struct sockaddr *)&named->source;
+    }
+    if (options->server_name != NULL) {
+        strcpy(named->server_name, options->server_name); /* no longer than a name: checked */
+        named->options.server_name = named->server_name;
+    }
+    return named;
+}
+
+/* Begins the reserved connection's connect to the next of the answer's addresses that can begin.
+ * @return 0, or the last address's -errno (the connection is still reserved). */
+static int connect_next(struct named_connect *named, sxe_conn_t *conn)
 {
     int rc = -ENOENT;
 
-    for (uint32_t i = 0; i < answer->count && rc < 0; i++) {
-        rc = sxe_conn_connect_reserved(conn, &answer->address[i].sa,
-                                       sxe_resolved_len(&answer->address[i]), options);
+    while (rc < 0 && named->next < named->answer.count) {
+        const union sxe_resolved_address *address = &named->answer.address[named->next++];
+        rc = sxe_conn_connect_reserved(conn, &address->sa, sxe_resolved_len(address),
+                                       &named->options);
     }
     return rc;
+}
+
+/* A connect begun with the plan ended: a failure moves on to the next address, if there is one. */
+static void ended(struct sxe_connect_plan *plan, sxe_conn_t *conn, int err)
+{
+    struct named_connect *named = (struct named_connect *)plan;
+
+    if (err != 0 && !sxe_conn_closed(conn) && named->next < named->answer.count) {
+        SXE_LOG_DEBUG("connection %u: address %u of %u: %s; trying the next", sxe_conn_index(conn),
+                      named->next, named->answer.count, sxe_strerror(err));
+        if (connect_next(named, conn) == 0) {
+            return; /* the plan goes on */
+        }
+    }
+    free(named); /* connected, closed, or out of addresses: the connection fails with err */
 }
 
 /* The name's answer came: the connection, if it is still open, connects or fails with it. */
@@ -65,9 +113,12 @@ static void answered(void *arg, int err, const struct sxe_resolved *answer)
     sxe_conn_t *conn = sxe_conn_from_id(named->loop, named->id);
 
     if (conn != NULL && err == 0) {
-        err = connect_first(conn, answer, &named->options);
+        named->answer = *answer;
+        if ((err = connect_next(named, conn)) == 0) {
+            return; /* the plan has it now */
+        }
     }
-    if (conn != NULL && err < 0) {
+    if (conn != NULL) {
         SXE_LOG_DEBUG("connection %u: its name's addresses cannot be reached: %s",
                       sxe_conn_index(conn), sxe_strerror(-err));
         sxe_conn_fail(conn, -err);
@@ -75,16 +126,32 @@ static void answered(void *arg, int err, const struct sxe_resolved *answer)
     free(named);
 }
 
-/* Connects at once to the first address of a known answer that can be reached. */
+/* Connects at once to the first address of a known answer whose connect can begin; with more
+ * than one, a plan moves it on to the next when one fails from the loop. */
 static int connect_known(sxe_loop_t *loop, sxe_conn_t **conn, const struct sxe_resolved *answer,
                          const struct sxe_connect_options *options,
                          const struct sxe_conn_handlers *handlers, void *user)
 {
+    const union sxe_resolved_address *address = &answer->address[0];
+
+    if (answer->count == 1) {
+        return sxe_conn_connect(loop, conn, &address->sa, sxe_resolved_len(address), options,
+                                handlers, user);
+    }
+    struct named_connect *named = named_new(loop, options);
     int rc = -ENOENT;
 
-    for (uint32_t i = 0; i < answer->count && rc < 0 && rc != -ENOBUFS; i++) {
-        rc = sxe_conn_connect(loop, conn, &answer->address[i].sa,
-                              sxe_resolved_len(&answer->address[i]), options, handlers, user);
+    if (named == NULL) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    named->answer = *answer;
+    while (rc < 0 && rc != -ENOBUFS && named->next < answer->count) {
+        address = &answer->address[named->next++];
+        rc = sxe_conn_connect(loop, conn, &address->sa, sxe_resolved_len(address), &named->options,
+                              handlers, user);
+    }
+    if (rc < 0) {
+        free(named);
     }
     return rc;
 }
@@ -94,22 +161,12 @@ static int connect_asked(sxe_loop_t *loop, sxe_resolver_t *resolver, sxe_conn_t 
                          const char *name, uint16_t port, const struct sxe_connect_options *options,
                          const struct sxe_conn_handlers *handlers, void *user)
 {
-    struct named_connect *named = malloc(sizeof(*named));
+    struct named_connect *named = named_new(loop, options);
     sxe_resolve_query_t *query;
     int rc;
 
     if (named == NULL) {
-        return -ENOMEM;
-    }
-    named->loop = loop;
-    named->options = *options;
-    if (options->source != NULL) {
-        memcpy(&named->source, options->source, options->source_len);
-        named->options.source = (const struct sockaddr *)&named->source;
-    }
-    if (options->server_name != NULL) {
-        strcpy(named->server_name, options->server_name); /* no longer than a name: checked */
-        named->options.server_name = named->server_name;
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
     }
     if ((rc = sxe_resolve(resolver, name, port, answered, named, &query)) < 0) {
         free(named);
@@ -143,6 +200,7 @@ int sxe_resolve_connect(sxe_loop_t *loop, sxe_resolver_t *resolver, sxe_conn_t *
         return rc;
     }
     struct sxe_connect_options named = options != NULL ? *options : defaults;
+    named.plan = NULL; /* a name has its own */
     char host[SXE_RESOLVE_NAME_MAX + 1];
     if (named.tls != NULL && named.server_name == NULL) {
         /* the certificate is checked for the name, or the address, the program gave */

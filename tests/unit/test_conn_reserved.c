@@ -2,15 +2,17 @@
  * Connections whose address comes later (sxe_conn_reserve(), sxe_conn_connect_reserved()) and
  * connections failed by the program (sxe_conn_fail()): a reserved connection connects, to IPv4 or
  * IPv6, keeping its descriptor's number; closes, times out and fails as any connection does; is
- * still reserved after a connect that could not begin; counts in the table; and the calls refuse
- * what is not theirs.
+ * still reserved after a connect that could not begin; moves on to another address when a
+ * connect with a plan is refused; counts in the table; and the calls refuse what is not theirs.
  */
 #include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "sxe/clock.h"
 #include "sxe/conn.h"
@@ -214,6 +216,182 @@ static void test_a_connect_the_backend_cannot_watch(void **state)
     assert_int_equal(seen.err, ENOMEM);
 }
 
+/* What a plan (struct sxe_connect_plan) heard, and what it does when a connect fails. */
+static struct {
+    int calls, errs[4];
+    bool closed[4];
+    enum { PLAN_NOTHING, PLAN_FAIL, PLAN_NEXT } action;
+    struct sockaddr_storage next;
+    socklen_t next_len;
+} planned;
+
+static void plan_ended(struct sxe_connect_plan *plan, sxe_conn_t *conn, int err)
+{
+    int call = planned.calls++;
+
+    assert_true(call < 4);
+    planned.errs[call] = err;
+    planned.closed[call] = sxe_conn_closed(conn);
+    if (err == 0 || sxe_conn_closed(conn)) {
+        return;
+    }
+    assert_int_equal(sxe_conn_write(conn, "x", 1), -EPIPE); /* reserved again */
+    if (planned.action == PLAN_FAIL) {
+        sxe_conn_fail(conn, EHOSTDOWN);
+    } else if (planned.action == PLAN_NEXT) { /* once */
+        struct sxe_connect_options again = {.plan = plan};
+        planned.action = PLAN_NOTHING;
+        assert_int_equal(sxe_conn_connect_reserved(conn, (struct sockaddr *)&planned.next,
+                                                   planned.next_len, &again),
+                         0);
+    }
+}
+
+static struct sxe_connect_plan plan = {.ended = plan_ended};
+
+/* A port of 127.0.0.1 that refuses connects: a socket bound to it, never listening. @return the
+ * socket, for the caller to close. */
+static int refusing_at(struct sockaddr_storage *at, socklen_t *len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&any, sizeof(any)), 0);
+    *len = sizeof(*at);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)at, len), 0);
+    return fd;
+}
+
+/* A connect refused from the loop, with a plan: the plan moves it on to another address (on the
+ * same descriptor's number) and it connects; a plan that begins nothing leaves it to fail with the
+ * refusal; a plan may fail it with an error of its own. */
+static void test_a_plan_moves_a_refused_connect_on(void **state)
+{
+    struct sxe_connect_options options = {.plan = &plan};
+    struct sockaddr_storage refusing;
+    socklen_t refusing_len;
+    sxe_conn_t *conn;
+
+    (void)state;
+    int bound = refusing_at(&refusing, &refusing_len);
+    memset(&planned, 0, sizeof(planned));
+    listen_at("127.0.0.1", &planned.next, &planned.next_len);
+    planned.action = PLAN_NEXT;
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&refusing, refusing_len,
+                                      &options, &client_handlers, NULL),
+                     0);
+    int fd = sxe_conn_fd(conn);
+    run_until(&seen.bytes, 5);
+    assert_int_equal(sxe_conn_fd(conn), fd);
+    assert_int_equal(planned.calls, 2);
+    assert_int_equal(planned.errs[0], ECONNREFUSED);
+    assert_int_equal(planned.errs[1], 0); /* connected */
+    assert_int_equal(seen.connects, 1);
+    assert_int_equal(seen.closes, 0);
+    /* Reserved connections whose plans begin nothing, and fail it. */
+    for (int action = PLAN_NOTHING; action <= PLAN_FAIL; action++) {
+        planned.action = action;
+        planned.calls = 0;
+        assert_int_equal(sxe_conn_reserve(loop, &conn, &client_handlers, NULL), 0);
+        assert_int_equal(
+            sxe_conn_connect_reserved(conn, (struct sockaddr *)&refusing, refusing_len, &options),
+            0);
+        run_until(&seen.closes, action + 1);
+        assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+        assert_int_equal(seen.err, action == PLAN_FAIL ? EHOSTDOWN : ECONNREFUSED);
+        assert_int_equal(planned.calls, 1);
+    }
+    /* Moved on to an address that refuses too: no connect is seen, whatever the backend still
+     * posted for the first socket. */
+    planned.action = PLAN_NEXT;
+    planned.calls = 0;
+    planned.next = refusing;
+    planned.next_len = refusing_len;
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&refusing, refusing_len,
+                                      &options, &client_handlers, NULL),
+                     0);
+    run_until(&seen.closes, 3);
+    assert_int_equal(seen.err, ECONNREFUSED);
+    assert_int_equal(planned.calls, 2);
+    assert_int_equal(seen.connects, 1);
+    /* Moved on to an address that does not answer (a listener whose queue is full drops the
+     * SYN): what the backend still posted for the refused socket is not taken for the new one. */
+    int full = refusing_at(&planned.next, &planned.next_len), fillers[2];
+    assert_int_equal(listen(full, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        (void)connect(fillers[i], (struct sockaddr *)&planned.next, planned.next_len);
+    }
+    planned.action = PLAN_NEXT;
+    planned.calls = 0;
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&refusing, refusing_len,
+                                      &options, &client_handlers, NULL),
+                     0);
+    for (int turn = 0; turn < 10; turn++) {
+        assert_true(sxe_loop_run_once(loop, 10 * SXE_NS_PER_MSEC) >= 0);
+    }
+    assert_int_equal(planned.calls, 1);
+    assert_int_equal(seen.connects, 1); /* still connecting */
+    sxe_conn_close(conn);
+    assert_int_equal(planned.calls, 2);
+    assert_int_equal(planned.errs[1], ECANCELED);
+    for (int i = 0; i < 2; i++) {
+        close(fillers[i]);
+    }
+    close(full);
+    close(bound);
+}
+
+/* The plan has been called calls times, the last with err, on a closed connection. */
+static void heard_closed(int calls, int err)
+{
+    assert_int_equal(planned.calls, calls);
+    assert_int_equal(planned.errs[calls - 1], err);
+    assert_true(planned.closed[calls - 1]);
+}
+
+/* A planned connect closed by the program, or by the loop's end; and one refused when its slot
+ * cannot be reserved again (no socket, or none that takes the number): the plan hears each once,
+ * closed. */
+static void test_a_plan_hears_its_connect_closed(void **state)
+{
+    struct sxe_connect_options options = {.plan = &plan};
+    struct sockaddr_storage at, refusing;
+    socklen_t len, refusing_len;
+    sxe_conn_t *conn;
+
+    (void)state;
+    memset(&planned, 0, sizeof(planned));
+    listen_at("127.0.0.1", &at, &len);
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&at, len, &options,
+                                      &client_handlers, NULL),
+                     0);
+    sxe_conn_close(conn);
+    heard_closed(1, ECANCELED);
+    int bound = refusing_at(&refusing, &refusing_len);
+    planned.action = PLAN_NEXT; /* never reached: the slot cannot be reserved again */
+    const enum sxe__sys_call calls[] = {SXE_SYS_socket, SXE_SYS_dup3};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&refusing, refusing_len,
+                                          &options, &client_handlers, NULL),
+                         0);
+        sxe__sys_fail(calls[i], 1, 1, i == 0 ? EMFILE : ENOMEM);
+        run_until(&seen.closes, 2 + i);
+        sxe__sys_reset();
+        assert_int_equal(seen.err, ECONNREFUSED);
+        heard_closed(2 + i, ECONNREFUSED);
+    }
+    close(bound);
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&at, len, &options,
+                                      &client_handlers, NULL),
+                     0);
+    sxe_loop_destroy(loop);
+    heard_closed(4, ECANCELED);
+    struct sxe_loop_options again = {.connections = 8};
+    assert_int_equal(sxe_loop_create(&loop, &again), 0); /* for the teardown */
+}
+
 /* The table full, and no socket to hold the slot: refused, nothing taken. */
 static void test_a_reservation_refused(void **state)
 {
@@ -326,6 +504,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_a_reservation_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_connect_the_backend_cannot_watch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_plan_moves_a_refused_connect_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_plan_hears_its_connect_closed, setup, teardown),
         cmocka_unit_test(test_each_invalid_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

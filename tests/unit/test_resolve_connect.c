@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dns_server.h"
 #include "sxe/clock.h"
@@ -211,6 +212,43 @@ static void test_a_connection_gone_while_asked(void **state)
     assert_int_equal(seen.err, ECANCELED);
 }
 
+/* A name's addresses tried in turn when one refuses from the loop (both.test: ::1, where nothing
+ * listens, before 127.0.0.1): asked, then known; every address refusing (the last one's error);
+ * closed, and its loop destroyed, while it tries them. */
+static void test_every_address_is_tried(void **state)
+{
+    struct sockaddr_in6 any = {.sin6_family = AF_INET6};
+    socklen_t len = sizeof(any);
+    sxe_conn_t *conn;
+    char address[32];
+
+    (void)state;
+    assert_int_equal(connect_to(resolver, "both.test", NULL), 0); /* asked */
+    run_until(&seen.bytes, 5);
+    assert_int_equal(connect_to(resolver, "both.test", NULL), 0); /* known */
+    run_until(&seen.bytes, 10);
+    assert_int_equal(seen.closes, 0);
+    /* A port where nothing listens, on both families: a socket bound to it, never listening. */
+    int bound = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(bound, (struct sockaddr *)&any, sizeof(any)), 0);
+    assert_int_equal(getsockname(bound, (struct sockaddr *)&any, &len), 0);
+    snprintf(address, sizeof(address), "both.test:%d", ntohs(any.sin6_port));
+    assert_int_equal(sxe_resolve_connect(loop, resolver, &conn, address, NULL, &client, NULL), 0);
+    run_until(&seen.closes, 1);
+    assert_int_equal(seen.reason, SXE_CLOSE_ERROR);
+    assert_int_equal(seen.err, ECONNREFUSED);
+    assert_int_equal(sxe_resolve_connect(loop, resolver, &conn, address, NULL, &client, NULL), 0);
+    sxe_conn_close(conn);
+    assert_int_equal(seen.closes, 2);
+    close(bound);
+    assert_int_equal(connect_to(resolver, "both.test", NULL), 0);
+    sxe_resolver_destroy(resolver);
+    resolver = NULL;
+    sxe_loop_destroy(loop); /* what its connect holds goes with it */
+    loop = NULL;
+    assert_int_equal(seen.connects, 2);
+}
+
 /* The resolver's steps for clients: a name's nth address, asked then known; connects that cannot
  * begin, a full table, a resolver with no room for another caller, a server name too long. */
 static void test_the_edges(void **state)
@@ -307,7 +345,8 @@ static void test_each_invalid_use(void **state)
 }
 
 #ifdef SXE_TEST_TLS
-/* TLS to a name: the certificate is checked for it (other.test's passes, a.test's does not). */
+/* TLS to a name: the certificate is checked for it (other.test's passes, a.test's does not); a
+ * session for each address tried. */
 static void test_tls_to_a_name(void **state)
 {
     sxe_tls_t *server_tls, *client_tls;
@@ -326,6 +365,11 @@ static void test_tls_to_a_name(void **state)
     struct sxe_connect_options secure = {.tls = client_tls};
     assert_int_equal(connect_to(resolver, "other.test", &secure), 0);
     run_until(&seen.bytes, 5);
+    /* ::1 refuses, and 127.0.0.1 takes a session of its own (the name given for the check). */
+    struct sxe_connect_options named = {.tls = client_tls, .server_name = "other.test"};
+    assert_int_equal(connect_to(resolver, "both.test", &named), 0);
+    run_until(&seen.bytes, 10);
+    assert_int_equal(seen.closes, 0);
     assert_int_equal(connect_to(resolver, "a.test", &secure), 0);
     struct sxe_test_capture capture;
     sxe_test_capture_start(&capture);
@@ -404,7 +448,7 @@ static void test_websockets_to_names(void **state)
                      0);
     snprintf(address, sizeof(address), "ws://a.test:%d/ws?room=1", at);
     assert_int_equal(sxe_ws_client_connect(clients, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
-    snprintf(address, sizeof(address), "a.test:%d", at);
+    snprintf(address, sizeof(address), "both.test:%d", at); /* ::1 refuses: then 127.0.0.1 */
     assert_int_equal(sxe_ws_client_connect(clients, &ws, address, "/ws", NULL, NULL, 0, NULL), 0);
     snprintf(address, sizeof(address), "ws://a.test:%d?room=1", at); /* "/?room=1": no route */
     assert_int_equal(sxe_ws_client_connect(clients, &ws, address, NULL, NULL, NULL, 0, NULL), 0);
@@ -572,6 +616,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_name_connects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_names_that_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_connection_gone_while_asked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_address_is_tried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_edges, setup, teardown),
         cmocka_unit_test(test_each_invalid_use),
 #ifdef SXE_TEST_TLS
