@@ -195,10 +195,11 @@ SXE_MUST_CHECK int sxe_conn_listen_at(sxe_loop_t *loop, sxe_conn_t **listener, c
  * sxe_conn_connect_reserved(), it must live until ended() is called for the last time, once for
  * each connect begun with it, as that connect ends:
  * - connected: err is 0, before on_connect;
- * - failed (ECONNREFUSED, EHOSTUNREACH, ...): err says why, and the connection is reserved again
- *   (as after sxe_conn_reserve(); connect_timeout still counts from its start). ended() may begin
- *   the next connect with sxe_conn_connect_reserved(), with the plan in its options; if it begins
- *   none, the connection fails with err (on_close, SXE_CLOSE_ERROR) unless ended() failed it;
+ * - failed (ECONNREFUSED, EHOSTUNREACH, ...), or not connected within the loop's connect_timeout
+ *   (ETIMEDOUT): err says why, and the connection is reserved again (as after sxe_conn_reserve()).
+ *   ended() may begin the next connect with sxe_conn_connect_reserved(), with the plan in its
+ *   options (that connect has connect_timeout of its own); if it begins none, the connection
+ *   fails (on_close: SXE_CLOSE_ERROR with err, or SXE_CLOSE_TIMEOUT) unless ended() failed it;
  * - closed meanwhile (by the program, its timeout, the loop's stop or destruction): err says why
  *   (ECANCELED when the program closed it) and sxe_conn_closed() is true: the plan is done with.
  * A connect that cannot begin (its call's error) does not call it.

@@ -163,9 +163,10 @@ SXE_MUST_CHECK int sxe_resolve_address(sxe_resolver_t *resolver, const char *nam
  * reserved (sxe_conn_reserve()): its connect begins when the answer comes, so connect_timeout
  * counts the asking, and a name that cannot be resolved closes it with SXE_CLOSE_ERROR and the
  * resolver's error as a positive errno (ENOENT, ETIMEDOUT, ECONNREFUSED, EPROTO, ECANCELED).
- * Every address is tried in turn: a connect that cannot begin, or one refused from the loop (by a
- * plan, struct sxe_connect_plan in sxe/conn.h), moves on to the next; on_close comes with the last
- * address's error once all have failed, and connect_timeout counts across them.
+ * Every address is tried in turn: a connect that cannot begin, one refused from the loop, or one
+ * not up within connect_timeout (by a plan, struct sxe_connect_plan in sxe/conn.h) moves on to the
+ * next, which has connect_timeout of its own; on_close comes with the last address's failure once
+ * all have failed.
  * @param loop      the resolver's loop.
  * @param resolver  NULL for addresses and localhost only (a name is -EINVAL).
  * @param options   as sxe_conn_connect()'s (its plan is not taken: the call has its own); with

@@ -269,6 +269,15 @@ static void finish_close(struct sxe_conn *conn)
     slot_give(conn);
 }
 
+struct sxe_connect_plan *sxe__conn_plan_take(struct sxe_conn *conn)
+{
+    struct sxe_connect_plan *plan = conn->loop->plans[sxe__conn_index(conn)];
+
+    conn->loop->plans[sxe__conn_index(conn)] = NULL;
+    conn->io_kind = SXE__IO_CONNECT;
+    return plan;
+}
+
 /* Closes now: on_close runs, then the slot is freed, or waits for a pending send to end. */
 static void close_now(struct sxe_conn *conn, enum sxe_close_reason reason, int err)
 {
@@ -295,8 +304,12 @@ static void close_now(struct sxe_conn *conn, enum sxe_close_reason reason, int e
         sxe_pool_set_state(loop->conn_pool, sxe__conn_index(conn), state, SXE__CONN_CLOSING,
                            loop->now);
     }
-    if (conn->io_kind == SXE__IO_PLANNED) {
-        sxe__connect_plan_closed(conn, reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT : err);
+    if (conn->io_kind == SXE__IO_PLANNED) { /* a connect's plan hears it is over */
+        struct sxe_connect_plan *plan = sxe__conn_plan_take(conn);
+        plan->ended(plan, conn,
+                    reason == SXE_CLOSE_TIMEOUT ? ETIMEDOUT
+                    : err != 0                  ? err
+                                                : ECANCELED);
     }
     if (conn->handlers != NULL && conn->handlers->on_close != NULL) {
         conn->handlers->on_close(conn, reason, err);
@@ -402,6 +415,15 @@ static void timed_out(sxe_pool_t *pool, uint32_t index, void *arg)
          * its completion frees the slot. */
         sxe__sys.shutdown(conn->fd, SHUT_RDWR);
         sxe_pool_touch(pool, index, loop->now);
+        return;
+    }
+    /* A planned connect too slow: its plan may try the next address, with a time of its own. */
+    if (conn->io_kind == SXE__IO_PLANNED && loop->plan_next(conn, ETIMEDOUT)) {
+        if (sxe__conn_is_open(conn)) {
+            sxe_pool_touch(pool, index, loop->now);
+        } else {
+            end_close(conn); /* failed by its plan: the pool's walk needs the slot moved */
+        }
         return;
     }
     /* A handshake too slow: the program has nothing to say on a stream it has not heard from. */

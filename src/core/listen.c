@@ -331,17 +331,6 @@ int sxe_conn_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockad
     return sxe__listen_attach(loop, listener, fd, options, handlers, user);
 }
 
-/* The loop's table of plans, made for the first. @return 0 or -ENOMEM. */
-static int plans_made(sxe_loop_t *loop)
-{
-    /* Pages of it are touched only for the slots that have had a plan. */
-    if (loop->plans == NULL &&
-        (loop->plans = calloc(loop->options.connections, sizeof(*loop->plans))) == NULL) {
-        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
-    }
-    return 0;
-}
-
 /* A connect begun with options' plan, if any, waits for its first event with it. */
 static void plan_attach(struct sxe_conn *conn, const struct sxe_connect_options *options)
 {
@@ -349,23 +338,6 @@ static void plan_attach(struct sxe_conn *conn, const struct sxe_connect_options 
         conn->loop->plans[sxe__conn_index(conn)] = options->plan;
         conn->io_kind = SXE__IO_PLANNED;
     }
-}
-
-/* The connection's plan, taken off it: its connect has ended. */
-static struct sxe_connect_plan *plan_take(struct sxe_conn *conn)
-{
-    struct sxe_connect_plan *plan = conn->loop->plans[sxe__conn_index(conn)];
-
-    conn->loop->plans[sxe__conn_index(conn)] = NULL;
-    conn->io_kind = SXE__IO_CONNECT;
-    return plan;
-}
-
-void sxe__connect_plan_closed(struct sxe_conn *conn, int err)
-{
-    struct sxe_connect_plan *plan = plan_take(conn);
-
-    plan->ended(plan, conn, err != 0 ? err : ECANCELED);
 }
 
 /*
@@ -395,22 +367,38 @@ static int reserve_again(struct sxe_conn *conn)
     return 0;
 }
 
-/* A planned connect failed with err: its plan may begin the next. @return whether it did (or
- * closed the connection itself); if not, the connection is the caller's to fail. */
-static bool go_on(struct sxe_conn *conn, int err)
+/*
+ * A planned connect failed with err (refused, or too slow: loop->plan_next): its slot is reserved
+ * again and its plan told, which may begin the next. @return whether the plan has it (connecting
+ * again, or failed by the plan); if not, the caller fails it, and if the slot could not be
+ * reserved again the plan is still on it, to hear that close.
+ */
+static bool plan_next(struct sxe_conn *conn, int err)
 {
-    struct sxe_connect_plan *plan = plan_take(conn);
+    struct sxe_connect_plan **slot = &conn->loop->plans[sxe__conn_index(conn)];
+    struct sxe_connect_plan *plan = *slot;
     int rc = reserve_again(conn);
 
     if (rc < 0) {
         SXE_LOG_WARN("cannot reserve a connection again for its next address: %s",
                      sxe_strerror(-rc));
-        sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err); /* closed: the plan is done with */
-        plan->ended(plan, conn, err);
-        return true;
+        return false;
     }
+    *slot = NULL; /* reserved again: the plan is off it */
     plan->ended(plan, conn, err);
     return conn->io_kind != SXE__IO_RESERVED || !sxe__conn_is_open(conn);
+}
+
+/* The loop's table of plans, made for the first. @return 0 or -ENOMEM. */
+static int plans_made(sxe_loop_t *loop)
+{
+    /* Pages of it are touched only for the slots that have had a plan. */
+    if (loop->plans == NULL &&
+        (loop->plans = calloc(loop->options.connections, sizeof(*loop->plans))) == NULL) {
+        return -ENOMEM; /* GCOVR_EXCL_LINE: out of memory */
+    }
+    loop->plan_next = plan_next;
+    return 0;
 }
 
 /* The first event of a connect, socketpair or adopted socket: it is connected, or failed. */
@@ -426,13 +414,13 @@ static void connect_io(struct sxe_conn *conn, const struct sxe__io_event *event)
         err = errno;
     }
     if (err != 0) {
-        if (conn->io_kind != SXE__IO_PLANNED || !go_on(conn, err)) {
+        if (conn->io_kind != SXE__IO_PLANNED || !plan_next(conn, err)) {
             sxe__conn_close_reason(conn, SXE_CLOSE_ERROR, err);
         }
         return;
     }
     if (conn->io_kind == SXE__IO_PLANNED) {
-        struct sxe_connect_plan *plan = plan_take(conn);
+        struct sxe_connect_plan *plan = sxe__conn_plan_take(conn);
         plan->ended(plan, conn, 0);
         if (!sxe__conn_is_open(conn)) {
             return;
@@ -648,6 +636,9 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
     }
     conn->io_kind = SXE__IO_CONNECT;
     plan_attach(conn, options);
+    if (options->plan != NULL) { /* each address has connect_timeout of its own */
+        sxe_pool_touch(conn->loop->conn_pool, sxe__conn_index(conn), conn->loop->now);
+    }
     if (options->tls != NULL) { /* see start_tls() */
         (void)set_option(conn->fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
     }

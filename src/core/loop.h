@@ -229,6 +229,8 @@ struct sxe_loop {
     struct sxe__io_event *events;    /* options.events of them, filled by the backend's wait */
     int event_count;                 /* how many the turn's wait filled */
     struct sxe_connect_plan **plans; /* by slot, for SXE__IO_PLANNED; NULL before the first */
+    /* listen.c's, set with plans: a planned connect failed with err; whether its plan has it */
+    bool (*plan_next)(struct sxe_conn *conn, int err);
     struct sxe__tls_loop *tls; /* TLS state by slot, made by the first TLS listener, or NULL */
     struct sxe_loop_stats stats;
 
@@ -301,8 +303,8 @@ uint32_t sxe__conn_open_count(const sxe_loop_t *loop);
 void sxe__conn_close_reason(struct sxe_conn *conn, enum sxe_close_reason reason, int err);
 /* loop.c: the turn's events still to come for tag are dropped (its socket was replaced). */
 void sxe__loop_drop_events(sxe_loop_t *loop, uint64_t tag);
-/* listen.c: a planned connect's connection closes: its plan hears it (sxe_connect_plan). */
-void sxe__connect_plan_closed(struct sxe_conn *conn, int err);
+/* The plan of a connect that has ended (SXE__IO_PLANNED), taken off it: it is SXE__IO_CONNECT. */
+struct sxe_connect_plan *sxe__conn_plan_take(struct sxe_conn *conn);
 /* A connection closed while a send was pending: the backend is done with its queue now. */
 void sxe__conn_closing_done(struct sxe_conn *conn);
 int sxe__conn_fail_later(struct sxe_conn *conn, enum sxe_close_reason reason, int err);

@@ -263,6 +263,28 @@ static int refusing_at(struct sockaddr_storage *at, socklen_t *len)
     return fd;
 }
 
+/* A listener on 127.0.0.1 that never answers another connect: its queue (of one) is full, so it
+ * drops their SYNs. Its address into *at, the two connects that fill it into fillers. @return it.
+ */
+static int unanswering_at(struct sockaddr_storage *at, socklen_t *len, int fillers[2])
+{
+    int fd = refusing_at(at, len);
+
+    assert_int_equal(listen(fd, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        (void)connect(fillers[i], (struct sockaddr *)at, *len);
+    }
+    return fd;
+}
+
+static void unanswering_close(int fd, const int fillers[2])
+{
+    close(fillers[0]);
+    close(fillers[1]);
+    close(fd);
+}
+
 /* A connect refused from the loop, with a plan: the plan moves it on to another address (on the
  * same descriptor's number) and it connects; a plan that begins nothing leaves it to fail with the
  * refusal; a plan may fail it with an error of its own. */
@@ -317,12 +339,7 @@ static void test_a_plan_moves_a_refused_connect_on(void **state)
     assert_int_equal(seen.connects, 1);
     /* Moved on to an address that does not answer (a listener whose queue is full drops the
      * SYN): what the backend still posted for the refused socket is not taken for the new one. */
-    int full = refusing_at(&planned.next, &planned.next_len), fillers[2];
-    assert_int_equal(listen(full, 0), 0);
-    for (int i = 0; i < 2; i++) {
-        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        (void)connect(fillers[i], (struct sockaddr *)&planned.next, planned.next_len);
-    }
+    int fillers[2], full = unanswering_at(&planned.next, &planned.next_len, fillers);
     planned.action = PLAN_NEXT;
     planned.calls = 0;
     assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&refusing, refusing_len,
@@ -336,11 +353,52 @@ static void test_a_plan_moves_a_refused_connect_on(void **state)
     sxe_conn_close(conn);
     assert_int_equal(planned.calls, 2);
     assert_int_equal(planned.errs[1], ECANCELED);
-    for (int i = 0; i < 2; i++) {
-        close(fillers[i]);
-    }
-    close(full);
+    unanswering_close(full, fillers);
     close(bound);
+}
+
+/* A planned connect not up within connect_timeout (a listener whose queue is full drops its SYN):
+ * the plan moves it on, and the next address has a time of its own; a plan that begins nothing
+ * leaves it to time out, as does a slot that cannot be reserved again. */
+static void test_a_plan_moves_a_slow_connect_on(void **state)
+{
+    struct sxe_loop_options quick = {.connections = 8, .connect_timeout = 100 * SXE_NS_PER_MSEC};
+    struct sxe_connect_options options = {.plan = &plan};
+    struct sockaddr_storage silent;
+    socklen_t silent_len;
+    sxe_conn_t *conn;
+
+    (void)state;
+    sxe_loop_destroy(loop);
+    assert_int_equal(sxe_loop_create(&loop, &quick), 0);
+    int fillers[2], full = unanswering_at(&silent, &silent_len, fillers);
+    memset(&planned, 0, sizeof(planned));
+    listen_at("127.0.0.1", &planned.next, &planned.next_len);
+    planned.action = PLAN_NEXT;
+    assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&silent, silent_len, &options,
+                                      &client_handlers, NULL),
+                     0);
+    run_until(&seen.bytes, 5);
+    assert_int_equal(planned.calls, 2);
+    assert_int_equal(planned.errs[0], ETIMEDOUT);
+    assert_int_equal(planned.errs[1], 0);
+    assert_int_equal(seen.closes, 0);
+    for (int i = 0; i < 2; i++) { /* nothing next; then no socket to reserve it again */
+        planned.calls = 0;
+        assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&silent, silent_len,
+                                          &options, &client_handlers, NULL),
+                         0);
+        if (i == 1) {
+            sxe__sys_fail(SXE_SYS_socket, 1, 1, EMFILE);
+        }
+        run_until(&seen.closes, i + 1);
+        sxe__sys_reset();
+        assert_int_equal(seen.reason, SXE_CLOSE_TIMEOUT);
+        assert_int_equal(planned.calls, 1);
+        assert_int_equal(planned.errs[0], ETIMEDOUT);
+        assert_int_equal(planned.closed[0], i == 1);
+    }
+    unanswering_close(full, fillers);
 }
 
 /* The plan has been called calls times, the last with err, on a closed connection. */
@@ -506,6 +564,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_connect_the_backend_cannot_watch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_plan_moves_a_refused_connect_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_plan_hears_its_connect_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_plan_moves_a_slow_connect_on, setup, teardown),
         cmocka_unit_test(test_each_invalid_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -249,6 +249,41 @@ static void test_every_address_is_tried(void **state)
     assert_int_equal(seen.connects, 2);
 }
 
+/* both.test's ::1 never answering (a listener whose queue is full drops the SYN) and 127.0.0.1
+ * listening on the same port: ::1 has connect_timeout, then 127.0.0.1 its own. */
+static void test_a_silent_address_is_passed_over(void **state)
+{
+    struct sockaddr_in6 six = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int silent = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), fillers[2];
+
+    (void)state;
+    sxe_resolver_destroy(resolver);
+    sxe_loop_destroy(loop);
+    struct sxe_loop_options options = {.connections = 16, .connect_timeout = 200 * SXE_NS_PER_MSEC};
+    assert_int_equal(sxe_loop_create(&loop, &options), 0);
+    struct sxe_resolver_options resolve = {.servers = servers, .timeout_ms = 200, .tries = 1};
+    assert_int_equal(sxe_resolver_create(&resolver, loop, &resolve), 0);
+    port = listen_echo(NULL);
+    six.sin6_port = htons((uint16_t)port);
+    if (bind(silent, (struct sockaddr *)&six, sizeof(six)) < 0) {
+        close(silent);
+        skip(); /* [::1] at 127.0.0.1's port is taken: nothing to learn here */
+    }
+    assert_int_equal(listen(silent, 0), 0);
+    for (int i = 0; i < 2; i++) {
+        fillers[i] = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        (void)connect(fillers[i], (struct sockaddr *)&six, sizeof(six));
+    }
+    uint64_t start = sxe_clock_mono_ns();
+    assert_int_equal(connect_to(resolver, "both.test", NULL), 0);
+    run_until(&seen.bytes, 5);
+    assert_true(sxe_clock_mono_ns() - start >= 200 * SXE_NS_PER_MSEC); /* ::1's time, first */
+    assert_int_equal(seen.closes, 0);
+    close(fillers[0]);
+    close(fillers[1]);
+    close(silent);
+}
+
 /* The resolver's steps for clients: a name's nth address, asked then known; connects that cannot
  * begin, a full table, a resolver with no room for another caller, a server name too long. */
 static void test_the_edges(void **state)
@@ -617,6 +652,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_names_that_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_connection_gone_while_asked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_address_is_tried, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_silent_address_is_passed_over, setup, teardown),
         cmocka_unit_test_setup_teardown(test_the_edges, setup, teardown),
         cmocka_unit_test(test_each_invalid_use),
 #ifdef SXE_TEST_TLS
