@@ -383,8 +383,9 @@ static void test_a_plan_moves_a_slow_connect_on(void **state)
     assert_int_equal(planned.errs[0], ETIMEDOUT);
     assert_int_equal(planned.errs[1], 0);
     assert_int_equal(seen.closes, 0);
-    for (int i = 0; i < 2; i++) { /* nothing next; then no socket to reserve it again */
+    for (int i = 0; i < 3; i++) { /* nothing next; no socket to reserve it again; failed by it */
         planned.calls = 0;
+        planned.action = i == 2 ? PLAN_FAIL : PLAN_NOTHING;
         assert_int_equal(sxe_conn_connect(loop, &conn, (struct sockaddr *)&silent, silent_len,
                                           &options, &client_handlers, NULL),
                          0);
@@ -393,11 +394,12 @@ static void test_a_plan_moves_a_slow_connect_on(void **state)
         }
         run_until(&seen.closes, i + 1);
         sxe__sys_reset();
-        assert_int_equal(seen.reason, SXE_CLOSE_TIMEOUT);
+        assert_int_equal(seen.reason, i == 2 ? SXE_CLOSE_ERROR : SXE_CLOSE_TIMEOUT);
         assert_int_equal(planned.calls, 1);
         assert_int_equal(planned.errs[0], ETIMEDOUT);
         assert_int_equal(planned.closed[0], i == 1);
     }
+    assert_int_equal(seen.err, EHOSTDOWN);
     unanswering_close(full, fillers);
 }
 
