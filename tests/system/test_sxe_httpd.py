@@ -55,19 +55,33 @@ def root(tmp_path):
 
 class Httpd:
     def __init__(self, build_dir, root, *args, cwd=None):
-        self.port = free_port()
         self.log = root.parent / "access.log"
-        self.process = subprocess.Popen(
-            [str((build_dir / "tools" / "sxe-httpd").resolve()), "--root", str(root),
-             "--listen", f"127.0.0.1:{self.port}", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+        # A port found free can be taken by a test running beside this one before sxe-httpd binds
+        # it: then sxe-httpd says so and exits, and it starts again on another.
+        for attempt in range(5):
+            self.port = free_port()
+            self.process = subprocess.Popen(
+                [str((build_dir / "tools" / "sxe-httpd").resolve()), "--root", str(root),
+                 "--listen", f"127.0.0.1:{self.port}", *args],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+            if self.wait_listening():
+                return
+        raise AssertionError("sxe-httpd found every port it was given taken")
+
+    def wait_listening(self):
+        """Whether sxe-httpd is answering on its port (False: the port was taken meanwhile)."""
         deadline = time.monotonic() + 5
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except ConnectionRefusedError:
+                # Answering, and it is ours: a process that lost the port has exited.
                 assert self.process.poll() is None, self.process.stderr.read()
+                return True
+            except ConnectionRefusedError:
+                if self.process.poll() is not None:
+                    error = self.process.stderr.read()
+                    assert b"Address already in use" in error, error
+                    return False
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
 
