@@ -295,8 +295,8 @@ def test_a_check_that_hangs_leaves_the_server_answering(controlled, build_dir, t
     os.mkfifo(fifo)
     controlled.config.write_text(controlled.config.read_text() + f"mime-types: {fifo}\n")
     began = time.monotonic()
-    # sxe-httpctl waits 15 s by default for a line: a check given up at 10 s leaves 5, too few
-    # for an ASan build on a loaded machine (seen in CI), so it waits 30.
+    # sxe-httpctl waits 15 s by default for a line, 5 more than the check's 10: a margin that an
+    # ASan build on a loaded machine has used up, so it waits 30.
     reload = subprocess.Popen([str(build_dir / "tools" / "sxe-httpctl"), "-s",
                                str(controlled.control), "-w", "30", "reload"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

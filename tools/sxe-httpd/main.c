@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -410,16 +411,19 @@ static int reload_check(void *arg)
     (void)setenv("SXE_HTTPD_HELD", held_addresses, 1); /* the check's child's to compare */
     pid_t pid = fork();
     if (pid == 0) {
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL); /* a check still hung when its waiter goes, too */
         execv("/proc/self/exe", check);
         _exit(127); /* GCOVR_EXCL_LINE: the program itself cannot be run */
     }
     free(check);
     (void)unsetenv("SXE_HTTPD_HELD");
-    /* A check that hangs (a FIFO named as a file) is given 10 s, and the reload refused. Its end
-     * is looked for each millisecond: a check takes a few (bench/suites/reload.py). */
+    /* A check that hangs (a FIFO named as a file) is given 10 s by the clock (not in naps: each
+     * may oversleep on a busy machine), and the reload refused. Its end is looked for each
+     * millisecond: a check takes a few (bench/suites/reload.py). */
+    uint64_t give_up = sxe_clock_mono_ns() + 10 * SXE_NS_PER_SEC;
     pid_t done = 0;
-    for (int waited = 0; pid > 0 && waited < 10000 && (done = waitpid(pid, &status, WNOHANG)) == 0;
-         waited++) {
+    while (pid > 0 && (done = waitpid(pid, &status, WNOHANG)) == 0 &&
+           sxe_clock_mono_ns() < give_up) {
         nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
     }
     if (pid > 0 && done == 0) {
