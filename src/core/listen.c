@@ -331,12 +331,14 @@ int sxe_conn_listen(sxe_loop_t *loop, sxe_conn_t **listener, const struct sockad
     return sxe__listen_attach(loop, listener, fd, options, handlers, user);
 }
 
-/* A connect begun with options' plan, if any, waits for its first event with it. */
+/* A connect begun with options' plan, if any, waits for its first event with it, and has
+ * connect_timeout of its own (after an address that failed). */
 static void plan_attach(struct sxe_conn *conn, const struct sxe_connect_options *options)
 {
     if (options->plan != NULL) {
         conn->loop->plans[sxe__conn_index(conn)] = options->plan;
         conn->io_kind = SXE__IO_PLANNED;
+        sxe_pool_touch(conn->loop->conn_pool, sxe__conn_index(conn), conn->loop->now);
     }
 }
 
@@ -636,9 +638,6 @@ int sxe_conn_connect_reserved(sxe_conn_t *conn, const struct sockaddr *address,
     }
     conn->io_kind = SXE__IO_CONNECT;
     plan_attach(conn, options);
-    if (options->plan != NULL) { /* each address has connect_timeout of its own */
-        sxe_pool_touch(conn->loop->conn_pool, sxe__conn_index(conn), conn->loop->now);
-    }
     if (options->tls != NULL) { /* see start_tls() */
         (void)set_option(conn->fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
     }
